@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what the tests need (idempotent, cached under
+# $HOME), then runs every Rust test with nextest (cargo test if nextest is missing).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if command -v cargo-nextest >/dev/null 2>&1; then
+  cargo nextest run --no-fail-fast "$@"
+else
+  cargo test --no-fail-fast "$@"
+fi

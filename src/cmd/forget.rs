@@ -1,0 +1,24 @@
+//! `memd forget`: append a tombstone for a fact.
+
+use crate::hub::Hub;
+use crate::index::filter::Filter;
+
+/// Arguments of `memd forget`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The fact id.
+    id: String,
+    /// Why, kept in the tombstone line.
+    #[arg(long)]
+    reason: Option<String>,
+}
+
+pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()> {
+    hub.forget(&args.id, args.reason.clone(), "cli", &Filter::all())?;
+    if cli.json {
+        super::print_json(&serde_json::json!({ "id": args.id, "forgotten": true }))
+    } else {
+        println!("forgot {}", args.id);
+        Ok(())
+    }
+}

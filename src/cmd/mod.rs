@@ -1,0 +1,115 @@
+//! The `memd` command line: one file per subcommand. The only code that
+//! writes to stdout (besides the MCP transport); logs go to stderr.
+//!
+//! Every command works on the root chosen by `--root` > `MEMD_ROOT` > the
+//! current directory. `--json` makes a command print exactly one JSON document
+//! on stdout, errors included (`{"error":{code,message,retryable}}`).
+#![allow(clippy::print_stdout)]
+
+mod forget;
+mod get;
+mod reindex;
+mod search;
+mod stats;
+mod write;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::config::{Config, Layout};
+use crate::error::Error;
+use crate::hub::{Hub, Mode};
+
+/// memd — local-first memory service for AI agents.
+#[derive(Debug, Parser)]
+#[command(name = "memd", version, about)]
+pub struct Cli {
+    /// Root directory holding memories/, data/ and config.json.
+    #[arg(long, global = true, env = "MEMD_ROOT")]
+    pub root: Option<PathBuf>,
+    /// Print one JSON document on stdout.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Append a memory to the journal and index it (needs the writer lock).
+    Write(write::Args),
+    /// Full-text search (safe next to a running server: reads its index).
+    Search(search::Args),
+    /// Show one memory by id (safe next to a running server).
+    Get(get::Args),
+    /// Forget a memory: appends a tombstone (needs the writer lock).
+    Forget(forget::Args),
+    /// Counts, sizes and unreadable lines (safe next to a running server).
+    Stats,
+    /// Delete data/index and rebuild it from memories/ (refused while a server runs).
+    Reindex,
+}
+
+/// Sets up tracing on stderr; `MEMD_LOG` overrides the level.
+pub fn init_logging(_cli: &Cli) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("MEMD_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+}
+
+/// Runs the parsed command.
+pub fn run(cli: &Cli) -> anyhow::Result<()> {
+    let root = match &cli.root {
+        Some(r) => r.clone(),
+        None => std::env::current_dir()?,
+    };
+    let layout = Layout::new(root);
+    let config = Config::load(&layout)?;
+    match &cli.command {
+        Command::Write(args) => write::run(cli, open(layout, config, Mode::Write)?, args),
+        Command::Search(args) => {
+            search::run(cli, open(layout, config, Mode::ReadPreferWrite)?, args)
+        }
+        Command::Get(args) => get::run(cli, open(layout, config, Mode::ReadPreferWrite)?, args),
+        Command::Forget(args) => forget::run(cli, open(layout, config, Mode::Write)?, args),
+        Command::Stats => stats::run(cli, open(layout, config, Mode::ReadPreferWrite)?),
+        Command::Reindex => reindex::run(cli, layout, config),
+    }
+}
+
+fn open(layout: Layout, config: Config, mode: Mode) -> crate::Result<Hub> {
+    Hub::open(layout, config, mode)
+}
+
+/// Prints a value as one JSON document.
+pub(crate) fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+/// Maps the result to an exit code, printing the error (as JSON with `--json`).
+pub fn exit(cli: &Cli, result: anyhow::Result<()>) -> ExitCode {
+    let Err(err) = result else {
+        return ExitCode::SUCCESS;
+    };
+    let (code, envelope) = match err.downcast_ref::<Error>() {
+        Some(e) => (e.code(), e.envelope()),
+        None => {
+            let e = Error::Internal(format!("{err:#}"));
+            (e.code(), e.envelope())
+        }
+    };
+    if cli.json {
+        println!("{envelope}");
+    }
+    eprintln!("error[{}]: {err:#}", code.as_str());
+    ExitCode::from(code.exit_code() as u8)
+}

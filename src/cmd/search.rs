@@ -1,0 +1,61 @@
+//! `memd search`: full-text search as the local operator (sees every scene).
+
+use crate::hub::Hub;
+use crate::index::filter::{Filter, Scope};
+use crate::model::Scene;
+use crate::search::SearchRequest;
+
+/// Arguments of `memd search`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// What to look for.
+    query: String,
+    /// Only these scenes (repeatable).
+    #[arg(long)]
+    scene: Vec<String>,
+    /// Number of results (default from config).
+    #[arg(long)]
+    limit: Option<usize>,
+}
+
+pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()> {
+    let scenes = args
+        .scene
+        .iter()
+        .map(|s| Scene::parse(s))
+        .collect::<crate::Result<Vec<_>>>()?;
+    let filter = if scenes.is_empty() {
+        Filter::all()
+    } else {
+        Filter::scope(Scope {
+            scenes,
+            ..Scope::default()
+        })
+    };
+    let results = hub.search(&SearchRequest {
+        query: args.query.clone(),
+        filter,
+        limit: args.limit,
+    })?;
+    if cli.json {
+        return super::print_json(&results);
+    }
+    if results.hits.is_empty() {
+        println!("no results");
+    }
+    for (i, hit) in results.hits.iter().enumerate() {
+        let m = &hit.memory;
+        let first_line = m.text.lines().next().unwrap_or("");
+        println!(
+            "{:>2}. {}  [{} {} {}]  {:.3}\n    {}",
+            i + 1,
+            m.id,
+            m.scene,
+            m.kind,
+            m.ts.format("%Y-%m-%d %H:%M"),
+            hit.score,
+            first_line
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,58 @@
+//! `memd write`: append one memory.
+
+use crate::hub::{Hub, WriteRequest};
+use crate::model::{Scene, parse_kind, parse_tags};
+
+/// Arguments of `memd write`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Scene (audience) the memory lives in, e.g. main, qq:owner, qq:group:123.
+    #[arg(long)]
+    scene: String,
+    /// The memory text.
+    #[arg(long)]
+    text: String,
+    /// Kind: note, fact, preference, event, todo, …
+    #[arg(long, default_value = "note")]
+    kind: String,
+    /// Comma-separated tags.
+    #[arg(long, value_delimiter = ',')]
+    tags: Vec<String>,
+    /// normal | personal | sensitive | secret (work, financial = sensitive).
+    #[arg(long, default_value = "normal")]
+    privacy: String,
+    /// Optional title.
+    #[arg(long)]
+    title: Option<String>,
+    /// owner | self | other.
+    #[arg(long, default_value = "owner")]
+    subject: String,
+    /// Importance between 0 and 1.
+    #[arg(long, default_value_t = 0.5)]
+    importance: f32,
+    /// Id of the memory this one replaces.
+    #[arg(long)]
+    supersedes: Option<String>,
+    /// Makes retries of the same write return the same id.
+    #[arg(long)]
+    idempotency_key: Option<String>,
+}
+
+pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()> {
+    let mut req = WriteRequest::new(Scene::parse(&args.scene)?, args.text.clone(), "cli");
+    req.kind = parse_kind(&args.kind)?;
+    req.tags = parse_tags(&args.tags)?;
+    req.privacy = args.privacy.parse()?;
+    req.subject = args.subject.parse()?;
+    req.title = args.title.clone();
+    req.importance = args.importance;
+    req.supersedes = args.supersedes.clone();
+    req.idempotency_key = args.idempotency_key.clone();
+    let outcome = hub.write(req)?;
+    if cli.json {
+        super::print_json(&outcome)
+    } else {
+        println!("{}", outcome.id);
+        Ok(())
+    }
+}

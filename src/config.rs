@@ -1,0 +1,247 @@
+//! Root layout and `config.json`.
+//!
+//! The root is chosen `--root DIR` > env `MEMD_ROOT` > current directory. Under
+//! it live `memories/` (source of truth), `data/` (derived) and an optional
+//! `config.json`. Every key has a default; `config.example.json` at the repo
+//! root lists them all with their defaults and a test keeps the two equal.
+//! Unknown keys are refused, so a typo never silently falls back to a default.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, IoContext, Result};
+use crate::model::Scene;
+
+/// Paths under one root.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    /// The root directory.
+    pub root: PathBuf,
+}
+
+impl Layout {
+    /// A layout for `root` (not created yet).
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Layout { root: root.into() }
+    }
+
+    /// `memories/`: documents and the fact journal.
+    pub fn memories(&self) -> PathBuf {
+        self.root.join("memories")
+    }
+
+    /// `memories/facts/`: the journal.
+    pub fn facts(&self) -> PathBuf {
+        self.memories().join("facts")
+    }
+
+    /// `data/`: derived files only.
+    pub fn data(&self) -> PathBuf {
+        self.root.join("data")
+    }
+
+    /// `data/index/`: the rebuildable index (tantivy + SQLite).
+    pub fn index(&self) -> PathBuf {
+        self.data().join("index")
+    }
+
+    /// `config.json`.
+    pub fn config(&self) -> PathBuf {
+        self.root.join("config.json")
+    }
+
+    /// The writer lock file.
+    pub fn lock(&self) -> PathBuf {
+        self.root.join(".memd.lock")
+    }
+
+    /// Creates `memories/facts/` and `data/` if missing.
+    pub fn create_dirs(&self) -> Result<()> {
+        for dir in [self.facts(), self.data()] {
+            std::fs::create_dir_all(&dir).ctx("cannot create directory", &dir)?;
+        }
+        Ok(())
+    }
+}
+
+/// The whole configuration. Each component receives only its sub-config.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct Config {
+    /// Address `memd serve` listens on.
+    pub listen: String,
+    /// Name recorded as the writing device; empty means the host name.
+    pub device: String,
+    /// Search tuning.
+    pub search: SearchConfig,
+    /// Audiences that sensitive and secret memories are pinned to.
+    pub privacy: PrivacyConfig,
+    /// Markdown documents.
+    pub docs: DocsConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: "127.0.0.1:8787".into(),
+            device: String::new(),
+            search: SearchConfig::default(),
+            privacy: PrivacyConfig::default(),
+            docs: DocsConfig::default(),
+        }
+    }
+}
+
+/// Search tuning.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct SearchConfig {
+    /// Results returned when the request gives no limit.
+    pub default_limit: usize,
+    /// Largest limit a request may ask for.
+    pub max_limit: usize,
+    /// When the AND pass finds fewer hits than this, an OR pass fills up.
+    pub or_fallback_min_hits: usize,
+}
+
+impl Default for SearchConfig {
+    fn default() -> Self {
+        SearchConfig {
+            default_limit: 5,
+            max_limit: 10,
+            or_fallback_min_hits: 3,
+        }
+    }
+}
+
+/// Audiences that sensitive and secret memories are pinned to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct PrivacyConfig {
+    /// Scenes a `sensitive` memory may live in.
+    pub sensitive_audiences: Vec<Scene>,
+    /// Scenes a `secret` memory may live in.
+    pub secret_audiences: Vec<Scene>,
+}
+
+impl Default for PrivacyConfig {
+    fn default() -> Self {
+        let scene = |s: &str| Scene::parse(s).expect("built-in scene names are valid");
+        PrivacyConfig {
+            sensitive_audiences: vec![scene("main"), scene("qq:owner")],
+            secret_audiences: vec![scene("main")],
+        }
+    }
+}
+
+/// Markdown documents under `memories/`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct DocsConfig {
+    /// Scene of a document whose front matter names none.
+    pub default_scene: Scene,
+    /// Sections longer than this many characters are split at paragraph breaks.
+    pub max_chunk_chars: usize,
+}
+
+impl Default for DocsConfig {
+    fn default() -> Self {
+        DocsConfig {
+            default_scene: Scene::parse("main").expect("built-in scene names are valid"),
+            max_chunk_chars: 1200,
+        }
+    }
+}
+
+impl Config {
+    /// Reads `config.json` under the layout's root, or the defaults if it does not exist.
+    pub fn load(layout: &Layout) -> Result<Config> {
+        Self::load_file(&layout.config())
+    }
+
+    /// Reads a config file, or the defaults if it does not exist.
+    pub fn load_file(path: &Path) -> Result<Config> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
+            Err(e) => return Err(e).ctx("cannot read config", path),
+        };
+        let config: Config = serde_json::from_str(&text)
+            .map_err(|e| Error::invalid(format!("{}: {e}", path.display())))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks cross-field rules once, at load.
+    pub fn validate(&self) -> Result<()> {
+        let s = &self.search;
+        if s.default_limit == 0 || s.default_limit > s.max_limit {
+            return Err(Error::invalid(
+                "search.defaultLimit must be between 1 and search.maxLimit",
+            ));
+        }
+        if s.max_limit > 1000 {
+            return Err(Error::invalid("search.maxLimit must be at most 1000"));
+        }
+        if self.docs.max_chunk_chars < 200 {
+            return Err(Error::invalid("docs.maxChunkChars must be at least 200"));
+        }
+        Ok(())
+    }
+
+    /// The device name to record: `device`, else the host name, else `unknown`.
+    pub fn device_name(&self) -> String {
+        if !self.device.is_empty() {
+            return self.device.clone();
+        }
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .map(|h| h.trim().to_string())
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "unknown".into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn example_file_lists_every_key_with_its_default() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config.example.json");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let example: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let defaults = serde_json::to_value(Config::default()).unwrap();
+        assert_eq!(
+            example, defaults,
+            "config.example.json must equal the defaults"
+        );
+        let parsed = Config::load_file(&path).unwrap();
+        assert_eq!(parsed, Config::default());
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.json");
+        for (body, needle) in [
+            (r#"{"lisen": "x"}"#, "unknown field"),
+            (r#"{"search": {"defaultLimit": 0}}"#, "defaultLimit"),
+            (r#"{"privacy": {"secretAudiences": ["Main"]}}"#, "scene"),
+        ] {
+            std::fs::write(&path, body).unwrap();
+            let err = Config::load_file(&path).unwrap_err();
+            assert_eq!(err.code().as_str(), "INVALID_INPUT");
+            assert!(err.to_string().contains(needle), "{err}");
+        }
+    }
+
+    #[test]
+    fn missing_file_gives_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::new(dir.path());
+        assert_eq!(Config::load(&layout).unwrap(), Config::default());
+    }
+}

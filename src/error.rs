@@ -1,0 +1,195 @@
+//! The domain error and its table of stable codes.
+//!
+//! Every module has its own typed error; they fold into [`Error`], whose
+//! [`Error::code`] is the stable string the CLI, HTTP and MCP surfaces report.
+//! Messages are written for the person who sent the input: they say what was
+//! wrong and what to do. Causes stay in `#[source]`.
+
+use std::path::PathBuf;
+
+/// One entry of the stable error-code table shared by every surface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ErrorCode {
+    /// The request or input is malformed or violates a rule; nothing was changed.
+    InvalidInput,
+    /// The id does not exist or is not visible to the caller.
+    NotFound,
+    /// The caller is authenticated but not allowed to do this.
+    Forbidden,
+    /// The caller is not authenticated.
+    Unauthorized,
+    /// Another process holds the writer lock on this root.
+    RootLocked,
+    /// Semantic search was requested but no embedder is loaded.
+    EmbeddingUnavailable,
+    /// A file or index could not be read or written.
+    Storage,
+    /// An invariant broke; the log has the details.
+    Internal,
+}
+
+impl ErrorCode {
+    /// The code as it appears on the wire, e.g. `INVALID_INPUT`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidInput => "INVALID_INPUT",
+            ErrorCode::NotFound => "NOT_FOUND",
+            ErrorCode::Forbidden => "FORBIDDEN",
+            ErrorCode::Unauthorized => "UNAUTHORIZED",
+            ErrorCode::RootLocked => "ROOT_LOCKED",
+            ErrorCode::EmbeddingUnavailable => "EMBEDDING_UNAVAILABLE",
+            ErrorCode::Storage => "STORAGE",
+            ErrorCode::Internal => "INTERNAL",
+        }
+    }
+
+    /// Whether the same request may succeed if retried later unchanged.
+    pub fn retryable(self) -> bool {
+        matches!(
+            self,
+            ErrorCode::RootLocked | ErrorCode::Storage | ErrorCode::EmbeddingUnavailable
+        )
+    }
+
+    /// The process exit code the CLI uses for this error.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            ErrorCode::InvalidInput => 2,
+            ErrorCode::NotFound => 3,
+            ErrorCode::Forbidden | ErrorCode::Unauthorized => 4,
+            ErrorCode::RootLocked => 5,
+            ErrorCode::EmbeddingUnavailable => 6,
+            ErrorCode::Storage | ErrorCode::Internal => 1,
+        }
+    }
+}
+
+/// The error every public operation of the library returns.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Input was rejected; the message says why.
+    #[error("{0}")]
+    Invalid(String),
+    /// No visible memory has this id.
+    #[error("no memory with id {0:?}")]
+    NotFound(String),
+    /// The caller may not do this.
+    #[error("{0}")]
+    Forbidden(String),
+    /// Another process writes to the same root.
+    #[error(
+        "another memd process (pid {pid}) is writing to {}; stop it or talk to it over HTTP",
+        root.display()
+    )]
+    RootLocked {
+        /// The root that is locked.
+        root: PathBuf,
+        /// The pid recorded in the lock file, if readable.
+        pid: String,
+    },
+    /// Semantic search is not available.
+    #[error("semantic search is unavailable: {0}")]
+    EmbeddingUnavailable(String),
+    /// A file operation failed.
+    #[error("{context}")]
+    Io {
+        /// What was being done, with the path.
+        context: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The SQLite metadata store failed.
+    #[error("metadata store: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// The tantivy full-text index failed.
+    #[error("full-text index: {0}")]
+    Tantivy(#[from] tantivy::TantivyError),
+    /// An invariant broke.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl Error {
+    /// The stable code for this error.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Error::Invalid(_) => ErrorCode::InvalidInput,
+            Error::NotFound(_) => ErrorCode::NotFound,
+            Error::Forbidden(_) => ErrorCode::Forbidden,
+            Error::RootLocked { .. } => ErrorCode::RootLocked,
+            Error::EmbeddingUnavailable(_) => ErrorCode::EmbeddingUnavailable,
+            Error::Io { .. } | Error::Sqlite(_) | Error::Tantivy(_) => ErrorCode::Storage,
+            Error::Internal(_) => ErrorCode::Internal,
+        }
+    }
+
+    /// Shorthand for an input error.
+    pub fn invalid(msg: impl Into<String>) -> Self {
+        Error::Invalid(msg.into())
+    }
+
+    /// The `{error:{code,message,retryable}}` envelope used on every surface.
+    pub fn envelope(&self) -> serde_json::Value {
+        let code = self.code();
+        serde_json::json!({
+            "error": {
+                "code": code.as_str(),
+                "message": self.to_string(),
+                "retryable": code.retryable(),
+            }
+        })
+    }
+}
+
+/// Attaches a path-bearing context to an IO error.
+pub trait IoContext<T> {
+    /// Wraps the error with "`what` `path`".
+    fn ctx(self, what: &str, path: &std::path::Path) -> Result<T>;
+}
+
+impl<T> IoContext<T> for std::io::Result<T> {
+    fn ctx(self, what: &str, path: &std::path::Path) -> Result<T> {
+        self.map_err(|source| Error::Io {
+            context: format!("{what} {}", path.display()),
+            source,
+        })
+    }
+}
+
+/// The library's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_stable_strings() {
+        let table = [
+            (Error::invalid("x"), "INVALID_INPUT", false),
+            (Error::NotFound("a".into()), "NOT_FOUND", false),
+            (Error::Forbidden("f".into()), "FORBIDDEN", false),
+            (
+                Error::RootLocked {
+                    root: "/r".into(),
+                    pid: "1".into(),
+                },
+                "ROOT_LOCKED",
+                true,
+            ),
+            (
+                Error::EmbeddingUnavailable("no model".into()),
+                "EMBEDDING_UNAVAILABLE",
+                true,
+            ),
+        ];
+        for (err, code, retryable) in table {
+            let env = err.envelope();
+            assert_eq!(env["error"]["code"], code);
+            assert_eq!(env["error"]["retryable"], retryable);
+            assert!(!env["error"]["message"].as_str().unwrap().is_empty());
+        }
+    }
+}

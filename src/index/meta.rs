@@ -1,0 +1,649 @@
+//! The SQLite metadata store: every searchable memory's fields, journal
+//! cursors, document bookkeeping and the issues found while reading files.
+//!
+//! Schema changes go through [`MIGRATIONS`], applied in order on open and
+//! tracked with `PRAGMA user_version`. Visibility filters become part of the
+//! `WHERE` clause of every read, so a row a caller may not see is never loaded.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Mutex;
+
+use chrono::{DateTime, Utc};
+use rusqlite::{
+    Connection, OpenFlags, OptionalExtension, Row, Transaction, params, params_from_iter,
+};
+
+use crate::error::{Error, Result};
+use crate::index::filter::Filter;
+use crate::model::Memory;
+use crate::store::journal::{Cursor, LineIssue};
+
+/// Ordered schema migrations; entry `i` moves `user_version` from `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[r#"
+CREATE TABLE memories (
+    id TEXT PRIMARY KEY,
+    origin TEXT NOT NULL,
+    doc_id TEXT,
+    path TEXT,
+    ord INTEGER,
+    ts INTEGER NOT NULL,
+    scene TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    stage TEXT NOT NULL,
+    privacy TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    tier TEXT,
+    source TEXT NOT NULL,
+    importance REAL NOT NULL,
+    title TEXT,
+    text TEXT NOT NULL,
+    tags TEXT NOT NULL,
+    supersedes TEXT,
+    expires_at INTEGER,
+    source_message_id TEXT,
+    idempotency_key TEXT,
+    device TEXT,
+    journal_file TEXT,
+    journal_line INTEGER,
+    forgotten_at INTEGER
+);
+CREATE INDEX memories_scene_ts ON memories(scene, ts);
+CREATE INDEX memories_doc ON memories(doc_id) WHERE doc_id IS NOT NULL;
+CREATE INDEX memories_idempotency ON memories(idempotency_key) WHERE idempotency_key IS NOT NULL;
+CREATE TABLE journal_cursors (
+    file TEXT PRIMARY KEY,
+    offset INTEGER NOT NULL,
+    lines INTEGER NOT NULL
+);
+CREATE TABLE journal_issues (
+    file TEXT NOT NULL,
+    line INTEGER NOT NULL,
+    message TEXT NOT NULL,
+    PRIMARY KEY (file, line)
+);
+CREATE TABLE documents (
+    doc_id TEXT PRIMARY KEY,
+    path TEXT NOT NULL UNIQUE,
+    hash TEXT NOT NULL,
+    title TEXT NOT NULL,
+    chunks INTEGER NOT NULL
+);
+CREATE TABLE document_issues (
+    path TEXT PRIMARY KEY,
+    message TEXT NOT NULL
+);
+"#];
+
+const MEMORY_COLUMNS: &str = "id, origin, doc_id, path, ts, scene, kind, stage, privacy, subject, tier, \
+     source, importance, title, text, tags, supersedes, expires_at";
+
+/// Extra per-fact columns that are not part of [`Memory`].
+#[derive(Debug, Clone, Default)]
+pub struct FactExtras {
+    /// Ingest idempotency key.
+    pub source_message_id: Option<String>,
+    /// Client idempotency key.
+    pub idempotency_key: Option<String>,
+    /// Writing device.
+    pub device: String,
+    /// Journal file and 1-based line of the `put`.
+    pub journal: Option<(String, u64)>,
+}
+
+/// A document's bookkeeping row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DocumentRow {
+    /// `doc-<hash8>`.
+    pub doc_id: String,
+    /// Path relative to `memories/`.
+    pub path: String,
+    /// sha256 of the file.
+    pub hash: String,
+    /// Title.
+    pub title: String,
+    /// Number of chunks.
+    pub chunks: usize,
+}
+
+/// Counts for `memd stats`.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct MetaCounts {
+    /// Searchable memories.
+    pub memories: u64,
+    /// Facts (not forgotten).
+    pub facts: u64,
+    /// Forgotten facts.
+    pub forgotten: u64,
+    /// Document chunks.
+    pub chunks: u64,
+    /// Documents.
+    pub documents: u64,
+    /// Active memories by stage.
+    pub by_stage: HashMap<String, u64>,
+    /// Active memories by scene.
+    pub by_scene: HashMap<String, u64>,
+    /// Active memories by privacy.
+    pub by_privacy: HashMap<String, u64>,
+}
+
+/// The SQLite store: one write connection (writer mode) and a pool of readers.
+pub struct MetaDb {
+    path: std::path::PathBuf,
+    writer: Option<Mutex<Connection>>,
+    readers: Mutex<Vec<Connection>>,
+}
+
+fn migrate(conn: &mut Connection) -> Result<()> {
+    let version = conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))? as usize;
+    if version > MIGRATIONS.len() {
+        return Err(Error::Internal(format!(
+            "index schema version {version} is newer than this build ({}); run `memd reindex`",
+            MIGRATIONS.len()
+        )));
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version) {
+        let tx = conn.transaction()?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", (i + 1) as i64)?;
+        tx.commit()?;
+    }
+    Ok(())
+}
+
+fn row_to_memory(r: &Row<'_>) -> rusqlite::Result<Memory> {
+    let parse_err = |i: usize, e: Error| {
+        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
+    };
+    let enum_col = |i: usize| -> rusqlite::Result<String> { r.get::<_, String>(i) };
+    let millis = |v: i64| DateTime::<Utc>::from_timestamp_millis(v).unwrap_or_default();
+    let tags: String = r.get(15)?;
+    Ok(Memory {
+        id: r.get(0)?,
+        origin: enum_col(1)?.parse().map_err(|e| parse_err(1, e))?,
+        doc_id: r.get(2)?,
+        path: r.get(3)?,
+        ts: millis(r.get(4)?),
+        scene: crate::model::Scene::parse(&enum_col(5)?).map_err(|e| parse_err(5, e))?,
+        kind: r.get(6)?,
+        stage: enum_col(7)?.parse().map_err(|e| parse_err(7, e))?,
+        privacy: enum_col(8)?.parse().map_err(|e| parse_err(8, e))?,
+        subject: enum_col(9)?.parse().map_err(|e| parse_err(9, e))?,
+        tier: r
+            .get::<_, Option<String>>(10)?
+            .map(|t| t.parse())
+            .transpose()
+            .map_err(|e| parse_err(10, e))?,
+        source: r.get(11)?,
+        importance: r.get::<_, f64>(12)? as f32,
+        title: r.get(13)?,
+        text: r.get(14)?,
+        tags: serde_json::from_str(&tags).unwrap_or_default(),
+        supersedes: r.get(16)?,
+        expires_at: r.get::<_, Option<i64>>(17)?.map(millis),
+    })
+}
+
+/// Builds `(sql, params)` for a visibility filter over the `memories` table.
+fn filter_sql(filter: &Filter) -> (String, Vec<String>) {
+    let mut params = Vec::new();
+    let mut alternatives = Vec::new();
+    for scope in &filter.any_of {
+        let sets = Filter::field_sets(scope);
+        if sets.is_empty() {
+            return ("1".into(), Vec::new());
+        }
+        let mut clauses = Vec::new();
+        for (col, values) in sets {
+            let marks = vec!["?"; values.len()].join(",");
+            clauses.push(format!("{col} IN ({marks})"));
+            params.extend(values);
+        }
+        alternatives.push(format!("({})", clauses.join(" AND ")));
+    }
+    if alternatives.is_empty() {
+        return ("0".into(), Vec::new());
+    }
+    (format!("({})", alternatives.join(" OR ")), params)
+}
+
+impl MetaDb {
+    /// Opens the database at `path`; `writable` also migrates and keeps a write connection.
+    pub fn open(path: &Path, writable: bool) -> Result<MetaDb> {
+        let writer = if writable {
+            let mut conn = Connection::open(path)?;
+            conn.pragma_update(None, "journal_mode", "WAL")?;
+            // The journal is the durable record; the index may lose its last
+            // transactions in a power cut and catches up from the journal.
+            conn.pragma_update(None, "synchronous", "NORMAL")?;
+            conn.busy_timeout(std::time::Duration::from_secs(5))?;
+            migrate(&mut conn)?;
+            Some(Mutex::new(conn))
+        } else {
+            None
+        };
+        let db = MetaDb {
+            path: path.to_path_buf(),
+            writer,
+            readers: Mutex::new(Vec::new()),
+        };
+        db.with_reader(|_| Ok(()))?;
+        Ok(db)
+    }
+
+    fn reader(&self) -> Result<Connection> {
+        if let Some(c) = self.readers.lock().expect("reader pool poisoned").pop() {
+            return Ok(c);
+        }
+        let conn = Connection::open_with_flags(
+            &self.path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        Ok(conn)
+    }
+
+    /// Runs `f` on a pooled read-only connection.
+    pub fn with_reader<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let conn = self.reader()?;
+        let out = f(&conn);
+        self.readers
+            .lock()
+            .expect("reader pool poisoned")
+            .push(conn);
+        out
+    }
+
+    /// Runs `f` in one write transaction.
+    pub fn write<T>(&self, f: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
+        let writer = self
+            .writer
+            .as_ref()
+            .ok_or_else(|| Error::Internal("metadata store opened read-only".into()))?;
+        let mut conn = writer.lock().expect("writer connection poisoned");
+        let tx = conn.transaction()?;
+        let out = f(&tx)?;
+        tx.commit()?;
+        Ok(out)
+    }
+
+    /// Visible memories among `ids`, keyed by id.
+    pub fn get_many(&self, ids: &[String], filter: &Filter) -> Result<HashMap<String, Memory>> {
+        if ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let (where_sql, mut params) = filter_sql(filter);
+        let marks = vec!["?"; ids.len()].join(",");
+        let sql = format!(
+            "SELECT {MEMORY_COLUMNS} FROM memories WHERE forgotten_at IS NULL AND id IN ({marks}) AND {where_sql}"
+        );
+        let mut all: Vec<String> = ids.to_vec();
+        all.append(&mut params);
+        self.with_reader(|c| {
+            let mut stmt = c.prepare_cached(&sql)?;
+            let rows = stmt.query_map(params_from_iter(all.iter()), row_to_memory)?;
+            let mut out = HashMap::new();
+            for m in rows {
+                let m = m?;
+                out.insert(m.id.clone(), m);
+            }
+            Ok(out)
+        })
+    }
+
+    /// Visible chunks of a document, in order.
+    pub fn doc_chunks(&self, doc_id: &str, filter: &Filter) -> Result<Vec<Memory>> {
+        let (where_sql, params) = filter_sql(filter);
+        let sql = format!(
+            "SELECT {MEMORY_COLUMNS} FROM memories WHERE doc_id = ? AND {where_sql} ORDER BY ord"
+        );
+        let mut all = vec![doc_id.to_string()];
+        all.extend(params);
+        self.with_reader(|c| {
+            let mut stmt = c.prepare_cached(&sql)?;
+            let rows = stmt.query_map(params_from_iter(all.iter()), row_to_memory)?;
+            rows.map(|r| r.map_err(Error::from)).collect()
+        })
+    }
+
+    /// The state of a fact id: `None` unknown, `Some(true)` active, `Some(false)` forgotten.
+    pub fn fact_state(&self, id: &str) -> Result<Option<bool>> {
+        self.with_reader(|c| {
+            Ok(c.query_row(
+                "SELECT forgotten_at IS NULL FROM memories WHERE id = ? AND origin = 'fact'",
+                [id],
+                |r| r.get::<_, bool>(0),
+            )
+            .optional()?)
+        })
+    }
+
+    /// The active fact written with this idempotency key, if any.
+    pub fn find_idempotent(&self, key: &str) -> Result<Option<String>> {
+        self.with_reader(|c| {
+            Ok(c.query_row(
+                "SELECT id FROM memories WHERE idempotency_key = ? AND forgotten_at IS NULL",
+                [key],
+                |r| r.get(0),
+            )
+            .optional()?)
+        })
+    }
+
+    /// How far each journal file has been applied.
+    pub fn cursors(&self) -> Result<HashMap<String, Cursor>> {
+        self.with_reader(|c| {
+            let mut stmt = c.prepare("SELECT file, offset, lines FROM journal_cursors")?;
+            let rows = stmt.query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    Cursor {
+                        offset: r.get::<_, i64>(1)? as u64,
+                        lines: r.get::<_, i64>(2)? as u64,
+                    },
+                ))
+            })?;
+            rows.map(|r| r.map_err(Error::from)).collect()
+        })
+    }
+
+    /// Documents as last indexed, by path.
+    pub fn documents(&self) -> Result<HashMap<String, DocumentRow>> {
+        self.with_reader(|c| {
+            let mut stmt = c.prepare("SELECT doc_id, path, hash, title, chunks FROM documents")?;
+            let rows = stmt.query_map([], |r| {
+                Ok(DocumentRow {
+                    doc_id: r.get(0)?,
+                    path: r.get(1)?,
+                    hash: r.get(2)?,
+                    title: r.get(3)?,
+                    chunks: r.get::<_, i64>(4)? as usize,
+                })
+            })?;
+            let mut out = HashMap::new();
+            for row in rows {
+                let row = row?;
+                out.insert(row.path.clone(), row);
+            }
+            Ok(out)
+        })
+    }
+
+    /// Journal line issues and document issues, as `file:line: message` strings.
+    pub fn issues(&self) -> Result<Vec<String>> {
+        self.with_reader(|c| {
+            let mut out = Vec::new();
+            let mut stmt =
+                c.prepare("SELECT file, line, message FROM journal_issues ORDER BY file, line")?;
+            let rows = stmt.query_map([], |r| {
+                Ok(format!(
+                    "facts/{}:{}: {}",
+                    r.get::<_, String>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, String>(2)?
+                ))
+            })?;
+            for row in rows {
+                out.push(row?);
+            }
+            let mut stmt = c.prepare("SELECT path, message FROM document_issues ORDER BY path")?;
+            let rows = stmt.query_map([], |r| {
+                Ok(format!(
+                    "{}: {}",
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?
+                ))
+            })?;
+            for row in rows {
+                out.push(row?);
+            }
+            Ok(out)
+        })
+    }
+
+    /// Counts for statistics.
+    pub fn counts(&self) -> Result<MetaCounts> {
+        self.with_reader(|c| {
+            let one = |sql: &str| -> Result<u64> {
+                Ok(c.query_row(sql, [], |r| r.get::<_, i64>(0))? as u64)
+            };
+            let group = |col: &str| -> Result<HashMap<String, u64>> {
+                let sql = format!(
+                    "SELECT {col}, COUNT(*) FROM memories WHERE forgotten_at IS NULL GROUP BY {col}"
+                );
+                let mut stmt = c.prepare(&sql)?;
+                let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))?;
+                rows.map(|r| r.map_err(Error::from)).collect()
+            };
+            Ok(MetaCounts {
+                memories: one("SELECT COUNT(*) FROM memories WHERE forgotten_at IS NULL")?,
+                facts: one(
+                    "SELECT COUNT(*) FROM memories WHERE origin = 'fact' AND forgotten_at IS NULL",
+                )?,
+                forgotten: one("SELECT COUNT(*) FROM memories WHERE forgotten_at IS NOT NULL")?,
+                chunks: one("SELECT COUNT(*) FROM memories WHERE origin = 'doc'")?,
+                documents: one("SELECT COUNT(*) FROM documents")?,
+                by_stage: group("stage")?,
+                by_scene: group("scene")?,
+                by_privacy: group("privacy")?,
+            })
+        })
+    }
+}
+
+/// Write operations, used inside [`MetaDb::write`].
+pub mod tx {
+    use super::*;
+
+    /// Inserts or replaces a memory row.
+    pub fn upsert_memory(
+        tx: &Transaction<'_>,
+        m: &Memory,
+        ord: Option<usize>,
+        extras: &FactExtras,
+    ) -> Result<()> {
+        let tags = serde_json::to_string(&m.tags).expect("tags serialise");
+        tx.prepare_cached(
+            "INSERT OR REPLACE INTO memories (id, origin, doc_id, path, ord, ts, scene, kind, stage, \
+             privacy, subject, tier, source, importance, title, text, tags, supersedes, expires_at, \
+             source_message_id, idempotency_key, device, journal_file, journal_line, forgotten_at) \
+             VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,NULL)",
+        )?
+        .execute(params![
+            m.id,
+            m.origin.as_str(),
+            m.doc_id,
+            m.path,
+            ord.map(|o| o as i64),
+            m.ts.timestamp_millis(),
+            m.scene.as_str(),
+            m.kind,
+            m.stage.as_str(),
+            m.privacy.as_str(),
+            m.subject.as_str(),
+            m.tier.map(|t| t.as_str()),
+            m.source,
+            m.importance as f64,
+            m.title,
+            m.text,
+            tags,
+            m.supersedes,
+            m.expires_at.map(|t| t.timestamp_millis()),
+            extras.source_message_id,
+            extras.idempotency_key,
+            extras.device,
+            extras.journal.as_ref().map(|j| j.0.clone()),
+            extras.journal.as_ref().map(|j| j.1 as i64),
+        ])?;
+        Ok(())
+    }
+
+    /// Marks a fact forgotten. Returns whether an active fact was found.
+    pub fn forget(tx: &Transaction<'_>, id: &str, at: DateTime<Utc>) -> Result<bool> {
+        let n = tx
+            .prepare_cached(
+                "UPDATE memories SET forgotten_at = ? WHERE id = ? AND forgotten_at IS NULL",
+            )?
+            .execute(params![at.timestamp_millis(), id])?;
+        Ok(n > 0)
+    }
+
+    /// Records how far a journal file has been applied.
+    pub fn set_cursor(tx: &Transaction<'_>, file: &str, c: Cursor) -> Result<()> {
+        tx.prepare_cached(
+            "INSERT OR REPLACE INTO journal_cursors (file, offset, lines) VALUES (?,?,?)",
+        )?
+        .execute(params![file, c.offset as i64, c.lines as i64])?;
+        Ok(())
+    }
+
+    /// Records a bad journal line.
+    pub fn add_issue(tx: &Transaction<'_>, issue: &LineIssue) -> Result<()> {
+        tx.prepare_cached(
+            "INSERT OR REPLACE INTO journal_issues (file, line, message) VALUES (?,?,?)",
+        )?
+        .execute(params![issue.file, issue.line as i64, issue.message])?;
+        Ok(())
+    }
+
+    /// Replaces a document's row and chunk rows.
+    pub fn replace_document(
+        tx: &Transaction<'_>,
+        row: &DocumentRow,
+        chunks: &[Memory],
+    ) -> Result<()> {
+        remove_document(tx, &row.doc_id)?;
+        tx.execute(
+            "INSERT INTO documents (doc_id, path, hash, title, chunks) VALUES (?,?,?,?,?)",
+            params![row.doc_id, row.path, row.hash, row.title, row.chunks as i64],
+        )?;
+        for (ord, chunk) in chunks.iter().enumerate() {
+            upsert_memory(tx, chunk, Some(ord), &FactExtras::default())?;
+        }
+        tx.execute("DELETE FROM document_issues WHERE path = ?", [&row.path])?;
+        Ok(())
+    }
+
+    /// Removes a document and its chunks.
+    pub fn remove_document(tx: &Transaction<'_>, doc_id: &str) -> Result<()> {
+        tx.execute("DELETE FROM memories WHERE doc_id = ?", [doc_id])?;
+        tx.execute("DELETE FROM documents WHERE doc_id = ?", [doc_id])?;
+        Ok(())
+    }
+
+    /// Records (or clears, with `None`) a problem with a document file.
+    pub fn set_document_issue(
+        tx: &Transaction<'_>,
+        path: &str,
+        message: Option<&str>,
+    ) -> Result<()> {
+        match message {
+            Some(m) => tx.execute(
+                "INSERT OR REPLACE INTO document_issues (path, message) VALUES (?,?)",
+                params![path, m],
+            )?,
+            None => tx.execute("DELETE FROM document_issues WHERE path = ?", [path])?,
+        };
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::filter::Scope;
+    use crate::model::{Origin, Privacy, Scene, Stage, Subject};
+
+    fn memory(id: &str, scene: &str, privacy: Privacy) -> Memory {
+        Memory {
+            id: id.into(),
+            origin: Origin::Fact,
+            doc_id: None,
+            path: None,
+            ts: DateTime::from_timestamp_millis(1_700_000_000_000).unwrap(),
+            scene: Scene::parse(scene).unwrap(),
+            kind: "note".into(),
+            stage: Stage::Long,
+            title: None,
+            text: "t".into(),
+            tags: vec!["x".into()],
+            privacy,
+            subject: Subject::Owner,
+            source: "test".into(),
+            importance: 0.5,
+            tier: None,
+            supersedes: None,
+            expires_at: None,
+        }
+    }
+
+    #[test]
+    fn filters_are_part_of_the_sql() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = MetaDb::open(&dir.path().join("m.db"), true).unwrap();
+        db.write(|tx| {
+            tx::upsert_memory(
+                tx,
+                &memory("a", "main", Privacy::Normal),
+                None,
+                &FactExtras::default(),
+            )?;
+            tx::upsert_memory(
+                tx,
+                &memory("b", "qq:group:1", Privacy::Normal),
+                None,
+                &FactExtras::default(),
+            )?;
+            tx::upsert_memory(
+                tx,
+                &memory("c", "main", Privacy::Sensitive),
+                None,
+                &FactExtras::default(),
+            )?;
+            Ok(())
+        })
+        .unwrap();
+        let ids: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
+        let check = |filter: Filter, want: &[&str]| {
+            let mut got: Vec<String> = db.get_many(&ids, &filter).unwrap().into_keys().collect();
+            got.sort();
+            assert_eq!(got, want, "{filter:?}");
+        };
+        check(Filter::all(), &["a", "b", "c"]);
+        let group = Scope {
+            scenes: vec![Scene::parse("qq:group:1").unwrap()],
+            ..Scope::default()
+        };
+        check(Filter::scope(group.clone()), &["b"]);
+        let main_normal = Scope {
+            scenes: vec![Scene::parse("main").unwrap()],
+            privacy: vec![Privacy::Normal, Privacy::Personal],
+            ..Scope::default()
+        };
+        check(Filter::scope(main_normal.clone()), &["a"]);
+        check(
+            Filter {
+                any_of: vec![group, main_normal],
+            },
+            &["a", "b"],
+        );
+        check(Filter { any_of: vec![] }, &[]);
+        db.write(|tx| tx::forget(tx, "a", Utc::now())).unwrap();
+        check(Filter::all(), &["b", "c"]);
+        assert_eq!(db.fact_state("a").unwrap(), Some(false));
+        assert_eq!(db.fact_state("b").unwrap(), Some(true));
+        assert_eq!(db.fact_state("zz").unwrap(), None);
+    }
+
+    #[test]
+    fn migrations_are_idempotent() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.db");
+        drop(MetaDb::open(&path, true).unwrap());
+        let db = MetaDb::open(&path, true).unwrap();
+        let v = db
+            .with_reader(|c| Ok(c.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))?))
+            .unwrap() as usize;
+        assert_eq!(v, MIGRATIONS.len());
+    }
+}

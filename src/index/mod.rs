@@ -1,0 +1,199 @@
+//! The derived index under `data/index/`: tantivy for text, SQLite for metadata.
+//!
+//! Everything here can be deleted and rebuilt from `memories/`. Changes arrive
+//! as a [`Batch`]; applying one first commits the text index, then the SQLite
+//! transaction that also records how far each journal file has been applied.
+//! Every change is an idempotent upsert or delete, so a crash between the two
+//! commits only means the batch is applied again on the next open.
+//!
+//! Only this module writes below `data/index/`.
+
+pub mod filter;
+pub mod meta;
+pub mod text;
+pub mod tokenizer;
+
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+
+use crate::error::{IoContext, Result};
+use crate::model::Memory;
+use crate::store::journal::{Cursor, LineIssue};
+use filter::Filter;
+use meta::{DocumentRow, FactExtras, MetaDb, tx};
+use text::{TextHit, TextIndex};
+use tokenizer::Term;
+
+/// Bumped whenever the on-disk index layout changes; a mismatch triggers a rebuild.
+pub const INDEX_FORMAT: &str = "1";
+
+/// One change to apply.
+#[derive(Debug, Clone)]
+pub enum Change {
+    /// A fact was written (or rewritten with the same id).
+    PutFact {
+        /// The fact as a searchable memory.
+        memory: Memory,
+        /// Columns that are not part of [`Memory`].
+        extras: FactExtras,
+    },
+    /// A fact was forgotten.
+    Forget {
+        /// The fact id.
+        id: String,
+        /// When.
+        at: DateTime<Utc>,
+    },
+    /// A document was added or changed.
+    PutDocument {
+        /// Bookkeeping row.
+        row: DocumentRow,
+        /// Its chunks.
+        chunks: Vec<Memory>,
+    },
+    /// A document was removed, or became unreadable.
+    RemoveDocument {
+        /// The document id.
+        doc_id: String,
+        /// Its path.
+        path: String,
+        /// Why it cannot be indexed, if it still exists.
+        issue: Option<String>,
+    },
+}
+
+/// Changes plus journal progress, applied atomically with respect to restarts.
+#[derive(Debug, Default)]
+pub struct Batch {
+    /// The changes, in order.
+    pub changes: Vec<Change>,
+    /// New cursor per journal file.
+    pub cursors: Vec<(String, Cursor)>,
+    /// Bad journal lines found while reading.
+    pub issues: Vec<LineIssue>,
+}
+
+impl Batch {
+    /// Whether there is nothing to apply.
+    pub fn is_empty(&self) -> bool {
+        self.changes.is_empty() && self.cursors.is_empty() && self.issues.is_empty()
+    }
+}
+
+/// The text index and metadata store together.
+pub struct Index {
+    dir: PathBuf,
+    /// Full-text index.
+    pub text: TextIndex,
+    /// Metadata store.
+    pub meta: MetaDb,
+}
+
+impl Index {
+    /// Opens the index in `dir`. In writable mode a missing or outdated index is
+    /// created empty (the caller then catches up from the files).
+    pub fn open(dir: &Path, writable: bool) -> Result<Index> {
+        let marker = dir.join("FORMAT");
+        if writable {
+            let current = std::fs::read_to_string(&marker).ok();
+            if current.as_deref().map(str::trim) != Some(INDEX_FORMAT) {
+                if dir.exists() {
+                    tracing::warn!(index.dir = %dir.display(), "index format changed or unknown; rebuilding");
+                    std::fs::remove_dir_all(dir).ctx("cannot remove old index", dir)?;
+                }
+                std::fs::create_dir_all(dir).ctx("cannot create index directory", dir)?;
+                std::fs::write(&marker, INDEX_FORMAT).ctx("cannot write", &marker)?;
+            }
+        } else if !marker.exists() {
+            return Err(crate::error::Error::Internal(format!(
+                "no index at {}; run `memd reindex` or start the writer once",
+                dir.display()
+            )));
+        }
+        let text = TextIndex::open(&dir.join("text"), writable)?;
+        let meta = MetaDb::open(&dir.join("meta.db"), writable)?;
+        Ok(Index {
+            dir: dir.to_path_buf(),
+            text,
+            meta,
+        })
+    }
+
+    /// Applies a batch: text index first, then metadata and cursors.
+    pub fn apply(&self, batch: &Batch) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        for change in &batch.changes {
+            match change {
+                Change::PutFact { memory, .. } => self.text.upsert(memory)?,
+                Change::Forget { id, .. } => self.text.remove(id)?,
+                Change::PutDocument { row, chunks } => {
+                    self.text.remove_doc(&row.doc_id)?;
+                    for c in chunks {
+                        self.text.upsert(c)?;
+                    }
+                }
+                Change::RemoveDocument { doc_id, .. } => self.text.remove_doc(doc_id)?,
+            }
+        }
+        self.text.commit()?;
+        self.meta.write(|t| {
+            for change in &batch.changes {
+                match change {
+                    Change::PutFact { memory, extras } => {
+                        tx::upsert_memory(t, memory, None, extras)?;
+                    }
+                    Change::Forget { id, at } => {
+                        tx::forget(t, id, *at)?;
+                    }
+                    Change::PutDocument { row, chunks } => tx::replace_document(t, row, chunks)?,
+                    Change::RemoveDocument {
+                        doc_id,
+                        path,
+                        issue,
+                    } => {
+                        tx::remove_document(t, doc_id)?;
+                        tx::set_document_issue(t, path, issue.as_deref())?;
+                    }
+                }
+            }
+            for (file, cursor) in &batch.cursors {
+                tx::set_cursor(t, file, *cursor)?;
+            }
+            for issue in &batch.issues {
+                tx::add_issue(t, issue)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Text search under a filter; see [`TextIndex::search`].
+    pub fn text_search(
+        &self,
+        terms: &[Term],
+        filter: &Filter,
+        all_terms: bool,
+        limit: usize,
+    ) -> Result<Vec<TextHit>> {
+        self.text.search(terms, filter, all_terms, limit)
+    }
+
+    /// Bytes used by the index on disk.
+    pub fn disk_bytes(&self) -> u64 {
+        fn walk(p: &Path) -> u64 {
+            let Ok(entries) = std::fs::read_dir(p) else {
+                return 0;
+            };
+            entries
+                .flatten()
+                .map(|e| match e.file_type() {
+                    Ok(t) if t.is_dir() => walk(&e.path()),
+                    _ => e.metadata().map(|m| m.len()).unwrap_or(0),
+                })
+                .sum()
+        }
+        walk(&self.dir)
+    }
+}

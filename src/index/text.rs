@@ -1,0 +1,298 @@
+//! The tantivy full-text index: schema, upserts, and filtered BM25 queries.
+//!
+//! One tantivy document per searchable memory (fact or document chunk). The
+//! `id` is stored; everything else needed to show a hit lives in SQLite. Raw
+//! fields (`scene`, `privacy`, `stage`, `kind`, `subject`, `tier`, `origin`)
+//! are indexed untokenised so visibility filters are `Must` clauses of the
+//! same query that scores the text.
+
+use std::path::Path;
+use std::sync::Mutex;
+
+use tantivy::collector::TopDocs;
+use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery, TermSetQuery};
+use tantivy::schema::{
+    Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TantivyDocument, TextFieldIndexing,
+    TextOptions, Value,
+};
+use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, Term as TTerm};
+
+use crate::error::Result;
+use crate::index::filter::Filter;
+use crate::index::tokenizer::{CHARS_TOKENIZER, MemdTokenizer, TEXT_TOKENIZER, Term, TermKind};
+use crate::model::Memory;
+
+/// How much a title match weighs against a body match.
+const TITLE_BOOST: f32 = 1.5;
+
+#[derive(Clone, Copy)]
+struct Fields {
+    id: Field,
+    doc_id: Field,
+    origin: Field,
+    scene: Field,
+    privacy: Field,
+    stage: Field,
+    kind: Field,
+    subject: Field,
+    tier: Field,
+    title: Field,
+    body: Field,
+    chars: Field,
+    ts: Field,
+}
+
+fn schema() -> (Schema, Fields) {
+    let mut b = Schema::builder();
+    let text = |tokenizer: &str| {
+        TextOptions::default().set_indexing_options(
+            TextFieldIndexing::default()
+                .set_tokenizer(tokenizer)
+                .set_index_option(IndexRecordOption::WithFreqs),
+        )
+    };
+    let fields = Fields {
+        id: b.add_text_field("id", STRING | STORED),
+        doc_id: b.add_text_field("doc_id", STRING),
+        origin: b.add_text_field("origin", STRING),
+        scene: b.add_text_field("scene", STRING),
+        privacy: b.add_text_field("privacy", STRING),
+        stage: b.add_text_field("stage", STRING),
+        kind: b.add_text_field("kind", STRING),
+        subject: b.add_text_field("subject", STRING),
+        tier: b.add_text_field("tier", STRING),
+        title: b.add_text_field("title", text(TEXT_TOKENIZER)),
+        body: b.add_text_field("body", text(TEXT_TOKENIZER)),
+        chars: b.add_text_field("chars", text(CHARS_TOKENIZER)),
+        ts: b.add_i64_field("ts", INDEXED),
+    };
+    (b.build(), fields)
+}
+
+/// A scored id from the text index.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TextHit {
+    /// Memory id.
+    pub id: String,
+    /// BM25 score.
+    pub score: f32,
+}
+
+/// The full-text index. Readers are cheap and thread-safe; the writer is optional.
+pub struct TextIndex {
+    reader: IndexReader,
+    writer: Option<Mutex<IndexWriter>>,
+    f: Fields,
+}
+
+impl TextIndex {
+    /// Opens (creating if needed) the index in `dir`; `writable` also opens the writer.
+    pub fn open(dir: &Path, writable: bool) -> Result<TextIndex> {
+        let (schema, f) = schema();
+        let index = if dir.join("meta.json").exists() {
+            Index::open_in_dir(dir)?
+        } else {
+            std::fs::create_dir_all(dir).map_err(tantivy::TantivyError::from)?;
+            Index::create_in_dir(dir, schema)?
+        };
+        index
+            .tokenizers()
+            .register(TEXT_TOKENIZER, MemdTokenizer::text());
+        index
+            .tokenizers()
+            .register(CHARS_TOKENIZER, MemdTokenizer::chars());
+        let reader = index
+            .reader_builder()
+            .reload_policy(if writable {
+                ReloadPolicy::Manual
+            } else {
+                ReloadPolicy::OnCommitWithDelay
+            })
+            .try_into()?;
+        let writer = if writable {
+            Some(Mutex::new(
+                index.writer_with_num_threads(1, 32 * 1024 * 1024)?,
+            ))
+        } else {
+            None
+        };
+        Ok(TextIndex { reader, writer, f })
+    }
+
+    fn writer(&self) -> Result<std::sync::MutexGuard<'_, IndexWriter>> {
+        let w = self
+            .writer
+            .as_ref()
+            .ok_or_else(|| crate::error::Error::Internal("text index opened read-only".into()))?;
+        Ok(w.lock().expect("index writer poisoned"))
+    }
+
+    /// Replaces (or adds) the document for `m`. Takes effect at [`TextIndex::commit`].
+    pub fn upsert(&self, m: &Memory) -> Result<()> {
+        let w = self.writer()?;
+        let f = &self.f;
+        w.delete_term(TTerm::from_field_text(f.id, &m.id));
+        let mut doc = TantivyDocument::default();
+        doc.add_text(f.id, &m.id);
+        if let Some(d) = &m.doc_id {
+            doc.add_text(f.doc_id, d);
+        }
+        doc.add_text(f.origin, m.origin.as_str());
+        doc.add_text(f.scene, m.scene.as_str());
+        doc.add_text(f.privacy, m.privacy.as_str());
+        doc.add_text(f.stage, m.stage.as_str());
+        doc.add_text(f.kind, &m.kind);
+        doc.add_text(f.subject, m.subject.as_str());
+        if let Some(t) = m.tier {
+            doc.add_text(f.tier, t.as_str());
+        }
+        if let Some(t) = &m.title {
+            doc.add_text(f.title, t);
+        }
+        let mut body = m.text.clone();
+        for tag in &m.tags {
+            body.push('\n');
+            body.push_str(tag);
+        }
+        doc.add_text(
+            f.chars,
+            format!("{}\n{body}", m.title.as_deref().unwrap_or("")),
+        );
+        doc.add_text(f.body, &body);
+        doc.add_i64(f.ts, m.ts.timestamp_millis());
+        w.add_document(doc)?;
+        Ok(())
+    }
+
+    /// Removes the document with this memory id.
+    pub fn remove(&self, id: &str) -> Result<()> {
+        self.writer()?
+            .delete_term(TTerm::from_field_text(self.f.id, id));
+        Ok(())
+    }
+
+    /// Removes every chunk of a document.
+    pub fn remove_doc(&self, doc_id: &str) -> Result<()> {
+        self.writer()?
+            .delete_term(TTerm::from_field_text(self.f.doc_id, doc_id));
+        Ok(())
+    }
+
+    /// Makes pending changes durable and visible to searches.
+    pub fn commit(&self) -> Result<()> {
+        self.writer()?.commit()?;
+        self.reader.reload()?;
+        Ok(())
+    }
+
+    /// Number of live documents.
+    pub fn num_docs(&self) -> u64 {
+        self.reader.searcher().num_docs()
+    }
+
+    fn term_query(&self, term: &Term) -> Box<dyn Query> {
+        let f = &self.f;
+        let idx = IndexRecordOption::WithFreqs;
+        if term.kind == TermKind::Single {
+            // A lone CJK character matches inside longer runs through the chars field.
+            return Box::new(TermQuery::new(
+                TTerm::from_field_text(f.chars, &term.text),
+                idx,
+            ));
+        }
+        Box::new(BooleanQuery::new(vec![
+            (
+                Occur::Should,
+                Box::new(TermQuery::new(
+                    TTerm::from_field_text(f.body, &term.text),
+                    idx,
+                )),
+            ),
+            (
+                Occur::Should,
+                Box::new(BoostQuery::new(
+                    Box::new(TermQuery::new(
+                        TTerm::from_field_text(f.title, &term.text),
+                        idx,
+                    )),
+                    TITLE_BOOST,
+                )),
+            ),
+        ]))
+    }
+
+    fn filter_query(&self, filter: &Filter) -> Option<Box<dyn Query>> {
+        let f = &self.f;
+        let field_of = |name: &str| match name {
+            "scene" => f.scene,
+            "privacy" => f.privacy,
+            "stage" => f.stage,
+            "kind" => f.kind,
+            "subject" => f.subject,
+            "origin" => f.origin,
+            _ => unreachable!("Filter::field_sets names only known fields"),
+        };
+        let mut alternatives: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        for scope in &filter.any_of {
+            let sets = Filter::field_sets(scope);
+            if sets.is_empty() {
+                return None; // one unrestricted alternative makes the whole filter unrestricted
+            }
+            let clauses: Vec<(Occur, Box<dyn Query>)> = sets
+                .into_iter()
+                .map(|(name, values)| {
+                    let field = field_of(name);
+                    let q: Box<dyn Query> = Box::new(TermSetQuery::new(
+                        values.iter().map(|v| TTerm::from_field_text(field, v)),
+                    ));
+                    (Occur::Must, q)
+                })
+                .collect();
+            alternatives.push((Occur::Should, Box::new(BooleanQuery::new(clauses))));
+        }
+        Some(Box::new(BooleanQuery::new(alternatives)))
+    }
+
+    /// Scores `terms` under `filter`. `all_terms` requires every term (AND pass);
+    /// otherwise any term may match (OR pass). Ties are broken by id.
+    pub fn search(
+        &self,
+        terms: &[Term],
+        filter: &Filter,
+        all_terms: bool,
+        limit: usize,
+    ) -> Result<Vec<TextHit>> {
+        if terms.is_empty() || filter.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let occur = if all_terms {
+            Occur::Must
+        } else {
+            Occur::Should
+        };
+        let text: Vec<(Occur, Box<dyn Query>)> =
+            terms.iter().map(|t| (occur, self.term_query(t))).collect();
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> =
+            vec![(Occur::Must, Box::new(BooleanQuery::new(text)))];
+        if let Some(fq) = self.filter_query(filter) {
+            clauses.push((Occur::Must, fq));
+        }
+        let query = BooleanQuery::new(clauses);
+        let searcher = self.reader.searcher();
+        // Fetch a margin beyond `limit` so that ties at the cut are ordered by id, not by segment.
+        let top = searcher.search(&query, &TopDocs::with_limit(limit + 16).order_by_score())?;
+        let mut hits = Vec::with_capacity(top.len());
+        for (score, addr) in top {
+            let doc: TantivyDocument = searcher.doc(addr)?;
+            let id = doc
+                .get_first(self.f.id)
+                .and_then(|v| v.as_str())
+                .unwrap_or_default()
+                .to_string();
+            hits.push(TextHit { id, score });
+        }
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
+        hits.truncate(limit);
+        Ok(hits)
+    }
+}

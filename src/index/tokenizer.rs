@@ -1,0 +1,237 @@
+//! Our tokenizer: NFKC, lowercase, CJK character bigrams, Latin words and digits.
+//!
+//! One pure function, [`tokenize`], decides what a term is; the tantivy
+//! tokenizers registered on the index and the query builder both call it, so
+//! the two sides can never disagree.
+//!
+//! - A run of CJK characters (Han, kana, Hangul) yields its overlapping
+//!   bigrams (`公园散步` → `公园`, `园散`, `散步`); a run of one character yields
+//!   that character.
+//! - Every CJK character is also emitted as a unigram into a separate field,
+//!   so a one-character query (`猫`) still matches inside longer runs.
+//! - Everything else that is alphanumeric forms words (`GPT-4o` → `gpt`, `4o`).
+
+use tantivy::tokenizer::{Token, TokenStream, Tokenizer};
+use unicode_normalization::UnicodeNormalization;
+
+/// The kind of a term.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TermKind {
+    /// A Latin/other-script word or number.
+    Word,
+    /// Two adjacent CJK characters.
+    Bigram,
+    /// A CJK character standing alone in its run.
+    Single,
+}
+
+/// One term of a text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Term {
+    /// The normalised term text.
+    pub text: String,
+    /// What kind of term it is.
+    pub kind: TermKind,
+}
+
+/// Whether `c` belongs to a CJK script we cut into bigrams.
+pub fn is_cjk(c: char) -> bool {
+    matches!(c as u32,
+        0x3040..=0x30FF   // Hiragana, Katakana
+        | 0x3400..=0x4DBF // CJK Extension A
+        | 0x4E00..=0x9FFF // CJK Unified Ideographs
+        | 0xAC00..=0xD7AF // Hangul syllables
+        | 0xF900..=0xFAFF // CJK Compatibility Ideographs
+        | 0x20000..=0x2FFFF)
+}
+
+/// NFKC + lowercase.
+pub fn normalize(text: &str) -> String {
+    text.nfkc().flat_map(char::to_lowercase).collect()
+}
+
+/// Splits normalised `text` into terms for the main text field.
+pub fn tokenize(text: &str) -> Vec<Term> {
+    let norm = normalize(text);
+    let mut out = Vec::new();
+    let mut word = String::new();
+    let mut run: Vec<char> = Vec::new();
+    let flush_word = |word: &mut String, out: &mut Vec<Term>| {
+        if !word.is_empty() {
+            out.push(Term {
+                text: std::mem::take(word),
+                kind: TermKind::Word,
+            });
+        }
+    };
+    let flush_run = |run: &mut Vec<char>, out: &mut Vec<Term>| {
+        match run.len() {
+            0 => {}
+            1 => out.push(Term {
+                text: run[0].to_string(),
+                kind: TermKind::Single,
+            }),
+            _ => {
+                for pair in run.windows(2) {
+                    out.push(Term {
+                        text: pair.iter().collect(),
+                        kind: TermKind::Bigram,
+                    });
+                }
+            }
+        }
+        run.clear();
+    };
+    for c in norm.chars() {
+        if is_cjk(c) {
+            flush_word(&mut word, &mut out);
+            run.push(c);
+        } else if c.is_alphanumeric() {
+            flush_run(&mut run, &mut out);
+            word.push(c);
+        } else {
+            flush_word(&mut word, &mut out);
+            flush_run(&mut run, &mut out);
+        }
+    }
+    flush_word(&mut word, &mut out);
+    flush_run(&mut run, &mut out);
+    out
+}
+
+/// Every CJK character of normalised `text`, for the single-character field.
+pub fn cjk_chars(text: &str) -> Vec<String> {
+    normalize(text)
+        .chars()
+        .filter(|c| is_cjk(*c))
+        .map(String::from)
+        .collect()
+}
+
+/// English function words dropped from queries (the index keeps them).
+const STOP_WORDS: &[&str] = &[
+    "a", "about", "am", "an", "and", "are", "as", "at", "be", "been", "but", "by", "can", "could",
+    "did", "do", "does", "for", "from", "had", "has", "have", "he", "her", "him", "his", "how",
+    "i", "if", "in", "into", "is", "it", "its", "me", "my", "of", "on", "or", "our", "she", "so",
+    "that", "the", "their", "them", "then", "there", "they", "this", "to", "was", "we", "were",
+    "what", "when", "where", "which", "who", "will", "with", "would", "you", "your",
+];
+
+/// Whether a query term carries no signal.
+pub fn is_stop_word(term: &Term) -> bool {
+    term.kind == TermKind::Word && STOP_WORDS.binary_search(&term.text.as_str()).is_ok()
+}
+
+/// The tantivy name of the main text tokenizer.
+pub const TEXT_TOKENIZER: &str = "memd_text";
+/// The tantivy name of the single-character tokenizer.
+pub const CHARS_TOKENIZER: &str = "memd_chars";
+
+/// tantivy adapter over [`tokenize`] (`chars == false`) or [`cjk_chars`] (`chars == true`).
+#[derive(Clone, Debug)]
+pub struct MemdTokenizer {
+    chars: bool,
+}
+
+impl MemdTokenizer {
+    /// The main text tokenizer.
+    pub fn text() -> Self {
+        MemdTokenizer { chars: false }
+    }
+
+    /// The single-CJK-character tokenizer.
+    pub fn chars() -> Self {
+        MemdTokenizer { chars: true }
+    }
+}
+
+/// A precomputed token stream.
+pub struct VecTokenStream {
+    tokens: Vec<Token>,
+    index: usize,
+}
+
+impl Tokenizer for MemdTokenizer {
+    type TokenStream<'a> = VecTokenStream;
+
+    fn token_stream<'a>(&'a mut self, text: &'a str) -> VecTokenStream {
+        let terms: Vec<String> = if self.chars {
+            cjk_chars(text)
+        } else {
+            tokenize(text).into_iter().map(|t| t.text).collect()
+        };
+        let tokens = terms
+            .into_iter()
+            .enumerate()
+            .map(|(position, text)| Token {
+                offset_from: 0,
+                offset_to: 0,
+                position,
+                text,
+                position_length: 1,
+            })
+            .collect();
+        VecTokenStream { tokens, index: 0 }
+    }
+}
+
+impl TokenStream for VecTokenStream {
+    fn advance(&mut self) -> bool {
+        if self.index < self.tokens.len() {
+            self.index += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn token(&self) -> &Token {
+        &self.tokens[self.index - 1]
+    }
+
+    fn token_mut(&mut self) -> &mut Token {
+        &mut self.tokens[self.index - 1]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(input: &str, want: &[&str]) {
+        let got: Vec<String> = tokenize(input).into_iter().map(|t| t.text).collect();
+        assert_eq!(got, want, "tokenize({input:?})");
+    }
+
+    #[test]
+    fn table() {
+        check(
+            "我今天去公园散步了",
+            &[
+                "我今", "今天", "天去", "去公", "公园", "园散", "散步", "步了",
+            ],
+        );
+        check("公园", &["公园"]);
+        check("猫", &["猫"]);
+        check("Hello, World 42!", &["hello", "world", "42"]);
+        check("GPT-4o用起来", &["gpt", "4o", "用起", "起来"]);
+        check("ＡＢＣ１２３", &["abc123"]); // full-width folds under NFKC
+        check("Café naïve", &["café", "naïve"]);
+        check("すし と ラーメン", &["すし", "と", "ラー", "ーメ", "メン"]);
+        check("", &[]);
+    }
+
+    #[test]
+    fn singles_and_stop_words() {
+        assert_eq!(cjk_chars("a公园b"), ["公", "园"]);
+        let terms = tokenize("the park");
+        assert!(is_stop_word(&terms[0]));
+        assert!(!is_stop_word(&terms[1]));
+        let mut sorted = STOP_WORDS.to_vec();
+        sorted.sort();
+        assert_eq!(
+            sorted, STOP_WORDS,
+            "STOP_WORDS must stay sorted for binary_search"
+        );
+    }
+}

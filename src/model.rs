@@ -1,0 +1,462 @@
+//! Plain domain types: scenes, privacy, stages, tiers, facts and journal records.
+//!
+//! No IO here. Every enum has one canonical lowercase wire spelling; parsing
+//! accepts the documented aliases (`work`, `financial` → sensitive) and rejects
+//! everything else with an `INVALID_INPUT` message that lists what is allowed.
+
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// The journal line format this build writes. Readers accept `1..=JOURNAL_VERSION`.
+pub const JOURNAL_VERSION: u32 = 1;
+
+/// Longest accepted memory text, in bytes.
+pub const MAX_TEXT_BYTES: usize = 32 * 1024;
+
+macro_rules! wire_enum {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $wire:literal $(| $alias:literal)*),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum $name { $($(#[$vmeta])* $variant),+ }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            /// The canonical wire spelling.
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $wire),+ }
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = Error;
+            fn from_str(s: &str) -> Result<Self> {
+                match s.trim().to_ascii_lowercase().as_str() {
+                    $($wire $(| $alias)* => Ok($name::$variant),)+
+                    other => Err(Error::invalid(format!(
+                        "{} must be one of {}; got {other:?}",
+                        stringify!($name).to_ascii_lowercase(),
+                        [$($wire),+].join(", ")
+                    ))),
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result { f.write_str(self.as_str()) }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+                let s = String::deserialize(d)?;
+                s.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+
+wire_enum!(
+    /// Sensitivity, the second privacy axis.
+    Privacy {
+        /// Anyone allowed in the scene may read it.
+        Normal = "normal",
+        /// About a person; readable in its scene.
+        Personal = "personal",
+        /// Pinned to `sensitiveAudiences`, needs `sensitive:read`.
+        Sensitive = "sensitive" | "work" | "financial",
+        /// Pinned to `secretAudiences`, needs `secret:read`. Plain text on disk.
+        Secret = "secret",
+    }
+);
+
+wire_enum!(
+    /// Whether a memory is short-term chat or long-term memory.
+    Stage {
+        /// Ingested chat with a TTL.
+        Short = "short",
+        /// Written or consolidated memory.
+        Long = "long",
+    }
+);
+
+wire_enum!(
+    /// Whose memory this is.
+    Subject {
+        /// About the owner (default).
+        Owner = "owner",
+        /// The agent's own judgement.
+        SelfAgent = "self",
+        /// About someone else.
+        Other = "other",
+    }
+);
+
+wire_enum!(
+    /// Retention tier of a long-term memory.
+    Tier {
+        /// Never expires.
+        T0 = "t0",
+        /// 365 days.
+        T1 = "t1",
+        /// 90 days (default).
+        T2 = "t2",
+        /// 30 days.
+        T3 = "t3",
+    }
+);
+
+wire_enum!(
+    /// Where a searchable memory comes from.
+    Origin {
+        /// A line of the fact journal.
+        Fact = "fact",
+        /// A chunk of a Markdown document.
+        Doc = "doc",
+    }
+);
+
+/// An audience: the scene a memory lives in (`main`, `qq:group:123`, …).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct Scene(String);
+
+impl Scene {
+    /// Validates a scene name: lowercase ASCII segments of `[a-z0-9_.-]`
+    /// separated by `:`, at most 128 bytes.
+    pub fn parse(s: &str) -> Result<Self> {
+        let s = s.trim();
+        let ok = !s.is_empty()
+            && s.len() <= 128
+            && s.split(':').all(|seg| {
+                !seg.is_empty()
+                    && seg.bytes().all(|b| {
+                        b.is_ascii_lowercase()
+                            || b.is_ascii_digit()
+                            || matches!(b, b'_' | b'-' | b'.')
+                    })
+            });
+        if ok {
+            Ok(Scene(s.to_string()))
+        } else {
+            Err(Error::invalid(format!(
+                "scene {s:?} is not valid: use lowercase segments of a-z, 0-9, '_', '-', '.' separated by ':' (e.g. main, qq:group:123)"
+            )))
+        }
+    }
+
+    /// The scene as written.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The scene with `:` replaced by `-`, as used inside ids.
+    pub fn id_part(&self) -> String {
+        self.0.replace(':', "-")
+    }
+}
+
+impl<'de> Deserialize<'de> for Scene {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Scene::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+impl fmt::Display for Scene {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn default_importance() -> f32 {
+    0.5
+}
+
+/// One fact as it is stored in a journal `put` line and in the index.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fact {
+    /// `<origin>-<scene>-<time36>-<rand4>`.
+    pub id: String,
+    /// When it was written.
+    pub ts: DateTime<Utc>,
+    /// The audience it lives in.
+    pub scene: Scene,
+    /// chat, note, fact, preference, event, todo, … (free lowercase word).
+    pub kind: String,
+    /// short or long.
+    pub stage: Stage,
+    /// The memory itself.
+    pub text: String,
+    /// Optional title.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// Free tags.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    /// Sensitivity.
+    pub privacy: Privacy,
+    /// Whose memory it is.
+    pub subject: Subject,
+    /// Who wrote it (cli, main, qq, sleep, import, …).
+    pub source: String,
+    /// 0–1, used in ranking.
+    #[serde(default = "default_importance")]
+    pub importance: f32,
+    /// Retention tier (long stage only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier: Option<Tier>,
+    /// The id this fact replaces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supersedes: Option<String>,
+    /// When it stops being searchable (short-term TTL, tier expiry).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<DateTime<Utc>>,
+    /// `<provider message id>#<first 12 hex of content hash>` for ingested chat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_message_id: Option<String>,
+    /// Client-chosen key that makes a write idempotent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+    /// The device that wrote it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub device: String,
+}
+
+/// One line of `memories/facts/YYYY-MM.jsonl`.
+///
+/// Lines carry `v` (format version) and `op`. Unknown ops from a newer build
+/// are reported and skipped, never fatal.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Record {
+    /// A new or replacing fact.
+    Put {
+        /// Format version.
+        v: u32,
+        /// The fact.
+        #[serde(flatten)]
+        fact: Fact,
+    },
+    /// A tombstone: the id is forgotten.
+    Forget {
+        /// Format version.
+        v: u32,
+        /// The forgotten id.
+        id: String,
+        /// When.
+        ts: DateTime<Utc>,
+        /// Why, if given.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        /// Who forgot it.
+        #[serde(default)]
+        source: String,
+    },
+}
+
+impl Record {
+    /// The id the record is about.
+    pub fn id(&self) -> &str {
+        match self {
+            Record::Put { fact, .. } => &fact.id,
+            Record::Forget { id, .. } => id,
+        }
+    }
+
+    /// When the record was written.
+    pub fn ts(&self) -> DateTime<Utc> {
+        match self {
+            Record::Put { fact, .. } => fact.ts,
+            Record::Forget { ts, .. } => *ts,
+        }
+    }
+
+    /// The format version of the line.
+    pub fn version(&self) -> u32 {
+        match self {
+            Record::Put { v, .. } | Record::Forget { v, .. } => *v,
+        }
+    }
+}
+
+/// A searchable unit as the index sees it: a fact or a document chunk.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Memory {
+    /// Fact id or `doc-<hash8>#<n>` chunk id.
+    pub id: String,
+    /// fact or doc.
+    pub origin: Origin,
+    /// For chunks, the document id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub doc_id: Option<String>,
+    /// For chunks, the path relative to `memories/`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// When written (facts) or last modified (documents).
+    pub ts: DateTime<Utc>,
+    /// Audience.
+    pub scene: Scene,
+    /// Kind word.
+    pub kind: String,
+    /// Stage.
+    pub stage: Stage,
+    /// Title (fact title, or document title › heading).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// Text.
+    pub text: String,
+    /// Tags.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    /// Sensitivity.
+    pub privacy: Privacy,
+    /// Whose memory it is.
+    pub subject: Subject,
+    /// Who wrote it.
+    pub source: String,
+    /// 0–1.
+    pub importance: f32,
+    /// Retention tier.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier: Option<Tier>,
+    /// Replaced id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supersedes: Option<String>,
+    /// Expiry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+impl From<&Fact> for Memory {
+    fn from(f: &Fact) -> Self {
+        Memory {
+            id: f.id.clone(),
+            origin: Origin::Fact,
+            doc_id: None,
+            path: None,
+            ts: f.ts,
+            scene: f.scene.clone(),
+            kind: f.kind.clone(),
+            stage: f.stage,
+            title: f.title.clone(),
+            text: f.text.clone(),
+            tags: f.tags.clone(),
+            privacy: f.privacy,
+            subject: f.subject,
+            source: f.source.clone(),
+            importance: f.importance,
+            tier: f.tier,
+            supersedes: f.supersedes.clone(),
+            expires_at: f.expires_at,
+        }
+    }
+}
+
+/// Validates a kind word: lowercase ASCII letters, digits, `_` and `-`, 1–32 bytes.
+pub fn parse_kind(s: &str) -> Result<String> {
+    let s = s.trim().to_ascii_lowercase();
+    if !s.is_empty()
+        && s.len() <= 32
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+    {
+        Ok(s)
+    } else {
+        Err(Error::invalid(format!(
+            "kind {s:?} is not valid: use 1-32 lowercase letters, digits, '_' or '-' (e.g. note, fact, preference, event, todo, chat)"
+        )))
+    }
+}
+
+/// Validates and normalises tags: trimmed, non-empty, at most 64 bytes each, at most 32, deduplicated.
+pub fn parse_tags<I: IntoIterator<Item = S>, S: AsRef<str>>(tags: I) -> Result<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    for t in tags {
+        let t = t.as_ref().trim();
+        if t.is_empty() {
+            continue;
+        }
+        if t.len() > 64 || t.chars().any(char::is_control) {
+            return Err(Error::invalid(format!(
+                "tag {t:?} is not valid: tags are at most 64 bytes without control characters"
+            )));
+        }
+        if !out.iter().any(|x| x == t) {
+            out.push(t.to_string());
+        }
+    }
+    if out.len() > 32 {
+        return Err(Error::invalid("at most 32 tags per memory"));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn privacy_aliases() {
+        for (input, want) in [
+            ("normal", Privacy::Normal),
+            ("Personal", Privacy::Personal),
+            ("work", Privacy::Sensitive),
+            ("financial", Privacy::Sensitive),
+            ("secret", Privacy::Secret),
+        ] {
+            assert_eq!(input.parse::<Privacy>().unwrap(), want, "{input}");
+        }
+        let err = "public".parse::<Privacy>().unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("normal, personal, sensitive, secret")
+        );
+    }
+
+    #[test]
+    fn scenes() {
+        for ok in [
+            "main",
+            "qq:owner",
+            "qq:group:650866701",
+            "pet",
+            "shared",
+            "qq:private:1",
+        ] {
+            assert_eq!(Scene::parse(ok).unwrap().as_str(), ok);
+        }
+        for bad in ["", "Main", "qq::1", "a b", ":x", "x:", "群"] {
+            assert!(Scene::parse(bad).is_err(), "{bad}");
+        }
+        assert_eq!(Scene::parse("qq:group:1").unwrap().id_part(), "qq-group-1");
+    }
+
+    #[test]
+    fn record_round_trip() {
+        let line = r#"{"op":"forget","v":1,"id":"fact-main-x-1","ts":"2026-01-02T03:04:05Z","source":"cli"}"#;
+        let r: Record = serde_json::from_str(line).unwrap();
+        assert_eq!(r.id(), "fact-main-x-1");
+        let back: Record = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert_eq!(r, back);
+    }
+
+    #[test]
+    fn tags_and_kind() {
+        assert_eq!(parse_tags(["a", " b ", "a", ""]).unwrap(), vec!["a", "b"]);
+        assert!(parse_tags(["x".repeat(65)]).is_err());
+        assert_eq!(parse_kind("Note").unwrap(), "note");
+        assert!(parse_kind("no te").is_err());
+    }
+}

@@ -1,0 +1,8 @@
+//! The source of truth: Markdown documents and the fact journal under `memories/`,
+//! plus the writer lock that makes one process the only writer of a root.
+//!
+//! Only this module writes below `memories/`.
+
+pub mod journal;
+pub mod lock;
+pub mod markdown;

@@ -1,0 +1,184 @@
+//! The application service: concurrency, idempotency, filters, journal problems.
+
+use std::io::Write;
+use std::sync::Arc;
+
+use memory_hub::hub::{WriteAction, WriteRequest};
+use memory_hub::index::filter::{Filter, Scope};
+use memory_hub::model::{Privacy, Stage};
+use memory_hub::search::SearchRequest;
+
+use crate::support::{TempRoot, scene, search_ids, write};
+
+#[test]
+fn concurrent_writers_lose_nothing() {
+    let root = TempRoot::new();
+    let hub = Arc::new(root.hub());
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let hub = Arc::clone(&hub);
+            std::thread::spawn(move || {
+                (0..25)
+                    .map(|i| write(&hub, "main", &format!("thread{t} item{i} concurrentword")))
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let ids: Vec<String> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 200);
+    let unique: std::collections::HashSet<_> = ids.iter().collect();
+    assert_eq!(unique.len(), 200, "ids are unique");
+    assert_eq!(root.journal_lines().len(), 200);
+    for id in &ids {
+        hub.get(id, &Filter::all()).unwrap();
+    }
+    assert_eq!(hub.stats().unwrap().counts.facts, 200);
+    assert_eq!(
+        search_ids(&hub, "thread3 item7", 10).first(),
+        Some(&ids[3 * 25 + 7])
+    );
+}
+
+#[test]
+fn idempotency_key_returns_the_same_id() {
+    let root = TempRoot::new();
+    let hub = root.hub();
+    let mut req = WriteRequest::new(scene("main"), "pay rent on the first", "test");
+    req.idempotency_key = Some("client-42".into());
+    let first = hub.write(req.clone()).unwrap();
+    let second = hub.write(req).unwrap();
+    assert_eq!(first.action, WriteAction::Add);
+    assert_eq!(second.action, WriteAction::Noop);
+    assert_eq!(first.id, second.id);
+    assert_eq!(root.journal_lines().len(), 1);
+}
+
+#[test]
+fn filters_restrict_search_and_get() {
+    let root = TempRoot::new();
+    let hub = root.hub();
+    let group = write(&hub, "qq:group:1", "group talks about the picnic");
+    let owner = write(&hub, "qq:owner", "owner plans the picnic");
+    let mut req = WriteRequest::new(scene("main"), "picnic budget is private", "test");
+    req.privacy = Privacy::Sensitive;
+    let sensitive = hub.write(req).unwrap().id;
+    let mut req = WriteRequest::new(scene("qq:group:1"), "picnic chatter", "test");
+    req.stage = Stage::Short;
+    let short = hub.write(req).unwrap().id;
+
+    let search = |filter: Filter| -> Vec<String> {
+        let mut ids: Vec<String> = hub
+            .search(&SearchRequest {
+                query: "picnic".into(),
+                filter,
+                limit: Some(10),
+            })
+            .unwrap()
+            .hits
+            .into_iter()
+            .map(|h| h.memory.id)
+            .collect();
+        ids.sort();
+        ids
+    };
+    let sorted = |mut v: Vec<String>| {
+        v.sort();
+        v
+    };
+    let group_scope = Scope {
+        scenes: vec![scene("qq:group:1")],
+        privacy: vec![Privacy::Normal, Privacy::Personal],
+        ..Scope::default()
+    };
+    assert_eq!(
+        search(Filter::scope(group_scope.clone())),
+        sorted(vec![group.clone(), short.clone()])
+    );
+    let no_sensitive = Scope {
+        privacy: vec![Privacy::Normal, Privacy::Personal],
+        ..Scope::default()
+    };
+    assert_eq!(
+        search(Filter::scope(no_sensitive)),
+        sorted(vec![group.clone(), owner.clone(), short.clone()])
+    );
+    let long_only = Scope {
+        stages: vec![Stage::Long],
+        ..Scope::default()
+    };
+    assert_eq!(
+        search(Filter::scope(long_only)),
+        sorted(vec![group.clone(), owner.clone(), sensitive.clone()])
+    );
+    assert_eq!(search(Filter { any_of: vec![] }), Vec::<String>::new());
+
+    // get honours the same filter: invisible is NOT_FOUND, not FORBIDDEN.
+    let err = hub
+        .get(&owner, &Filter::scope(group_scope.clone()))
+        .unwrap_err();
+    assert_eq!(err.code().as_str(), "NOT_FOUND");
+    // and so does forget.
+    let err = hub
+        .forget(&owner, None, "test", &Filter::scope(group_scope))
+        .unwrap_err();
+    assert_eq!(err.code().as_str(), "NOT_FOUND");
+    hub.get(&owner, &Filter::all()).unwrap();
+}
+
+#[test]
+fn and_pass_first_then_or_fallback() {
+    let root = TempRoot::new();
+    let hub = root.hub();
+    let both = write(&hub, "main", "alpha beta together");
+    let alpha = write(&hub, "main", "alpha alone");
+    let results = hub
+        .search(&SearchRequest {
+            query: "alpha beta".into(),
+            filter: Filter::all(),
+            limit: Some(5),
+        })
+        .unwrap();
+    let got: Vec<(String, String)> = results
+        .hits
+        .iter()
+        .map(|h| (h.memory.id.clone(), format!("{:?}", h.pass)))
+        .collect();
+    assert_eq!(got, vec![(both, "And".into()), (alpha, "Or".into())]);
+}
+
+#[test]
+fn corrupt_lines_are_reported_with_file_and_line_and_neighbours_survive() {
+    let root = TempRoot::new();
+    let (first, file) = {
+        let hub = root.hub();
+        let id = write(&hub, "main", "before the damage");
+        let file = std::fs::read_dir(root.path().join("memories/facts"))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        (id, file)
+    };
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&file)
+        .unwrap();
+    f.write_all(b"this is not json\n").unwrap();
+    drop(f);
+    let hub = root.hub();
+    let second = write(&hub, "main", "after the damage");
+    assert_eq!(search_ids(&hub, "damage", 10).len(), 2);
+    hub.get(&first, &Filter::all()).unwrap();
+    hub.get(&second, &Filter::all()).unwrap();
+    let issues = hub.stats().unwrap().issues;
+    let name = file.file_name().unwrap().to_str().unwrap();
+    assert_eq!(issues.len(), 1, "{issues:?}");
+    assert!(
+        issues[0].starts_with(&format!("facts/{name}:2:")),
+        "{issues:?}"
+    );
+}

@@ -1,0 +1,111 @@
+//! Shared helpers: temp roots, hubs, the CLI binary.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use memory_hub::config::{Config, Layout};
+use memory_hub::hub::{Hub, Mode, WriteRequest};
+use memory_hub::index::filter::Filter;
+use memory_hub::model::Scene;
+use memory_hub::search::SearchRequest;
+
+/// A temporary root, removed on drop.
+pub struct TempRoot {
+    pub dir: tempfile::TempDir,
+}
+
+impl TempRoot {
+    pub fn new() -> Self {
+        TempRoot {
+            dir: tempfile::tempdir().expect("temp dir"),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn layout(&self) -> Layout {
+        Layout::new(self.path())
+    }
+
+    pub fn hub(&self) -> Hub {
+        Hub::open(self.layout(), Config::default(), Mode::Write).expect("open hub")
+    }
+
+    /// Writes a Markdown document under memories/.
+    pub fn write_doc(&self, rel: &str, text: &str) -> PathBuf {
+        let path = self.path().join("memories").join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    /// Runs the real binary against this root.
+    pub fn memd(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_memd"))
+            .args(args)
+            .env("MEMD_ROOT", self.path())
+            .env_remove("MEMD_LOG")
+            .output()
+            .expect("run memd")
+    }
+
+    /// Runs the binary with `--json`, asserts success, parses stdout.
+    pub fn memd_json(&self, args: &[&str]) -> serde_json::Value {
+        let mut all = args.to_vec();
+        all.push("--json");
+        let out = self.memd(&all);
+        assert!(
+            out.status.success(),
+            "memd {args:?} failed: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout)
+        );
+        serde_json::from_slice(&out.stdout).expect("stdout is one JSON document")
+    }
+
+    /// All journal lines, in file order.
+    pub fn journal_lines(&self) -> Vec<String> {
+        let dir = self.path().join("memories/facts");
+        let mut names: Vec<_> = std::fs::read_dir(&dir)
+            .map(|d| d.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        names.sort();
+        names
+            .iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+            .flat_map(|p| {
+                std::fs::read_to_string(p)
+                    .unwrap()
+                    .lines()
+                    .map(String::from)
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+}
+
+pub fn scene(s: &str) -> Scene {
+    Scene::parse(s).unwrap()
+}
+
+pub fn write(hub: &Hub, scene_name: &str, text: &str) -> String {
+    hub.write(WriteRequest::new(scene(scene_name), text, "test"))
+        .unwrap()
+        .id
+}
+
+/// Ids found for `query` across all scenes.
+pub fn search_ids(hub: &Hub, query: &str, limit: usize) -> Vec<String> {
+    hub.search(&SearchRequest {
+        query: query.into(),
+        filter: Filter::all(),
+        limit: Some(limit),
+    })
+    .unwrap()
+    .hits
+    .into_iter()
+    .map(|h| h.memory.id)
+    .collect()
+}
