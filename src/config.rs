@@ -79,6 +79,8 @@ pub struct Config {
     pub privacy: PrivacyConfig,
     /// Markdown documents.
     pub docs: DocsConfig,
+    /// Backups.
+    pub backup: BackupConfig,
 }
 
 impl Default for Config {
@@ -89,6 +91,7 @@ impl Default for Config {
             search: SearchConfig::default(),
             privacy: PrivacyConfig::default(),
             docs: DocsConfig::default(),
+            backup: BackupConfig::default(),
         }
     }
 }
@@ -150,6 +153,39 @@ impl Default for DocsConfig {
         DocsConfig {
             default_scene: Scene::parse("main").expect("built-in scene names are valid"),
             max_chunk_chars: 1200,
+        }
+    }
+}
+
+/// Backups of `memories/`, tokens and config.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct BackupConfig {
+    /// Where archives go; empty means `ROOT/backups`.
+    pub dir: String,
+    /// Whether `memd serve` makes one backup per day.
+    pub daily: bool,
+    /// Archives older than this many days are deleted after a daily backup.
+    pub keep_days: u32,
+}
+
+impl Default for BackupConfig {
+    fn default() -> Self {
+        BackupConfig {
+            dir: String::new(),
+            daily: true,
+            keep_days: 14,
+        }
+    }
+}
+
+impl BackupConfig {
+    /// The backup directory for a root.
+    pub fn dir_for(&self, layout: &Layout) -> PathBuf {
+        if self.dir.is_empty() {
+            layout.root.join("backups")
+        } else {
+            layout.root.join(&self.dir)
         }
     }
 }

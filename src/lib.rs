@@ -44,6 +44,7 @@
 //! - Visibility filters are clauses of the tantivy query and of the SQL `WHERE`,
 //!   never a filter applied to results afterwards.
 
+pub mod backup;
 pub mod cmd;
 pub mod config;
 pub mod error;

@@ -6,6 +6,7 @@
 //! on stdout, errors included (`{"error":{code,message,retryable}}`).
 #![allow(clippy::print_stdout)]
 
+mod backup;
 mod forget;
 mod get;
 mod reindex;
@@ -52,6 +53,12 @@ pub enum Command {
     Stats,
     /// Delete data/index and rebuild it from memories/ (refused while a server runs).
     Reindex,
+    /// Backups of memories/, tokens and config (restore is refused while a server runs).
+    Backup {
+        /// What to do.
+        #[command(subcommand)]
+        action: backup::Action,
+    },
 }
 
 /// Sets up tracing on stderr; `MEMD_LOG` overrides the level.
@@ -82,6 +89,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<()> {
         Command::Forget(args) => forget::run(cli, open(layout, config, Mode::Write)?, args),
         Command::Stats => stats::run(cli, open(layout, config, Mode::ReadPreferWrite)?),
         Command::Reindex => reindex::run(cli, layout, config),
+        Command::Backup { action } => backup::run(cli, layout, config, action),
     }
 }
 

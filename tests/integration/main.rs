@@ -2,6 +2,7 @@
 
 mod support;
 
+mod backup;
 mod cli;
 mod crash;
 mod documents;
