@@ -54,5 +54,6 @@ pub mod index;
 pub mod model;
 pub mod search;
 pub mod store;
+pub mod transfer;
 
 pub use error::{Error, ErrorCode, Result};

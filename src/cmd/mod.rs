@@ -7,8 +7,10 @@
 #![allow(clippy::print_stdout)]
 
 mod backup;
+mod export;
 mod forget;
 mod get;
+mod import;
 mod reindex;
 mod search;
 mod stats;
@@ -53,6 +55,10 @@ pub enum Command {
     Stats,
     /// Delete data/index and rebuild it from memories/ (refused while a server runs).
     Reindex,
+    /// Import our JSONL, loose JSON lines, Markdown or plain text (needs the writer lock).
+    Import(import::Args),
+    /// Export the live facts as JSONL or Markdown (safe next to a running server).
+    Export(export::Args),
     /// Backups of memories/, tokens and config (restore is refused while a server runs).
     Backup {
         /// What to do.
@@ -89,6 +95,10 @@ pub fn run(cli: &Cli) -> anyhow::Result<()> {
         Command::Forget(args) => forget::run(cli, open(layout, config, Mode::Write)?, args),
         Command::Stats => stats::run(cli, open(layout, config, Mode::ReadPreferWrite)?),
         Command::Reindex => reindex::run(cli, layout, config),
+        Command::Import(args) => import::run(cli, open(layout, config, Mode::Write)?, args),
+        Command::Export(args) => {
+            export::run(cli, open(layout, config, Mode::ReadPreferWrite)?, args)
+        }
         Command::Backup { action } => backup::run(cli, layout, config, action),
     }
 }

@@ -89,6 +89,8 @@ pub struct WriteRequest {
     pub source_message_id: Option<String>,
     /// Client idempotency key.
     pub idempotency_key: Option<String>,
+    /// When it happened, for imports of older memories; `None` means now.
+    pub ts: Option<DateTime<Utc>>,
 }
 
 impl WriteRequest {
@@ -111,6 +113,7 @@ impl WriteRequest {
             expires_at: None,
             source_message_id: None,
             idempotency_key: None,
+            ts: None,
         }
     }
 }
@@ -177,11 +180,14 @@ enum Op {
         source: String,
         filter: Filter,
     },
+    /// A record from another root, appended as it is unless its id is known.
+    Import(Record),
 }
 
 enum OpOutcome {
     Written(WriteOutcome),
     Forgotten,
+    Imported(bool),
 }
 
 struct Pending {
@@ -449,7 +455,7 @@ impl Hub {
     pub fn write(&self, req: WriteRequest) -> Result<WriteOutcome> {
         match self.submit(Op::Write(Box::new(req)))? {
             OpOutcome::Written(w) => Ok(w),
-            OpOutcome::Forgotten => Err(Error::Internal("write answered as forget".into())),
+            _ => Err(Error::Internal("write answered as another op".into())),
         }
     }
 
@@ -470,16 +476,56 @@ impl Hub {
         .map(|_| ())
     }
 
+    /// Writes many memories as one group: one fsync, one index update.
+    /// Each request succeeds or fails on its own.
+    pub fn write_batch(&self, reqs: Vec<WriteRequest>) -> Result<Vec<Result<WriteOutcome>>> {
+        let ops = reqs.into_iter().map(|r| Op::Write(Box::new(r))).collect();
+        Ok(self
+            .submit_many(ops)?
+            .into_iter()
+            .map(|r| match r? {
+                OpOutcome::Written(w) => Ok(w),
+                _ => Err(Error::Internal("write answered as another op".into())),
+            })
+            .collect())
+    }
+
+    /// Appends records taken from another root's journal, keeping their ids and
+    /// times. A `put` whose id is already known, or a `forget` of an id that is
+    /// not active, is skipped (`Ok(false)`), so importing twice changes nothing.
+    pub fn import_records(&self, records: Vec<Record>) -> Result<Vec<Result<bool>>> {
+        let ops = records.into_iter().map(Op::Import).collect();
+        Ok(self
+            .submit_many(ops)?
+            .into_iter()
+            .map(|r| match r? {
+                OpOutcome::Imported(appended) => Ok(appended),
+                _ => Err(Error::Internal("import answered as another op".into())),
+            })
+            .collect())
+    }
+
     /// Queues `op`; the thread that gets the writer commits everything queued.
     fn submit(&self, op: Op) -> Result<OpOutcome> {
+        self.submit_many(vec![op])?
+            .pop()
+            .expect("one answer per op")
+    }
+
+    /// Queues `ops` together; the thread that gets the writer commits everything queued.
+    fn submit_many(&self, ops: Vec<Op>) -> Result<Vec<Result<OpOutcome>>> {
         if self.writer.is_none() {
             return Err(self.locked_error());
         }
-        let (tx, rx) = mpsc::channel();
-        self.queue
-            .lock()
-            .expect("queue poisoned")
-            .push(Pending { op, reply: tx });
+        let mut receivers = Vec::with_capacity(ops.len());
+        {
+            let mut queue = self.queue.lock().expect("queue poisoned");
+            for op in ops {
+                let (tx, rx) = mpsc::channel();
+                queue.push(Pending { op, reply: tx });
+                receivers.push(rx);
+            }
+        }
         {
             let mut state = self.writer_state()?;
             let batch = std::mem::take(&mut *self.queue.lock().expect("queue poisoned"));
@@ -487,8 +533,13 @@ impl Hub {
                 self.commit(&mut state, batch);
             }
         }
-        rx.recv()
-            .map_err(|_| Error::Internal("writer dropped a queued operation".into()))?
+        Ok(receivers
+            .into_iter()
+            .map(|rx| {
+                rx.recv()
+                    .map_err(|_| Error::Internal("writer dropped a queued operation".into()))?
+            })
+            .collect())
     }
 
     /// Validates, appends with one fsync, indexes, then answers every pending op.
@@ -539,6 +590,20 @@ impl Hub {
                             source,
                         });
                         OpOutcome::Forgotten
+                    }),
+                Op::Import(record) => self
+                    .prepare_import(&record, &written_in_batch, &forgotten_in_batch)
+                    .map(|append| {
+                        if append {
+                            match &record {
+                                Record::Put { fact, .. } => {
+                                    written_in_batch.insert(fact.id.clone())
+                                }
+                                Record::Forget { id, .. } => forgotten_in_batch.insert(id.clone()),
+                            };
+                            records.push(record);
+                        }
+                        OpOutcome::Imported(append)
                     }),
             };
             answers.push((reply, outcome));
@@ -594,21 +659,7 @@ impl Hub {
         if !(0.0..=1.0).contains(&req.importance) || req.importance.is_nan() {
             return Err(Error::invalid("importance must be between 0 and 1"));
         }
-        let pinned = match req.privacy {
-            Privacy::Sensitive => Some(("sensitive", &self.config.privacy.sensitive_audiences)),
-            Privacy::Secret => Some(("secret", &self.config.privacy.secret_audiences)),
-            _ => None,
-        };
-        if let Some((name, allowed)) = pinned
-            && !allowed.contains(&req.scene)
-        {
-            let list: Vec<&str> = allowed.iter().map(Scene::as_str).collect();
-            return Err(Error::invalid(format!(
-                "{name} memories may only live in [{}]; scene {} is not one of them",
-                list.join(", "),
-                req.scene
-            )));
-        }
+        self.check_pinned(req.privacy, &req.scene)?;
         if let Some(key) = &req.idempotency_key {
             if key.is_empty() || key.len() > 200 {
                 return Err(Error::invalid("idempotency_key must be 1-200 bytes"));
@@ -628,7 +679,7 @@ impl Hub {
         if req.title.as_ref().is_some_and(|t| t.len() > 300) {
             return Err(Error::invalid("title must be at most 300 bytes"));
         }
-        let ts = Utc::now();
+        let ts = req.ts.unwrap_or_else(Utc::now);
         let fact = Fact {
             id: ids::fact_id(&req.origin, &req.scene, ts),
             ts,
@@ -679,6 +730,52 @@ impl Hub {
         let visible = self.index.meta.get_many(&[id.to_string()], filter)?;
         if visible.is_empty() {
             return Err(Error::NotFound(id.to_string()));
+        }
+        Ok(())
+    }
+
+    fn prepare_import(
+        &self,
+        record: &Record,
+        written_in_batch: &HashSet<String>,
+        forgotten_in_batch: &HashSet<String>,
+    ) -> Result<bool> {
+        match record {
+            Record::Put { fact, .. } => {
+                if fact.id.is_empty() || fact.id.len() > 200 || ids::is_doc_id(&fact.id) {
+                    return Err(Error::invalid(format!("{:?} is not a fact id", fact.id)));
+                }
+                if normalize_text(&fact.text).is_empty() {
+                    return Err(Error::invalid(format!(
+                        "{}: text must not be empty",
+                        fact.id
+                    )));
+                }
+                self.check_pinned(fact.privacy, &fact.scene)?;
+                Ok(!written_in_batch.contains(&fact.id)
+                    && self.index.meta.fact_state(&fact.id)?.is_none())
+            }
+            Record::Forget { id, .. } => Ok(!forgotten_in_batch.contains(id)
+                && (written_in_batch.contains(id)
+                    || self.index.meta.fact_state(id)? == Some(true))),
+        }
+    }
+
+    /// Refuses sensitive and secret memories outside their pinned audiences.
+    fn check_pinned(&self, privacy: Privacy, scene: &Scene) -> Result<()> {
+        let pinned = match privacy {
+            Privacy::Sensitive => Some(("sensitive", &self.config.privacy.sensitive_audiences)),
+            Privacy::Secret => Some(("secret", &self.config.privacy.secret_audiences)),
+            _ => None,
+        };
+        if let Some((name, allowed)) = pinned
+            && !allowed.contains(scene)
+        {
+            let list: Vec<&str> = allowed.iter().map(Scene::as_str).collect();
+            return Err(Error::invalid(format!(
+                "{name} memories may only live in [{}]; scene {scene} is not one of them",
+                list.join(", "),
+            )));
         }
         Ok(())
     }

@@ -1,7 +1,7 @@
 //! The SQLite metadata store: every searchable memory's fields, journal
 //! cursors, document bookkeeping and the issues found while reading files.
 //!
-//! Schema changes go through [`MIGRATIONS`], applied in order on open and
+//! Schema changes go through `MIGRATIONS`, applied in order on open and
 //! tracked with `PRAGMA user_version`. Visibility filters become part of the
 //! `WHERE` clause of every read, so a row a caller may not see is never loaded.
 

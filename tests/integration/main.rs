@@ -8,3 +8,4 @@ mod crash;
 mod documents;
 mod hub;
 mod reindex;
+mod transfer;

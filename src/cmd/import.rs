@@ -1,0 +1,58 @@
+//! `memd import PATH`: our JSONL, loose JSON lines, Markdown, or plain text (needs the writer lock).
+
+use std::path::PathBuf;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::hub::Hub;
+use crate::model::{Scene, parse_kind};
+use crate::transfer::{self, Format, ImportDefaults};
+
+/// Arguments of `memd import`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// File or directory to import.
+    path: PathBuf,
+    /// Input format.
+    #[arg(long, value_enum, default_value = "auto")]
+    format: Format,
+    /// Scene for lines that name none.
+    #[arg(long, default_value = "main")]
+    scene: String,
+    /// Kind for lines that name none.
+    #[arg(long, default_value = "note")]
+    kind: String,
+}
+
+pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()> {
+    let defaults = ImportDefaults {
+        scene: Scene::parse(&args.scene)?,
+        kind: parse_kind(&args.kind)?,
+    };
+    let bar = ProgressBar::new(0).with_style(
+        ProgressStyle::with_template("import {bar:40} {pos}/{len} lines {elapsed}")
+            .expect("static template"),
+    );
+    let report = transfer::import(
+        &hub,
+        &args.path,
+        args.format,
+        &defaults,
+        &mut |done, total| {
+            bar.set_length(total);
+            bar.set_position(done);
+        },
+    )?;
+    bar.finish_and_clear();
+    if cli.json {
+        return super::print_json(&report);
+    }
+    println!(
+        "imported {} (skipped {} already present, {} refused)",
+        report.added, report.skipped, report.failed
+    );
+    for e in &report.errors {
+        println!("  {e}");
+    }
+    Ok(())
+}

@@ -1,0 +1,389 @@
+//! Import and export, so nobody is locked in.
+//!
+//! Import reads our own journal lines (ids and times kept; an id already
+//! present is skipped, so importing twice changes nothing), loose JSON lines
+//! (`{"text": …, "scene"?, "kind"?, "tags"?, "privacy"?, "title"?, "time"?}`,
+//! written as new facts), a directory or file of Markdown (copied under
+//! `memories/import/`), or plain text (one memory per non-empty line).
+//! Export writes the live facts as journal lines, or as Markdown files that
+//! `memd import` reads back. Every bad line is reported with its number and
+//! skipped; the rest still goes in.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, NaiveDate, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, IoContext, Result};
+use crate::hub::{Hub, WriteAction, WriteRequest};
+use crate::model::{Fact, Record, Scene, parse_kind, parse_tags};
+use crate::store::journal;
+use crate::store::markdown;
+
+/// Input formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Decide from the path: directory or `.md` → markdown, `.jsonl`/`.json` → jsonl, else text.
+    Auto,
+    /// Our journal lines or loose JSON objects, one per line.
+    Jsonl,
+    /// Markdown documents.
+    Markdown,
+    /// One memory per non-empty line.
+    Text,
+}
+
+/// Defaults for imported lines that do not say.
+#[derive(Debug, Clone)]
+pub struct ImportDefaults {
+    /// Scene for lines without one.
+    pub scene: Scene,
+    /// Kind for lines without one.
+    pub kind: String,
+}
+
+/// What an import did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ImportReport {
+    /// Memories or records appended, or documents copied.
+    pub added: u64,
+    /// Already present (same id or idempotency key).
+    pub skipped: u64,
+    /// Lines or files refused.
+    pub failed: u64,
+    /// The first refusals, as `LINE: reason` or `PATH: reason`.
+    pub errors: Vec<String>,
+}
+
+impl ImportReport {
+    fn fail(&mut self, at: impl std::fmt::Display, e: impl std::fmt::Display) {
+        self.failed += 1;
+        if self.errors.len() < 50 {
+            self.errors.push(format!("{at}: {e}"));
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LooseLine {
+    text: String,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    scene: Option<String>,
+    #[serde(default)]
+    kind: Option<String>,
+    #[serde(default)]
+    tags: Vec<String>,
+    #[serde(default)]
+    privacy: Option<String>,
+    #[serde(default)]
+    title: Option<String>,
+    #[serde(default)]
+    subject: Option<String>,
+    #[serde(default)]
+    importance: Option<f32>,
+    #[serde(default, alias = "ts")]
+    time: Option<String>,
+}
+
+/// Parses a free-form time: RFC 3339 or `YYYY-MM-DD`.
+fn parse_time(s: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(s.trim())
+        .map(|t| t.with_timezone(&Utc))
+        .ok()
+        .or_else(|| {
+            NaiveDate::parse_from_str(s.trim(), "%Y-%m-%d")
+                .ok()
+                .and_then(|d| d.and_hms_opt(0, 0, 0))
+                .map(|t| t.and_utc())
+        })
+}
+
+fn loose_request(line: LooseLine, defaults: &ImportDefaults) -> Result<WriteRequest> {
+    let scene = match &line.scene {
+        Some(s) => Scene::parse(s)?,
+        None => defaults.scene.clone(),
+    };
+    let mut req = WriteRequest::new(scene, line.text, "import");
+    req.origin = "import".into();
+    req.kind = parse_kind(line.kind.as_deref().unwrap_or(&defaults.kind))?;
+    req.tags = parse_tags(&line.tags)?;
+    if let Some(p) = &line.privacy {
+        req.privacy = p.parse()?;
+    }
+    if let Some(s) = &line.subject {
+        req.subject = s.parse()?;
+    }
+    if let Some(i) = line.importance {
+        req.importance = i;
+    }
+    req.title = line.title;
+    req.ts = line.time.as_deref().and_then(parse_time);
+    // A source id makes re-importing the same file a no-op.
+    req.idempotency_key = line.id.map(|id| format!("import:{id}"));
+    Ok(req)
+}
+
+enum Item {
+    Record(Record),
+    Write(WriteRequest),
+}
+
+/// Imports `path` into the hub. `progress` receives (lines done, lines total).
+pub fn import(
+    hub: &Hub,
+    path: &Path,
+    format: Format,
+    defaults: &ImportDefaults,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<ImportReport> {
+    let format = match format {
+        Format::Auto if path.is_dir() => Format::Markdown,
+        Format::Auto => match path.extension().and_then(|e| e.to_str()) {
+            Some("md") => Format::Markdown,
+            Some("jsonl" | "json") => Format::Jsonl,
+            _ => Format::Text,
+        },
+        f => f,
+    };
+    if format == Format::Markdown {
+        return import_markdown(hub, path);
+    }
+    let file = std::fs::File::open(path).ctx("cannot open", path)?;
+    let lines: Vec<String> = BufReader::new(file)
+        .lines()
+        .collect::<std::io::Result<_>>()
+        .ctx("cannot read", path)?;
+    let total = lines.len() as u64;
+    let mut report = ImportReport::default();
+    let mut items: Vec<(usize, Item)> = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let n = i + 1;
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let item = match format {
+            Format::Text => Ok(Item::Write({
+                let mut r = WriteRequest::new(defaults.scene.clone(), line, "import");
+                r.origin = "import".into();
+                r.kind = defaults.kind.clone();
+                r
+            })),
+            _ if line.contains("\"op\"") => journal::parse_line(line)
+                .map(Item::Record)
+                .map_err(Error::invalid),
+            _ => serde_json::from_str::<LooseLine>(line)
+                .map_err(|e| Error::invalid(e.to_string()))
+                .and_then(|l| loose_request(l, defaults))
+                .map(Item::Write),
+        };
+        match item {
+            Ok(item) => items.push((n, item)),
+            Err(e) => report.fail(format!("line {n}"), e),
+        }
+    }
+    for chunk in items.chunks(1000) {
+        let mut records = Vec::new();
+        let mut writes = Vec::new();
+        for (n, item) in chunk {
+            match item {
+                Item::Record(r) => records.push((*n, r.clone())),
+                Item::Write(w) => writes.push((*n, w.clone())),
+            }
+        }
+        if !records.is_empty() {
+            let results = hub.import_records(records.iter().map(|(_, r)| r.clone()).collect())?;
+            for ((n, _), result) in records.iter().zip(results) {
+                match result {
+                    Ok(true) => report.added += 1,
+                    Ok(false) => report.skipped += 1,
+                    Err(e) => report.fail(format!("line {n}"), e),
+                }
+            }
+        }
+        if !writes.is_empty() {
+            let results = hub.write_batch(writes.iter().map(|(_, w)| w.clone()).collect())?;
+            for ((n, _), result) in writes.iter().zip(results) {
+                match result {
+                    Ok(w) if w.action == WriteAction::Noop => report.skipped += 1,
+                    Ok(_) => report.added += 1,
+                    Err(e) => report.fail(format!("line {n}"), e),
+                }
+            }
+        }
+        progress(chunk.last().map_or(0, |(n, _)| *n as u64), total);
+    }
+    progress(total, total);
+    Ok(report)
+}
+
+/// Copies Markdown under `memories/import/<name>/`, never overwriting, then indexes it.
+fn import_markdown(hub: &Hub, path: &Path) -> Result<ImportReport> {
+    let mut report = ImportReport::default();
+    let name = path
+        .file_stem()
+        .and_then(|n| n.to_str())
+        .filter(|n| !n.is_empty())
+        .unwrap_or("import");
+    let dest_base = hub.layout().memories().join("import").join(name);
+    let sources: Vec<(PathBuf, String)> = if path.is_dir() {
+        markdown::list_documents(path)?
+            .into_iter()
+            .map(|rel| (path.join(&rel), rel))
+            .collect()
+    } else {
+        let file = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("doc.md");
+        vec![(path.to_path_buf(), file.to_string())]
+    };
+    for (src, rel) in sources {
+        let dest = if path.is_dir() {
+            dest_base.join(&rel)
+        } else {
+            hub.layout().memories().join("import").join(&rel)
+        };
+        if dest.exists() {
+            report.skipped += 1;
+            continue;
+        }
+        let text = match std::fs::read_to_string(&src) {
+            Ok(t) => t,
+            Err(e) => {
+                report.fail(src.display(), e);
+                continue;
+            }
+        };
+        if let Err(e) = markdown::parse(&rel, &text, &hub.config().docs) {
+            // Copied anyway (nothing is lost); it is not indexed until fixed.
+            report.fail(src.display(), format!("copied but not indexed: {e}"));
+        } else {
+            report.added += 1;
+        }
+        if let Some(parent) = dest.parent() {
+            std::fs::create_dir_all(parent).ctx("cannot create", parent)?;
+        }
+        std::fs::write(&dest, text).ctx("cannot write", &dest)?;
+    }
+    hub.sync_documents()?;
+    Ok(report)
+}
+
+/// Output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// Journal `put` lines of the live facts (what `memd import` reads back with ids kept).
+    Jsonl,
+    /// One Markdown file per scene, plus a copy of every document.
+    Markdown,
+}
+
+/// The live facts (not forgotten), in journal order, optionally only some scenes.
+pub fn live_facts(hub: &Hub, scenes: &[Scene]) -> Result<Vec<Fact>> {
+    let dir = hub.layout().facts();
+    let mut order: Vec<String> = Vec::new();
+    let mut facts: std::collections::HashMap<String, Fact> = std::collections::HashMap::new();
+    for file in journal::list_files(&dir)? {
+        journal::scan_file(&dir, &file, Default::default(), |item| {
+            match item.entry {
+                Ok(Record::Put { fact, .. }) => {
+                    if !facts.contains_key(&fact.id) {
+                        order.push(fact.id.clone());
+                    }
+                    facts.insert(fact.id.clone(), fact);
+                }
+                Ok(Record::Forget { id, .. }) => {
+                    facts.remove(&id);
+                }
+                Err(_) => {}
+            }
+            Ok(())
+        })?;
+    }
+    Ok(order
+        .into_iter()
+        .filter_map(|id| facts.remove(&id))
+        .filter(|f| scenes.is_empty() || scenes.contains(&f.scene))
+        .collect())
+}
+
+/// Writes an export to `out` (a file for jsonl, a directory for markdown); returns facts written.
+pub fn export(hub: &Hub, format: ExportFormat, out: &Path, scenes: &[Scene]) -> Result<u64> {
+    let facts = live_facts(hub, scenes)?;
+    match format {
+        ExportFormat::Jsonl => {
+            if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::create_dir_all(parent).ctx("cannot create", parent)?;
+            }
+            let mut f =
+                std::io::BufWriter::new(std::fs::File::create(out).ctx("cannot create", out)?);
+            for fact in &facts {
+                let line = serde_json::to_string(&Record::Put {
+                    v: crate::model::JOURNAL_VERSION,
+                    fact: fact.clone(),
+                })
+                .map_err(|e| Error::Internal(e.to_string()))?;
+                writeln!(f, "{line}").ctx("cannot write", out)?;
+            }
+            f.flush().ctx("cannot write", out)?;
+        }
+        ExportFormat::Markdown => {
+            std::fs::create_dir_all(out).ctx("cannot create", out)?;
+            let mut by_scene: std::collections::BTreeMap<String, Vec<&Fact>> = Default::default();
+            for f in &facts {
+                by_scene.entry(f.scene.to_string()).or_default().push(f);
+            }
+            for (scene, list) in by_scene {
+                let mut text =
+                    format!("---\ntitle: Facts in {scene}\nscene: {scene}\nkind: export\n---\n");
+                for f in list {
+                    let heading = f
+                        .title
+                        .clone()
+                        .unwrap_or_else(|| f.ts.format("%Y-%m-%d %H:%M").to_string());
+                    text.push_str(&format!("\n## {heading}\n\n{}\n", f.text));
+                    if !f.tags.is_empty() {
+                        text.push_str(&format!("\ntags: {}\n", f.tags.join(", ")));
+                    }
+                    text.push_str(&format!(
+                        "\n<!-- id: {} kind: {} time: {} -->\n",
+                        f.id,
+                        f.kind,
+                        f.ts.to_rfc3339()
+                    ));
+                }
+                let path = out.join(format!("facts-{}.md", scene.replace(':', "-")));
+                std::fs::write(&path, text).ctx("cannot write", &path)?;
+            }
+            let memories = hub.layout().memories();
+            for rel in markdown::list_documents(&memories)? {
+                let dest = out.join("documents").join(&rel);
+                if let Some(parent) = dest.parent() {
+                    std::fs::create_dir_all(parent).ctx("cannot create", parent)?;
+                }
+                std::fs::copy(memories.join(&rel), &dest).ctx("cannot copy", &dest)?;
+            }
+        }
+    }
+    Ok(facts.len() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times() {
+        assert_eq!(
+            parse_time("2023-12-25").unwrap().to_rfc3339(),
+            "2023-12-25T00:00:00+00:00"
+        );
+        assert!(parse_time("2024-01-02T03:04:05Z").is_some());
+        assert!(parse_time("last tuesday").is_none());
+    }
+}
