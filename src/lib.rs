@@ -52,6 +52,7 @@ pub mod hub;
 pub mod ids;
 pub mod index;
 pub mod model;
+pub mod policy;
 pub mod search;
 pub mod store;
 pub mod transfer;

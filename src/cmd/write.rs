@@ -9,8 +9,8 @@ pub struct Args {
     /// Scene (audience) the memory lives in, e.g. main, qq:owner, qq:group:123.
     #[arg(long)]
     scene: String,
-    /// The memory text.
-    #[arg(long)]
+    /// The memory text (may start with '-').
+    #[arg(long, allow_hyphen_values = true)]
     text: String,
     /// Kind: note, fact, preference, event, todo, …
     #[arg(long, default_value = "note")]
@@ -30,6 +30,9 @@ pub struct Args {
     /// Importance between 0 and 1.
     #[arg(long, default_value_t = 0.5)]
     importance: f32,
+    /// Retention tier t0-t3 (default: chosen from kind, source and content).
+    #[arg(long)]
+    tier: Option<String>,
     /// Id of the memory this one replaces.
     #[arg(long)]
     supersedes: Option<String>,
@@ -46,6 +49,7 @@ pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()>
     req.subject = args.subject.parse()?;
     req.title = args.title.clone();
     req.importance = args.importance;
+    req.tier = args.tier.as_deref().map(str::parse).transpose()?;
     req.supersedes = args.supersedes.clone();
     req.idempotency_key = args.idempotency_key.clone();
     let outcome = hub.write(req)?;

@@ -26,6 +26,7 @@ use crate::model::{
     Fact, JOURNAL_VERSION, MAX_TEXT_BYTES, Memory, Origin, Privacy, Record, Scene, Stage, Subject,
     Tier,
 };
+use crate::policy;
 use crate::search::{self, SearchRequest, SearchResults};
 use crate::store::journal::{self, JournalWriter};
 use crate::store::lock::WriterLock;
@@ -646,9 +647,15 @@ impl Hub {
         keys_in_batch: &HashMap<String, String>,
         forgotten_in_batch: &HashSet<String>,
     ) -> Result<Prepared> {
-        let text = normalize_text(&req.text);
+        let text = policy::normalize_content(&req.text);
         if text.is_empty() {
             return Err(Error::invalid("text must not be empty"));
+        }
+        if let Some(what) = policy::detect_credential(&text) {
+            return Err(Error::invalid(format!(
+                "content appears to contain {what}; memories are kept in an append-only journal, \
+                 so credentials are refused. Remove the secret and write again"
+            )));
         }
         if text.len() > MAX_TEXT_BYTES {
             return Err(Error::invalid(format!(
@@ -679,6 +686,17 @@ impl Hub {
         if req.title.as_ref().is_some_and(|t| t.len() > 300) {
             return Err(Error::invalid("title must be at most 300 bytes"));
         }
+        let tier = match req.stage {
+            Stage::Long => Some(policy::assign_tier(policy::TierInput {
+                explicit: req.tier,
+                category: false,
+                source: &req.source,
+                kind: &req.kind,
+                text: &text,
+                tags: &req.tags,
+            })),
+            Stage::Short => None,
+        };
         let ts = req.ts.unwrap_or_else(Utc::now);
         let fact = Fact {
             id: ids::fact_id(&req.origin, &req.scene, ts),
@@ -696,7 +714,7 @@ impl Hub {
             subject: req.subject,
             source: req.source,
             importance: req.importance,
-            tier: req.tier,
+            tier,
             supersedes: req.supersedes,
             expires_at: req.expires_at,
             source_message_id: req.source_message_id,
@@ -745,7 +763,7 @@ impl Hub {
                 if fact.id.is_empty() || fact.id.len() > 200 || ids::is_doc_id(&fact.id) {
                     return Err(Error::invalid(format!("{:?} is not a fact id", fact.id)));
                 }
-                if normalize_text(&fact.text).is_empty() {
+                if policy::normalize_content(&fact.text).is_empty() {
                     return Err(Error::invalid(format!(
                         "{}: text must not be empty",
                         fact.id
@@ -847,17 +865,6 @@ impl Hub {
 enum Prepared {
     Existing(String),
     Record(Record),
-}
-
-/// CRLF to LF, trailing spaces per line removed, whole text trimmed.
-fn normalize_text(text: &str) -> String {
-    text.replace("\r\n", "\n")
-        .lines()
-        .map(str::trim_end)
-        .collect::<Vec<_>>()
-        .join("\n")
-        .trim()
-        .to_string()
 }
 
 fn record_change(record: Record, file: &str, line: u64) -> Change {

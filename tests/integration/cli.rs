@@ -189,6 +189,27 @@ fn bad_input_gets_a_stable_code_and_writes_nothing() {
             "fact-nope",
         ),
         (&["forget", "doc-12345678"], "INVALID_INPUT", "document"),
+        (
+            &["write", "--scene", "main", "--text", "db password=hunter22"],
+            "INVALID_INPUT",
+            "credential",
+        ),
+        (
+            &[
+                "write",
+                "--scene",
+                "main",
+                "--text",
+                "-----BEGIN PRIVATE KEY-----\nabc",
+            ],
+            "INVALID_INPUT",
+            "private key",
+        ),
+        (
+            &["write", "--scene", "main", "--text", "x", "--tier", "t9"],
+            "INVALID_INPUT",
+            "tier",
+        ),
         (&["search", "  "], "INVALID_INPUT", "query"),
         (&["search", "x", "--limit", "500"], "INVALID_INPUT", "limit"),
     ];
