@@ -47,6 +47,7 @@
 pub mod backup;
 pub mod cmd;
 pub mod config;
+pub mod doctor;
 pub mod error;
 pub mod hub;
 pub mod ids;

@@ -7,6 +7,7 @@
 #![allow(clippy::print_stdout)]
 
 mod backup;
+mod doctor;
 mod export;
 mod forget;
 mod get;
@@ -59,6 +60,8 @@ pub enum Command {
     Import(import::Args),
     /// Export the live facts as JSONL or Markdown (safe next to a running server).
     Export(export::Args),
+    /// Readiness checks with a hint for each problem (safe next to a running server).
+    Doctor(doctor::Args),
     /// Backups of memories/, tokens and config (restore is refused while a server runs).
     Backup {
         /// What to do.
@@ -85,6 +88,9 @@ pub fn run(cli: &Cli) -> anyhow::Result<()> {
         None => std::env::current_dir()?,
     };
     let layout = Layout::new(root);
+    if let Command::Doctor(args) = &cli.command {
+        return doctor::run(cli, layout, args);
+    }
     let config = Config::load(&layout)?;
     match &cli.command {
         Command::Write(args) => write::run(cli, open(layout, config, Mode::Write)?, args),
@@ -99,6 +105,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<()> {
         Command::Export(args) => {
             export::run(cli, open(layout, config, Mode::ReadPreferWrite)?, args)
         }
+        Command::Doctor(_) => unreachable!("handled before the config is loaded"),
         Command::Backup { action } => backup::run(cli, layout, config, action),
     }
 }

@@ -5,6 +5,7 @@ mod support;
 mod backup;
 mod cli;
 mod crash;
+mod doctor;
 mod documents;
 mod hub;
 mod reindex;

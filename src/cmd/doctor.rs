@@ -1,0 +1,37 @@
+//! `memd doctor [--shallow]`: readiness checks with a hint for each problem.
+
+use crate::config::Layout;
+use crate::doctor::{self, Status};
+
+/// Arguments of `memd doctor`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Look at files only: no index, no request to the daemon.
+    #[arg(long)]
+    shallow: bool,
+}
+
+pub(super) fn run(cli: &super::Cli, layout: Layout, args: &Args) -> anyhow::Result<()> {
+    let report = doctor::run(&layout, args.shallow);
+    if cli.json {
+        super::print_json(&report)?;
+    } else {
+        for c in &report.checks {
+            let mark = match c.status {
+                Status::Ok => "ok  ",
+                Status::Warn => "WARN",
+                Status::Fail => "FAIL",
+            };
+            println!("{mark} {:<12} {}", c.name, c.detail);
+            if let Some(h) = &c.hint {
+                println!("     {:<12} → {h}", "");
+            }
+        }
+        println!("{}", if report.ready { "ready" } else { "NOT ready" });
+    }
+    if report.ready {
+        Ok(())
+    } else {
+        std::process::exit(1)
+    }
+}

@@ -1,0 +1,360 @@
+//! `memd doctor`: is this root ready to serve, and if not, what to fix.
+//!
+//! Each check yields `ok`, `warn` (works, but something deserves attention) or
+//! `fail` (the service cannot run correctly); `ready` means no check failed.
+//! Every non-ok check carries a hint. `shallow` looks at files only: it opens
+//! no index and sends no request.
+
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::config::{Config, Layout};
+use crate::index::Index;
+use crate::store::journal;
+use crate::store::lock::WriterLock;
+
+/// Outcome of one check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Fine.
+    Ok,
+    /// Works, but look at it.
+    Warn,
+    /// Broken.
+    Fail,
+}
+
+/// One check.
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    /// Short name.
+    pub name: &'static str,
+    /// Outcome.
+    pub status: Status,
+    /// What was found.
+    pub detail: String,
+    /// What to do about it (absent when ok).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// No check failed.
+    pub ready: bool,
+    /// Every check, in order.
+    pub checks: Vec<Check>,
+}
+
+fn check(
+    name: &'static str,
+    status: Status,
+    detail: impl Into<String>,
+    hint: Option<&str>,
+) -> Check {
+    Check {
+        name,
+        status,
+        detail: detail.into(),
+        hint: if status == Status::Ok {
+            None
+        } else {
+            hint.map(String::from)
+        },
+    }
+}
+
+/// Runs every check on `layout`.
+pub fn run(layout: &Layout, shallow: bool) -> Report {
+    let mut checks = Vec::new();
+    let config = match Config::load(layout) {
+        Ok(c) => {
+            checks.push(check(
+                "config",
+                Status::Ok,
+                "config.json valid (or absent: defaults)",
+                None,
+            ));
+            Some(c)
+        }
+        Err(e) => {
+            checks.push(check(
+                "config",
+                Status::Fail,
+                e.to_string(),
+                Some("fix config.json; config.example.json lists every key with its default"),
+            ));
+            None
+        }
+    };
+    checks.push(directories(layout));
+    checks.push(writer_lock(layout));
+    checks.push(tokens(layout));
+    if !shallow {
+        checks.extend(index_checks(layout));
+        if let Some(c) = &config {
+            checks.push(daemon(&c.listen));
+        }
+    }
+    Report {
+        ready: checks.iter().all(|c| c.status != Status::Fail),
+        checks,
+    }
+}
+
+fn directories(layout: &Layout) -> Check {
+    for dir in [layout.memories(), layout.data()] {
+        if dir.exists() && !dir.is_dir() {
+            return check(
+                "directories",
+                Status::Fail,
+                format!("{} is not a directory", dir.display()),
+                Some("move the file away; memd needs memories/ and data/ to be directories"),
+            );
+        }
+        if let Err(e) = std::fs::create_dir_all(&dir) {
+            return check(
+                "directories",
+                Status::Fail,
+                format!("cannot create {}: {e}", dir.display()),
+                Some("check the permissions of the root directory"),
+            );
+        }
+        let probe = dir.join(".memd-doctor-probe");
+        let writable = std::fs::write(&probe, b"ok").and_then(|_| std::fs::remove_file(&probe));
+        if let Err(e) = writable {
+            return check(
+                "directories",
+                Status::Fail,
+                format!("{} is not writable: {e}", dir.display()),
+                Some("give the user running memd write access to the root"),
+            );
+        }
+    }
+    check(
+        "directories",
+        Status::Ok,
+        "memories/ and data/ are writable directories",
+        None,
+    )
+}
+
+fn writer_lock(layout: &Layout) -> Check {
+    match WriterLock::acquire(&layout.root, &layout.lock()) {
+        Ok(_lock) => check(
+            "writer_lock",
+            Status::Ok,
+            "free (no memd process writes this root)",
+            None,
+        ),
+        Err(crate::Error::RootLocked { pid, .. }) => check(
+            "writer_lock",
+            Status::Ok,
+            format!("held by pid {pid} (a running memd serve, or another writer)"),
+            None,
+        ),
+        Err(e) => check(
+            "writer_lock",
+            Status::Fail,
+            e.to_string(),
+            Some("check that the root is on a local file system that supports locks"),
+        ),
+    }
+}
+
+fn tokens(layout: &Layout) -> Check {
+    let path = layout.root.join("tokens.json");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return check("tokens", Status::Ok, "no tokens issued yet", None);
+        }
+        Err(e) => {
+            return check(
+                "tokens",
+                Status::Fail,
+                format!("cannot read tokens.json: {e}"),
+                Some("check its permissions"),
+            );
+        }
+    };
+    if let Err(e) = serde_json::from_str::<serde_json::Value>(&text) {
+        return check(
+            "tokens",
+            Status::Fail,
+            format!("tokens.json is not valid JSON: {e}"),
+            Some("restore tokens.json from a backup (memd backup list) or re-issue tokens"),
+        );
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(meta) = std::fs::metadata(&path)
+            && meta.permissions().mode() & 0o077 != 0
+        {
+            return check(
+                "tokens",
+                Status::Warn,
+                "tokens.json is readable by other users",
+                Some("chmod 600 tokens.json (it holds token hashes)"),
+            );
+        }
+    }
+    check("tokens", Status::Ok, "tokens.json readable", None)
+}
+
+fn index_checks(layout: &Layout) -> Vec<Check> {
+    let mut out = Vec::new();
+    let dir = layout.facts();
+    let files = journal::list_files(&dir).unwrap_or_default();
+    let mut bad = Vec::new();
+    let mut sizes = std::collections::HashMap::new();
+    for f in &files {
+        let path = dir.join(f);
+        sizes.insert(
+            f.clone(),
+            std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0),
+        );
+        let scanned = journal::scan_file(&dir, f, Default::default(), |item| {
+            if let Err(issue) = item.entry {
+                bad.push(issue.to_string());
+            }
+            Ok(())
+        });
+        match scanned {
+            Ok(Some(torn)) => bad.push(torn.to_string()),
+            Ok(None) => {}
+            Err(e) => bad.push(format!("{f}: {e}")),
+        }
+    }
+    out.push(if bad.is_empty() {
+        check(
+            "journal",
+            Status::Ok,
+            format!("{} journal files, every line readable", files.len()),
+            None,
+        )
+    } else {
+        check(
+            "journal",
+            Status::Warn,
+            format!(
+                "{} unreadable lines (skipped by memd): {}",
+                bad.len(),
+                bad.iter().take(5).cloned().collect::<Vec<_>>().join("; ")
+            ),
+            Some("fix or delete the named lines by hand; memd never rewrites the journal itself"),
+        )
+    });
+    match Index::open(&layout.index(), false) {
+        Err(_) => out.push(check(
+            "index",
+            Status::Warn,
+            "no index yet",
+            Some("it is built on the next write or `memd reindex`"),
+        )),
+        Ok(index) => {
+            let cursors = index.meta.cursors().unwrap_or_default();
+            let lag: u64 = sizes
+                .iter()
+                .map(|(f, size)| size.saturating_sub(cursors.get(f).map_or(0, |c| c.offset)))
+                .sum();
+            out.push(if lag == 0 {
+                check(
+                    "index",
+                    Status::Ok,
+                    "index has applied every journal line",
+                    None,
+                )
+            } else {
+                check(
+                    "index",
+                    Status::Warn,
+                    format!("{lag} journal bytes not yet indexed"),
+                    Some("they are applied when the writer next opens; or run `memd reindex`"),
+                )
+            });
+            let issues = index.meta.issues().unwrap_or_default();
+            let doc_issues: Vec<&String> =
+                issues.iter().filter(|i| !i.starts_with("facts/")).collect();
+            out.push(if doc_issues.is_empty() {
+                check(
+                    "documents",
+                    Status::Ok,
+                    "every Markdown document indexed",
+                    None,
+                )
+            } else {
+                check(
+                    "documents",
+                    Status::Warn,
+                    format!(
+                        "{} documents not indexed: {}",
+                        doc_issues.len(),
+                        doc_issues[0]
+                    ),
+                    Some("fix their front matter; `memd stats` lists them all"),
+                )
+            });
+        }
+    }
+    out
+}
+
+/// Sends `GET /v1/health` to the configured address.
+fn daemon(listen: &str) -> Check {
+    let hint = Some("start it with `memd serve` (or the systemd unit in scripts/)");
+    let Some(addr) = listen.to_socket_addrs().ok().and_then(|mut a| a.next()) else {
+        return check(
+            "daemon",
+            Status::Fail,
+            format!("listen address {listen:?} does not resolve"),
+            Some("fix `listen` in config.json"),
+        );
+    };
+    let mut stream = match TcpStream::connect_timeout(&addr, Duration::from_millis(500)) {
+        Ok(s) => s,
+        Err(e) => {
+            return check(
+                "daemon",
+                Status::Warn,
+                format!("not reachable at {addr}: {e}"),
+                hint,
+            );
+        }
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let request = format!("GET /v1/health HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    let mut response = String::new();
+    if stream.write_all(request.as_bytes()).is_err()
+        || stream.read_to_string(&mut response).is_err()
+    {
+        return check(
+            "daemon",
+            Status::Warn,
+            format!("{addr} accepted but did not answer"),
+            hint,
+        );
+    }
+    if response.starts_with("HTTP/1.1 200") {
+        check(
+            "daemon",
+            Status::Ok,
+            format!("memd answers at {addr}"),
+            None,
+        )
+    } else {
+        let status = response.lines().next().unwrap_or("").to_string();
+        check(
+            "daemon",
+            Status::Warn,
+            format!("{addr} answered {status:?}"),
+            hint,
+        )
+    }
+}

@@ -1,0 +1,149 @@
+//! `memd doctor` on healthy and broken roots.
+
+use crate::support::{TempRoot, write};
+
+fn doctor(root: &TempRoot, extra: &[&str]) -> (i32, serde_json::Value) {
+    let mut args = vec!["doctor", "--json"];
+    args.extend(extra);
+    let out = root.memd(&args);
+    let report = serde_json::from_slice(&out.stdout).expect("doctor prints one JSON document");
+    (out.status.code().unwrap(), report)
+}
+
+fn status<'a>(report: &'a serde_json::Value, name: &str) -> &'a str {
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no check {name}: {report}"))["status"]
+        .as_str()
+        .unwrap()
+}
+
+#[test]
+fn healthy_root_is_ready() {
+    let root = TempRoot::new();
+    {
+        let hub = root.hub();
+        write(&hub, "main", "doctor test memory");
+    }
+    // Point the daemon check at a closed port so it is a warning, not a hang.
+    std::fs::write(
+        root.path().join("config.json"),
+        r#"{"listen": "127.0.0.1:9"}"#,
+    )
+    .unwrap();
+    let (code, report) = doctor(&root, &[]);
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(report["ready"], true);
+    for name in [
+        "config",
+        "directories",
+        "writer_lock",
+        "tokens",
+        "journal",
+        "index",
+        "documents",
+    ] {
+        assert_eq!(status(&report, name), "ok", "{name}: {report}");
+    }
+    assert_eq!(status(&report, "daemon"), "warn");
+    let (code, shallow) = doctor(&root, &["--shallow"]);
+    assert_eq!(code, 0);
+    assert!(
+        shallow["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["name"] != "daemon")
+    );
+}
+
+#[test]
+fn broken_roots_name_the_fault() {
+    let root = TempRoot::new();
+    std::fs::write(
+        root.path().join("config.json"),
+        r#"{"search": {"maxLimit": "ten"}}"#,
+    )
+    .unwrap();
+    let (code, report) = doctor(&root, &["--shallow"]);
+    assert_eq!(code, 1);
+    assert_eq!(report["ready"], false);
+    assert_eq!(status(&report, "config"), "fail");
+    let config = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "config")
+        .unwrap();
+    assert!(
+        config["detail"]
+            .as_str()
+            .unwrap()
+            .contains("config.json: invalid type"),
+        "{config}"
+    );
+    assert!(
+        config["hint"]
+            .as_str()
+            .unwrap()
+            .contains("config.example.json")
+    );
+
+    let root = TempRoot::new();
+    std::fs::write(root.path().join("data"), "not a dir").unwrap();
+    let (code, report) = doctor(&root, &["--shallow"]);
+    assert_eq!(code, 1);
+    assert_eq!(status(&report, "directories"), "fail");
+
+    let root = TempRoot::new();
+    {
+        let hub = root.hub();
+        write(&hub, "main", "fine line");
+    }
+    let file = std::fs::read_dir(root.path().join("memories/facts"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&file)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, b"garbage\n"))
+        .unwrap();
+    std::fs::write(root.path().join("tokens.json"), "{oops").unwrap();
+    let (code, report) = doctor(&root, &["--shallow"]);
+    assert_eq!(code, 1);
+    assert_eq!(status(&report, "tokens"), "fail");
+    std::fs::remove_file(root.path().join("tokens.json")).unwrap();
+    std::fs::write(
+        root.path().join("config.json"),
+        r#"{"listen": "127.0.0.1:9"}"#,
+    )
+    .unwrap();
+    let (code, report) = doctor(&root, &[]);
+    assert_eq!(code, 0, "a bad journal line is a warning: memd skips it");
+    assert_eq!(status(&report, "journal"), "warn");
+    let journal = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "journal")
+        .unwrap();
+    let name = file.file_name().unwrap().to_str().unwrap();
+    assert!(
+        journal["detail"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("{name}:2:")),
+        "{journal}"
+    );
+    assert_eq!(
+        status(&report, "index"),
+        "warn",
+        "the bad line is not applied yet"
+    );
+}
