@@ -309,11 +309,20 @@ impl Hub {
 
     /// Applies journal lines not yet in the index.
     fn catch_up(&self, progress: &mut dyn FnMut(Progress)) -> Result<CatchUpReport> {
+        let files = journal::list_files(&self.layout.facts())?;
+        self.catch_up_files(&files, progress)
+    }
+
+    /// Applies journal lines of `files` not yet in the index.
+    fn catch_up_files(
+        &self,
+        files: &[String],
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<CatchUpReport> {
         let dir = self.layout.facts();
-        let cursors = self.index.meta.cursors()?;
-        let files = journal::list_files(&dir)?;
+        let cursors = self.index.resume_cursors()?;
         let mut sizes = Vec::with_capacity(files.len());
-        for f in &files {
+        for f in files {
             let path = dir.join(f);
             sizes.push(
                 std::fs::metadata(&path)
@@ -625,17 +634,21 @@ impl Hub {
     }
 
     fn append_and_index(&self, state: &mut WriterState, records: &[Record]) -> Result<()> {
-        if let Err(e) = state.journal.append(records) {
-            tracing::error!(error = %e, "journal append failed; reopening the journal");
-            // Reopening terminates any torn tail left by the failed append.
-            if let Ok((journal, _)) = JournalWriter::open(&self.layout.facts()) {
-                state.journal = journal;
+        let ends = match state.journal.append(records) {
+            Ok(ends) => ends,
+            Err(e) => {
+                tracing::error!(error = %e, "journal append failed; reopening the journal");
+                // Reopening terminates any torn tail left by the failed append.
+                if let Ok((journal, _)) = JournalWriter::open(&self.layout.facts()) {
+                    state.journal = journal;
+                }
+                return Err(e);
             }
-            return Err(e);
-        }
+        };
         // The lines are durable from here on; indexing them is the same replay
         // that runs at startup, so a failure below is repaired on the next open.
-        if let Err(e) = self.catch_up(&mut |_| {}) {
+        let touched: Vec<String> = ends.into_keys().collect();
+        if let Err(e) = self.catch_up_files(&touched, &mut |_| {}) {
             tracing::error!(error = %e, "indexing after append failed; the next open catches up");
         }
         Ok(())
@@ -798,8 +811,19 @@ impl Hub {
         Ok(())
     }
 
+    /// Commits pending index changes so that every reader sees them. Searches
+    /// do this by themselves; a server also calls it on a timer so that other
+    /// processes reading the index see recent writes.
+    pub fn flush(&self) -> Result<()> {
+        if self.writer.is_some() {
+            self.index.refresh()?;
+        }
+        Ok(())
+    }
+
     /// Full-text search under the request's filter.
     pub fn search(&self, req: &SearchRequest) -> Result<SearchResults> {
+        self.flush()?;
         search::search(&self.index, req, &self.config.search)
     }
 
@@ -838,6 +862,7 @@ impl Hub {
 
     /// Counts, sizes and problems.
     pub fn stats(&self) -> Result<Stats> {
+        self.flush()?;
         let dir = self.layout.facts();
         let files = journal::list_files(&dir)?;
         let journal_bytes = files
@@ -859,6 +884,14 @@ impl Hub {
     /// The index (read access for other modules).
     pub fn index(&self) -> &Index {
         &self.index
+    }
+}
+
+impl Drop for Hub {
+    fn drop(&mut self) {
+        if let Err(e) = self.flush() {
+            tracing::warn!(error = %e, "could not commit the text index on close; the next open catches up");
+        }
     }
 }
 

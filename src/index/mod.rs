@@ -1,10 +1,14 @@
 //! The derived index under `data/index/`: tantivy for text, SQLite for metadata.
 //!
 //! Everything here can be deleted and rebuilt from `memories/`. Changes arrive
-//! as a [`Batch`]; applying one first commits the text index, then the SQLite
-//! transaction that also records how far each journal file has been applied.
-//! Every change is an idempotent upsert or delete, so a crash between the two
-//! commits only means the batch is applied again on the next open.
+//! as a [`Batch`]. SQLite commits every batch at once, with the journal cursors
+//! it has applied. tantivy commits are expensive (new segment, several
+//! fsyncs), so the text index commits lazily — before a search reads it, on
+//! [`Index::refresh`] and on drop — and stores its own cursors in the commit
+//! payload. On open, catch-up restarts from the older of the two cursors per
+//! file; every change is an idempotent upsert or delete, so replaying a line
+//! twice is harmless and a crash loses nothing from either side. Document
+//! changes are not journaled, so a batch with one commits tantivy before SQLite.
 //!
 //! Only this module writes below `data/index/`.
 
@@ -125,20 +129,31 @@ impl Index {
         if batch.is_empty() {
             return Ok(());
         }
+        let mut documents = false;
         for change in &batch.changes {
             match change {
                 Change::PutFact { memory, .. } => self.text.upsert(memory)?,
                 Change::Forget { id, .. } => self.text.remove(id)?,
                 Change::PutDocument { row, chunks } => {
+                    documents = true;
                     self.text.remove_doc(&row.doc_id)?;
                     for c in chunks {
                         self.text.upsert(c)?;
                     }
                 }
-                Change::RemoveDocument { doc_id, .. } => self.text.remove_doc(doc_id)?,
+                Change::RemoveDocument { doc_id, .. } => {
+                    documents = true;
+                    self.text.remove_doc(doc_id)?;
+                }
             }
         }
-        self.text.commit()?;
+        self.text.note_cursors(&batch.cursors);
+        if !batch.changes.is_empty() {
+            self.text.mark_dirty();
+        }
+        if documents {
+            self.text.commit()?;
+        }
         self.meta.write(|t| {
             for change in &batch.changes {
                 match change {
@@ -167,6 +182,25 @@ impl Index {
             }
             Ok(())
         })
+    }
+
+    /// Commits pending text-index changes so searches see them.
+    pub fn refresh(&self) -> Result<()> {
+        self.text.commit()
+    }
+
+    /// Where catch-up must resume per journal file: the older of the SQLite and
+    /// tantivy cursors.
+    pub fn resume_cursors(&self) -> Result<std::collections::HashMap<String, Cursor>> {
+        let mut cursors = self.meta.cursors()?;
+        let text = self.text.applied_cursors();
+        for (file, c) in cursors.iter_mut() {
+            let t = text.get(file).copied().unwrap_or_default();
+            if t.offset < c.offset {
+                *c = t;
+            }
+        }
+        Ok(cursors)
     }
 
     /// Text search under a filter; see [`TextIndex::search`].

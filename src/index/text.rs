@@ -6,6 +6,7 @@
 //! are indexed untokenised so visibility filters are `Must` clauses of the
 //! same query that scores the text.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Mutex;
 
@@ -21,6 +22,7 @@ use crate::error::Result;
 use crate::index::filter::Filter;
 use crate::index::tokenizer::{CHARS_TOKENIZER, MemdTokenizer, TEXT_TOKENIZER, Term, TermKind};
 use crate::model::Memory;
+use crate::store::journal::Cursor;
 
 /// How much a title match weighs against a body match.
 const TITLE_BOOST: f32 = 1.5;
@@ -78,8 +80,18 @@ pub struct TextHit {
     pub score: f32,
 }
 
+/// Journal cursors applied to the index, committed and pending.
+#[derive(Default)]
+struct CommitState {
+    /// Cursors of everything added, committed or not.
+    cursors: BTreeMap<String, Cursor>,
+    /// Whether there are uncommitted changes.
+    dirty: bool,
+}
+
 /// The full-text index. Readers are cheap and thread-safe; the writer is optional.
 pub struct TextIndex {
+    commit_state: Mutex<CommitState>,
     reader: IndexReader,
     writer: Option<Mutex<IndexWriter>>,
     f: Fields,
@@ -116,7 +128,20 @@ impl TextIndex {
         } else {
             None
         };
-        Ok(TextIndex { reader, writer, f })
+        let committed: BTreeMap<String, Cursor> = index
+            .load_metas()?
+            .payload
+            .and_then(|p| serde_json::from_str(&p).ok())
+            .unwrap_or_default();
+        Ok(TextIndex {
+            commit_state: Mutex::new(CommitState {
+                cursors: committed,
+                dirty: false,
+            }),
+            reader,
+            writer,
+            f,
+        })
     }
 
     fn writer(&self) -> Result<std::sync::MutexGuard<'_, IndexWriter>> {
@@ -127,7 +152,7 @@ impl TextIndex {
         Ok(w.lock().expect("index writer poisoned"))
     }
 
-    /// Replaces (or adds) the document for `m`. Takes effect at [`TextIndex::commit`].
+    /// Replaces (or adds) the document for `m`. Visible after [`TextIndex::commit`].
     pub fn upsert(&self, m: &Memory) -> Result<()> {
         let w = self.writer()?;
         let f = &self.f;
@@ -178,10 +203,54 @@ impl TextIndex {
         Ok(())
     }
 
-    /// Makes pending changes durable and visible to searches.
+    /// Records that the journal has been applied up to these cursors; they are
+    /// stored with the next commit.
+    pub fn note_cursors(&self, cursors: &[(String, Cursor)]) {
+        if cursors.is_empty() {
+            return;
+        }
+        let mut state = self.commit_state.lock().expect("commit state poisoned");
+        for (file, c) in cursors {
+            state.cursors.insert(file.clone(), *c);
+        }
+        state.dirty = true;
+    }
+
+    /// Marks uncommitted changes that carry no journal cursor (documents).
+    pub fn mark_dirty(&self) {
+        self.commit_state
+            .lock()
+            .expect("commit state poisoned")
+            .dirty = true;
+    }
+
+    /// The journal cursors of everything added to the index, committed or not.
+    /// Right after open these are the ones stored with the last commit.
+    pub fn applied_cursors(&self) -> BTreeMap<String, Cursor> {
+        self.commit_state
+            .lock()
+            .expect("commit state poisoned")
+            .cursors
+            .clone()
+    }
+
+    /// Makes pending changes durable and visible to searches, storing the
+    /// journal cursors in the commit payload. Does nothing when clean.
     pub fn commit(&self) -> Result<()> {
-        self.writer()?.commit()?;
+        let mut state = self.commit_state.lock().expect("commit state poisoned");
+        if !state.dirty {
+            return Ok(());
+        }
+        let payload = serde_json::to_string(&state.cursors)
+            .map_err(|e| crate::error::Error::Internal(format!("cursor payload: {e}")))?;
+        {
+            let mut writer = self.writer()?;
+            let mut prepared = writer.prepare_commit()?;
+            prepared.set_payload(&payload);
+            prepared.commit()?;
+        }
         self.reader.reload()?;
+        state.dirty = false;
         Ok(())
     }
 

@@ -60,7 +60,7 @@ pub fn list_files(dir: &Path) -> Result<Vec<String>> {
 
 /// How far a file has been read: the byte offset after the last complete line
 /// and the number of lines before it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Cursor {
     /// Byte offset just after the last consumed newline.
     pub offset: u64,

@@ -99,6 +99,12 @@ fn kill_during_burst_loses_no_acknowledged_write() {
     }
     let stats = hub.stats().unwrap();
     assert!(stats.counts.facts as usize >= acked.len());
+    // The child never searched, so its text index was never committed: the
+    // reopen replayed the journal from tantivy's own (empty) cursor.
+    assert_eq!(
+        stats.text_documents, stats.counts.facts,
+        "tantivy and SQLite agree"
+    );
     // The torn fragment was terminated on open and is reported at its own line.
     let text = std::fs::read_to_string(&file).unwrap();
     assert!(text.ends_with("fact-main-torn\n"));

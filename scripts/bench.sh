@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Benchmarks on a seeded synthetic zh/en corpus, each figure beside a baseline
+# measured in the same run. Usage: scripts/bench.sh [--facts 10000,100000] [--queries 1000]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+exec cargo bench --bench memd -- "$@"

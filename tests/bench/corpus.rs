@@ -1,0 +1,148 @@
+//! A seeded synthetic zh/en corpus and query set: the same seed gives the same text.
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+const ZH_SUBJECTS: &[&str] = &[
+    "我",
+    "妈妈",
+    "同事小王",
+    "老板",
+    "朋友",
+    "孩子",
+    "邻居",
+    "客户",
+];
+const ZH_VERBS: &[&str] = &[
+    "去了",
+    "喜欢",
+    "讨论了",
+    "买了",
+    "忘记了",
+    "计划",
+    "完成了",
+    "提到",
+];
+const ZH_OBJECTS: &[&str] = &[
+    "公园散步",
+    "咖啡店",
+    "项目截止日期",
+    "生日礼物",
+    "周末旅行",
+    "新的笔记本电脑",
+    "健身计划",
+    "季度报告",
+    "火锅餐厅",
+    "英语课程",
+    "医院体检",
+    "搬家安排",
+    "猫粮",
+    "会议纪要",
+    "电影票",
+];
+const EN_SUBJECTS: &[&str] = &[
+    "I",
+    "Mom",
+    "Sam from work",
+    "the manager",
+    "a friend",
+    "the kids",
+    "our neighbour",
+];
+const EN_VERBS: &[&str] = &[
+    "visited",
+    "likes",
+    "discussed",
+    "bought",
+    "forgot",
+    "planned",
+    "finished",
+    "mentioned",
+];
+const EN_OBJECTS: &[&str] = &[
+    "the park",
+    "a coffee shop",
+    "the project deadline",
+    "a birthday gift",
+    "a weekend trip",
+    "a new laptop",
+    "the gym schedule",
+    "the quarterly report",
+    "a hotpot restaurant",
+    "an English course",
+    "a checkup",
+    "the move",
+    "cat food",
+    "meeting notes",
+    "movie tickets",
+];
+const EN_TAILS: &[&str] = &[
+    "yesterday",
+    "last week",
+    "on Friday",
+    "in the morning",
+    "after lunch",
+    "again",
+    "",
+];
+const ZH_TAILS: &[&str] = &["昨天", "上周", "周五", "早上", "午饭后", "又一次", ""];
+
+/// One generated memory.
+pub struct Item {
+    pub scene: &'static str,
+    pub text: String,
+}
+
+const SCENES: &[&str] = &["main", "qq:owner", "qq:group:1", "qq:group:2", "pet"];
+
+fn pick<'a>(rng: &mut StdRng, list: &[&'a str]) -> &'a str {
+    list[rng.random_range(0..list.len())]
+}
+
+/// `n` memories, half Chinese, half English.
+pub fn generate(n: usize, seed: u64) -> Vec<Item> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    (0..n)
+        .map(|i| {
+            let text = if rng.random_bool(0.5) {
+                format!(
+                    "{}{}{}{}，编号{i}",
+                    pick(&mut rng, ZH_TAILS),
+                    pick(&mut rng, ZH_SUBJECTS),
+                    pick(&mut rng, ZH_VERBS),
+                    pick(&mut rng, ZH_OBJECTS)
+                )
+            } else {
+                format!(
+                    "{} {} {} {} (item {i})",
+                    pick(&mut rng, EN_SUBJECTS),
+                    pick(&mut rng, EN_VERBS),
+                    pick(&mut rng, EN_OBJECTS),
+                    pick(&mut rng, EN_TAILS)
+                )
+            };
+            Item {
+                scene: pick(&mut rng, SCENES),
+                text,
+            }
+        })
+        .collect()
+}
+
+/// `n` short queries mixing both languages.
+pub fn queries(n: usize, seed: u64) -> Vec<String> {
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x9e37_79b9);
+    (0..n)
+        .map(|_| {
+            if rng.random_bool(0.5) {
+                pick(&mut rng, ZH_OBJECTS).to_string()
+            } else {
+                let obj = pick(&mut rng, EN_OBJECTS);
+                obj.trim_start_matches("the ")
+                    .trim_start_matches("a ")
+                    .trim_start_matches("an ")
+                    .to_string()
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,312 @@
+//! `cargo bench --bench memd` (or `scripts/bench.sh`): throughput, latency,
+//! reindex time, disk and memory on a seeded synthetic zh/en corpus, each
+//! figure printed beside a baseline measured in the same run.
+//!
+//! Options (after `--`): `--facts 10000,100000` corpus sizes, `--queries N`.
+#![allow(clippy::print_stdout)]
+
+mod baseline;
+mod corpus;
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use memory_hub::config::{Config, Layout};
+use memory_hub::hub::{Hub, Mode, WriteRequest};
+use memory_hub::index::filter::Filter;
+use memory_hub::model::Scene;
+use memory_hub::search::SearchRequest;
+
+fn arg(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn peak_rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1).map(str::to_string))
+        })
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+fn dir_bytes(p: &std::path::Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(p) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| {
+            if e.path().is_dir() {
+                dir_bytes(&e.path())
+            } else {
+                e.metadata().map(|m| m.len()).unwrap_or(0)
+            }
+        })
+        .sum()
+}
+
+struct Row {
+    name: String,
+    value: String,
+    baseline: String,
+    ratio: String,
+}
+
+fn row(name: impl Into<String>, value: String, baseline: String, ratio: Option<f64>) -> Row {
+    Row {
+        name: name.into(),
+        value,
+        baseline,
+        ratio: ratio.map_or("—".into(), |r| format!("{r:.2}×")),
+    }
+}
+
+/// Latencies of `f` over `queries`, run by `threads` threads.
+fn latencies(threads: usize, queries: &[String], f: impl Fn(&str) + Sync) -> Vec<Duration> {
+    let chunks: Vec<&[String]> = queries.chunks(queries.len().div_ceil(threads)).collect();
+    let mut all: Vec<Duration> = std::thread::scope(|s| {
+        let handles: Vec<_> = chunks
+            .iter()
+            .map(|chunk| {
+                let f = &f;
+                s.spawn(move || {
+                    chunk
+                        .iter()
+                        .map(|q| {
+                            let t = Instant::now();
+                            f(q);
+                            t.elapsed()
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    all.sort();
+    all
+}
+
+/// Appends `lines` to a file with one fdatasync per group of `group` lines.
+fn raw_append(path: &std::path::Path, lines: &[String], group: usize) -> Duration {
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap();
+    let t = Instant::now();
+    for chunk in lines.chunks(group) {
+        let mut buf = String::new();
+        for l in chunk {
+            buf.push_str(l);
+            buf.push('\n');
+        }
+        f.write_all(buf.as_bytes()).unwrap();
+        f.sync_data().unwrap();
+    }
+    t.elapsed()
+}
+
+fn run(n: usize, nq: usize) -> Vec<Row> {
+    let mut rows = Vec::new();
+    let items = corpus::generate(n, 42);
+    let queries = corpus::queries(nq, 7);
+    let tmp = tempfile::tempdir().unwrap();
+    let layout = Layout::new(tmp.path().join("root"));
+    let hub = Arc::new(Hub::open(layout.clone(), Config::default(), Mode::Write).unwrap());
+    let req = |i: &corpus::Item| {
+        WriteRequest::new(Scene::parse(i.scene).unwrap(), i.text.clone(), "bench")
+    };
+
+    // Single client, one acknowledged (fsync'd) write at a time.
+    let single = 300.min(n);
+    let t = Instant::now();
+    for item in &items[..single] {
+        hub.write(req(item)).unwrap();
+    }
+    let memd_single = single as f64 / t.elapsed().as_secs_f64();
+    let lines: Vec<String> = items[..single]
+        .iter()
+        .map(|i| format!("{{\"text\":{:?}}}", i.text))
+        .collect();
+    let raw = single as f64 / raw_append(&tmp.path().join("raw1.jsonl"), &lines, 1).as_secs_f64();
+    rows.push(row(
+        "writes/s, single client (fsync each)",
+        format!("{memd_single:.0}"),
+        format!("{raw:.0} raw append+fdatasync"),
+        Some(memd_single / raw),
+    ));
+
+    // Concurrent clients share fsyncs (group commit).
+    let t = Instant::now();
+    std::thread::scope(|s| {
+        for c in 0..8 {
+            let hub = Arc::clone(&hub);
+            let items = &items;
+            s.spawn(move || {
+                for item in items[single..].iter().skip(c).step_by(8).take(40) {
+                    hub.write(req(item)).unwrap();
+                }
+            });
+        }
+    });
+    let concurrent = 320.0 / t.elapsed().as_secs_f64();
+    rows.push(row(
+        "writes/s, 8 concurrent clients",
+        format!("{concurrent:.0}"),
+        format!("{raw:.0} raw append+fdatasync"),
+        Some(concurrent / raw),
+    ));
+
+    // Batched: the rest of the corpus in groups of 1000.
+    let rest = &items[(single + 320).min(n)..];
+    let t = Instant::now();
+    for chunk in rest.chunks(1000) {
+        for r in hub.write_batch(chunk.iter().map(req).collect()).unwrap() {
+            r.unwrap();
+        }
+    }
+    let batched = rest.len() as f64 / t.elapsed().as_secs_f64();
+    let lines: Vec<String> = rest
+        .iter()
+        .map(|i| format!("{{\"text\":{:?}}}", i.text))
+        .collect();
+    let raw_b =
+        rest.len() as f64 / raw_append(&tmp.path().join("rawb.jsonl"), &lines, 1000).as_secs_f64();
+    rows.push(row(
+        "writes/s, batched 1000",
+        format!("{batched:.0}"),
+        format!("{raw_b:.0} raw append+fdatasync"),
+        Some(batched / raw_b),
+    ));
+
+    // Full-text search latency, library path, against raw tantivy and FTS5.
+    let texts: Vec<String> = items.iter().map(|i| i.text.clone()).collect();
+    let raw_t = baseline::RawTantivy::build(
+        &{
+            let d = tmp.path().join("raw-tantivy");
+            std::fs::create_dir_all(&d).unwrap();
+            d
+        },
+        &texts,
+    );
+    let fts = baseline::Fts5::build(&tmp.path().join("fts5.db"), &texts);
+    for threads in [1, 8] {
+        let memd = latencies(threads, &queries, |q| {
+            hub.search(&SearchRequest {
+                query: q.into(),
+                filter: Filter::all(),
+                limit: Some(10),
+            })
+            .unwrap();
+        });
+        let tv = latencies(threads, &queries, |q| {
+            raw_t.search(q);
+        });
+        // A rusqlite connection is not Sync: FTS5 is measured on one thread only.
+        let fts_lat = if threads == 1 {
+            let mut v: Vec<Duration> = queries
+                .iter()
+                .map(|q| {
+                    let t = Instant::now();
+                    fts.search(q);
+                    t.elapsed()
+                })
+                .collect();
+            v.sort();
+            v
+        } else {
+            Vec::new()
+        };
+        for (p, label) in [(0.5, "p50"), (0.99, "p99")] {
+            let m = percentile(&memd, p);
+            let b = percentile(&tv, p);
+            let mut base = format!("{:.3} ms raw tantivy", ms(b));
+            if !fts_lat.is_empty() {
+                base.push_str(&format!(", {:.3} ms FTS5", ms(percentile(&fts_lat, p))));
+            }
+            rows.push(row(
+                format!("full-text search {label}, concurrency {threads} (library)"),
+                format!("{:.3} ms", ms(m)),
+                base,
+                Some(ms(m) / ms(b).max(1e-6)),
+            ));
+        }
+    }
+    drop(hub);
+
+    // Reindex from the files.
+    let t = Instant::now();
+    let (hub, _) = Hub::reindex(layout.clone(), Config::default(), &mut |_| {}).unwrap();
+    let reindex = t.elapsed();
+    rows.push(row(
+        "reindex",
+        format!("{:.2} s", reindex.as_secs_f64()),
+        "—".into(),
+        None,
+    ));
+    let journal = dir_bytes(&layout.facts());
+    let index = dir_bytes(&layout.index());
+    let raw_bytes: u64 = texts.iter().map(|t| t.len() as u64).sum();
+    rows.push(row(
+        "bytes on disk per fact (journal + index)",
+        format!("{} + {}", journal / n as u64, index / n as u64),
+        format!("{} raw text", raw_bytes / n as u64),
+        Some((journal + index) as f64 / raw_bytes as f64),
+    ));
+    drop(hub);
+    rows.push(row(
+        "peak RSS",
+        format!("{:.0} MiB", peak_rss_mib()),
+        "—".into(),
+        None,
+    ));
+    rows
+}
+
+fn main() {
+    let sizes: Vec<usize> = arg("--facts")
+        .unwrap_or_else(|| "10000".into())
+        .split(',')
+        .map(|s| {
+            s.trim()
+                .parse()
+                .expect("--facts takes comma-separated numbers")
+        })
+        .collect();
+    let nq: usize = arg("--queries").map_or(1000, |s| s.parse().expect("--queries takes a number"));
+    for n in sizes {
+        println!("\n## {n} facts, {nq} queries\n");
+        println!("| figure | memd | baseline (same run) | ratio |");
+        println!("|---|---|---|---|");
+        for r in run(n, nq) {
+            println!(
+                "| {} | {} | {} | {} |",
+                r.name, r.value, r.baseline, r.ratio
+            );
+        }
+    }
+}
