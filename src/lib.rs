@@ -44,9 +44,12 @@
 //! - Visibility filters are clauses of the tantivy query and of the SQL `WHERE`,
 //!   never a filter applied to results afterwards.
 
+pub mod audit;
+pub mod auth;
 pub mod cmd;
 pub mod config;
 pub mod error;
+pub mod http;
 pub mod hub;
 pub mod ids;
 pub mod index;

@@ -10,7 +10,9 @@ mod forget;
 mod get;
 mod reindex;
 mod search;
+mod serve;
 mod stats;
+mod token;
 mod write;
 
 use std::path::PathBuf;
@@ -52,6 +54,10 @@ pub enum Command {
     Stats,
     /// Delete data/index and rebuild it from memories/ (refused while a server runs).
     Reindex,
+    /// Serve the /v1 HTTP API (takes the writer lock; stops on SIGINT/SIGTERM).
+    Serve(serve::Args),
+    /// Issue, list and revoke API tokens (safe next to a running server).
+    Token(token::Args),
 }
 
 /// Sets up tracing on stderr; `MEMD_LOG` overrides the level.
@@ -82,6 +88,8 @@ pub fn run(cli: &Cli) -> anyhow::Result<()> {
         Command::Forget(args) => forget::run(cli, open(layout, config, Mode::Write)?, args),
         Command::Stats => stats::run(cli, open(layout, config, Mode::ReadPreferWrite)?),
         Command::Reindex => reindex::run(cli, layout, config),
+        Command::Serve(args) => serve::run(layout, config, args),
+        Command::Token(args) => token::run(cli, &layout, args),
     }
 }
 

@@ -5,5 +5,8 @@ mod support;
 mod cli;
 mod crash;
 mod documents;
+mod http_api;
+mod http_privacy;
+mod http_support;
 mod hub;
 mod reindex;
