@@ -9,4 +9,6 @@ mod http_api;
 mod http_privacy;
 mod http_support;
 mod hub;
+mod openapi;
 mod reindex;
+mod serve;
