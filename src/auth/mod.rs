@@ -239,7 +239,14 @@ fn read_file(path: &Path) -> Result<TokenFile> {
         }
         Err(e) => return Err(e).ctx("cannot read tokens", path),
     };
-    serde_json::from_str(&text).map_err(|e| Error::invalid(format!("{}: {e}", path.display())))
+    // A broken token table is the operator's problem, not the caller's: it is
+    // reported as an internal error (and refuses everyone) until it is fixed.
+    serde_json::from_str(&text).map_err(|e| {
+        Error::Internal(format!(
+            "{} is unreadable: {e}; fix it or move it away and reissue tokens",
+            path.display()
+        ))
+    })
 }
 
 fn write_file(path: &Path, file: &TokenFile) -> Result<()> {

@@ -170,6 +170,9 @@ pub fn router(state: AppState) -> Router {
     }
     router
         .fallback(|| async { ApiError::no_route() })
+        .method_not_allowed_fallback(|| async {
+            ApiError::invalid("method not allowed on this route; see GET /v1/capabilities")
+        })
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)

@@ -29,6 +29,15 @@ async fn health_is_open_and_everything_else_needs_a_token() {
     let (status, v) = api.get("/v1/nope", None).await;
     assert_eq!(status, 404);
     assert_eq!(v["error"]["code"], "NOT_FOUND");
+    let (status, v) = api.get("/v1/search", None).await;
+    assert_eq!(status, 400);
+    assert_eq!(v["error"]["code"], "INVALID_INPUT");
+    // A broken token table refuses everyone with a terse 500, never a 200.
+    let t = api.token("t", "pet");
+    std::fs::write(api.root.layout().tokens(), "{broken").unwrap();
+    let (status, v) = api.get("/v1/capabilities", Some(&t)).await;
+    assert_eq!(status, 500);
+    assert_eq!(v["error"]["code"], "INTERNAL");
 }
 
 #[tokio::test]
