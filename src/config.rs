@@ -51,6 +51,16 @@ impl Layout {
         self.root.join("config.json")
     }
 
+    /// `tokens.json`: issued tokens, hashed.
+    pub fn tokens(&self) -> PathBuf {
+        self.root.join("tokens.json")
+    }
+
+    /// `data/audit.jsonl`: the HTTP audit log.
+    pub fn audit(&self) -> PathBuf {
+        self.data().join("audit.jsonl")
+    }
+
     /// The writer lock file.
     pub fn lock(&self) -> PathBuf {
         self.root.join(".memd.lock")
@@ -81,6 +91,22 @@ pub struct Config {
     pub docs: DocsConfig,
     /// Backups.
     pub backup: BackupConfig,
+    /// Short-term chat from `/v1/ingest`.
+    pub ingest: IngestConfig,
+}
+
+/// Short-term chat from `/v1/ingest`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct IngestConfig {
+    /// Hours an ingested message stays searchable (1-168).
+    pub ttl_hours: u32,
+}
+
+impl Default for IngestConfig {
+    fn default() -> Self {
+        IngestConfig { ttl_hours: 24 }
+    }
 }
 
 impl Default for Config {
@@ -92,6 +118,7 @@ impl Default for Config {
             privacy: PrivacyConfig::default(),
             docs: DocsConfig::default(),
             backup: BackupConfig::default(),
+            ingest: IngestConfig::default(),
         }
     }
 }
@@ -219,6 +246,9 @@ impl Config {
         }
         if s.max_limit > 1000 {
             return Err(Error::invalid("search.maxLimit must be at most 1000"));
+        }
+        if !(1..=168).contains(&self.ingest.ttl_hours) {
+            return Err(Error::invalid("ingest.ttlHours must be between 1 and 168"));
         }
         if self.docs.max_chunk_chars < 200 {
             return Err(Error::invalid("docs.maxChunkChars must be at least 200"));

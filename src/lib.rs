@@ -8,7 +8,9 @@
 //! ## Bird's-eye view
 //!
 //! ```text
-//!  CLI (cmd/)  ──►  Hub (hub.rs): use-cases + the single writer
+//!  HTTP /v1 (http/) ─ auth/ (tokens, policy → Filter), audit.rs
+//!        │ spawn_blocking
+//!  CLI (cmd/)  ──►  Hub (hub/): use-cases + the single writer
 //!                    │            │
 //!        store/ (source of truth) index/ (derived)
 //!        journal.rs  JSONL + fsync  text.rs   tantivy, our tokenizer
@@ -25,11 +27,17 @@
 //!
 //! - [`config`]: root layout (`memories/`, `data/`, `config.json`) and typed config.
 //! - [`model`], [`ids`]: plain domain types and id schemes; no IO.
-//! - [`store`]: the only writer of `memories/`: [`store::journal`], [`store::markdown`], [`store::lock`].
+//! - [`store`]: the only writer of `memories/`: [`store::journal`], [`store::markdown`], [`store::lock`],
+//!   [`store::members`] (group membership for disclosure).
 //! - [`index`]: the only writer of `data/index/`: [`index::text`] (tantivy),
-//!   [`index::meta`] (SQLite), [`index::tokenizer`], [`index::filter`].
+//!   [`index::meta`] (SQLite), [`index::meta_read`] (time-ordered reads), [`index::tokenizer`],
+//!   [`index::filter`].
 //! - [`search`]: query planning and ranking.
-//! - [`hub`]: the application service every surface calls.
+//! - [`hub`]: the application service every surface calls (reads, recall, ingest in their own files).
+//! - [`auth`]: tokens (hashed in `tokens.json`, presets) and [`auth::policy`], which
+//!   turns a token and a request into the [`index::filter::Filter`] of every query.
+//! - [`http`]: the `/v1` API (axum); the only module that knows its wire format.
+//! - [`audit`]: `data/audit.jsonl`, one line per authenticated request.
 //! - [`error`]: one error type with stable codes.
 //! - `cmd/` (binary side, [`cmd`]): one file per subcommand; the only code that prints to stdout.
 //!
@@ -42,13 +50,21 @@
 //!   never blocks startup and never hides the lines around it.
 //! - One process writes a root (`ROOT/.memd.lock`); a second writer gets `ROOT_LOCKED`.
 //! - Visibility filters are clauses of the tantivy query and of the SQL `WHERE`,
-//!   never a filter applied to results afterwards.
+//!   never a filter applied to results afterwards. HTTP builds them from the
+//!   token and the request ([`auth::policy`]); a request's scene outside its
+//!   token's scenes is `FORBIDDEN`, and expired short-term memories never match.
+//! - `http` never touches rusqlite or tantivy types; `store`, `index`, `hub` and
+//!   `auth` never mention axum (a tidy test greps for it).
+//! - `openapi.yaml` lists exactly the router's routes (a test parses both).
 
+pub mod audit;
+pub mod auth;
 pub mod backup;
 pub mod cmd;
 pub mod config;
 pub mod doctor;
 pub mod error;
+pub mod http;
 pub mod hub;
 pub mod ids;
 pub mod index;

@@ -81,6 +81,8 @@ pub fn search(index: &Index, req: &SearchRequest, cfg: &SearchConfig) -> Result<
     if req.query.trim().is_empty() {
         return Err(Error::invalid("query must not be empty"));
     }
+    // Changes applied but not yet committed to the text index become visible now.
+    index.refresh()?;
     let terms = query_terms(&req.query);
     let term_texts = terms.iter().map(|t| t.text.clone()).collect();
     let mut scored: Vec<(String, f32, Pass)> = index

@@ -14,7 +14,9 @@ mod get;
 mod import;
 mod reindex;
 mod search;
+mod serve;
 mod stats;
+mod token;
 mod write;
 
 use std::path::PathBuf;
@@ -68,6 +70,10 @@ pub enum Command {
         #[command(subcommand)]
         action: backup::Action,
     },
+    /// Serve the /v1 HTTP API (takes the writer lock; stops on SIGINT/SIGTERM).
+    Serve(serve::Args),
+    /// Issue, list and revoke API tokens (safe next to a running server).
+    Token(token::Args),
 }
 
 /// Sets up tracing on stderr; `MEMD_LOG` overrides the level.
@@ -107,6 +113,8 @@ pub fn run(cli: &Cli) -> anyhow::Result<()> {
         }
         Command::Doctor(_) => unreachable!("handled before the config is loaded"),
         Command::Backup { action } => backup::run(cli, layout, config, action),
+        Command::Serve(args) => serve::run(layout, config, args),
+        Command::Token(args) => token::run(cli, &layout, args),
     }
 }
 

@@ -10,6 +10,19 @@
 //!
 //! Reads (`search`, `get`, `stats`) take `&self` and run concurrently.
 
+mod ingest;
+mod read;
+mod recall;
+
+pub use ingest::{IngestAction, IngestOutcome, IngestRequest};
+pub use read::{
+    Bootstrap, MAX_PAGE, RecentTitle, Timeline, TimelineEntry, TimelineMonth, TimelineQuery,
+    narrow, one_line,
+};
+pub use recall::{
+    RecallHit, RecallOutcome, RecallRequest, recall_query, render_recall_block, render_recent_block,
+};
+
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, mpsc};
 
@@ -823,7 +836,6 @@ impl Hub {
 
     /// Full-text search under the request's filter.
     pub fn search(&self, req: &SearchRequest) -> Result<SearchResults> {
-        self.flush()?;
         search::search(&self.index, req, &self.config.search)
     }
 

@@ -5,6 +5,12 @@
 //! empty set means "any". The text index turns a filter into tantivy clauses
 //! and the metadata store into a SQL `WHERE`, so rows a caller may not see are
 //! never loaded: nothing is filtered after the fact.
+//!
+//! A scope may also carry an instant ([`Scope::unexpired_at`]): only memories
+//! without an expiry, or expiring after it, match. Both indexes apply it as a
+//! range condition inside the same query.
+
+use chrono::{DateTime, Utc};
 
 use crate::model::{Origin, Privacy, Scene, Stage, Subject};
 
@@ -23,6 +29,8 @@ pub struct Scope {
     pub subjects: Vec<Subject>,
     /// Allowed origins.
     pub origins: Vec<Origin>,
+    /// If set, only memories with no expiry or an expiry after this instant.
+    pub unexpired_at: Option<DateTime<Utc>>,
 }
 
 /// What a query may see: any of the scopes.
@@ -50,6 +58,11 @@ impl Filter {
     /// Whether nothing at all is visible.
     pub fn is_empty(&self) -> bool {
         self.any_of.is_empty()
+    }
+
+    /// Whether a scope restricts nothing at all.
+    pub fn is_unrestricted(scope: &Scope) -> bool {
+        scope.unexpired_at.is_none() && Self::field_sets(scope).is_empty()
     }
 
     /// The raw `(field, allowed values)` sets of one scope; empty sets are omitted.

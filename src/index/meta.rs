@@ -75,7 +75,7 @@ CREATE TABLE document_issues (
 );
 "#];
 
-const MEMORY_COLUMNS: &str = "id, origin, doc_id, path, ts, scene, kind, stage, privacy, subject, tier, \
+pub(crate) const MEMORY_COLUMNS: &str = "id, origin, doc_id, path, ts, scene, kind, stage, privacy, subject, tier, \
      source, importance, title, text, tags, supersedes, expires_at";
 
 /// Extra per-fact columns that are not part of [`Memory`].
@@ -151,7 +151,7 @@ fn migrate(conn: &mut Connection) -> Result<()> {
     Ok(())
 }
 
-fn row_to_memory(r: &Row<'_>) -> rusqlite::Result<Memory> {
+pub(crate) fn row_to_memory(r: &Row<'_>) -> rusqlite::Result<Memory> {
     let parse_err = |i: usize, e: Error| {
         rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
     };
@@ -185,15 +185,20 @@ fn row_to_memory(r: &Row<'_>) -> rusqlite::Result<Memory> {
 }
 
 /// Builds `(sql, params)` for a visibility filter over the `memories` table.
-fn filter_sql(filter: &Filter) -> (String, Vec<String>) {
+pub(crate) fn filter_sql(filter: &Filter) -> (String, Vec<String>) {
     let mut params = Vec::new();
     let mut alternatives = Vec::new();
     for scope in &filter.any_of {
-        let sets = Filter::field_sets(scope);
-        if sets.is_empty() {
+        if Filter::is_unrestricted(scope) {
             return ("1".into(), Vec::new());
         }
+        let sets = Filter::field_sets(scope);
         let mut clauses = Vec::new();
+        if let Some(at) = scope.unexpired_at {
+            // The column has INTEGER affinity, so SQLite compares the bound text numerically.
+            clauses.push("(expires_at IS NULL OR expires_at > ?)".to_string());
+            params.push(at.timestamp_millis().to_string());
+        }
         for (col, values) in sets {
             let marks = vec!["?"; values.len()].join(",");
             clauses.push(format!("{col} IN ({marks})"));

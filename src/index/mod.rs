@@ -14,6 +14,7 @@
 
 pub mod filter;
 pub mod meta;
+pub mod meta_read;
 pub mod text;
 pub mod tokenizer;
 
@@ -30,7 +31,7 @@ use text::{TextHit, TextIndex};
 use tokenizer::Term;
 
 /// Bumped whenever the on-disk index layout changes; a mismatch triggers a rebuild.
-pub const INDEX_FORMAT: &str = "1";
+pub const INDEX_FORMAT: &str = "2";
 
 /// One change to apply.
 #[derive(Debug, Clone)]

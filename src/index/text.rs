@@ -10,11 +10,13 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Mutex;
 
+use std::ops::Bound;
 use tantivy::collector::TopDocs;
-use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery, TermSetQuery};
+
+use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, RangeQuery, TermQuery, TermSetQuery};
 use tantivy::schema::{
-    Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TantivyDocument, TextFieldIndexing,
-    TextOptions, Value,
+    FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TantivyDocument,
+    TextFieldIndexing, TextOptions, Value,
 };
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, Term as TTerm};
 
@@ -42,6 +44,7 @@ struct Fields {
     body: Field,
     chars: Field,
     ts: Field,
+    expires: Field,
 }
 
 fn schema() -> (Schema, Fields) {
@@ -67,6 +70,8 @@ fn schema() -> (Schema, Fields) {
         body: b.add_text_field("body", text(TEXT_TOKENIZER)),
         chars: b.add_text_field("chars", text(CHARS_TOKENIZER)),
         ts: b.add_i64_field("ts", INDEXED),
+        // Milliseconds; `i64::MAX` for memories that never expire.
+        expires: b.add_i64_field("expires", INDEXED | FAST),
     };
     (b.build(), fields)
 }
@@ -185,6 +190,10 @@ impl TextIndex {
         );
         doc.add_text(f.body, &body);
         doc.add_i64(f.ts, m.ts.timestamp_millis());
+        doc.add_i64(
+            f.expires,
+            m.expires_at.map_or(i64::MAX, |t| t.timestamp_millis()),
+        );
         w.add_document(doc)?;
         Ok(())
     }
@@ -303,11 +312,11 @@ impl TextIndex {
         };
         let mut alternatives: Vec<(Occur, Box<dyn Query>)> = Vec::new();
         for scope in &filter.any_of {
-            let sets = Filter::field_sets(scope);
-            if sets.is_empty() {
+            if Filter::is_unrestricted(scope) {
                 return None; // one unrestricted alternative makes the whole filter unrestricted
             }
-            let clauses: Vec<(Occur, Box<dyn Query>)> = sets
+            let sets = Filter::field_sets(scope);
+            let mut clauses: Vec<(Occur, Box<dyn Query>)> = sets
                 .into_iter()
                 .map(|(name, values)| {
                     let field = field_of(name);
@@ -317,6 +326,13 @@ impl TextIndex {
                     (Occur::Must, q)
                 })
                 .collect();
+            if let Some(at) = scope.unexpired_at {
+                let after = TTerm::from_field_i64(f.expires, at.timestamp_millis());
+                clauses.push((
+                    Occur::Must,
+                    Box::new(RangeQuery::new(Bound::Excluded(after), Bound::Unbounded)),
+                ));
+            }
             alternatives.push((Occur::Should, Box::new(BooleanQuery::new(clauses))));
         }
         Some(Box::new(BooleanQuery::new(alternatives)))

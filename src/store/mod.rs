@@ -3,6 +3,8 @@
 //!
 //! Only this module writes below `memories/`.
 
+pub mod atomic;
 pub mod journal;
 pub mod lock;
 pub mod markdown;
+pub mod members;

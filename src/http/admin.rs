@@ -1,0 +1,298 @@
+//! Service routes: health, capabilities, configuration and token management.
+//!
+//! `config-state`, `config`, `tokens` and `tokens/revoke` need the `admin`
+//! scope. `POST /v1/config` changes only whitelisted keys, writes them to
+//! `config.json` (atomically, keeping the file's other keys) and applies them
+//! to the next request without a restart.
+
+use axum::extract::State;
+use axum::response::Response;
+use serde::{Deserialize, Serialize};
+
+use super::error::ApiError;
+use super::extract::{ApiJson, Caller, MAX_BODY_BYTES};
+use super::{AppState, AuditNote, reply, route_table};
+use crate::auth::{TokenInfo, policy, scope};
+use crate::config::Config;
+use crate::error::Error;
+use crate::model::MAX_TEXT_BYTES;
+use crate::store::atomic::write_atomic;
+
+/// Keys `POST /v1/config` may change: `(dotted key, minimum, maximum, description)`.
+pub const EDITABLE: &[(&str, u64, u64, &str)] = &[
+    (
+        "search.defaultLimit",
+        1,
+        1000,
+        "Results returned when a request gives no limit",
+    ),
+    (
+        "search.maxLimit",
+        1,
+        1000,
+        "Largest limit a request may ask for",
+    ),
+    (
+        "search.orFallbackMinHits",
+        0,
+        1000,
+        "When the AND pass finds fewer hits, an OR pass fills up",
+    ),
+    (
+        "ingest.ttlHours",
+        1,
+        168,
+        "Hours an ingested chat message stays searchable",
+    ),
+];
+
+fn pointer(key: &str) -> String {
+    format!("/{}", key.replace('.', "/"))
+}
+
+fn admin(caller: &Caller) -> Result<(), ApiError> {
+    policy::require(&caller.0, scope::ADMIN).map_err(ApiError::from)
+}
+
+#[derive(Serialize)]
+struct Health {
+    status: &'static str,
+    version: &'static str,
+    writer: bool,
+    uptime_s: u64,
+    memories: u64,
+    facts: u64,
+    documents: u64,
+    issues: usize,
+}
+
+/// `GET /v1/health` (no token): liveness and index counts.
+pub async fn health(State(st): State<AppState>) -> Result<Response, ApiError> {
+    let stats = st.run(|hub| hub.stats()).await?;
+    Ok(reply(
+        &Health {
+            status: "ok",
+            version: env!("CARGO_PKG_VERSION"),
+            writer: stats.writer,
+            uptime_s: st.started.elapsed().as_secs(),
+            memories: stats.counts.memories,
+            facts: stats.counts.facts,
+            documents: stats.counts.documents,
+            issues: stats.issues.len(),
+        },
+        AuditNote::default(),
+    ))
+}
+
+/// `GET /v1/capabilities`: routes, limits, features and the caller's own rights.
+pub async fn capabilities(State(st): State<AppState>, caller: Caller) -> Response {
+    let cfg = st.settings();
+    let routes: Vec<String> = route_table()
+        .iter()
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    let body = serde_json::json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "routes": routes,
+        "limits": {
+            "defaultLimit": cfg.search.default_limit,
+            "maxLimit": cfg.search.max_limit,
+            "maxBodyBytes": MAX_BODY_BYTES,
+            "maxTextBytes": MAX_TEXT_BYTES,
+            "ingestTtlHours": cfg.ingest.ttl_hours,
+        },
+        "features": {
+            "modes": ["fulltext"],
+            "semantic": false,
+            "recallBlock": true,
+            "live": true,
+            "disclose": true,
+        },
+        "token": {
+            "name": caller.0.name,
+            "scopes": caller.0.scopes,
+            "scenes": caller.0.scenes,
+        },
+    });
+    reply(&body, AuditNote::default())
+}
+
+/// `GET /v1/config-schema`: JSON Schema of the editable keys.
+pub async fn config_schema(_caller: Caller) -> Response {
+    let mut props = serde_json::Map::new();
+    for (key, min, max, description) in EDITABLE {
+        props.insert(
+            (*key).to_string(),
+            serde_json::json!({
+                "type": "integer",
+                "minimum": min,
+                "maximum": max,
+                "description": description,
+            }),
+        );
+    }
+    let schema = serde_json::json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "memd editable configuration",
+        "type": "object",
+        "properties": props,
+        "additionalProperties": false,
+    });
+    reply(&schema, AuditNote::default())
+}
+
+fn editable_values(cfg: &Config) -> serde_json::Value {
+    let all = serde_json::to_value(cfg).expect("config serialises");
+    let mut out = serde_json::Map::new();
+    for (key, ..) in EDITABLE {
+        if let Some(v) = all.pointer(&pointer(key)) {
+            out.insert((*key).to_string(), v.clone());
+        }
+    }
+    serde_json::Value::Object(out)
+}
+
+/// `GET /v1/config-state` (admin): the editable keys and their values.
+pub async fn config_state(
+    State(st): State<AppState>,
+    caller: Caller,
+) -> Result<Response, ApiError> {
+    admin(&caller)?;
+    Ok(reply(
+        &serde_json::json!({ "values": editable_values(&st.settings()) }),
+        AuditNote::default(),
+    ))
+}
+
+/// Sets `value` at a dotted `key` inside a JSON object, creating parents.
+fn set_dotted(root: &mut serde_json::Value, key: &str, value: serde_json::Value) {
+    let mut cur = root;
+    let parts: Vec<&str> = key.split('.').collect();
+    for (i, part) in parts.iter().enumerate() {
+        if !cur.is_object() {
+            *cur = serde_json::json!({});
+        }
+        let map = cur.as_object_mut().expect("made an object above");
+        if i + 1 == parts.len() {
+            map.insert((*part).to_string(), value);
+            return;
+        }
+        cur = map
+            .entry((*part).to_string())
+            .or_insert_with(|| serde_json::json!({}));
+    }
+}
+
+/// `POST /v1/config` (admin): `{ "<dotted key>": value, … }` for whitelisted keys.
+pub async fn set_config(
+    State(st): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<serde_json::Map<String, serde_json::Value>>,
+) -> Result<Response, ApiError> {
+    admin(&caller)?;
+    if body.is_empty() {
+        return Err(ApiError::invalid("give at least one key to change"));
+    }
+    for (key, value) in &body {
+        let Some((_, min, max, _)) = EDITABLE.iter().find(|(k, ..)| k == key) else {
+            let keys: Vec<&str> = EDITABLE.iter().map(|(k, ..)| *k).collect();
+            return Err(ApiError::invalid(format!(
+                "{key:?} cannot be changed over HTTP; editable keys are {}",
+                keys.join(", ")
+            )));
+        };
+        match value.as_u64() {
+            Some(n) if (*min..=*max).contains(&n) => {}
+            _ => {
+                return Err(ApiError::invalid(format!(
+                    "{key} must be an integer between {min} and {max}"
+                )));
+            }
+        }
+    }
+    let path = st.hub().layout().config();
+    let applied = st
+        .run(move |_| {
+            let mut file: serde_json::Value = match std::fs::read_to_string(&path) {
+                Ok(t) => serde_json::from_str(&t)
+                    .map_err(|e| Error::invalid(format!("{}: {e}", path.display())))?,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => serde_json::json!({}),
+                Err(e) => {
+                    return Err(Error::Io {
+                        context: format!("cannot read {}", path.display()),
+                        source: e,
+                    });
+                }
+            };
+            for (key, value) in body {
+                set_dotted(&mut file, &key, value);
+            }
+            let config: Config = serde_json::from_value(file.clone())
+                .map_err(|e| Error::invalid(format!("config: {e}")))?;
+            config.validate()?;
+            let text = serde_json::to_string_pretty(&file).expect("config serialises");
+            write_atomic(&path, text.as_bytes())?;
+            Ok(config)
+        })
+        .await?;
+    let values = editable_values(&applied);
+    *st.settings.write().expect("settings poisoned") = applied;
+    Ok(reply(
+        &serde_json::json!({ "values": values }),
+        AuditNote::default(),
+    ))
+}
+
+#[derive(Serialize)]
+struct TokenList {
+    tokens: Vec<TokenInfo>,
+}
+
+/// `GET /v1/tokens` (admin): token metadata, never hashes or secrets.
+pub async fn tokens(State(st): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
+    admin(&caller)?;
+    let store = st.tokens.clone();
+    let tokens = st.run(move |_| store.list()).await?;
+    Ok(reply(&TokenList { tokens }, AuditNote::default()))
+}
+
+/// `POST /v1/tokens/revoke` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RevokeBody {
+    /// Token name.
+    name: String,
+}
+
+/// `POST /v1/tokens/revoke` (admin): revokes a token from the next request on.
+pub async fn revoke(
+    State(st): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<RevokeBody>,
+) -> Result<Response, ApiError> {
+    admin(&caller)?;
+    let store = st.tokens.clone();
+    let name = body.name;
+    let info = st.run(move |_| store.revoke(&name)).await?;
+    Ok(reply(&info, AuditNote::default()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn editable_keys_exist_in_the_config() {
+        let values = editable_values(&Config::default());
+        for (key, ..) in EDITABLE {
+            assert!(values.get(*key).is_some(), "{key}");
+        }
+        let mut v = serde_json::json!({"search": {"maxLimit": 10}});
+        set_dotted(&mut v, "search.defaultLimit", serde_json::json!(3));
+        set_dotted(&mut v, "ingest.ttlHours", serde_json::json!(2));
+        assert_eq!(
+            v,
+            serde_json::json!({"search": {"maxLimit": 10, "defaultLimit": 3}, "ingest": {"ttlHours": 2}})
+        );
+    }
+}

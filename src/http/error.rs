@@ -1,0 +1,128 @@
+//! The HTTP side of errors: one table from stable code to status, and the
+//! `{error:{code,message,retryable}}` envelope on every failure.
+//!
+//! 5xx bodies say little ("see the server log"); the cause is logged once,
+//! here, where the error becomes a response.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+
+use crate::error::{Error, ErrorCode};
+
+/// The HTTP status of each stable code. The only place this mapping exists.
+pub fn status_of(code: ErrorCode) -> StatusCode {
+    match code {
+        ErrorCode::InvalidInput => StatusCode::BAD_REQUEST,
+        ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
+        ErrorCode::Forbidden => StatusCode::FORBIDDEN,
+        ErrorCode::NotFound => StatusCode::NOT_FOUND,
+        ErrorCode::RootLocked => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorCode::EmbeddingUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorCode::Storage => StatusCode::INTERNAL_SERVER_ERROR,
+        ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// An error on its way to becoming a response.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    /// Stable code.
+    pub code: ErrorCode,
+    /// What the caller sees.
+    pub message: String,
+}
+
+impl ApiError {
+    /// An error with this code and message.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ApiError {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// 400 INVALID_INPUT.
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::InvalidInput, message)
+    }
+
+    /// 401 UNAUTHORIZED.
+    pub fn unauthorized() -> Self {
+        Self::new(
+            ErrorCode::Unauthorized,
+            "missing or unknown token: send Authorization: Bearer <token>",
+        )
+    }
+
+    /// 403 FORBIDDEN.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Forbidden, message)
+    }
+
+    /// 404 NOT_FOUND for a path that is not a route.
+    pub fn no_route() -> Self {
+        Self::new(
+            ErrorCode::NotFound,
+            "no such route; see GET /v1/capabilities",
+        )
+    }
+
+    /// The JSON envelope.
+    pub fn envelope(&self) -> serde_json::Value {
+        serde_json::json!({
+            "error": {
+                "code": self.code.as_str(),
+                "message": self.message,
+                "retryable": self.code.retryable(),
+            }
+        })
+    }
+}
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> Self {
+        let code = e.code();
+        let message = match code {
+            ErrorCode::Storage => {
+                tracing::error!(error = %e, source = ?std::error::Error::source(&e), "storage error while serving a request");
+                "storage error; see the server log".to_string()
+            }
+            ErrorCode::Internal => {
+                tracing::error!(error = %e, "internal error while serving a request");
+                "internal error; see the server log".to_string()
+            }
+            _ => e.to_string(),
+        };
+        ApiError { code, message }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (status_of(self.code), Json(self.envelope())).into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_table() {
+        for (code, status) in [
+            (ErrorCode::InvalidInput, 400),
+            (ErrorCode::Unauthorized, 401),
+            (ErrorCode::Forbidden, 403),
+            (ErrorCode::NotFound, 404),
+            (ErrorCode::RootLocked, 503),
+            (ErrorCode::EmbeddingUnavailable, 503),
+            (ErrorCode::Storage, 500),
+            (ErrorCode::Internal, 500),
+        ] {
+            assert_eq!(status_of(code).as_u16(), status, "{code:?}");
+        }
+        let e = ApiError::from(Error::Internal("secret detail".into()));
+        assert!(!e.message.contains("secret detail"));
+    }
+}

@@ -1,0 +1,60 @@
+//! Request extractors: a JSON body whose every failure is `INVALID_INPUT`,
+//! and the authenticated caller.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use serde::de::DeserializeOwned;
+
+use super::error::ApiError;
+use crate::auth::Grant;
+
+/// Largest accepted request body, in bytes.
+pub const MAX_BODY_BYTES: usize = 256 * 1024;
+
+/// A JSON body. Malformed JSON, wrong types, unknown fields and oversized
+/// bodies all become `400 INVALID_INPUT` envelopes. The content type is not
+/// checked, so `curl -d` works as is.
+#[derive(Debug)]
+pub struct ApiJson<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
+            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::invalid(format!(
+                    "request body is larger than {MAX_BODY_BYTES} bytes"
+                ))
+            } else {
+                ApiError::invalid(format!("cannot read request body: {e}"))
+            }
+        })?;
+        let body: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
+            b"{}"
+        } else {
+            &bytes
+        };
+        serde_json::from_slice(body)
+            .map(ApiJson)
+            .map_err(|e| ApiError::invalid(format!("invalid JSON body: {e}")))
+    }
+}
+
+/// The authenticated caller, put in place by the auth middleware.
+#[derive(Debug, Clone)]
+pub struct Caller(pub Grant);
+
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        parts
+            .extensions
+            .get::<Caller>()
+            .cloned()
+            .ok_or_else(ApiError::unauthorized)
+    }
+}

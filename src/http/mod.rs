@@ -1,0 +1,257 @@
+//! The `/v1` HTTP API: routes, authentication, audit, and the launch function.
+//!
+//! This module owns the wire format and nothing else. Handlers parse JSON,
+//! resolve the caller's scene and filter through [`crate::auth::policy`], then
+//! call the synchronous [`Hub`] on the blocking pool (`spawn_blocking`); they
+//! never touch rusqlite or tantivy types. Every route is listed once, in
+//! the list behind [`route_table`]: the router is built from it and a test
+//! checks `openapi.yaml` against it.
+//!
+//! A middleware authenticates every route but `/v1/health` (Bearer token,
+//! compared by hash in constant time, re-read when `tokens.json` changes) and
+//! writes one audit line per request with the token's name (never its secret).
+
+mod admin;
+pub mod error;
+pub mod extract;
+mod read;
+mod write;
+
+use std::future::Future;
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{HeaderMap, Method};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodRouter, get, post};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::audit::{AuditEntry, AuditLog};
+use crate::auth::TokenStore;
+use crate::config::Config;
+use crate::hub::Hub;
+use error::ApiError;
+use extract::{Caller, MAX_BODY_BYTES};
+
+/// The current time; injectable so tests can move the clock.
+pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
+
+/// Shared state of the HTTP server.
+#[derive(Clone)]
+pub struct AppState {
+    hub: Arc<Hub>,
+    tokens: Arc<TokenStore>,
+    audit: Arc<AuditLog>,
+    settings: Arc<RwLock<Config>>,
+    clock: Clock,
+    started: Instant,
+}
+
+impl AppState {
+    /// State over an open hub: tokens from `ROOT/tokens.json`, audit to `data/audit.jsonl`.
+    pub fn new(hub: Arc<Hub>) -> Self {
+        let layout = hub.layout().clone();
+        let settings = hub.config().clone();
+        AppState {
+            tokens: Arc::new(TokenStore::new(layout.tokens())),
+            audit: Arc::new(AuditLog::new(layout.audit())),
+            settings: Arc::new(RwLock::new(settings)),
+            clock: Arc::new(Utc::now),
+            started: Instant::now(),
+            hub,
+        }
+    }
+
+    /// Replaces the clock (tests).
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The hub.
+    pub fn hub(&self) -> &Arc<Hub> {
+        &self.hub
+    }
+
+    fn now(&self) -> DateTime<Utc> {
+        (self.clock)()
+    }
+
+    /// The configuration in force (hot-reloadable keys included).
+    fn settings(&self) -> Config {
+        self.settings.read().expect("settings poisoned").clone()
+    }
+
+    /// Runs a hub call on the blocking pool.
+    async fn run<T, F>(&self, f: F) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Hub) -> crate::Result<T> + Send + 'static,
+    {
+        let hub = self.hub.clone();
+        tokio::task::spawn_blocking(move || f(&hub))
+            .await
+            .map_err(|e| ApiError::from(crate::Error::Internal(format!("worker failed: {e}"))))?
+            .map_err(ApiError::from)
+    }
+}
+
+/// One entry of the route table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Route {
+    /// `GET` or `POST`.
+    pub method: &'static str,
+    /// Full path, e.g. `/v1/search`.
+    pub path: &'static str,
+    /// Whether a token is required.
+    pub auth: bool,
+}
+
+/// What a handler tells the audit log besides status and timing.
+#[derive(Debug, Clone, Default)]
+pub struct AuditNote {
+    /// Scene acted in.
+    pub scene: Option<String>,
+    /// Ids returned or changed.
+    pub hits: Vec<String>,
+    /// Route-specific facts.
+    pub extra: Option<serde_json::Value>,
+}
+
+/// A JSON response carrying its audit note.
+pub(crate) fn reply<T: Serialize>(value: &T, note: AuditNote) -> Response {
+    let mut res = axum::Json(value).into_response();
+    res.extensions_mut().insert(note);
+    res
+}
+
+fn routes() -> Vec<(Route, MethodRouter<AppState>)> {
+    let r = |method: &'static str, path: &'static str, auth: bool| Route { method, path, auth };
+    vec![
+        (r("GET", "/v1/health", false), get(admin::health)),
+        (r("GET", "/v1/capabilities", true), get(admin::capabilities)),
+        (
+            r("GET", "/v1/config-schema", true),
+            get(admin::config_schema),
+        ),
+        (r("GET", "/v1/config-state", true), get(admin::config_state)),
+        (r("POST", "/v1/config", true), post(admin::set_config)),
+        (r("GET", "/v1/tokens", true), get(admin::tokens)),
+        (r("POST", "/v1/tokens/revoke", true), post(admin::revoke)),
+        (r("POST", "/v1/bootstrap", true), post(read::bootstrap)),
+        (r("POST", "/v1/search", true), post(read::search)),
+        (r("POST", "/v1/get", true), post(read::get)),
+        (r("POST", "/v1/recent", true), post(read::recent)),
+        (r("POST", "/v1/recall", true), post(read::recall)),
+        (r("POST", "/v1/timeline", true), post(read::timeline)),
+        (r("POST", "/v1/disclose", true), post(read::disclose)),
+        (r("POST", "/v1/audience", true), post(read::audience)),
+        (r("POST", "/v1/write", true), post(write::write)),
+        (r("POST", "/v1/forget", true), post(write::forget)),
+        (r("POST", "/v1/ingest", true), post(write::ingest)),
+        (r("POST", "/v1/members", true), post(write::members)),
+    ]
+}
+
+/// Every route the router serves, in declaration order.
+pub fn route_table() -> Vec<Route> {
+    routes().into_iter().map(|(r, _)| r).collect()
+}
+
+/// The `/v1` router over `state`.
+pub fn router(state: AppState) -> Router {
+    let mut router = Router::new();
+    for (route, handler) in routes() {
+        router = router.route(route.path, handler);
+    }
+    router
+        .fallback(|| async { ApiError::no_route() })
+        .method_not_allowed_fallback(|| async {
+            ApiError::invalid("method not allowed on this route; see GET /v1/capabilities")
+        })
+        .layer(middleware::from_fn_with_state(state.clone(), authenticate))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers
+        .get(axum::http::header::AUTHORIZATION)?
+        .to_str()
+        .ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|t| !t.is_empty())
+}
+
+/// Authenticates (except health and unknown paths), runs the handler, audits.
+async fn authenticate(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let ts = state.now();
+    let route = format!("{} {}", req.method(), req.uri().path());
+    let known = route_table().into_iter().find(|r| {
+        r.path == req.uri().path()
+            && Method::from_bytes(r.method.as_bytes()).ok().as_ref() == Some(req.method())
+    });
+    let Some(known) = known else {
+        return next.run(req).await;
+    };
+    if !known.auth {
+        return next.run(req).await;
+    }
+    let grant = match bearer(req.headers()) {
+        None => None,
+        Some(secret) => match state.tokens.authenticate(secret) {
+            Ok(g) => g,
+            Err(e) => return ApiError::from(e).into_response(),
+        },
+    };
+    let token = grant.as_ref().map(|g| g.name.clone());
+    let res = match grant {
+        None => ApiError::unauthorized().into_response(),
+        Some(g) => {
+            req.extensions_mut().insert(Caller(g));
+            next.run(req).await
+        }
+    };
+    let note = res
+        .extensions()
+        .get::<AuditNote>()
+        .cloned()
+        .unwrap_or_default();
+    let status = res.status().as_u16();
+    state.audit.record(&AuditEntry {
+        ts,
+        route,
+        token,
+        scene: note.scene,
+        hits: note.hits,
+        denied: u32::from(status == 401 || status == 403),
+        status,
+        duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        extra: note.extra,
+    });
+    res
+}
+
+/// Serves `state` on `listener` until `shutdown` completes, then lets
+/// in-flight requests finish and fsyncs the audit log. Every acknowledged
+/// write is already durable in the journal (it is fsync'd before the reply).
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let audit = state.audit.clone();
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await?;
+    audit.sync();
+    Ok(())
+}

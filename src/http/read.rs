@@ -1,0 +1,629 @@
+//! Read routes: search, get, recent, recall, timeline, bootstrap, audience, disclose.
+//!
+//! Each handler resolves the caller's scene and builds the caller's filter
+//! first; the hub then runs the query with that filter inside it.
+
+use axum::extract::State;
+use axum::response::Response;
+use chrono::Duration;
+use serde::{Deserialize, Serialize};
+
+use super::error::ApiError;
+use super::extract::{ApiJson, Caller};
+use super::{AppState, AuditNote, reply};
+use crate::auth::policy::{self, ReadOptions};
+use crate::error::ErrorCode;
+use crate::hub::{RecallRequest, TimelineQuery, narrow, render_recent_block};
+use crate::index::filter::{Filter, Scope};
+use crate::model::{Memory, Scene, Stage, parse_kind};
+use crate::search::SearchRequest;
+
+/// Fields every read request carries (each body lists them itself, because
+/// serde's `flatten` does not work with `deny_unknown_fields`).
+#[derive(Debug, Default)]
+pub struct Visibility {
+    /// The scene the caller acts in (default: the token's first).
+    pub scene: Option<String>,
+    /// Scenes to read (default: every scene the token may read).
+    pub scenes: Option<Vec<String>>,
+    /// The owner is the one asking (needs the `from_owner` scope).
+    pub from_owner: bool,
+}
+
+impl Visibility {
+    fn of(scene: &Option<String>, scenes: &Option<Vec<String>>, from_owner: bool) -> Self {
+        Visibility {
+            scene: scene.clone(),
+            scenes: scenes.clone(),
+            from_owner,
+        }
+    }
+}
+
+fn parse_scenes(list: &Option<Vec<String>>) -> Result<Option<Vec<Scene>>, ApiError> {
+    list.as_ref()
+        .map(|l| {
+            l.iter()
+                .map(|s| Scene::parse(s))
+                .collect::<crate::Result<Vec<_>>>()
+        })
+        .transpose()
+        .map_err(ApiError::from)
+}
+
+/// Resolves the scene and the read filter of a request.
+fn access(st: &AppState, caller: &Caller, v: &Visibility) -> Result<(Scene, Filter), ApiError> {
+    let scene = policy::resolve_scene(&caller.0, v.scene.as_deref())?;
+    let opts = ReadOptions {
+        scenes: parse_scenes(&v.scenes)?,
+        from_owner: v.from_owner,
+    };
+    let filter = policy::read_filter(&caller.0, &opts, st.now())?;
+    Ok((scene, filter))
+}
+
+fn note(scene: &Scene, hits: impl IntoIterator<Item = String>) -> AuditNote {
+    AuditNote {
+        scene: Some(scene.to_string()),
+        hits: hits.into_iter().collect(),
+        extra: None,
+    }
+}
+
+/// Whether a `format` field asks for a rendered block.
+fn wants_block(format: &Option<String>) -> Result<bool, ApiError> {
+    match format.as_deref() {
+        None | Some("json") => Ok(false),
+        Some("block") => Ok(true),
+        Some(other) => Err(ApiError::invalid(format!(
+            "format must be \"json\" or \"block\"; got {other:?}"
+        ))),
+    }
+}
+
+/// `POST /v1/search` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchBody {
+    /// Free text.
+    query: String,
+    /// Hits wanted.
+    #[serde(default)]
+    limit: Option<usize>,
+    /// Only this stage.
+    #[serde(default)]
+    stage: Option<Stage>,
+    /// Only these kinds.
+    #[serde(default)]
+    kinds: Option<Vec<String>>,
+    /// fulltext (default), semantic or hybrid.
+    #[serde(default)]
+    mode: Option<String>,
+    /// The scene the caller acts in (default: the token's first).
+    #[serde(default)]
+    scene: Option<String>,
+    /// Scenes to read (default: every scene the token may read).
+    #[serde(default)]
+    scenes: Option<Vec<String>>,
+    /// The owner is the one asking (needs the `from_owner` scope).
+    #[serde(default)]
+    from_owner: bool,
+}
+
+fn check_mode(mode: &Option<String>) -> Result<(), ApiError> {
+    match mode.as_deref() {
+        None | Some("fulltext") => Ok(()),
+        Some("semantic") | Some("hybrid") => Err(ApiError::new(
+            ErrorCode::EmbeddingUnavailable,
+            "semantic search is unavailable in this build; use mode \"fulltext\"",
+        )),
+        Some(other) => Err(ApiError::invalid(format!(
+            "mode must be fulltext, semantic or hybrid; got {other:?}"
+        ))),
+    }
+}
+
+/// `POST /v1/search`.
+pub async fn search(
+    State(st): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<SearchBody>,
+) -> Result<Response, ApiError> {
+    check_mode(&body.mode)?;
+    let (scene, filter) = access(
+        &st,
+        &caller,
+        &Visibility::of(&body.scene, &body.scenes, body.from_owner),
+    )?;
+    let kinds = body
+        .kinds
+        .iter()
+        .flatten()
+        .map(|k| parse_kind(k))
+        .collect::<crate::Result<Vec<_>>>()?;
+    let filter = narrow(
+        &filter,
+        &Scope {
+            stages: body.stage.into_iter().collect(),
+            kinds,
+            ..Scope::default()
+        },
+    );
+    let cfg = st.settings().search;
+    let req = SearchRequest {
+        query: body.query,
+        filter,
+        limit: body.limit,
+    };
+    let results = st.run(move |hub| hub.search_with(&req, &cfg)).await?;
+    let ids = results.hits.iter().map(|h| h.memory.id.clone());
+    Ok(reply(&results, note(&scene, ids)))
+}
+
+/// `POST /v1/get` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GetBody {
+    /// Fact id, chunk id or document id.
+    id: String,
+    /// The scene the caller acts in (default: the token's first).
+    #[serde(default)]
+    scene: Option<String>,
+    /// Scenes to read (default: every scene the token may read).
+    #[serde(default)]
+    scenes: Option<Vec<String>>,
+    /// The owner is the one asking (needs the `from_owner` scope).
+    #[serde(default)]
+    from_owner: bool,
+}
+
+/// `POST /v1/get`.
+pub async fn get(
+    State(st): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<GetBody>,
+) -> Result<Response, ApiError> {
+    let (scene, filter) = access(
+        &st,
+        &caller,
+        &Visibility::of(&body.scene, &body.scenes, body.from_owner),
+    )?;
+    let id = body.id;
+    let memory = st.run(move |hub| hub.get(&id, &filter)).await?;
+    Ok(reply(&memory, note(&scene, [memory.id.clone()])))
+}
+
+/// `POST /v1/recent` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecentBody {
+    /// short or long (default: both).
+    #[serde(default)]
+    stage: Option<Stage>,
+    /// How many (default 8, at most 100).
+    #[serde(default)]
+    limit: Option<usize>,
+    /// "json" (default) or "block".
+    #[serde(default)]
+    format: Option<String>,
+    /// The scene the caller acts in (default: the token's first).
+    #[serde(default)]
+    scene: Option<String>,
+    /// Scenes to read (default: every scene the token may read).
+    #[serde(default)]
+    scenes: Option<Vec<String>>,
+    /// The owner is the one asking (needs the `from_owner` scope).
+    #[serde(default)]
+    from_owner: bool,
+}
+
+#[derive(Serialize)]
+struct Items {
+    items: Vec<Memory>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    block: Option<String>,
+}
+
+/// `POST /v1/recent`.
+pub async fn recent(
+    State(st): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<RecentBody>,
+) -> Result<Response, ApiError> {
+    let block = wants_block(&body.format)?;
+    let (scene, filter) = access(
+        &st,
+        &caller,
+        &Visibility::of(&body.scene, &body.scenes, body.from_owner),
+    )?;
+    let (stage, limit) = (body.stage, body.limit.unwrap_or(8));
+    let items = st.run(move |hub| hub.recent(&filter, stage, limit)).await?;
+    let block = block.then(|| render_recent_block(&items));
+    let ids: Vec<String> = items.iter().map(|m| m.id.clone()).collect();
+    Ok(reply(&Items { items, block }, note(&scene, ids)))
+}
+
+/// A conversation turn: plain text or `{role, name, text}`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum Turn {
+    /// Just the text.
+    Text(String),
+    /// A message.
+    Message {
+        /// What was said.
+        text: String,
+        /// user / assistant / …
+        #[serde(default)]
+        #[allow(dead_code)]
+        role: Option<String>,
+        /// Speaker name.
+        #[serde(default)]
+        #[allow(dead_code)]
+        name: Option<String>,
+    },
+}
+
+/// The `live` side channel of `/v1/recall`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LiveBody {
+    /// Lines wanted (default 6, at most 50).
+    #[serde(default)]
+    k: Option<usize>,
+    /// Window in minutes (default 30, at most 1440).
+    #[serde(default)]
+    minutes: Option<u32>,
+    /// Scenes to read live chat from (default: the request's scenes).
+    #[serde(default)]
+    scenes: Option<Vec<String>>,
+}
+
+/// `POST /v1/recall` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecallBody {
+    /// The recent conversation, oldest first.
+    #[serde(default)]
+    messages: Vec<Turn>,
+    /// An explicit query instead of one built from `messages`.
+    #[serde(default)]
+    query: Option<String>,
+    /// Hits wanted.
+    #[serde(default)]
+    limit: Option<usize>,
+    /// Recent short-term chat to add.
+    #[serde(default)]
+    live: Option<LiveBody>,
+    /// The person the conversation is with (provider user id).
+    #[serde(default)]
+    person: Option<String>,
+    /// "json" (default) or "block".
+    #[serde(default)]
+    format: Option<String>,
+    /// The scene the caller acts in (default: the token's first).
+    #[serde(default)]
+    scene: Option<String>,
+    /// Scenes to read (default: every scene the token may read).
+    #[serde(default)]
+    scenes: Option<Vec<String>>,
+    /// The owner is the one asking (needs the `from_owner` scope).
+    #[serde(default)]
+    from_owner: bool,
+}
+
+/// `POST /v1/recall`.
+pub async fn recall(
+    State(st): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<RecallBody>,
+) -> Result<Response, ApiError> {
+    let block = wants_block(&body.format)?;
+    let (scene, filter) = access(
+        &st,
+        &caller,
+        &Visibility::of(&body.scene, &body.scenes, body.from_owner),
+    )?;
+    let live = match &body.live {
+        None => None,
+        Some(l) => {
+            let k = l.k.unwrap_or(6);
+            let minutes = l.minutes.unwrap_or(30);
+            if !(1..=50).contains(&k) || !(1..=1440).contains(&minutes) {
+                return Err(ApiError::invalid(
+                    "live.k must be 1-50 and live.minutes 1-1440",
+                ));
+            }
+            let vis = Visibility {
+                scene: body.scene.clone(),
+                scenes: l.scenes.clone().or_else(|| body.scenes.clone()),
+                from_owner: false,
+            };
+            let (_, live_filter) = access(&st, &caller, &vis)?;
+            Some((live_filter, minutes, k))
+        }
+    };
+    let req = RecallRequest {
+        turns: body
+            .messages
+            .into_iter()
+            .map(|t| match t {
+                Turn::Text(s) => s,
+                Turn::Message { text, .. } => text,
+            })
+            .collect(),
+        query: body.query,
+        filter,
+        limit: body.limit,
+        live,
+        person: body.person,
+        block,
+        now: st.now(),
+    };
+    let cfg = st.settings().search;
+    let out = st.run(move |hub| hub.recall(&req, &cfg)).await?;
+    let ids: Vec<String> = out
+        .hits
+        .iter()
+        .map(|h| h.hit.memory.id.clone())
+        .chain(out.live.iter().map(|m| m.id.clone()))
+        .collect();
+    Ok(reply(&out, note(&scene, ids)))
+}
+
+/// `POST /v1/timeline` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimelineBody {
+    /// A `next_before` cursor or an RFC 3339 time.
+    #[serde(default)]
+    before: Option<String>,
+    /// `YYYY-MM`: one month only.
+    #[serde(default)]
+    month: Option<String>,
+    /// Items per page (default 20, at most 100).
+    #[serde(default)]
+    limit: Option<usize>,
+    /// short or long (default: both).
+    #[serde(default)]
+    stage: Option<Stage>,
+    /// The scene the caller acts in (default: the token's first).
+    #[serde(default)]
+    scene: Option<String>,
+    /// Scenes to read (default: every scene the token may read).
+    #[serde(default)]
+    scenes: Option<Vec<String>>,
+    /// The owner is the one asking (needs the `from_owner` scope).
+    #[serde(default)]
+    from_owner: bool,
+}
+
+/// `POST /v1/timeline`.
+pub async fn timeline(
+    State(st): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<TimelineBody>,
+) -> Result<Response, ApiError> {
+    let (scene, filter) = access(
+        &st,
+        &caller,
+        &Visibility::of(&body.scene, &body.scenes, body.from_owner),
+    )?;
+    let filter = narrow(
+        &filter,
+        &Scope {
+            stages: body.stage.into_iter().collect(),
+            ..Scope::default()
+        },
+    );
+    let q = TimelineQuery {
+        limit: body.limit.unwrap_or(20),
+        before: body.before,
+        month: body.month,
+    };
+    let page = st.run(move |hub| hub.timeline(&filter, &q)).await?;
+    let ids: Vec<String> = page
+        .months
+        .iter()
+        .flat_map(|m| m.items.iter().map(|i| i.memory.id.clone()))
+        .collect();
+    Ok(reply(&page, note(&scene, ids)))
+}
+
+/// `POST /v1/bootstrap` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BootstrapBody {
+    /// Recent titles and `self` memories to include (default 8, at most 50).
+    #[serde(default)]
+    recent: Option<usize>,
+    /// The scene the caller acts in (default: the token's first).
+    #[serde(default)]
+    scene: Option<String>,
+    /// Scenes to read (default: every scene the token may read).
+    #[serde(default)]
+    scenes: Option<Vec<String>>,
+    /// The owner is the one asking (needs the `from_owner` scope).
+    #[serde(default)]
+    from_owner: bool,
+}
+
+/// `POST /v1/bootstrap`.
+pub async fn bootstrap(
+    State(st): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<BootstrapBody>,
+) -> Result<Response, ApiError> {
+    let (scene, filter) = access(
+        &st,
+        &caller,
+        &Visibility::of(&body.scene, &body.scenes, body.from_owner),
+    )?;
+    let n = body.recent.unwrap_or(8);
+    if !(1..=50).contains(&n) {
+        return Err(ApiError::invalid("recent must be between 1 and 50"));
+    }
+    let at = scene.clone();
+    let out = st.run(move |hub| hub.bootstrap(&at, &filter, n)).await?;
+    let ids = out
+        .identity
+        .iter()
+        .chain(out.audience.iter())
+        .map(|m| m.id.clone())
+        .chain(out.recent_titles.iter().map(|t| t.id.clone()))
+        .collect::<Vec<_>>();
+    Ok(reply(&out, note(&scene, ids)))
+}
+
+/// `POST /v1/audience` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AudienceBody {
+    /// Whose card (default: the request's scene). Tokens without `*` may only
+    /// read the cards of their own scenes.
+    #[serde(default)]
+    audience: Option<String>,
+    /// The scene the caller acts in.
+    #[serde(default)]
+    scene: Option<String>,
+}
+
+#[derive(Serialize)]
+struct AudienceReply {
+    audience: Scene,
+    card: Option<Memory>,
+}
+
+/// `POST /v1/audience`.
+pub async fn audience(
+    State(st): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<AudienceBody>,
+) -> Result<Response, ApiError> {
+    let scene = policy::resolve_scene(&caller.0, body.scene.as_deref())?;
+    policy::require(&caller.0, crate::auth::scope::READ)?;
+    let audience = match &body.audience {
+        None => scene.clone(),
+        Some(a) => {
+            let a = Scene::parse(a)?;
+            if !caller.0.has(crate::auth::scope::ALL) && !caller.0.scenes.contains(&a) {
+                return Err(ApiError::forbidden(format!(
+                    "audience {a} is not one of this token's scenes"
+                )));
+            }
+            a
+        }
+    };
+    let at = audience.clone();
+    let card = st.run(move |hub| hub.audience_card(&at)).await?;
+    let ids: Vec<String> = card.iter().map(|m| m.id.clone()).collect();
+    Ok(reply(&AudienceReply { audience, card }, note(&scene, ids)))
+}
+
+/// `POST /v1/disclose` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiscloseBody {
+    /// The group whose recent chat is asked about (`qq:group:<id>`).
+    group: String,
+    /// The member asking, in private (provider user id).
+    asker: String,
+    /// Window in minutes (default 180, at most 1440).
+    #[serde(default)]
+    minutes: Option<u32>,
+    /// Lines (default 20, at most 50).
+    #[serde(default)]
+    limit: Option<usize>,
+    /// "json" (default) or "block".
+    #[serde(default)]
+    format: Option<String>,
+    /// The scene the caller acts in.
+    #[serde(default)]
+    scene: Option<String>,
+}
+
+#[derive(Serialize)]
+struct DiscloseReply {
+    group: Scene,
+    items: Vec<Memory>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    block: Option<String>,
+}
+
+/// `POST /v1/disclose`: one group's recent chat and notes, for a known member only.
+pub async fn disclose(
+    State(st): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<DiscloseBody>,
+) -> Result<Response, ApiError> {
+    let block = wants_block(&body.format)?;
+    let scene = policy::resolve_scene(&caller.0, body.scene.as_deref())?;
+    let group = Scene::parse(&body.group)?;
+    let now = st.now();
+    let filter = policy::disclose_filter(&caller.0, &group, now)?;
+    let minutes = body.minutes.unwrap_or(180);
+    let limit = body.limit.unwrap_or(20);
+    if !(1..=1440).contains(&minutes) || !(1..=50).contains(&limit) {
+        return Err(ApiError::invalid("minutes must be 1-1440 and limit 1-50"));
+    }
+    let asker = body.asker.clone();
+    let g = group.clone();
+    let since = now - Duration::minutes(i64::from(minutes));
+    let result = st
+        .run(move |hub| {
+            if !hub.is_member(&g, &asker) {
+                return Ok(None);
+            }
+            let mut items = hub.since(&filter, since, limit)?;
+            items.reverse();
+            Ok(Some(items))
+        })
+        .await?;
+    let extra = serde_json::json!({"group": group.as_str(), "asker": body.asker});
+    let Some(items) = result else {
+        let mut res = axum::response::IntoResponse::into_response(ApiError::forbidden(format!(
+            "{} is not a known member of {group}; nothing is disclosed",
+            body.asker
+        )));
+        res.extensions_mut().insert(AuditNote {
+            scene: Some(scene.to_string()),
+            hits: Vec::new(),
+            extra: Some(extra),
+        });
+        return Ok(res);
+    };
+    let block = block.then(|| render_disclosure(&group, minutes, &items));
+    let ids: Vec<String> = items.iter().map(|m| m.id.clone()).collect();
+    Ok(reply(
+        &DiscloseReply {
+            group,
+            items,
+            block,
+        },
+        AuditNote {
+            scene: Some(scene.to_string()),
+            hits: ids,
+            extra: Some(extra),
+        },
+    ))
+}
+
+fn render_disclosure(group: &Scene, minutes: u32, items: &[Memory]) -> String {
+    if items.is_empty() {
+        return String::new();
+    }
+    let mut out = format!("【群里最近在聊的】（{group}，近 {minutes} 分钟）\n");
+    for m in items {
+        let time = m.ts.with_timezone(&chrono::Local).format("%H:%M");
+        let who = m
+            .title
+            .as_deref()
+            .map(|t| format!("{t}："))
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "- {time} {who}{}\n",
+            crate::hub::one_line(&m.text, 120)
+        ));
+    }
+    out
+}

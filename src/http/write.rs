@@ -1,0 +1,316 @@
+//! Write routes: write, forget, ingest, members.
+//!
+//! A write lands in the request's scene, which must be one of the token's;
+//! the privacy level needs the matching scope. The reply comes after the
+//! journal line is fsync'd and indexed.
+
+use axum::extract::State;
+use axum::response::Response;
+use chrono::{DateTime, Duration, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::error::ApiError;
+use super::extract::{ApiJson, Caller};
+use super::{AppState, AuditNote, reply};
+use crate::auth::{Grant, policy, scope};
+use crate::hub::{IngestRequest, WriteRequest};
+use crate::model::{Privacy, Scene, Stage, Subject, Tier, parse_kind, parse_tags};
+
+fn note(scene: &Scene, ids: impl IntoIterator<Item = String>) -> AuditNote {
+    AuditNote {
+        scene: Some(scene.to_string()),
+        hits: ids.into_iter().collect(),
+        extra: None,
+    }
+}
+
+/// The source recorded for a write: what the caller says if it holds `*`,
+/// else derived from the scene (`qq` for QQ scenes, else the scene's first part).
+fn source_for(grant: &Grant, scene: &Scene, asked: Option<String>) -> Result<String, ApiError> {
+    match asked {
+        Some(s) if grant.has(scope::ALL) => {
+            let s = s.trim().to_string();
+            if s.is_empty() || s.len() > 64 {
+                return Err(ApiError::invalid("source must be 1-64 bytes"));
+            }
+            Ok(s)
+        }
+        Some(_) => Err(ApiError::forbidden(
+            "only a token with the \"*\" scope may set source",
+        )),
+        None => Ok(scene
+            .as_str()
+            .split(':')
+            .next()
+            .unwrap_or("main")
+            .to_string()),
+    }
+}
+
+/// `POST /v1/write` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WriteBody {
+    /// The memory.
+    text: String,
+    /// The scene it lives in (default: the token's first).
+    #[serde(default)]
+    scene: Option<String>,
+    /// Kind word (default note).
+    #[serde(default)]
+    kind: Option<String>,
+    /// Optional title.
+    #[serde(default)]
+    title: Option<String>,
+    /// Tags.
+    #[serde(default)]
+    tags: Vec<String>,
+    /// normal (default), personal, sensitive, secret.
+    #[serde(default)]
+    privacy: Option<Privacy>,
+    /// owner (default), self, other.
+    #[serde(default)]
+    subject: Option<Subject>,
+    /// 0-1 (default 0.5).
+    #[serde(default)]
+    importance: Option<f32>,
+    /// Retention tier.
+    #[serde(default)]
+    tier: Option<Tier>,
+    /// long (default) or short (expires after `ingest.ttlHours`).
+    #[serde(default)]
+    stage: Option<Stage>,
+    /// The id this memory replaces.
+    #[serde(default)]
+    supersedes: Option<String>,
+    /// Makes retries return the same id.
+    #[serde(default)]
+    idempotency_key: Option<String>,
+    /// Who writes it (only tokens with `*`).
+    #[serde(default)]
+    source: Option<String>,
+}
+
+/// `POST /v1/write`.
+pub async fn write(
+    State(st): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<WriteBody>,
+) -> Result<Response, ApiError> {
+    let grant = &caller.0;
+    let scene = policy::resolve_scene(grant, body.scene.as_deref())?;
+    let privacy = body.privacy.unwrap_or(Privacy::Normal);
+    policy::check_write(grant, privacy)?;
+    let source = source_for(grant, &scene, body.source)?;
+    let mut req = WriteRequest::new(scene.clone(), body.text, source);
+    if let Some(k) = &body.kind {
+        req.kind = parse_kind(k)?;
+    }
+    req.title = body.title;
+    req.tags = parse_tags(&body.tags)?;
+    req.privacy = privacy;
+    req.subject = body.subject.unwrap_or(Subject::Owner);
+    req.importance = body.importance.unwrap_or(0.5);
+    req.tier = body.tier;
+    req.stage = body.stage.unwrap_or(Stage::Long);
+    if req.stage == Stage::Short {
+        let ttl = i64::from(st.settings().ingest.ttl_hours);
+        req.expires_at = Some(st.now() + Duration::hours(ttl));
+    }
+    req.supersedes = body.supersedes;
+    req.idempotency_key = body.idempotency_key;
+    if let Some(old) = req.supersedes.clone() {
+        // Replacing needs the same right as forgetting: the old memory must be visible to this token.
+        let filter = policy::forget_filter(grant)?;
+        st.run(move |hub| hub.get(&old, &filter).map(|_| ()))
+            .await?;
+    }
+    let outcome = st.run(move |hub| hub.write(req)).await?;
+    Ok(reply(&outcome, note(&scene, [outcome.id.clone()])))
+}
+
+/// `POST /v1/forget` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForgetBody {
+    /// The fact id.
+    id: String,
+    /// Why.
+    #[serde(default)]
+    reason: Option<String>,
+    /// The scene the caller acts in.
+    #[serde(default)]
+    scene: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Forgotten {
+    id: String,
+    forgotten: bool,
+}
+
+/// `POST /v1/forget`: appends a tombstone for a memory the token may write.
+pub async fn forget(
+    State(st): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<ForgetBody>,
+) -> Result<Response, ApiError> {
+    let grant = &caller.0;
+    let scene = policy::resolve_scene(grant, body.scene.as_deref())?;
+    let filter = policy::forget_filter(grant)?;
+    let source = grant.name.clone();
+    let (id, reason) = (body.id.clone(), body.reason);
+    st.run(move |hub| hub.forget(&id, reason, &source, &filter))
+        .await?;
+    Ok(reply(
+        &Forgotten {
+            id: body.id.clone(),
+            forgotten: true,
+        },
+        note(&scene, [body.id]),
+    ))
+}
+
+/// Who sent an ingested message.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sender {
+    /// Provider user id.
+    id: String,
+    /// Display name.
+    #[serde(default)]
+    name: Option<String>,
+}
+
+/// `POST /v1/ingest` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IngestBody {
+    /// The provider's message id.
+    message_id: String,
+    /// What was said.
+    text: String,
+    /// The scene it was said in (default: the token's first).
+    #[serde(default)]
+    scene: Option<String>,
+    /// Who said it.
+    #[serde(default)]
+    sender: Option<Sender>,
+    /// The owner said it.
+    #[serde(default)]
+    from_owner: bool,
+    /// The agent said it.
+    #[serde(default)]
+    from_self: bool,
+    /// When it was said (RFC 3339); the TTL counts from here.
+    #[serde(default)]
+    sent_at: Option<DateTime<Utc>>,
+    /// Hours to keep it searchable (default `ingest.ttlHours`, at most 168).
+    #[serde(default)]
+    ttl_hours: Option<u32>,
+}
+
+/// `POST /v1/ingest`.
+pub async fn ingest(
+    State(st): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<IngestBody>,
+) -> Result<Response, ApiError> {
+    let grant = &caller.0;
+    let scene = policy::resolve_scene(grant, body.scene.as_deref())?;
+    policy::check_write(grant, Privacy::Normal)?;
+    let ttl_hours = body
+        .ttl_hours
+        .unwrap_or_else(|| st.settings().ingest.ttl_hours);
+    if !(1..=168).contains(&ttl_hours) {
+        return Err(ApiError::invalid("ttl_hours must be between 1 and 168"));
+    }
+    let (sender_id, sender_name) = match body.sender {
+        Some(s) => (Some(s.id), s.name),
+        None => (None, None),
+    };
+    let req = IngestRequest {
+        source: source_for(grant, &scene, None)?,
+        scene: scene.clone(),
+        message_id: body.message_id,
+        text: body.text,
+        sender_id,
+        sender_name,
+        from_owner: body.from_owner,
+        from_self: body.from_self,
+        sent_at: body.sent_at,
+        ttl: Duration::hours(i64::from(ttl_hours)),
+    };
+    let out = st.run(move |hub| hub.ingest(req)).await?;
+    Ok(reply(&out, note(&scene, out.id.clone())))
+}
+
+/// A member to add.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemberBody {
+    /// Provider user id.
+    id: String,
+    /// Display name.
+    #[serde(default)]
+    name: Option<String>,
+}
+
+/// `POST /v1/members` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MembersBody {
+    /// The group (`qq:group:<id>`); default: the request's scene.
+    #[serde(default)]
+    group: Option<String>,
+    /// Members who joined.
+    #[serde(default)]
+    add: Vec<MemberBody>,
+    /// Member ids who left.
+    #[serde(default)]
+    remove: Vec<String>,
+    /// The scene the caller acts in.
+    #[serde(default)]
+    scene: Option<String>,
+}
+
+#[derive(Serialize)]
+struct MembersReply {
+    group: Scene,
+    added: usize,
+    removed: usize,
+}
+
+/// `POST /v1/members`: membership events of a group (the group's own token, or `*`).
+pub async fn members(
+    State(st): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<MembersBody>,
+) -> Result<Response, ApiError> {
+    let grant = &caller.0;
+    let scene = policy::resolve_scene(grant, body.scene.as_deref())?;
+    policy::require(grant, scope::WRITE)?;
+    let group = match &body.group {
+        Some(g) => Scene::parse(g)?,
+        None => scene.clone(),
+    };
+    if !grant.has(scope::ALL) && !grant.scenes.contains(&group) {
+        return Err(ApiError::forbidden(format!(
+            "group {group} is not one of this token's scenes"
+        )));
+    }
+    let add: Vec<(String, Option<String>)> = body.add.into_iter().map(|m| (m.id, m.name)).collect();
+    let remove = body.remove;
+    let g = group.clone();
+    let (added, removed) = st
+        .run(move |hub| hub.update_members(&g, &add, &remove))
+        .await?;
+    Ok(reply(
+        &MembersReply {
+            group,
+            added,
+            removed,
+        },
+        note(&scene, []),
+    ))
+}

@@ -1,0 +1,213 @@
+//! Ingest: one chat message becomes a short-term memory with a TTL, and group
+//! senders become known group members.
+//!
+//! Idempotency keys on `<provider message id>#<first 12 hex of sha256(text)>`
+//! (stored as `source_message_id`), never on the provider id alone: QQ reuses
+//! short message ids within a conversation, so the id alone would drop a
+//! different second message as a duplicate. A repeat answers `NOOP` with the
+//! existing id. Messages without words (empty, only punctuation or emoji,
+//! bot commands) are skipped at the door.
+
+use chrono::{DateTime, Duration, Utc};
+use serde::Serialize;
+
+use super::{Hub, WriteAction, WriteRequest};
+use crate::error::{Error, Result};
+use crate::ids::sha256_hex;
+use crate::model::{Scene, Stage, Subject};
+use crate::store::members;
+
+/// A chat message to remember for a while.
+#[derive(Debug, Clone)]
+pub struct IngestRequest {
+    /// The scene the message was said in.
+    pub scene: Scene,
+    /// The provider's message id.
+    pub message_id: String,
+    /// What was said.
+    pub text: String,
+    /// Who said it (provider user id), if known.
+    pub sender_id: Option<String>,
+    /// Their display name, if known.
+    pub sender_name: Option<String>,
+    /// The owner said it.
+    pub from_owner: bool,
+    /// The agent itself said it.
+    pub from_self: bool,
+    /// When it was said; the TTL counts from here (default: now).
+    pub sent_at: Option<DateTime<Utc>>,
+    /// How long it stays searchable.
+    pub ttl: Duration,
+    /// Who reports it (recorded as the source).
+    pub source: String,
+}
+
+/// What ingest did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum IngestAction {
+    /// Stored as a new short-term memory.
+    Add,
+    /// Already stored; the existing id is returned.
+    Noop,
+    /// Not worth remembering (no words, or a command).
+    Skip,
+}
+
+/// The result of an ingest.
+#[derive(Debug, Clone, Serialize)]
+pub struct IngestOutcome {
+    /// The memory id (absent when skipped).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// What happened.
+    pub action: IngestAction,
+    /// The idempotency key.
+    pub source_message_id: String,
+    /// When the memory stops being searchable.
+    pub expires_at: DateTime<Utc>,
+    /// Why it was skipped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// `<message id>#<first 12 hex of sha256(text)>`.
+pub fn source_message_id(message_id: &str, text: &str) -> String {
+    format!("{message_id}#{}", &sha256_hex(text.as_bytes())[..12])
+}
+
+/// Why a message is not worth storing, if it is not.
+fn noise(text: &str) -> Option<&'static str> {
+    if text.starts_with('/') {
+        return Some("bot command");
+    }
+    if !text.chars().any(char::is_alphanumeric) {
+        return Some("no words");
+    }
+    None
+}
+
+impl Hub {
+    /// Stores a chat message as a short-term memory; see the module docs.
+    pub fn ingest(&self, req: IngestRequest) -> Result<IngestOutcome> {
+        let text = req.text.trim();
+        if text.is_empty() {
+            return Err(Error::invalid("text must not be empty"));
+        }
+        let message_id = req.message_id.trim();
+        if message_id.is_empty() || message_id.len() > 128 {
+            return Err(Error::invalid("message_id must be 1-128 bytes"));
+        }
+        if req.from_owner && req.from_self {
+            return Err(Error::invalid(
+                "a message cannot be both from_owner and from_self",
+            ));
+        }
+        let smid = source_message_id(message_id, text);
+        let expires_at = req.sent_at.unwrap_or_else(Utc::now) + req.ttl;
+        if let Some(reason) = noise(text) {
+            return Ok(IngestOutcome {
+                id: None,
+                action: IngestAction::Skip,
+                source_message_id: smid,
+                expires_at,
+                reason: Some(reason.into()),
+            });
+        }
+        if req.scene.as_str().starts_with("qq:group:")
+            && !req.from_self
+            && let Some(sender) = &req.sender_id
+        {
+            members::update(
+                &members::path(&self.layout().memories()),
+                &req.scene,
+                &[(sender.clone(), req.sender_name.clone())],
+                &[],
+                "ingest",
+            )?;
+        }
+        let mut w = WriteRequest::new(req.scene.clone(), text, req.source);
+        w.origin = "chat".into();
+        w.kind = "chat".into();
+        w.stage = Stage::Short;
+        w.title = req.sender_name.clone();
+        w.subject = if req.from_owner {
+            Subject::Owner
+        } else if req.from_self {
+            Subject::SelfAgent
+        } else {
+            Subject::Other
+        };
+        if let Some(sender) = &req.sender_id {
+            w.tags = crate::model::parse_tags([format!("from:{sender}")])?;
+        }
+        w.expires_at = Some(expires_at);
+        w.source_message_id = Some(smid.clone());
+        // The scene is part of the key so one conversation can never learn
+        // that a message id exists in another.
+        w.idempotency_key = Some(format!("ingest|{}|{smid}", req.scene));
+        let outcome = self.write(w)?;
+        Ok(IngestOutcome {
+            id: Some(outcome.id),
+            action: match outcome.action {
+                WriteAction::Add => IngestAction::Add,
+                WriteAction::Noop => IngestAction::Noop,
+            },
+            source_message_id: smid,
+            expires_at,
+            reason: None,
+        })
+    }
+
+    /// Records explicit membership changes of a group.
+    pub fn update_members(
+        &self,
+        group: &Scene,
+        add: &[(String, Option<String>)],
+        remove: &[String],
+    ) -> Result<(usize, usize)> {
+        if !group.as_str().starts_with("qq:group:") {
+            return Err(Error::invalid(format!(
+                "group must be a qq:group:<id> scene; got {group}"
+            )));
+        }
+        if !self.is_writer() {
+            return Err(Error::invalid(
+                "membership changes need the writer; this hub is read-only",
+            ));
+        }
+        members::update(
+            &members::path(&self.layout().memories()),
+            group,
+            add,
+            remove,
+            "explicit",
+        )
+    }
+
+    /// Whether `user` is a known member of `group`; any doubt (unreadable table) is "no".
+    pub fn is_member(&self, group: &Scene, user: &str) -> bool {
+        match members::is_member(&members::path(&self.layout().memories()), group, user) {
+            Ok(known) => known,
+            Err(e) => {
+                tracing::error!(error = %e, "membership table unreadable; refusing disclosure");
+                false
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_and_noise() {
+        let k = source_message_id("123", "hello");
+        assert!(k.starts_with("123#") && k.len() == 4 + 12, "{k}");
+        assert_ne!(k, source_message_id("123", "hello!"));
+        assert_eq!(noise("/help"), Some("bot command"));
+        assert_eq!(noise("？？！"), Some("no words"));
+        assert_eq!(noise("好"), None);
+    }
+}

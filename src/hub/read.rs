@@ -1,0 +1,384 @@
+//! Read use-cases beyond search and get: recent memories, the timeline,
+//! bootstrap (identity, audience card, recent titles, recent `self`), and
+//! audience cards.
+//!
+//! Every read takes the caller's [`Filter`]; narrowing it (to long-term facts,
+//! to one subject, …) only ever removes rows, never adds any.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::Hub;
+use crate::config::SearchConfig;
+use crate::error::{Error, Result};
+use crate::ids;
+use crate::index::filter::{Filter, Scope};
+use crate::index::meta_read::Latest;
+use crate::model::{Memory, Origin, Privacy, Scene, Stage, Subject};
+use crate::search::{self, SearchRequest, SearchResults};
+
+/// Largest page of `recent` and `timeline`.
+pub const MAX_PAGE: usize = 100;
+
+/// `have ∩ want` where an empty `have` means "anything"; `None` if nothing is left.
+fn intersect<T: PartialEq + Clone>(have: &[T], want: &[T]) -> Option<Vec<T>> {
+    if want.is_empty() {
+        return Some(have.to_vec());
+    }
+    if have.is_empty() {
+        return Some(want.to_vec());
+    }
+    let both: Vec<T> = have.iter().filter(|x| want.contains(x)).cloned().collect();
+    (!both.is_empty()).then_some(both)
+}
+
+/// The filter restricted to `want` in every alternative (an intersection: it
+/// can only make fewer memories visible). Alternatives left empty are dropped.
+pub fn narrow(filter: &Filter, want: &Scope) -> Filter {
+    let any_of = filter
+        .any_of
+        .iter()
+        .filter_map(|s| {
+            Some(Scope {
+                scenes: intersect(&s.scenes, &want.scenes)?,
+                privacy: intersect(&s.privacy, &want.privacy)?,
+                stages: intersect(&s.stages, &want.stages)?,
+                kinds: intersect(&s.kinds, &want.kinds)?,
+                subjects: intersect(&s.subjects, &want.subjects)?,
+                origins: intersect(&s.origins, &want.origins)?,
+                unexpired_at: match (s.unexpired_at, want.unexpired_at) {
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                    (a, b) => a.or(b),
+                },
+            })
+        })
+        .collect();
+    Filter { any_of }
+}
+
+/// One timeline item: a memory and the ids that replace it.
+#[derive(Debug, Clone, Serialize)]
+pub struct TimelineEntry {
+    /// The memory (its `supersedes` names what it replaces).
+    #[serde(flatten)]
+    pub memory: Memory,
+    /// Visible memories that name this one in `supersedes`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub superseded_by: Vec<String>,
+}
+
+/// The items of one month, newest first.
+#[derive(Debug, Clone, Serialize)]
+pub struct TimelineMonth {
+    /// `YYYY-MM` (UTC).
+    pub month: String,
+    /// Items.
+    pub items: Vec<TimelineEntry>,
+}
+
+/// One page of the timeline.
+#[derive(Debug, Clone, Serialize)]
+pub struct Timeline {
+    /// Months, newest first.
+    pub months: Vec<TimelineMonth>,
+    /// Pass as `before` to get the next page; absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_before: Option<String>,
+}
+
+/// Which page of the timeline to read.
+#[derive(Debug, Clone, Default)]
+pub struct TimelineQuery {
+    /// Items per page.
+    pub limit: usize,
+    /// A `next_before` cursor or an RFC 3339 instant: only older items.
+    pub before: Option<String>,
+    /// `YYYY-MM`: only this month.
+    pub month: Option<String>,
+}
+
+/// Start of a `YYYY-MM` month and of the month after it (UTC).
+fn month_bounds(month: &str) -> Result<(DateTime<Utc>, DateTime<Utc>)> {
+    let bad = || Error::invalid(format!("month must look like 2026-11; got {month:?}"));
+    let (y, m) = month.split_once('-').ok_or_else(bad)?;
+    let y: i32 = y.parse().map_err(|_| bad())?;
+    let m: u32 = m.parse().map_err(|_| bad())?;
+    let start = |y: i32, m: u32| {
+        chrono::NaiveDate::from_ymd_opt(y, m, 1)
+            .and_then(|d| d.and_hms_opt(0, 0, 0))
+            .map(|t| t.and_utc())
+    };
+    let from = start(y, m).ok_or_else(bad)?;
+    let to = if m == 12 {
+        start(y + 1, 1)
+    } else {
+        start(y, m + 1)
+    }
+    .ok_or_else(bad)?;
+    Ok((from, to))
+}
+
+/// Parses `before`: `<millis>~<id>` (a cursor) or an RFC 3339 instant.
+fn parse_before(before: &str) -> Result<(DateTime<Utc>, String)> {
+    if let Some((ms, id)) = before.split_once('~')
+        && let Ok(ms) = ms.parse::<i64>()
+        && let Some(ts) = DateTime::from_timestamp_millis(ms)
+    {
+        return Ok((ts, id.to_string()));
+    }
+    DateTime::parse_from_rfc3339(before)
+        .map(|t| (t.with_timezone(&Utc), String::new()))
+        .map_err(|_| {
+            Error::invalid(format!(
+                "before must be a next_before cursor or an RFC 3339 time; got {before:?}"
+            ))
+        })
+}
+
+/// What a session starts with.
+#[derive(Debug, Clone, Serialize)]
+pub struct Bootstrap {
+    /// The scene the caller acts in.
+    pub scene: Scene,
+    /// `memories/user/identity.md`, if the caller may see it.
+    pub identity: Option<Memory>,
+    /// The audience card for the scene, if there is one.
+    pub audience: Option<Memory>,
+    /// Titles (or openings) of the newest long-term memories.
+    pub recent_titles: Vec<RecentTitle>,
+    /// The newest memories about the agent itself (`subject: self`).
+    pub recent_self: Vec<Memory>,
+}
+
+/// A one-line pointer to a memory.
+#[derive(Debug, Clone, Serialize)]
+pub struct RecentTitle {
+    /// Id, for `get`.
+    pub id: String,
+    /// When.
+    pub ts: DateTime<Utc>,
+    /// Title, or the first 40 characters of the text.
+    pub title: String,
+}
+
+/// First `max` characters of `text` on one line, with `…` when cut.
+pub fn one_line(text: &str, max: usize) -> String {
+    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() <= max {
+        flat
+    } else {
+        let mut cut: String = flat.chars().take(max).collect();
+        cut.push('…');
+        cut
+    }
+}
+
+impl Hub {
+    /// Full-text search with search settings given by the caller (hot-reloaded config).
+    pub fn search_with(&self, req: &SearchRequest, cfg: &SearchConfig) -> Result<SearchResults> {
+        search::search(self.index(), req, cfg)
+    }
+
+    /// The newest facts visible under `filter`, optionally of one stage.
+    pub fn recent(
+        &self,
+        filter: &Filter,
+        stage: Option<Stage>,
+        limit: usize,
+    ) -> Result<Vec<Memory>> {
+        if limit == 0 || limit > MAX_PAGE {
+            return Err(Error::invalid(format!(
+                "limit must be between 1 and {MAX_PAGE}"
+            )));
+        }
+        let want = Scope {
+            origins: vec![Origin::Fact],
+            stages: stage.into_iter().collect(),
+            ..Scope::default()
+        };
+        self.index().meta.latest(
+            &narrow(filter, &want),
+            &Latest {
+                limit,
+                ..Latest::default()
+            },
+        )
+    }
+
+    /// Visible memories written in `[since, now]`, newest first (live chat, disclosure).
+    pub fn since(
+        &self,
+        filter: &Filter,
+        since: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<Memory>> {
+        self.index().meta.latest(
+            filter,
+            &Latest {
+                limit,
+                since: Some(since),
+                before: None,
+            },
+        )
+    }
+
+    /// One page of the fact timeline, grouped by month, with supersede links both ways.
+    pub fn timeline(&self, filter: &Filter, q: &TimelineQuery) -> Result<Timeline> {
+        if q.limit == 0 || q.limit > MAX_PAGE {
+            return Err(Error::invalid(format!(
+                "limit must be between 1 and {MAX_PAGE}"
+            )));
+        }
+        let mut before = q.before.as_deref().map(parse_before).transpose()?;
+        let mut since = None;
+        if let Some(month) = &q.month {
+            let (from, to) = month_bounds(month)?;
+            since = Some(from);
+            if before.as_ref().is_none_or(|(ts, _)| *ts > to) {
+                before = Some((to, String::new()));
+            }
+        }
+        let filter = narrow(
+            filter,
+            &Scope {
+                origins: vec![Origin::Fact],
+                ..Scope::default()
+            },
+        );
+        let mut rows = self.index().meta.latest(
+            &filter,
+            &Latest {
+                limit: q.limit + 1,
+                before,
+                since,
+            },
+        )?;
+        let more = rows.len() > q.limit;
+        rows.truncate(q.limit);
+        let next_before = if more {
+            rows.last()
+                .map(|m| format!("{}~{}", m.ts.timestamp_millis(), m.id))
+        } else {
+            None
+        };
+        let ids: Vec<String> = rows.iter().map(|m| m.id.clone()).collect();
+        let mut links = self.index().meta.superseded_by(&ids, &filter)?;
+        let mut months: BTreeMap<std::cmp::Reverse<String>, Vec<TimelineEntry>> = BTreeMap::new();
+        for memory in rows {
+            let month = memory.ts.format("%Y-%m").to_string();
+            let superseded_by = links.remove(&memory.id).unwrap_or_default();
+            months
+                .entry(std::cmp::Reverse(month))
+                .or_default()
+                .push(TimelineEntry {
+                    memory,
+                    superseded_by,
+                });
+        }
+        Ok(Timeline {
+            months: months
+                .into_iter()
+                .map(|(m, items)| TimelineMonth { month: m.0, items })
+                .collect(),
+            next_before,
+        })
+    }
+
+    /// The audience card of `scene` (`memories/audiences/<scene with : as ->.md`).
+    ///
+    /// The caller must already be allowed to act in `scene`: a card describes
+    /// its own audience, so it is read whatever scene its front matter names,
+    /// but never if it is marked sensitive or secret.
+    pub fn audience_card(&self, scene: &Scene) -> Result<Option<Memory>> {
+        let doc = ids::doc_id(&format!("audiences/{}.md", scene.id_part()));
+        let filter = Filter::scope(Scope {
+            origins: vec![Origin::Doc],
+            privacy: vec![Privacy::Normal, Privacy::Personal],
+            ..Scope::default()
+        });
+        match self.get(&doc, &filter) {
+            Ok(m) => Ok(Some(m)),
+            Err(Error::NotFound(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// What a session starts with, as far as `filter` lets the caller see.
+    pub fn bootstrap(&self, scene: &Scene, filter: &Filter, recent: usize) -> Result<Bootstrap> {
+        let identity = match self.get(&ids::doc_id("user/identity.md"), filter) {
+            Ok(m) => Some(m),
+            Err(Error::NotFound(_)) => None,
+            Err(e) => return Err(e),
+        };
+        let recent_titles = self
+            .recent(filter, Some(Stage::Long), recent)?
+            .into_iter()
+            .map(|m| RecentTitle {
+                title: m.title.clone().unwrap_or_else(|| one_line(&m.text, 40)),
+                id: m.id,
+                ts: m.ts,
+            })
+            .collect();
+        let self_filter = narrow(
+            filter,
+            &Scope {
+                subjects: vec![Subject::SelfAgent],
+                ..Scope::default()
+            },
+        );
+        Ok(Bootstrap {
+            scene: scene.clone(),
+            identity,
+            audience: self.audience_card(scene)?,
+            recent_titles,
+            recent_self: self.recent(&self_filter, Some(Stage::Long), recent)?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn narrowing_never_widens() {
+        let main = Scene::parse("main").unwrap();
+        let f = Filter {
+            any_of: vec![
+                Scope {
+                    scenes: vec![main.clone()],
+                    stages: vec![Stage::Short],
+                    ..Scope::default()
+                },
+                Scope::default(),
+            ],
+        };
+        let n = narrow(
+            &f,
+            &Scope {
+                stages: vec![Stage::Long],
+                ..Scope::default()
+            },
+        );
+        assert_eq!(n.any_of.len(), 1, "the short-only alternative is dropped");
+        assert_eq!(n.any_of[0].stages, [Stage::Long]);
+        assert!(narrow(&Filter { any_of: vec![] }, &Scope::default()).is_empty());
+    }
+
+    #[test]
+    fn cursors_and_months() {
+        let (ts, id) = parse_before("1700000000000~fact-x").unwrap();
+        assert_eq!(ts.timestamp_millis(), 1_700_000_000_000);
+        assert_eq!(id, "fact-x");
+        assert!(parse_before("2026-11-01T00:00:00Z").is_ok());
+        assert!(parse_before("yesterday").is_err());
+        let (a, b) = month_bounds("2026-12").unwrap();
+        assert_eq!(a.to_rfc3339(), "2026-12-01T00:00:00+00:00");
+        assert_eq!(b.to_rfc3339(), "2027-01-01T00:00:00+00:00");
+        assert!(month_bounds("2026-13").is_err());
+        assert_eq!(one_line("a  b\nc", 10), "a b c");
+        assert_eq!(one_line("你好世界", 2), "你好…");
+    }
+}

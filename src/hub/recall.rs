@@ -1,0 +1,236 @@
+//! Recall: find long-term memories for the recent conversation, optionally
+//! with a live side channel of recent short-term chat, and render both as a
+//! prompt-ready text block.
+//!
+//! Which scenes, how many and whether to ask for live chat is the client's
+//! choice; how the block looks is decided here, once, for every client:
+//!
+//! ```text
+//! 【最近在聊的】（近 30 分钟，是现状，不是回忆）
+//! - 21:40 小王：周末去爬山吗
+//!
+//! 【长期记忆】（只是背景，不要原样复述）
+//! - 2026-10-03 （对方自己提起过的）小王对花生过敏
+//! ```
+
+use chrono::{DateTime, Local, Utc};
+use serde::Serialize;
+
+use super::Hub;
+use super::read::one_line;
+use crate::config::SearchConfig;
+use crate::error::{Error, Result};
+use crate::index::filter::{Filter, Scope};
+use crate::model::{Memory, Stage, Subject};
+use crate::search::{SearchHit, SearchRequest};
+
+/// Conversation turns the recall query is built from.
+const QUERY_TURNS: usize = 3;
+/// Longest recall query, in characters (the newest text is kept).
+const QUERY_CHARS: usize = 240;
+/// Longest rendered line of a long-term memory, in characters.
+const BLOCK_MEMORY_CHARS: usize = 160;
+/// Longest rendered line of live chat, in characters.
+const BLOCK_LIVE_CHARS: usize = 120;
+
+/// The search query for a conversation: the last few non-empty turns, newest text kept.
+pub fn recall_query(turns: &[String]) -> String {
+    let recent: Vec<&str> = turns
+        .iter()
+        .map(|t| t.trim())
+        .filter(|t| !t.is_empty())
+        .collect();
+    let start = recent.len().saturating_sub(QUERY_TURNS);
+    let joined = recent[start..].join(" ");
+    let n = joined.chars().count();
+    joined.chars().skip(n.saturating_sub(QUERY_CHARS)).collect()
+}
+
+/// What recall found.
+#[derive(Debug, Clone, Serialize)]
+pub struct RecallOutcome {
+    /// The query that was searched for.
+    pub query: String,
+    /// Long-term (and short-term) memories for the conversation, best first.
+    pub hits: Vec<RecallHit>,
+    /// Recent short-term chat from the live side channel, oldest first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub live: Vec<Memory>,
+    /// The rendered block, when asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub block: Option<String>,
+}
+
+/// A recall hit.
+#[derive(Debug, Clone, Serialize)]
+pub struct RecallHit {
+    /// The search hit.
+    #[serde(flatten)]
+    pub hit: SearchHit,
+    /// The person recall is for brought this up themselves.
+    pub self_mentioned: bool,
+}
+
+/// Whether `m` is something `person` said themselves: ingested from them
+/// (tag `from:<person>`), or their own words in their private chat.
+fn mentioned_by(m: &Memory, person: Option<&str>) -> bool {
+    let Some(person) = person else {
+        return false;
+    };
+    let tag = format!("from:{person}");
+    m.tags.contains(&tag)
+        || (m.scene.as_str() == format!("qq:private:{person}")
+            && m.subject != Subject::SelfAgent
+            && m.kind == "chat")
+}
+
+/// Renders the recall block; empty sections are left out, and an empty string means nothing to say.
+pub fn render_recall_block(live: &[Memory], live_minutes: u32, hits: &[RecallHit]) -> String {
+    let mut out = String::new();
+    if !live.is_empty() {
+        out.push_str(&format!(
+            "【最近在聊的】（近 {live_minutes} 分钟，是现状，不是回忆）\n"
+        ));
+        for m in live {
+            let time = m.ts.with_timezone(&Local).format("%H:%M");
+            let who = m
+                .title
+                .as_deref()
+                .map(|t| format!("{}：", one_line(t, 20)))
+                .unwrap_or_default();
+            out.push_str(&format!(
+                "- {time} {who}{}\n",
+                one_line(&m.text, BLOCK_LIVE_CHARS)
+            ));
+        }
+    }
+    if !hits.is_empty() {
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str("【长期记忆】（只是背景，不要原样复述）\n");
+        for h in hits {
+            out.push_str(&format!(
+                "- {}\n",
+                memory_line(&h.hit.memory, h.self_mentioned)
+            ));
+        }
+    }
+    out
+}
+
+fn memory_line(m: &Memory, self_mentioned: bool) -> String {
+    let date = m.ts.with_timezone(&Local).format("%Y-%m-%d");
+    let mark = if self_mentioned {
+        "（对方自己提起过的）"
+    } else {
+        ""
+    };
+    let text = one_line(&m.text, BLOCK_MEMORY_CHARS);
+    match m.title.as_deref().filter(|t| !text.starts_with(*t)) {
+        Some(title) => format!("{date} {mark}{}：{text}", one_line(title, 40)),
+        None => format!("{date} {mark}{text}"),
+    }
+}
+
+/// Renders the `recent` block.
+pub fn render_recent_block(items: &[Memory]) -> String {
+    if items.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("【最近记得的事】\n");
+    for m in items {
+        out.push_str(&format!("- {}\n", memory_line(m, false)));
+    }
+    out
+}
+
+/// A recall request after authorization.
+#[derive(Debug, Clone)]
+pub struct RecallRequest {
+    /// Conversation turns, oldest first (the query is built from the last ones).
+    pub turns: Vec<String>,
+    /// An explicit query; replaces the one built from `turns`.
+    pub query: Option<String>,
+    /// What the caller may see.
+    pub filter: Filter,
+    /// Hits wanted.
+    pub limit: Option<usize>,
+    /// The live side channel: filter, window and count.
+    pub live: Option<(Filter, u32, usize)>,
+    /// The person the conversation is with (marks what they said themselves).
+    pub person: Option<String>,
+    /// Render the block.
+    pub block: bool,
+    /// Now.
+    pub now: DateTime<Utc>,
+}
+
+impl Hub {
+    /// Recalls memories for a conversation.
+    pub fn recall(&self, req: &RecallRequest, cfg: &SearchConfig) -> Result<RecallOutcome> {
+        let query = match &req.query {
+            Some(q) if !q.trim().is_empty() => q.trim().to_string(),
+            _ => recall_query(&req.turns),
+        };
+        if query.is_empty() {
+            return Err(Error::invalid(
+                "give messages (the recent conversation) or a query",
+            ));
+        }
+        let results = self.search_with(
+            &SearchRequest {
+                query: query.clone(),
+                filter: req.filter.clone(),
+                limit: req.limit,
+            },
+            cfg,
+        )?;
+        let hits: Vec<RecallHit> = results
+            .hits
+            .into_iter()
+            .map(|hit| RecallHit {
+                self_mentioned: mentioned_by(&hit.memory, req.person.as_deref()),
+                hit,
+            })
+            .collect();
+        let mut live = Vec::new();
+        let mut minutes = 0;
+        if let Some((filter, mins, k)) = &req.live {
+            minutes = *mins;
+            let short = super::read::narrow(
+                filter,
+                &Scope {
+                    stages: vec![Stage::Short],
+                    ..Scope::default()
+                },
+            );
+            let since = req.now - chrono::Duration::minutes(i64::from(*mins));
+            live = self.since(&short, since, *k)?;
+            live.reverse();
+        }
+        let block = req
+            .block
+            .then(|| render_recall_block(&live, minutes, &hits));
+        Ok(RecallOutcome {
+            query,
+            hits,
+            live,
+            block,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_keeps_the_last_turns() {
+        let turns: Vec<String> = ["a", "", "b", "c", "d"].map(String::from).to_vec();
+        assert_eq!(recall_query(&turns), "b c d");
+        let long = vec!["x".repeat(500)];
+        assert_eq!(recall_query(&long).len(), QUERY_CHARS);
+        assert_eq!(recall_query(&[]), "");
+    }
+}

@@ -1,0 +1,87 @@
+//! Time-ordered reads of the metadata store: recent memories, timeline pages,
+//! live chat and supersede links.
+//!
+//! Like every read of [`MetaDb`], each query takes a [`Filter`] that becomes
+//! part of its SQL `WHERE`, so rows the caller may not see are never loaded.
+//! Forgotten facts are never returned.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use rusqlite::params_from_iter;
+
+use crate::error::{Error, Result};
+use crate::index::filter::Filter;
+use crate::index::meta::{MEMORY_COLUMNS, MetaDb, filter_sql, row_to_memory};
+use crate::model::Memory;
+
+/// Which slice of the newest-first order to read.
+#[derive(Debug, Clone, Default)]
+pub struct Latest {
+    /// At most this many rows.
+    pub limit: usize,
+    /// Only rows strictly before this `(ts, id)` position (a paging cursor).
+    pub before: Option<(DateTime<Utc>, String)>,
+    /// Only rows written at or after this instant.
+    pub since: Option<DateTime<Utc>>,
+}
+
+impl MetaDb {
+    /// Visible memories, newest first (ties by id, descending).
+    pub fn latest(&self, filter: &Filter, q: &Latest) -> Result<Vec<Memory>> {
+        if q.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let (where_sql, mut params) = filter_sql(filter);
+        let mut sql = format!(
+            "SELECT {MEMORY_COLUMNS} FROM memories WHERE forgotten_at IS NULL AND {where_sql}"
+        );
+        if let Some((ts, id)) = &q.before {
+            let millis = ts.timestamp_millis().to_string();
+            sql.push_str(" AND (ts < ? OR (ts = ? AND id < ?))");
+            params.extend([millis.clone(), millis, id.clone()]);
+        }
+        if let Some(since) = q.since {
+            sql.push_str(" AND ts >= ?");
+            params.push(since.timestamp_millis().to_string());
+        }
+        // LIMIT needs an integer, not bound text; the value is ours, not the caller's string.
+        sql.push_str(&format!(" ORDER BY ts DESC, id DESC LIMIT {}", q.limit));
+        self.with_reader(|c| {
+            let mut stmt = c.prepare_cached(&sql)?;
+            let rows = stmt.query_map(params_from_iter(params.iter()), row_to_memory)?;
+            rows.map(|r| r.map_err(Error::from)).collect()
+        })
+    }
+
+    /// For each of `ids`, the visible memories that name it in `supersedes`.
+    pub fn superseded_by(
+        &self,
+        ids: &[String],
+        filter: &Filter,
+    ) -> Result<HashMap<String, Vec<String>>> {
+        if ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let (where_sql, params) = filter_sql(filter);
+        let marks = vec!["?"; ids.len()].join(",");
+        let sql = format!(
+            "SELECT supersedes, id FROM memories WHERE forgotten_at IS NULL \
+             AND supersedes IN ({marks}) AND {where_sql} ORDER BY ts, id"
+        );
+        let mut all: Vec<String> = ids.to_vec();
+        all.extend(params);
+        self.with_reader(|c| {
+            let mut stmt = c.prepare_cached(&sql)?;
+            let rows = stmt.query_map(params_from_iter(all.iter()), |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+            })?;
+            let mut out: HashMap<String, Vec<String>> = HashMap::new();
+            for row in rows {
+                let (old, new) = row?;
+                out.entry(old).or_default().push(new);
+            }
+            Ok(out)
+        })
+    }
+}

@@ -1,0 +1,161 @@
+//! Group membership: who is known to be in which QQ group.
+//!
+//! `/v1/disclose` tells a group's recent chat only to a known member, so the
+//! table lives beside the other source files in `memories/groups/members.json`
+//! (it survives a reindex and is part of backups). Members are learned from
+//! ingested group messages (the sender) and from explicit add/remove calls.
+//! The file is replaced atomically; an unreadable file makes every membership
+//! check fail (fail closed) instead of falling back to an empty table.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, IoContext, Result};
+use crate::model::Scene;
+
+/// One known member of a group.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Member {
+    /// Display name when last seen, if known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// When membership was first recorded.
+    pub since: DateTime<Utc>,
+    /// How it was learned: `ingest` or `explicit`.
+    pub source: String,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MemberFile {
+    version: u32,
+    groups: BTreeMap<String, BTreeMap<String, Member>>,
+}
+
+/// Serialises read-modify-write cycles of the file within this process (the
+/// writer lock keeps other processes out).
+static WRITE: Mutex<()> = Mutex::new(());
+
+/// `memories/groups/members.json` under a `memories/` directory.
+pub fn path(memories: &Path) -> PathBuf {
+    memories.join("groups").join("members.json")
+}
+
+fn load(path: &Path) -> Result<MemberFile> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => serde_json::from_str(&text).map_err(|e| {
+            Error::Internal(format!(
+                "membership table {} is unreadable: {e}",
+                path.display()
+            ))
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(MemberFile {
+            version: 1,
+            groups: BTreeMap::new(),
+        }),
+        Err(e) => Err(e).ctx("cannot read membership table", path),
+    }
+}
+
+/// Whether `user` is a known member of `group`. Errors (unreadable table) mean "no".
+pub fn is_member(path: &Path, group: &Scene, user: &str) -> Result<bool> {
+    Ok(load(path)?
+        .groups
+        .get(group.as_str())
+        .is_some_and(|m| m.contains_key(user)))
+}
+
+/// The members of `group`, by user id.
+pub fn members(path: &Path, group: &Scene) -> Result<BTreeMap<String, Member>> {
+    Ok(load(path)?
+        .groups
+        .get(group.as_str())
+        .cloned()
+        .unwrap_or_default())
+}
+
+/// Adds and removes members; writes the file only if something changed.
+/// Returns `(added, removed)` counts.
+pub fn update(
+    path: &Path,
+    group: &Scene,
+    add: &[(String, Option<String>)],
+    remove: &[String],
+    source: &str,
+) -> Result<(usize, usize)> {
+    let _guard = WRITE.lock().expect("membership lock poisoned");
+    let mut file = load(path)?;
+    let entry = file.groups.entry(group.as_str().to_string()).or_default();
+    let (mut added, mut removed) = (0, 0);
+    for (user, name) in add {
+        validate_user(user)?;
+        // Known members are left as they are: rewriting the file for every
+        // message would put a file replace on the ingest hot path.
+        if !entry.contains_key(user) {
+            entry.insert(
+                user.clone(),
+                Member {
+                    name: name.clone(),
+                    since: Utc::now(),
+                    source: source.to_string(),
+                },
+            );
+            added += 1;
+        }
+    }
+    for user in remove {
+        if entry.remove(user).is_some() {
+            removed += 1;
+        }
+    }
+    if added + removed > 0 {
+        file.version = 1;
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).ctx("cannot create directory", dir)?;
+        }
+        let text = serde_json::to_string_pretty(&file).expect("membership table serialises");
+        super::atomic::write_atomic(path, text.as_bytes())?;
+    }
+    Ok((added, removed))
+}
+
+fn validate_user(user: &str) -> Result<()> {
+    if user.is_empty() || user.len() > 64 || user.chars().any(char::is_control) {
+        return Err(Error::invalid(
+            "member ids must be 1-64 bytes without control characters",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn add_remove_and_fail_closed() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = path(dir.path());
+        let g = Scene::parse("qq:group:1").unwrap();
+        assert!(!is_member(&p, &g, "u1").unwrap());
+        assert_eq!(
+            update(&p, &g, &[("u1".into(), Some("A".into()))], &[], "ingest").unwrap(),
+            (1, 0)
+        );
+        assert_eq!(
+            update(&p, &g, &[("u1".into(), None)], &[], "ingest").unwrap(),
+            (0, 0)
+        );
+        assert!(is_member(&p, &g, "u1").unwrap());
+        assert!(!is_member(&p, &Scene::parse("qq:group:2").unwrap(), "u1").unwrap());
+        update(&p, &g, &[], &["u1".into()], "explicit").unwrap();
+        assert!(!is_member(&p, &g, "u1").unwrap());
+        std::fs::write(&p, "{not json").unwrap();
+        assert!(is_member(&p, &g, "u1").is_err());
+    }
+}

@@ -1,0 +1,346 @@
+//! The privacy matrix over HTTP: what each token can and cannot see.
+
+use memory_hub::model::{Privacy, Subject};
+use serde_json::json;
+
+use crate::http_support::{Api, ids};
+
+struct World {
+    api: Api,
+    owner_note: String,
+    owner_work: String,
+    owner_secret: String,
+    group1: String,
+    group2: String,
+    private_a: String,
+    private_b: String,
+    root: String,
+    qq_owner: String,
+    pet: String,
+    g1: String,
+    pa: String,
+    pb: String,
+}
+
+fn world() -> World {
+    let api = Api::new();
+    let w = |scene: &str, text: &str, p: Privacy| api.write(scene, text, p, Subject::Owner);
+    let owner_note = w("main", "周末的项目计划 project plan", Privacy::Normal);
+    let owner_work = w("main", "项目 project 工资 salary 敏感", Privacy::Sensitive);
+    let owner_secret = w("main", "项目 project 保险箱密码提示", Privacy::Secret);
+    let group1 = w("qq:group:1", "群一 project 周末聚餐", Privacy::Normal);
+    let group2 = w("qq:group:2", "群二 project 周末爬山", Privacy::Normal);
+    let private_a = api.write(
+        "qq:private:a",
+        "私聊甲 project 生日",
+        Privacy::Personal,
+        Subject::Other,
+    );
+    let private_b = api.write(
+        "qq:private:b",
+        "私聊乙 project 旅行",
+        Privacy::Personal,
+        Subject::Other,
+    );
+    let root = api.token("root", "dsh-desktop");
+    let qq_owner = api.token("owner", "qq-owner");
+    let pet = api.token("pet", "pet");
+    let g1 = api.token("g1", "qq-group-1");
+    let pa = api.token("pa", "qq-private-a");
+    let pb = api.token("pb", "qq-private-b");
+    World {
+        api,
+        owner_note,
+        owner_work,
+        owner_secret,
+        group1,
+        group2,
+        private_a,
+        private_b,
+        root,
+        qq_owner,
+        pet,
+        g1,
+        pa,
+        pb,
+    }
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+#[tokio::test]
+async fn group_token_never_sees_owner_rows() {
+    let w = world();
+    let q = json!({"query": "project", "limit": 10});
+    assert_eq!(
+        w.api.search_ids(&w.g1, q.clone()).await,
+        vec![w.group1.clone()]
+    );
+    assert!(
+        w.api
+            .search_ids(&w.g1, json!({"query": "salary"}))
+            .await
+            .is_empty()
+    );
+    assert!(
+        w.api
+            .search_ids(&w.g1, json!({"query": "工资"}))
+            .await
+            .is_empty()
+    );
+    for id in [
+        &w.owner_note,
+        &w.owner_work,
+        &w.owner_secret,
+        &w.group2,
+        &w.private_a,
+    ] {
+        let (status, body) = w.api.post("/v1/get", &w.g1, json!({"id": id})).await;
+        assert_eq!(status, 404, "{id}: {body}");
+        assert_eq!(body["error"]["code"], "NOT_FOUND");
+    }
+    let recent = w.api.ok("/v1/recent", &w.g1, json!({"limit": 50})).await;
+    assert_eq!(ids(&recent["items"]), vec![w.group1.clone()]);
+    let tl = w.api.ok("/v1/timeline", &w.g1, json!({})).await;
+    let tl_ids: Vec<String> = tl["months"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| ids(&m["items"]))
+        .collect();
+    assert_eq!(tl_ids, vec![w.group1.clone()]);
+    let recall = w
+        .api
+        .ok(
+            "/v1/recall",
+            &w.g1,
+            json!({"messages": ["project 周末"], "limit": 10}),
+        )
+        .await;
+    assert_eq!(ids(&recall["hits"]), vec![w.group1.clone()]);
+    // Forgetting what it cannot see is NOT_FOUND, and nothing is forgotten.
+    let (status, _) = w
+        .api
+        .post("/v1/forget", &w.g1, json!({"id": w.owner_note}))
+        .await;
+    assert_eq!(status, 404);
+    w.api
+        .ok("/v1/get", &w.root, json!({"id": w.owner_note}))
+        .await;
+}
+
+#[tokio::test]
+async fn forged_scenes_are_forbidden() {
+    let w = world();
+    for (path, body) in [
+        (
+            "/v1/search",
+            json!({"query": "project", "scene": "qq:owner"}),
+        ),
+        (
+            "/v1/search",
+            json!({"query": "project", "scenes": ["main"]}),
+        ),
+        ("/v1/write", json!({"text": "x", "scene": "main"})),
+        ("/v1/recent", json!({"scene": "qq:group:2"})),
+        ("/v1/audience", json!({"audience": "qq:group:2"})),
+        (
+            "/v1/search",
+            json!({"query": "project", "scene": "qq:group:1", "from_owner": false, "scenes": ["qq:group:1", "qq:group:2"]}),
+        ),
+    ] {
+        let (status, v) = w.api.post(path, &w.g1, body.clone()).await;
+        assert_eq!(status, 403, "{path} {body}: {v}");
+        assert_eq!(v["error"]["code"], "FORBIDDEN");
+    }
+    let denied = w.api.audit().iter().filter(|l| l["denied"] == 1).count();
+    assert_eq!(denied, 6);
+    // Pet may not write secrets, nor widen to a scene it lacks.
+    let (status, _) = w
+        .api
+        .post(
+            "/v1/write",
+            &w.pet,
+            json!({"text": "x", "privacy": "secret"}),
+        )
+        .await;
+    assert_eq!(status, 403);
+    let (status, _) = w
+        .api
+        .post(
+            "/v1/search",
+            &w.pet,
+            json!({"query": "project", "scene": "qq:group:1"}),
+        )
+        .await;
+    assert_eq!(status, 403);
+}
+
+#[tokio::test]
+async fn private_chats_are_invisible_to_each_other() {
+    let w = world();
+    let q = json!({"query": "project", "limit": 10});
+    assert_eq!(
+        w.api.search_ids(&w.pa, q.clone()).await,
+        vec![w.private_a.clone()]
+    );
+    assert_eq!(
+        w.api.search_ids(&w.pb, q.clone()).await,
+        vec![w.private_b.clone()]
+    );
+    let (status, _) = w
+        .api
+        .post("/v1/get", &w.pa, json!({"id": w.private_b}))
+        .await;
+    assert_eq!(status, 404);
+    // from_owner opens the owner's own normal memories, never sensitive, secret or other chats.
+    let with_owner = w
+        .api
+        .search_ids(
+            &w.pa,
+            json!({"query": "project", "limit": 10, "from_owner": true}),
+        )
+        .await;
+    assert_eq!(
+        sorted(with_owner),
+        sorted(vec![w.private_a.clone(), w.owner_note.clone()])
+    );
+    // Pet reads main/qq:owner/pet, but no sensitive, secret, group or private rows.
+    let pet = w.api.search_ids(&w.pet, q.clone()).await;
+    assert_eq!(pet, vec![w.owner_note.clone()]);
+}
+
+#[tokio::test]
+async fn secrets_need_secret_read() {
+    let w = world();
+    let q = json!({"query": "保险箱", "limit": 10});
+    assert_eq!(
+        w.api.search_ids(&w.root, q.clone()).await,
+        vec![w.owner_secret.clone()]
+    );
+    assert_eq!(
+        w.api.search_ids(&w.qq_owner, q.clone()).await,
+        vec![w.owner_secret.clone()]
+    );
+    assert!(w.api.search_ids(&w.pet, q.clone()).await.is_empty());
+    assert!(w.api.search_ids(&w.g1, q.clone()).await.is_empty());
+    let no_secret = w
+        .api
+        .custom_token("ns", &["read", "sensitive:read"], &["main"]);
+    assert!(w.api.search_ids(&no_secret, q).await.is_empty());
+    assert_eq!(
+        w.api
+            .search_ids(&no_secret, json!({"query": "salary"}))
+            .await,
+        vec![w.owner_work.clone()]
+    );
+    let (status, _) = w
+        .api
+        .post("/v1/get", &no_secret, json!({"id": w.owner_secret}))
+        .await;
+    assert_eq!(status, 404);
+    // The root token sees every scene.
+    let all = w
+        .api
+        .search_ids(&w.root, json!({"query": "project", "limit": 10}))
+        .await;
+    assert_eq!(all.len(), 7);
+    assert!(all.contains(&w.group2));
+}
+
+#[tokio::test]
+async fn disclosure_needs_membership_and_stays_in_one_group() {
+    let w = world();
+    let g2 = w.api.token("g2", "qq-group-2");
+    let disclose = w.api.token("d", "qq-disclose");
+    let ingest = |id: &str, text: &str, sender: &str| json!({"message_id": id, "text": text, "sender": {"id": sender, "name": sender}});
+    w.api
+        .ok("/v1/ingest", &w.g1, ingest("m1", "今晚一起吃火锅吗", "u1"))
+        .await;
+    w.api
+        .ok("/v1/ingest", &g2, ingest("m1", "明天去爬山", "u2"))
+        .await;
+    // u1 asks about group 1: allowed, and only group 1's chat comes back.
+    let v = w
+        .api
+        .ok(
+            "/v1/disclose",
+            &disclose,
+            json!({"group": "qq:group:1", "asker": "u1", "format": "block"}),
+        )
+        .await;
+    let items = v["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2, "{v}");
+    assert!(items.iter().all(|i| i["scene"] == "qq:group:1"));
+    assert!(v["block"].as_str().unwrap().contains("火锅"));
+    // Not a member: refused, fail closed.
+    for (group, asker) in [
+        ("qq:group:1", "u2"),
+        ("qq:group:2", "u1"),
+        ("qq:group:1", "stranger"),
+    ] {
+        let (status, body) = w
+            .api
+            .post(
+                "/v1/disclose",
+                &disclose,
+                json!({"group": group, "asker": asker}),
+            )
+            .await;
+        assert_eq!(status, 403, "{group} {asker}: {body}");
+    }
+    // Only tokens with disclose:group may disclose.
+    let (status, _) = w
+        .api
+        .post(
+            "/v1/disclose",
+            &w.g1,
+            json!({"group": "qq:group:1", "asker": "u1"}),
+        )
+        .await;
+    assert_eq!(status, 403);
+    // Explicit removal revokes membership.
+    w.api
+        .ok("/v1/members", &w.g1, json!({"remove": ["u1"]}))
+        .await;
+    let (status, _) = w
+        .api
+        .post(
+            "/v1/disclose",
+            &disclose,
+            json!({"group": "qq:group:1", "asker": "u1"}),
+        )
+        .await;
+    assert_eq!(status, 403);
+    // A group token cannot edit another group's members.
+    let (status, _) = w
+        .api
+        .post(
+            "/v1/members",
+            &w.g1,
+            json!({"group": "qq:group:2", "add": [{"id": "x"}]}),
+        )
+        .await;
+    assert_eq!(status, 403);
+    // Every disclosure attempt is audited with group and asker.
+    let audited: Vec<_> = w
+        .api
+        .audit()
+        .into_iter()
+        .filter(|l| l["route"] == "POST /v1/disclose")
+        .collect();
+    assert_eq!(audited.len(), 6);
+    assert_eq!(audited[0]["extra"]["asker"], "u1");
+    assert_eq!(audited[1]["denied"], 1);
+    // Membership survives a reindex: it lives under memories/.
+    assert!(
+        w.api
+            .root
+            .path()
+            .join("memories/groups/members.json")
+            .exists()
+    );
+}

@@ -1,0 +1,168 @@
+//! An in-process `/v1` API over a temp root, driven with `Router::oneshot`.
+
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::Request;
+use chrono::{DateTime, Utc};
+use memory_hub::auth::{self, IssueRequest};
+use memory_hub::http::{AppState, router};
+use memory_hub::hub::{Hub, WriteRequest};
+use memory_hub::model::{Privacy, Subject};
+use serde_json::Value;
+use tower::ServiceExt;
+
+use crate::support::{TempRoot, scene};
+
+/// A hub, its router and a movable clock.
+pub struct Api {
+    pub root: TempRoot,
+    pub hub: Arc<Hub>,
+    pub router: Router,
+    pub clock: Arc<Mutex<Option<DateTime<Utc>>>>,
+}
+
+impl Api {
+    pub fn new() -> Self {
+        let root = TempRoot::new();
+        Self::over(root)
+    }
+
+    /// An API over a root prepared beforehand (documents written first).
+    pub fn over(root: TempRoot) -> Self {
+        let hub = Arc::new(root.hub());
+        let clock: Arc<Mutex<Option<DateTime<Utc>>>> = Arc::new(Mutex::new(None));
+        let c = clock.clone();
+        let state = AppState::new(hub.clone())
+            .with_clock(Arc::new(move || c.lock().unwrap().unwrap_or_else(Utc::now)));
+        Api {
+            root,
+            hub,
+            router: router(state),
+            clock,
+        }
+    }
+
+    /// Moves the server's clock (None: real time).
+    pub fn set_now(&self, now: Option<DateTime<Utc>>) {
+        *self.clock.lock().unwrap() = now;
+    }
+
+    /// Issues a token from a preset and returns its secret.
+    pub fn token(&self, name: &str, preset: &str) -> String {
+        auth::issue(
+            &self.root.layout().tokens(),
+            &IssueRequest {
+                name: name.into(),
+                preset: Some(preset.into()),
+                ..Default::default()
+            },
+        )
+        .unwrap()
+        .1
+    }
+
+    /// Issues a token with explicit scopes and scenes.
+    pub fn custom_token(&self, name: &str, scopes: &[&str], scenes: &[&str]) -> String {
+        auth::issue(
+            &self.root.layout().tokens(),
+            &IssueRequest {
+                name: name.into(),
+                preset: None,
+                scopes: scopes.iter().map(|s| s.to_string()).collect(),
+                scenes: scenes.iter().map(|s| s.to_string()).collect(),
+            },
+        )
+        .unwrap()
+        .1
+    }
+
+    /// Sends a raw request; returns status and parsed JSON body.
+    pub async fn raw(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Vec<u8>,
+    ) -> (u16, Value) {
+        let mut req = Request::builder().method(method).uri(path);
+        if let Some(t) = token {
+            req = req.header("authorization", format!("Bearer {t}"));
+        }
+        let req = req
+            .header("content-type", "application/json")
+            .body(Body::from(body))
+            .unwrap();
+        let res = self.router.clone().oneshot(req).await.unwrap();
+        let status = res.status().as_u16();
+        let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let value = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes)
+                .unwrap_or_else(|_| panic!("non-JSON body: {}", String::from_utf8_lossy(&bytes)))
+        };
+        (status, value)
+    }
+
+    /// POSTs JSON.
+    pub async fn post(&self, path: &str, token: &str, body: Value) -> (u16, Value) {
+        self.raw("POST", path, Some(token), body.to_string().into_bytes())
+            .await
+    }
+
+    /// POSTs JSON and asserts 200.
+    pub async fn ok(&self, path: &str, token: &str, body: Value) -> Value {
+        let (status, v) = self.post(path, token, body.clone()).await;
+        assert_eq!(status, 200, "{path} {body} -> {v}");
+        v
+    }
+
+    /// GET.
+    pub async fn get(&self, path: &str, token: Option<&str>) -> (u16, Value) {
+        self.raw("GET", path, token, Vec::new()).await
+    }
+
+    /// Ids of a search.
+    pub async fn search_ids(&self, token: &str, body: Value) -> Vec<String> {
+        let v = self.ok("/v1/search", token, body).await;
+        ids(&v["hits"])
+    }
+
+    /// Writes straight through the hub.
+    pub fn write(
+        &self,
+        scene_name: &str,
+        text: &str,
+        privacy: Privacy,
+        subject: Subject,
+    ) -> String {
+        let mut req = WriteRequest::new(scene(scene_name), text, "test");
+        req.privacy = privacy;
+        req.subject = subject;
+        self.hub.write(req).unwrap().id
+    }
+
+    /// All audit lines.
+    pub fn audit(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.root.layout().audit())
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+/// The `id` fields of an array of objects.
+pub fn ids(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .map(|h| h["id"].as_str().unwrap().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}

@@ -1,0 +1,150 @@
+//! `memd serve` as a real process on loopback: tokens from the CLI take
+//! effect without a restart, and SIGTERM shuts down cleanly with every
+//! acknowledged write in the journal.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::TempRoot;
+
+/// One HTTP/1.1 request over a fresh connection; returns status and JSON body.
+fn call(addr: &str, method: &str, path: &str, token: Option<&str>, body: &Value) -> (u16, Value) {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let body = body.to_string();
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).unwrap();
+    let text = String::from_utf8(raw).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").expect("a full response");
+    let status: u16 = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+fn issue(root: &TempRoot, name: &str, preset: &str) -> String {
+    root.memd_json(&["token", "issue", "--name", name, "--preset", preset])["secret"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn serve_tokens_and_graceful_shutdown() {
+    let root = TempRoot::new();
+    let secret = issue(&root, "root", "dsh-desktop");
+    let listed = root.memd_json(&["token", "list"]);
+    assert_eq!(listed["tokens"][0]["name"], "root");
+    assert!(!listed.to_string().contains(&secret));
+    assert!(
+        !std::fs::read_to_string(root.path().join("tokens.json"))
+            .unwrap()
+            .contains(&secret)
+    );
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_memd"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("MEMD_ROOT", root.path())
+        .env_remove("MEMD_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start memd serve");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("listening on http://")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_string();
+
+    let (status, health) = call(&addr, "GET", "/v1/health", None, &json!({}));
+    assert_eq!((status, health["writer"].as_bool()), (200, Some(true)));
+
+    // Concurrent acknowledged writes.
+    let writers: Vec<_> = (0..8)
+        .map(|i| {
+            let (addr, secret) = (addr.clone(), secret.clone());
+            std::thread::spawn(move || {
+                let (status, v) = call(
+                    &addr,
+                    "POST",
+                    "/v1/write",
+                    Some(&secret),
+                    &json!({"text": format!("shutdown test memory {i}")}),
+                );
+                assert_eq!(status, 200, "{v}");
+                v["id"].as_str().unwrap().to_string()
+            })
+        })
+        .collect();
+    let ids: Vec<String> = writers.into_iter().map(|h| h.join().unwrap()).collect();
+
+    // A token issued and revoked by the CLI while the server runs.
+    let pet = issue(&root, "pet", "pet");
+    assert_eq!(
+        call(&addr, "GET", "/v1/capabilities", Some(&pet), &json!({})).0,
+        200
+    );
+    root.memd_json(&["token", "revoke", "pet"]);
+    assert_eq!(
+        call(&addr, "GET", "/v1/capabilities", Some(&pet), &json!({})).0,
+        401
+    );
+
+    // SIGTERM: exits 0 after finishing in-flight work.
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let exit = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "memd serve did not exit after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(exit.success(), "exit {exit:?}: {stderr}");
+    assert!(!stderr.contains(&secret), "secrets never reach the log");
+
+    let journal = root.journal_lines().join("\n");
+    for id in &ids {
+        assert!(
+            journal.contains(id.as_str()),
+            "{id} missing from the journal"
+        );
+    }
+    // The writer lock was released.
+    let w = root.memd_json(&["write", "--scene", "main", "--text", "after shutdown"]);
+    assert_eq!(w["action"], "ADD");
+    // The audit log names tokens, not secrets.
+    let audit = std::fs::read_to_string(root.path().join("data/audit.jsonl")).unwrap();
+    assert!(audit.contains("\"token\":\"root\"") && !audit.contains(&secret));
+}
