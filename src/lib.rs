@@ -46,7 +46,9 @@
 
 pub mod cmd;
 pub mod config;
+pub mod embed;
 pub mod error;
+pub mod eval;
 pub mod hub;
 pub mod ids;
 pub mod index;

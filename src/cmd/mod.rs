@@ -6,6 +6,7 @@
 //! on stdout, errors included (`{"error":{code,message,retryable}}`).
 #![allow(clippy::print_stdout)]
 
+mod eval;
 mod forget;
 mod get;
 mod reindex;
@@ -52,6 +53,8 @@ pub enum Command {
     Stats,
     /// Delete data/index and rebuild it from memories/ (refused while a server runs).
     Reindex,
+    /// Retrieval quality on a labelled dataset, in a temporary root (safe next to a server).
+    Eval(eval::Args),
 }
 
 /// Sets up tracing on stderr; `MEMD_LOG` overrides the level.
@@ -82,6 +85,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<()> {
         Command::Forget(args) => forget::run(cli, open(layout, config, Mode::Write)?, args),
         Command::Stats => stats::run(cli, open(layout, config, Mode::ReadPreferWrite)?),
         Command::Reindex => reindex::run(cli, layout, config),
+        Command::Eval(args) => eval::run(cli, config, args),
     }
 }
 

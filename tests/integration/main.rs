@@ -7,3 +7,4 @@ mod crash;
 mod documents;
 mod hub;
 mod reindex;
+mod semantic;
