@@ -8,18 +8,21 @@
 //! ## Bird's-eye view
 //!
 //! ```text
-//!  CLI (cmd/)  ──►  Hub (hub.rs): use-cases + the single writer
-//!                    │            │
-//!        store/ (source of truth) index/ (derived)
-//!        journal.rs  JSONL + fsync  text.rs   tantivy, our tokenizer
-//!        markdown.rs docs → chunks  meta.rs   SQLite + migrations
-//!        lock.rs     one writer     filter.rs visibility → query clauses
-//!                                   search.rs AND pass, OR fallback
+//!  CLI (cmd/)  ──►  Hub (hub/): use-cases + the single writer
+//!                    │            │                          │
+//!        store/ (source of truth) index/ (derived)           embed/
+//!        journal.rs  JSONL + fsync  text.rs   tantivy         onnx.rs  ort + tokenizers
+//!        markdown.rs docs → chunks  meta.rs   SQLite          hash.rs  test embedder
+//!        lock.rs     one writer     vector.rs sqlite-vec KNN  cache.rs data/cache/vectors.db
+//!                                   filter.rs visibility → query clauses
+//!                                   fusion.rs reciprocal rank fusion
+//!                   search.rs fulltext (AND, OR fallback) | semantic | hybrid
 //! ```
 //!
 //! A write goes: validate → append one JSON line per record → `fsync` (one per
 //! group of concurrent writes) → acknowledge after the same catch-up that
-//! runs at startup has applied the new lines to tantivy and SQLite.
+//! runs at startup has applied the new lines to tantivy and SQLite, and the
+//! new memories have been embedded (vectors from the cache where possible).
 //!
 //! ## Code map
 //!
@@ -27,8 +30,13 @@
 //! - [`model`], [`ids`]: plain domain types and id schemes; no IO.
 //! - [`store`]: the only writer of `memories/`: [`store::journal`], [`store::markdown`], [`store::lock`].
 //! - [`index`]: the only writer of `data/index/`: [`index::text`] (tantivy),
-//!   [`index::meta`] (SQLite), [`index::tokenizer`], [`index::filter`].
-//! - [`search`]: query planning and ranking.
+//!   [`index::meta`] (SQLite), [`index::vector`] (sqlite-vec),
+//!   [`index::fusion`], [`index::tokenizer`], [`index::filter`].
+//! - [`embed`]: the [`embed::Embedder`] trait, the ONNX model
+//!   ([`embed::onnx`]), a deterministic test embedder ([`embed::hash`]) and the
+//!   vector cache under `data/cache/` ([`embed::cache`]).
+//! - [`search`]: query planning and ranking in three modes.
+//! - [`eval`]: recall@k / MRR evaluation on labelled datasets.
 //! - [`hub`]: the application service every surface calls.
 //! - [`error`]: one error type with stable codes.
 //! - `cmd/` (binary side, [`cmd`]): one file per subcommand; the only code that prints to stdout.
@@ -41,8 +49,12 @@
 //! - A torn or corrupt journal line is reported with `file:line` and skipped; it
 //!   never blocks startup and never hides the lines around it.
 //! - One process writes a root (`ROOT/.memd.lock`); a second writer gets `ROOT_LOCKED`.
-//! - Visibility filters are clauses of the tantivy query and of the SQL `WHERE`,
-//!   never a filter applied to results afterwards.
+//! - Visibility filters are clauses of the tantivy query, of the SQL `WHERE`
+//!   and of the vec0 KNN, never a filter applied to results afterwards.
+//! - Without an embedder the service still works: full text as usual, hybrid
+//!   runs as full text (and says so), semantic answers `EMBEDDING_UNAVAILABLE`.
+//! - Every searchable memory has exactly one vector of the current model once
+//!   the writer has caught up; `data/cache/` only ever saves work.
 
 pub mod cmd;
 pub mod config;

@@ -166,12 +166,23 @@ pub fn search(
     };
     let terms = query_terms(&req.query);
     let term_texts = terms.iter().map(|t| t.text.clone()).collect();
+    let mut mode = mode;
+    let mut fallback = None;
     let scored: Vec<(String, f32, Pass)> = match (mode, embedder) {
         (SearchMode::Semantic, Some(e)) => semantic_ranking(index, e, req, limit)?,
         (SearchMode::Hybrid, Some(e)) => {
             let depth = HYBRID_DEPTH.max(limit);
             let text = fulltext_ranking(index, &terms, &req.filter, depth, cfg)?;
-            let semantic = semantic_ranking(index, e, req, depth)?;
+            let semantic = match semantic_ranking(index, e, req, depth) {
+                Ok(s) => s,
+                // E.g. the index holds vectors of another model: full text still answers.
+                Err(err) if err.code() == crate::error::ErrorCode::EmbeddingUnavailable => {
+                    mode = SearchMode::Fulltext;
+                    fallback = Some(err.to_string());
+                    Vec::new()
+                }
+                Err(err) => return Err(err),
+            };
             let text_ids: Vec<String> = text.iter().map(|h| h.0.clone()).collect();
             let semantic_ids: Vec<String> = semantic.iter().map(|h| h.0.clone()).collect();
             let passes: std::collections::HashMap<&str, Pass> =
@@ -209,8 +220,9 @@ pub fn search(
         hits,
         terms: term_texts,
         mode,
-        fallback: (mode != requested)
-            .then(|| format!("{requested} search needs an embedder; ran {mode}")),
+        fallback: fallback.or_else(|| {
+            (mode != requested).then(|| format!("{requested} search needs an embedder; ran {mode}"))
+        }),
     })
 }
 

@@ -428,7 +428,7 @@ impl Hub {
         }
         // A loaded embedder of another model than the stored vectors means
         // everything is re-embedded; a lazily configured one is checked when
-        // it first loads (see `refresh_vector_model`).
+        // it first loads (see `refresh_vectors`).
         let model_changed = self.embedder.loaded().is_some_and(|e| {
             self.index
                 .vector_model()
@@ -461,20 +461,26 @@ impl Hub {
         }
     }
 
-    /// Re-embeds everything if the index holds vectors of another model than
-    /// the loaded embedder (the configured model changed). Writer only.
-    fn refresh_vector_model(&self, embedder: &dyn Embedder) -> Result<()> {
+    /// Brings the vectors up to date with a just-loaded embedder: embeds
+    /// memories written while none was available, and everything if the index
+    /// holds vectors of another model (the configured model changed). Writer
+    /// only; a failure is logged and the search goes on with what is indexed.
+    fn refresh_vectors(&self, embedder: &dyn Embedder) -> Result<()> {
         if self.writer.is_none() {
             return Ok(());
         }
-        let stored = self.index.vector_model()?;
-        if stored.is_some_and(|(m, d)| m == embedder.model_id() && d == embedder.dim()) {
+        let stale = self
+            .index
+            .vector_model()?
+            .is_some_and(|(m, d)| m != embedder.model_id() || d != embedder.dim());
+        if !stale && !self.index.vectors_pending()? {
             return Ok(());
         }
         let _guard = self.writer_state()?;
-        self.index
-            .sync_vectors(embedder, self.cache.as_ref())
-            .map(|_| ())
+        if let Err(e) = self.index.sync_vectors(embedder, self.cache.as_ref()) {
+            tracing::warn!(error = %e, "embedding pending memories failed; searching what is indexed");
+        }
+        Ok(())
     }
 
     /// Brings the index in line with the Markdown documents on disk.
@@ -843,7 +849,7 @@ impl Hub {
             search::SearchMode::Fulltext => None,
             _ => match self.embedder.get() {
                 Ok(e) => {
-                    self.refresh_vector_model(e.as_ref())?;
+                    self.refresh_vectors(e.as_ref())?;
                     Some(e)
                 }
                 Err(e) if mode == search::SearchMode::Semantic => return Err(e),
