@@ -4,6 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The semantic tests need the real model and ONNX Runtime (idempotent, ~0.4 s when installed).
+bash scripts/setup.sh >/dev/null
+
 if command -v cargo-nextest >/dev/null 2>&1; then
   cargo nextest run --no-fail-fast "$@"
 else

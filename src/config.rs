@@ -10,8 +10,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::embed::Pooling;
 use crate::error::{Error, IoContext, Result};
 use crate::model::Scene;
+use crate::search::SearchMode;
 
 /// Paths under one root.
 #[derive(Debug, Clone)]
@@ -44,6 +46,11 @@ impl Layout {
     /// `data/index/`: the rebuildable index (tantivy + SQLite).
     pub fn index(&self) -> PathBuf {
         self.data().join("index")
+    }
+
+    /// `data/cache/`: derived caches that survive `memd reindex` (vectors).
+    pub fn cache(&self) -> PathBuf {
+        self.data().join("cache")
     }
 
     /// `config.json`.
@@ -93,6 +100,8 @@ pub struct Config {
     pub backup: BackupConfig,
     /// Short-term chat from `/v1/ingest`.
     pub ingest: IngestConfig,
+    /// The local embedding model for semantic search.
+    pub embedder: EmbedderConfig,
 }
 
 /// Short-term chat from `/v1/ingest`.
@@ -119,6 +128,7 @@ impl Default for Config {
             docs: DocsConfig::default(),
             backup: BackupConfig::default(),
             ingest: IngestConfig::default(),
+            embedder: EmbedderConfig::default(),
         }
     }
 }
@@ -133,6 +143,14 @@ pub struct SearchConfig {
     pub max_limit: usize,
     /// When the AND pass finds fewer hits than this, an OR pass fills up.
     pub or_fallback_min_hits: usize,
+    /// Mode of a request that names none: `fulltext`, `semantic` or `hybrid`.
+    pub mode: SearchMode,
+    /// The `K` of reciprocal rank fusion: `score = Σ weight / (K + rank)`.
+    pub rrf_k: f32,
+    /// Weight of the full-text ranking in hybrid fusion.
+    pub fulltext_weight: f32,
+    /// Weight of the semantic ranking in hybrid fusion.
+    pub semantic_weight: f32,
 }
 
 impl Default for SearchConfig {
@@ -141,6 +159,10 @@ impl Default for SearchConfig {
             default_limit: 5,
             max_limit: 10,
             or_fallback_min_hits: 3,
+            mode: SearchMode::Hybrid,
+            rrf_k: 60.0,
+            fulltext_weight: 1.0,
+            semantic_weight: 1.0,
         }
     }
 }
@@ -206,6 +228,50 @@ impl Default for BackupConfig {
     }
 }
 
+/// The local embedding model (an ONNX encoder run through ONNX Runtime).
+///
+/// Missing or unloadable files never stop the service: full-text search keeps
+/// working, hybrid search falls back to full text, and semantic search answers
+/// `EMBEDDING_UNAVAILABLE`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct EmbedderConfig {
+    /// Whether to load the model at all.
+    pub enabled: bool,
+    /// Directory with `model_int8.onnx` (or `model.onnx`) and `tokenizer.json`;
+    /// empty means `$MEMD_MODELS_DIR/multilingual-e5-small`, with
+    /// `$MEMD_MODELS_DIR` defaulting to `~/.cache/memory-hub/models`.
+    pub model_dir: String,
+    /// The ONNX Runtime shared library; empty means `onnxruntime/libonnxruntime.so`
+    /// in the models directory.
+    pub runtime_path: String,
+    /// Prepended to every query before embedding.
+    pub query_prefix: String,
+    /// Prepended to every memory before embedding.
+    pub passage_prefix: String,
+    /// How token vectors become one vector: `mean` (over the attention mask) or `cls`.
+    pub pooling: Pooling,
+    /// Longer inputs are truncated to this many tokens (special tokens included).
+    pub max_tokens: usize,
+    /// Inference sessions run in parallel (each holds its own copy of the graph).
+    pub sessions: usize,
+}
+
+impl Default for EmbedderConfig {
+    fn default() -> Self {
+        EmbedderConfig {
+            enabled: true,
+            model_dir: String::new(),
+            runtime_path: String::new(),
+            query_prefix: "query: ".into(),
+            passage_prefix: "passage: ".into(),
+            pooling: Pooling::Mean,
+            max_tokens: 512,
+            sessions: 2,
+        }
+    }
+}
+
 impl BackupConfig {
     /// The backup directory for a root.
     pub fn dir_for(&self, layout: &Layout) -> PathBuf {
@@ -213,6 +279,35 @@ impl BackupConfig {
             layout.root.join("backups")
         } else {
             layout.root.join(&self.dir)
+        }
+    }
+}
+
+impl EmbedderConfig {
+    /// `$MEMD_MODELS_DIR`, else `~/.cache/memory-hub/models`.
+    pub fn models_dir() -> PathBuf {
+        if let Some(dir) = std::env::var_os("MEMD_MODELS_DIR").filter(|d| !d.is_empty()) {
+            return PathBuf::from(dir);
+        }
+        let home = std::env::var_os("HOME").unwrap_or_else(|| ".".into());
+        PathBuf::from(home).join(".cache/memory-hub/models")
+    }
+
+    /// The model directory in force.
+    pub fn resolved_model_dir(&self) -> PathBuf {
+        if self.model_dir.is_empty() {
+            Self::models_dir().join("multilingual-e5-small")
+        } else {
+            PathBuf::from(&self.model_dir)
+        }
+    }
+
+    /// The ONNX Runtime library in force.
+    pub fn resolved_runtime_path(&self) -> PathBuf {
+        if self.runtime_path.is_empty() {
+            Self::models_dir().join("onnxruntime/libonnxruntime.so")
+        } else {
+            PathBuf::from(&self.runtime_path)
         }
     }
 }
@@ -249,6 +344,28 @@ impl Config {
         }
         if !(1..=168).contains(&self.ingest.ttl_hours) {
             return Err(Error::invalid("ingest.ttlHours must be between 1 and 168"));
+        }
+        if !(s.rrf_k >= 0.0 && s.rrf_k.is_finite()) {
+            return Err(Error::invalid("search.rrfK must be a finite number >= 0"));
+        }
+        for (name, w) in [
+            ("search.fulltextWeight", s.fulltext_weight),
+            ("search.semanticWeight", s.semantic_weight),
+        ] {
+            if !(w >= 0.0 && w.is_finite()) {
+                return Err(Error::invalid(format!(
+                    "{name} must be a finite number >= 0"
+                )));
+            }
+        }
+        let e = &self.embedder;
+        if !(8..=8192).contains(&e.max_tokens) {
+            return Err(Error::invalid(
+                "embedder.maxTokens must be between 8 and 8192",
+            ));
+        }
+        if !(1..=16).contains(&e.sessions) {
+            return Err(Error::invalid("embedder.sessions must be between 1 and 16"));
         }
         if self.docs.max_chunk_chars < 200 {
             return Err(Error::invalid("docs.maxChunkChars must be at least 200"));

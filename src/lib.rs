@@ -11,17 +11,20 @@
 //!  HTTP /v1 (http/) ─ auth/ (tokens, policy → Filter), audit.rs
 //!        │ spawn_blocking
 //!  CLI (cmd/)  ──►  Hub (hub/): use-cases + the single writer
-//!                    │            │
-//!        store/ (source of truth) index/ (derived)
-//!        journal.rs  JSONL + fsync  text.rs   tantivy, our tokenizer
-//!        markdown.rs docs → chunks  meta.rs   SQLite + migrations
-//!        lock.rs     one writer     filter.rs visibility → query clauses
-//!                                   search.rs AND pass, OR fallback
+//!                    │            │                          │
+//!        store/ (source of truth) index/ (derived)           embed/
+//!        journal.rs  JSONL + fsync  text.rs   tantivy         onnx.rs  ort + tokenizers
+//!        markdown.rs docs → chunks  meta.rs   SQLite          hash.rs  test embedder
+//!        lock.rs     one writer     vector.rs sqlite-vec KNN  cache.rs data/cache/vectors.db
+//!                                   filter.rs visibility → query clauses
+//!                                   fusion.rs reciprocal rank fusion
+//!                   search.rs fulltext (AND, OR fallback) | semantic | hybrid
 //! ```
 //!
 //! A write goes: validate → append one JSON line per record → `fsync` (one per
 //! group of concurrent writes) → acknowledge after the same catch-up that
-//! runs at startup has applied the new lines to tantivy and SQLite.
+//! runs at startup has applied the new lines to tantivy and SQLite, and the
+//! new memories have been embedded (vectors from the cache where possible).
 //!
 //! ## Code map
 //!
@@ -30,9 +33,14 @@
 //! - [`store`]: the only writer of `memories/`: [`store::journal`], [`store::markdown`], [`store::lock`],
 //!   [`store::members`] (group membership for disclosure).
 //! - [`index`]: the only writer of `data/index/`: [`index::text`] (tantivy),
-//!   [`index::meta`] (SQLite), [`index::meta_read`] (time-ordered reads), [`index::tokenizer`],
+//!   [`index::meta`] (SQLite), [`index::meta_read`] (time-ordered reads),
+//!   [`index::vector`] (sqlite-vec), [`index::fusion`], [`index::tokenizer`],
 //!   [`index::filter`].
-//! - [`search`]: query planning and ranking.
+//! - [`embed`]: the [`embed::Embedder`] trait, the ONNX model
+//!   ([`embed::onnx`]), a deterministic test embedder ([`embed::hash`]) and the
+//!   vector cache under `data/cache/` ([`embed::cache`]).
+//! - [`search`]: query planning and ranking in three modes.
+//! - [`eval`]: recall@k / MRR evaluation on labelled datasets.
 //! - [`hub`]: the application service every surface calls (reads, recall, ingest in their own files).
 //! - [`auth`]: tokens (hashed in `tokens.json`, presets) and [`auth::policy`], which
 //!   turns a token and a request into the [`index::filter::Filter`] of every query.
@@ -49,10 +57,15 @@
 //! - A torn or corrupt journal line is reported with `file:line` and skipped; it
 //!   never blocks startup and never hides the lines around it.
 //! - One process writes a root (`ROOT/.memd.lock`); a second writer gets `ROOT_LOCKED`.
-//! - Visibility filters are clauses of the tantivy query and of the SQL `WHERE`,
-//!   never a filter applied to results afterwards. HTTP builds them from the
-//!   token and the request ([`auth::policy`]); a request's scene outside its
-//!   token's scenes is `FORBIDDEN`, and expired short-term memories never match.
+//! - Visibility filters are clauses of the tantivy query, of the SQL `WHERE`
+//!   and of the vec0 KNN, never a filter applied to results afterwards. HTTP
+//!   builds them from the token and the request ([`auth::policy`]); a request's
+//!   scene outside its token's scenes is `FORBIDDEN`, and expired short-term
+//!   memories never match.
+//! - Without an embedder the service still works: full text as usual, hybrid
+//!   runs as full text (and says so), semantic answers `EMBEDDING_UNAVAILABLE`.
+//! - Every searchable memory has exactly one vector of the current model once
+//!   the writer has caught up; `data/cache/` only ever saves work.
 //! - `http` never touches rusqlite or tantivy types; `store`, `index`, `hub` and
 //!   `auth` never mention axum (a tidy test greps for it).
 //! - `openapi.yaml` lists exactly the router's routes (a test parses both).
@@ -63,7 +76,9 @@ pub mod backup;
 pub mod cmd;
 pub mod config;
 pub mod doctor;
+pub mod embed;
 pub mod error;
+pub mod eval;
 pub mod http;
 pub mod hub;
 pub mod ids;

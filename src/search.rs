@@ -1,20 +1,77 @@
-//! Query planning and ranking over the index.
+//! Query planning and ranking over the index, in three modes.
 //!
-//! A query is tokenized with the index's own tokenizer, stop words are
+//! **fulltext** — a query is tokenized with the index's own tokenizer, stop words are
 //! dropped, and the text index is asked twice at most: an AND pass (every term
 //! must match) and, when that finds fewer than `orFallbackMinHits`, an OR pass
 //! that fills the remaining places. AND hits always rank above OR hits; within
 //! a pass, BM25 decides and ties go to the smaller id, so results are
 //! deterministic and a rebuilt index returns the same order.
+//!
+//! **semantic** — the query is embedded (with the query prefix) and the vector
+//! index returns the nearest visible memories (the filter is inside the KNN).
+//!
+//! **hybrid** (the default) — both rankings, each `HYBRID_DEPTH` deep, are
+//! fused by reciprocal rank ([`crate::index::fusion`]) with `search.rrfK` and
+//! the two weights. Without an embedder, hybrid runs as fulltext and the
+//! response says `"mode": "fulltext"`; an explicit semantic request fails with
+//! `EMBEDDING_UNAVAILABLE` instead.
 
 use serde::Serialize;
 
 use crate::config::SearchConfig;
+use crate::embed::Embedder;
 use crate::error::{Error, Result};
 use crate::index::Index;
 use crate::index::filter::Filter;
+use crate::index::fusion;
 use crate::index::tokenizer::{Term, is_stop_word, tokenize};
 use crate::model::Memory;
+
+/// How a query is matched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchMode {
+    /// BM25 over our tokenizer's terms: an AND pass, then an OR pass when AND is weak.
+    Fulltext,
+    /// Nearest neighbours of the query's embedding.
+    Semantic,
+    /// Both rankings fused by reciprocal rank (`search.rrfK` and weights).
+    Hybrid,
+}
+
+impl SearchMode {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SearchMode::Fulltext => "fulltext",
+            SearchMode::Semantic => "semantic",
+            SearchMode::Hybrid => "hybrid",
+        }
+    }
+}
+
+impl std::str::FromStr for SearchMode {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "fulltext" | "full-text" | "text" => Ok(SearchMode::Fulltext),
+            "semantic" | "vector" => Ok(SearchMode::Semantic),
+            "hybrid" => Ok(SearchMode::Hybrid),
+            other => Err(Error::invalid(format!(
+                "mode must be one of fulltext, semantic, hybrid; got {other:?}"
+            ))),
+        }
+    }
+}
+
+impl std::fmt::Display for SearchMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How deep each ranking goes before hybrid fusion.
+pub const HYBRID_DEPTH: usize = 50;
 
 /// Which pass found a hit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -24,6 +81,8 @@ pub enum Pass {
     And,
     /// Some query terms matched.
     Or,
+    /// Found by the vector index only.
+    Semantic,
 }
 
 /// A search request after authorization: the filter is already the caller's visibility.
@@ -35,6 +94,8 @@ pub struct SearchRequest {
     pub filter: Filter,
     /// Number of hits wanted; `None` uses `search.defaultLimit`.
     pub limit: Option<usize>,
+    /// How to match; `None` uses `search.mode`.
+    pub mode: Option<SearchMode>,
 }
 
 /// One result.
@@ -56,6 +117,11 @@ pub struct SearchResults {
     pub hits: Vec<SearchHit>,
     /// The query terms that were searched for.
     pub terms: Vec<String>,
+    /// The mode that ran (`fulltext` when hybrid fell back for want of an embedder).
+    pub mode: SearchMode,
+    /// Why the mode that ran differs from the one asked for, if it does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
 }
 
 /// The terms a query searches for: tokenized, stop words dropped (unless that
@@ -69,8 +135,14 @@ pub fn query_terms(query: &str) -> Vec<Term> {
     chosen
 }
 
-/// Runs the two-pass search.
-pub fn search(index: &Index, req: &SearchRequest, cfg: &SearchConfig) -> Result<SearchResults> {
+/// Runs a search. `embedder` is `None` when none is available: hybrid then
+/// runs as fulltext and semantic fails with `EMBEDDING_UNAVAILABLE`.
+pub fn search(
+    index: &Index,
+    embedder: Option<&dyn Embedder>,
+    req: &SearchRequest,
+    cfg: &SearchConfig,
+) -> Result<SearchResults> {
     let limit = req.limit.unwrap_or(cfg.default_limit);
     if limit == 0 || limit > cfg.max_limit {
         return Err(Error::invalid(format!(
@@ -83,24 +155,57 @@ pub fn search(index: &Index, req: &SearchRequest, cfg: &SearchConfig) -> Result<
     }
     // Changes applied but not yet committed to the text index become visible now.
     index.refresh()?;
+    let requested = req.mode.unwrap_or(cfg.mode);
+    let (mode, embedder) = match (requested, embedder) {
+        (SearchMode::Fulltext, _) => (SearchMode::Fulltext, None),
+        (SearchMode::Hybrid, None) => (SearchMode::Fulltext, None),
+        (SearchMode::Semantic, None) => {
+            return Err(Error::EmbeddingUnavailable(
+                "no embedder is loaded; search with --mode fulltext".into(),
+            ));
+        }
+        (m, Some(e)) => (m, Some(e)),
+    };
     let terms = query_terms(&req.query);
     let term_texts = terms.iter().map(|t| t.text.clone()).collect();
-    let mut scored: Vec<(String, f32, Pass)> = index
-        .text_search(&terms, &req.filter, true, limit)?
-        .into_iter()
-        .map(|h| (h.id, h.score, Pass::And))
-        .collect();
-    if terms.len() > 1 && scored.len() < cfg.or_fallback_min_hits.min(limit) {
-        let or_hits = index.text_search(&terms, &req.filter, false, limit)?;
-        for h in or_hits {
-            if scored.len() >= limit {
-                break;
-            }
-            if !scored.iter().any(|(id, _, _)| *id == h.id) {
-                scored.push((h.id, h.score, Pass::Or));
-            }
+    let mut mode = mode;
+    let mut fallback = None;
+    let scored: Vec<(String, f32, Pass)> = match (mode, embedder) {
+        (SearchMode::Semantic, Some(e)) => semantic_ranking(index, e, req, limit)?,
+        (SearchMode::Hybrid, Some(e)) => {
+            let depth = HYBRID_DEPTH.max(limit);
+            let text = fulltext_ranking(index, &terms, &req.filter, depth, cfg)?;
+            let semantic = match semantic_ranking(index, e, req, depth) {
+                Ok(s) => s,
+                // E.g. the index holds vectors of another model: full text still answers.
+                Err(err) if err.code() == crate::error::ErrorCode::EmbeddingUnavailable => {
+                    mode = SearchMode::Fulltext;
+                    fallback = Some(err.to_string());
+                    Vec::new()
+                }
+                Err(err) => return Err(err),
+            };
+            let text_ids: Vec<String> = text.iter().map(|h| h.0.clone()).collect();
+            let semantic_ids: Vec<String> = semantic.iter().map(|h| h.0.clone()).collect();
+            let passes: std::collections::HashMap<&str, Pass> =
+                text.iter().map(|h| (h.0.as_str(), h.2)).collect();
+            fusion::rrf(
+                &[
+                    (&text_ids, cfg.fulltext_weight),
+                    (&semantic_ids, cfg.semantic_weight),
+                ],
+                cfg.rrf_k,
+            )
+            .into_iter()
+            .take(limit)
+            .map(|(id, score)| {
+                let pass = passes.get(id.as_str()).copied().unwrap_or(Pass::Semantic);
+                (id, score, pass)
+            })
+            .collect()
         }
-    }
+        _ => fulltext_ranking(index, &terms, &req.filter, limit, cfg)?,
+    };
     let ids: Vec<String> = scored.iter().map(|(id, _, _)| id.clone()).collect();
     let mut rows = index.meta.get_many(&ids, &req.filter)?;
     let hits = scored
@@ -116,7 +221,57 @@ pub fn search(index: &Index, req: &SearchRequest, cfg: &SearchConfig) -> Result<
     Ok(SearchResults {
         hits,
         terms: term_texts,
+        mode,
+        fallback: fallback.or_else(|| {
+            (mode != requested).then(|| format!("{requested} search needs an embedder; ran {mode}"))
+        }),
     })
+}
+
+/// The AND pass, then the OR pass when AND finds fewer than
+/// `orFallbackMinHits`: `(id, BM25, pass)`, AND hits first.
+fn fulltext_ranking(
+    index: &Index,
+    terms: &[Term],
+    filter: &Filter,
+    limit: usize,
+    cfg: &SearchConfig,
+) -> Result<Vec<(String, f32, Pass)>> {
+    let mut scored: Vec<(String, f32, Pass)> = index
+        .text_search(terms, filter, true, limit)?
+        .into_iter()
+        .map(|h| (h.id, h.score, Pass::And))
+        .collect();
+    if terms.len() > 1 && scored.len() < cfg.or_fallback_min_hits.min(limit) {
+        let or_hits = index.text_search(terms, filter, false, limit)?;
+        for h in or_hits {
+            if scored.len() >= limit {
+                break;
+            }
+            if !scored.iter().any(|(id, _, _)| *id == h.id) {
+                scored.push((h.id, h.score, Pass::Or));
+            }
+        }
+    }
+    Ok(scored)
+}
+
+/// The nearest visible memories to the embedded query: `(id, cosine similarity, Semantic)`.
+fn semantic_ranking(
+    index: &Index,
+    embedder: &dyn Embedder,
+    req: &SearchRequest,
+    k: usize,
+) -> Result<Vec<(String, f32, Pass)>> {
+    let query = embedder
+        .embed_queries(&[req.query.as_str()])?
+        .pop()
+        .ok_or_else(|| Error::Internal("embedder returned no vector".into()))?;
+    Ok(index
+        .vector_search(&query, embedder.model_id(), &req.filter, k)?
+        .into_iter()
+        .map(|(id, distance)| (id, 1.0 - distance, Pass::Semantic))
+        .collect())
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 
 mod backup;
 mod doctor;
+mod eval;
 mod export;
 mod forget;
 mod get;
@@ -74,6 +75,8 @@ pub enum Command {
     Serve(serve::Args),
     /// Issue, list and revoke API tokens (safe next to a running server).
     Token(token::Args),
+    /// Retrieval quality on a labelled dataset, in a temporary root (safe next to a server).
+    Eval(eval::Args),
 }
 
 /// Sets up tracing on stderr; `MEMD_LOG` overrides the level.
@@ -115,6 +118,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<()> {
         Command::Backup { action } => backup::run(cli, layout, config, action),
         Command::Serve(args) => serve::run(layout, config, args),
         Command::Token(args) => token::run(cli, &layout, args),
+        Command::Eval(args) => eval::run(cli, config, args),
     }
 }
 

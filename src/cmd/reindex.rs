@@ -25,12 +25,18 @@ pub(super) fn run(cli: &super::Cli, layout: Layout, config: Config) -> anyhow::R
             "badLines": report.bad_lines,
             "documents": report.documents_indexed,
             "memories": stats.counts.memories,
+            "vectors": stats.vectors,
+            "vectorsStored": report.vectors_stored,
             "elapsedMs": elapsed_ms,
         }));
     }
     println!(
-        "reindexed {} journal records ({} bad lines skipped) and {} documents in {elapsed_ms} ms; {} memories searchable",
-        report.records, report.bad_lines, report.documents_indexed, stats.counts.memories
+        "reindexed {} journal records ({} bad lines skipped) and {} documents in {elapsed_ms} ms; {} memories searchable, {} with vectors",
+        report.records,
+        report.bad_lines,
+        report.documents_indexed,
+        stats.counts.memories,
+        stats.vectors
     );
     Ok(())
 }

@@ -1,9 +1,9 @@
-//! `memd search`: full-text search as the local operator (sees every scene).
+//! `memd search`: search as the local operator (sees every scene).
 
 use crate::hub::Hub;
 use crate::index::filter::{Filter, Scope};
 use crate::model::Scene;
-use crate::search::SearchRequest;
+use crate::search::{SearchMode, SearchRequest};
 
 /// Arguments of `memd search`.
 #[derive(Debug, clap::Args)]
@@ -16,6 +16,9 @@ pub struct Args {
     /// Number of results (default from config).
     #[arg(long)]
     limit: Option<usize>,
+    /// fulltext, semantic or hybrid (default from config: hybrid).
+    #[arg(long)]
+    mode: Option<String>,
 }
 
 pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()> {
@@ -24,6 +27,11 @@ pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()>
         .iter()
         .map(|s| Scene::parse(s))
         .collect::<crate::Result<Vec<_>>>()?;
+    let mode = args
+        .mode
+        .as_deref()
+        .map(str::parse::<SearchMode>)
+        .transpose()?;
     let filter = if scenes.is_empty() {
         Filter::all()
     } else {
@@ -36,9 +44,13 @@ pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()>
         query: args.query.clone(),
         filter,
         limit: args.limit,
+        mode,
     })?;
     if cli.json {
         return super::print_json(&results);
+    }
+    if let Some(why) = &results.fallback {
+        eprintln!("note: {why}; ran {} search", results.mode);
     }
     if results.hits.is_empty() {
         println!("no results");

@@ -12,10 +12,10 @@ use super::error::ApiError;
 use super::extract::{ApiJson, Caller};
 use super::{AppState, AuditNote, reply};
 use crate::auth::policy::{self, ReadOptions};
-use crate::error::ErrorCode;
 use crate::hub::{RecallRequest, TimelineQuery, narrow, render_recent_block};
 use crate::index::filter::{Filter, Scope};
 use crate::model::{Memory, Scene, Stage, parse_kind};
+use crate::search::SearchMode;
 use crate::search::SearchRequest;
 
 /// Fields every read request carries (each body lists them itself, because
@@ -96,7 +96,7 @@ pub struct SearchBody {
     /// Only these kinds.
     #[serde(default)]
     kinds: Option<Vec<String>>,
-    /// fulltext (default), semantic or hybrid.
+    /// fulltext, semantic or hybrid (default: config `search.mode`).
     #[serde(default)]
     mode: Option<String>,
     /// The scene the caller acts in (default: the token's first).
@@ -110,26 +110,17 @@ pub struct SearchBody {
     from_owner: bool,
 }
 
-fn check_mode(mode: &Option<String>) -> Result<(), ApiError> {
-    match mode.as_deref() {
-        None | Some("fulltext") => Ok(()),
-        Some("semantic") | Some("hybrid") => Err(ApiError::new(
-            ErrorCode::EmbeddingUnavailable,
-            "semantic search is unavailable in this build; use mode \"fulltext\"",
-        )),
-        Some(other) => Err(ApiError::invalid(format!(
-            "mode must be fulltext, semantic or hybrid; got {other:?}"
-        ))),
-    }
-}
-
 /// `POST /v1/search`.
 pub async fn search(
     State(st): State<AppState>,
     caller: Caller,
     ApiJson(body): ApiJson<SearchBody>,
 ) -> Result<Response, ApiError> {
-    check_mode(&body.mode)?;
+    let mode = body
+        .mode
+        .as_deref()
+        .map(str::parse::<SearchMode>)
+        .transpose()?;
     let (scene, filter) = access(
         &st,
         &caller,
@@ -154,6 +145,7 @@ pub async fn search(
         query: body.query,
         filter,
         limit: body.limit,
+        mode,
     };
     let results = st.run(move |hub| hub.search_with(&req, &cfg)).await?;
     let ids = results.hits.iter().map(|h| h.memory.id.clone());

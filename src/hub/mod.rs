@@ -8,6 +8,11 @@
 //! on reindex. A write is acknowledged only after its line is durable, and the
 //! index always equals a replay of the files.
 //!
+//! After each applied batch the writer embeds whatever memories still lack a
+//! vector (see [`crate::index::vector`]), through the vector cache, so a write
+//! is acknowledged only once it is searchable in every mode. If no embedder can
+//! be loaded, memories stay pending and are embedded once one is available.
+//!
 //! Reads (`search`, `get`, `stats`) take `&self` and run concurrently.
 
 mod ingest;
@@ -24,12 +29,14 @@ pub use recall::{
 };
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Mutex, mpsc};
+use std::sync::{Arc, Mutex, mpsc};
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::config::{Config, Layout};
+use crate::embed::cache::VectorCache;
+use crate::embed::{Embedder, EmbedderSlot};
 use crate::error::{Error, IoContext, Result};
 use crate::ids;
 use crate::index::filter::Filter;
@@ -171,6 +178,8 @@ pub struct Stats {
     pub issues: Vec<String>,
     /// Whether this process holds the writer lock.
     pub writer: bool,
+    /// Stored vectors (memories searchable semantically).
+    pub vectors: u64,
 }
 
 /// What opening or a catch-up did.
@@ -180,6 +189,8 @@ pub struct CatchUpReport {
     pub records: u64,
     /// Bad lines skipped (each also logged with file:line).
     pub bad_lines: u64,
+    /// Memories embedded (from the model or the vector cache).
+    pub vectors_stored: u64,
     /// Documents (re)indexed.
     pub documents_indexed: u64,
     /// Documents removed from the index.
@@ -222,6 +233,8 @@ pub struct Hub {
     device: String,
     writer: Option<Mutex<WriterState>>,
     queue: Mutex<Vec<Pending>>,
+    embedder: EmbedderSlot,
+    cache: Option<VectorCache>,
 }
 
 impl Hub {
@@ -235,6 +248,18 @@ impl Hub {
         layout: Layout,
         config: Config,
         mode: Mode,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<(Hub, CatchUpReport)> {
+        let slot = EmbedderSlot::from_config(&config.embedder);
+        Self::open_with(layout, config, mode, slot, progress)
+    }
+
+    /// Opens with an explicit embedder (a test embedder, or none) instead of the configured model.
+    pub fn open_with(
+        layout: Layout,
+        config: Config,
+        mode: Mode,
+        embedder: EmbedderSlot,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<(Hub, CatchUpReport)> {
         let lock = match mode {
@@ -259,6 +284,8 @@ impl Hub {
                 device,
                 writer: None,
                 queue: Mutex::new(Vec::new()),
+                embedder,
+                cache: None,
             };
             return Ok((hub, CatchUpReport::default()));
         };
@@ -267,6 +294,10 @@ impl Hub {
             tracing::warn!(journal.issue = %issue, "repaired torn journal tail");
         }
         let index = Index::open(&layout.index(), true)?;
+        let cache_path = layout.cache().join("vectors.db");
+        let cache = VectorCache::open(&cache_path)
+            .inspect_err(|e| tracing::warn!(error = %e, cache.path = %cache_path.display(), "vector cache unavailable; embedding without it"))
+            .ok();
         let hub = Hub {
             layout,
             config,
@@ -277,11 +308,14 @@ impl Hub {
                 _lock: lock,
             })),
             queue: Mutex::new(Vec::new()),
+            embedder,
+            cache,
         };
         let mut report = hub.catch_up(progress)?;
         let docs = hub.sync_documents()?;
         report.documents_indexed = docs.documents_indexed;
         report.documents_removed = docs.documents_removed;
+        report.vectors_stored += docs.vectors_stored;
         Ok((hub, report))
     }
 
@@ -296,13 +330,25 @@ impl Hub {
         config: Config,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<(Hub, CatchUpReport)> {
+        let slot = EmbedderSlot::from_config(&config.embedder);
+        Self::reindex_with(layout, config, slot, progress)
+    }
+
+    /// [`Hub::reindex`] with an explicit embedder. The vector cache under
+    /// `data/cache/` survives, so unchanged memories are not embedded again.
+    pub fn reindex_with(
+        layout: Layout,
+        config: Config,
+        embedder: EmbedderSlot,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<(Hub, CatchUpReport)> {
         let lock = Self::lock(&layout)?;
         let dir = layout.index();
         if dir.exists() {
             std::fs::remove_dir_all(&dir).ctx("cannot remove index", &dir)?;
         }
         drop(lock);
-        Self::open_with_progress(layout, config, Mode::Write, progress)
+        Self::open_with(layout, config, Mode::Write, embedder, progress)
     }
 
     /// The root layout.
@@ -393,7 +439,77 @@ impl Hub {
             });
         }
         self.index.apply(&batch)?;
+        report.vectors_stored = self.sync_vectors();
         Ok(report)
+    }
+
+    /// The embedder, loading the configured model on first use;
+    /// `EMBEDDING_UNAVAILABLE` says why there is none.
+    pub fn embedder(&self) -> Result<Arc<dyn Embedder>> {
+        self.embedder.get()
+    }
+
+    /// Embeds memories that have no vector yet. Vectors are derived data: a
+    /// failure is logged and the memories stay pending for the next call.
+    fn sync_vectors(&self) -> u64 {
+        if self.writer.is_none() {
+            return 0;
+        }
+        // A loaded embedder of another model than the stored vectors means
+        // everything is re-embedded; a lazily configured one is checked when
+        // it first loads (see `refresh_vectors`).
+        let model_changed = self.embedder.loaded().is_some_and(|e| {
+            self.index
+                .vector_model()
+                .ok()
+                .flatten()
+                .is_some_and(|(m, d)| m != e.model_id() || d != e.dim())
+        });
+        match self.index.vectors_pending() {
+            Ok(true) => {}
+            Ok(false) if model_changed => {}
+            Ok(false) => return 0,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot look for memories to embed");
+                return 0;
+            }
+        }
+        let Ok(embedder) = self.embedder.get() else {
+            // Logged once when loading failed; the memories stay pending.
+            return 0;
+        };
+        match self
+            .index
+            .sync_vectors(embedder.as_ref(), self.cache.as_ref())
+        {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::warn!(error = %e, "embedding memories failed; they stay pending and are retried after the next write");
+                0
+            }
+        }
+    }
+
+    /// Brings the vectors up to date with a just-loaded embedder: embeds
+    /// memories written while none was available, and everything if the index
+    /// holds vectors of another model (the configured model changed). Writer
+    /// only; a failure is logged and the search goes on with what is indexed.
+    fn refresh_vectors(&self, embedder: &dyn Embedder) -> Result<()> {
+        if self.writer.is_none() {
+            return Ok(());
+        }
+        let stale = self
+            .index
+            .vector_model()?
+            .is_some_and(|(m, d)| m != embedder.model_id() || d != embedder.dim());
+        if !stale && !self.index.vectors_pending()? {
+            return Ok(());
+        }
+        let _guard = self.writer_state()?;
+        if let Err(e) = self.index.sync_vectors(embedder, self.cache.as_ref()) {
+            tracing::warn!(error = %e, "embedding pending memories failed; searching what is indexed");
+        }
+        Ok(())
     }
 
     /// Brings the index in line with the Markdown documents on disk.
@@ -456,6 +572,7 @@ impl Hub {
             }
         }
         self.index.apply(&batch)?;
+        report.vectors_stored = self.sync_vectors();
         Ok(report)
     }
 
@@ -532,21 +649,21 @@ impl Hub {
     fn submit(&self, op: Op) -> Result<OpOutcome> {
         self.submit_many(vec![op])?
             .pop()
-            .expect("one answer per op")
+            .unwrap_or_else(|| Err(Error::Internal("no answer for a queued operation".into())))
     }
 
-    /// Queues `ops` together; the thread that gets the writer commits everything queued.
+    /// Queues `ops` together; they are committed in the same group.
     fn submit_many(&self, ops: Vec<Op>) -> Result<Vec<Result<OpOutcome>>> {
         if self.writer.is_none() {
             return Err(self.locked_error());
         }
-        let mut receivers = Vec::with_capacity(ops.len());
+        let mut replies = Vec::with_capacity(ops.len());
         {
             let mut queue = self.queue.lock().expect("queue poisoned");
             for op in ops {
                 let (tx, rx) = mpsc::channel();
                 queue.push(Pending { op, reply: tx });
-                receivers.push(rx);
+                replies.push(rx);
             }
         }
         {
@@ -556,7 +673,7 @@ impl Hub {
                 self.commit(&mut state, batch);
             }
         }
-        Ok(receivers
+        Ok(replies
             .into_iter()
             .map(|rx| {
                 rx.recv()
@@ -575,7 +692,7 @@ impl Hub {
         for Pending { op, reply } in batch {
             let outcome = match op {
                 Op::Write(req) => self
-                    .prepare_write(*req, &keys_in_batch, &forgotten_in_batch)
+                    .prepare_write(*req, &keys_in_batch, &written_in_batch, &forgotten_in_batch)
                     .map(|prepared| match prepared {
                         Prepared::Existing(id) => OpOutcome::Written(WriteOutcome {
                             id,
@@ -671,6 +788,7 @@ impl Hub {
         &self,
         req: WriteRequest,
         keys_in_batch: &HashMap<String, String>,
+        written_in_batch: &HashSet<String>,
         forgotten_in_batch: &HashSet<String>,
     ) -> Result<Prepared> {
         let text = policy::normalize_content(&req.text);
@@ -724,8 +842,14 @@ impl Hub {
             Stage::Short => None,
         };
         let ts = req.ts.unwrap_or_else(Utc::now);
+        // Ids carry 16 random bits per millisecond, so a large group commit
+        // can draw the same one twice: draw again until it is unused.
+        let mut id = ids::fact_id(&req.origin, &req.scene, ts);
+        while written_in_batch.contains(&id) || self.index.meta.fact_state(&id)?.is_some() {
+            id = ids::fact_id(&req.origin, &req.scene, ts);
+        }
         let fact = Fact {
-            id: ids::fact_id(&req.origin, &req.scene, ts),
+            id,
             ts,
             scene: req.scene,
             kind: req.kind,
@@ -834,9 +958,42 @@ impl Hub {
         Ok(())
     }
 
-    /// Full-text search under the request's filter.
+    /// Search under the request's filter, in the request's mode (default
+    /// `search.mode`). Hybrid falls back to full text when no embedder is
+    /// available and says so in [`SearchResults::mode`]; semantic answers
+    /// `EMBEDDING_UNAVAILABLE`.
     pub fn search(&self, req: &SearchRequest) -> Result<SearchResults> {
-        search::search(&self.index, req, &self.config.search)
+        self.search_with(req, &self.config.search)
+    }
+
+    /// [`Hub::search`] with search settings given by the caller (hot-reloaded config).
+    pub fn search_with(
+        &self,
+        req: &SearchRequest,
+        cfg: &crate::config::SearchConfig,
+    ) -> Result<SearchResults> {
+        let mode = req.mode.unwrap_or(cfg.mode);
+        let mut unavailable = None;
+        let embedder = match mode {
+            search::SearchMode::Fulltext => None,
+            _ => match self.embedder.get() {
+                Ok(e) => {
+                    self.refresh_vectors(e.as_ref())?;
+                    Some(e)
+                }
+                Err(e) if mode == search::SearchMode::Semantic => return Err(e),
+                Err(e) => {
+                    tracing::debug!(error = %e, "hybrid search falls back to full text");
+                    unavailable = Some(e.to_string());
+                    None
+                }
+            },
+        };
+        let mut results = search::search(&self.index, embedder.as_deref(), req, cfg)?;
+        if results.fallback.is_some() && unavailable.is_some() {
+            results.fallback = unavailable;
+        }
+        Ok(results)
     }
 
     /// One memory by fact id, chunk id or document id, if visible under `filter`.
@@ -890,6 +1047,7 @@ impl Hub {
             text_documents: self.index.text.num_docs(),
             issues: self.index.meta.issues()?,
             writer: self.is_writer(),
+            vectors: self.index.vector_count()?,
         })
     }
 

@@ -11,13 +11,11 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::Hub;
-use crate::config::SearchConfig;
 use crate::error::{Error, Result};
 use crate::ids;
 use crate::index::filter::{Filter, Scope};
 use crate::index::meta_read::Latest;
 use crate::model::{Memory, Origin, Privacy, Scene, Stage, Subject};
-use crate::search::{self, SearchRequest, SearchResults};
 
 /// Largest page of `recent` and `timeline`.
 pub const MAX_PAGE: usize = 100;
@@ -176,11 +174,6 @@ pub fn one_line(text: &str, max: usize) -> String {
 }
 
 impl Hub {
-    /// Full-text search with search settings given by the caller (hot-reloaded config).
-    pub fn search_with(&self, req: &SearchRequest, cfg: &SearchConfig) -> Result<SearchResults> {
-        search::search(self.index(), req, cfg)
-    }
-
     /// The newest facts visible under `filter`, optionally of one stage.
     pub fn recent(
         &self,

@@ -183,6 +183,7 @@ impl Hub {
                 query: query.clone(),
                 filter: req.filter.clone(),
                 limit: req.limit,
+                mode: None,
             },
             cfg,
         )?;

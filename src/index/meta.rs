@@ -20,7 +20,8 @@ use crate::model::Memory;
 use crate::store::journal::{Cursor, LineIssue};
 
 /// Ordered schema migrations; entry `i` moves `user_version` from `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE memories (
     id TEXT PRIMARY KEY,
     origin TEXT NOT NULL,
@@ -73,7 +74,17 @@ CREATE TABLE document_issues (
     path TEXT PRIMARY KEY,
     message TEXT NOT NULL
 );
-"#];
+"#,
+    r#"
+ALTER TABLE memories ADD COLUMN vector_model TEXT;
+CREATE INDEX memories_vector_pending ON memories(id) WHERE vector_model IS NULL AND forgotten_at IS NULL;
+CREATE TABLE vector_meta (
+    one INTEGER PRIMARY KEY CHECK (one = 1),
+    model TEXT NOT NULL,
+    dim INTEGER NOT NULL
+);
+"#,
+];
 
 pub(crate) const MEMORY_COLUMNS: &str = "id, origin, doc_id, path, ts, scene, kind, stage, privacy, subject, tier, \
      source, importance, title, text, tags, supersedes, expires_at";
@@ -215,6 +226,7 @@ pub(crate) fn filter_sql(filter: &Filter) -> (String, Vec<String>) {
 impl MetaDb {
     /// Opens the database at `path`; `writable` also migrates and keeps a write connection.
     pub fn open(path: &Path, writable: bool) -> Result<MetaDb> {
+        crate::index::vector::register_extension();
         let writer = if writable {
             let mut conn = Connection::open(path)?;
             conn.pragma_update(None, "journal_mode", "WAL")?;
@@ -448,6 +460,9 @@ pub mod tx {
         extras: &FactExtras,
     ) -> Result<()> {
         let tags = serde_json::to_string(&m.tags).expect("tags serialise");
+        // The row is replaced with `vector_model` NULL, so its vector is stale
+        // (possibly with other visibility values) until it is embedded again.
+        crate::index::vector::delete(tx, std::slice::from_ref(&m.id))?;
         tx.prepare_cached(
             "INSERT OR REPLACE INTO memories (id, origin, doc_id, path, ord, ts, scene, kind, stage, \
              privacy, subject, tier, source, importance, title, text, tags, supersedes, expires_at, \
@@ -490,6 +505,7 @@ pub mod tx {
                 "UPDATE memories SET forgotten_at = ? WHERE id = ? AND forgotten_at IS NULL",
             )?
             .execute(params![at.timestamp_millis(), id])?;
+        crate::index::vector::delete(tx, &[id.to_string()])?;
         Ok(n > 0)
     }
 
@@ -531,6 +547,11 @@ pub mod tx {
 
     /// Removes a document and its chunks.
     pub fn remove_document(tx: &Transaction<'_>, doc_id: &str) -> Result<()> {
+        let chunk_ids = tx
+            .prepare_cached("SELECT id FROM memories WHERE doc_id = ?")?
+            .query_map([doc_id], |r| r.get::<_, String>(0))?
+            .collect::<rusqlite::Result<Vec<String>>>()?;
+        crate::index::vector::delete(tx, &chunk_ids)?;
         tx.execute("DELETE FROM memories WHERE doc_id = ?", [doc_id])?;
         tx.execute("DELETE FROM documents WHERE doc_id = ?", [doc_id])?;
         Ok(())

@@ -1,4 +1,5 @@
-//! The derived index under `data/index/`: tantivy for text, SQLite for metadata.
+//! The derived index under `data/index/`: tantivy for text, SQLite for
+//! metadata, sqlite-vec (inside the same SQLite file) for vectors.
 //!
 //! Everything here can be deleted and rebuilt from `memories/`. Changes arrive
 //! as a [`Batch`]. SQLite commits every batch at once, with the journal cursors
@@ -9,26 +10,36 @@
 //! file; every change is an idempotent upsert or delete, so replaying a line
 //! twice is harmless and a crash loses nothing from either side. Document
 //! changes are not journaled, so a batch with one commits tantivy before SQLite.
+//! Vectors follow in a second step ([`Index::sync_vectors`]): applying a
+//! change marks the memory pending (or deletes its vector), and the hub then
+//! embeds what is pending, so a crash in between only leaves work pending.
 //!
 //! Only this module writes below `data/index/`.
 
 pub mod filter;
+pub mod fusion;
 pub mod meta;
 pub mod meta_read;
 pub mod text;
 pub mod tokenizer;
+pub mod vector;
 
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 
-use crate::error::{IoContext, Result};
+use crate::embed::Embedder;
+use crate::embed::cache::{VectorCache, embed_passages_cached};
+use crate::error::{Error, IoContext, Result};
 use crate::model::Memory;
 use crate::store::journal::{Cursor, LineIssue};
 use filter::Filter;
 use meta::{DocumentRow, FactExtras, MetaDb, tx};
 use text::{TextHit, TextIndex};
 use tokenizer::Term;
+
+/// Memories embedded per transaction while syncing vectors.
+const VECTOR_BATCH: usize = 256;
 
 /// Bumped whenever the on-disk index layout changes; a mismatch triggers a rebuild.
 pub const INDEX_FORMAT: &str = "2";
@@ -213,6 +224,83 @@ impl Index {
         limit: usize,
     ) -> Result<Vec<TextHit>> {
         self.text.search(terms, filter, all_terms, limit)
+    }
+
+    /// Whether some searchable memory has no vector of the current model yet.
+    pub fn vectors_pending(&self) -> Result<bool> {
+        self.meta
+            .with_reader(|c| Ok(!vector::pending(c, 1)?.is_empty()))
+    }
+
+    /// The model and dimension of the stored vectors, if any were stored.
+    pub fn vector_model(&self) -> Result<Option<(String, usize)>> {
+        self.meta.with_reader(vector::stored_model)
+    }
+
+    /// Number of stored vectors.
+    pub fn vector_count(&self) -> Result<u64> {
+        self.meta.with_reader(vector::count)
+    }
+
+    /// Embeds every searchable memory that has no vector of `embedder`'s model
+    /// (all of them after a model change), `VECTOR_BATCH` per transaction,
+    /// taking vectors from `cache` where it can. Returns how many were stored.
+    pub fn sync_vectors(
+        &self,
+        embedder: &dyn Embedder,
+        cache: Option<&VectorCache>,
+    ) -> Result<u64> {
+        let model = embedder.model_id();
+        if self
+            .meta
+            .write(|t| vector::ensure_model(t, model, embedder.dim()))?
+        {
+            tracing::info!(embed.model = %model, "vector table (re)created; embedding every memory");
+        }
+        let mut stored = 0u64;
+        loop {
+            let pending = self.meta.write(|t| vector::pending(t, VECTOR_BATCH))?;
+            if pending.is_empty() {
+                return Ok(stored);
+            }
+            let texts: Vec<&str> = pending.iter().map(|p| p.text.as_str()).collect();
+            let vectors = embed_passages_cached(embedder, cache, &texts)?;
+            if vectors.len() != pending.len() {
+                return Err(Error::Internal("embedder lost vectors".into()));
+            }
+            let rows: Vec<(&vector::Pending, &[f32])> = pending
+                .iter()
+                .zip(&vectors)
+                .map(|(p, v)| (p, v.as_slice()))
+                .collect();
+            self.meta.write(|t| vector::store(t, model, &rows))?;
+            stored += rows.len() as u64;
+        }
+    }
+
+    /// The `k` nearest memories visible under `filter` to a query vector of
+    /// `model`, as `(id, cosine distance)`. `EMBEDDING_UNAVAILABLE` if the index
+    /// holds vectors of another model.
+    pub fn vector_search(
+        &self,
+        query: &[f32],
+        model: &str,
+        filter: &Filter,
+        k: usize,
+    ) -> Result<Vec<(String, f32)>> {
+        self.meta.with_reader(|c| {
+            match vector::stored_model(c)? {
+                None => return Ok(Vec::new()),
+                Some((m, _)) if m != model => {
+                    return Err(Error::EmbeddingUnavailable(format!(
+                        "the index holds vectors of {m}, not of the configured {model}; \
+                         start the writer (memd serve) or run memd reindex to re-embed"
+                    )));
+                }
+                Some(_) => {}
+            }
+            vector::knn(c, query, filter, k)
+        })
     }
 
     /// Bytes used by the index on disk.

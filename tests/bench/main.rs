@@ -16,7 +16,7 @@ use memory_hub::config::{Config, Layout};
 use memory_hub::hub::{Hub, Mode, WriteRequest};
 use memory_hub::index::filter::Filter;
 use memory_hub::model::Scene;
-use memory_hub::search::SearchRequest;
+use memory_hub::search::{SearchMode, SearchRequest};
 
 fn arg(name: &str) -> Option<String> {
     let args: Vec<String> = std::env::args().collect();
@@ -220,6 +220,7 @@ fn run(n: usize, nq: usize) -> Vec<Row> {
                 query: q.into(),
                 filter: Filter::all(),
                 limit: Some(10),
+                mode: Some(SearchMode::Fulltext),
             })
             .unwrap();
         });

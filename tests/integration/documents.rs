@@ -64,6 +64,7 @@ fn document_privacy_is_part_of_the_filter() {
             query: "salary".into(),
             filter,
             limit: None,
+            mode: None,
         })
         .unwrap()
         .hits

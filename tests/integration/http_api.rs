@@ -90,11 +90,10 @@ async fn bad_bodies_are_invalid_input() {
         assert_eq!(v["error"]["retryable"], false);
     }
     let (status, v) = api
-        .post("/v1/search", &t, json!({"query": "x", "mode": "semantic"}))
+        .post("/v1/search", &t, json!({"query": "x", "mode": "sideways"}))
         .await;
-    assert_eq!(status, 503);
-    assert_eq!(v["error"]["code"], "EMBEDDING_UNAVAILABLE");
-    assert_eq!(v["error"]["retryable"], true);
+    assert_eq!(status, 400, "{v}");
+    assert_eq!(v["error"]["code"], "INVALID_INPUT");
 }
 
 #[tokio::test]

@@ -126,8 +126,12 @@ impl Api {
         self.raw("GET", path, token, Vec::new()).await
     }
 
-    /// Ids of a search.
-    pub async fn search_ids(&self, token: &str, body: Value) -> Vec<String> {
+    /// Ids of a search; full text unless the body names a mode, so that hit
+    /// lists are exact (hybrid adds nearest neighbours of any relevance).
+    pub async fn search_ids(&self, token: &str, mut body: Value) -> Vec<String> {
+        if body.get("mode").is_none() {
+            body["mode"] = serde_json::json!("fulltext");
+        }
         let v = self.ok("/v1/search", token, body).await;
         ids(&v["hits"])
     }

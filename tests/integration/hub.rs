@@ -75,6 +75,7 @@ fn filters_restrict_search_and_get() {
                 query: "picnic".into(),
                 filter,
                 limit: Some(10),
+                mode: None,
             })
             .unwrap()
             .hits
@@ -139,6 +140,7 @@ fn and_pass_first_then_or_fallback() {
             query: "alpha beta".into(),
             filter: Filter::all(),
             limit: Some(5),
+            mode: Some(memory_hub::search::SearchMode::Fulltext),
         })
         .unwrap();
     let got: Vec<(String, String)> = results

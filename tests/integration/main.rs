@@ -13,5 +13,6 @@ mod http_support;
 mod hub;
 mod openapi;
 mod reindex;
+mod semantic;
 mod serve;
 mod transfer;

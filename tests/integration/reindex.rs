@@ -4,7 +4,9 @@ use memory_hub::hub::WriteRequest;
 use memory_hub::index::filter::Filter;
 use memory_hub::model::Privacy;
 
-use crate::support::{TempRoot, scene, search_ids};
+use memory_hub::search::SearchMode;
+
+use crate::support::{TempRoot, scene, search_ids_in};
 
 const QUERIES: &[&str] = &[
     "公园",
@@ -58,7 +60,15 @@ fn corpus(hub: &memory_hub::hub::Hub) -> Vec<String> {
 }
 
 fn snapshot(hub: &memory_hub::hub::Hub) -> Vec<Vec<String>> {
-    QUERIES.iter().map(|q| search_ids(hub, q, 10)).collect()
+    let mut out = Vec::new();
+    for mode in [
+        SearchMode::Fulltext,
+        SearchMode::Semantic,
+        SearchMode::Hybrid,
+    ] {
+        out.extend(QUERIES.iter().map(|q| search_ids_in(hub, q, 10, mode)));
+    }
+    out
 }
 
 #[test]

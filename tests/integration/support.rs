@@ -2,12 +2,15 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::Arc;
 
 use memory_hub::config::{Config, Layout};
+use memory_hub::embed::EmbedderSlot;
+use memory_hub::embed::hash::HashEmbedder;
 use memory_hub::hub::{Hub, Mode, WriteRequest};
 use memory_hub::index::filter::Filter;
 use memory_hub::model::Scene;
-use memory_hub::search::SearchRequest;
+use memory_hub::search::{SearchMode, SearchRequest};
 
 /// A temporary root, removed on drop.
 pub struct TempRoot {
@@ -29,8 +32,23 @@ impl TempRoot {
         Layout::new(self.path())
     }
 
+    /// A writer hub with the deterministic hash embedder (tests that are not
+    /// about the model itself should not depend on it).
     pub fn hub(&self) -> Hub {
-        Hub::open(self.layout(), Config::default(), Mode::Write).expect("open hub")
+        self.hub_with(Arc::new(HashEmbedder::new(384)))
+    }
+
+    /// A writer hub with this embedder.
+    pub fn hub_with(&self, embedder: Arc<HashEmbedder>) -> Hub {
+        Hub::open_with(
+            self.layout(),
+            Config::default(),
+            Mode::Write,
+            EmbedderSlot::ready(embedder),
+            &mut |_| {},
+        )
+        .expect("open hub")
+        .0
     }
 
     /// Writes a Markdown document under memories/.
@@ -41,8 +59,20 @@ impl TempRoot {
         path
     }
 
-    /// Runs the real binary against this root.
+    /// Runs the real binary against this root, without an embedding model
+    /// (hybrid search runs as full text), so CLI tests do not load the model.
     pub fn memd(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_memd"))
+            .args(args)
+            .env("MEMD_ROOT", self.path())
+            .env("MEMD_MODELS_DIR", self.path().join("no-models"))
+            .env_remove("MEMD_LOG")
+            .output()
+            .expect("run memd")
+    }
+
+    /// Runs the real binary with the installed models (`scripts/setup.sh`).
+    pub fn memd_with_models(&self, args: &[&str]) -> Output {
         Command::new(env!("CARGO_BIN_EXE_memd"))
             .args(args)
             .env("MEMD_ROOT", self.path())
@@ -96,12 +126,18 @@ pub fn write(hub: &Hub, scene_name: &str, text: &str) -> String {
         .id
 }
 
-/// Ids found for `query` across all scenes.
+/// Ids found by full-text search for `query` across all scenes.
 pub fn search_ids(hub: &Hub, query: &str, limit: usize) -> Vec<String> {
+    search_ids_in(hub, query, limit, SearchMode::Fulltext)
+}
+
+/// Ids found for `query` across all scenes in `mode`.
+pub fn search_ids_in(hub: &Hub, query: &str, limit: usize, mode: SearchMode) -> Vec<String> {
     hub.search(&SearchRequest {
         query: query.into(),
         filter: Filter::all(),
         limit: Some(limit),
+        mode: Some(mode),
     })
     .unwrap()
     .hits

@@ -1,0 +1,78 @@
+//! `memd eval`: recall@5, recall@10, MRR@10 and latency on a labelled
+//! dataset. Works in a temporary root of its own, so it is safe next to a
+//! running server; search and embedder settings come from this root's config.
+
+use std::path::PathBuf;
+
+use crate::config::Config;
+use crate::embed::EmbedderSlot;
+use crate::search::SearchMode;
+
+/// Arguments of `memd eval`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Directory with corpus.jsonl and queries.jsonl.
+    dataset: PathBuf,
+    /// fulltext, semantic or hybrid (repeatable); all three when omitted.
+    #[arg(long)]
+    mode: Vec<String>,
+}
+
+pub(super) fn run(cli: &super::Cli, config: Config, args: &Args) -> anyhow::Result<()> {
+    let mut modes = args
+        .mode
+        .iter()
+        .map(|m| m.parse::<SearchMode>())
+        .collect::<crate::Result<Vec<_>>>()?;
+    if modes.is_empty() {
+        modes = vec![
+            SearchMode::Fulltext,
+            SearchMode::Semantic,
+            SearchMode::Hybrid,
+        ];
+    }
+    // Full text alone needs no vectors; skip loading the model and embedding the corpus.
+    let slot = if modes.iter().all(|m| *m == SearchMode::Fulltext) {
+        EmbedderSlot::none("not needed for a full-text evaluation")
+    } else {
+        EmbedderSlot::from_config(&config.embedder)
+    };
+    let reports = crate::eval::run(&args.dataset, &modes, &config, slot)?;
+    if cli.json {
+        return super::print_json(&reports);
+    }
+    println!(
+        "{:<16} {:<9} {:>6} {:>7} {:>9} {:>10} {:>7} {:>8} {:>8} {:>8}",
+        "dataset",
+        "mode",
+        "corpus",
+        "queries",
+        "recall@5",
+        "recall@10",
+        "MRR@10",
+        "p50 ms",
+        "p95 ms",
+        "load ms"
+    );
+    for r in &reports {
+        let mode = if r.ran == r.mode {
+            r.mode.to_string()
+        } else {
+            format!("{}→{}", r.mode, r.ran)
+        };
+        println!(
+            "{:<16} {:<9} {:>6} {:>7} {:>9.3} {:>10.3} {:>7.3} {:>8.1} {:>8.1} {:>8}",
+            r.dataset,
+            mode,
+            r.corpus,
+            r.queries,
+            r.recall_at_5,
+            r.recall_at_10,
+            r.mrr_at_10,
+            r.latency_p50_ms,
+            r.latency_p95_ms,
+            r.load_ms
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,177 @@
+//! Text embedders: turning queries and memories into unit vectors for semantic search.
+//!
+//! This module owns the [`Embedder`] trait and its implementations:
+//! [`onnx::OnnxEmbedder`] (a multilingual e5-class encoder run through ONNX
+//! Runtime) and [`hash::HashEmbedder`] (deterministic, for tests that are not
+//! about embeddings). It also owns the [`cache::VectorCache`] under
+//! `data/cache/`, which keeps vectors across `memd reindex`, and
+//! [`EmbedderSlot`], which loads the configured model lazily, once, and
+//! remembers why it could not be loaded.
+//!
+//! Every vector an embedder returns has [`Embedder::dim`] components and unit
+//! L2 norm, so cosine similarity and L2 distance order results the same way.
+
+pub mod cache;
+pub mod hash;
+pub mod onnx;
+
+use std::sync::{Arc, OnceLock};
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::EmbedderConfig;
+use crate::error::Error;
+
+/// How the token vectors of the encoder's last layer become one vector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Pooling {
+    /// Average over the tokens the attention mask keeps (e5, bge-m3).
+    Mean,
+    /// The first token's vector (bge).
+    Cls,
+}
+
+impl Pooling {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Pooling::Mean => "mean",
+            Pooling::Cls => "cls",
+        }
+    }
+}
+
+/// Why embedding failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    /// The model or runtime could not be loaded; the message says which file and why.
+    #[error("{0}")]
+    Unavailable(String),
+    /// Tokenizing or running the model failed for this input.
+    #[error("embedding failed: {0}")]
+    Inference(String),
+}
+
+impl From<EmbedError> for Error {
+    fn from(e: EmbedError) -> Self {
+        match e {
+            EmbedError::Unavailable(m) => Error::EmbeddingUnavailable(m),
+            EmbedError::Inference(m) => Error::Internal(m),
+        }
+    }
+}
+
+/// Turns text into unit vectors. Implementations are thread-safe.
+pub trait Embedder: Send + Sync {
+    /// Identifies the model and every setting that changes its vectors; part
+    /// of the vector cache key and of the index's record of what it holds.
+    fn model_id(&self) -> &str;
+
+    /// Number of components of every vector.
+    fn dim(&self) -> usize;
+
+    /// Embeds search queries (the query prefix is added here).
+    fn embed_queries(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+
+    /// Embeds memories to be searched (the passage prefix is added here).
+    fn embed_passages(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+}
+
+/// Scales `v` to unit L2 norm (a zero vector stays zero).
+pub fn normalize(v: &mut [f32]) {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        for x in v.iter_mut() {
+            *x /= norm;
+        }
+    }
+}
+
+/// Where a hub gets its embedder from: the configured model, loaded on first
+/// use (so commands that never embed never pay for it), or one given directly.
+pub struct EmbedderSlot {
+    config: Option<EmbedderConfig>,
+    loaded: OnceLock<Result<Arc<dyn Embedder>, String>>,
+}
+
+impl EmbedderSlot {
+    /// The model described by `config`, loaded on first use.
+    pub fn from_config(config: &EmbedderConfig) -> Self {
+        EmbedderSlot {
+            config: Some(config.clone()),
+            loaded: OnceLock::new(),
+        }
+    }
+
+    /// An embedder that is already loaded (tests, evaluation).
+    pub fn ready(embedder: Arc<dyn Embedder>) -> Self {
+        let loaded = OnceLock::new();
+        let _ = loaded.set(Ok(embedder));
+        EmbedderSlot {
+            config: None,
+            loaded,
+        }
+    }
+
+    /// No embedder: semantic search is unavailable for the stated reason.
+    pub fn none(reason: impl Into<String>) -> Self {
+        let loaded = OnceLock::new();
+        let _ = loaded.set(Err(reason.into()));
+        EmbedderSlot {
+            config: None,
+            loaded,
+        }
+    }
+
+    /// The embedder if it is already loaded; never starts loading it.
+    pub fn loaded(&self) -> Option<Arc<dyn Embedder>> {
+        self.loaded.get().and_then(|r| r.as_ref().ok().cloned())
+    }
+
+    /// The embedder, loading it on the first call; an `EMBEDDING_UNAVAILABLE`
+    /// error says why there is none. A failed load is not retried.
+    pub fn get(&self) -> Result<Arc<dyn Embedder>, Error> {
+        let loaded = self.loaded.get_or_init(|| {
+            let Some(config) = &self.config else {
+                return Err("no embedder configured".to_string());
+            };
+            if !config.enabled {
+                return Err("the embedder is disabled (embedder.enabled = false)".to_string());
+            }
+            match onnx::OnnxEmbedder::load(config) {
+                Ok(e) => {
+                    tracing::info!(embed.model = %e.model_id(), "embedder loaded");
+                    Ok(Arc::new(e) as Arc<dyn Embedder>)
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "embedder unavailable; semantic search is off, full text keeps working");
+                    Err(e.to_string())
+                }
+            }
+        });
+        match loaded {
+            Ok(e) => Ok(Arc::clone(e)),
+            Err(reason) => Err(Error::EmbeddingUnavailable(format!(
+                "{reason}; run scripts/setup.sh to install the model, or search with --mode fulltext"
+            ))),
+        }
+    }
+}
+
+/// A vector as little-endian `f32` bytes (the layout sqlite-vec reads).
+pub fn to_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// The inverse of [`to_bytes`]; `None` if the length is not a multiple of 4.
+pub fn from_bytes(b: &[u8]) -> Option<Vec<f32>> {
+    if !b.len().is_multiple_of(4) {
+        return None;
+    }
+    Some(
+        b.chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+    )
+}

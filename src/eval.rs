@@ -1,0 +1,232 @@
+//! Retrieval evaluation: recall@k and MRR over a labelled dataset, through
+//! the same write and search paths the service uses.
+//!
+//! A dataset is a directory with `corpus.jsonl` (`id`, `text`, optional
+//! `scene`, `time`, `speaker`, …) and `queries.jsonl` (`qid`, `query`,
+//! `relevant` corpus ids, optional `scene`). [`run`] loads the corpus into a
+//! fresh temporary root with [`Hub::write_batch`] (so vectors are computed by
+//! the normal indexing path), then runs every query with the normal
+//! [`Hub::search`], restricted to the query's scene when it names one, once per
+//! requested mode. The temporary root is removed afterwards.
+//!
+//! Memories are written as plain text: the corpus `time` and `speaker` are
+//! not added (LoCoMo turns already start with the speaker's name).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{Config, Layout};
+use crate::embed::EmbedderSlot;
+use crate::error::{Error, IoContext, Result};
+use crate::hub::{Hub, Mode, WriteRequest};
+use crate::index::filter::{Filter, Scope};
+use crate::model::Scene;
+use crate::search::{SearchMode, SearchRequest};
+
+/// Corpus lines written per group commit while loading.
+const LOAD_BATCH: usize = 1000;
+
+/// Hits fetched per query (recall@10 and MRR@10 need ten).
+const TOP: usize = 10;
+
+#[derive(Debug, Deserialize)]
+struct CorpusLine {
+    id: String,
+    text: String,
+    #[serde(default)]
+    scene: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct QueryLine {
+    qid: String,
+    query: String,
+    relevant: Vec<String>,
+    #[serde(default)]
+    scene: Option<String>,
+}
+
+/// The scores of one mode on one dataset.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EvalReport {
+    /// Dataset directory name.
+    pub dataset: String,
+    /// The mode asked for.
+    pub mode: SearchMode,
+    /// The mode that ran (differs when hybrid fell back to full text).
+    pub ran: SearchMode,
+    /// Corpus size.
+    pub corpus: usize,
+    /// Queries evaluated.
+    pub queries: usize,
+    /// Mean over queries of |relevant ∩ top 5| / |relevant|.
+    pub recall_at_5: f64,
+    /// Mean over queries of |relevant ∩ top 10| / |relevant|.
+    pub recall_at_10: f64,
+    /// Mean of 1 / rank of the first relevant hit in the top 10 (0 if none).
+    pub mrr_at_10: f64,
+    /// Median search latency in milliseconds.
+    pub latency_p50_ms: f64,
+    /// 95th percentile search latency in milliseconds.
+    pub latency_p95_ms: f64,
+    /// Time to write and index the corpus, in milliseconds.
+    pub load_ms: u64,
+}
+
+/// Removes the temporary root when dropped.
+struct TempRoot(PathBuf);
+
+impl Drop for TempRoot {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn read_jsonl<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>> {
+    let text = std::fs::read_to_string(path).ctx("cannot read", path)?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l)
+                .map_err(|e| Error::invalid(format!("{}:{}: {e}", path.display(), i + 1)))
+        })
+        .collect()
+}
+
+fn scene_of(name: Option<&str>) -> Result<Scene> {
+    Scene::parse(name.unwrap_or("main"))
+}
+
+/// Evaluates `modes` on the dataset in `dir`. `config` supplies the search
+/// and embedder settings; `embedder` is the embedder to index and search with.
+pub fn run(
+    dir: &Path,
+    modes: &[SearchMode],
+    config: &Config,
+    embedder: EmbedderSlot,
+) -> Result<Vec<EvalReport>> {
+    let corpus: Vec<CorpusLine> = read_jsonl(&dir.join("corpus.jsonl"))?;
+    let queries: Vec<QueryLine> = read_jsonl(&dir.join("queries.jsonl"))?;
+    if corpus.is_empty() || queries.is_empty() {
+        return Err(Error::invalid(format!(
+            "{}: corpus.jsonl and queries.jsonl must not be empty",
+            dir.display()
+        )));
+    }
+    let dataset = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| dir.display().to_string());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    let root =
+        TempRoot(std::env::temp_dir().join(format!("memd-eval-{}-{nanos}", std::process::id())));
+    let mut config = config.clone();
+    config.search.max_limit = config.search.max_limit.max(TOP);
+    let (hub, _) = Hub::open_with(
+        Layout::new(&root.0),
+        config,
+        Mode::Write,
+        embedder,
+        &mut |_| {},
+    )?;
+
+    let started = Instant::now();
+    let mut corpus_id_of: HashMap<String, String> = HashMap::new();
+    for chunk in corpus.chunks(LOAD_BATCH) {
+        let mut reqs = Vec::with_capacity(chunk.len());
+        for line in chunk {
+            reqs.push(WriteRequest::new(
+                scene_of(line.scene.as_deref())?,
+                line.text.clone(),
+                "eval",
+            ));
+        }
+        for (line, outcome) in chunk.iter().zip(hub.write_batch(reqs)?) {
+            let outcome = outcome
+                .map_err(|e| Error::invalid(format!("{dataset}: corpus id {}: {e}", line.id)))?;
+            corpus_id_of.insert(outcome.id, line.id.clone());
+        }
+    }
+    let load_ms = started.elapsed().as_millis() as u64;
+
+    let mut reports = Vec::new();
+    for &mode in modes {
+        let mut recall5 = 0.0;
+        let mut recall10 = 0.0;
+        let mut mrr = 0.0;
+        let mut latencies = Vec::with_capacity(queries.len());
+        let mut ran = mode;
+        for q in &queries {
+            let filter = match &q.scene {
+                Some(s) => Filter::scope(Scope {
+                    scenes: vec![scene_of(Some(s))?],
+                    ..Scope::default()
+                }),
+                None => Filter::all(),
+            };
+            let t = Instant::now();
+            let results = hub.search(&SearchRequest {
+                query: q.query.clone(),
+                filter,
+                limit: Some(TOP),
+                mode: Some(mode),
+            })?;
+            latencies.push(t.elapsed().as_secs_f64() * 1000.0);
+            ran = results.mode;
+            let ranked: Vec<&str> = results
+                .hits
+                .iter()
+                .filter_map(|h| corpus_id_of.get(&h.memory.id).map(String::as_str))
+                .collect();
+            if q.relevant.is_empty() {
+                tracing::warn!(eval.qid = %q.qid, "query lists no relevant ids; counted as zero");
+                continue;
+            }
+            let found = |k: usize| {
+                ranked
+                    .iter()
+                    .take(k)
+                    .filter(|id| q.relevant.iter().any(|r| r == *id))
+                    .count() as f64
+                    / q.relevant.len() as f64
+            };
+            recall5 += found(5);
+            recall10 += found(10);
+            if let Some(rank) = ranked
+                .iter()
+                .take(TOP)
+                .position(|id| q.relevant.iter().any(|r| r == id))
+            {
+                mrr += 1.0 / (rank + 1) as f64;
+            }
+        }
+        let n = queries.len() as f64;
+        latencies.sort_by(f64::total_cmp);
+        let pct = |p: f64| {
+            let i = ((latencies.len() as f64 - 1.0) * p).round() as usize;
+            latencies.get(i).copied().unwrap_or_default()
+        };
+        reports.push(EvalReport {
+            dataset: dataset.clone(),
+            mode,
+            ran,
+            corpus: corpus.len(),
+            queries: queries.len(),
+            recall_at_5: recall5 / n,
+            recall_at_10: recall10 / n,
+            mrr_at_10: mrr / n,
+            latency_p50_ms: pct(0.5),
+            latency_p95_ms: pct(0.95),
+            load_ms,
+        });
+    }
+    Ok(reports)
+}

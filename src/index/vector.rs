@@ -1,0 +1,239 @@
+//! Vectors in sqlite-vec: one `vec0` table in the metadata database.
+//!
+//! `memory_vectors` holds one row per embedded memory, keyed by the memory id
+//! (a vec0 text primary key, so ids never depend on SQLite rowids, which
+//! `INSERT OR REPLACE` on `memories` changes). The visibility fields (scene,
+//! privacy, stage, kind, subject, origin) are vec0 *metadata columns*, so a
+//! [`Filter`] becomes part of the KNN query itself and `k` visible rows come
+//! back even when invisible rows are nearer. sqlite-vec applies `IN` inside
+//! the KNN but not `OR` across columns, so a filter with several scopes runs
+//! one KNN per scope and the results are merged by distance.
+//!
+//! Which rows still need a vector is tracked by `memories.vector_model`
+//! (`NULL` = not embedded by the current model): every upsert of a memory
+//! resets it, forgetting or removing a memory deletes its vector, and the hub
+//! embeds whatever is pending after each applied batch. The table is created
+//! with the embedder's dimension on first use and rebuilt when the model
+//! changes (`vector_meta` records which model the vectors come from).
+
+use std::collections::HashMap;
+use std::sync::Once;
+
+use rusqlite::{Connection, OptionalExtension, Transaction, params, params_from_iter};
+
+use crate::embed::to_bytes;
+use crate::error::{Error, Result};
+use crate::index::filter::Filter;
+
+/// sqlite-vec refuses larger `k`.
+pub const MAX_K: usize = 4096;
+
+/// Extra neighbours fetched per KNN so ties at the cut are broken by id.
+const TIE_MARGIN: usize = 32;
+
+/// The vec0 table.
+const TABLE: &str = "memory_vectors";
+
+/// Registers sqlite-vec with every SQLite connection this process opens from now on.
+#[allow(unsafe_code)]
+pub fn register_extension() {
+    static REGISTER: Once = Once::new();
+    REGISTER.call_once(|| {
+        // SAFETY: `sqlite3_vec_init` is the extension entry point sqlite-vec
+        // exports, with exactly the signature `sqlite3_auto_extension` expects
+        // (`int (*)(sqlite3*, char**, const sqlite3_api_routines*)`); the
+        // crate declares it without parameters, hence the transmute between
+        // two `extern "C"` function pointer types. It is statically linked, so
+        // it lives as long as the process, and registering once is idempotent.
+        unsafe {
+            type EntryPoint = unsafe extern "C" fn(
+                *mut rusqlite::ffi::sqlite3,
+                *mut *mut std::os::raw::c_char,
+                *const rusqlite::ffi::sqlite3_api_routines,
+            ) -> std::os::raw::c_int;
+            let init = std::mem::transmute::<unsafe extern "C" fn(), EntryPoint>(
+                sqlite_vec::sqlite3_vec_init,
+            );
+            rusqlite::ffi::sqlite3_auto_extension(Some(init));
+        }
+    });
+}
+
+/// The model and dimension of the stored vectors, if the table exists.
+pub fn stored_model(conn: &Connection) -> Result<Option<(String, usize)>> {
+    Ok(conn
+        .query_row(
+            "SELECT model, dim FROM vector_meta WHERE one = 1",
+            [],
+            |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as usize)),
+        )
+        .optional()?)
+}
+
+/// Makes sure the table holds vectors of `model` with `dim` components:
+/// creates it, or drops every vector of another model and marks all memories
+/// pending. Returns whether anything was reset.
+pub fn ensure_model(tx: &Transaction<'_>, model: &str, dim: usize) -> Result<bool> {
+    if stored_model(tx)?.is_some_and(|(m, d)| m == model && d == dim) {
+        return Ok(false);
+    }
+    tx.execute_batch(&format!("DROP TABLE IF EXISTS {TABLE}"))?;
+    tx.execute_batch(&format!(
+        "CREATE VIRTUAL TABLE {TABLE} USING vec0(\
+         id TEXT PRIMARY KEY, \
+         embedding float[{dim}] distance_metric=cosine, \
+         scene TEXT, privacy TEXT, stage TEXT, kind TEXT, subject TEXT, origin TEXT)"
+    ))?;
+    tx.execute(
+        "INSERT OR REPLACE INTO vector_meta (one, model, dim) VALUES (1, ?, ?)",
+        params![model, dim as i64],
+    )?;
+    tx.execute("UPDATE memories SET vector_model = NULL", [])?;
+    Ok(true)
+}
+
+fn table_exists(conn: &Connection) -> Result<bool> {
+    Ok(conn
+        .prepare_cached("SELECT 1 FROM sqlite_master WHERE name = ?")?
+        .exists([TABLE])?)
+}
+
+/// Deletes the vectors of these memory ids (a no-op for ids without one).
+pub fn delete(tx: &Transaction<'_>, ids: &[String]) -> Result<()> {
+    if ids.is_empty() || !table_exists(tx)? {
+        return Ok(());
+    }
+    let mut stmt = tx.prepare_cached(&format!("DELETE FROM {TABLE} WHERE id = ?"))?;
+    for id in ids {
+        stmt.execute([id])?;
+    }
+    Ok(())
+}
+
+/// A memory waiting for its vector: id, text to embed and visibility columns.
+#[derive(Debug, Clone)]
+pub struct Pending {
+    /// Memory id.
+    pub id: String,
+    /// Title and text, as embedded.
+    pub text: String,
+    /// Visibility values in [`Filter::field_sets`] order: scene, privacy,
+    /// stage, kind, subject, origin.
+    pub columns: [String; 6],
+}
+
+/// Up to `limit` searchable memories without a vector of the current model.
+pub fn pending(conn: &Connection, limit: usize) -> Result<Vec<Pending>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, title, text, scene, privacy, stage, kind, subject, origin FROM memories \
+         WHERE vector_model IS NULL AND forgotten_at IS NULL ORDER BY id LIMIT ?",
+    )?;
+    let rows = stmt.query_map([limit as i64], |r| {
+        let title: Option<String> = r.get(1)?;
+        let text: String = r.get(2)?;
+        Ok(Pending {
+            id: r.get(0)?,
+            text: passage_text(title.as_deref(), &text),
+            columns: [
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+                r.get(6)?,
+                r.get(7)?,
+                r.get(8)?,
+            ],
+        })
+    })?;
+    rows.map(|r| r.map_err(Error::from)).collect()
+}
+
+/// The text embedded for a memory: its title (if any) on the first line, then the text.
+pub fn passage_text(title: Option<&str>, text: &str) -> String {
+    match title.map(str::trim).filter(|t| !t.is_empty()) {
+        Some(t) => format!("{t}\n{text}"),
+        None => text.to_string(),
+    }
+}
+
+/// Stores vectors for pending memories and marks them embedded by `model`.
+pub fn store(tx: &Transaction<'_>, model: &str, rows: &[(&Pending, &[f32])]) -> Result<()> {
+    let mut del = tx.prepare_cached(&format!("DELETE FROM {TABLE} WHERE id = ?"))?;
+    let mut ins = tx.prepare_cached(&format!(
+        "INSERT INTO {TABLE} (id, embedding, scene, privacy, stage, kind, subject, origin) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    ))?;
+    let mut mark = tx.prepare_cached(
+        "UPDATE memories SET vector_model = ? WHERE id = ? AND forgotten_at IS NULL",
+    )?;
+    for (p, v) in rows {
+        del.execute([&p.id])?;
+        let [scene, privacy, stage, kind, subject, origin] = &p.columns;
+        ins.execute(params![
+            p.id,
+            to_bytes(v),
+            scene,
+            privacy,
+            stage,
+            kind,
+            subject,
+            origin
+        ])?;
+        mark.execute(params![model, p.id])?;
+    }
+    Ok(())
+}
+
+/// The `k` nearest visible memories to `query` as `(id, cosine distance)`,
+/// nearest first, ties by id. The filter is applied inside each KNN.
+pub fn knn(
+    conn: &Connection,
+    query: &[f32],
+    filter: &Filter,
+    k: usize,
+) -> Result<Vec<(String, f32)>> {
+    let k = k.min(MAX_K);
+    if k == 0 || filter.is_empty() || !table_exists(conn)? {
+        return Ok(Vec::new());
+    }
+    // Fetch a margin beyond `k` so that equal distances at the cut are
+    // decided by id, not by the order rows happened to be inserted in.
+    let fetch = (k + TIE_MARGIN).min(MAX_K);
+    let blob = to_bytes(query);
+    let mut best: HashMap<String, f32> = HashMap::new();
+    for scope in &filter.any_of {
+        let mut sql = format!("SELECT id, distance FROM {TABLE} WHERE embedding MATCH ? AND k = ?");
+        let mut values: Vec<rusqlite::types::Value> =
+            vec![blob.clone().into(), (fetch as i64).into()];
+        for (col, allowed) in Filter::field_sets(scope) {
+            let marks = vec!["?"; allowed.len()].join(",");
+            sql.push_str(&format!(" AND {col} IN ({marks})"));
+            values.extend(allowed.into_iter().map(Into::into));
+        }
+        sql.push_str(" ORDER BY distance");
+        let mut stmt = conn.prepare_cached(&sql)?;
+        let rows = stmt.query_map(params_from_iter(values), |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, f64>(1)? as f32))
+        })?;
+        for row in rows {
+            let (id, d) = row?;
+            let e = best.entry(id).or_insert(d);
+            *e = e.min(d);
+        }
+    }
+    let mut out: Vec<(String, f32)> = best.into_iter().collect();
+    out.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+    out.truncate(k);
+    Ok(out)
+}
+
+/// Number of stored vectors (0 when the table does not exist yet).
+pub fn count(conn: &Connection) -> Result<u64> {
+    if !table_exists(conn)? {
+        return Ok(0);
+    }
+    Ok(
+        conn.query_row(&format!("SELECT COUNT(*) FROM {TABLE}"), [], |r| {
+            r.get::<_, i64>(0)
+        })? as u64,
+    )
+}

@@ -1,0 +1,476 @@
+//! Semantic and hybrid search: the real ONNX model (installed by
+//! `scripts/setup.sh` into the default models directory), sqlite-vec with the
+//! filter inside the KNN, the vector cache, and graceful degradation.
+
+use std::sync::Arc;
+
+use memory_hub::config::{Config, EmbedderConfig};
+use memory_hub::embed::hash::HashEmbedder;
+use memory_hub::embed::onnx::OnnxEmbedder;
+use memory_hub::embed::{Embedder, EmbedderSlot};
+use memory_hub::hub::{Hub, Mode, WriteAction, WriteRequest};
+use memory_hub::index::filter::{Filter, Scope};
+use memory_hub::model::Privacy;
+use memory_hub::search::{Pass, SearchMode, SearchRequest, SearchResults};
+
+use crate::support::{TempRoot, scene, search_ids_in, write};
+
+fn real_embedder() -> OnnxEmbedder {
+    OnnxEmbedder::load(&EmbedderConfig::default())
+        .expect("the model is installed by scripts/setup.sh (scripts/test.sh runs it)")
+}
+
+fn search(hub: &Hub, query: &str, filter: Filter, limit: usize, mode: SearchMode) -> SearchResults {
+    hub.search(&SearchRequest {
+        query: query.into(),
+        filter,
+        limit: Some(limit),
+        mode: Some(mode),
+    })
+    .unwrap()
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+#[test]
+fn embedder_token_ids_pooling_and_normalisation() {
+    let e = real_embedder();
+    assert_eq!(
+        e.token_ids("query: hello world").unwrap(),
+        [0, 41, 1294, 12, 33600, 31, 8999, 2]
+    );
+    assert_eq!(
+        e.token_ids("passage: 我今天去公园散步了").unwrap(),
+        [0, 46692, 12, 13129, 7461, 1677, 77493, 188955, 274, 2]
+    );
+    assert_eq!(e.dim(), 384);
+    let long = "word ".repeat(2000);
+    assert_eq!(
+        e.token_ids(&long).unwrap().len(),
+        512,
+        "truncated to maxTokens"
+    );
+
+    let texts = [
+        "The cat sat on the mat",
+        "我今天去公园散步了",
+        long.as_str(),
+    ];
+    let vectors = e.embed_passages(&texts).unwrap();
+    assert_eq!(vectors.len(), 3);
+    for v in &vectors {
+        assert_eq!(v.len(), 384);
+        let norm: f32 = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        assert!((norm - 1.0).abs() < 1e-3, "norm {norm}");
+    }
+    // The int8 graph quantises per run, so compare by cosine, never exactly.
+    let alone = e.embed_passages(&texts[..1]).unwrap();
+    assert!(cosine(&alone[0], &vectors[0]) >= 0.995);
+    let q = e.embed_queries(&["a kitten resting on a rug"]).unwrap();
+    assert!(
+        cosine(&q[0], &vectors[0]) > cosine(&q[0], &vectors[1]),
+        "the cat is nearer than the park"
+    );
+}
+
+#[test]
+fn semantic_search_finds_a_paraphrase_with_no_shared_words() {
+    let root = TempRoot::new();
+    let hub = Hub::open(root.layout(), Config::default(), Mode::Write).unwrap();
+    let cat = write(&hub, "main", "The cat sat on the mat");
+    let park = write(&hub, "main", "我今天去公园散步了");
+    for text in [
+        "Quarterly tax filing is due in April",
+        "The printer on the third floor is out of toner",
+        "Booked flights to Lisbon for the conference",
+        "周五之前要交项目报告",
+    ] {
+        write(&hub, "main", text);
+    }
+    assert!(
+        search(
+            &hub,
+            "kitten resting on a rug",
+            Filter::all(),
+            5,
+            SearchMode::Fulltext
+        )
+        .hits
+        .is_empty(),
+        "no shared words"
+    );
+    let semantic = search(
+        &hub,
+        "kitten resting on a rug",
+        Filter::all(),
+        3,
+        SearchMode::Semantic,
+    );
+    assert_eq!(semantic.mode, SearchMode::Semantic);
+    assert_eq!(semantic.hits[0].memory.id, cat);
+    assert_eq!(semantic.hits[0].pass, Pass::Semantic);
+    // Across languages: an English query finds the Chinese memory.
+    let walk = search(
+        &hub,
+        "I took a walk in the park today",
+        Filter::all(),
+        3,
+        SearchMode::Semantic,
+    );
+    assert_eq!(walk.hits[0].memory.id, park);
+    // Hybrid is the default mode and finds it too.
+    let hybrid = hub
+        .search(&SearchRequest {
+            query: "kitten resting on a rug".into(),
+            filter: Filter::all(),
+            limit: Some(3),
+            mode: None,
+        })
+        .unwrap();
+    assert_eq!(hybrid.mode, SearchMode::Hybrid);
+    assert!(hybrid.fallback.is_none());
+    assert_eq!(hybrid.hits[0].memory.id, cat);
+}
+
+#[test]
+fn group_scoped_knn_returns_k_visible_rows_even_when_invisible_rows_are_nearer() {
+    let root = TempRoot::new();
+    let hub = root.hub();
+    let query = "birthday party plans for the weekend";
+    // Forty invisible rows identical to the query: the nearest possible.
+    let mut reqs = Vec::new();
+    for i in 0..20 {
+        reqs.push(WriteRequest::new(
+            scene("qq:owner"),
+            format!("{query} {i}"),
+            "test",
+        ));
+        let mut secret = WriteRequest::new(scene("main"), format!("{query} secret {i}"), "test");
+        secret.privacy = Privacy::Secret;
+        reqs.push(secret);
+    }
+    // Eight visible rows that share nothing with the query.
+    for i in 0..8 {
+        reqs.push(WriteRequest::new(
+            scene("qq:group:5"),
+            format!("group chatter about trains number {i}"),
+            "test",
+        ));
+    }
+    // A personal row in the group, visible only to a scope that allows it.
+    let mut personal = WriteRequest::new(scene("qq:group:5"), format!("{query} personal"), "test");
+    personal.privacy = Privacy::Personal;
+    reqs.push(personal);
+    let written = hub.write_batch(reqs).unwrap();
+    assert!(
+        written
+            .iter()
+            .all(|w| w.as_ref().unwrap().action == WriteAction::Add)
+    );
+
+    let group_normal = Scope {
+        scenes: vec![scene("qq:group:5")],
+        privacy: vec![Privacy::Normal],
+        ..Scope::default()
+    };
+    let hits = search(
+        &hub,
+        query,
+        Filter::scope(group_normal.clone()),
+        5,
+        SearchMode::Semantic,
+    )
+    .hits;
+    assert_eq!(hits.len(), 5, "exactly k visible rows");
+    for h in &hits {
+        assert_eq!(h.memory.scene.as_str(), "qq:group:5");
+        assert_eq!(h.memory.privacy, Privacy::Normal);
+    }
+    // Two scopes (an OR the KNN cannot express) run one KNN each and merge by distance.
+    let pet_personal = Scope {
+        scenes: vec![scene("qq:group:5")],
+        privacy: vec![Privacy::Personal],
+        ..Scope::default()
+    };
+    let merged = search(
+        &hub,
+        query,
+        Filter {
+            any_of: vec![group_normal, pet_personal],
+        },
+        5,
+        SearchMode::Semantic,
+    )
+    .hits;
+    assert_eq!(merged.len(), 5);
+    assert_eq!(merged[0].memory.privacy, Privacy::Personal, "nearest first");
+    assert!(
+        merged[1..]
+            .iter()
+            .all(|h| h.memory.privacy == Privacy::Normal)
+    );
+    // Hybrid honours the same filter.
+    let hybrid = search(
+        &hub,
+        query,
+        Filter::scope(Scope {
+            scenes: vec![scene("qq:group:5")],
+            ..Scope::default()
+        }),
+        10,
+        SearchMode::Hybrid,
+    );
+    assert_eq!(hybrid.hits.len(), 9);
+    assert!(
+        hybrid
+            .hits
+            .iter()
+            .all(|h| h.memory.scene.as_str() == "qq:group:5")
+    );
+    // Nothing visible, nothing returned.
+    assert!(
+        search(
+            &hub,
+            query,
+            Filter { any_of: vec![] },
+            5,
+            SearchMode::Semantic
+        )
+        .hits
+        .is_empty()
+    );
+}
+
+#[test]
+fn embedding_unavailable_when_the_model_dir_is_wrong_but_full_text_works() {
+    let root = TempRoot::new();
+    let mut config = Config::default();
+    config.embedder.model_dir = root.path().join("no-such-model").display().to_string();
+    let hub = Hub::open(root.layout(), config, Mode::Write).unwrap();
+    let id = write(&hub, "main", "the umbrella is in the hallway");
+    assert_eq!(
+        search_ids_in(&hub, "umbrella", 5, SearchMode::Fulltext),
+        std::slice::from_ref(&id)
+    );
+    let err = hub
+        .search(&SearchRequest {
+            query: "umbrella".into(),
+            filter: Filter::all(),
+            limit: None,
+            mode: Some(SearchMode::Semantic),
+        })
+        .unwrap_err();
+    assert_eq!(err.code().as_str(), "EMBEDDING_UNAVAILABLE");
+    assert!(err.to_string().contains("no-such-model"), "{err}");
+    // The default mode degrades to full text and says so.
+    let hybrid = hub
+        .search(&SearchRequest {
+            query: "umbrella".into(),
+            filter: Filter::all(),
+            limit: None,
+            mode: None,
+        })
+        .unwrap();
+    assert_eq!(hybrid.mode, SearchMode::Fulltext);
+    assert!(hybrid.fallback.is_some());
+    assert_eq!(hybrid.hits[0].memory.id, id);
+    assert_eq!(hub.stats().unwrap().vectors, 0);
+
+    // The same through the CLI: exit code 6 and the stable code in the envelope.
+    let out = root.memd(&["search", "umbrella", "--mode", "semantic", "--json"]);
+    assert_eq!(out.status.code(), Some(6));
+    let body: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(body["error"]["code"], "EMBEDDING_UNAVAILABLE");
+    let hits = root.memd_json(&["search", "umbrella"]);
+    assert_eq!(hits["mode"], "fulltext");
+    assert_eq!(hits["hits"][0]["id"], id.as_str());
+}
+
+#[test]
+fn warm_vector_cache_makes_reindex_not_re_embed() {
+    let root = TempRoot::new();
+    root.write_doc(
+        "notes/trip.md",
+        "# Trip\nPacking list for the mountains.\n\n# 饮食\n带上面包和水。\n",
+    );
+    let first = Arc::new(HashEmbedder::new(384));
+    let before = {
+        let hub = root.hub_with(first.clone());
+        let mut reqs = Vec::new();
+        for i in 0..30 {
+            reqs.push(WriteRequest::new(
+                scene("main"),
+                format!("memory number {i} about hiking"),
+                "test",
+            ));
+        }
+        hub.write_batch(reqs).unwrap();
+        assert_eq!(first.passages_embedded(), 32, "30 facts + 2 chunks");
+        assert_eq!(hub.stats().unwrap().vectors, 32);
+        search_ids_in(&hub, "hiking in the mountains", 10, SearchMode::Hybrid)
+    };
+    let reindex = |embedder: Arc<HashEmbedder>| {
+        Hub::reindex_with(
+            root.layout(),
+            Config::default(),
+            EmbedderSlot::ready(embedder),
+            &mut |_| {},
+        )
+        .unwrap()
+    };
+    let warm = Arc::new(HashEmbedder::new(384));
+    let (hub, report) = reindex(warm.clone());
+    assert_eq!(report.vectors_stored, 32);
+    assert_eq!(
+        warm.passages_embedded(),
+        0,
+        "every vector came from the cache"
+    );
+    assert_eq!(
+        search_ids_in(&hub, "hiking in the mountains", 10, SearchMode::Hybrid),
+        before
+    );
+    drop(hub);
+
+    std::fs::remove_dir_all(root.path().join("data/cache")).unwrap();
+    let cold = Arc::new(HashEmbedder::new(384));
+    let (hub, _) = reindex(cold.clone());
+    assert_eq!(
+        cold.passages_embedded(),
+        32,
+        "without the cache everything is embedded"
+    );
+    assert_eq!(
+        search_ids_in(&hub, "hiking in the mountains", 10, SearchMode::Hybrid),
+        before
+    );
+}
+
+#[test]
+fn forget_and_document_removal_remove_vectors() {
+    let root = TempRoot::new();
+    let doc = root.write_doc("notes/a.md", "# A\nalpha chunk\n\n# B\nbeta chunk\n");
+    let hub = root.hub();
+    let keep = write(&hub, "main", "keep this memory");
+    let gone = write(&hub, "main", "forget this memory");
+    assert_eq!(hub.stats().unwrap().vectors, 4);
+    hub.forget(&gone, None, "test", &Filter::all()).unwrap();
+    assert_eq!(hub.stats().unwrap().vectors, 3);
+    let ids = search_ids_in(&hub, "forget this memory", 10, SearchMode::Semantic);
+    assert!(!ids.contains(&gone) && ids.contains(&keep), "{ids:?}");
+    std::fs::remove_file(doc).unwrap();
+    hub.sync_documents().unwrap();
+    assert_eq!(hub.stats().unwrap().vectors, 1);
+    assert_eq!(
+        search_ids_in(&hub, "alpha chunk", 10, SearchMode::Semantic),
+        [keep]
+    );
+}
+
+#[test]
+fn a_changed_model_re_embeds_everything() {
+    let root = TempRoot::new();
+    {
+        let hub = root.hub_with(Arc::new(HashEmbedder::new(384)));
+        write(&hub, "main", "first");
+        write(&hub, "main", "second");
+    }
+    let other = Arc::new(HashEmbedder::new(64));
+    let hub = root.hub_with(other.clone());
+    assert_eq!(other.passages_embedded(), 2);
+    assert_eq!(hub.stats().unwrap().vectors, 2);
+    assert_eq!(
+        search_ids_in(&hub, "second", 1, SearchMode::Semantic).len(),
+        1
+    );
+}
+
+#[test]
+fn write_batch_is_one_group_with_an_answer_per_request() {
+    let root = TempRoot::new();
+    let hub = root.hub();
+    let mut reqs: Vec<WriteRequest> = (0..600)
+        .map(|i| WriteRequest::new(scene("main"), format!("batch item {i}"), "test"))
+        .collect();
+    reqs[300].text = "   ".into();
+    let answers = hub.write_batch(reqs).unwrap();
+    assert_eq!(answers.len(), 600);
+    assert_eq!(
+        answers[300].as_ref().unwrap_err().code().as_str(),
+        "INVALID_INPUT"
+    );
+    let ids: std::collections::HashSet<String> = answers
+        .iter()
+        .filter_map(|a| a.as_ref().ok().map(|w| w.id.clone()))
+        .collect();
+    assert_eq!(ids.len(), 599, "ids are unique even within one millisecond");
+    assert_eq!(root.journal_lines().len(), 599);
+    assert_eq!(hub.stats().unwrap().vectors, 599);
+}
+
+#[test]
+fn cli_semantic_search_with_the_installed_model() {
+    let root = TempRoot::new();
+    let out = root.memd_with_models(&[
+        "write",
+        "--scene",
+        "main",
+        "--text",
+        "The cat sat on the mat",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = root.memd_with_models(&[
+        "search",
+        "kitten resting on a rug",
+        "--mode",
+        "semantic",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let body: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(body["mode"], "semantic");
+    assert_eq!(body["hits"][0]["text"], "The cat sat on the mat");
+    assert_eq!(body["hits"][0]["pass"], "semantic");
+}
+
+#[test]
+fn eval_on_a_tiny_fixture() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/eval-tiny");
+    let reports = memory_hub::eval::run(
+        &dir,
+        &[
+            SearchMode::Fulltext,
+            SearchMode::Semantic,
+            SearchMode::Hybrid,
+        ],
+        &Config::default(),
+        EmbedderSlot::ready(Arc::new(HashEmbedder::new(384))),
+    )
+    .unwrap();
+    assert_eq!(reports.len(), 3);
+    let fulltext = &reports[0];
+    assert_eq!((fulltext.corpus, fulltext.queries), (8, 4));
+    // Every fixture query shares a distinctive word with its one relevant memory.
+    assert_eq!(fulltext.recall_at_5, 1.0);
+    assert_eq!(fulltext.mrr_at_10, 1.0);
+    for r in &reports {
+        assert_eq!(r.ran, r.mode);
+        assert!((0.0..=1.0).contains(&r.recall_at_5));
+        assert!(r.recall_at_10 >= r.recall_at_5);
+        assert!(r.latency_p95_ms >= r.latency_p50_ms);
+    }
+    // The same through the CLI.
+    let out = TempRoot::new().memd_json(&["eval", dir.to_str().unwrap(), "--mode", "fulltext"]);
+    assert_eq!(out[0]["recallAt5"], 1.0);
+}
