@@ -85,8 +85,10 @@ pub mod ids;
 pub mod index;
 pub mod model;
 pub mod policy;
+pub mod scheduler;
 pub mod search;
 pub mod store;
 pub mod transfer;
+pub mod watch;
 
 pub use error::{Error, ErrorCode, Result};

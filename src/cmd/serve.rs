@@ -1,6 +1,7 @@
 //! `memd serve`: the `/v1` HTTP API on loopback until SIGINT or SIGTERM.
 //!
-//! Takes the writer lock, catches the index up, binds `listen` (config, or
+//! Takes the writer lock, catches the index up, starts the file watcher and
+//! the scheduler (index commits every second, daily backup), binds `listen` (config, or
 //! `--listen`), prints `listening on http://ADDR` on stdout, and serves. On
 //! SIGINT/SIGTERM it stops accepting, lets in-flight requests finish (every
 //! acknowledged write is already fsync'd in the journal), fsyncs the audit
@@ -14,6 +15,7 @@ use anyhow::Context;
 use crate::config::{Config, Layout};
 use crate::http::{self, AppState};
 use crate::hub::{Hub, Mode};
+use crate::scheduler;
 
 /// Arguments of `memd serve`.
 #[derive(Debug, clap::Args)]
@@ -51,7 +53,19 @@ async fn shutdown_signal() {
 
 pub(super) fn run(layout: Layout, config: Config, args: &Args) -> anyhow::Result<()> {
     let listen = args.listen.clone().unwrap_or_else(|| config.listen.clone());
+    let backup = config.backup.clone();
     let hub = Arc::new(Hub::open(layout, config, Mode::Write)?);
+    // Background work: documents and foreign journal lines reach the index
+    // within a second; periodic jobs (daily backup) run on their schedule.
+    let watcher = crate::watch::spawn(Arc::clone(&hub))?;
+    let mut jobs = Vec::new();
+    if backup.daily {
+        jobs.push(scheduler::backup_job(
+            backup.dir_for(hub.layout()),
+            backup.keep_days,
+        ));
+    }
+    let scheduler = scheduler::spawn(Arc::clone(&hub), jobs)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -67,8 +81,10 @@ pub(super) fn run(layout: Layout, config: Config, args: &Args) -> anyhow::Result
         http::serve(listener, AppState::new(hub), shutdown_signal()).await?;
         anyhow::Ok(())
     })?;
-    // The runtime (and with it the last handle on the hub) is dropped here,
-    // which releases the writer lock.
+    // Stop the background threads, then drop the runtime (and with it the
+    // last handle on the hub), which commits the index and releases the lock.
+    drop(watcher);
+    drop(scheduler);
     drop(runtime);
     Ok(())
 }

@@ -512,6 +512,13 @@ impl Hub {
         Ok(())
     }
 
+    /// Applies journal lines appended by another process (a file sync tool)
+    /// since the index last looked.
+    pub fn catch_up_journal(&self) -> Result<CatchUpReport> {
+        let _guard = self.writer_state()?;
+        self.catch_up(&mut |_| {})
+    }
+
     /// Brings the index in line with the Markdown documents on disk.
     pub fn sync_documents(&self) -> Result<CatchUpReport> {
         let _guard = self.writer_state()?;

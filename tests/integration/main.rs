@@ -16,3 +16,4 @@ mod reindex;
 mod semantic;
 mod serve;
 mod transfer;
+mod watch;

@@ -1,0 +1,176 @@
+//! The file watcher of `memd serve`: a Markdown document created, edited,
+//! renamed or deleted under `memories/`, or journal lines appended by another
+//! process (a file sync tool), reach the index within about a second.
+//!
+//! Events are debounced: the first event opens a short window, everything
+//! arriving in it is handled by one document sync and/or one journal catch-up.
+//! Our own appends wake the watcher too; their catch-up finds nothing new.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use notify::{RecursiveMode, Watcher};
+
+use crate::error::{Error, Result};
+use crate::hub::Hub;
+
+/// How long events are collected before acting on them.
+const DEBOUNCE: Duration = Duration::from_millis(300);
+
+/// A running watcher; stops when dropped.
+pub struct WatchHandle {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+    _watcher: notify::RecommendedWatcher,
+}
+
+impl Drop for WatchHandle {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// What a batch of events asks for.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Wanted {
+    documents: bool,
+    journal: bool,
+}
+
+fn classify(memories: &Path, path: &Path, wanted: &mut Wanted) {
+    let Ok(rel) = path.strip_prefix(memories) else {
+        return;
+    };
+    let in_facts = rel.starts_with("facts");
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    if in_facts && name.ends_with(".jsonl") {
+        wanted.journal = true;
+    } else if !in_facts && (name.ends_with(".md") || path.extension().is_none()) {
+        // A directory rename or removal can carry documents with it.
+        wanted.documents = true;
+    }
+}
+
+/// Starts watching `hub`'s `memories/` directory.
+pub fn spawn(hub: Arc<Hub>) -> Result<WatchHandle> {
+    let memories = hub.layout().memories();
+    std::fs::create_dir_all(&memories).map_err(|e| Error::Io {
+        context: format!("cannot create {}", memories.display()),
+        source: e,
+    })?;
+    let (tx, rx) = mpsc::channel::<notify::Result<notify::Event>>();
+    let mut watcher = notify::recommended_watcher(tx)
+        .map_err(|e| Error::Internal(format!("cannot start the file watcher: {e}")))?;
+    watcher
+        .watch(&memories, RecursiveMode::Recursive)
+        .map_err(|e| Error::Internal(format!("cannot watch {}: {e}", memories.display())))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop_flag = Arc::clone(&stop);
+    let thread = std::thread::Builder::new()
+        .name("memd-watch".into())
+        .spawn(move || {
+            while !stop_flag.load(Ordering::SeqCst) {
+                let first = match rx.recv_timeout(Duration::from_millis(200)) {
+                    Ok(ev) => ev,
+                    Err(mpsc::RecvTimeoutError::Timeout) => continue,
+                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                };
+                let mut wanted = Wanted::default();
+                let mut note = |ev: notify::Result<notify::Event>| match ev {
+                    Ok(ev) => ev
+                        .paths
+                        .iter()
+                        .for_each(|p| classify(&memories, p, &mut wanted)),
+                    Err(e) => tracing::warn!(error = %e, "file watcher error"),
+                };
+                note(first);
+                let deadline = std::time::Instant::now() + DEBOUNCE;
+                while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+                    match rx.recv_timeout(left) {
+                        Ok(ev) => note(ev),
+                        Err(_) => break,
+                    }
+                }
+                if wanted.journal {
+                    match hub.catch_up_journal() {
+                        Ok(r) if r.records > 0 => tracing::info!(
+                            records = r.records,
+                            "applied journal lines written by another process"
+                        ),
+                        Ok(_) => {}
+                        Err(e) => tracing::warn!(error = %e, "journal catch-up failed"),
+                    }
+                }
+                if wanted.documents {
+                    match hub.sync_documents() {
+                        Ok(r) => tracing::info!(
+                            documents.indexed = r.documents_indexed,
+                            documents.removed = r.documents_removed,
+                            "documents synced"
+                        ),
+                        Err(e) => tracing::warn!(error = %e, "document sync failed"),
+                    }
+                }
+                if (wanted.journal || wanted.documents)
+                    && let Err(e) = hub.flush()
+                {
+                    tracing::warn!(error = %e, "index commit failed");
+                }
+            }
+        })
+        .map_err(|e| Error::Internal(format!("cannot start the watcher thread: {e}")))?;
+    Ok(WatchHandle {
+        stop,
+        thread: Some(thread),
+        _watcher: watcher,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classification() {
+        let m = Path::new("/r/memories");
+        let check = |p: &str, want: Wanted| {
+            let mut w = Wanted::default();
+            classify(m, Path::new(p), &mut w);
+            assert_eq!(w, want, "{p}");
+        };
+        check(
+            "/r/memories/notes/a.md",
+            Wanted {
+                documents: true,
+                journal: false,
+            },
+        );
+        check(
+            "/r/memories/facts/2026-11.jsonl",
+            Wanted {
+                documents: false,
+                journal: true,
+            },
+        );
+        check(
+            "/r/memories/notes",
+            Wanted {
+                documents: true,
+                journal: false,
+            },
+        );
+        check("/r/memories/notes/.a.md.swp", Wanted::default());
+        check(
+            "/r/memories/facts/archive/2020-01.jsonl.gz",
+            Wanted::default(),
+        );
+        check("/elsewhere/a.md", Wanted::default());
+    }
+}
