@@ -226,6 +226,15 @@ async fn authenticate(State(state): State<AppState>, mut req: Request, next: Nex
         .cloned()
         .unwrap_or_default();
     let status = res.status().as_u16();
+    let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    tracing::info!(
+        http.route = %route,
+        http.status = status,
+        token.name = token.as_deref().unwrap_or("-"),
+        hits.count = note.hits.len(),
+        duration_ms,
+        "request"
+    );
     state.audit.record(&AuditEntry {
         ts,
         route,
@@ -234,7 +243,7 @@ async fn authenticate(State(state): State<AppState>, mut req: Request, next: Nex
         hits: note.hits,
         denied: u32::from(status == 401 || status == 403),
         status,
-        duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        duration_ms,
         extra: note.extra,
     });
     res

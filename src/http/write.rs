@@ -118,7 +118,9 @@ pub async fn write(
         req.expires_at = Some(st.now() + Duration::hours(ttl));
     }
     req.supersedes = body.supersedes;
-    req.idempotency_key = body.idempotency_key;
+    // Keys are namespaced by scene, so a token can never learn (through a NOOP
+    // answer) the id of a memory written with the same key in another scene.
+    req.idempotency_key = body.idempotency_key.map(|k| format!("w|{scene}|{k}"));
     if let Some(old) = req.supersedes.clone() {
         // Replacing needs the same right as forgetting: the old memory must be visible to this token.
         let filter = policy::forget_filter(grant)?;

@@ -104,7 +104,9 @@ impl Hub {
             ));
         }
         let smid = source_message_id(message_id, text);
-        let expires_at = req.sent_at.unwrap_or_else(Utc::now) + req.ttl;
+        // A clock ahead of ours must not stretch the TTL.
+        let now = Utc::now();
+        let expires_at = req.sent_at.map_or(now, |t| t.min(now)) + req.ttl;
         if let Some(reason) = noise(text) {
             return Ok(IngestOutcome {
                 id: None,

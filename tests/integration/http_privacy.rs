@@ -344,3 +344,45 @@ async fn disclosure_needs_membership_and_stays_in_one_group() {
             .exists()
     );
 }
+
+#[tokio::test]
+async fn idempotency_keys_do_not_cross_scenes() {
+    let w = world();
+    let g2 = w.api.token("g2", "qq-group-2");
+    let a = w
+        .api
+        .ok(
+            "/v1/write",
+            &w.g1,
+            json!({"text": "one", "idempotency_key": "k"}),
+        )
+        .await;
+    let b = w
+        .api
+        .ok(
+            "/v1/write",
+            &g2,
+            json!({"text": "two", "idempotency_key": "k"}),
+        )
+        .await;
+    assert_eq!(
+        (a["action"].as_str(), b["action"].as_str()),
+        (Some("ADD"), Some("ADD"))
+    );
+    assert_ne!(a["id"], b["id"]);
+    let again = w
+        .api
+        .ok(
+            "/v1/write",
+            &g2,
+            json!({"text": "two", "idempotency_key": "k"}),
+        )
+        .await;
+    assert_eq!(again["id"], b["id"]);
+    // Ingest keys are per scene too: the same message id and text in two groups are two memories.
+    let m = json!({"message_id": "1", "text": "同一句话"});
+    let x = w.api.ok("/v1/ingest", &w.g1, m.clone()).await;
+    let y = w.api.ok("/v1/ingest", &g2, m).await;
+    assert_eq!(y["action"], "ADD");
+    assert_ne!(x["id"], y["id"]);
+}

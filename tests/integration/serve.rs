@@ -58,7 +58,7 @@ fn serve_tokens_and_graceful_shutdown() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_memd"))
         .args(["serve", "--listen", "127.0.0.1:0"])
         .env("MEMD_ROOT", root.path())
-        .env_remove("MEMD_LOG")
+        .env("MEMD_LOG", "info")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -132,7 +132,14 @@ fn serve_tokens_and_graceful_shutdown() {
         .read_to_string(&mut stderr)
         .unwrap();
     assert!(exit.success(), "exit {exit:?}: {stderr}");
-    assert!(!stderr.contains(&secret), "secrets never reach the log");
+    assert!(
+        stderr.contains("POST /v1/write") && stderr.contains("\"root\""),
+        "requests are logged: {stderr}"
+    );
+    assert!(
+        !stderr.contains(&secret) && !stderr.contains(&pet),
+        "secrets never reach the log"
+    );
 
     let journal = root.journal_lines().join("\n");
     for id in &ids {
