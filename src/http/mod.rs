@@ -18,7 +18,7 @@ mod read;
 mod write;
 
 use std::future::Future;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, LazyLock, RwLock};
 use std::time::Instant;
 
 use axum::Router;
@@ -158,8 +158,10 @@ fn routes() -> Vec<(Route, MethodRouter<AppState>)> {
 }
 
 /// Every route the router serves, in declaration order.
-pub fn route_table() -> Vec<Route> {
-    routes().into_iter().map(|(r, _)| r).collect()
+pub fn route_table() -> &'static [Route] {
+    static TABLE: LazyLock<Vec<Route>> =
+        LazyLock::new(|| routes().into_iter().map(|(r, _)| r).collect());
+    &TABLE
 }
 
 /// The `/v1` router over `state`.
@@ -195,7 +197,7 @@ async fn authenticate(State(state): State<AppState>, mut req: Request, next: Nex
     let started = Instant::now();
     let ts = state.now();
     let route = format!("{} {}", req.method(), req.uri().path());
-    let known = route_table().into_iter().find(|r| {
+    let known = route_table().iter().find(|r| {
         r.path == req.uri().path()
             && Method::from_bytes(r.method.as_bytes()).ok().as_ref() == Some(req.method())
     });

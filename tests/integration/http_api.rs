@@ -261,6 +261,11 @@ async fn recall_renders_a_block_with_live_chat() {
     );
     assert!(block.contains("主人喜欢在周末去爬山"), "{block}");
     assert_eq!(v["live"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        block.matches("今天天气不错").count(),
+        1,
+        "live lines are not repeated: {block}"
+    );
     // Without format:block there is no block.
     let plain = api.ok("/v1/recall", &pet, json!({"query": "爬山"})).await;
     assert!(plain.get("block").is_none());

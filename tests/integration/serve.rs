@@ -155,3 +155,34 @@ fn serve_tokens_and_graceful_shutdown() {
     let audit = std::fs::read_to_string(root.path().join("data/audit.jsonl")).unwrap();
     assert!(audit.contains("\"token\":\"root\"") && !audit.contains(&secret));
 }
+
+#[test]
+fn token_cli_refuses_bad_input() {
+    let root = TempRoot::new();
+    for args in [
+        vec!["token", "issue", "--name", "x", "--preset", "nope"],
+        vec!["token", "issue", "--name", "x", "--scope", "god"],
+        vec!["token", "issue", "--name", "x"],
+        vec!["token", "issue", "--name", "bad name", "--preset", "pet"],
+        vec!["token", "revoke", "missing"],
+    ] {
+        let out = root.memd(&args);
+        assert!(!out.status.success(), "{args:?} should fail");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("INVALID_INPUT") || stderr.contains("NOT_FOUND"),
+            "{args:?}: {stderr}"
+        );
+    }
+    let custom = root.memd_json(&[
+        "token", "issue", "--name", "tool", "--scope", "read", "--scene", "main,pet",
+    ]);
+    assert_eq!(custom["scenes"], json!(["main", "pet"]));
+    assert_eq!(custom["scopes"], json!(["read"]));
+    let plain = root.memd(&["token", "issue", "--name", "g", "--preset", "qq-group-7"]);
+    let secret = String::from_utf8_lossy(&plain.stdout).trim().to_string();
+    assert!(
+        secret.starts_with("mh_") && secret.len() == 3 + 64,
+        "{secret}"
+    );
+}
