@@ -186,3 +186,52 @@ fn token_cli_refuses_bad_input() {
         "{secret}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn launch_function_takes_a_listener_and_a_shutdown_future() {
+    use std::sync::Arc;
+
+    let root = TempRoot::new();
+    let hub = Arc::new(root.hub());
+    let secret = memory_hub::auth::issue(
+        &root.layout().tokens(),
+        &memory_hub::auth::IssueRequest {
+            name: "root".into(),
+            preset: Some("dsh-desktop".into()),
+            ..Default::default()
+        },
+    )
+    .unwrap()
+    .1;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(memory_hub::http::serve(
+        listener,
+        memory_hub::http::AppState::new(hub.clone()),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    let a = addr.clone();
+    let (status, v) = tokio::task::spawn_blocking(move || {
+        call(
+            &a,
+            "POST",
+            "/v1/write",
+            Some(&secret),
+            &json!({"text": "in process"}),
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(status, 200, "{v}");
+    stop.send(()).unwrap();
+    server.await.unwrap().unwrap();
+    assert!(TcpStream::connect(&addr).is_err(), "the listener is closed");
+    assert!(
+        root.journal_lines()
+            .iter()
+            .any(|l| l.contains("in process"))
+    );
+}
