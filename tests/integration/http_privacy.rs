@@ -493,7 +493,9 @@ async fn random_memories_match_the_privacy_model() {
                     if *expired {
                         return false;
                     }
-                    let own = has("*") || token_scenes.iter().any(|s| s.as_str() == *scene);
+                    let own = has("*")
+                        || *scene == "shared"
+                        || token_scenes.iter().any(|s| s.as_str() == *scene);
                     let readable = match privacy {
                         Privacy::Normal | Privacy::Personal => true,
                         Privacy::Sensitive => has("sensitive:read"),
