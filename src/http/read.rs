@@ -243,7 +243,8 @@ pub async fn recent(
     Ok(reply(&Items { items, block }, note(&scene, ids)))
 }
 
-/// A conversation turn: plain text or `{role, name, text}`.
+/// A conversation turn: plain text, or a message object whose `text` is used
+/// (other keys such as `role` and `name` are accepted and ignored).
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
 pub enum Turn {
@@ -253,14 +254,6 @@ pub enum Turn {
     Message {
         /// What was said.
         text: String,
-        /// user / assistant / …
-        #[serde(default)]
-        #[allow(dead_code)]
-        role: Option<String>,
-        /// Speaker name.
-        #[serde(default)]
-        #[allow(dead_code)]
-        name: Option<String>,
     },
 }
 
