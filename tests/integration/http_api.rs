@@ -461,3 +461,82 @@ async fn config_changes_apply_without_restart() {
         assert_eq!(status, 400, "{bad}: {v}");
     }
 }
+
+#[tokio::test]
+async fn recall_extends_short_term_memories_up_to_the_cap() {
+    let api = Api::new();
+    let g = api.token("g", "qq-group-4");
+    let sent = Utc::now() - Duration::hours(20);
+    let v = api
+        .ok(
+            "/v1/ingest",
+            &g,
+            json!({"message_id": "1", "text": "下周三交报告", "sent_at": sent.to_rfc3339()}),
+        )
+        .await;
+    let id = v["id"].as_str().unwrap().to_string();
+    let expiry = |m: &serde_json::Value| {
+        m["expires_at"]
+            .as_str()
+            .unwrap()
+            .parse::<chrono::DateTime<Utc>>()
+            .unwrap()
+    };
+    let before = expiry(&api.ok("/v1/get", &g, json!({"id": id})).await);
+    assert!(before < Utc::now() + Duration::hours(5), "{before}");
+    let r = api
+        .ok("/v1/recall", &g, json!({"messages": ["报告"]}))
+        .await;
+    assert_eq!(ids(&r["hits"]), vec![id.clone()]);
+    let after = expiry(&api.ok("/v1/get", &g, json!({"id": id})).await);
+    assert!(after > Utc::now() + Duration::hours(23), "{after}");
+    // A second recall right away writes nothing more.
+    let lines = api.root.journal_lines().len();
+    api.ok("/v1/recall", &g, json!({"messages": ["报告"]}))
+        .await;
+    assert_eq!(api.root.journal_lines().len(), lines);
+    // Recalled every 20 h it lives on, but never beyond 168 h after it was written.
+    let start = Utc::now();
+    for hours in (20..=160).step_by(20) {
+        api.set_now(Some(start + Duration::hours(hours)));
+        let r = api
+            .ok("/v1/recall", &g, json!({"messages": ["报告"]}))
+            .await;
+        assert_eq!(ids(&r["hits"]), vec![id.clone()], "alive at +{hours} h");
+    }
+    let capped = expiry(&api.ok("/v1/get", &g, json!({"id": id})).await);
+    let written = api
+        .hub
+        .get(&id, &memory_hub::index::filter::Filter::all())
+        .unwrap()
+        .ts;
+    assert_eq!(capped, written + Duration::hours(168));
+    // The journal replays to the same expiry.
+    api.set_now(None);
+    drop(api.router);
+    let hub = std::sync::Arc::try_unwrap(api.hub)
+        .ok()
+        .expect("only handle");
+    drop(hub);
+    let reopened = memory_hub::hub::Hub::reindex(
+        api.root.layout(),
+        memory_hub::config::Config::default(),
+        &mut |_| {},
+    )
+    .unwrap()
+    .0;
+    let replayed = reopened
+        .get(&id, &memory_hub::index::filter::Filter::all())
+        .unwrap();
+    assert_eq!(replayed.expires_at, Some(capped));
+    // Forgotten memories are never brought back by an extension.
+    reopened
+        .forget(&id, None, "test", &memory_hub::index::filter::Filter::all())
+        .unwrap();
+    assert_eq!(
+        reopened
+            .extend_short_ttl(&[id.clone()], Duration::hours(24), Utc::now())
+            .unwrap(),
+        0
+    );
+}
