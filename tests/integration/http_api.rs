@@ -535,7 +535,7 @@ async fn recall_extends_short_term_memories_up_to_the_cap() {
         .unwrap();
     assert_eq!(
         reopened
-            .extend_short_ttl(&[id.clone()], Duration::hours(24), Utc::now())
+            .extend_short_ttl(std::slice::from_ref(&id), Duration::hours(24), Utc::now())
             .unwrap(),
         0
     );
