@@ -265,6 +265,9 @@ pub struct MembersBody {
     /// The group (`qq:group:<id>`); default: the request's scene.
     #[serde(default)]
     group: Option<String>,
+    /// The full member list, replacing what is known (daily reconciliation).
+    #[serde(default)]
+    set: Option<Vec<MemberBody>>,
     /// Members who joined.
     #[serde(default)]
     add: Vec<MemberBody>,
@@ -301,11 +304,15 @@ pub async fn members(
             "group {group} is not one of this token's scenes"
         )));
     }
-    let add: Vec<(String, Option<String>)> = body.add.into_iter().map(|m| (m.id, m.name)).collect();
+    let pairs = |list: Vec<MemberBody>| -> Vec<(String, Option<String>)> {
+        list.into_iter().map(|m| (m.id, m.name)).collect()
+    };
+    let set = body.set.map(pairs);
+    let add = pairs(body.add);
     let remove = body.remove;
     let g = group.clone();
     let (added, removed) = st
-        .run(move |hub| hub.update_members(&g, &add, &remove))
+        .run(move |hub| hub.update_members(&g, set.as_deref(), &add, &remove))
         .await?;
     Ok(reply(
         &MembersReply {

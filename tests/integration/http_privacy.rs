@@ -315,6 +315,27 @@ async fn disclosure_needs_membership_and_stays_in_one_group() {
         )
         .await;
     assert_eq!(status, 403);
+    // Reconciliation replaces the table: u1 is back, nobody else.
+    let v = w
+        .api
+        .ok(
+            "/v1/members",
+            &w.g1,
+            json!({"set": [{"id": "u1", "name": "A"}]}),
+        )
+        .await;
+    assert_eq!(
+        (v["added"].as_u64(), v["removed"].as_u64()),
+        (Some(1), Some(0))
+    );
+    w.api
+        .ok(
+            "/v1/disclose",
+            &disclose,
+            json!({"group": "qq:group:1", "asker": "u1"}),
+        )
+        .await;
+    w.api.ok("/v1/members", &w.g1, json!({"set": []})).await;
     // A group token cannot edit another group's members.
     let (status, _) = w
         .api
@@ -332,7 +353,7 @@ async fn disclosure_needs_membership_and_stays_in_one_group() {
         .into_iter()
         .filter(|l| l["route"] == "POST /v1/disclose")
         .collect();
-    assert_eq!(audited.len(), 6);
+    assert_eq!(audited.len(), 7);
     assert_eq!(audited[0]["extra"]["asker"], "u1");
     assert_eq!(audited[1]["denied"], 1);
     // Membership survives a reindex: it lives under memories/.
