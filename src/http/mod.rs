@@ -251,18 +251,49 @@ async fn authenticate(State(state): State<AppState>, mut req: Request, next: Nex
     res
 }
 
+/// How long in-flight requests get to finish after shutdown is asked for.
+pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Serves `state` on `listener` until `shutdown` completes, then lets
-/// in-flight requests finish and fsyncs the audit log. Every acknowledged
-/// write is already durable in the journal (it is fsync'd before the reply).
+/// in-flight requests finish (for at most [`SHUTDOWN_GRACE`]) and fsyncs the
+/// audit log. Every acknowledged write is already durable in the journal (it
+/// is fsync'd before the reply), so giving up on a stuck client loses nothing
+/// that was acknowledged.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    serve_with_grace(listener, state, shutdown, SHUTDOWN_GRACE).await
+}
+
+/// [`serve`] with a chosen grace period (tests use a short one).
+pub async fn serve_with_grace(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    grace: std::time::Duration,
+) -> std::io::Result<()> {
     let audit = state.audit.clone();
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await?;
+    let (asked, mut asked_rx) = tokio::sync::watch::channel(false);
+    let server = axum::serve(listener, router(state)).with_graceful_shutdown(async move {
+        shutdown.await;
+        let _ = asked.send(true);
+    });
+    let deadline = async move {
+        // Waits for the shutdown request, then for the grace period.
+        if asked_rx.wait_for(|v| *v).await.is_ok() {
+            tokio::time::sleep(grace).await;
+        } else {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        served = server => served?,
+        () = deadline => {
+            tracing::warn!(grace_ms = grace.as_millis(), "requests still running after the grace period; stopping anyway");
+        }
+    }
     audit.sync();
     Ok(())
 }

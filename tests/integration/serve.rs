@@ -235,3 +235,55 @@ async fn launch_function_takes_a_listener_and_a_shutdown_future() {
             .any(|l| l.contains("in process"))
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stuck_client_cannot_hold_shutdown_forever() {
+    use std::sync::Arc;
+
+    let root = TempRoot::new();
+    let hub = Arc::new(root.hub());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(memory_hub::http::serve_with_grace(
+        listener,
+        memory_hub::http::AppState::new(hub),
+        async {
+            let _ = stopped.await;
+        },
+        Duration::from_millis(300),
+    ));
+    let secret = memory_hub::auth::issue(
+        &root.layout().tokens(),
+        &memory_hub::auth::IssueRequest {
+            name: "root".into(),
+            preset: Some("dsh-desktop".into()),
+            ..Default::default()
+        },
+    )
+    .unwrap()
+    .1;
+    // An authenticated request whose body never arrives: its handler waits for it.
+    let mut stuck = TcpStream::connect(&addr).unwrap();
+    write!(
+        stuck,
+        "POST /v1/search HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {secret}\r\nContent-Length: 100\r\n\r\n{{"
+    )
+    .unwrap();
+    let (status, _) = tokio::task::spawn_blocking({
+        let addr = addr.clone();
+        move || call(&addr, "GET", "/v1/health", None, &json!({}))
+    })
+    .await
+    .unwrap();
+    assert_eq!(status, 200);
+    let started = Instant::now();
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), server)
+        .await
+        .expect("serve returns after the grace period")
+        .unwrap()
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5));
+    drop(stuck);
+}
