@@ -383,6 +383,10 @@ async fn recent_bootstrap_and_audience() {
     );
     let b = api.ok("/v1/bootstrap", &root, json!({})).await;
     assert!(b["identity"]["text"].as_str().unwrap().contains("阿明"));
+    // Document chunks never expire: the expiry clause of the text query keeps them.
+    let hits = api.search_ids(&root, json!({"query": "阿明 杭州"})).await;
+    assert_eq!(hits.len(), 1);
+    assert!(hits[0].starts_with("doc-"), "{hits:?}");
     assert_eq!(b["recent_titles"].as_array().unwrap().len(), 2);
     assert_eq!(b["recent_self"].as_array().unwrap().len(), 1);
     // A group sees its own card but not the owner's identity or memories.
