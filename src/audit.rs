@@ -74,9 +74,12 @@ impl AuditLog {
     }
 
     fn first_ts(path: &Path) -> Option<DateTime<Utc>> {
-        let text = std::fs::read_to_string(path).ok()?;
-        let first = text.lines().next()?;
-        let v: serde_json::Value = serde_json::from_str(first).ok()?;
+        use std::io::BufRead;
+        let mut first = String::new();
+        std::io::BufReader::new(File::open(path).ok()?)
+            .read_line(&mut first)
+            .ok()?;
+        let v: serde_json::Value = serde_json::from_str(first.trim_end()).ok()?;
         v.get("ts")?.as_str()?.parse().ok()
     }
 

@@ -4,9 +4,11 @@
 //!
 //! - The request's scene must be one of the token's scenes, else `FORBIDDEN`;
 //!   a caller can never widen its own rights.
-//! - A token reads its own scenes (or, with `*`, every scene), `normal` and
-//!   `personal` always, `sensitive` only with `sensitive:read`, `secret` only
-//!   with `secret:read`.
+//! - A token reads its own scenes plus `shared` (or, with `*`, every scene),
+//!   `normal` and `personal` always, `sensitive` only with `sensitive:read`,
+//!   `secret` only with `secret:read`. `shared` is the audience the owner
+//!   writes to on purpose for everyone; sensitive and secret memories cannot
+//!   live there unless the operator pins them there.
 //! - `from_owner` (needs the `from_owner` scope or `*`) adds one more
 //!   alternative: the owner's own memories in the owner's scenes, never
 //!   sensitive or secret, never another person's private chat.
@@ -24,6 +26,19 @@ use crate::model::{Privacy, Scene, Subject};
 
 /// Scenes that belong to the owner: what `from_owner` opens up.
 pub const OWNER_SCENES: &[&str] = &["main", "qq:owner"];
+
+/// The audience every token may read.
+pub const SHARED_SCENE: &str = "shared";
+
+/// The scenes a token without `*` may read: its own and `shared`.
+pub fn readable_scenes(grant: &Grant) -> Vec<Scene> {
+    let mut out = grant.scenes.clone();
+    let shared = Scene::parse(SHARED_SCENE).expect("built-in scene names are valid");
+    if !out.contains(&shared) {
+        out.push(shared);
+    }
+    out
+}
 
 /// The scene a request acts in: the one it names, else the token's first.
 pub fn resolve_scene(grant: &Grant, requested: Option<&str>) -> Result<Scene> {
@@ -83,12 +98,13 @@ pub struct ReadOptions {
 pub fn read_filter(grant: &Grant, opts: &ReadOptions, now: DateTime<Utc>) -> Result<Filter> {
     require(grant, scope::READ)?;
     let all = grant.has(scope::ALL);
+    let readable = readable_scenes(grant);
     let scenes = match &opts.scenes {
         Some(list) => {
             if list.is_empty() {
                 return Err(Error::invalid("scenes must not be empty when given"));
             }
-            if !all && let Some(bad) = list.iter().find(|s| !grant.scenes.contains(s)) {
+            if !all && let Some(bad) = list.iter().find(|s| !readable.contains(s)) {
                 return Err(Error::Forbidden(format!(
                     "scene {bad} is not one of this token's scenes"
                 )));
@@ -96,7 +112,7 @@ pub fn read_filter(grant: &Grant, opts: &ReadOptions, now: DateTime<Utc>) -> Res
             list.clone()
         }
         None if all => Vec::new(),
-        None => grant.scenes.clone(),
+        None => readable,
     };
     let mut any_of = vec![Scope {
         scenes,

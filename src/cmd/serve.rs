@@ -53,6 +53,16 @@ async fn shutdown_signal() {
 
 pub(super) fn run(layout: Layout, config: Config, args: &Args) -> anyhow::Result<()> {
     let listen = args.listen.clone().unwrap_or_else(|| config.listen.clone());
+    let active = crate::auth::list(&layout.tokens())?
+        .iter()
+        .filter(|t| t.revoked_at.is_none())
+        .count();
+    if active == 0 {
+        eprintln!(
+            "memd: no active tokens; every route but /v1/health will answer 401. Issue one with \
+             `memd token issue --name dsh-desktop --preset dsh-desktop`."
+        );
+    }
     let backup = config.backup.clone();
     let hub = Arc::new(Hub::open(layout, config, Mode::Write)?);
     // Background work: documents and foreign journal lines reach the index
@@ -75,6 +85,9 @@ pub(super) fn run(layout: Layout, config: Config, args: &Args) -> anyhow::Result
             .await
             .with_context(|| format!("cannot listen on {listen}"))?;
         let addr = listener.local_addr()?;
+        if !addr.ip().is_loopback() {
+            tracing::warn!(listen.addr = %addr, "listening beyond loopback: anyone who can reach this address can try tokens");
+        }
         println!("listening on http://{addr}");
         std::io::stdout().flush()?;
         tracing::info!(listen.addr = %addr, "serving /v1");

@@ -18,7 +18,7 @@ mod read;
 mod write;
 
 use std::future::Future;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, LazyLock, RwLock};
 use std::time::Instant;
 
 use axum::Router;
@@ -158,8 +158,10 @@ fn routes() -> Vec<(Route, MethodRouter<AppState>)> {
 }
 
 /// Every route the router serves, in declaration order.
-pub fn route_table() -> Vec<Route> {
-    routes().into_iter().map(|(r, _)| r).collect()
+pub fn route_table() -> &'static [Route] {
+    static TABLE: LazyLock<Vec<Route>> =
+        LazyLock::new(|| routes().into_iter().map(|(r, _)| r).collect());
+    &TABLE
 }
 
 /// The `/v1` router over `state`.
@@ -195,7 +197,7 @@ async fn authenticate(State(state): State<AppState>, mut req: Request, next: Nex
     let started = Instant::now();
     let ts = state.now();
     let route = format!("{} {}", req.method(), req.uri().path());
-    let known = route_table().into_iter().find(|r| {
+    let known = route_table().iter().find(|r| {
         r.path == req.uri().path()
             && Method::from_bytes(r.method.as_bytes()).ok().as_ref() == Some(req.method())
     });
@@ -226,6 +228,15 @@ async fn authenticate(State(state): State<AppState>, mut req: Request, next: Nex
         .cloned()
         .unwrap_or_default();
     let status = res.status().as_u16();
+    let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    tracing::info!(
+        http.route = %route,
+        http.status = status,
+        token.name = token.as_deref().unwrap_or("-"),
+        hits.count = note.hits.len(),
+        duration_ms,
+        "request"
+    );
     state.audit.record(&AuditEntry {
         ts,
         route,
@@ -234,24 +245,55 @@ async fn authenticate(State(state): State<AppState>, mut req: Request, next: Nex
         hits: note.hits,
         denied: u32::from(status == 401 || status == 403),
         status,
-        duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        duration_ms,
         extra: note.extra,
     });
     res
 }
 
+/// How long in-flight requests get to finish after shutdown is asked for.
+pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Serves `state` on `listener` until `shutdown` completes, then lets
-/// in-flight requests finish and fsyncs the audit log. Every acknowledged
-/// write is already durable in the journal (it is fsync'd before the reply).
+/// in-flight requests finish (for at most [`SHUTDOWN_GRACE`]) and fsyncs the
+/// audit log. Every acknowledged write is already durable in the journal (it
+/// is fsync'd before the reply), so giving up on a stuck client loses nothing
+/// that was acknowledged.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    serve_with_grace(listener, state, shutdown, SHUTDOWN_GRACE).await
+}
+
+/// [`serve`] with a chosen grace period (tests use a short one).
+pub async fn serve_with_grace(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    grace: std::time::Duration,
+) -> std::io::Result<()> {
     let audit = state.audit.clone();
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await?;
+    let (asked, mut asked_rx) = tokio::sync::watch::channel(false);
+    let server = axum::serve(listener, router(state)).with_graceful_shutdown(async move {
+        shutdown.await;
+        let _ = asked.send(true);
+    });
+    let deadline = async move {
+        // Waits for the shutdown request, then for the grace period.
+        if asked_rx.wait_for(|v| *v).await.is_ok() {
+            tokio::time::sleep(grace).await;
+        } else {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        served = server => served?,
+        () = deadline => {
+            tracing::warn!(grace_ms = grace.as_millis(), "requests still running after the grace period; stopping anyway");
+        }
+    }
     audit.sync();
     Ok(())
 }

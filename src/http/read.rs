@@ -235,7 +235,8 @@ pub async fn recent(
     Ok(reply(&Items { items, block }, note(&scene, ids)))
 }
 
-/// A conversation turn: plain text or `{role, name, text}`.
+/// A conversation turn: plain text, or a message object whose `text` is used
+/// (other keys such as `role` and `name` are accepted and ignored).
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
 pub enum Turn {
@@ -245,14 +246,6 @@ pub enum Turn {
     Message {
         /// What was said.
         text: String,
-        /// user / assistant / …
-        #[serde(default)]
-        #[allow(dead_code)]
-        role: Option<String>,
-        /// Speaker name.
-        #[serde(default)]
-        #[allow(dead_code)]
-        name: Option<String>,
     },
 }
 
@@ -352,8 +345,27 @@ pub async fn recall(
         block,
         now: st.now(),
     };
-    let cfg = st.settings().search;
+    let settings = st.settings();
+    let cfg = settings.search;
+    let now = req.now;
     let out = st.run(move |hub| hub.recall(&req, &cfg)).await?;
+    // Recalled short-term chat stays alive for another TTL (DESIGN §6). A
+    // failure here costs only the extension, never the answer.
+    let short: Vec<String> = out
+        .hits
+        .iter()
+        .map(|h| &h.hit.memory)
+        .chain(out.live.iter())
+        .filter(|m| m.stage == Stage::Short)
+        .map(|m| m.id.clone())
+        .collect();
+    let ttl = Duration::hours(i64::from(settings.ingest.ttl_hours));
+    if let Err(e) = st
+        .run(move |hub| hub.extend_short_ttl(&short, ttl, now))
+        .await
+    {
+        tracing::warn!(error.code = e.code.as_str(), error.message = %e.message, "cannot extend recalled short-term memories");
+    }
     let ids: Vec<String> = out
         .hits
         .iter()

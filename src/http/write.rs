@@ -118,7 +118,9 @@ pub async fn write(
         req.expires_at = Some(st.now() + Duration::hours(ttl));
     }
     req.supersedes = body.supersedes;
-    req.idempotency_key = body.idempotency_key;
+    // Keys are namespaced by scene, so a token can never learn (through a NOOP
+    // answer) the id of a memory written with the same key in another scene.
+    req.idempotency_key = body.idempotency_key.map(|k| format!("w|{scene}|{k}"));
     if let Some(old) = req.supersedes.clone() {
         // Replacing needs the same right as forgetting: the old memory must be visible to this token.
         let filter = policy::forget_filter(grant)?;
@@ -263,6 +265,9 @@ pub struct MembersBody {
     /// The group (`qq:group:<id>`); default: the request's scene.
     #[serde(default)]
     group: Option<String>,
+    /// The full member list, replacing what is known (daily reconciliation).
+    #[serde(default)]
+    set: Option<Vec<MemberBody>>,
     /// Members who joined.
     #[serde(default)]
     add: Vec<MemberBody>,
@@ -299,11 +304,15 @@ pub async fn members(
             "group {group} is not one of this token's scenes"
         )));
     }
-    let add: Vec<(String, Option<String>)> = body.add.into_iter().map(|m| (m.id, m.name)).collect();
+    let pairs = |list: Vec<MemberBody>| -> Vec<(String, Option<String>)> {
+        list.into_iter().map(|m| (m.id, m.name)).collect()
+    };
+    let set = body.set.map(pairs);
+    let add = pairs(body.add);
     let remove = body.remove;
     let g = group.clone();
     let (added, removed) = st
-        .run(move |hub| hub.update_members(&g, &add, &remove))
+        .run(move |hub| hub.update_members(&g, set.as_deref(), &add, &remove))
         .await?;
     Ok(reply(
         &MembersReply {

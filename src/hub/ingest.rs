@@ -104,7 +104,9 @@ impl Hub {
             ));
         }
         let smid = source_message_id(message_id, text);
-        let expires_at = req.sent_at.unwrap_or_else(Utc::now) + req.ttl;
+        // A clock ahead of ours must not stretch the TTL.
+        let now = Utc::now();
+        let expires_at = req.sent_at.map_or(now, |t| t.min(now)) + req.ttl;
         if let Some(reason) = noise(text) {
             return Ok(IngestOutcome {
                 id: None,
@@ -159,10 +161,12 @@ impl Hub {
         })
     }
 
-    /// Records explicit membership changes of a group.
+    /// Records explicit membership changes of a group; with `set`, the given
+    /// list replaces the whole table of the group first (reconciliation).
     pub fn update_members(
         &self,
         group: &Scene,
+        set: Option<&[(String, Option<String>)]>,
         add: &[(String, Option<String>)],
         remove: &[String],
     ) -> Result<(usize, usize)> {
@@ -176,13 +180,13 @@ impl Hub {
                 "membership changes need the writer; this hub is read-only",
             ));
         }
-        members::update(
-            &members::path(&self.layout().memories()),
-            group,
-            add,
-            remove,
-            "explicit",
-        )
+        let path = members::path(&self.layout().memories());
+        let (mut added, mut removed) = (0, 0);
+        if let Some(list) = set {
+            (added, removed) = members::replace(&path, group, list, "explicit")?;
+        }
+        let (a, r) = members::update(&path, group, add, remove, "explicit")?;
+        Ok((added + a, removed + r))
     }
 
     /// Whether `user` is a known member of `group`; any doubt (unreadable table) is "no".

@@ -18,6 +18,7 @@
 mod ingest;
 mod read;
 mod recall;
+mod ttl;
 
 pub use ingest::{IngestAction, IngestOutcome, IngestRequest};
 pub use read::{
@@ -27,6 +28,7 @@ pub use read::{
 pub use recall::{
     RecallHit, RecallOutcome, RecallRequest, recall_query, render_recall_block, render_recent_block,
 };
+pub use ttl::MAX_SHORT_TTL_HOURS;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, mpsc};

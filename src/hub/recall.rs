@@ -210,6 +210,11 @@ impl Hub {
             live = self.since(&short, since, *k)?;
             live.reverse();
         }
+        // A line already shown as live chat is not repeated as a memory.
+        let hits: Vec<RecallHit> = hits
+            .into_iter()
+            .filter(|h| !live.iter().any(|m| m.id == h.hit.memory.id))
+            .collect();
         let block = req
             .block
             .then(|| render_recall_block(&live, minutes, &hits));

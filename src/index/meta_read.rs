@@ -85,3 +85,26 @@ impl MetaDb {
         })
     }
 }
+
+impl MetaDb {
+    /// The columns of a fact that are not part of [`Memory`], if the fact is known.
+    pub fn fact_extras(&self, id: &str) -> Result<Option<crate::index::meta::FactExtras>> {
+        use rusqlite::OptionalExtension;
+        self.with_reader(|c| {
+            Ok(c.query_row(
+                "SELECT source_message_id, idempotency_key, device FROM memories \
+                 WHERE id = ? AND origin = 'fact'",
+                [id],
+                |r| {
+                    Ok(crate::index::meta::FactExtras {
+                        source_message_id: r.get(0)?,
+                        idempotency_key: r.get(1)?,
+                        device: r.get::<_, Option<String>>(2)?.unwrap_or_default(),
+                        journal: None,
+                    })
+                },
+            )
+            .optional()?)
+        })
+    }
+}

@@ -114,14 +114,60 @@ pub fn update(
         }
     }
     if added + removed > 0 {
-        file.version = 1;
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).ctx("cannot create directory", dir)?;
-        }
-        let text = serde_json::to_string_pretty(&file).expect("membership table serialises");
-        super::atomic::write_atomic(path, text.as_bytes())?;
+        save(path, &mut file)?;
     }
     Ok((added, removed))
+}
+
+/// Replaces the member list of `group` (a daily reconciliation against the
+/// provider's own list). Returns `(added, removed)` counts.
+pub fn replace(
+    path: &Path,
+    group: &Scene,
+    list: &[(String, Option<String>)],
+    source: &str,
+) -> Result<(usize, usize)> {
+    for (user, _) in list {
+        validate_user(user)?;
+    }
+    let _guard = WRITE.lock().expect("membership lock poisoned");
+    let mut file = load(path)?;
+    let entry = file.groups.entry(group.as_str().to_string()).or_default();
+    let before = entry.len();
+    let mut kept = 0;
+    entry.retain(|user, _| {
+        let keep = list.iter().any(|(u, _)| u == user);
+        kept += usize::from(keep);
+        keep
+    });
+    let removed = before - kept;
+    let mut added = 0;
+    for (user, name) in list {
+        if !entry.contains_key(user) {
+            entry.insert(
+                user.clone(),
+                Member {
+                    name: name.clone(),
+                    since: Utc::now(),
+                    source: source.to_string(),
+                },
+            );
+            added += 1;
+        }
+    }
+    if added + removed > 0 {
+        save(path, &mut file)?;
+    }
+    Ok((added, removed))
+}
+
+fn save(path: &Path, file: &mut MemberFile) -> Result<()> {
+    file.version = 1;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).ctx("cannot create directory", dir)?;
+    }
+    let text = serde_json::to_string_pretty(file).expect("membership table serialises");
+    super::atomic::write_atomic(path, text.as_bytes())
 }
 
 fn validate_user(user: &str) -> Result<()> {
@@ -155,6 +201,26 @@ mod tests {
         assert!(!is_member(&p, &Scene::parse("qq:group:2").unwrap(), "u1").unwrap());
         update(&p, &g, &[], &["u1".into()], "explicit").unwrap();
         assert!(!is_member(&p, &g, "u1").unwrap());
+        update(
+            &p,
+            &g,
+            &[("u2".into(), None), ("u3".into(), None)],
+            &[],
+            "ingest",
+        )
+        .unwrap();
+        assert_eq!(
+            replace(
+                &p,
+                &g,
+                &[("u3".into(), None), ("u4".into(), None)],
+                "explicit"
+            )
+            .unwrap(),
+            (1, 1)
+        );
+        let now: Vec<String> = members(&p, &g).unwrap().into_keys().collect();
+        assert_eq!(now, ["u3", "u4"]);
         std::fs::write(&p, "{not json").unwrap();
         assert!(is_member(&p, &g, "u1").is_err());
     }

@@ -260,6 +260,11 @@ async fn recall_renders_a_block_with_live_chat() {
     );
     assert!(block.contains("主人喜欢在周末去爬山"), "{block}");
     assert_eq!(v["live"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        block.matches("今天天气不错").count(),
+        1,
+        "live lines are not repeated: {block}"
+    );
     // Without format:block there is no block.
     let plain = api.ok("/v1/recall", &pet, json!({"query": "爬山"})).await;
     assert!(plain.get("block").is_none());
@@ -377,6 +382,10 @@ async fn recent_bootstrap_and_audience() {
     );
     let b = api.ok("/v1/bootstrap", &root, json!({})).await;
     assert!(b["identity"]["text"].as_str().unwrap().contains("阿明"));
+    // Document chunks never expire: the expiry clause of the text query keeps them.
+    let hits = api.search_ids(&root, json!({"query": "阿明 杭州"})).await;
+    assert_eq!(hits.len(), 1);
+    assert!(hits[0].starts_with("doc-"), "{hits:?}");
     assert_eq!(b["recent_titles"].as_array().unwrap().len(), 2);
     assert_eq!(b["recent_self"].as_array().unwrap().len(), 1);
     // A group sees its own card but not the owner's identity or memories.
@@ -454,4 +463,83 @@ async fn config_changes_apply_without_restart() {
         let (status, v) = api.post("/v1/config", &root, bad.clone()).await;
         assert_eq!(status, 400, "{bad}: {v}");
     }
+}
+
+#[tokio::test]
+async fn recall_extends_short_term_memories_up_to_the_cap() {
+    let api = Api::new();
+    let g = api.token("g", "qq-group-4");
+    let sent = Utc::now() - Duration::hours(20);
+    let v = api
+        .ok(
+            "/v1/ingest",
+            &g,
+            json!({"message_id": "1", "text": "下周三交报告", "sent_at": sent.to_rfc3339()}),
+        )
+        .await;
+    let id = v["id"].as_str().unwrap().to_string();
+    let expiry = |m: &serde_json::Value| {
+        m["expires_at"]
+            .as_str()
+            .unwrap()
+            .parse::<chrono::DateTime<Utc>>()
+            .unwrap()
+    };
+    let before = expiry(&api.ok("/v1/get", &g, json!({"id": id})).await);
+    assert!(before < Utc::now() + Duration::hours(5), "{before}");
+    let r = api
+        .ok("/v1/recall", &g, json!({"messages": ["报告"]}))
+        .await;
+    assert_eq!(ids(&r["hits"]), vec![id.clone()]);
+    let after = expiry(&api.ok("/v1/get", &g, json!({"id": id})).await);
+    assert!(after > Utc::now() + Duration::hours(23), "{after}");
+    // A second recall right away writes nothing more.
+    let lines = api.root.journal_lines().len();
+    api.ok("/v1/recall", &g, json!({"messages": ["报告"]}))
+        .await;
+    assert_eq!(api.root.journal_lines().len(), lines);
+    // Recalled every 20 h it lives on, but never beyond 168 h after it was written.
+    let start = Utc::now();
+    for hours in (20..=160).step_by(20) {
+        api.set_now(Some(start + Duration::hours(hours)));
+        let r = api
+            .ok("/v1/recall", &g, json!({"messages": ["报告"]}))
+            .await;
+        assert_eq!(ids(&r["hits"]), vec![id.clone()], "alive at +{hours} h");
+    }
+    let capped = expiry(&api.ok("/v1/get", &g, json!({"id": id})).await);
+    let written = api
+        .hub
+        .get(&id, &memory_hub::index::filter::Filter::all())
+        .unwrap()
+        .ts;
+    assert_eq!(capped, written + Duration::hours(168));
+    // The journal replays to the same expiry.
+    api.set_now(None);
+    drop(api.router);
+    let hub = std::sync::Arc::try_unwrap(api.hub)
+        .ok()
+        .expect("only handle");
+    drop(hub);
+    let reopened = memory_hub::hub::Hub::reindex(
+        api.root.layout(),
+        memory_hub::config::Config::default(),
+        &mut |_| {},
+    )
+    .unwrap()
+    .0;
+    let replayed = reopened
+        .get(&id, &memory_hub::index::filter::Filter::all())
+        .unwrap();
+    assert_eq!(replayed.expires_at, Some(capped));
+    // Forgotten memories are never brought back by an extension.
+    reopened
+        .forget(&id, None, "test", &memory_hub::index::filter::Filter::all())
+        .unwrap();
+    assert_eq!(
+        reopened
+            .extend_short_ttl(std::slice::from_ref(&id), Duration::hours(24), Utc::now())
+            .unwrap(),
+        0
+    );
 }

@@ -315,6 +315,27 @@ async fn disclosure_needs_membership_and_stays_in_one_group() {
         )
         .await;
     assert_eq!(status, 403);
+    // Reconciliation replaces the table: u1 is back, nobody else.
+    let v = w
+        .api
+        .ok(
+            "/v1/members",
+            &w.g1,
+            json!({"set": [{"id": "u1", "name": "A"}]}),
+        )
+        .await;
+    assert_eq!(
+        (v["added"].as_u64(), v["removed"].as_u64()),
+        (Some(1), Some(0))
+    );
+    w.api
+        .ok(
+            "/v1/disclose",
+            &disclose,
+            json!({"group": "qq:group:1", "asker": "u1"}),
+        )
+        .await;
+    w.api.ok("/v1/members", &w.g1, json!({"set": []})).await;
     // A group token cannot edit another group's members.
     let (status, _) = w
         .api
@@ -332,7 +353,7 @@ async fn disclosure_needs_membership_and_stays_in_one_group() {
         .into_iter()
         .filter(|l| l["route"] == "POST /v1/disclose")
         .collect();
-    assert_eq!(audited.len(), 6);
+    assert_eq!(audited.len(), 7);
     assert_eq!(audited[0]["extra"]["asker"], "u1");
     assert_eq!(audited[1]["denied"], 1);
     // Membership survives a reindex: it lives under memories/.
@@ -343,4 +364,219 @@ async fn disclosure_needs_membership_and_stays_in_one_group() {
             .join("memories/groups/members.json")
             .exists()
     );
+}
+
+#[tokio::test]
+async fn idempotency_keys_do_not_cross_scenes() {
+    let w = world();
+    let g2 = w.api.token("g2", "qq-group-2");
+    let a = w
+        .api
+        .ok(
+            "/v1/write",
+            &w.g1,
+            json!({"text": "one", "idempotency_key": "k"}),
+        )
+        .await;
+    let b = w
+        .api
+        .ok(
+            "/v1/write",
+            &g2,
+            json!({"text": "two", "idempotency_key": "k"}),
+        )
+        .await;
+    assert_eq!(
+        (a["action"].as_str(), b["action"].as_str()),
+        (Some("ADD"), Some("ADD"))
+    );
+    assert_ne!(a["id"], b["id"]);
+    let again = w
+        .api
+        .ok(
+            "/v1/write",
+            &g2,
+            json!({"text": "two", "idempotency_key": "k"}),
+        )
+        .await;
+    assert_eq!(again["id"], b["id"]);
+    // Ingest keys are per scene too: the same message id and text in two groups are two memories.
+    let m = json!({"message_id": "1", "text": "同一句话"});
+    let x = w.api.ok("/v1/ingest", &w.g1, m.clone()).await;
+    let y = w.api.ok("/v1/ingest", &g2, m).await;
+    assert_eq!(y["action"], "ADD");
+    assert_ne!(x["id"], y["id"]);
+}
+
+/// A model of DESIGN §4, written independently of `auth::policy`: what a
+/// token may see, for random memories, must equal what search (tantivy),
+/// recent and timeline (SQL) return.
+#[tokio::test]
+async fn random_memories_match_the_privacy_model() {
+    use chrono::{Duration, Utc};
+    use memory_hub::ids;
+    use memory_hub::model::{Fact, Record, Stage};
+    use memory_hub::store::journal;
+    use rand::{Rng, SeedableRng};
+    use std::collections::BTreeSet;
+
+    let mut rng = rand::rngs::StdRng::seed_from_u64(20261130);
+    let scenes = [
+        "main",
+        "qq:owner",
+        "pet",
+        "qq:group:1",
+        "qq:group:2",
+        "qq:private:a",
+        "shared",
+    ];
+    let privacies = [
+        Privacy::Normal,
+        Privacy::Personal,
+        Privacy::Sensitive,
+        Privacy::Secret,
+    ];
+    let subjects = [Subject::Owner, Subject::SelfAgent, Subject::Other];
+    let now = Utc::now();
+    // The memories go straight into a journal file, which the hub replays on
+    // open in one batch (a write per memory would spend seconds in commits).
+    let root_dir = crate::support::TempRoot::new();
+    let facts = root_dir.path().join("memories/facts");
+    std::fs::create_dir_all(&facts).unwrap();
+    let mut lines = String::new();
+    // (id, scene, privacy, subject, expired)
+    let mut written: Vec<(String, &str, Privacy, Subject, bool)> = Vec::new();
+    for i in 0..80 {
+        let privacy = privacies[rng.random_range(0..privacies.len())];
+        let scene = match privacy {
+            Privacy::Secret => "main",
+            Privacy::Sensitive => ["main", "qq:owner"][rng.random_range(0..2)],
+            _ => scenes[rng.random_range(0..scenes.len())],
+        };
+        let subject = subjects[rng.random_range(0..subjects.len())];
+        let short = rng.random_bool(0.3);
+        let expired = short && rng.random_bool(0.5);
+        let ts = now - Duration::seconds(100 - i);
+        let fact = Fact {
+            id: ids::fact_id("fact", &crate::support::scene(scene), ts),
+            ts,
+            scene: crate::support::scene(scene),
+            kind: "note".into(),
+            stage: if short { Stage::Short } else { Stage::Long },
+            text: format!("common marker {i}"),
+            title: None,
+            tags: Vec::new(),
+            privacy,
+            subject,
+            source: "test".into(),
+            importance: 0.5,
+            tier: None,
+            supersedes: None,
+            expires_at: short.then(|| {
+                if expired {
+                    now - Duration::hours(1)
+                } else {
+                    now + Duration::hours(1)
+                }
+            }),
+            source_message_id: None,
+            idempotency_key: None,
+            device: "test".into(),
+        };
+        written.push((fact.id.clone(), scene, privacy, subject, expired));
+        lines.push_str(&serde_json::to_string(&Record::Put { v: 1, fact }).unwrap());
+        lines.push('\n');
+    }
+    std::fs::write(facts.join(journal::file_name_for(now)), lines).unwrap();
+    let api = Api::over(root_dir);
+    let root = api.token("root", "dsh-desktop");
+    api.ok("/v1/config", &root, json!({"search.maxLimit": 100}))
+        .await;
+    let presets = [
+        "dsh-desktop",
+        "qq-owner",
+        "pet",
+        "qq-group-1",
+        "qq-group-2",
+        "qq-private-a",
+    ];
+    for preset in presets {
+        let secret = api.token(&format!("t-{preset}"), preset);
+        let (scopes, token_scenes) = memory_hub::auth::preset(preset).unwrap();
+        let has = |s: &str| scopes.iter().any(|x| x == s);
+        for from_owner in [false, true] {
+            if from_owner && !has("from_owner") && !has("*") {
+                continue;
+            }
+            let want: BTreeSet<String> = written
+                .iter()
+                .filter(|(_, scene, privacy, subject, expired)| {
+                    if *expired {
+                        return false;
+                    }
+                    let own = has("*")
+                        || *scene == "shared"
+                        || token_scenes.iter().any(|s| s.as_str() == *scene);
+                    let readable = match privacy {
+                        Privacy::Normal | Privacy::Personal => true,
+                        Privacy::Sensitive => has("sensitive:read"),
+                        Privacy::Secret => has("secret:read"),
+                    };
+                    let owners = from_owner
+                        && ["main", "qq:owner"].contains(scene)
+                        && matches!(privacy, Privacy::Normal | Privacy::Personal)
+                        && *subject == Subject::Owner;
+                    (own && readable) || owners
+                })
+                .map(|w| w.0.clone())
+                .collect();
+            // The random corpus exercises every case: the root sees most, a group little.
+            match preset {
+                "dsh-desktop" => assert!(want.len() > 40, "{}", want.len()),
+                "qq-group-1" if !from_owner => assert!((1..20).contains(&want.len())),
+                _ => {}
+            }
+            let body = json!({"query": "common marker", "limit": 100, "from_owner": from_owner});
+            let searched: BTreeSet<String> =
+                api.search_ids(&secret, body).await.into_iter().collect();
+            assert_eq!(searched, want, "search: {preset} from_owner={from_owner}");
+            let recent = api
+                .ok(
+                    "/v1/recent",
+                    &secret,
+                    json!({"limit": 100, "from_owner": from_owner}),
+                )
+                .await;
+            let recent: BTreeSet<String> = ids(&recent["items"]).into_iter().collect();
+            assert_eq!(recent, want, "recent: {preset} from_owner={from_owner}");
+            let tl = api
+                .ok(
+                    "/v1/timeline",
+                    &secret,
+                    json!({"limit": 100, "from_owner": from_owner}),
+                )
+                .await;
+            let tl: BTreeSet<String> = tl["months"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|m| ids(&m["items"]))
+                .collect();
+            assert_eq!(tl, want, "timeline: {preset} from_owner={from_owner}");
+            for (id, ..) in written.iter().step_by(1) {
+                let (status, _) = api
+                    .post(
+                        "/v1/get",
+                        &secret,
+                        json!({"id": id, "from_owner": from_owner}),
+                    )
+                    .await;
+                assert_eq!(
+                    status == 200,
+                    want.contains(id),
+                    "get {id}: {preset} from_owner={from_owner}"
+                );
+            }
+        }
+    }
 }

@@ -161,3 +161,21 @@ fn layers_keep_to_themselves() {
         }
     }
 }
+
+/// Every POST body refuses fields the contract does not name (no silent typos).
+#[tokio::test]
+async fn every_post_body_refuses_unknown_fields() {
+    let api = crate::http_support::Api::new();
+    let root = api.token("root", "dsh-desktop");
+    for route in route_table().iter().filter(|r| r.method == "POST") {
+        let (status, v) = api
+            .post(
+                route.path,
+                &root,
+                serde_json::json!({"not_in_the_contract": 1}),
+            )
+            .await;
+        assert_eq!(status, 400, "{}: {v}", route.path);
+        assert_eq!(v["error"]["code"], "INVALID_INPUT", "{}", route.path);
+    }
+}

@@ -58,7 +58,7 @@ fn serve_tokens_and_graceful_shutdown() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_memd"))
         .args(["serve", "--listen", "127.0.0.1:0"])
         .env("MEMD_ROOT", root.path())
-        .env_remove("MEMD_LOG")
+        .env("MEMD_LOG", "info")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -132,7 +132,14 @@ fn serve_tokens_and_graceful_shutdown() {
         .read_to_string(&mut stderr)
         .unwrap();
     assert!(exit.success(), "exit {exit:?}: {stderr}");
-    assert!(!stderr.contains(&secret), "secrets never reach the log");
+    assert!(
+        stderr.contains("POST /v1/write") && stderr.contains("\"root\""),
+        "requests are logged: {stderr}"
+    );
+    assert!(
+        !stderr.contains(&secret) && !stderr.contains(&pet),
+        "secrets never reach the log"
+    );
 
     let journal = root.journal_lines().join("\n");
     for id in &ids {
@@ -147,4 +154,136 @@ fn serve_tokens_and_graceful_shutdown() {
     // The audit log names tokens, not secrets.
     let audit = std::fs::read_to_string(root.path().join("data/audit.jsonl")).unwrap();
     assert!(audit.contains("\"token\":\"root\"") && !audit.contains(&secret));
+}
+
+#[test]
+fn token_cli_refuses_bad_input() {
+    let root = TempRoot::new();
+    for args in [
+        vec!["token", "issue", "--name", "x", "--preset", "nope"],
+        vec!["token", "issue", "--name", "x", "--scope", "god"],
+        vec!["token", "issue", "--name", "x"],
+        vec!["token", "issue", "--name", "bad name", "--preset", "pet"],
+        vec!["token", "revoke", "missing"],
+    ] {
+        let out = root.memd(&args);
+        assert!(!out.status.success(), "{args:?} should fail");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("INVALID_INPUT") || stderr.contains("NOT_FOUND"),
+            "{args:?}: {stderr}"
+        );
+    }
+    let custom = root.memd_json(&[
+        "token", "issue", "--name", "tool", "--scope", "read", "--scene", "main,pet",
+    ]);
+    assert_eq!(custom["scenes"], json!(["main", "pet"]));
+    assert_eq!(custom["scopes"], json!(["read"]));
+    let plain = root.memd(&["token", "issue", "--name", "g", "--preset", "qq-group-7"]);
+    let secret = String::from_utf8_lossy(&plain.stdout).trim().to_string();
+    assert!(
+        secret.starts_with("mh_") && secret.len() == 3 + 64,
+        "{secret}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn launch_function_takes_a_listener_and_a_shutdown_future() {
+    use std::sync::Arc;
+
+    let root = TempRoot::new();
+    let hub = Arc::new(root.hub());
+    let secret = memory_hub::auth::issue(
+        &root.layout().tokens(),
+        &memory_hub::auth::IssueRequest {
+            name: "root".into(),
+            preset: Some("dsh-desktop".into()),
+            ..Default::default()
+        },
+    )
+    .unwrap()
+    .1;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(memory_hub::http::serve(
+        listener,
+        memory_hub::http::AppState::new(hub.clone()),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    let a = addr.clone();
+    let (status, v) = tokio::task::spawn_blocking(move || {
+        call(
+            &a,
+            "POST",
+            "/v1/write",
+            Some(&secret),
+            &json!({"text": "in process"}),
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(status, 200, "{v}");
+    stop.send(()).unwrap();
+    server.await.unwrap().unwrap();
+    assert!(TcpStream::connect(&addr).is_err(), "the listener is closed");
+    assert!(
+        root.journal_lines()
+            .iter()
+            .any(|l| l.contains("in process"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stuck_client_cannot_hold_shutdown_forever() {
+    use std::sync::Arc;
+
+    let root = TempRoot::new();
+    let hub = Arc::new(root.hub());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(memory_hub::http::serve_with_grace(
+        listener,
+        memory_hub::http::AppState::new(hub),
+        async {
+            let _ = stopped.await;
+        },
+        Duration::from_millis(300),
+    ));
+    let secret = memory_hub::auth::issue(
+        &root.layout().tokens(),
+        &memory_hub::auth::IssueRequest {
+            name: "root".into(),
+            preset: Some("dsh-desktop".into()),
+            ..Default::default()
+        },
+    )
+    .unwrap()
+    .1;
+    // An authenticated request whose body never arrives: its handler waits for it.
+    let mut stuck = TcpStream::connect(&addr).unwrap();
+    write!(
+        stuck,
+        "POST /v1/search HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {secret}\r\nContent-Length: 100\r\n\r\n{{"
+    )
+    .unwrap();
+    let (status, _) = tokio::task::spawn_blocking({
+        let addr = addr.clone();
+        move || call(&addr, "GET", "/v1/health", None, &json!({}))
+    })
+    .await
+    .unwrap();
+    assert_eq!(status, 200);
+    let started = Instant::now();
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), server)
+        .await
+        .expect("serve returns after the grace period")
+        .unwrap()
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5));
+    drop(stuck);
 }
