@@ -25,8 +25,8 @@ pub(super) fn run(cli: &super::Cli, hub: Hub) -> anyhow::Result<()> {
         s.journal_files, s.journal_bytes
     );
     println!(
-        "index:       {} bytes, {} text documents",
-        s.index_bytes, s.text_documents
+        "index:       {} bytes, {} text documents, {} vectors",
+        s.index_bytes, s.text_documents, s.vectors
     );
     if !s.writer {
         println!("note:        another process holds the writer lock; showing its index");

@@ -31,14 +31,14 @@ pub use recall::{
 pub use ttl::MAX_SHORT_TTL_HOURS;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Mutex, mpsc};
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::config::{Config, Layout};
+use crate::embed::EmbedderSlot;
 use crate::embed::cache::VectorCache;
-use crate::embed::{Embedder, EmbedderSlot};
 use crate::error::{Error, IoContext, Result};
 use crate::ids;
 use crate::index::filter::Filter;
@@ -49,10 +49,11 @@ use crate::model::{
     Tier,
 };
 use crate::policy;
-use crate::search::{self, SearchRequest, SearchResults};
 use crate::store::journal::{self, JournalWriter};
 use crate::store::lock::WriterLock;
 use crate::store::markdown;
+
+mod vectors;
 
 /// Changes per index commit while catching up.
 const CATCH_UP_BATCH: usize = 5000;
@@ -443,75 +444,6 @@ impl Hub {
         self.index.apply(&batch)?;
         report.vectors_stored = self.sync_vectors();
         Ok(report)
-    }
-
-    /// The embedder, loading the configured model on first use;
-    /// `EMBEDDING_UNAVAILABLE` says why there is none.
-    pub fn embedder(&self) -> Result<Arc<dyn Embedder>> {
-        self.embedder.get()
-    }
-
-    /// Embeds memories that have no vector yet. Vectors are derived data: a
-    /// failure is logged and the memories stay pending for the next call.
-    fn sync_vectors(&self) -> u64 {
-        if self.writer.is_none() {
-            return 0;
-        }
-        // A loaded embedder of another model than the stored vectors means
-        // everything is re-embedded; a lazily configured one is checked when
-        // it first loads (see `refresh_vectors`).
-        let model_changed = self.embedder.loaded().is_some_and(|e| {
-            self.index
-                .vector_model()
-                .ok()
-                .flatten()
-                .is_some_and(|(m, d)| m != e.model_id() || d != e.dim())
-        });
-        match self.index.vectors_pending() {
-            Ok(true) => {}
-            Ok(false) if model_changed => {}
-            Ok(false) => return 0,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot look for memories to embed");
-                return 0;
-            }
-        }
-        let Ok(embedder) = self.embedder.get() else {
-            // Logged once when loading failed; the memories stay pending.
-            return 0;
-        };
-        match self
-            .index
-            .sync_vectors(embedder.as_ref(), self.cache.as_ref())
-        {
-            Ok(n) => n,
-            Err(e) => {
-                tracing::warn!(error = %e, "embedding memories failed; they stay pending and are retried after the next write");
-                0
-            }
-        }
-    }
-
-    /// Brings the vectors up to date with a just-loaded embedder: embeds
-    /// memories written while none was available, and everything if the index
-    /// holds vectors of another model (the configured model changed). Writer
-    /// only; a failure is logged and the search goes on with what is indexed.
-    fn refresh_vectors(&self, embedder: &dyn Embedder) -> Result<()> {
-        if self.writer.is_none() {
-            return Ok(());
-        }
-        let stale = self
-            .index
-            .vector_model()?
-            .is_some_and(|(m, d)| m != embedder.model_id() || d != embedder.dim());
-        if !stale && !self.index.vectors_pending()? {
-            return Ok(());
-        }
-        let _guard = self.writer_state()?;
-        if let Err(e) = self.index.sync_vectors(embedder, self.cache.as_ref()) {
-            tracing::warn!(error = %e, "embedding pending memories failed; searching what is indexed");
-        }
-        Ok(())
     }
 
     /// Applies journal lines appended by another process (a file sync tool)
@@ -965,44 +897,6 @@ impl Hub {
             self.index.refresh()?;
         }
         Ok(())
-    }
-
-    /// Search under the request's filter, in the request's mode (default
-    /// `search.mode`). Hybrid falls back to full text when no embedder is
-    /// available and says so in [`SearchResults::mode`]; semantic answers
-    /// `EMBEDDING_UNAVAILABLE`.
-    pub fn search(&self, req: &SearchRequest) -> Result<SearchResults> {
-        self.search_with(req, &self.config.search)
-    }
-
-    /// [`Hub::search`] with search settings given by the caller (hot-reloaded config).
-    pub fn search_with(
-        &self,
-        req: &SearchRequest,
-        cfg: &crate::config::SearchConfig,
-    ) -> Result<SearchResults> {
-        let mode = req.mode.unwrap_or(cfg.mode);
-        let mut unavailable = None;
-        let embedder = match mode {
-            search::SearchMode::Fulltext => None,
-            _ => match self.embedder.get() {
-                Ok(e) => {
-                    self.refresh_vectors(e.as_ref())?;
-                    Some(e)
-                }
-                Err(e) if mode == search::SearchMode::Semantic => return Err(e),
-                Err(e) => {
-                    tracing::debug!(error = %e, "hybrid search falls back to full text");
-                    unavailable = Some(e.to_string());
-                    None
-                }
-            },
-        };
-        let mut results = search::search(&self.index, embedder.as_deref(), req, cfg)?;
-        if results.fallback.is_some() && unavailable.is_some() {
-            results.fallback = unavailable;
-        }
-        Ok(results)
     }
 
     /// One memory by fact id, chunk id or document id, if visible under `filter`.

@@ -474,3 +474,36 @@ fn eval_on_a_tiny_fixture() {
     let out = TempRoot::new().memd_json(&["eval", dir.to_str().unwrap(), "--mode", "fulltext"]);
     assert_eq!(out[0]["recallAt5"], 1.0);
 }
+
+#[test]
+fn memories_written_without_an_embedder_are_embedded_once_one_is_available() {
+    let root = TempRoot::new();
+    let id = {
+        let (hub, _) = Hub::open_with(
+            root.layout(),
+            Config::default(),
+            Mode::Write,
+            EmbedderSlot::none("test: no model"),
+            &mut |_| {},
+        )
+        .unwrap();
+        let id = write(&hub, "main", "written while the model was missing");
+        assert_eq!(hub.stats().unwrap().vectors, 0);
+        let err = hub
+            .search(&SearchRequest {
+                query: "model".into(),
+                filter: Filter::all(),
+                limit: None,
+                mode: Some(SearchMode::Semantic),
+            })
+            .unwrap_err();
+        assert!(err.to_string().contains("test: no model"), "{err}");
+        id
+    };
+    let hub = root.hub();
+    assert_eq!(hub.stats().unwrap().vectors, 1);
+    assert_eq!(
+        search_ids_in(&hub, "the model was missing", 1, SearchMode::Semantic),
+        [id]
+    );
+}
