@@ -5,7 +5,8 @@
 //! The decision is a pure function of the job's settings, its saved state and
 //! "now" ([`next_run`]), so tests drive it with an injected clock. The runner
 //! thread also commits pending text-index changes every second, so processes
-//! that only read the index see recent writes.
+//! that only read the index see recent writes, and embeds memories that have
+//! no vector yet, off the write path.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -222,8 +223,11 @@ impl Drop for SchedulerHandle {
     }
 }
 
-/// Starts the runner: every second it commits pending index changes; every
-/// 30 seconds it runs due jobs.
+/// Memories embedded per hold of the writer by the background runner.
+const EMBED_GROUP: usize = 16;
+
+/// Starts the runner: every second it commits pending index changes and
+/// embeds memories that lack a vector; every 30 seconds it runs due jobs.
 pub fn spawn(hub: Arc<Hub>, jobs: Vec<Job>) -> Result<SchedulerHandle> {
     let stop = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&stop);
@@ -236,6 +240,11 @@ pub fn spawn(hub: Arc<Hub>, jobs: Vec<Job>) -> Result<SchedulerHandle> {
                 if let Err(e) = hub.flush() {
                     tracing::warn!(error = %e, "index commit failed");
                 }
+                // Embed the backlog in small groups so writes never wait long
+                // for the writer.
+                while !flag.load(Ordering::SeqCst)
+                    && hub.embed_pending(EMBED_GROUP) >= EMBED_GROUP as u64
+                {}
                 if seconds.is_multiple_of(30) {
                     tick(&hub, &jobs, &path, Utc::now());
                 }

@@ -8,10 +8,11 @@
 //! on reindex. A write is acknowledged only after its line is durable, and the
 //! index always equals a replay of the files.
 //!
-//! After each applied batch the writer embeds whatever memories still lack a
-//! vector (see [`crate::index::vector`]), through the vector cache, so a write
-//! is acknowledged only once it is searchable in every mode. If no embedder can
-//! be loaded, memories stay pending and are embedded once one is available.
+//! Vectors are computed off the write path (see `vectors.rs`): a write is
+//! acknowledged once durable and in the full-text index; memories without a
+//! vector are embedded by [`Hub::embed_pending`] in the background and before
+//! any semantic or hybrid search. If no embedder can be loaded, memories stay
+//! pending and are embedded once one is available.
 //!
 //! Reads (`search`, `get`, `stats`) take `&self` and run concurrently.
 
@@ -351,7 +352,11 @@ impl Hub {
             std::fs::remove_dir_all(&dir).ctx("cannot remove index", &dir)?;
         }
         drop(lock);
-        Self::open_with(layout, config, Mode::Write, embedder, progress)
+        let (hub, mut report) = Self::open_with(layout, config, Mode::Write, embedder, progress)?;
+        // A rebuilt index is complete: every vector is stored (from the cache
+        // where the text is unchanged) before reindex reports success.
+        report.vectors_stored = hub.embed_pending(usize::MAX);
+        Ok((hub, report))
     }
 
     /// The root layout.
@@ -442,7 +447,6 @@ impl Hub {
             });
         }
         self.index.apply(&batch)?;
-        report.vectors_stored = self.sync_vectors();
         Ok(report)
     }
 
@@ -513,7 +517,6 @@ impl Hub {
             }
         }
         self.index.apply(&batch)?;
-        report.vectors_stored = self.sync_vectors();
         Ok(report)
     }
 

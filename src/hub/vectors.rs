@@ -1,9 +1,12 @@
 //! Vectors and search: the hub's side of semantic search.
 //!
-//! The writer embeds memories that have no vector yet after every applied
-//! batch (catch-up, document sync, writes), and when an embedder is first
-//! loaded; searches pick the embedder for their mode and degrade as
-//! documented in [`crate::search`].
+//! Embedding is kept off the write path: a write is acknowledged once it is
+//! durable and in the full-text index. Memories without a vector are embedded
+//! in small groups by [`Hub::embed_pending`] (the server's scheduler thread
+//! calls it every second), all at once by `memd reindex`, and before any
+//! semantic or hybrid search, so a search always sees every write. Searches
+//! pick the embedder for their mode and degrade as documented in
+//! [`crate::search`].
 
 use std::sync::Arc;
 
@@ -19,9 +22,26 @@ impl Hub {
         self.embedder.get()
     }
 
-    /// Embeds memories that have no vector yet. Vectors are derived data: a
-    /// failure is logged and the memories stay pending for the next call.
-    pub(super) fn sync_vectors(&self) -> u64 {
+    /// Embeds up to `limit` memories that have no vector yet, holding the
+    /// writer for that time; returns how many were stored. Vectors are derived
+    /// data: a failure is logged and the memories stay pending for the next call.
+    pub fn embed_pending(&self, limit: usize) -> u64 {
+        if self.writer.is_none() {
+            return 0;
+        }
+        // The first load of a model takes seconds: do it before taking the
+        // writer, so writes are not held up by it.
+        if matches!(self.index.vectors_pending(), Ok(true)) {
+            let _ = self.embedder.get();
+        }
+        match self.writer_state() {
+            Ok(_guard) => self.sync_vectors(limit),
+            Err(_) => 0,
+        }
+    }
+
+    /// [`Hub::embed_pending`] for a caller that holds the writer.
+    fn sync_vectors(&self, limit: usize) -> u64 {
         if self.writer.is_none() {
             return 0;
         }
@@ -50,7 +70,7 @@ impl Hub {
         };
         match self
             .index
-            .sync_vectors(embedder.as_ref(), self.cache.as_ref())
+            .sync_vectors(embedder.as_ref(), self.cache.as_ref(), limit)
         {
             Ok(n) => n,
             Err(e) => {
@@ -76,7 +96,10 @@ impl Hub {
             return Ok(());
         }
         let _guard = self.writer_state()?;
-        if let Err(e) = self.index.sync_vectors(embedder, self.cache.as_ref()) {
+        if let Err(e) = self
+            .index
+            .sync_vectors(embedder, self.cache.as_ref(), usize::MAX)
+        {
             tracing::warn!(error = %e, "embedding pending memories failed; searching what is indexed");
         }
         Ok(())

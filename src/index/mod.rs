@@ -42,7 +42,7 @@ use tokenizer::Term;
 const VECTOR_BATCH: usize = 256;
 
 /// Bumped whenever the on-disk index layout changes; a mismatch triggers a rebuild.
-pub const INDEX_FORMAT: &str = "2";
+pub const INDEX_FORMAT: &str = "3";
 
 /// One change to apply.
 #[derive(Debug, Clone)]
@@ -249,6 +249,7 @@ impl Index {
         &self,
         embedder: &dyn Embedder,
         cache: Option<&VectorCache>,
+        limit: usize,
     ) -> Result<u64> {
         let model = embedder.model_id();
         if self
@@ -259,7 +260,12 @@ impl Index {
         }
         let mut stored = 0u64;
         loop {
-            let pending = self.meta.write(|t| vector::pending(t, VECTOR_BATCH))?;
+            let want = VECTOR_BATCH.min(limit.saturating_sub(stored as usize));
+            let pending = if want == 0 {
+                Vec::new()
+            } else {
+                self.meta.write(|t| vector::pending(t, want))?
+            };
             if pending.is_empty() {
                 return Ok(stored);
             }

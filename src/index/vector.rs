@@ -82,7 +82,8 @@ pub fn ensure_model(tx: &Transaction<'_>, model: &str, dim: usize) -> Result<boo
         "CREATE VIRTUAL TABLE {TABLE} USING vec0(\
          id TEXT PRIMARY KEY, \
          embedding float[{dim}] distance_metric=cosine, \
-         scene TEXT, privacy TEXT, stage TEXT, kind TEXT, subject TEXT, origin TEXT)"
+         scene TEXT, privacy TEXT, stage TEXT, kind TEXT, subject TEXT, origin TEXT, \
+         expires INTEGER)"
     ))?;
     tx.execute(
         "INSERT OR REPLACE INTO vector_meta (one, model, dim) VALUES (1, ?, ?)",
@@ -120,12 +121,14 @@ pub struct Pending {
     /// Visibility values in [`Filter::field_sets`] order: scene, privacy,
     /// stage, kind, subject, origin.
     pub columns: [String; 6],
+    /// Expiry in milliseconds since the epoch, `i64::MAX` for none.
+    pub expires: i64,
 }
 
 /// Up to `limit` searchable memories without a vector of the current model.
 pub fn pending(conn: &Connection, limit: usize) -> Result<Vec<Pending>> {
     let mut stmt = conn.prepare_cached(
-        "SELECT id, title, text, scene, privacy, stage, kind, subject, origin FROM memories \
+        "SELECT id, title, text, scene, privacy, stage, kind, subject, origin, expires_at FROM memories \
          WHERE vector_model IS NULL AND forgotten_at IS NULL ORDER BY id LIMIT ?",
     )?;
     let rows = stmt.query_map([limit as i64], |r| {
@@ -142,6 +145,7 @@ pub fn pending(conn: &Connection, limit: usize) -> Result<Vec<Pending>> {
                 r.get(7)?,
                 r.get(8)?,
             ],
+            expires: r.get::<_, Option<i64>>(9)?.unwrap_or(i64::MAX),
         })
     })?;
     rows.map(|r| r.map_err(Error::from)).collect()
@@ -159,8 +163,8 @@ pub fn passage_text(title: Option<&str>, text: &str) -> String {
 pub fn store(tx: &Transaction<'_>, model: &str, rows: &[(&Pending, &[f32])]) -> Result<()> {
     let mut del = tx.prepare_cached(&format!("DELETE FROM {TABLE} WHERE id = ?"))?;
     let mut ins = tx.prepare_cached(&format!(
-        "INSERT INTO {TABLE} (id, embedding, scene, privacy, stage, kind, subject, origin) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+        "INSERT INTO {TABLE} (id, embedding, scene, privacy, stage, kind, subject, origin, expires) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
     ))?;
     let mut mark = tx.prepare_cached(
         "UPDATE memories SET vector_model = ? WHERE id = ? AND forgotten_at IS NULL",
@@ -176,7 +180,8 @@ pub fn store(tx: &Transaction<'_>, model: &str, rows: &[(&Pending, &[f32])]) -> 
             stage,
             kind,
             subject,
-            origin
+            origin,
+            p.expires
         ])?;
         mark.execute(params![model, p.id])?;
     }
@@ -208,6 +213,11 @@ pub fn knn(
             let marks = vec!["?"; allowed.len()].join(",");
             sql.push_str(&format!(" AND {col} IN ({marks})"));
             values.extend(allowed.into_iter().map(Into::into));
+        }
+        if let Some(at) = scope.unexpired_at {
+            // A range on a metadata column is applied inside the KNN too.
+            sql.push_str(" AND expires > ?");
+            values.push(at.timestamp_millis().into());
         }
         sql.push_str(" ORDER BY distance");
         let mut stmt = conn.prepare_cached(&sql)?;

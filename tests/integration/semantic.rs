@@ -307,6 +307,12 @@ fn warm_vector_cache_makes_reindex_not_re_embed() {
             ));
         }
         hub.write_batch(reqs).unwrap();
+        assert_eq!(
+            first.passages_embedded(),
+            0,
+            "writes do not wait for embedding"
+        );
+        assert_eq!(hub.embed_pending(usize::MAX), 32);
         assert_eq!(first.passages_embedded(), 32, "30 facts + 2 chunks");
         assert_eq!(hub.stats().unwrap().vectors, 32);
         search_ids_in(&hub, "hiking in the mountains", 10, SearchMode::Hybrid)
@@ -355,6 +361,7 @@ fn forget_and_document_removal_remove_vectors() {
     let hub = root.hub();
     let keep = write(&hub, "main", "keep this memory");
     let gone = write(&hub, "main", "forget this memory");
+    hub.embed_pending(usize::MAX);
     assert_eq!(hub.stats().unwrap().vectors, 4);
     hub.forget(&gone, None, "test", &Filter::all()).unwrap();
     assert_eq!(hub.stats().unwrap().vectors, 3);
@@ -379,6 +386,7 @@ fn a_changed_model_re_embeds_everything() {
     }
     let other = Arc::new(HashEmbedder::new(64));
     let hub = root.hub_with(other.clone());
+    hub.embed_pending(usize::MAX);
     assert_eq!(other.passages_embedded(), 2);
     assert_eq!(hub.stats().unwrap().vectors, 2);
     assert_eq!(
@@ -407,6 +415,8 @@ fn write_batch_is_one_group_with_an_answer_per_request() {
         .collect();
     assert_eq!(ids.len(), 599, "ids are unique even within one millisecond");
     assert_eq!(root.journal_lines().len(), 599);
+    assert_eq!(hub.stats().unwrap().text_documents, 599);
+    assert_eq!(hub.embed_pending(usize::MAX), 599);
     assert_eq!(hub.stats().unwrap().vectors, 599);
 }
 
@@ -501,9 +511,49 @@ fn memories_written_without_an_embedder_are_embedded_once_one_is_available() {
         id
     };
     let hub = root.hub();
+    assert_eq!(hub.embed_pending(usize::MAX), 1);
     assert_eq!(hub.stats().unwrap().vectors, 1);
     assert_eq!(
         search_ids_in(&hub, "the model was missing", 1, SearchMode::Semantic),
         [id]
     );
+}
+
+#[test]
+fn expired_short_term_memories_never_come_back_through_the_knn() {
+    let root = TempRoot::new();
+    let hub = root.hub();
+    let now = chrono::Utc::now();
+    let mut expired = WriteRequest::new(scene("qq:group:5"), "hotpot tonight at eight", "test");
+    expired.stage = memory_hub::model::Stage::Short;
+    expired.kind = "chat".into();
+    expired.expires_at = Some(now - chrono::Duration::hours(1));
+    let expired = hub.write(expired).unwrap().id;
+    let mut live = WriteRequest::new(scene("qq:group:5"), "hotpot tomorrow at noon", "test");
+    live.stage = memory_hub::model::Stage::Short;
+    live.kind = "chat".into();
+    live.expires_at = Some(now + chrono::Duration::hours(1));
+    let live = hub.write(live).unwrap().id;
+    let scope = |unexpired_at| Scope {
+        scenes: vec![scene("qq:group:5")],
+        unexpired_at,
+        ..Scope::default()
+    };
+    for mode in [
+        SearchMode::Semantic,
+        SearchMode::Hybrid,
+        SearchMode::Fulltext,
+    ] {
+        let ids: Vec<String> = search(&hub, "hotpot", Filter::scope(scope(Some(now))), 10, mode)
+            .hits
+            .into_iter()
+            .map(|h| h.memory.id)
+            .collect();
+        assert_eq!(ids, vec![live.clone()], "{mode:?}");
+        let all = search(&hub, "hotpot", Filter::scope(scope(None)), 10, mode)
+            .hits
+            .len();
+        assert_eq!(all, 2, "{mode:?}: without an expiry bound both match");
+    }
+    assert_ne!(expired, live);
 }
