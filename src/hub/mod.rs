@@ -16,11 +16,13 @@
 //!
 //! Reads (`search`, `get`, `stats`) take `&self` and run concurrently.
 
+mod health;
 mod ingest;
 mod read;
 mod recall;
 mod ttl;
 
+pub use health::{Component, HealthReport};
 pub use ingest::{IngestAction, IngestOutcome, IngestRequest};
 pub use read::{
     Bootstrap, MAX_PAGE, RecentTitle, Timeline, TimelineEntry, TimelineMonth, TimelineQuery,
@@ -184,6 +186,8 @@ pub struct Stats {
     pub writer: bool,
     /// Stored vectors (memories searchable semantically).
     pub vectors: u64,
+    /// Memories waiting for their vector (embedded in the background).
+    pub pending_vectors: u64,
 }
 
 /// What opening or a catch-up did.
@@ -954,6 +958,7 @@ impl Hub {
             issues: self.index.meta.issues()?,
             writer: self.is_writer(),
             vectors: self.index.vector_count()?,
+            pending_vectors: self.index.vectors_pending_count()?,
         })
     }
 

@@ -237,6 +237,11 @@ impl Index {
         self.meta.with_reader(vector::stored_model)
     }
 
+    /// Number of memories waiting for a vector.
+    pub fn vectors_pending_count(&self) -> Result<u64> {
+        self.meta.with_reader(vector::pending_count)
+    }
+
     /// Number of stored vectors.
     pub fn vector_count(&self) -> Result<u64> {
         self.meta.with_reader(vector::count)

@@ -236,6 +236,15 @@ pub fn knn(
     Ok(out)
 }
 
+/// Number of searchable memories still waiting for a vector of the current model.
+pub fn pending_count(conn: &Connection) -> Result<u64> {
+    Ok(conn.query_row(
+        "SELECT COUNT(*) FROM memories WHERE vector_model IS NULL AND forgotten_at IS NULL",
+        [],
+        |r| r.get::<_, i64>(0),
+    )? as u64)
+}
+
 /// Number of stored vectors (0 when the table does not exist yet).
 pub fn count(conn: &Connection) -> Result<u64> {
     if !table_exists(conn)? {

@@ -5,7 +5,8 @@ use crate::support::{TempRoot, write};
 fn doctor(root: &TempRoot, extra: &[&str]) -> (i32, serde_json::Value) {
     let mut args = vec!["doctor", "--json"];
     args.extend(extra);
-    let out = root.memd(&args);
+    // With the installed model (scripts/setup.sh), as on a real machine.
+    let out = root.memd_with_models(&args);
     let report = serde_json::from_slice(&out.stdout).expect("doctor prints one JSON document");
     (out.status.code().unwrap(), report)
 }
@@ -38,6 +39,7 @@ fn healthy_root_is_ready() {
     assert_eq!(code, 0, "{report}");
     assert_eq!(report["ready"], true);
     for name in [
+        "model",
         "config",
         "directories",
         "writer_lock",
@@ -58,6 +60,33 @@ fn healthy_root_is_ready() {
             .iter()
             .all(|c| c["name"] != "daemon")
     );
+}
+
+#[test]
+fn a_missing_model_is_named() {
+    let root = TempRoot::new();
+    std::fs::write(
+        root.path().join("config.json"),
+        r#"{"embedder": {"modelDir": "/nonexistent/model"}}"#,
+    )
+    .unwrap();
+    let (code, report) = doctor(&root, &["--shallow"]);
+    assert_eq!(code, 1);
+    assert_eq!(status(&report, "model"), "fail");
+    let model = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "model")
+        .unwrap();
+    assert!(
+        model["detail"]
+            .as_str()
+            .unwrap()
+            .contains("/nonexistent/model"),
+        "{model}"
+    );
+    assert!(model["hint"].as_str().unwrap().contains("scripts/setup.sh"));
 }
 
 #[test]

@@ -16,7 +16,7 @@ impl Drop for Server {
     }
 }
 
-fn serve(root: &TempRoot) -> Server {
+fn serve(root: &TempRoot) -> (Server, String) {
     // The daily backup would wait until 04:00 anyway; keep the test root clean.
     std::fs::write(
         root.path().join("config.json"),
@@ -35,8 +35,12 @@ fn serve(root: &TempRoot) -> Server {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    assert!(line.starts_with("listening on"), "{line}");
-    Server(child)
+    let addr = line
+        .trim()
+        .strip_prefix("listening on http://")
+        .unwrap_or_else(|| panic!("{line}"))
+        .to_string();
+    (Server(child), addr)
 }
 
 /// Polls full-text search (through the CLI, which reads the daemon's index)
@@ -60,7 +64,19 @@ fn wait_for(root: &TempRoot, query: &str, pred: impl Fn(usize) -> bool) -> Durat
 #[test]
 fn edits_and_foreign_appends_reach_the_running_index() {
     let root = TempRoot::new();
-    let _server = serve(&root);
+    let (_server, addr) = serve(&root);
+
+    // `memd health` asks the running daemon.
+    let health = root.memd_json(&["health", "--addr", &addr]);
+    assert_eq!(health["writer"], true);
+    for c in ["journal", "index", "embedder", "disk"] {
+        assert!(
+            health["components"][c]["status"].is_string(),
+            "{c}: {health}"
+        );
+    }
+    assert!(health["pending_vectors"].is_u64());
+
     let doc = root.write_doc("notes/garden.md", "# Garden\nTomatoes need staking.\n");
     let added = wait_for(&root, "tomatoes", |n| n == 1);
 

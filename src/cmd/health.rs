@@ -1,0 +1,31 @@
+//! `memd health`: asks a running `memd serve` for `/v1/health` and prints it.
+
+use std::time::Duration;
+
+use crate::config::Config;
+
+/// Arguments of `memd health`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Address of the daemon (default: config `listen`).
+    #[arg(long)]
+    addr: Option<String>,
+}
+
+pub(super) fn run(cli: &super::Cli, config: &Config, args: &Args) -> anyhow::Result<()> {
+    let addr = args.addr.clone().unwrap_or_else(|| config.listen.clone());
+    let response = crate::loopback::get(&addr, "/v1/health", None, Duration::from_secs(5))?;
+    let body: serde_json::Value = serde_json::from_str(&response.body)
+        .map_err(|e| crate::Error::Internal(format!("{addr} did not answer JSON: {e}")))?;
+    if response.status != 200 {
+        anyhow::bail!(crate::Error::Internal(format!(
+            "{addr} answered HTTP {}: {body}",
+            response.status
+        )));
+    }
+    if cli.json {
+        return super::print_json(&body);
+    }
+    println!("{}", serde_json::to_string_pretty(&body)?);
+    Ok(())
+}

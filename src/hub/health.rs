@@ -1,0 +1,159 @@
+//! Health of a running hub, per component: what `/v1/health`, `memd health`
+//! and the MCP `health://status` resource report.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+
+use super::Hub;
+use crate::embed::EmbedderStatus;
+use crate::error::Result;
+use crate::scheduler::{self, JobState};
+use crate::store::journal;
+
+/// Below this much free space the disk is reported degraded.
+const LOW_DISK_BYTES: u64 = 256 * 1024 * 1024;
+
+/// One component's state.
+#[derive(Debug, Clone, Serialize)]
+pub struct Component {
+    /// `ok` or `degraded`.
+    pub status: &'static str,
+    /// What was found.
+    pub detail: String,
+}
+
+fn component(ok: bool, detail: String) -> Component {
+    Component {
+        status: if ok { "ok" } else { "degraded" },
+        detail,
+    }
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Serialize)]
+pub struct HealthReport {
+    /// `ok` when every component is, else `degraded`.
+    pub status: &'static str,
+    /// Whether this process holds the writer lock.
+    pub writer: bool,
+    /// Searchable memories.
+    pub memories: u64,
+    /// Facts (not forgotten).
+    pub facts: u64,
+    /// Markdown documents.
+    pub documents: u64,
+    /// Unreadable journal lines and documents.
+    pub issues: usize,
+    /// Stored vectors.
+    pub vectors: u64,
+    /// Memories waiting for a vector.
+    pub pending_vectors: u64,
+    /// journal, index, embedder, disk.
+    pub components: BTreeMap<&'static str, Component>,
+    /// Active memories by stage, scene and privacy.
+    pub counts: BTreeMap<&'static str, HashMap<String, u64>>,
+    /// Scheduled jobs (daily backup, consolidation): last and next runs.
+    pub jobs: BTreeMap<String, JobState>,
+}
+
+impl Hub {
+    /// Where the embedder stands, without loading it.
+    pub fn embedder_status(&self) -> EmbedderStatus {
+        self.embedder.status()
+    }
+
+    /// Component states, counts and scheduled jobs.
+    pub fn health(&self) -> Result<HealthReport> {
+        let stats = self.stats()?;
+        let mut components = BTreeMap::new();
+        let bad_lines = stats
+            .issues
+            .iter()
+            .filter(|i| i.starts_with("facts/"))
+            .count();
+        components.insert(
+            "journal",
+            component(
+                bad_lines == 0,
+                format!(
+                    "{} files, {} bytes, {bad_lines} unreadable lines",
+                    stats.journal_files, stats.journal_bytes
+                ),
+            ),
+        );
+        let dir = self.layout().facts();
+        let cursors = self.index().meta.cursors()?;
+        let lag: u64 = journal::list_files(&dir)?
+            .iter()
+            .map(|f| {
+                let size = std::fs::metadata(dir.join(f)).map(|m| m.len()).unwrap_or(0);
+                size.saturating_sub(cursors.get(f).map_or(0, |c| c.offset))
+            })
+            .sum();
+        components.insert(
+            "index",
+            component(
+                lag == 0,
+                format!(
+                    "{} text documents, {} bytes, {lag} journal bytes not applied",
+                    stats.text_documents, stats.index_bytes
+                ),
+            ),
+        );
+        let embedder = match self.embedder_status() {
+            EmbedderStatus::Loaded(model) => component(
+                true,
+                format!(
+                    "{model}: {} vectors, {} pending",
+                    stats.vectors, stats.pending_vectors
+                ),
+            ),
+            EmbedderStatus::NotLoaded => component(
+                true,
+                format!(
+                    "loads on first need; {} vectors, {} pending",
+                    stats.vectors, stats.pending_vectors
+                ),
+            ),
+            EmbedderStatus::Unavailable(reason) if !self.config().embedder.enabled => {
+                component(true, format!("disabled: full-text search only ({reason})"))
+            }
+            EmbedderStatus::Unavailable(reason) => component(
+                false,
+                format!("unavailable: {reason}; full-text search keeps working"),
+            ),
+        };
+        components.insert("embedder", embedder);
+        let disk = match crate::disk::space(&self.layout().root) {
+            Some((free, total)) => component(
+                free >= LOW_DISK_BYTES.min(total / 100),
+                format!("{free} bytes free of {total}"),
+            ),
+            None => component(false, "free space unknown".into()),
+        };
+        components.insert("disk", disk);
+        let status = if components.values().all(|c| c.status == "ok") {
+            "ok"
+        } else {
+            "degraded"
+        };
+        let mut counts = BTreeMap::new();
+        counts.insert("by_stage", stats.counts.by_stage.clone());
+        counts.insert("by_scene", stats.counts.by_scene.clone());
+        counts.insert("by_privacy", stats.counts.by_privacy.clone());
+        Ok(HealthReport {
+            status,
+            writer: stats.writer,
+            memories: stats.counts.memories,
+            facts: stats.counts.facts,
+            documents: stats.counts.documents,
+            issues: stats.issues.len(),
+            vectors: stats.vectors,
+            pending_vectors: stats.pending_vectors,
+            components,
+            counts,
+            jobs: scheduler::load_states(&scheduler::state_path(self)),
+        })
+    }
+}
