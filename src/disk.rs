@@ -6,6 +6,8 @@ use std::path::Path;
 /// Bytes free for unprivileged users and total bytes, or `None` if the OS
 /// cannot tell.
 #[allow(unsafe_code)]
+// The statvfs field types are narrower than u64 on some platforms.
+#[allow(clippy::unnecessary_cast)]
 pub fn space(path: &Path) -> Option<(u64, u64)> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
