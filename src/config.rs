@@ -100,8 +100,26 @@ pub struct Config {
     pub backup: BackupConfig,
     /// Short-term chat from `/v1/ingest`.
     pub ingest: IngestConfig,
+    /// The HTTP server.
+    pub http: HttpConfig,
     /// The local embedding model for semantic search.
     pub embedder: EmbedderConfig,
+}
+
+/// The HTTP server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct HttpConfig {
+    /// Requests one token may send per minute; 0 means no limit.
+    pub rate_limit_per_minute: u32,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            rate_limit_per_minute: 6000,
+        }
+    }
 }
 
 /// Short-term chat from `/v1/ingest`.
@@ -128,6 +146,7 @@ impl Default for Config {
             docs: DocsConfig::default(),
             backup: BackupConfig::default(),
             ingest: IngestConfig::default(),
+            http: HttpConfig::default(),
             embedder: EmbedderConfig::default(),
         }
     }

@@ -23,6 +23,8 @@ pub enum ErrorCode {
     RootLocked,
     /// Semantic search was requested but no embedder is loaded.
     EmbeddingUnavailable,
+    /// The token sent more requests than its per-minute allowance.
+    RateLimited,
     /// A file or index could not be read or written.
     Storage,
     /// An invariant broke; the log has the details.
@@ -30,6 +32,19 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
+    /// Every code, in table order.
+    pub const ALL: &'static [ErrorCode] = &[
+        ErrorCode::InvalidInput,
+        ErrorCode::Unauthorized,
+        ErrorCode::Forbidden,
+        ErrorCode::NotFound,
+        ErrorCode::RootLocked,
+        ErrorCode::EmbeddingUnavailable,
+        ErrorCode::RateLimited,
+        ErrorCode::Storage,
+        ErrorCode::Internal,
+    ];
+
     /// The code as it appears on the wire, e.g. `INVALID_INPUT`.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -39,6 +54,7 @@ impl ErrorCode {
             ErrorCode::Unauthorized => "UNAUTHORIZED",
             ErrorCode::RootLocked => "ROOT_LOCKED",
             ErrorCode::EmbeddingUnavailable => "EMBEDDING_UNAVAILABLE",
+            ErrorCode::RateLimited => "RATE_LIMITED",
             ErrorCode::Storage => "STORAGE",
             ErrorCode::Internal => "INTERNAL",
         }
@@ -48,7 +64,10 @@ impl ErrorCode {
     pub fn retryable(self) -> bool {
         matches!(
             self,
-            ErrorCode::RootLocked | ErrorCode::Storage | ErrorCode::EmbeddingUnavailable
+            ErrorCode::RootLocked
+                | ErrorCode::Storage
+                | ErrorCode::EmbeddingUnavailable
+                | ErrorCode::RateLimited
         )
     }
 
@@ -60,6 +79,7 @@ impl ErrorCode {
             ErrorCode::Forbidden | ErrorCode::Unauthorized => 4,
             ErrorCode::RootLocked => 5,
             ErrorCode::EmbeddingUnavailable => 6,
+            ErrorCode::RateLimited => 7,
             ErrorCode::Storage | ErrorCode::Internal => 1,
         }
     }

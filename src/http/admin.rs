@@ -6,7 +6,7 @@
 //! to the next request without a restart.
 
 use axum::extract::State;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
 use super::error::ApiError;
@@ -44,6 +44,12 @@ pub const EDITABLE: &[(&str, u64, u64, &str)] = &[
         168,
         "Hours an ingested chat message stays searchable",
     ),
+    (
+        "http.rateLimitPerMinute",
+        0,
+        1_000_000,
+        "Requests one token may send per minute (0: no limit)",
+    ),
 ];
 
 fn pointer(key: &str) -> String {
@@ -74,6 +80,49 @@ pub async fn health(State(st): State<AppState>) -> Result<Response, ApiError> {
         },
         AuditNote::default(),
     ))
+}
+
+/// `GET /metrics` (any valid token): Prometheus text.
+pub async fn metrics(State(st): State<AppState>, _caller: Caller) -> Result<Response, ApiError> {
+    let stats = st.run(|hub| hub.stats()).await?;
+    let text = st.metrics.render(&[
+        (
+            "memd_memories",
+            "Searchable memories.",
+            stats.counts.memories,
+        ),
+        (
+            "memd_facts",
+            "Facts that are not forgotten.",
+            stats.counts.facts,
+        ),
+        ("memd_vectors", "Stored vectors.", stats.vectors),
+        (
+            "memd_vectors_pending",
+            "Memories waiting for their vector.",
+            stats.pending_vectors,
+        ),
+        (
+            "memd_journal_bytes",
+            "Bytes in the fact journal.",
+            stats.journal_bytes,
+        ),
+        (
+            "memd_uptime_seconds",
+            "Seconds since the server started.",
+            st.started.elapsed().as_secs(),
+        ),
+    ]);
+    let mut res = (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
+        text,
+    )
+        .into_response();
+    res.extensions_mut().insert(AuditNote::default());
+    Ok(res)
 }
 
 /// `GET /v1/capabilities`: routes, limits, features and the caller's own rights.

@@ -19,6 +19,7 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         ErrorCode::NotFound => StatusCode::NOT_FOUND,
         ErrorCode::RootLocked => StatusCode::SERVICE_UNAVAILABLE,
         ErrorCode::EmbeddingUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorCode::RateLimited => StatusCode::TOO_MANY_REQUESTS,
         ErrorCode::Storage => StatusCode::INTERNAL_SERVER_ERROR,
         ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
     }
@@ -117,6 +118,7 @@ mod tests {
             (ErrorCode::NotFound, 404),
             (ErrorCode::RootLocked, 503),
             (ErrorCode::EmbeddingUnavailable, 503),
+            (ErrorCode::RateLimited, 429),
             (ErrorCode::Storage, 500),
             (ErrorCode::Internal, 500),
         ] {

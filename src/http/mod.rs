@@ -14,6 +14,7 @@
 mod admin;
 pub mod error;
 pub mod extract;
+pub mod metrics;
 mod read;
 mod write;
 
@@ -49,6 +50,7 @@ pub struct AppState {
     settings: Arc<RwLock<Config>>,
     clock: Clock,
     started: Instant,
+    metrics: Arc<metrics::Metrics>,
 }
 
 impl AppState {
@@ -62,6 +64,7 @@ impl AppState {
             settings: Arc::new(RwLock::new(settings)),
             clock: Arc::new(Utc::now),
             started: Instant::now(),
+            metrics: Arc::new(metrics::Metrics::default()),
             hub,
         }
     }
@@ -132,6 +135,7 @@ pub(crate) fn reply<T: Serialize>(value: &T, note: AuditNote) -> Response {
 fn routes() -> Vec<(Route, MethodRouter<AppState>)> {
     let r = |method: &'static str, path: &'static str, auth: bool| Route { method, path, auth };
     vec![
+        (r("GET", "/metrics", true), get(admin::metrics)),
         (r("GET", "/v1/health", false), get(admin::health)),
         (r("GET", "/v1/capabilities", true), get(admin::capabilities)),
         (
@@ -205,7 +209,13 @@ async fn authenticate(State(state): State<AppState>, mut req: Request, next: Nex
         return next.run(req).await;
     };
     if !known.auth {
-        return next.run(req).await;
+        let res = next.run(req).await;
+        state.metrics.record(
+            &route,
+            res.status().as_u16(),
+            started.elapsed().as_secs_f64(),
+        );
+        return res;
     }
     let grant = match bearer(req.headers()) {
         None => None,
@@ -215,8 +225,16 @@ async fn authenticate(State(state): State<AppState>, mut req: Request, next: Nex
         },
     };
     let token = grant.as_ref().map(|g| g.name.clone());
+    let per_minute = state.settings().http.rate_limit_per_minute;
     let res = match grant {
         None => ApiError::unauthorized().into_response(),
+        Some(g) if !state.metrics.allow(&g.name, ts.timestamp().div_euclid(60), per_minute) => {
+            ApiError::new(
+                crate::error::ErrorCode::RateLimited,
+                format!("token {:?} sent more than {per_minute} requests this minute; retry in a minute", g.name),
+            )
+            .into_response()
+        }
         Some(g) => {
             req.extensions_mut().insert(Caller(g));
             next.run(req).await
@@ -229,6 +247,9 @@ async fn authenticate(State(state): State<AppState>, mut req: Request, next: Nex
         .unwrap_or_default();
     let status = res.status().as_u16();
     let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    state
+        .metrics
+        .record(&route, status, started.elapsed().as_secs_f64());
     tracing::info!(
         http.route = %route,
         http.status = status,

@@ -543,3 +543,37 @@ async fn recall_extends_short_term_memories_up_to_the_cap() {
         0
     );
 }
+
+#[tokio::test]
+async fn metrics_count_requests_and_the_rate_limit_is_per_token() {
+    let api = Api::new();
+    let root = api.token("root", "dsh-desktop");
+    let pet = api.token("pet", "pet");
+    assert_eq!(api.get("/metrics", None).await.0, 401);
+    api.ok("/v1/config", &root, json!({"http.rateLimitPerMinute": 3}))
+        .await;
+    // The config change itself was the first request of root's minute.
+    api.ok("/v1/search", &root, json!({"query": "x"})).await;
+    api.ok("/v1/search", &root, json!({"query": "y"})).await;
+    let (status, v) = api.post("/v1/search", &root, json!({"query": "z"})).await;
+    assert_eq!(status, 429, "{v}");
+    assert_eq!(v["error"]["code"], "RATE_LIMITED");
+    assert_eq!(v["error"]["retryable"], true);
+    // Another token has its own allowance.
+    let (status, text) = api.raw_text("GET", "/metrics", Some(&pet)).await;
+    assert_eq!(status, 200);
+    assert!(
+        text.contains("memd_http_requests_total{route=\"POST /v1/search\",status=\"200\"} 2"),
+        "{text}"
+    );
+    assert!(
+        text.contains("memd_http_requests_total{route=\"POST /v1/search\",status=\"429\"} 1"),
+        "{text}"
+    );
+    assert!(text.contains("memd_rate_limited_total 1"), "{text}");
+    assert!(
+        text.contains("memd_http_request_duration_seconds_count{route=\"POST /v1/search\"} 3"),
+        "{text}"
+    );
+    assert!(text.contains("\nmemd_memories 0\n"), "{text}");
+}

@@ -86,6 +86,29 @@ impl Api {
         token: Option<&str>,
         body: Vec<u8>,
     ) -> (u16, Value) {
+        let (status, bytes) = self.raw_bytes(method, path, token, body).await;
+        let value = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes)
+                .unwrap_or_else(|_| panic!("non-JSON body: {}", String::from_utf8_lossy(&bytes)))
+        };
+        (status, value)
+    }
+
+    /// Sends a request without a body; returns status and the body as text.
+    pub async fn raw_text(&self, method: &str, path: &str, token: Option<&str>) -> (u16, String) {
+        let (status, bytes) = self.raw_bytes(method, path, token, Vec::new()).await;
+        (status, String::from_utf8(bytes).expect("UTF-8 body"))
+    }
+
+    async fn raw_bytes(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Vec<u8>,
+    ) -> (u16, Vec<u8>) {
         let mut req = Request::builder().method(method).uri(path);
         if let Some(t) = token {
             req = req.header("authorization", format!("Bearer {t}"));
@@ -99,13 +122,7 @@ impl Api {
         let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
             .await
             .unwrap();
-        let value = if bytes.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&bytes)
-                .unwrap_or_else(|_| panic!("non-JSON body: {}", String::from_utf8_lossy(&bytes)))
-        };
-        (status, value)
+        (status, bytes.to_vec())
     }
 
     /// POSTs JSON.

@@ -98,19 +98,10 @@ fn error_codes_in_the_spec_are_the_stable_table() {
             .iter()
             .map(|v| v.as_str().unwrap())
             .collect();
-    let codes: Vec<&str> = [
-        InvalidInput,
-        Unauthorized,
-        Forbidden,
-        NotFound,
-        RootLocked,
-        EmbeddingUnavailable,
-        Storage,
-        Internal,
-    ]
-    .iter()
-    .map(|c| c.as_str())
-    .collect();
+    let codes: Vec<&str> = memory_hub::error::ErrorCode::ALL
+        .iter()
+        .map(|c| c.as_str())
+        .collect();
     assert_eq!(documented, codes);
     for code in [
         InvalidInput,
@@ -118,6 +109,7 @@ fn error_codes_in_the_spec_are_the_stable_table() {
         Forbidden,
         NotFound,
         RootLocked,
+        RateLimited,
         Storage,
     ] {
         let status = memory_hub::http::error::status_of(code)
