@@ -83,7 +83,7 @@ impl Layout {
 }
 
 /// The whole configuration. Each component receives only its sub-config.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct Config {
     /// Address `memd serve` listens on.
@@ -107,7 +107,7 @@ pub struct Config {
 }
 
 /// The HTTP server.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct HttpConfig {
     /// Requests one token may send per minute; 0 means no limit.
@@ -123,7 +123,7 @@ impl Default for HttpConfig {
 }
 
 /// Short-term chat from `/v1/ingest`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct IngestConfig {
     /// Hours an ingested message stays searchable (1-168).
@@ -153,7 +153,7 @@ impl Default for Config {
 }
 
 /// Search tuning.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct SearchConfig {
     /// Results returned when the request gives no limit.
@@ -187,7 +187,7 @@ impl Default for SearchConfig {
 }
 
 /// Audiences that sensitive and secret memories are pinned to.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct PrivacyConfig {
     /// Scenes a `sensitive` memory may live in.
@@ -207,7 +207,7 @@ impl Default for PrivacyConfig {
 }
 
 /// Markdown documents under `memories/`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct DocsConfig {
     /// Scene of a document whose front matter names none.
@@ -226,7 +226,7 @@ impl Default for DocsConfig {
 }
 
 /// Backups of `memories/`, tokens and config.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct BackupConfig {
     /// Where archives go; empty means `ROOT/backups`.
@@ -252,7 +252,7 @@ impl Default for BackupConfig {
 /// Missing or unloadable files never stop the service: full-text search keeps
 /// working, hybrid search falls back to full text, and semantic search answers
 /// `EMBEDDING_UNAVAILABLE`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct EmbedderConfig {
     /// Whether to load the model at all.

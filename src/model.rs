@@ -167,6 +167,21 @@ impl Scene {
     }
 }
 
+impl schemars::JsonSchema for Scene {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Scene".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "An audience: lowercase segments of a-z, 0-9, '_', '-', '.' separated by ':' (main, qq:owner, qq:group:123, pet, shared)",
+            "pattern": "^[a-z0-9_.-]+(:[a-z0-9_.-]+)*$",
+            "maxLength": 128
+        })
+    }
+}
+
 impl<'de> Deserialize<'de> for Scene {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         let s = String::deserialize(d)?;

@@ -28,7 +28,9 @@ use crate::index::tokenizer::{Term, is_stop_word, tokenize};
 use crate::model::Memory;
 
 /// How a query is matched.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum SearchMode {
     /// BM25 over our tokenizer's terms: an AND pass, then an OR pass when AND is weak.

@@ -133,6 +133,46 @@ pub fn spawn(hub: Arc<Hub>) -> Result<WatchHandle> {
     })
 }
 
+/// Watches the root's `config.json` and calls `on_change` (debounced) when it
+/// is written, created or replaced.
+pub fn spawn_config(root: &Path, on_change: impl Fn() + Send + 'static) -> Result<WatchHandle> {
+    let config = root.join("config.json");
+    let (tx, rx) = mpsc::channel::<notify::Result<notify::Event>>();
+    let mut watcher = notify::recommended_watcher(tx)
+        .map_err(|e| Error::Internal(format!("cannot start the config watcher: {e}")))?;
+    // The directory, not the file: editors replace files by renaming.
+    watcher
+        .watch(root, RecursiveMode::NonRecursive)
+        .map_err(|e| Error::Internal(format!("cannot watch {}: {e}", root.display())))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop_flag = Arc::clone(&stop);
+    let thread = std::thread::Builder::new()
+        .name("memd-config-watch".into())
+        .spawn(move || {
+            while !stop_flag.load(Ordering::SeqCst) {
+                let touches = |ev: &notify::Result<notify::Event>| {
+                    ev.as_ref()
+                        .is_ok_and(|e| e.paths.iter().any(|p| *p == config))
+                };
+                match rx.recv_timeout(Duration::from_millis(200)) {
+                    Ok(ev) if touches(&ev) => {
+                        std::thread::sleep(DEBOUNCE);
+                        while rx.try_recv().is_ok() {}
+                        on_change();
+                    }
+                    Ok(_) | Err(mpsc::RecvTimeoutError::Timeout) => {}
+                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                }
+            }
+        })
+        .map_err(|e| Error::Internal(format!("cannot start the config watcher thread: {e}")))?;
+    Ok(WatchHandle {
+        stop,
+        thread: Some(thread),
+        _watcher: watcher,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

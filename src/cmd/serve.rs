@@ -76,6 +76,17 @@ pub(super) fn run(layout: Layout, config: Config, args: &Args) -> anyhow::Result
         ));
     }
     let scheduler = scheduler::spawn(Arc::clone(&hub), jobs)?;
+    // Editable keys of a changed config.json apply without a restart.
+    let state = AppState::new(Arc::clone(&hub));
+    let reload = state.clone();
+    let config_watcher = crate::watch::spawn_config(&hub.layout().root, move || {
+        match reload.reload_config() {
+            Ok(()) => tracing::info!("config.json changed; editable keys applied"),
+            Err(e) => {
+                tracing::warn!(error = %e, "config.json changed but is invalid; keeping the running settings")
+            }
+        }
+    })?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -91,11 +102,12 @@ pub(super) fn run(layout: Layout, config: Config, args: &Args) -> anyhow::Result
         println!("listening on http://{addr}");
         std::io::stdout().flush()?;
         tracing::info!(listen.addr = %addr, "serving /v1");
-        http::serve(listener, AppState::new(hub), shutdown_signal()).await?;
+        http::serve(listener, state, shutdown_signal()).await?;
         anyhow::Ok(())
     })?;
     // Stop the background threads, then drop the runtime (and with it the
     // last handle on the hub), which commits the index and releases the lock.
+    drop(config_watcher);
     drop(watcher);
     drop(scheduler);
     drop(runtime);

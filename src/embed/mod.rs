@@ -23,7 +23,7 @@ use crate::config::EmbedderConfig;
 use crate::error::Error;
 
 /// How the token vectors of the encoder's last layer become one vector.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Pooling {
     /// Average over the tokens the attention mask keeps (e5, bge-m3).

@@ -164,27 +164,23 @@ pub async fn capabilities(State(st): State<AppState>, caller: Caller) -> Respons
     reply(&body, AuditNote::default())
 }
 
-/// `GET /v1/config-schema`: JSON Schema of the editable keys.
+/// `GET /v1/config-schema`: the JSON Schema of `config.json`, generated from
+/// the config types (doc comments become descriptions); the keys that
+/// `POST /v1/config` may change are listed in `x-editable` with their bounds.
 pub async fn config_schema(_caller: Caller) -> Response {
-    let mut props = serde_json::Map::new();
-    for (key, min, max, description) in EDITABLE {
-        props.insert(
-            (*key).to_string(),
-            serde_json::json!({
-                "type": "integer",
-                "minimum": min,
-                "maximum": max,
-                "description": description,
-            }),
-        );
-    }
-    let schema = serde_json::json!({
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "title": "memd editable configuration",
-        "type": "object",
-        "properties": props,
-        "additionalProperties": false,
-    });
+    let mut schema =
+        serde_json::to_value(schemars::schema_for!(Config)).expect("schema serialises");
+    let editable: serde_json::Map<String, serde_json::Value> = EDITABLE
+        .iter()
+        .map(|(key, min, max, description)| {
+            (
+                (*key).to_string(),
+                serde_json::json!({ "type": "integer", "minimum": min, "maximum": max, "description": description }),
+            )
+        })
+        .collect();
+    schema["title"] = serde_json::json!("memd configuration (config.json)");
+    schema["x-editable"] = serde_json::Value::Object(editable);
     reply(&schema, AuditNote::default())
 }
 
@@ -209,6 +205,21 @@ pub async fn config_state(
         &serde_json::json!({ "values": editable_values(&st.settings()) }),
         AuditNote::default(),
     ))
+}
+
+/// `current` with the editable keys taken from `from`: what a changed
+/// `config.json` may change without a restart.
+pub(crate) fn merge_editable(current: &Config, from: &Config) -> crate::Result<Config> {
+    let mut merged = serde_json::to_value(current).expect("config serialises");
+    if let serde_json::Value::Object(values) = editable_values(from) {
+        for (key, value) in values {
+            set_dotted(&mut merged, &key, value);
+        }
+    }
+    let config: Config =
+        serde_json::from_value(merged).map_err(|e| Error::invalid(format!("config: {e}")))?;
+    config.validate()?;
+    Ok(config)
 }
 
 /// Sets `value` at a dotted `key` inside a JSON object, creating parents.

@@ -75,6 +75,15 @@ impl AppState {
         self
     }
 
+    /// Re-reads `config.json` and applies its editable keys (the ones
+    /// `POST /v1/config` may change) without a restart. Other keys need one.
+    pub fn reload_config(&self) -> crate::Result<()> {
+        let from = Config::load(self.hub.layout())?;
+        let mut settings = self.settings.write().expect("settings poisoned");
+        *settings = admin::merge_editable(&settings, &from)?;
+        Ok(())
+    }
+
     /// The hub.
     pub fn hub(&self) -> &Arc<Hub> {
         &self.hub

@@ -176,3 +176,43 @@ fn broken_roots_name_the_fault() {
         "the bad line is not applied yet"
     );
 }
+
+#[test]
+fn the_service_installer_writes_a_restarting_unit() {
+    let home = tempfile::tempdir().unwrap();
+    let root = TempRoot::new();
+    let out = std::process::Command::new("bash")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/scripts/install-service.sh"
+        ))
+        .args([
+            "--root",
+            root.path().to_str().unwrap(),
+            "--bin",
+            env!("CARGO_BIN_EXE_memd"),
+            "--no-enable",
+        ])
+        .env("XDG_CONFIG_HOME", home.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let unit = std::fs::read_to_string(home.path().join("systemd/user/memd.service")).unwrap();
+    assert!(
+        unit.contains(&format!("ExecStart={} serve", env!("CARGO_BIN_EXE_memd"))),
+        "{unit}"
+    );
+    assert!(
+        unit.contains(&format!(
+            "Environment=MEMD_ROOT={}",
+            root.path().canonicalize().unwrap().display()
+        )),
+        "{unit}"
+    );
+    assert!(unit.contains("Restart=always"));
+    assert!(unit.contains("WantedBy=default.target"));
+}

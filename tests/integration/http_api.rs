@@ -3,7 +3,7 @@
 
 use chrono::{Duration, Utc};
 use memory_hub::model::{Privacy, Subject};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::http_support::{Api, ids};
 
@@ -435,7 +435,20 @@ async fn config_changes_apply_without_restart() {
     );
     let (status, schema) = api.get("/v1/config-schema", Some(&pet)).await;
     assert_eq!(status, 200);
-    assert!(schema["properties"]["search.defaultLimit"].is_object());
+    assert!(schema["x-editable"]["search.defaultLimit"].is_object());
+    // Generated from the config types: every top-level key, with descriptions.
+    let example: Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config.example.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    for key in example.as_object().unwrap().keys() {
+        assert!(
+            schema["properties"][key].is_object(),
+            "{key} missing from the schema"
+        );
+    }
+    assert!(schema["properties"]["listen"]["description"].is_string());
     assert_eq!(api.get("/v1/config-state", Some(&pet)).await.0, 403);
     assert_eq!(
         api.post("/v1/config", &pet, json!({"search.defaultLimit": 2}))

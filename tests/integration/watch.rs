@@ -106,3 +106,54 @@ fn edits_and_foreign_appends_reach_the_running_index() {
         "watch latency: add {added:?}, edit {edited:?}, delete {removed:?}, journal {synced:?}"
     );
 }
+
+#[test]
+fn a_changed_config_file_applies_editable_keys_without_restart() {
+    let root = TempRoot::new();
+    let (_server, addr) = serve(&root);
+    let token = root.memd_json(&[
+        "token",
+        "issue",
+        "--name",
+        "root",
+        "--preset",
+        "dsh-desktop",
+    ])["secret"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let limit = || {
+        let r = memory_hub::loopback::get(
+            &addr,
+            "/v1/config-state",
+            Some(&token),
+            Duration::from_secs(5),
+        )
+        .unwrap();
+        assert_eq!(r.status, 200, "{}", r.body);
+        let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+        v["values"]["search.defaultLimit"].as_u64().unwrap()
+    };
+    assert_eq!(limit(), 5);
+    std::fs::write(
+        root.path().join("config.json"),
+        r#"{"backup": {"daily": false}, "search": {"defaultLimit": 3}}"#,
+    )
+    .unwrap();
+    let start = Instant::now();
+    while limit() != 3 {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "config change not applied"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // An invalid file is refused and the running settings stay.
+    std::fs::write(
+        root.path().join("config.json"),
+        r#"{"search": {"defaultLimit": 0}}"#,
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(limit(), 3);
+}
