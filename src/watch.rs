@@ -151,8 +151,7 @@ pub fn spawn_config(root: &Path, on_change: impl Fn() + Send + 'static) -> Resul
         .spawn(move || {
             while !stop_flag.load(Ordering::SeqCst) {
                 let touches = |ev: &notify::Result<notify::Event>| {
-                    ev.as_ref()
-                        .is_ok_and(|e| e.paths.contains(&config))
+                    ev.as_ref().is_ok_and(|e| e.paths.contains(&config))
                 };
                 match rx.recv_timeout(Duration::from_millis(200)) {
                     Ok(ev) if touches(&ev) => {

@@ -20,6 +20,7 @@ pub(super) fn run(cli: &super::Cli, hub: Hub) -> anyhow::Result<()> {
     println!("by stage:    {}", sorted(&s.counts.by_stage));
     println!("by scene:    {}", sorted(&s.counts.by_scene));
     println!("by privacy:  {}", sorted(&s.counts.by_privacy));
+    println!("by tier:     {}", sorted(&s.counts.by_tier));
     println!(
         "journal:     {} files, {} bytes",
         s.journal_files, s.journal_bytes

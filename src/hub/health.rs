@@ -51,7 +51,7 @@ pub struct HealthReport {
     pub pending_vectors: u64,
     /// journal, index, embedder, disk.
     pub components: BTreeMap<&'static str, Component>,
-    /// Active memories by stage, scene and privacy.
+    /// Active memories by stage, scene, privacy and tier.
     pub counts: BTreeMap<&'static str, HashMap<String, u64>>,
     /// Scheduled jobs (daily backup, consolidation): last and next runs.
     pub jobs: BTreeMap<String, JobState>,
@@ -142,6 +142,7 @@ impl Hub {
         counts.insert("by_stage", stats.counts.by_stage.clone());
         counts.insert("by_scene", stats.counts.by_scene.clone());
         counts.insert("by_privacy", stats.counts.by_privacy.clone());
+        counts.insert("by_tier", stats.counts.by_tier.clone());
         Ok(HealthReport {
             status,
             writer: stats.writer,

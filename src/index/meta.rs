@@ -136,6 +136,8 @@ pub struct MetaCounts {
     pub by_scene: HashMap<String, u64>,
     /// Active memories by privacy.
     pub by_privacy: HashMap<String, u64>,
+    /// Active memories by retention tier (`none` for short-term chat and untiered documents).
+    pub by_tier: HashMap<String, u64>,
 }
 
 /// The SQLite store: one write connection (writer mode) and a pool of readers.
@@ -426,7 +428,7 @@ impl MetaDb {
             };
             let group = |col: &str| -> Result<HashMap<String, u64>> {
                 let sql = format!(
-                    "SELECT {col}, COUNT(*) FROM memories WHERE forgotten_at IS NULL GROUP BY {col}"
+                    "SELECT COALESCE({col}, 'none'), COUNT(*) FROM memories WHERE forgotten_at IS NULL GROUP BY 1"
                 );
                 let mut stmt = c.prepare(&sql)?;
                 let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64)))?;
@@ -443,6 +445,7 @@ impl MetaDb {
                 by_stage: group("stage")?,
                 by_scene: group("scene")?,
                 by_privacy: group("privacy")?,
+                by_tier: group("tier")?,
             })
         })
     }
