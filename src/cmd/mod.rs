@@ -13,6 +13,7 @@ mod export;
 mod forget;
 mod get;
 mod import;
+mod mcp;
 mod reindex;
 mod search;
 mod serve;
@@ -73,6 +74,8 @@ pub enum Command {
     },
     /// Serve the /v1 HTTP API (takes the writer lock; stops on SIGINT/SIGTERM).
     Serve(serve::Args),
+    /// MCP tools over stdio, talking to the root's `memd serve` (started if needed).
+    Mcp(mcp::Args),
     /// Issue, list and revoke API tokens (safe next to a running server).
     Token(token::Args),
     /// Retrieval quality on a labelled dataset, in a temporary root (safe next to a server).
@@ -117,6 +120,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<()> {
         Command::Doctor(_) => unreachable!("handled before the config is loaded"),
         Command::Backup { action } => backup::run(cli, layout, config, action),
         Command::Serve(args) => serve::run(layout, config, args),
+        Command::Mcp(args) => mcp::run(layout, config, args),
         Command::Token(args) => token::run(cli, &layout, args),
         Command::Eval(args) => eval::run(cli, config, args),
     }

@@ -1,4 +1,4 @@
-//! `memd serve`: the `/v1` HTTP API on loopback until SIGINT or SIGTERM.
+//! `memd serve`: the `/v1` HTTP API and MCP at `/mcp` on loopback until SIGINT or SIGTERM.
 //!
 //! Takes the writer lock, catches the index up, binds `listen` (config, or
 //! `--listen`), prints `listening on http://ADDR` on stdout, and serves. On
@@ -64,7 +64,15 @@ pub(super) fn run(layout: Layout, config: Config, args: &Args) -> anyhow::Result
         println!("listening on http://{addr}");
         std::io::stdout().flush()?;
         tracing::info!(listen.addr = %addr, "serving /v1");
-        http::serve(listener, AppState::new(hub), shutdown_signal()).await?;
+        let state = AppState::new(hub);
+        // Cancelled on shutdown so open MCP event streams do not hold the server up.
+        let mcp_sessions = tokio_util::sync::CancellationToken::new();
+        let mcp = crate::mcp::http::router(state.clone(), mcp_sessions.clone());
+        let shutdown = async move {
+            shutdown_signal().await;
+            mcp_sessions.cancel();
+        };
+        http::serve_with(listener, state, mcp, shutdown).await?;
         anyhow::Ok(())
     })?;
     // The runtime (and with it the last handle on the hub) is dropped here,

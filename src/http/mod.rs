@@ -77,6 +77,15 @@ impl AppState {
         &self.hub
     }
 
+    /// The grant of the request's bearer token: `None` without a token or for
+    /// an unknown or revoked one (used by `/mcp`, which shares the tokens).
+    pub fn grant(&self, headers: &HeaderMap) -> Result<Option<crate::auth::Grant>, ApiError> {
+        match bearer(headers) {
+            None => Ok(None),
+            Some(secret) => self.tokens.authenticate(secret).map_err(ApiError::from),
+        }
+    }
+
     fn now(&self) -> DateTime<Utc> {
         (self.clock)()
     }
@@ -178,6 +187,11 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
+/// The token of an `Authorization: Bearer …` header (also used by `/mcp`).
+pub fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    bearer(headers)
+}
+
 fn bearer(headers: &HeaderMap) -> Option<&str> {
     let value = headers
         .get(axum::http::header::AUTHORIZATION)?
@@ -248,8 +262,18 @@ pub async fn serve(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    serve_with(listener, state, Router::new(), shutdown).await
+}
+
+/// [`serve`] with more routes beside `/v1` (the MCP endpoint `/mcp`).
+pub async fn serve_with(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    extra: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let audit = state.audit.clone();
-    axum::serve(listener, router(state))
+    axum::serve(listener, extra.merge(router(state)))
         .with_graceful_shutdown(shutdown)
         .await?;
     audit.sync();
