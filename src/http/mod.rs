@@ -12,6 +12,7 @@
 //! writes one audit line per request with the token's name (never its secret).
 
 mod admin;
+mod categories;
 pub mod error;
 pub mod extract;
 mod read;
@@ -163,6 +164,10 @@ fn routes() -> Vec<(Route, MethodRouter<AppState>)> {
         (r("POST", "/v1/forget", true), post(write::forget)),
         (r("POST", "/v1/ingest", true), post(write::ingest)),
         (r("POST", "/v1/members", true), post(write::members)),
+        (
+            r("POST", "/v1/categories", true),
+            post(categories::categories),
+        ),
     ]
 }
 

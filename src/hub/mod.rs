@@ -15,6 +15,7 @@
 //!
 //! Reads (`search`, `get`, `stats`) take `&self` and run concurrently.
 
+pub mod categories;
 mod ingest;
 mod read;
 mod recall;

@@ -232,6 +232,45 @@ fn assert_basic(r: &Value, marker: &str) {
     let inject = r["inject"].as_str().unwrap();
     assert!(inject.contains(marker) && inject.contains(id), "{inject}");
 
+    // Categories: a T0 document, listed, injected, then deleted.
+    assert_eq!(
+        r["category_set"]["is_error"], false,
+        "{}",
+        r["category_set"]
+    );
+    assert_eq!(r["category_set"]["json"]["slot"], "coding-requirements");
+    let names = |v: &Value| -> Vec<String> {
+        v["categories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(names(&r["category_list"]["json"]), vec!["coding-standards"]);
+    assert_eq!(names(&r["category_resource"]), vec!["coding-standards"]);
+    assert!(
+        inject.contains(&format!("{marker}-rule")) && inject.contains("coding-standards"),
+        "{inject}"
+    );
+    assert!(
+        inject.find("coding-standards") < inject.find(id),
+        "categories come before recent memories: {inject}"
+    );
+    assert!(
+        r["category_bad_slot"]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("INVALID_INPUT")
+    );
+    assert_eq!(r["category_delete"]["json"]["ok"], true);
+    assert!(
+        r["category_gone"]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("NOT_FOUND")
+    );
+
     assert_eq!(
         r["resources"],
         json!([

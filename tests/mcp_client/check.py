@@ -55,6 +55,18 @@ async def basic(client, args):
     )
     report["write"] = wrote
     report["search"] = await call(client, "memory_search", {"query": marker, "mode": "fulltext"})
+    rule = f"## Tests\n\n- Write the test first ({marker}-rule)."
+    report["category_set"] = await call(
+        client,
+        "memory_category",
+        {"action": "set", "name": "coding-standards", "slot": "coding-requirements", "content": rule},
+    )
+    report["category_bad_slot"] = await call(
+        client, "memory_category", {"action": "set", "name": "x", "slot": "vibes", "content": "y"}
+    )
+    report["category_list"] = await call(client, "memory_category", {"action": "list"})
+    listed = await client.read_resource("category://list")
+    report["category_resource"] = json.loads(listed.contents[0].text)
     inject = await client.read_resource("memory://inject")
     report["inject"] = "\n".join(getattr(c, "text", "") for c in inject.contents)
     resources = await client.list_resources()
@@ -63,6 +75,8 @@ async def basic(client, args):
     report["templates"] = sorted(t.uri_template for t in templates.resource_templates)
     health = await client.read_resource("health://status")
     report["health"] = json.loads(health.contents[0].text)
+    report["category_delete"] = await call(client, "memory_category", {"action": "delete", "name": "coding-standards"})
+    report["category_gone"] = await call(client, "memory_category", {"action": "get", "name": "coding-standards"})
     report["bad_empty_text"] = await call(client, "memory_write", {"text": "   "})
     report["bad_type"] = await call(client, "memory_search", {"query": 42})
     report["bad_privacy"] = await call(client, "memory_write", {"text": "x", "privacy": "public"})
