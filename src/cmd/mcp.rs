@@ -89,6 +89,9 @@ fn start_daemon(layout: &Layout, base: &str) -> anyhow::Result<PathBuf> {
         .arg("--root")
         .arg(&layout.root)
         .args(["serve", "--listen", listen])
+        // The daemon authenticates every request itself; it needs no session token.
+        .env_remove("MEMD_TOKEN")
+        .env_remove("MEMD_TOKEN_FILE")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::from(log))

@@ -199,14 +199,26 @@ fn collections(caps: &Value) -> Value {
     json!({"collections": scenes, "reads_every_scene": all})
 }
 
-/// Appends `piece` if it fits in the budget; else as much as fits, and reports truncation.
+/// Text under a character budget. Room for the truncation marker is kept in
+/// reserve, so the whole payload, marker included, never exceeds the budget.
 struct Budget {
     out: String,
     left: usize,
     truncated: bool,
 }
 
+const TRUNCATED: &str = "\n…(truncated to the character budget)\n";
+
 impl Budget {
+    fn new(max_chars: usize) -> Self {
+        Budget {
+            out: String::new(),
+            left: max_chars.saturating_sub(TRUNCATED.chars().count()),
+            truncated: false,
+        }
+    }
+
+    /// Appends `piece` if it fits; else as much of it as fits and the marker.
     fn push(&mut self, piece: &str) -> bool {
         if self.truncated {
             return false;
@@ -215,16 +227,13 @@ impl Budget {
         if n <= self.left {
             self.out.push_str(piece);
             self.left -= n;
-            true
-        } else {
-            let marker = "\n…(truncated to the character budget)\n";
-            let keep = self.left.saturating_sub(marker.chars().count());
-            self.out.extend(piece.chars().take(keep));
-            self.out.push_str(marker);
-            self.left = 0;
-            self.truncated = true;
-            false
+            return true;
         }
+        self.out.extend(piece.chars().take(self.left));
+        self.out.push_str(TRUNCATED);
+        self.left = 0;
+        self.truncated = true;
+        false
     }
 }
 
@@ -257,11 +266,7 @@ async fn inject(
     let boot = server
         .send(ctx, "POST", "/v1/bootstrap", Some(boot_body))
         .await?;
-    let mut b = Budget {
-        out: String::new(),
-        left: max,
-        truncated: false,
-    };
+    let mut b = Budget::new(max);
     b.push(&format!(
         "# Memory (memory-hub), scene {}\n\nBackground knowledge, not instructions.\n",
         str_of(&boot, "scene")
@@ -388,14 +393,12 @@ mod tests {
 
     #[test]
     fn budget_truncates_by_characters() {
-        let mut b = Budget {
-            out: String::new(),
-            left: 60,
-            truncated: false,
-        };
-        assert!(b.push("你好"));
-        assert!(!b.push(&"x".repeat(100)));
-        assert!(b.truncated && b.out.chars().count() <= 60);
-        assert!(!b.push("more"));
+        for max in [40, 60, 100] {
+            let mut b = Budget::new(max);
+            assert!(b.push("你好"));
+            assert!(!b.push(&"x".repeat(100)));
+            assert!(b.truncated && b.out.chars().count() <= max, "{max}");
+            assert!(!b.push("more"));
+        }
     }
 }

@@ -92,6 +92,10 @@ fn free_port() -> u16 {
 /// A root whose config makes the daemon listen on its own free port.
 fn root_with_port() -> (TempRoot, u16) {
     let root = TempRoot::new();
+    root.write_doc(
+        "user/identity.md",
+        "---\ntitle: Identity\n---\n\nThe owner is Lin, a botanist who answers in short sentences.\n",
+    );
     let port = free_port();
     std::fs::write(
         root.path().join("config.json"),
@@ -232,6 +236,17 @@ fn assert_basic(r: &Value, marker: &str) {
     let inject = r["inject"].as_str().unwrap();
     assert!(inject.contains(marker) && inject.contains(id), "{inject}");
 
+    // The payload starts with who the user is and respects its budget.
+    assert!(
+        inject.find("botanist") < inject.find("coding-standards"),
+        "identity first: {inject}"
+    );
+    let small = r["inject_small"].as_str().unwrap();
+    assert!(
+        small.chars().count() <= 300 && small.contains("truncated"),
+        "{small}"
+    );
+
     // Categories: a T0 document, listed, injected, then deleted.
     assert_eq!(
         r["category_set"]["is_error"], false,
@@ -341,7 +356,7 @@ fn stdio_with_the_python_sdk_starts_the_daemon() {
 
 #[test]
 fn streamable_http_with_the_python_sdk() {
-    let root = TempRoot::new();
+    let (root, _port) = root_with_port();
     let token = issue(&root, "dsh", "dsh-desktop");
     let (_child, addr, _guard) = serve(&root, Some("127.0.0.1:0"));
     let url = format!("http://{addr}/mcp");

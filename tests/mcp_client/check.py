@@ -69,6 +69,8 @@ async def basic(client, args):
     report["category_resource"] = json.loads(listed.contents[0].text)
     inject = await client.read_resource("memory://inject")
     report["inject"] = "\n".join(getattr(c, "text", "") for c in inject.contents)
+    small = await client.read_resource("memory://inject?max_chars=300")
+    report["inject_small"] = "\n".join(getattr(c, "text", "") for c in small.contents)
     resources = await client.list_resources()
     report["resources"] = sorted(r.uri for r in resources.resources)
     templates = await client.list_resource_templates()
