@@ -6,7 +6,8 @@
 //! the same root (the single writer), with the bearer token from
 //! `--token`/`MEMD_TOKEN` or `--token-file`/`MEMD_TOKEN_FILE`. If the daemon
 //! does not answer `/v1/health`, it is started as a detached `memd serve`
-//! for the same root (log in `data/serve.log`) and waited for. stdout
+//! for the same root (log in `data/serve.log`) and waited for; a daemon that
+//! goes away mid-session is started again by the next tool call. stdout
 //! carries the MCP protocol and nothing else; logs go to stderr.
 
 use std::fs::OpenOptions;
@@ -161,8 +162,28 @@ pub(super) fn run(layout: Layout, config: Config, args: &Args) -> anyhow::Result
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
-        let upstream = Arc::new(Upstream::loopback(base));
-        ensure_daemon(&layout, &upstream, !args.no_start).await?;
+        let start = !args.no_start;
+        let probe = Arc::new(Upstream::loopback(base.clone()));
+        ensure_daemon(&layout, &probe, start).await?;
+        let mut upstream = Upstream::loopback(base);
+        if start {
+            // A daemon that was stopped or crashed mid-session is started again
+            // by the next tool call (sessions serialise on the start lock).
+            let (layout, probe) = (layout.clone(), probe.clone());
+            upstream = upstream.with_revive(Arc::new(move || {
+                let (layout, probe) = (layout.clone(), probe.clone());
+                Box::pin(async move {
+                    match ensure_daemon(&layout, &probe, true).await {
+                        Ok(()) => true,
+                        Err(e) => {
+                            tracing::error!(error = %e, "cannot start the memd daemon again");
+                            false
+                        }
+                    }
+                })
+            }));
+        }
+        let upstream = Arc::new(upstream);
         if let Err(e) = upstream
             .call("GET", "/v1/capabilities", Some(&token), None)
             .await

@@ -585,6 +585,31 @@ mod tests {
         }
     }
 
+    /// Every tool and every parameter is described for the model, and every
+    /// schema is a closed object.
+    #[tokio::test]
+    async fn every_tool_and_parameter_is_described() {
+        let upstream = std::sync::Arc::new(super::super::Upstream::loopback("http://127.0.0.1:9"));
+        let tools = MemoryServer::new(upstream, None).tools();
+        assert_eq!(tools.len(), 11);
+        for tool in tools {
+            let name = tool.name.to_string();
+            assert!(
+                tool.description.as_deref().is_some_and(|d| d.len() > 80),
+                "{name} needs a real description"
+            );
+            let schema = serde_json::Value::Object((*tool.input_schema).clone());
+            assert_eq!(schema["type"], "object", "{name}");
+            assert_eq!(schema["additionalProperties"], false, "{name}");
+            for (param, spec) in schema["properties"].as_object().unwrap() {
+                assert!(
+                    spec.get("description").is_some(),
+                    "{name}.{param} has no description: {spec}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn write_params_are_the_api_body() {
         let p: WriteParams = serde_json::from_value(json!({

@@ -6,6 +6,9 @@
 //! authentication, privacy filters and audit as any other `/v1` client, so
 //! MCP can never do more than that token could do over HTTP.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -55,15 +58,22 @@ impl std::fmt::Display for CallError {
     }
 }
 
+/// Brings the daemon back after a refused connection; true when it answers again.
+pub type Revive = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = bool> + Send>> + Send + Sync>;
+
 /// The `/v1` API as the MCP tools see it.
 #[derive(Clone)]
 pub enum Upstream {
     /// A running `memd serve` on loopback, e.g. `http://127.0.0.1:8787`.
     Loopback {
-        /// Pooled HTTP/1 client.
+        /// HTTP/1 client (a fresh loopback connection per call).
         client: Client<HttpConnector, Body>,
         /// Base URL without a trailing slash.
         base: String,
+        /// Called when the daemon refuses connections (it was stopped or
+        /// crashed); the request is then sent once more. A refused connection
+        /// means the request never reached a server, so resending is safe.
+        revive: Option<Revive>,
     },
     /// The daemon's own `/v1` router, called without a socket.
     InProcess(Router),
@@ -72,11 +82,25 @@ pub enum Upstream {
 impl Upstream {
     /// A loopback upstream at `base` (`http://host:port`).
     pub fn loopback(base: impl Into<String>) -> Self {
-        let client = Client::builder(TokioExecutor::new()).build_http();
+        // No idle connections: a stopped daemon then shows up as a refused
+        // connection (safe to resend after reviving it) rather than as a
+        // broken pooled one, which a crash mid-request also produces.
+        let client = Client::builder(TokioExecutor::new())
+            .pool_max_idle_per_host(0)
+            .build_http();
         Upstream::Loopback {
             client,
             base: base.into().trim_end_matches('/').to_string(),
+            revive: None,
         }
+    }
+
+    /// Sets what to do when a loopback daemon refuses connections.
+    pub fn with_revive(mut self, hook: Revive) -> Self {
+        if let Upstream::Loopback { revive, .. } = &mut self {
+            *revive = Some(hook);
+        }
+        self
     }
 
     /// The base URL of a loopback upstream.
@@ -106,28 +130,43 @@ impl Upstream {
             Upstream::Loopback { base, .. } => format!("{base}{path}"),
             Upstream::InProcess(_) => path.to_string(),
         };
-        let mut req = Request::builder()
-            .method(method)
-            .uri(uri)
-            .header(header::CONTENT_TYPE, "application/json");
-        if let Some(t) = token {
-            req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
-        }
-        let req = req
-            .body(Body::from(bytes))
-            .map_err(|e| CallError::invalid(format!("bad route {path:?}: {e}")))?;
+        let request = || {
+            let mut req = Request::builder()
+                .method(method)
+                .uri(&uri)
+                .header(header::CONTENT_TYPE, "application/json");
+            if let Some(t) = token {
+                req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
+            }
+            req.body(Body::from(bytes.clone()))
+                .map_err(|e| CallError::invalid(format!("bad route {path:?}: {e}")))
+        };
         let (status, body) = match self {
-            Upstream::Loopback { client, base } => {
+            Upstream::Loopback {
+                client,
+                base,
+                revive,
+            } => {
                 let unreachable = |e: &dyn std::fmt::Display| {
                     CallError::new(
                         ErrorCode::Storage,
                         format!("the memd daemon at {base} did not answer: {e}"),
                     )
                 };
-                let res = tokio::time::timeout(CALL_TIMEOUT, client.request(req))
+                let mut sent = tokio::time::timeout(CALL_TIMEOUT, client.request(request()?))
                     .await
-                    .map_err(|e| unreachable(&e))?
                     .map_err(|e| unreachable(&e))?;
+                if let (Err(e), Some(revive)) = (&sent, revive)
+                    && e.is_connect()
+                {
+                    tracing::warn!(error = %e, "the memd daemon is gone; starting it again");
+                    if revive().await {
+                        sent = tokio::time::timeout(CALL_TIMEOUT, client.request(request()?))
+                            .await
+                            .map_err(|e| unreachable(&e))?;
+                    }
+                }
+                let res = sent.map_err(|e| unreachable(&e))?;
                 let status = res.status().as_u16();
                 let body = axum::body::to_bytes(Body::new(res.into_body()), MAX_RESPONSE_BYTES)
                     .await
@@ -137,7 +176,7 @@ impl Upstream {
             Upstream::InProcess(router) => {
                 let res = router
                     .clone()
-                    .oneshot(req)
+                    .oneshot(request()?)
                     .await
                     .unwrap_or_else(|never| match never {});
                 let status = res.status().as_u16();

@@ -592,3 +592,44 @@ fn three_stdio_sessions_without_a_daemon_start_exactly_one() {
     let log = std::fs::read_to_string(root.path().join("data/serve.log")).unwrap_or_default();
     assert!(!log.contains("ROOT_LOCKED"), "{log}");
 }
+
+/// A daemon killed mid-session is started again by the next tool call, and
+/// what was acknowledged before the crash is still there.
+#[test]
+fn stdio_session_survives_a_daemon_crash() {
+    let (root, _port) = root_with_port();
+    let _daemon = DaemonGuard(root.path().to_path_buf());
+    let token = issue(&root, "dsh", "dsh-desktop");
+    let r = check(&[
+        "--transport",
+        "stdio",
+        "--memd",
+        MEMD,
+        "--root",
+        root.path().to_str().unwrap(),
+        "--token",
+        &token,
+        "--scenario",
+        "calls",
+        "--extra",
+        r#"memory_write={"text":"before the crash: narwhal"}"#,
+        "--extra",
+        "kill-daemon",
+        "--extra",
+        r#"memory_write={"text":"after the crash: narwhal"}"#,
+        "--extra",
+        r#"memory_search={"query":"narwhal","mode":"fulltext"}"#,
+    ]);
+    let calls = r["calls"].as_array().unwrap();
+    for c in calls {
+        assert_eq!(c["is_error"], false, "{c}");
+    }
+    assert_eq!(calls[3]["json"]["hits"].as_array().unwrap().len(), 2);
+    assert_eq!(root.journal_lines().len(), 2);
+    let pid = std::fs::read_to_string(root.path().join(".memd.lock")).unwrap();
+    assert_ne!(
+        pid.trim(),
+        calls[1]["pid"].to_string(),
+        "a new daemon holds the root"
+    );
+}

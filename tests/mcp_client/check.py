@@ -13,7 +13,10 @@ stdout carries exactly one JSON document; diagnostics go to stderr.
 import argparse
 import asyncio
 import json
+import os
+import signal
 import sys
+import time
 import traceback
 
 from mcp import Client
@@ -116,7 +119,18 @@ async def calls(client, args):
     out = []
     for step in args.extra:
         name, _, payload = step.partition("=")
-        if name.startswith("resource:"):
+        if name == "kill-daemon":
+            # SIGKILL the root's daemon (pid in its writer lock) and wait until it is gone.
+            pid = int(open(os.path.join(args.root, ".memd.lock")).read().strip())
+            os.kill(pid, signal.SIGKILL)
+            deadline = time.time() + 10
+            while time.time() < deadline and os.path.exists(f"/proc/{pid}"):
+                with open(f"/proc/{pid}/stat") as f:
+                    if ") Z " in f.read():
+                        break
+                await asyncio.sleep(0.05)
+            out.append({"is_error": False, "text": f"killed {pid}", "pid": pid})
+        elif name.startswith("resource:"):
             try:
                 res = await client.read_resource(name[len("resource:"):])
                 out.append({"is_error": False, "text": "\n".join(getattr(c, "text", "") for c in res.contents)})
