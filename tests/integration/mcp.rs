@@ -236,6 +236,26 @@ fn assert_basic(r: &Value, marker: &str) {
     let inject = r["inject"].as_str().unwrap();
     assert!(inject.contains(marker) && inject.contains(id), "{inject}");
 
+    // Retries with one idempotency key give one memory; supersede links show in the timeline.
+    let idem = &r["idempotent"];
+    assert_eq!(idem[0]["json"]["id"], idem[1]["json"]["id"], "{idem}");
+    let kayak = idem[0]["json"]["id"].as_str().unwrap();
+    let blue = r["supersede"]["json"]["id"].as_str().unwrap();
+    let items: Vec<&Value> = r["timeline"]["json"]["months"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["items"].as_array().unwrap())
+        .collect();
+    let old = items
+        .iter()
+        .find(|i| i["id"] == kayak)
+        .expect("kayak in timeline");
+    assert_eq!(old["superseded_by"], json!([blue]), "{old}");
+    let block = r["recall"]["json"]["block"].as_str().unwrap_or_default();
+    assert!(block.contains("kayak"), "recall block: {}", r["recall"]);
+    assert_eq!(r["recent"]["json"]["items"][0]["id"], blue);
+
     // The payload starts with who the user is and respects its budget.
     assert!(
         inject.find("botanist") < inject.find("coding-standards"),
@@ -327,7 +347,16 @@ fn assert_basic(r: &Value, marker: &str) {
     assert_eq!(r["resource_memory"]["id"], new_id);
     assert_eq!(r["resource_memory"]["supersedes"], id);
     assert_eq!(r["forget"]["json"]["forgotten"], true);
-    assert_eq!(r["search_after_forget"]["json"]["hits"], json!([]));
+    let after: Vec<&str> = r["search_after_forget"]["json"]["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["id"].as_str().unwrap())
+        .collect();
+    assert!(
+        !after.contains(&new_id) && !after.contains(&id),
+        "{after:?}"
+    );
 }
 
 #[test]
@@ -336,19 +365,25 @@ fn stdio_with_the_python_sdk_starts_the_daemon() {
     let _daemon = DaemonGuard(root.path().to_path_buf());
     let token = issue(&root, "dsh", "dsh-desktop");
     let root_dir = root.path().to_str().unwrap();
-    let r = check(&[
-        "--transport",
-        "stdio",
-        "--memd",
-        MEMD,
-        "--root",
-        root_dir,
-        "--token",
-        &token,
-        "--marker",
-        "zebrafinch",
-    ]);
-    assert_basic(&r, "zebrafinch");
+    // The first session starts the daemon; the legacy-handshake one finds it running.
+    for mode in ["auto", "legacy"] {
+        let marker = format!("zebrafinch{mode}");
+        let r = check(&[
+            "--transport",
+            "stdio",
+            "--memd",
+            MEMD,
+            "--root",
+            root_dir,
+            "--token",
+            &token,
+            "--mode",
+            mode,
+            "--marker",
+            &marker,
+        ]);
+        assert_basic(&r, &marker);
+    }
     // The stdio process did not open the root: the daemon it started did.
     let pid = std::fs::read_to_string(root.path().join(".memd.lock")).unwrap();
     assert!(!pid.trim().is_empty());

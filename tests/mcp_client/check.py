@@ -80,6 +80,21 @@ async def basic(client, args):
     report["templates"] = sorted(t.uri_template for t in templates.resource_templates)
     health = await client.read_resource("health://status")
     report["health"] = json.loads(health.contents[0].text)
+    key = f"{marker}-key"
+    first = await call(client, "memory_write", {"text": f"{marker} owns a red kayak", "idempotency_key": key})
+    again = await call(client, "memory_write", {"text": f"{marker} owns a red kayak", "idempotency_key": key})
+    report["idempotent"] = [first, again]
+    if first["json"]:
+        report["supersede"] = await call(
+            client,
+            "memory_write",
+            {"text": f"{marker} sold the red kayak and owns a blue one", "supersedes": first["json"]["id"]},
+        )
+    report["timeline"] = await call(client, "memory_timeline", {"limit": 50})
+    report["recall"] = await call(
+        client, "memory_recall", {"messages": [f"what boat does {marker} have?"], "format": "block"}
+    )
+    report["recent"] = await call(client, "memory_recent", {"limit": 3, "stage": "long"})
     report["category_delete"] = await call(client, "memory_category", {"action": "delete", "name": "coding-standards"})
     report["category_gone"] = await call(client, "memory_category", {"action": "get", "name": "coding-standards"})
     report["bad_empty_text"] = await call(client, "memory_write", {"text": "   "})
