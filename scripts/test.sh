@@ -6,6 +6,9 @@ cd "$(dirname "$0")/.."
 
 # The semantic tests need the real model and ONNX Runtime (idempotent, ~0.4 s when installed).
 bash scripts/setup.sh >/dev/null
+# The MCP tests drive memd with the official Python MCP SDK (pinned, venv under $HOME/.cache).
+MEMD_MCP_PYTHON=$(bash scripts/setup-test-clients.sh | sed -n 's/^python=//p')
+export MEMD_MCP_PYTHON
 
 if command -v cargo-nextest >/dev/null 2>&1; then
   cargo nextest run --no-fail-fast "$@"

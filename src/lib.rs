@@ -8,6 +8,9 @@
 //! ## Bird's-eye view
 //!
 //! ```text
+//!  MCP over stdio (`memd mcp`, one per agent session) ─ loopback HTTP ─┐
+//!  MCP over streamable HTTP (`/mcp` in `memd serve`) ── in-process ────┤  mcp/: tools, resources
+//!                                                                      ▼
 //!  HTTP /v1 (http/) ─ auth/ (tokens, policy → Filter), audit.rs
 //!        │ spawn_blocking
 //!  CLI (cmd/)  ──►  Hub (hub/): use-cases + the single writer
@@ -41,10 +44,15 @@
 //!   vector cache under `data/cache/` ([`embed::cache`]).
 //! - [`search`]: query planning and ranking in three modes.
 //! - [`eval`]: recall@k / MRR evaluation on labelled datasets.
-//! - [`hub`]: the application service every surface calls (reads, recall, ingest in their own files).
+//! - [`hub`]: the application service every surface calls (reads, recall, ingest, categories in their own files).
 //! - [`auth`]: tokens (hashed in `tokens.json`, presets) and [`auth::policy`], which
 //!   turns a token and a request into the [`index::filter::Filter`] of every query.
 //! - [`http`]: the `/v1` API (axum); the only module that knows its wire format.
+//! - [`mcp`]: the MCP server (official `rmcp` SDK): tools, resources and
+//!   instructions, served over stdio by `memd mcp` and over streamable HTTP at
+//!   `/mcp` by `memd serve`. Every tool is a `/v1` call with the caller's token
+//!   ([`mcp::upstream`]: loopback HTTP from the stdio process, the router
+//!   in-process inside the daemon), so MCP has exactly the token's rights.
 //! - [`audit`]: `data/audit.jsonl`, one line per authenticated request.
 //! - [`error`]: one error type with stable codes.
 //! - `cmd/` (binary side, [`cmd`]): one file per subcommand; the only code that prints to stdout.
@@ -69,6 +77,10 @@
 //! - `http` never touches rusqlite or tantivy types; `store`, `index`, `hub` and
 //!   `auth` never mention axum (a tidy test greps for it).
 //! - `openapi.yaml` lists exactly the router's routes (a test parses both).
+//! - MCP never opens the root: `memd mcp` sessions, however many, write
+//!   through the daemon's single writer; both MCP transports expose the same
+//!   tools and go through `/v1` authentication, privacy filters and audit.
+//! - Nothing but the MCP stdio transport and `cmd/` writes to stdout.
 
 pub mod audit;
 pub mod auth;
@@ -85,6 +97,7 @@ pub mod hub;
 pub mod ids;
 pub mod index;
 pub mod loopback;
+pub mod mcp;
 pub mod model;
 pub mod policy;
 pub mod scheduler;

@@ -14,6 +14,7 @@ mod forget;
 mod get;
 mod health;
 mod import;
+mod mcp;
 mod reindex;
 mod search;
 mod serve;
@@ -76,6 +77,8 @@ pub enum Command {
     },
     /// Serve the /v1 HTTP API (takes the writer lock; stops on SIGINT/SIGTERM).
     Serve(serve::Args),
+    /// MCP tools over stdio, talking to the root's `memd serve` (started if needed).
+    Mcp(mcp::Args),
     /// Issue, list and revoke API tokens (safe next to a running server).
     Token(token::Args),
     /// Retrieval quality on a labelled dataset, in a temporary root (safe next to a server).
@@ -121,6 +124,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<()> {
         Command::Health(args) => health::run(cli, &config, args),
         Command::Backup { action } => backup::run(cli, layout, config, action),
         Command::Serve(args) => serve::run(layout, config, args),
+        Command::Mcp(args) => mcp::run(layout, config, args),
         Command::Token(args) => token::run(cli, &layout, args),
         Command::Eval(args) => eval::run(cli, config, args),
     }

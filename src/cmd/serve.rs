@@ -1,4 +1,4 @@
-//! `memd serve`: the `/v1` HTTP API on loopback until SIGINT or SIGTERM.
+//! `memd serve`: the `/v1` HTTP API and MCP at `/mcp` on loopback until SIGINT or SIGTERM.
 //!
 //! Takes the writer lock, catches the index up, starts the file watcher and
 //! the scheduler (index commits every second, daily backup), binds `listen` (config, or
@@ -67,7 +67,11 @@ pub(super) fn run(layout: Layout, config: Config, args: &Args) -> anyhow::Result
     let hub = Arc::new(Hub::open(layout, config, Mode::Write)?);
     // Background work: documents and foreign journal lines reach the index
     // within a second; periodic jobs (daily backup) run on their schedule.
-    let watcher = crate::watch::spawn(Arc::clone(&hub))?;
+    // A watcher that cannot start (e.g. the inotify instance limit) costs
+    // freshness, not correctness: documents are also synced on the next open.
+    let watcher = crate::watch::spawn(Arc::clone(&hub))
+        .inspect_err(|e| tracing::warn!(error = %e, "file watcher not running; edits under memories/ apply on the next start"))
+        .ok();
     let mut jobs = Vec::new();
     if backup.daily {
         jobs.push(scheduler::backup_job(
@@ -86,7 +90,9 @@ pub(super) fn run(layout: Layout, config: Config, args: &Args) -> anyhow::Result
                 tracing::warn!(error = %e, "config.json changed but is invalid; keeping the running settings")
             }
         }
-    })?;
+    })
+    .inspect_err(|e| tracing::warn!(error = %e, "config.json watcher not running; use POST /v1/config for live changes"))
+    .ok();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -102,7 +108,14 @@ pub(super) fn run(layout: Layout, config: Config, args: &Args) -> anyhow::Result
         println!("listening on http://{addr}");
         std::io::stdout().flush()?;
         tracing::info!(listen.addr = %addr, "serving /v1");
-        http::serve(listener, state, shutdown_signal()).await?;
+        // Cancelled on shutdown so open MCP event streams do not hold the server up.
+        let mcp_sessions = tokio_util::sync::CancellationToken::new();
+        let mcp = crate::mcp::http::router(state.clone(), mcp_sessions.clone());
+        let shutdown = async move {
+            shutdown_signal().await;
+            mcp_sessions.cancel();
+        };
+        http::serve_with(listener, state, mcp, shutdown).await?;
         anyhow::Ok(())
     })?;
     // Stop the background threads, then drop the runtime (and with it the

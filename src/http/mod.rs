@@ -12,6 +12,7 @@
 //! writes one audit line per request with the token's name (never its secret).
 
 mod admin;
+mod categories;
 pub mod error;
 pub mod extract;
 pub mod metrics;
@@ -87,6 +88,15 @@ impl AppState {
     /// The hub.
     pub fn hub(&self) -> &Arc<Hub> {
         &self.hub
+    }
+
+    /// The grant of the request's bearer token: `None` without a token or for
+    /// an unknown or revoked one (used by `/mcp`, which shares the tokens).
+    pub fn grant(&self, headers: &HeaderMap) -> Result<Option<crate::auth::Grant>, ApiError> {
+        match bearer(headers) {
+            None => Ok(None),
+            Some(secret) => self.tokens.authenticate(secret).map_err(ApiError::from),
+        }
     }
 
     fn now(&self) -> DateTime<Utc> {
@@ -167,6 +177,10 @@ fn routes() -> Vec<(Route, MethodRouter<AppState>)> {
         (r("POST", "/v1/forget", true), post(write::forget)),
         (r("POST", "/v1/ingest", true), post(write::ingest)),
         (r("POST", "/v1/members", true), post(write::members)),
+        (
+            r("POST", "/v1/categories", true),
+            post(categories::categories),
+        ),
     ]
 }
 
@@ -191,6 +205,11 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
+}
+
+/// The token of an `Authorization: Bearer …` header (also used by `/mcp`).
+pub fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    bearer(headers)
 }
 
 fn bearer(headers: &HeaderMap) -> Option<&str> {
@@ -294,7 +313,17 @@ pub async fn serve(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    serve_with_grace(listener, state, shutdown, SHUTDOWN_GRACE).await
+    serve_with(listener, state, Router::new(), shutdown).await
+}
+
+/// [`serve`] with more routes beside `/v1` (the MCP endpoint `/mcp`).
+pub async fn serve_with(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    extra: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    run(listener, state, extra, shutdown, SHUTDOWN_GRACE).await
 }
 
 /// [`serve`] with a chosen grace period (tests use a short one).
@@ -304,12 +333,23 @@ pub async fn serve_with_grace(
     shutdown: impl Future<Output = ()> + Send + 'static,
     grace: std::time::Duration,
 ) -> std::io::Result<()> {
+    run(listener, state, Router::new(), shutdown, grace).await
+}
+
+async fn run(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    extra: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    grace: std::time::Duration,
+) -> std::io::Result<()> {
     let audit = state.audit.clone();
     let (asked, mut asked_rx) = tokio::sync::watch::channel(false);
-    let server = axum::serve(listener, router(state)).with_graceful_shutdown(async move {
-        shutdown.await;
-        let _ = asked.send(true);
-    });
+    let server =
+        axum::serve(listener, extra.merge(router(state))).with_graceful_shutdown(async move {
+            shutdown.await;
+            let _ = asked.send(true);
+        });
     let deadline = async move {
         // Waits for the shutdown request, then for the grace period.
         if asked_rx.wait_for(|v| *v).await.is_ok() {

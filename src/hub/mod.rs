@@ -16,6 +16,7 @@
 //!
 //! Reads (`search`, `get`, `stats`) take `&self` and run concurrently.
 
+pub mod categories;
 mod health;
 mod ingest;
 mod read;

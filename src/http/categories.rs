@@ -1,0 +1,110 @@
+//! `POST /v1/categories`: list, get, set and delete categories, the
+//! always-injected policy slots stored as `memories/categories/<name>.md`.
+//!
+//! Reading uses the caller's read filter like every read route; `set` and
+//! `delete` need the `write` scope in the category's scene (an existing
+//! category must be one the token could forget).
+
+use axum::extract::State;
+use axum::response::Response;
+use serde::{Deserialize, Serialize};
+
+use super::error::ApiError;
+use super::extract::{ApiJson, Caller};
+use super::{AppState, AuditNote, reply};
+use crate::auth::policy::{self, ReadOptions};
+use crate::hub::categories::Category;
+use crate::model::Privacy;
+
+/// `POST /v1/categories` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CategoriesBody {
+    /// list, get, set or delete.
+    action: String,
+    /// The category (get, set, delete).
+    #[serde(default)]
+    name: Option<String>,
+    /// company-values, architecture, coding-requirements or custom (set; default custom).
+    #[serde(default)]
+    slot: Option<String>,
+    /// Markdown content (set).
+    #[serde(default)]
+    content: Option<String>,
+    /// The scene the caller acts in; a new category lives there.
+    #[serde(default)]
+    scene: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Listing {
+    categories: Vec<Category>,
+}
+
+#[derive(Serialize)]
+struct Deleted {
+    ok: bool,
+    name: String,
+}
+
+/// `POST /v1/categories`.
+pub async fn categories(
+    State(st): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<CategoriesBody>,
+) -> Result<Response, ApiError> {
+    let grant = &caller.0;
+    let scene = policy::resolve_scene(grant, body.scene.as_deref())?;
+    let note = |hits: Vec<String>| AuditNote {
+        scene: Some(scene.to_string()),
+        hits,
+        extra: Some(serde_json::json!({"action": body.action})),
+    };
+    let name = || {
+        body.name
+            .clone()
+            .ok_or_else(|| ApiError::invalid(format!("action {:?} needs a name", body.action)))
+    };
+    match body.action.as_str() {
+        "list" | "get" => {
+            let filter = policy::read_filter(grant, &ReadOptions::default(), st.now())?;
+            if body.action == "list" {
+                let categories = st.run(move |hub| hub.categories(&filter)).await?;
+                let ids = categories.iter().map(|c| c.doc_id.clone()).collect();
+                Ok(reply(&Listing { categories }, note(ids)))
+            } else {
+                let name = name()?;
+                let c = st.run(move |hub| hub.category(&name, &filter)).await?;
+                let ids = vec![c.doc_id.clone()];
+                Ok(reply(&c, note(ids)))
+            }
+        }
+        "set" => {
+            policy::check_write(grant, Privacy::Normal)?;
+            let writable = policy::forget_filter(grant)?;
+            let name = name()?;
+            let slot = body.slot.clone().unwrap_or_else(|| "custom".into());
+            let content = body
+                .content
+                .clone()
+                .ok_or_else(|| ApiError::invalid("action \"set\" needs content"))?;
+            let at = scene.clone();
+            let c = st
+                .run(move |hub| hub.set_category(&name, &slot, &at, &content, &writable))
+                .await?;
+            let ids = vec![c.doc_id.clone()];
+            Ok(reply(&c, note(ids)))
+        }
+        "delete" => {
+            let writable = policy::forget_filter(grant)?;
+            let name = name()?;
+            let n = name.clone();
+            st.run(move |hub| hub.delete_category(&n, &writable))
+                .await?;
+            Ok(reply(&Deleted { ok: true, name }, note(Vec::new())))
+        }
+        other => Err(ApiError::invalid(format!(
+            "action must be list, get, set or delete; got {other:?}"
+        ))),
+    }
+}

@@ -1,0 +1,252 @@
+//! Categories: always-injected policy slots (BHGBrain's company-values,
+//! architecture, coding-requirements, custom), kept as ordinary Markdown
+//! documents `memories/categories/<name>.md` with T0 front matter.
+//!
+//! Being documents, they are indexed, searchable and visible under the same
+//! scene/privacy rules as any other memory, a human can edit them in an
+//! editor, and `memd reindex` rebuilds them like everything else. Writing one
+//! replaces the file atomically and re-syncs documents through the writer.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::Hub;
+use crate::error::{Error, IoContext, Result};
+use crate::ids;
+use crate::index::filter::Filter;
+use crate::model::Scene;
+use crate::store::atomic::write_atomic;
+
+/// The slots a category may fill.
+pub const SLOTS: &[&str] = &[
+    "company-values",
+    "architecture",
+    "coding-requirements",
+    "custom",
+];
+
+/// Largest category content, in characters.
+pub const MAX_CONTENT_CHARS: usize = 100_000;
+
+/// One category.
+#[derive(Debug, Clone, Serialize)]
+pub struct Category {
+    /// Unique name, e.g. `coding-standards`.
+    pub name: String,
+    /// One of [`SLOTS`].
+    pub slot: String,
+    /// The scene it belongs to.
+    pub scene: Scene,
+    /// Its document id.
+    pub doc_id: String,
+    /// When the file was last written.
+    pub updated_at: DateTime<Utc>,
+    /// The first 200 characters (list).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preview: Option<String>,
+    /// The full Markdown content (get/set).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+}
+
+/// Checks a category name: lowercase letters, digits and `-`, 1-64 bytes.
+pub fn check_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with('-')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!(
+            "category name {name:?} must be 1-64 lowercase letters, digits or '-'"
+        )))
+    }
+}
+
+/// Path of a category relative to `memories/`.
+fn rel_path(name: &str) -> String {
+    format!("categories/{name}.md")
+}
+
+/// Splits a category file into (slot, body).
+fn parse(text: &str) -> (String, String) {
+    let mut slot = "custom".to_string();
+    let body = match text
+        .strip_prefix("---\n")
+        .and_then(|rest| rest.split_once("\n---\n"))
+    {
+        Some((front, body)) => {
+            for line in front.lines() {
+                if let Some(tags) = line.strip_prefix("tags:") {
+                    for t in tags.trim().trim_matches(['[', ']']).split(',') {
+                        let t = t.trim().trim_matches('"');
+                        if SLOTS.contains(&t) {
+                            slot = t.to_string();
+                        }
+                    }
+                }
+            }
+            body.to_string()
+        }
+        None => text.to_string(),
+    };
+    (slot, body.trim_start_matches('\n').to_string())
+}
+
+fn preview(body: &str) -> String {
+    let flat = body.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut p: String = flat.chars().take(200).collect();
+    if flat.chars().count() > 200 {
+        p.push('…');
+    }
+    p
+}
+
+impl Hub {
+    /// Reads one category visible under `filter`.
+    fn read_category(&self, name: &str, filter: &Filter, full: bool) -> Result<Category> {
+        check_name(name)?;
+        let rel = rel_path(name);
+        let doc_id = ids::doc_id(&rel);
+        let visible = self
+            .get(&doc_id, filter)
+            .map_err(|_| Error::NotFound(format!("category {name}")))?;
+        let path = self.layout().memories().join(&rel);
+        let text = std::fs::read_to_string(&path).ctx("cannot read category", &path)?;
+        let updated_at = std::fs::metadata(&path)
+            .and_then(|m| m.modified())
+            .map(DateTime::<Utc>::from)
+            .unwrap_or(visible.ts);
+        let (slot, body) = parse(&text);
+        Ok(Category {
+            name: name.to_string(),
+            slot,
+            scene: visible.scene,
+            doc_id,
+            updated_at,
+            preview: (!full).then(|| preview(&body)),
+            content: full.then_some(body),
+        })
+    }
+
+    /// One category in full.
+    pub fn category(&self, name: &str, filter: &Filter) -> Result<Category> {
+        self.read_category(name, filter, true)
+    }
+
+    /// Every category visible under `filter`, by name, with previews.
+    pub fn categories(&self, filter: &Filter) -> Result<Vec<Category>> {
+        let dir = self.layout().memories().join("categories");
+        let mut names: Vec<String> = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries
+                .flatten()
+                .filter_map(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    name.strip_suffix(".md").map(str::to_string)
+                })
+                .filter(|n| check_name(n).is_ok())
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        names.sort();
+        let mut out = Vec::new();
+        for name in names {
+            match self.read_category(&name, filter, false) {
+                Ok(c) => out.push(c),
+                Err(Error::NotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Creates or replaces a category in `scene`. `writable` must let the
+    /// caller forget memories in the scene of an existing category.
+    pub fn set_category(
+        &self,
+        name: &str,
+        slot: &str,
+        scene: &Scene,
+        content: &str,
+        writable: &Filter,
+    ) -> Result<Category> {
+        check_name(name)?;
+        if !SLOTS.contains(&slot) {
+            return Err(Error::invalid(format!(
+                "slot must be one of {}; got {slot:?}",
+                SLOTS.join(", ")
+            )));
+        }
+        let content = content.trim();
+        if content.is_empty() {
+            return Err(Error::invalid("category content must not be empty"));
+        }
+        if content.chars().count() > MAX_CONTENT_CHARS {
+            return Err(Error::invalid(format!(
+                "category content is limited to {MAX_CONTENT_CHARS} characters"
+            )));
+        }
+        if let Some(what) = crate::policy::detect_credential(content) {
+            return Err(Error::invalid(format!(
+                "content appears to contain {what}; credentials are refused"
+            )));
+        }
+        let rel = rel_path(name);
+        let path = self.layout().memories().join(&rel);
+        if path.exists() {
+            // Replacing needs the right to forget what is there now.
+            self.get(&ids::doc_id(&rel), writable).map_err(|_| {
+                Error::Forbidden(format!("category {name} belongs to another scene"))
+            })?;
+        }
+        let file = format!(
+            "---\ntitle: \"{name}\"\nkind: category\ntags: [category, {slot}]\nscene: \"{scene}\"\n\
+             privacy: normal\ntier: t0\nimportance: 1.0\nupdated: \"{}\"\n---\n\n{content}\n",
+            Utc::now().to_rfc3339()
+        );
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).ctx("cannot create directory", parent)?;
+        }
+        write_atomic(&path, file.as_bytes())?;
+        self.sync_documents()?;
+        self.category(name, writable)
+    }
+
+    /// Removes a category the caller may write.
+    pub fn delete_category(&self, name: &str, writable: &Filter) -> Result<()> {
+        check_name(name)?;
+        let rel = rel_path(name);
+        self.get(&ids::doc_id(&rel), writable)
+            .map_err(|_| Error::NotFound(format!("category {name}")))?;
+        let path = self.layout().memories().join(&rel);
+        std::fs::remove_file(&path).ctx("cannot remove category", &path)?;
+        self.sync_documents()?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_files() {
+        for (name, ok) in [
+            ("coding-standards", true),
+            ("a1", true),
+            ("", false),
+            ("Upper", false),
+            ("-x", false),
+            ("../etc", false),
+            ("a b", false),
+        ] {
+            assert_eq!(check_name(name).is_ok(), ok, "{name}");
+        }
+        let (slot, body) = parse("---\ntitle: x\ntags: [category, architecture]\n---\n\n# Hi\n");
+        assert_eq!((slot.as_str(), body.as_str()), ("architecture", "# Hi\n"));
+        assert_eq!(parse("plain").0, "custom");
+    }
+}
