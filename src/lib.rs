@@ -83,6 +83,7 @@ pub mod http;
 pub mod hub;
 pub mod ids;
 pub mod index;
+pub mod lifecycle;
 pub mod model;
 pub mod policy;
 pub mod scheduler;

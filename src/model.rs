@@ -232,6 +232,13 @@ pub struct Fact {
     /// The device that wrote it.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub device: String,
+    /// Retrievals counted since the last promotion (carried over when a fact is rewritten).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub accesses: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// One line of `memories/facts/YYYY-MM.jsonl`.
@@ -264,6 +271,16 @@ pub enum Record {
         #[serde(default)]
         source: String,
     },
+    /// Long-term memories were retrieved: each id counts one access at `ts`
+    /// (sliding expiry and promotion are replayed from these lines).
+    Touch {
+        /// Format version.
+        v: u32,
+        /// The retrieved ids, each counted once.
+        ids: Vec<String>,
+        /// When (the end of the batching window).
+        ts: DateTime<Utc>,
+    },
 }
 
 impl Record {
@@ -272,6 +289,7 @@ impl Record {
         match self {
             Record::Put { fact, .. } => &fact.id,
             Record::Forget { id, .. } => id,
+            Record::Touch { ids, .. } => ids.first().map_or("", String::as_str),
         }
     }
 
@@ -279,14 +297,14 @@ impl Record {
     pub fn ts(&self) -> DateTime<Utc> {
         match self {
             Record::Put { fact, .. } => fact.ts,
-            Record::Forget { ts, .. } => *ts,
+            Record::Forget { ts, .. } | Record::Touch { ts, .. } => *ts,
         }
     }
 
     /// The format version of the line.
     pub fn version(&self) -> u32 {
         match self {
-            Record::Put { v, .. } | Record::Forget { v, .. } => *v,
+            Record::Put { v, .. } | Record::Forget { v, .. } | Record::Touch { v, .. } => *v,
         }
     }
 }

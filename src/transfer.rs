@@ -300,7 +300,7 @@ pub fn live_facts(hub: &Hub, scenes: &[Scene]) -> Result<Vec<Fact>> {
                 Ok(Record::Forget { id, .. }) => {
                     facts.remove(&id);
                 }
-                Err(_) => {}
+                Ok(Record::Touch { .. }) | Err(_) => {}
             }
             Ok(())
         })?;

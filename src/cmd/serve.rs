@@ -65,6 +65,7 @@ pub(super) fn run(layout: Layout, config: Config, args: &Args) -> anyhow::Result
     }
     let backup = config.backup.clone();
     let hub = Arc::new(Hub::open(layout, config, Mode::Write)?);
+    hub.set_access_tracking(true);
     // Background work: documents and foreign journal lines reach the index
     // within a second; periodic jobs (daily backup) run on their schedule.
     let watcher = crate::watch::spawn(Arc::clone(&hub))?;

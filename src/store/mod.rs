@@ -4,6 +4,7 @@
 //! Only this module writes below `memories/`.
 
 pub mod atomic;
+pub mod categories;
 pub mod journal;
 pub mod lock;
 pub mod markdown;
