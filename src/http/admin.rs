@@ -64,11 +64,14 @@ struct Health {
     facts: u64,
     documents: u64,
     issues: usize,
+    /// Long-term memories per retention tier against their budgets.
+    tiers: crate::hub::TierReport,
 }
 
 /// `GET /v1/health` (no token): liveness and index counts.
 pub async fn health(State(st): State<AppState>) -> Result<Response, ApiError> {
     let stats = st.run(|hub| hub.stats()).await?;
+    let tiers = st.run(|hub| hub.tier_report()).await?;
     Ok(reply(
         &Health {
             status: "ok",
@@ -79,6 +82,7 @@ pub async fn health(State(st): State<AppState>) -> Result<Response, ApiError> {
             facts: stats.counts.facts,
             documents: stats.counts.documents,
             issues: stats.issues.len(),
+            tiers,
         },
         AuditNote::default(),
     ))

@@ -14,6 +14,7 @@
 mod admin;
 pub mod error;
 pub mod extract;
+mod lifecycle;
 mod read;
 mod write;
 
@@ -68,6 +69,7 @@ impl AppState {
 
     /// Replaces the clock (tests).
     pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.hub.set_clock(clock.clone());
         self.clock = clock;
         self
     }
@@ -154,6 +156,23 @@ fn routes() -> Vec<(Route, MethodRouter<AppState>)> {
         (r("POST", "/v1/forget", true), post(write::forget)),
         (r("POST", "/v1/ingest", true), post(write::ingest)),
         (r("POST", "/v1/members", true), post(write::members)),
+        (r("POST", "/v1/tags", true), post(lifecycle::tags)),
+        (
+            r("POST", "/v1/categories", true),
+            post(lifecycle::categories),
+        ),
+        (
+            r("POST", "/v1/categories/set", true),
+            post(lifecycle::set_category),
+        ),
+        (
+            r("POST", "/v1/archive/search", true),
+            post(lifecycle::archive_search),
+        ),
+        (
+            r("POST", "/v1/archive/restore", true),
+            post(lifecycle::archive_restore),
+        ),
     ]
 }
 

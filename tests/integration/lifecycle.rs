@@ -434,3 +434,97 @@ fn reads_do_not_write_without_access_tracking() {
     drop(hub);
     assert_eq!(root.journal_lines().len(), 1);
 }
+
+mod http {
+    use serde_json::json;
+
+    use crate::http_support::Api;
+
+    #[tokio::test]
+    async fn tags_categories_archive_and_health_over_http() {
+        let api = Api::new();
+        let root = api.token("root", "dsh-desktop");
+        let w = api
+            .ok(
+                "/v1/write",
+                &root,
+                json!({"text": "the spare key is under the flower pot", "tags": ["home", "old"]}),
+            )
+            .await;
+        let id = w["id"].as_str().unwrap().to_string();
+        let again = api
+            .ok(
+                "/v1/write",
+                &root,
+                json!({"text": "the spare key is under the flower pot"}),
+            )
+            .await;
+        assert_eq!(
+            (again["action"].as_str(), again["id"].as_str()),
+            (Some("NOOP"), Some(id.as_str()))
+        );
+        let t = api
+            .ok(
+                "/v1/tags",
+                &root,
+                json!({"id": id, "add": ["keys"], "remove": ["old"], "importance": 0.7}),
+            )
+            .await;
+        assert_eq!(t["action"], "UPDATE");
+        assert_eq!(t["tags"], json!(["home", "keys"]));
+
+        let c = api
+            .ok(
+                "/v1/categories/set",
+                &root,
+                json!({"slot": "company-values", "text": "Be kind. Ship small."}),
+            )
+            .await;
+        assert_eq!(c["slot"], "company-values");
+        let list = api.ok("/v1/categories", &root, json!({})).await;
+        assert_eq!(list["categories"].as_array().unwrap().len(), 1);
+        let boot = api.ok("/v1/bootstrap", &root, json!({})).await;
+        assert_eq!(boot["categories"][0]["text"], "Be kind. Ship small.");
+        let pet = api.token("pet", "pet");
+        let (status, _) = api
+            .post(
+                "/v1/categories/set",
+                &pet,
+                json!({"slot": "custom", "text": "x"}),
+            )
+            .await;
+        assert_eq!(status, 403);
+
+        let (status, health) = api.get("/v1/health", None).await;
+        assert_eq!(status, 200);
+        assert_eq!(health["tiers"]["over_capacity"], false);
+        assert_eq!(health["tiers"]["tiers"][2]["tier"], "t2");
+        assert_eq!(health["tiers"]["tiers"][2]["count"], 1);
+
+        // 91 days later the T2 note has expired; the archive finds and restores it.
+        api.set_now(Some(chrono::Utc::now() + chrono::Duration::days(91)));
+        let (_, hits) = api
+            .post(
+                "/v1/search",
+                &root,
+                json!({"query": "spare key flower pot", "mode": "fulltext"}),
+            )
+            .await;
+        assert!(hits["hits"].as_array().unwrap().is_empty(), "{hits}");
+        let found = api
+            .ok("/v1/archive/search", &root, json!({"query": "spare key"}))
+            .await;
+        assert_eq!(found["items"][0]["id"], id.as_str());
+        let back = api
+            .ok("/v1/archive/restore", &root, json!({"id": id}))
+            .await;
+        assert_eq!(back["id"], id.as_str());
+        let ids = api
+            .search_ids(
+                &root,
+                json!({"query": "spare key flower pot", "mode": "fulltext"}),
+            )
+            .await;
+        assert_eq!(ids, [id]);
+    }
+}
