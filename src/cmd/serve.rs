@@ -76,6 +76,9 @@ pub(super) fn run(layout: Layout, config: Config, args: &Args) -> anyhow::Result
             backup.keep_days,
         ));
     }
+    if hub.config().lifecycle.archive_after_months > 0 {
+        jobs.push(crate::lifecycle::archive_job());
+    }
     let scheduler = scheduler::spawn(Arc::clone(&hub), jobs)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -443,3 +443,52 @@ impl Hub {
         Ok(fact)
     }
 }
+
+/// One month moved into the archive.
+#[derive(Debug, Clone, Serialize)]
+pub struct ArchivedMonth {
+    /// `YYYY-MM.jsonl`.
+    pub month: String,
+    /// Lines compressed.
+    pub lines: u64,
+}
+
+impl Hub {
+    /// Compresses journal months older than `older_than_months` whole months
+    /// before now (default `lifecycle.archiveAfterMonths`; 0 = nothing) into
+    /// `memories/facts/archive/`. The current month is never archived.
+    /// Readers see no difference; the index keeps its cursors.
+    pub fn archive_journal(&self, older_than_months: Option<u32>) -> Result<Vec<ArchivedMonth>> {
+        use chrono::Datelike;
+        let months = older_than_months.unwrap_or(self.config.lifecycle.archive_after_months);
+        if months == 0 {
+            return Ok(Vec::new());
+        }
+        let now = self.now();
+        let index = now.year() * 12 + now.month0() as i32 - months as i32;
+        let cutoff = format!(
+            "{:04}-{:02}.jsonl",
+            index.div_euclid(12),
+            index.rem_euclid(12) + 1
+        );
+        let current = crate::store::journal::file_name_for(now);
+        let dir = self.layout.facts();
+        let mut state = self.writer_state()?;
+        let mut out = Vec::new();
+        for file in crate::store::journal::list_files(&dir)? {
+            if file >= cutoff || file >= current {
+                continue;
+            }
+            let lines = crate::store::archive::archive_month(&dir, &file)?;
+            if lines > 0 {
+                out.push(ArchivedMonth { month: file, lines });
+            }
+        }
+        if !out.is_empty() {
+            // Appends must not go to a file handle of a month that moved.
+            let (journal, _) = crate::store::journal::JournalWriter::open(&dir)?;
+            state.journal = journal;
+        }
+        Ok(out)
+    }
+}

@@ -25,7 +25,7 @@ mod ttl;
 
 pub use categories::{CATEGORY_SLOTS, Category};
 pub use ingest::{IngestAction, IngestOutcome, IngestRequest};
-pub use lifecycle::{Clock, EditRequest, TierCount, TierReport};
+pub use lifecycle::{ArchivedMonth, Clock, EditRequest, TierCount, TierReport};
 pub use read::{
     Bootstrap, MAX_PAGE, RecentTitle, Timeline, TimelineEntry, TimelineMonth, TimelineQuery,
     narrow, one_line,
@@ -398,7 +398,7 @@ impl Hub {
 
     /// Applies journal lines not yet in the index.
     fn catch_up(&self, progress: &mut dyn FnMut(Progress)) -> Result<CatchUpReport> {
-        let files = journal::list_files(&self.layout.facts())?;
+        let files = journal::list_all(&self.layout.facts())?;
         self.catch_up_files(&files, progress)
     }
 
@@ -412,12 +412,7 @@ impl Hub {
         let cursors = self.index.resume_cursors()?;
         let mut sizes = Vec::with_capacity(files.len());
         for f in files {
-            let path = dir.join(f);
-            sizes.push(
-                std::fs::metadata(&path)
-                    .ctx("cannot stat journal", &path)?
-                    .len(),
-            );
+            sizes.push(journal::content_len(&dir, f)?);
         }
         let mut report = CatchUpReport::default();
         let mut batch = Batch::default();

@@ -528,3 +528,115 @@ mod http {
         assert_eq!(ids, [id]);
     }
 }
+
+#[test]
+fn archived_months_read_transparently_and_reindex_gives_the_same_results() {
+    let root = TempRoot::new();
+    let clock = TestClock::new(); // 2026-06-01
+    let hub = open(&root, &clock);
+    let texts = [
+        ("2026-01-10T10:00:00Z", "january ski trip to the alps"),
+        (
+            "2026-02-11T10:00:00Z",
+            "february tax documents are in the blue folder",
+        ),
+        ("2026-03-12T10:00:00Z", "march ski wax needs replacing"),
+        ("2026-05-13T10:00:00Z", "may garden ski poles in the shed"),
+    ];
+    let mut ids = Vec::new();
+    for (ts, text) in texts {
+        let mut req = WriteRequest::new(scene("main"), text, "import");
+        req.ts = Some(
+            DateTime::parse_from_rfc3339(ts)
+                .unwrap()
+                .with_timezone(&Utc),
+        );
+        ids.push(hub.write(req).unwrap().id);
+    }
+    let queries = ["ski", "tax folder", "garden shed", "alps"];
+    let results = |hub: &Hub| -> Vec<Vec<String>> {
+        queries.iter().map(|q| find(hub, q, clock.now())).collect()
+    };
+    let before = results(&hub);
+    assert_eq!(before[0].len(), 3);
+
+    let archived = hub.archive_journal(Some(2)).unwrap();
+    let months: Vec<&str> = archived.iter().map(|m| m.month.as_str()).collect();
+    assert_eq!(months, ["2026-01.jsonl", "2026-02.jsonl", "2026-03.jsonl"]);
+    let facts = root.path().join("memories/facts");
+    assert!(facts.join("archive/2026-01.jsonl.gz").exists());
+    assert!(!facts.join("2026-01.jsonl").exists());
+    assert!(facts.join("2026-05.jsonl").exists());
+    assert_eq!(results(&hub), before);
+    assert!(
+        hub.archive_journal(Some(2)).unwrap().is_empty(),
+        "idempotent"
+    );
+
+    // A rewrite of an archived fact appends to its month again.
+    hub.edit(
+        &ids[0],
+        &EditRequest {
+            add_tags: vec!["winter".into()],
+            ..EditRequest::default()
+        },
+        &Filter::all(),
+    )
+    .unwrap();
+    assert!(facts.join("2026-01.jsonl").exists());
+    let exported = memory_hub::transfer::live_facts(&hub, &[]).unwrap();
+    assert_eq!(exported.len(), 4);
+    drop(hub);
+
+    // Reopening does not re-read archived months; a rebuild reads them all.
+    let hub = root.hub();
+    clock.install(&hub);
+    assert_eq!(results(&hub), before);
+    drop(hub);
+    std::fs::remove_dir_all(root.path().join("data")).unwrap();
+    let (hub, report) = Hub::reindex_with(
+        root.layout(),
+        Config::default(),
+        EmbedderSlot::ready(Arc::new(HashEmbedder::new(384))),
+        &mut |_| {},
+    )
+    .unwrap();
+    clock.install(&hub);
+    // Four puts, the searches' touch line (journaled with the next write), the rewrite.
+    assert_eq!(report.records, 6);
+    assert_eq!(report.bad_lines, 0);
+    assert_eq!(results(&hub), before);
+    assert_eq!(hub.get(&ids[0], &Filter::all()).unwrap().tags, ["winter"]);
+    // Semantic search sees archived memories too.
+    let semantic = hub
+        .search(&SearchRequest {
+            query: "tax documents folder".into(),
+            filter: visible(clock.now()),
+            limit: Some(3),
+            mode: Some(SearchMode::Semantic),
+        })
+        .unwrap();
+    assert_eq!(semantic.hits[0].memory.id, ids[1]);
+}
+
+#[test]
+fn memd_archive_compresses_old_months_from_the_cli() {
+    let root = TempRoot::new();
+    {
+        let hub = root.hub();
+        let mut req =
+            WriteRequest::new(scene("main"), "an old note about the lighthouse", "import");
+        req.ts = Some(Utc::now() - Duration::days(400));
+        hub.write(req).unwrap();
+        crate::support::write(&hub, "main", "a fresh note about the harbour");
+    }
+    let out = root.memd_json(&["archive", "--older-than-months", "3"]);
+    assert_eq!(out["archived"].as_array().unwrap().len(), 1, "{out}");
+    let hits = root.memd_json(&["search", "lighthouse"]);
+    assert_eq!(hits["hits"].as_array().unwrap().len(), 1, "{hits}");
+    let none = root.memd_json(&["archive", "search", "lighthouse"]);
+    assert!(none["items"].as_array().unwrap().is_empty(), "not expired");
+    root.memd_json(&["reindex"]);
+    let hits = root.memd_json(&["search", "lighthouse"]);
+    assert_eq!(hits["hits"].as_array().unwrap().len(), 1, "{hits}");
+}
