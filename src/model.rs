@@ -471,6 +471,22 @@ mod tests {
     }
 
     #[test]
+    fn touch_lines_round_trip_and_old_puts_still_parse() {
+        let line = r#"{"op":"touch","v":1,"ids":["fact-main-a-1","fact-main-b-2"],"ts":"2026-01-02T03:04:05Z"}"#;
+        let r: Record = serde_json::from_str(line).unwrap();
+        assert_eq!(r.id(), "fact-main-a-1");
+        assert_eq!(serde_json::to_string(&r).unwrap(), line);
+        // A put written before `accesses` existed reads with 0 and writes back unchanged.
+        let put = r#"{"op":"put","v":1,"id":"fact-main-x-1","ts":"2026-01-02T03:04:05Z","scene":"main","kind":"note","stage":"long","text":"t","privacy":"normal","subject":"owner","source":"cli","importance":0.5}"#;
+        let r: Record = serde_json::from_str(put).unwrap();
+        let Record::Put { fact, .. } = &r else {
+            panic!("a put")
+        };
+        assert_eq!(fact.accesses, 0);
+        assert_eq!(serde_json::to_string(&r).unwrap(), put);
+    }
+
+    #[test]
     fn tags_and_kind() {
         assert_eq!(parse_tags(["a", " b ", "a", ""]).unwrap(), vec!["a", "b"]);
         assert!(parse_tags(["x".repeat(65)]).is_err());

@@ -65,7 +65,8 @@ pub fn is_superseded(conn: &rusqlite::Connection, id: &str) -> Result<bool> {
         .exists([id])?)
 }
 
-/// Applies one access at `at` to each of `ids`. Returns the ids whose row changed.
+/// Applies one access at `at` to each of `ids`. Returns the ids tantivy must
+/// refresh from their rows (changed now or by an earlier replay of this line).
 pub fn touch(
     tx: &Transaction<'_>,
     ids: &[String],
@@ -93,7 +94,13 @@ pub fn touch(
         let Some((stage, tier, accesses, expires, last)) = row else {
             continue;
         };
-        if stage != Stage::Long.as_str() || last.is_some_and(|l| l >= at_ms) {
+        if stage != Stage::Long.as_str() {
+            continue;
+        }
+        if last.is_some_and(|l| l >= at_ms) {
+            // Already applied (a catch-up replaying lines); tantivy may not
+            // have committed it, so it is refreshed from this row anyway.
+            changed.push(id.clone());
             continue;
         }
         let Some(tier) = tier.and_then(|t| t.parse::<Tier>().ok()) else {
