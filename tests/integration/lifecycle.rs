@@ -640,3 +640,79 @@ fn memd_archive_compresses_old_months_from_the_cli() {
     let hits = root.memd_json(&["search", "lighthouse"]);
     assert_eq!(hits["hits"].as_array().unwrap().len(), 1, "{hits}");
 }
+
+#[test]
+fn ranking_weighs_short_term_down_and_flags_expiring_soon() {
+    let root = TempRoot::new();
+    let clock = TestClock::new();
+    let hub = open(&root, &clock);
+    let short = chat(&hub, "m1", "blue umbrella by the door", clock.now());
+    let long = crate::support::write(&hub, "qq:group:1", "blue umbrella by the door, kept");
+    let hits = hub
+        .search(&SearchRequest {
+            query: "blue umbrella door".into(),
+            filter: visible(clock.now()),
+            limit: Some(5),
+            mode: Some(SearchMode::Fulltext),
+        })
+        .unwrap()
+        .hits;
+    let ids: Vec<&str> = hits.iter().map(|h| h.memory.id.as_str()).collect();
+    assert_eq!(ids, [long.as_str(), short.as_str()]);
+
+    let mut req = WriteRequest::new(scene("main"), "renew the parking permit", "test");
+    req.tier = Some(Tier::T3);
+    let soon = hub.write(req).unwrap().id;
+    clock.advance(Duration::days(25));
+    let hits = hub
+        .search(&SearchRequest {
+            query: "parking permit".into(),
+            filter: visible(clock.now()),
+            limit: Some(5),
+            mode: Some(SearchMode::Fulltext),
+        })
+        .unwrap()
+        .hits;
+    assert_eq!(hits[0].memory.id, soon);
+    assert!(hits[0].expiring_soon, "5 days left of 30");
+    hub.flush_accesses(true).unwrap();
+    let again = hub
+        .search(&SearchRequest {
+            query: "parking permit".into(),
+            filter: visible(clock.now()),
+            limit: Some(5),
+            mode: Some(SearchMode::Fulltext),
+        })
+        .unwrap()
+        .hits;
+    assert!(!again[0].expiring_soon, "the retrieval slid the expiry");
+}
+
+#[test]
+fn a_lost_text_index_catches_up_to_the_same_lifecycle_state() {
+    let root = TempRoot::new();
+    let clock = TestClock::new();
+    let hub = open(&root, &clock);
+    let mut req = WriteRequest::new(scene("main"), "the boiler service contract", "test");
+    req.tier = Some(Tier::T3);
+    let id = hub.write(req).unwrap().id;
+    for _ in 0..3 {
+        clock.advance(Duration::days(20));
+        assert_eq!(
+            find(&hub, "boiler contract", clock.now()),
+            std::slice::from_ref(&id)
+        );
+        hub.flush_accesses(true).unwrap();
+    }
+    drop(hub);
+    // tantivy loses everything it had (as if never committed); SQLite keeps its state.
+    std::fs::remove_dir_all(root.path().join("data/index/text")).unwrap();
+    let hub = root.hub();
+    clock.install(&hub);
+    clock.advance(Duration::days(25));
+    assert_eq!(
+        find(&hub, "boiler contract", clock.now()),
+        std::slice::from_ref(&id),
+        "the slid expiry holds in tantivy too"
+    );
+}
