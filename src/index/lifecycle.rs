@@ -243,3 +243,86 @@ pub fn expired_matching(
     )?;
     rows.map(|r| r.map_err(Into::into)).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::meta::{FactExtras, MetaDb, tx as mtx};
+    use crate::model::{Origin, Privacy, Scene, Subject};
+
+    #[test]
+    fn touch_moves_the_vector_expiry_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = MetaDb::open(&dir.path().join("m.db"), true).unwrap();
+        let at = DateTime::from_timestamp(1_780_000_000, 0).unwrap();
+        let cfg = LifecycleConfig::default();
+        let m = Memory {
+            id: "fact-main-a-1".into(),
+            origin: Origin::Fact,
+            doc_id: None,
+            path: None,
+            ts: at,
+            scene: Scene::parse("main").unwrap(),
+            kind: "note".into(),
+            stage: Stage::Long,
+            title: None,
+            text: "t".into(),
+            tags: vec![],
+            privacy: Privacy::Normal,
+            subject: Subject::Owner,
+            source: "test".into(),
+            importance: 0.5,
+            tier: Some(Tier::T3),
+            supersedes: None,
+            expires_at: cfg.expiry(Tier::T3, at),
+        };
+        db.write(|t| {
+            mtx::upsert_memory(t, &m, None, &FactExtras::default())?;
+            crate::index::vector::ensure_model(t, "m", 2)?;
+            let pending = crate::index::vector::pending(t, 10)?;
+            let rows: Vec<(&crate::index::vector::Pending, &[f32])> =
+                pending.iter().map(|p| (p, &[1.0f32, 0.0][..])).collect();
+            crate::index::vector::store(t, "m", &rows)
+        })
+        .unwrap();
+        let later = at + chrono::Duration::days(10);
+        let changed = db
+            .write(|t| touch(t, std::slice::from_ref(&m.id), later, &cfg))
+            .unwrap();
+        assert_eq!(changed, [m.id.clone()]);
+        let (expires, model): (i64, Option<String>) = db
+            .with_reader(|c| {
+                let e = c.query_row(
+                    "SELECT expires FROM memory_vectors WHERE id = ?",
+                    [&m.id],
+                    |r| r.get(0),
+                )?;
+                let model = c.query_row(
+                    "SELECT vector_model FROM memories WHERE id = ?",
+                    [&m.id],
+                    |r| r.get(0),
+                )?;
+                Ok((e, model))
+            })
+            .unwrap();
+        assert_eq!(
+            expires,
+            (later + chrono::Duration::days(30)).timestamp_millis()
+        );
+        assert_eq!(
+            model.as_deref(),
+            Some("m"),
+            "updated in place, not re-embedded"
+        );
+        // Replaying the same touch changes nothing but asks tantivy to refresh.
+        let again = db
+            .write(|t| touch(t, std::slice::from_ref(&m.id), later, &cfg))
+            .unwrap();
+        assert_eq!(again, [m.id.clone()]);
+        assert_eq!(
+            db.with_reader(|c| accesses(c, &m.id)).unwrap(),
+            1,
+            "counted once"
+        );
+    }
+}
