@@ -289,7 +289,7 @@ mod tests {
         let changed = db
             .write(|t| touch(t, std::slice::from_ref(&m.id), later, &cfg))
             .unwrap();
-        assert_eq!(changed, [m.id.clone()]);
+        assert_eq!(changed, std::slice::from_ref(&m.id));
         let (expires, model): (i64, Option<String>) = db
             .with_reader(|c| {
                 let e = c.query_row(
@@ -318,7 +318,7 @@ mod tests {
         let again = db
             .write(|t| touch(t, std::slice::from_ref(&m.id), later, &cfg))
             .unwrap();
-        assert_eq!(again, [m.id.clone()]);
+        assert_eq!(again, std::slice::from_ref(&m.id));
         assert_eq!(
             db.with_reader(|c| accesses(c, &m.id)).unwrap(),
             1,
