@@ -104,6 +104,8 @@ pub struct Config {
     pub http: HttpConfig,
     /// The local embedding model for semantic search.
     pub embedder: EmbedderConfig,
+    /// Retention tiers, promotion, dedup and archive.
+    pub lifecycle: crate::lifecycle::LifecycleConfig,
 }
 
 /// The HTTP server.
@@ -148,6 +150,7 @@ impl Default for Config {
             ingest: IngestConfig::default(),
             http: HttpConfig::default(),
             embedder: EmbedderConfig::default(),
+            lifecycle: Default::default(),
         }
     }
 }
@@ -170,6 +173,8 @@ pub struct SearchConfig {
     pub fulltext_weight: f32,
     /// Weight of the semantic ranking in hybrid fusion.
     pub semantic_weight: f32,
+    /// Score multiplier of short-term hits (1 disables the penalty).
+    pub short_weight: f32,
 }
 
 impl Default for SearchConfig {
@@ -182,6 +187,7 @@ impl Default for SearchConfig {
             rrf_k: 60.0,
             fulltext_weight: 1.0,
             semantic_weight: 1.0,
+            short_weight: 0.5,
         }
     }
 }
@@ -386,6 +392,10 @@ impl Config {
         if !(1..=16).contains(&e.sessions) {
             return Err(Error::invalid("embedder.sessions must be between 1 and 16"));
         }
+        if !(0.0..=1.0).contains(&s.short_weight) {
+            return Err(Error::invalid("search.shortWeight must be between 0 and 1"));
+        }
+        self.lifecycle.validate()?;
         if self.docs.max_chunk_chars < 200 {
             return Err(Error::invalid("docs.maxChunkChars must be at least 200"));
         }

@@ -282,7 +282,7 @@ fn tokens(layout: &Layout) -> Check {
 fn index_checks(layout: &Layout, daemon_writes: bool) -> Vec<Check> {
     let mut out = Vec::new();
     let dir = layout.facts();
-    let files = journal::list_files(&dir).unwrap_or_default();
+    let files = journal::list_all(&dir).unwrap_or_default();
     let mut bad = Vec::new();
     let mut sizes = std::collections::HashMap::new();
     for f in &files {

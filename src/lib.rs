@@ -34,15 +34,18 @@
 //! - [`config`]: root layout (`memories/`, `data/`, `config.json`) and typed config.
 //! - [`model`], [`ids`]: plain domain types and id schemes; no IO.
 //! - [`store`]: the only writer of `memories/`: [`store::journal`], [`store::markdown`], [`store::lock`],
-//!   [`store::members`] (group membership for disclosure).
+//!   [`store::members`] (group membership for disclosure), [`store::archive`]
+//!   (compressed journal months).
 //! - [`index`]: the only writer of `data/index/`: [`index::text`] (tantivy),
 //!   [`index::meta`] (SQLite), [`index::meta_read`] (time-ordered reads),
 //!   [`index::vector`] (sqlite-vec), [`index::fusion`], [`index::tokenizer`],
-//!   [`index::filter`].
+//!   [`index::filter`], [`index::lifecycle`] (supersede marks, `touch` replay).
 //! - [`embed`]: the [`embed::Embedder`] trait, the ONNX model
 //!   ([`embed::onnx`]), a deterministic test embedder ([`embed::hash`]) and the
 //!   vector cache under `data/cache/` ([`embed::cache`]).
 //! - [`search`]: query planning and ranking in three modes.
+//! - [`lifecycle`]: retention tiers, sliding expiry, promotion, dedup
+//!   thresholds and ranking signals (short-term weight, importance, T0 boost).
 //! - [`eval`]: recall@k / MRR evaluation on labelled datasets.
 //! - [`hub`]: the application service every surface calls (reads, recall, ingest, categories in their own files).
 //! - [`auth`]: tokens (hashed in `tokens.json`, presets) and [`auth::policy`], which
@@ -81,6 +84,13 @@
 //!   through the daemon's single writer; both MCP transports expose the same
 //!   tools and go through `/v1` authentication, privacy filters and audit.
 //! - Nothing but the MCP stdio transport and `cmd/` writes to stdout.
+//! - Lifecycle state (tiers, access counts, expiry, supersede marks) is a
+//!   replay of the journal: retrievals become `touch` lines, edits `put` lines
+//!   with the same id, so a rebuilt index has the same lifecycle state. Reads
+//!   never write synchronously; accesses are journaled within a few seconds.
+//! - A superseded memory never matches a search (its expiry in tantivy and
+//!   vec0 is the epoch); expired memories never match any caller's query.
+//! - An archived journal month reads exactly as the plain file did.
 
 pub mod audit;
 pub mod auth;
@@ -96,6 +106,7 @@ pub mod http;
 pub mod hub;
 pub mod ids;
 pub mod index;
+pub mod lifecycle;
 pub mod loopback;
 pub mod mcp;
 pub mod model;

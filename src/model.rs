@@ -247,6 +247,13 @@ pub struct Fact {
     /// The device that wrote it.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub device: String,
+    /// Retrievals counted since the last promotion (carried over when a fact is rewritten).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub accesses: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// One line of `memories/facts/YYYY-MM.jsonl`.
@@ -279,6 +286,16 @@ pub enum Record {
         #[serde(default)]
         source: String,
     },
+    /// Long-term memories were retrieved: each id counts one access at `ts`
+    /// (sliding expiry and promotion are replayed from these lines).
+    Touch {
+        /// Format version.
+        v: u32,
+        /// The retrieved ids, each counted once.
+        ids: Vec<String>,
+        /// When (the end of the batching window).
+        ts: DateTime<Utc>,
+    },
 }
 
 impl Record {
@@ -287,6 +304,7 @@ impl Record {
         match self {
             Record::Put { fact, .. } => &fact.id,
             Record::Forget { id, .. } => id,
+            Record::Touch { ids, .. } => ids.first().map_or("", String::as_str),
         }
     }
 
@@ -294,14 +312,14 @@ impl Record {
     pub fn ts(&self) -> DateTime<Utc> {
         match self {
             Record::Put { fact, .. } => fact.ts,
-            Record::Forget { ts, .. } => *ts,
+            Record::Forget { ts, .. } | Record::Touch { ts, .. } => *ts,
         }
     }
 
     /// The format version of the line.
     pub fn version(&self) -> u32 {
         match self {
-            Record::Put { v, .. } | Record::Forget { v, .. } => *v,
+            Record::Put { v, .. } | Record::Forget { v, .. } | Record::Touch { v, .. } => *v,
         }
     }
 }
@@ -465,6 +483,22 @@ mod tests {
         assert_eq!(r.id(), "fact-main-x-1");
         let back: Record = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
         assert_eq!(r, back);
+    }
+
+    #[test]
+    fn touch_lines_round_trip_and_old_puts_still_parse() {
+        let line = r#"{"op":"touch","v":1,"ids":["fact-main-a-1","fact-main-b-2"],"ts":"2026-01-02T03:04:05Z"}"#;
+        let r: Record = serde_json::from_str(line).unwrap();
+        assert_eq!(r.id(), "fact-main-a-1");
+        assert_eq!(serde_json::to_string(&r).unwrap(), line);
+        // A put written before `accesses` existed reads with 0 and writes back unchanged.
+        let put = r#"{"op":"put","v":1,"id":"fact-main-x-1","ts":"2026-01-02T03:04:05Z","scene":"main","kind":"note","stage":"long","text":"t","privacy":"normal","subject":"owner","source":"cli","importance":0.5}"#;
+        let r: Record = serde_json::from_str(put).unwrap();
+        let Record::Put { fact, .. } = &r else {
+            panic!("a put")
+        };
+        assert_eq!(fact.accesses, 0);
+        assert_eq!(serde_json::to_string(&r).unwrap(), put);
     }
 
     #[test]

@@ -247,6 +247,10 @@ pub fn spawn(hub: Arc<Hub>, jobs: Vec<Job>) -> Result<SchedulerHandle> {
                 if let Err(e) = hub.flush() {
                     tracing::warn!(error = %e, "index commit failed");
                 }
+                // Retrievals wait at most a few seconds before they are journaled.
+                if let Err(e) = hub.flush_accesses(false) {
+                    tracing::warn!(error = %e, "journaling accesses failed; this window is not counted");
+                }
                 // Embed the backlog in small groups so writes never wait long
                 // for the writer.
                 while !flag.load(Ordering::SeqCst)

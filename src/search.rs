@@ -110,6 +110,9 @@ pub struct SearchHit {
     pub score: f32,
     /// The pass that found it.
     pub pass: Pass,
+    /// Whether it expires within `lifecycle.expiringSoonDays` (set by the hub).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub expiring_soon: bool,
 }
 
 /// A response.
@@ -157,6 +160,7 @@ pub fn search(
     }
     // Changes applied but not yet committed to the text index become visible now.
     index.refresh()?;
+    let req = &crate::lifecycle::rank::without_superseded(req);
     let requested = req.mode.unwrap_or(cfg.mode);
     let (mode, embedder) = match (requested, embedder) {
         (SearchMode::Fulltext, _) => (SearchMode::Fulltext, None),
@@ -217,9 +221,12 @@ pub fn search(
                 memory,
                 score,
                 pass,
+                expiring_soon: false,
             })
         })
         .collect();
+    let mut hits: Vec<SearchHit> = hits;
+    crate::lifecycle::rank::rerank(&mut hits, mode, cfg.short_weight);
     Ok(SearchResults {
         hits,
         terms: term_texts,

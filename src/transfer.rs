@@ -288,7 +288,7 @@ pub fn live_facts(hub: &Hub, scenes: &[Scene]) -> Result<Vec<Fact>> {
     let dir = hub.layout().facts();
     let mut order: Vec<String> = Vec::new();
     let mut facts: std::collections::HashMap<String, Fact> = std::collections::HashMap::new();
-    for file in journal::list_files(&dir)? {
+    for file in journal::list_all(&dir)? {
         journal::scan_file(&dir, &file, Default::default(), |item| {
             match item.entry {
                 Ok(Record::Put { fact, .. }) => {
@@ -300,7 +300,7 @@ pub fn live_facts(hub: &Hub, scenes: &[Scene]) -> Result<Vec<Fact>> {
                 Ok(Record::Forget { id, .. }) => {
                     facts.remove(&id);
                 }
-                Err(_) => {}
+                Ok(Record::Touch { .. }) | Err(_) => {}
             }
             Ok(())
         })?;

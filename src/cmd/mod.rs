@@ -6,6 +6,7 @@
 //! on stdout, errors included (`{"error":{code,message,retryable}}`).
 #![allow(clippy::print_stdout)]
 
+mod archive;
 mod backup;
 mod doctor;
 mod eval;
@@ -83,6 +84,9 @@ pub enum Command {
     Token(token::Args),
     /// Retrieval quality on a labelled dataset, in a temporary root (safe next to a server).
     Eval(eval::Args),
+    /// Compress old journal months; `archive search` / `archive restore` for expired memories
+    /// (needs the writer lock).
+    Archive(archive::Args),
 }
 
 /// Sets up tracing on stderr; `MEMD_LOG` overrides the level.
@@ -127,6 +131,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<()> {
         Command::Mcp(args) => mcp::run(layout, config, args),
         Command::Token(args) => token::run(cli, &layout, args),
         Command::Eval(args) => eval::run(cli, config, args),
+        Command::Archive(args) => archive::run(cli, open(layout, config, Mode::Write)?, args),
     }
 }
 

@@ -65,6 +65,7 @@ pub(super) fn run(layout: Layout, config: Config, args: &Args) -> anyhow::Result
     }
     let backup = config.backup.clone();
     let hub = Arc::new(Hub::open(layout, config, Mode::Write)?);
+    hub.set_access_tracking(true);
     // Background work: documents and foreign journal lines reach the index
     // within a second; periodic jobs (daily backup) run on their schedule.
     // A watcher that cannot start (e.g. the inotify instance limit) costs
@@ -78,6 +79,9 @@ pub(super) fn run(layout: Layout, config: Config, args: &Args) -> anyhow::Result
             backup.dir_for(hub.layout()),
             backup.keep_days,
         ));
+    }
+    if hub.config().lifecycle.archive_after_months > 0 {
+        jobs.push(crate::lifecycle::archive_job());
     }
     let scheduler = scheduler::spawn(Arc::clone(&hub), jobs)?;
     // Editable keys of a changed config.json apply without a restart.

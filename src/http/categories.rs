@@ -80,6 +80,9 @@ pub async fn categories(
             }
         }
         "set" => {
+            // Categories are injected into every session: standing policy is
+            // set by the owner's full-rights token only.
+            policy::require(grant, crate::auth::scope::ALL)?;
             policy::check_write(grant, Privacy::Normal)?;
             let writable = policy::forget_filter(grant)?;
             let name = name()?;
@@ -96,6 +99,7 @@ pub async fn categories(
             Ok(reply(&c, note(ids)))
         }
         "delete" => {
+            policy::require(grant, crate::auth::scope::ALL)?;
             let writable = policy::forget_filter(grant)?;
             let name = name()?;
             let n = name.clone();

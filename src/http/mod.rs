@@ -15,6 +15,7 @@ mod admin;
 mod categories;
 pub mod error;
 pub mod extract;
+mod lifecycle;
 pub mod metrics;
 mod read;
 mod write;
@@ -72,6 +73,7 @@ impl AppState {
 
     /// Replaces the clock (tests).
     pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.hub.set_clock(clock.clone());
         self.clock = clock;
         self
     }
@@ -177,6 +179,15 @@ fn routes() -> Vec<(Route, MethodRouter<AppState>)> {
         (r("POST", "/v1/forget", true), post(write::forget)),
         (r("POST", "/v1/ingest", true), post(write::ingest)),
         (r("POST", "/v1/members", true), post(write::members)),
+        (r("POST", "/v1/tags", true), post(lifecycle::tags)),
+        (
+            r("POST", "/v1/archive/search", true),
+            post(lifecycle::archive_search),
+        ),
+        (
+            r("POST", "/v1/archive/restore", true),
+            post(lifecycle::archive_restore),
+        ),
         (
             r("POST", "/v1/categories", true),
             post(categories::categories),

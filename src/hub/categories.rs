@@ -5,6 +5,7 @@
 //! Being documents, they are indexed, searchable and visible under the same
 //! scene/privacy rules as any other memory, a human can edit them in an
 //! editor, and `memd reindex` rebuilds them like everything else. Writing one
+//! keeps the replaced version under `categories/.revisions/` (never indexed),
 //! replaces the file atomically and re-syncs documents through the writer.
 
 use chrono::{DateTime, Utc};
@@ -47,6 +48,8 @@ pub struct Category {
     /// The full Markdown content (get/set).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
+    /// Earlier versions, oldest first (paths below `memories/`; not indexed).
+    pub revisions: Vec<String>,
 }
 
 /// Checks a category name: lowercase letters, digits and `-`, 1-64 bytes.
@@ -69,6 +72,28 @@ pub fn check_name(name: &str) -> Result<()> {
 /// Path of a category relative to `memories/`.
 fn rel_path(name: &str) -> String {
     format!("categories/{name}.md")
+}
+
+/// Where earlier versions are kept, relative to `memories/`: a dot directory,
+/// so they are never indexed.
+const REVISIONS: &str = "categories/.revisions";
+
+/// Earlier versions of a category, oldest first.
+fn revisions(memories: &std::path::Path, name: &str) -> Vec<String> {
+    let prefix = format!("{name}@");
+    let mut out: Vec<String> = std::fs::read_dir(memories.join(REVISIONS))
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|f| f.starts_with(&prefix) && f.ends_with(".md"))
+                .map(|f| format!("{REVISIONS}/{f}"))
+                .collect()
+        })
+        .unwrap_or_default();
+    // The timestamp in the name sorts chronologically.
+    out.sort();
+    out
 }
 
 /// Splits a category file into (slot, body).
@@ -129,6 +154,7 @@ impl Hub {
             updated_at,
             preview: (!full).then(|| preview(&body)),
             content: full.then_some(body),
+            revisions: revisions(&self.layout().memories(), name),
         })
     }
 
@@ -209,6 +235,14 @@ impl Hub {
         );
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).ctx("cannot create directory", parent)?;
+        }
+        if let Ok(previous) = std::fs::read(&path) {
+            // Keep the version being replaced (categories are standing policy:
+            // their history matters).
+            let dir = self.layout().memories().join(REVISIONS);
+            std::fs::create_dir_all(&dir).ctx("cannot create directory", &dir)?;
+            let stamp = Utc::now().format("%Y%m%dT%H%M%S%.6fZ");
+            write_atomic(&dir.join(format!("{name}@{stamp}.md")), &previous)?;
         }
         write_atomic(&path, file.as_bytes())?;
         self.sync_documents()?;

@@ -55,6 +55,8 @@ pub struct HealthReport {
     pub counts: BTreeMap<&'static str, HashMap<String, u64>>,
     /// Scheduled jobs (daily backup, consolidation): last and next runs.
     pub jobs: BTreeMap<String, JobState>,
+    /// Long-term memories per retention tier against their budgets.
+    pub tiers: super::TierReport,
 }
 
 impl Hub {
@@ -155,6 +157,7 @@ impl Hub {
             components,
             counts,
             jobs: scheduler::load_states(&scheduler::state_path(self)),
+            tiers: self.tier_report()?,
         })
     }
 }

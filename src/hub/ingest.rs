@@ -105,7 +105,7 @@ impl Hub {
         }
         let smid = source_message_id(message_id, text);
         // A clock ahead of ours must not stretch the TTL.
-        let now = Utc::now();
+        let now = self.now();
         let expires_at = req.sent_at.map_or(now, |t| t.min(now)) + req.ttl;
         if let Some(reason) = noise(text) {
             return Ok(IngestOutcome {
@@ -153,7 +153,7 @@ impl Hub {
             id: Some(outcome.id),
             action: match outcome.action {
                 WriteAction::Add => IngestAction::Add,
-                WriteAction::Noop => IngestAction::Noop,
+                WriteAction::Noop | WriteAction::Update => IngestAction::Noop,
             },
             source_message_id: smid,
             expires_at,

@@ -19,12 +19,14 @@
 pub mod categories;
 mod health;
 mod ingest;
+mod lifecycle;
 mod read;
 mod recall;
 mod ttl;
 
 pub use health::{Component, HealthReport};
 pub use ingest::{IngestAction, IngestOutcome, IngestRequest};
+pub use lifecycle::{ArchivedMonth, Clock, EditRequest, TierCount, TierReport};
 pub use read::{
     Bootstrap, MAX_PAGE, RecentTitle, Timeline, TimelineEntry, TimelineMonth, TimelineQuery,
     narrow, one_line,
@@ -152,6 +154,8 @@ impl WriteRequest {
 pub enum WriteAction {
     /// A new fact was appended.
     Add,
+    /// A near-duplicate was found and rewritten (same id, merged tags).
+    Update,
     /// An identical earlier write was found; nothing was appended.
     Noop,
 }
@@ -208,6 +212,12 @@ pub struct CatchUpReport {
 
 enum Op {
     Write(Box<WriteRequest>),
+    /// A near-duplicate write folded into an existing fact.
+    Merge(Box<WriteRequest>, String),
+    /// Rewrite an existing fact (tags, importance): a new `put` with the same id.
+    Rewrite(Box<Fact>),
+    /// Retrieval counts, appended as they are.
+    Touch(Record),
     Forget {
         id: String,
         reason: Option<String>,
@@ -244,6 +254,9 @@ pub struct Hub {
     queue: Mutex<Vec<Pending>>,
     embedder: EmbedderSlot,
     cache: Option<VectorCache>,
+    clock: std::sync::RwLock<Clock>,
+    accesses: Mutex<lifecycle::AccessBuffer>,
+    track_accesses: std::sync::atomic::AtomicBool,
 }
 
 impl Hub {
@@ -295,6 +308,9 @@ impl Hub {
                 queue: Mutex::new(Vec::new()),
                 embedder,
                 cache: None,
+                clock: std::sync::RwLock::new(lifecycle::system_clock()),
+                accesses: Mutex::new(Default::default()),
+                track_accesses: Default::default(),
             };
             return Ok((hub, CatchUpReport::default()));
         };
@@ -303,6 +319,7 @@ impl Hub {
             tracing::warn!(journal.issue = %issue, "repaired torn journal tail");
         }
         let index = Index::open(&layout.index(), true)?;
+        index.set_lifecycle(config.lifecycle.clone());
         let cache_path = layout.cache().join("vectors.db");
         let cache = VectorCache::open(&cache_path)
             .inspect_err(|e| tracing::warn!(error = %e, cache.path = %cache_path.display(), "vector cache unavailable; embedding without it"))
@@ -319,6 +336,9 @@ impl Hub {
             queue: Mutex::new(Vec::new()),
             embedder,
             cache,
+            clock: std::sync::RwLock::new(lifecycle::system_clock()),
+            accesses: Mutex::new(Default::default()),
+            track_accesses: Default::default(),
         };
         let mut report = hub.catch_up(progress)?;
         let docs = hub.sync_documents()?;
@@ -381,7 +401,7 @@ impl Hub {
 
     /// Applies journal lines not yet in the index.
     fn catch_up(&self, progress: &mut dyn FnMut(Progress)) -> Result<CatchUpReport> {
-        let files = journal::list_files(&self.layout.facts())?;
+        let files = journal::list_all(&self.layout.facts())?;
         self.catch_up_files(&files, progress)
     }
 
@@ -395,12 +415,7 @@ impl Hub {
         let cursors = self.index.resume_cursors()?;
         let mut sizes = Vec::with_capacity(files.len());
         for f in files {
-            let path = dir.join(f);
-            sizes.push(
-                std::fs::metadata(&path)
-                    .ctx("cannot stat journal", &path)?
-                    .len(),
-            );
+            sizes.push(journal::content_len(&dir, f)?);
         }
         let mut report = CatchUpReport::default();
         let mut batch = Batch::default();
@@ -541,11 +556,14 @@ impl Hub {
     }
 
     /// Writes one memory. Returns after its journal line is fsync'd and indexed.
+    ///
+    /// Long-term writes are deduplicated: an exact duplicate of a live memory
+    /// (same scene, kind, normalised text, privacy and subject) answers
+    /// `NOOP` with its id; with an embedder loaded, a near-duplicate answers
+    /// `NOOP` or is folded into the existing memory (`UPDATE`) by the
+    /// per-tier thresholds of [`crate::lifecycle::LifecycleConfig::dedup_thresholds`].
     pub fn write(&self, req: WriteRequest) -> Result<WriteOutcome> {
-        match self.submit(Op::Write(Box::new(req)))? {
-            OpOutcome::Written(w) => Ok(w),
-            _ => Err(Error::Internal("write answered as another op".into())),
-        }
+        self.write_dedup(req)
     }
 
     /// Forgets a fact visible under `filter` by appending a tombstone.
@@ -638,10 +656,57 @@ impl Hub {
         let mut keys_in_batch: HashMap<String, String> = HashMap::new();
         let mut written_in_batch: HashSet<String> = HashSet::new();
         let mut forgotten_in_batch: HashSet<String> = HashSet::new();
+        if let Some(touch) = self.take_touch_record() {
+            records.push(touch);
+        }
+        let mut hashes_in_batch: HashMap<String, String> = HashMap::new();
         for Pending { op, reply } in batch {
             let outcome = match op {
+                Op::Touch(record) => {
+                    records.push(record);
+                    Ok(OpOutcome::Imported(true))
+                }
+                Op::Rewrite(fact) => {
+                    if forgotten_in_batch.contains(&fact.id)
+                        || self.index.meta.fact_state(&fact.id).ok().flatten() != Some(true)
+                    {
+                        Err(Error::NotFound(fact.id.clone()))
+                    } else {
+                        written_in_batch.insert(fact.id.clone());
+                        let id = fact.id.clone();
+                        records.push(Record::Put {
+                            v: JOURNAL_VERSION,
+                            fact: *fact,
+                        });
+                        Ok(OpOutcome::Written(WriteOutcome {
+                            id,
+                            action: WriteAction::Update,
+                        }))
+                    }
+                }
+                Op::Merge(req, into) => {
+                    self.prepare_merge(*req, &into, &forgotten_in_batch)
+                        .map(|fact| {
+                            written_in_batch.insert(fact.id.clone());
+                            let id = fact.id.clone();
+                            records.push(Record::Put {
+                                v: JOURNAL_VERSION,
+                                fact,
+                            });
+                            OpOutcome::Written(WriteOutcome {
+                                id,
+                                action: WriteAction::Update,
+                            })
+                        })
+                }
                 Op::Write(req) => self
-                    .prepare_write(*req, &keys_in_batch, &written_in_batch, &forgotten_in_batch)
+                    .prepare_write(
+                        *req,
+                        &keys_in_batch,
+                        &mut hashes_in_batch,
+                        &written_in_batch,
+                        &forgotten_in_batch,
+                    )
                     .map(|prepared| match prepared {
                         Prepared::Existing(id) => OpOutcome::Written(WriteOutcome {
                             id,
@@ -674,7 +739,7 @@ impl Hub {
                         records.push(Record::Forget {
                             v: JOURNAL_VERSION,
                             id,
-                            ts: Utc::now(),
+                            ts: self.now(),
                             reason,
                             source,
                         });
@@ -689,6 +754,7 @@ impl Hub {
                                     written_in_batch.insert(fact.id.clone())
                                 }
                                 Record::Forget { id, .. } => forgotten_in_batch.insert(id.clone()),
+                                Record::Touch { .. } => false,
                             };
                             records.push(record);
                         }
@@ -737,6 +803,7 @@ impl Hub {
         &self,
         req: WriteRequest,
         keys_in_batch: &HashMap<String, String>,
+        hashes_in_batch: &mut HashMap<String, String>,
         written_in_batch: &HashSet<String>,
         forgotten_in_batch: &HashSet<String>,
     ) -> Result<Prepared> {
@@ -779,6 +846,24 @@ impl Hub {
         if req.title.as_ref().is_some_and(|t| t.len() > 300) {
             return Err(Error::invalid("title must be at most 300 bytes"));
         }
+        let now = self.now();
+        // Exact duplicates of a live long-term memory reuse its id (NOOP).
+        let hash = (req.stage == Stage::Long).then(|| {
+            crate::lifecycle::content_hash(&req.scene, &req.kind, &text, req.privacy, req.subject)
+        });
+        if let Some(h) = &hash {
+            if let Some(id) = hashes_in_batch.get(h) {
+                return Ok(Prepared::Existing(id.clone()));
+            }
+            if let Some(id) = self
+                .index
+                .meta
+                .with_reader(|c| crate::index::lifecycle::find_by_content(c, h, now))?
+                && !forgotten_in_batch.contains(&id)
+            {
+                return Ok(Prepared::Existing(id));
+            }
+        }
         let tier = match req.stage {
             Stage::Long => Some(policy::assign_tier(policy::TierInput {
                 explicit: req.tier,
@@ -790,7 +875,13 @@ impl Hub {
             })),
             Stage::Short => None,
         };
-        let ts = req.ts.unwrap_or_else(Utc::now);
+        let ts = req.ts.unwrap_or(now);
+        // A long-term memory lives its tier's days from when it is written.
+        let expires_at = match (req.expires_at, tier) {
+            (Some(e), _) => Some(e),
+            (None, Some(t)) => self.config.lifecycle.expiry(t, now),
+            (None, None) => None,
+        };
         // Ids carry 16 random bits per millisecond, so a large group commit
         // can draw the same one twice: draw again until it is unused.
         let mut id = ids::fact_id(&req.origin, &req.scene, ts);
@@ -815,11 +906,15 @@ impl Hub {
             importance: req.importance,
             tier,
             supersedes: req.supersedes,
-            expires_at: req.expires_at,
+            expires_at,
             source_message_id: req.source_message_id,
             idempotency_key: req.idempotency_key,
             device: self.device.clone(),
+            accesses: 0,
         };
+        if let Some(h) = hash {
+            hashes_in_batch.insert(h, fact.id.clone());
+        }
         Ok(Prepared::Record(Record::Put {
             v: JOURNAL_VERSION,
             fact,
@@ -875,6 +970,8 @@ impl Hub {
             Record::Forget { id, .. } => Ok(!forgotten_in_batch.contains(id)
                 && (written_in_batch.contains(id)
                     || self.index.meta.fact_state(id)? == Some(true))),
+            // Access counts belong to the root they were counted in.
+            Record::Touch { .. } => Ok(false),
         }
     }
 
@@ -933,11 +1030,14 @@ impl Hub {
                 ..first
             });
         }
-        self.index
+        let m = self
+            .index
             .meta
             .get_many(&[id.to_string()], filter)?
             .remove(id)
-            .ok_or_else(|| Error::NotFound(id.to_string()))
+            .ok_or_else(|| Error::NotFound(id.to_string()))?;
+        self.note_access([&m]);
+        Ok(m)
     }
 
     /// Counts, sizes and problems.
@@ -971,6 +1071,9 @@ impl Hub {
 
 impl Drop for Hub {
     fn drop(&mut self) {
+        if let Err(e) = self.flush_accesses(true) {
+            tracing::warn!(error = %e, "could not journal buffered accesses on close");
+        }
         if let Err(e) = self.flush() {
             tracing::warn!(error = %e, "could not commit the text index on close; the next open catches up");
         }
@@ -987,6 +1090,16 @@ fn record_change(record: Record, file: &str, line: u64) -> Change {
         Record::Put { fact, .. } => Change::PutFact {
             memory: Memory::from(&fact),
             extras: FactExtras {
+                content_hash: (fact.stage == Stage::Long).then(|| {
+                    crate::lifecycle::content_hash(
+                        &fact.scene,
+                        &fact.kind,
+                        &fact.text,
+                        fact.privacy,
+                        fact.subject,
+                    )
+                }),
+                accesses: fact.accesses,
                 source_message_id: fact.source_message_id,
                 idempotency_key: fact.idempotency_key,
                 device: fact.device,
@@ -994,6 +1107,7 @@ fn record_change(record: Record, file: &str, line: u64) -> Change {
             },
         },
         Record::Forget { id, ts, .. } => Change::Forget { id, at: ts },
+        Record::Touch { ids, ts, .. } => Change::Touch { ids, at: ts },
     }
 }
 

@@ -148,6 +148,8 @@ pub struct Bootstrap {
     pub recent_titles: Vec<RecentTitle>,
     /// The newest memories about the agent itself (`subject: self`).
     pub recent_self: Vec<Memory>,
+    /// The category slots (always injected policy), as far as the caller may see them.
+    pub categories: Vec<super::categories::Category>,
 }
 
 /// A one-line pointer to a memory.
@@ -327,6 +329,7 @@ impl Hub {
             audience: self.audience_card(scene)?,
             recent_titles,
             recent_self: self.recent(&self_filter, Some(Stage::Long), recent)?,
+            categories: self.categories(filter)?,
         })
     }
 }

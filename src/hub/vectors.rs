@@ -140,6 +140,10 @@ impl Hub {
         if results.fallback.is_some() && unavailable.is_some() {
             results.fallback = unavailable;
         }
+        for hit in &mut results.hits {
+            hit.expiring_soon = self.is_expiring_soon(&hit.memory);
+        }
+        self.note_access(results.hits.iter().map(|h| &h.memory));
         Ok(results)
     }
 }

@@ -84,6 +84,15 @@ CREATE TABLE vector_meta (
     dim INTEGER NOT NULL
 );
 "#,
+    // Lifecycle (see `index::lifecycle`): dedup hash, access counts, supersede marks.
+    r#"
+ALTER TABLE memories ADD COLUMN content_hash TEXT;
+ALTER TABLE memories ADD COLUMN accesses INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE memories ADD COLUMN last_access INTEGER;
+ALTER TABLE memories ADD COLUMN superseded_by TEXT;
+CREATE INDEX memories_content_hash ON memories(content_hash) WHERE content_hash IS NOT NULL;
+CREATE INDEX memories_supersedes ON memories(supersedes) WHERE supersedes IS NOT NULL;
+"#,
 ];
 
 pub(crate) const MEMORY_COLUMNS: &str = "id, origin, doc_id, path, ts, scene, kind, stage, privacy, subject, tier, \
@@ -100,6 +109,10 @@ pub struct FactExtras {
     pub device: String,
     /// Journal file and 1-based line of the `put`.
     pub journal: Option<(String, u64)>,
+    /// Dedup key ([`crate::lifecycle::content_hash`]).
+    pub content_hash: Option<String>,
+    /// Accesses since the last promotion.
+    pub accesses: u32,
 }
 
 /// A document's bookkeeping row.
@@ -469,8 +482,9 @@ pub mod tx {
         tx.prepare_cached(
             "INSERT OR REPLACE INTO memories (id, origin, doc_id, path, ord, ts, scene, kind, stage, \
              privacy, subject, tier, source, importance, title, text, tags, supersedes, expires_at, \
-             source_message_id, idempotency_key, device, journal_file, journal_line, forgotten_at) \
-             VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,NULL)",
+             source_message_id, idempotency_key, device, journal_file, journal_line, forgotten_at, \
+             content_hash, accesses) \
+             VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,NULL,?,?)",
         )?
         .execute(params![
             m.id,
@@ -497,7 +511,12 @@ pub mod tx {
             extras.device,
             extras.journal.as_ref().map(|j| j.0.clone()),
             extras.journal.as_ref().map(|j| j.1 as i64),
+            extras.content_hash,
+            i64::from(extras.accesses),
         ])?;
+        if m.origin == crate::model::Origin::Fact {
+            crate::index::lifecycle::after_upsert(tx, m)?;
+        }
         Ok(())
     }
 

@@ -92,7 +92,7 @@ impl MetaDb {
         use rusqlite::OptionalExtension;
         self.with_reader(|c| {
             Ok(c.query_row(
-                "SELECT source_message_id, idempotency_key, device FROM memories \
+                "SELECT source_message_id, idempotency_key, device, accesses FROM memories \
                  WHERE id = ? AND origin = 'fact'",
                 [id],
                 |r| {
@@ -101,6 +101,8 @@ impl MetaDb {
                         idempotency_key: r.get(1)?,
                         device: r.get::<_, Option<String>>(2)?.unwrap_or_default(),
                         journal: None,
+                        content_hash: None,
+                        accesses: u32::try_from(r.get::<_, i64>(3)?).unwrap_or(u32::MAX),
                     })
                 },
             )

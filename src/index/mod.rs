@@ -18,6 +18,7 @@
 
 pub mod filter;
 pub mod fusion;
+pub mod lifecycle;
 pub mod meta;
 pub mod meta_read;
 pub mod text;
@@ -42,7 +43,7 @@ use tokenizer::Term;
 const VECTOR_BATCH: usize = 256;
 
 /// Bumped whenever the on-disk index layout changes; a mismatch triggers a rebuild.
-pub const INDEX_FORMAT: &str = "3";
+pub const INDEX_FORMAT: &str = "4";
 
 /// One change to apply.
 #[derive(Debug, Clone)]
@@ -53,6 +54,13 @@ pub enum Change {
         memory: Memory,
         /// Columns that are not part of [`Memory`].
         extras: FactExtras,
+    },
+    /// Long-term facts were retrieved (one access each).
+    Touch {
+        /// The ids.
+        ids: Vec<String>,
+        /// When.
+        at: DateTime<Utc>,
     },
     /// A fact was forgotten.
     Forget {
@@ -104,6 +112,7 @@ pub struct Index {
     pub text: TextIndex,
     /// Metadata store.
     pub meta: MetaDb,
+    lifecycle: std::sync::RwLock<crate::lifecycle::LifecycleConfig>,
 }
 
 impl Index {
@@ -133,7 +142,13 @@ impl Index {
             dir: dir.to_path_buf(),
             text,
             meta,
+            lifecycle: Default::default(),
         })
+    }
+
+    /// Sets the tier rules that `touch` records are replayed with.
+    pub fn set_lifecycle(&self, cfg: crate::lifecycle::LifecycleConfig) {
+        *self.lifecycle.write().expect("lifecycle config poisoned") = cfg;
     }
 
     /// Applies a batch: text index first, then metadata and cursors.
@@ -142,9 +157,34 @@ impl Index {
             return Ok(());
         }
         let mut documents = false;
+        // Supersede marks of this batch, for facts whose superseding line is not in SQLite yet.
+        let mut superseded_here: std::collections::HashSet<&str> = Default::default();
+        let mut latest: std::collections::HashMap<&str, &Memory> = Default::default();
         for change in &batch.changes {
             match change {
-                Change::PutFact { memory, .. } => self.text.upsert(memory)?,
+                Change::PutFact { memory, .. } => {
+                    let superseded = superseded_here.contains(memory.id.as_str())
+                        || self
+                            .meta
+                            .with_reader(|c| lifecycle::is_superseded(c, &memory.id))?;
+                    self.text
+                        .upsert(&lifecycle::effective(memory, superseded))?;
+                    latest.insert(&memory.id, memory);
+                    if let Some(old) = &memory.supersedes {
+                        superseded_here.insert(old);
+                        let old_memory = match latest.get(old.as_str()) {
+                            Some(m) => Some((*m).clone()),
+                            None => self
+                                .meta
+                                .get_many(std::slice::from_ref(old), &Filter::all())?
+                                .remove(old),
+                        };
+                        if let Some(m) = old_memory {
+                            self.text.upsert(&lifecycle::effective(&m, true))?;
+                        }
+                    }
+                }
+                Change::Touch { .. } => {}
                 Change::Forget { id, .. } => self.text.remove(id)?,
                 Change::PutDocument { row, chunks } => {
                     documents = true;
@@ -166,11 +206,20 @@ impl Index {
         if documents {
             self.text.commit()?;
         }
+        let cfg = self
+            .lifecycle
+            .read()
+            .expect("lifecycle config poisoned")
+            .clone();
+        let mut touched: Vec<String> = Vec::new();
         self.meta.write(|t| {
             for change in &batch.changes {
                 match change {
                     Change::PutFact { memory, extras } => {
                         tx::upsert_memory(t, memory, None, extras)?;
+                    }
+                    Change::Touch { ids, at } => {
+                        touched.extend(lifecycle::touch(t, ids, *at, &cfg)?);
                     }
                     Change::Forget { id, at } => {
                         tx::forget(t, id, *at)?;
@@ -193,7 +242,21 @@ impl Index {
                 tx::add_issue(t, issue)?;
             }
             Ok(())
-        })
+        })?;
+        // Touched rows changed tier and expiry in SQLite; tantivy follows.
+        if !touched.is_empty() {
+            touched.sort();
+            touched.dedup();
+            let rows = self.meta.get_many(&touched, &Filter::all())?;
+            for m in rows.values() {
+                let superseded = self
+                    .meta
+                    .with_reader(|c| lifecycle::is_superseded(c, &m.id))?;
+                self.text.upsert(&lifecycle::effective(m, superseded))?;
+            }
+            self.text.mark_dirty();
+        }
+        Ok(())
     }
 
     /// Commits pending text-index changes so searches see them.

@@ -128,7 +128,8 @@ pub struct Pending {
 /// Up to `limit` searchable memories without a vector of the current model.
 pub fn pending(conn: &Connection, limit: usize) -> Result<Vec<Pending>> {
     let mut stmt = conn.prepare_cached(
-        "SELECT id, title, text, scene, privacy, stage, kind, subject, origin, expires_at FROM memories \
+        "SELECT id, title, text, scene, privacy, stage, kind, subject, origin, \
+         CASE WHEN superseded_by IS NOT NULL THEN 0 ELSE expires_at END FROM memories \
          WHERE vector_model IS NULL AND forgotten_at IS NULL ORDER BY id LIMIT ?",
     )?;
     let rows = stmt.query_map([limit as i64], |r| {

@@ -134,51 +134,16 @@ impl MemoryServer {
         if p.add.is_empty() && p.remove.is_empty() {
             return Err(CallError::invalid("give tags to `add` and/or `remove`"));
         }
-        let mut get = json!({"id": p.id});
-        if let Some(s) = &p.scene {
-            get["scene"] = json!(s);
-        }
-        let old = self.send(ctx, "POST", "/v1/get", Some(get)).await?;
-        let mut tags: Vec<String> = old["tags"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|t| t.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let norm = |t: &str| t.trim().to_lowercase();
-        let remove: Vec<String> = p.remove.iter().map(|t| norm(t)).collect();
-        tags.retain(|t| !remove.contains(&norm(t)));
-        for t in &p.add {
-            if !tags.iter().any(|have| norm(have) == norm(t)) {
-                tags.push(t.trim().to_string());
-            }
-        }
-        let mut write = json!({
-            "text": old["text"],
-            "scene": old["scene"],
-            "kind": old["kind"],
-            "tags": tags,
-            "privacy": old["privacy"],
-            "subject": old["subject"],
-            "importance": old["importance"],
-            "stage": old["stage"],
-            "supersedes": p.id,
-        });
-        for key in ["title", "tier"] {
-            if !old[key].is_null() {
-                write[key] = old[key].clone();
-            }
-        }
-        let written = self.send(ctx, "POST", "/v1/write", Some(write)).await?;
-        let new_id = written["id"].as_str().unwrap_or_default().to_string();
-        let mut forget = json!({"id": p.id, "reason": format!("retagged as {new_id}")});
-        if let Some(s) = &p.scene {
-            forget["scene"] = json!(s);
-        }
-        self.send(ctx, "POST", "/v1/forget", Some(forget)).await?;
-        Ok(json!({"id": new_id, "replaces": p.id, "tags": tags}))
+        // The fact keeps its id: /v1/tags appends a new put line with the
+        // changed tags (the token must be allowed to write its scene).
+        let _ = &p.scene;
+        self.send(
+            ctx,
+            "POST",
+            "/v1/tags",
+            Some(json!({"id": p.id, "add": p.add, "remove": p.remove})),
+        )
+        .await
     }
 }
 

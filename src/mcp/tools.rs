@@ -310,7 +310,7 @@ pub struct TagParams {
     /// Tags to remove.
     #[serde(default)]
     pub remove: Vec<String>,
-    /// The scene you act in (default: your token's first scene).
+    /// Unused (the fact's own scene decides); accepted for compatibility.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scene: Option<String>,
 }
@@ -508,7 +508,7 @@ impl MemoryServer {
     }
 
     #[tool(
-        description = "Add and/or remove tags on a memory (fact id). The memory is rewritten with the new tag set as a new id that supersedes the old one, and the old one is forgotten; the answer gives the new id and tags. Documents (`doc-…`) are tagged in their front matter instead.",
+        description = "Add and/or remove tags on a memory (fact id) you may write. The memory keeps its id (a new journal line records the change); the answer gives the resulting tags. Documents (`doc-…`) are tagged in their front matter instead.",
         annotations(
             read_only_hint = false,
             destructive_hint = false,

@@ -58,6 +58,30 @@ pub fn list_files(dir: &Path) -> Result<Vec<String>> {
     Ok(names)
 }
 
+/// Every month with lines, oldest first, as month file names
+/// (`YYYY-MM.jsonl`): plain files and archived months alike. Scan them with
+/// [`scan_file`], which reads a month's archive and then its plain file as
+/// one stream (see [`crate::store::archive`]).
+pub fn list_all(dir: &Path) -> Result<Vec<String>> {
+    let mut names = list_files(dir)?;
+    names.extend(crate::store::archive::archived_months(dir)?);
+    names.sort();
+    names.dedup();
+    Ok(names)
+}
+
+/// Bytes of a month's logical stream: its archive (decompressed) plus its plain file.
+pub fn content_len(dir: &Path, file: &str) -> Result<u64> {
+    let archived = crate::store::archive::len(dir, file)?;
+    let path = dir.join(file);
+    let plain = match std::fs::metadata(&path) {
+        Ok(m) => m.len(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+        Err(e) => return Err(e).ctx("cannot stat journal", &path),
+    };
+    Ok(archived + plain)
+}
+
 /// How far a file has been read: the byte offset after the last complete line
 /// and the number of lines before it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -117,10 +141,25 @@ pub fn scan_file(
     mut visit: impl FnMut(ScanItem) -> Result<()>,
 ) -> Result<Option<LineIssue>> {
     let path = dir.join(file);
-    let mut f = File::open(&path).ctx("cannot open journal", &path)?;
-    f.seek(SeekFrom::Start(from.offset))
-        .ctx("cannot seek journal", &path)?;
-    let mut reader = BufReader::with_capacity(1 << 16, f);
+    // An archived month is read from its archive first, then from the plain
+    // file appended since; offsets count bytes of both together.
+    let archived = crate::store::archive::read(dir, file)?;
+    let head_len = archived.len() as u64;
+    let tail: Box<dyn Read> = match File::open(&path) {
+        Ok(mut f) => {
+            f.seek(SeekFrom::Start(from.offset.saturating_sub(head_len)))
+                .ctx("cannot seek journal", &path)?;
+            Box::new(f)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && head_len > 0 => {
+            Box::new(std::io::empty())
+        }
+        Err(e) => return Err(e).ctx("cannot open journal", &path),
+    };
+    let skip = from.offset.min(head_len) as usize;
+    let mut head = std::io::Cursor::new(archived);
+    head.set_position(skip as u64);
+    let mut reader = BufReader::with_capacity(1 << 16, head.chain(tail));
     let mut cursor = from;
     let mut buf = Vec::new();
     loop {
@@ -171,6 +210,7 @@ impl JournalWriter {
     /// Returns the writer and the torn tails it repaired.
     pub fn open(dir: &Path) -> Result<(Self, Vec<LineIssue>)> {
         std::fs::create_dir_all(dir).ctx("cannot create journal directory", dir)?;
+        crate::store::archive::recover(dir)?;
         let mut repaired = Vec::new();
         for name in list_files(dir)? {
             let path = dir.join(&name);
@@ -288,6 +328,7 @@ mod tests {
                 source_message_id: None,
                 idempotency_key: None,
                 device: String::new(),
+                accesses: 0,
             },
         }
     }

@@ -3,6 +3,7 @@
 //!
 //! Only this module writes below `memories/`.
 
+pub mod archive;
 pub mod atomic;
 pub mod journal;
 pub mod lock;

@@ -11,6 +11,7 @@ mod http_api;
 mod http_privacy;
 mod http_support;
 mod hub;
+mod lifecycle;
 mod mcp;
 mod openapi;
 mod reindex;

@@ -12,6 +12,7 @@ stdout carries exactly one JSON document; diagnostics go to stderr.
 
 import argparse
 import asyncio
+import fcntl
 import json
 import os
 import signal
@@ -138,11 +139,17 @@ async def calls(client, args):
             # SIGKILL the root's daemon (pid in its writer lock) and wait until it is gone.
             pid = int(open(os.path.join(args.root, ".memd.lock")).read().strip())
             os.kill(pid, signal.SIGKILL)
-            deadline = time.time() + 10
-            while time.time() < deadline and os.path.exists(f"/proc/{pid}"):
-                with open(f"/proc/{pid}/stat") as f:
-                    if ") Z " in f.read():
+            # Gone means: its writer lock is free (a process stuck in a system
+            # call on a loaded machine dies only when the call returns).
+            deadline = time.time() + 60
+            while time.time() < deadline:
+                with open(os.path.join(args.root, ".memd.lock"), "a") as lock:
+                    try:
+                        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        fcntl.flock(lock, fcntl.LOCK_UN)
                         break
+                    except BlockingIOError:
+                        pass
                 await asyncio.sleep(0.05)
             out.append({"is_error": False, "text": f"killed {pid}", "pid": pid})
         elif name.startswith("resource:"):

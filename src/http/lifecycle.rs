@@ -1,0 +1,123 @@
+//! Lifecycle routes: tag and importance edits, categories, and the archive of
+//! expired memories (search and restore).
+//!
+//! Editing tags needs `write` in the memory's scene (what the token may
+//! forget, it may edit). Categories are read with the caller's visibility;
+//! setting one, searching expired memories and restoring one need `*`.
+
+use axum::extract::State;
+use axum::response::Response;
+use serde::{Deserialize, Serialize};
+
+use super::error::ApiError;
+use super::extract::{ApiJson, Caller};
+use super::{AppState, AuditNote, reply};
+use crate::auth::policy;
+use crate::auth::scope;
+use crate::hub::EditRequest;
+use crate::model::Memory;
+
+fn note(ids: impl IntoIterator<Item = String>) -> AuditNote {
+    AuditNote {
+        scene: None,
+        hits: ids.into_iter().collect(),
+        extra: None,
+    }
+}
+
+/// `POST /v1/tags` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TagsBody {
+    /// The fact to edit.
+    id: String,
+    /// Tags to add.
+    #[serde(default)]
+    add: Vec<String>,
+    /// Tags to remove.
+    #[serde(default)]
+    remove: Vec<String>,
+    /// New importance, 0-1.
+    #[serde(default)]
+    importance: Option<f32>,
+}
+
+/// `POST /v1/tags`: adds/removes tags and sets importance (a new `put` line, same id).
+pub async fn tags(
+    State(st): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<TagsBody>,
+) -> Result<Response, ApiError> {
+    let mut filter = policy::forget_filter(&caller.0)?;
+    let now = st.now();
+    for s in &mut filter.any_of {
+        s.unexpired_at = Some(now);
+    }
+    let req = EditRequest {
+        add_tags: body.add,
+        remove_tags: body.remove,
+        importance: body.importance,
+    };
+    let id = body.id;
+    let out = st.run(move |hub| hub.edit(&id, &req, &filter)).await?;
+    let m = {
+        let id = out.id.clone();
+        st.run(move |hub| hub.get(&id, &crate::index::filter::Filter::all()))
+            .await?
+    };
+    Ok(reply(
+        &serde_json::json!({"id": out.id, "action": out.action, "tags": m.tags, "importance": m.importance}),
+        note([out.id.clone()]),
+    ))
+}
+
+/// `POST /v1/archive/search` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArchiveSearchBody {
+    /// Text the expired memory contains.
+    query: String,
+    /// At most this many (1-100, default 20).
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+#[derive(Serialize)]
+struct ArchiveReply {
+    items: Vec<Memory>,
+}
+
+/// `POST /v1/archive/search` (`*`): expired memories the journal still holds.
+pub async fn archive_search(
+    State(st): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<ArchiveSearchBody>,
+) -> Result<Response, ApiError> {
+    policy::require(&caller.0, scope::ALL)?;
+    let limit = body.limit.unwrap_or(20);
+    let items = st
+        .run(move |hub| hub.search_expired(&body.query, limit))
+        .await?;
+    let ids: Vec<String> = items.iter().map(|m| m.id.clone()).collect();
+    Ok(reply(&ArchiveReply { items }, note(ids)))
+}
+
+/// `POST /v1/archive/restore` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestoreBody {
+    /// The expired fact.
+    id: String,
+}
+
+/// `POST /v1/archive/restore` (`*`): brings an expired memory back for another tier lifetime.
+pub async fn archive_restore(
+    State(st): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<RestoreBody>,
+) -> Result<Response, ApiError> {
+    policy::require(&caller.0, scope::ALL)?;
+    let m = st.run(move |hub| hub.restore_expired(&body.id)).await?;
+    let id = m.id.clone();
+    Ok(reply(&m, note([id])))
+}

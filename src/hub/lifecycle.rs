@@ -1,0 +1,494 @@
+//! The hub's side of the memory lifecycle: the injected clock, access
+//! tracking (batched into `touch` journal lines), near-duplicate folding,
+//! tag and importance edits, tier counts for health, and bringing an expired
+//! memory back.
+//!
+//! Access tracking never writes on the read path: a retrieval only adds ids
+//! to an in-memory buffer. The buffer becomes one [`Record::Touch`] line on
+//! the next write, or when [`Hub::flush_accesses`] finds it older than
+//! `ACCESS_WINDOW` (the server's scheduler calls it every second), or when
+//! the hub closes. Replaying those lines gives the same counts, tiers and
+//! expiry as the live index (see `index::lifecycle`).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration as StdDuration, Instant};
+
+use chrono::{DateTime, Duration, Utc};
+use serde::Serialize;
+
+use super::{Hub, Op, OpOutcome, WriteAction, WriteOutcome, WriteRequest};
+use crate::error::{Error, Result};
+use crate::index::filter::{Filter, Scope};
+use crate::lifecycle::{expiring_soon, more_durable};
+use crate::model::{Fact, JOURNAL_VERSION, Memory, Origin, Record, Stage, Tier, parse_tags};
+use crate::policy;
+
+/// What "now" is for the hub (tests drive it).
+pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
+
+/// The system clock.
+pub fn system_clock() -> Clock {
+    Arc::new(Utc::now)
+}
+
+/// Longest time an access waits in memory before it is journaled.
+pub const ACCESS_WINDOW: StdDuration = StdDuration::from_secs(4);
+
+/// Retrievals not yet journaled.
+#[derive(Default)]
+pub(super) struct AccessBuffer {
+    ids: BTreeSet<String>,
+    since: Option<Instant>,
+    last_ts: Option<DateTime<Utc>>,
+}
+
+/// A tag and importance edit of one fact.
+#[derive(Debug, Clone, Default)]
+pub struct EditRequest {
+    /// Tags to add.
+    pub add_tags: Vec<String>,
+    /// Tags to remove.
+    pub remove_tags: Vec<String>,
+    /// New importance (0–1).
+    pub importance: Option<f32>,
+}
+
+/// Active long-term facts of one tier.
+#[derive(Debug, Clone, Serialize)]
+pub struct TierCount {
+    /// The tier.
+    pub tier: Tier,
+    /// Searchable (unexpired, not superseded) memories.
+    pub count: u64,
+    /// Expired ones still in the journal (restorable).
+    pub expired: u64,
+    /// Ones expiring within `lifecycle.expiringSoonDays`.
+    pub expiring_soon: u64,
+    /// The configured budget.
+    pub budget: u64,
+    /// Whether `count` exceeds the budget.
+    pub over_budget: bool,
+}
+
+/// Counts per tier, for health.
+#[derive(Debug, Clone, Serialize)]
+pub struct TierReport {
+    /// T0..T3.
+    pub tiers: Vec<TierCount>,
+    /// Whether some tier is over its budget.
+    pub over_capacity: bool,
+}
+
+impl Hub {
+    /// Now, by the hub's clock.
+    pub fn now(&self) -> DateTime<Utc> {
+        (self.clock.read().expect("clock poisoned"))()
+    }
+
+    /// Replaces the clock (tests; the HTTP layer passes its own "now" to filters).
+    pub fn set_clock(&self, clock: Clock) {
+        *self.clock.write().expect("clock poisoned") = clock;
+    }
+
+    /// Turns access tracking on (the server and MCP do; operator reads from
+    /// the CLI do not count and never write to the journal).
+    pub fn set_access_tracking(&self, on: bool) {
+        self.track_accesses
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Counts one retrieval of each long-term fact among `memories` (no IO).
+    pub fn note_access<'a>(&self, memories: impl IntoIterator<Item = &'a Memory>) {
+        if !self.is_writer()
+            || !self
+                .track_accesses
+                .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            return;
+        }
+        let now = self.now();
+        let mut buf = self.accesses.lock().expect("access buffer poisoned");
+        for m in memories {
+            // Reading an expired memory (the operator's view) is not a retrieval.
+            if m.origin == Origin::Fact
+                && m.stage == Stage::Long
+                && m.tier.is_some()
+                && m.expires_at.is_none_or(|e| e > now)
+            {
+                buf.ids.insert(m.id.clone());
+            }
+        }
+        if !buf.ids.is_empty() && buf.since.is_none() {
+            buf.since = Some(Instant::now());
+        }
+    }
+
+    /// Drains the access buffer into a `touch` record (strictly later than the last one).
+    pub(super) fn take_touch_record(&self) -> Option<Record> {
+        let mut buf = self.accesses.lock().expect("access buffer poisoned");
+        if buf.ids.is_empty() {
+            return None;
+        }
+        let mut ts = self.now();
+        if let Some(last) = buf.last_ts
+            && ts <= last
+        {
+            ts = last + Duration::milliseconds(1);
+        }
+        buf.last_ts = Some(ts);
+        buf.since = None;
+        let ids = std::mem::take(&mut buf.ids).into_iter().collect();
+        Some(Record::Touch {
+            v: JOURNAL_VERSION,
+            ids,
+            ts,
+        })
+    }
+
+    /// Journals buffered accesses if the oldest waited `ACCESS_WINDOW` (4 s)
+    /// (or always, with `force`). Returns how many ids were written.
+    pub fn flush_accesses(&self, force: bool) -> Result<usize> {
+        let due = {
+            let buf = self.accesses.lock().expect("access buffer poisoned");
+            buf.since
+                .is_some_and(|s| force || s.elapsed() >= ACCESS_WINDOW)
+        };
+        if !due || !self.is_writer() {
+            return Ok(0);
+        }
+        let Some(record) = self.take_touch_record() else {
+            return Ok(0);
+        };
+        let n = match &record {
+            Record::Touch { ids, .. } => ids.len(),
+            _ => 0,
+        };
+        self.submit(Op::Touch(record))?;
+        Ok(n)
+    }
+
+    /// Marks hits that expire within the warning window.
+    pub fn is_expiring_soon(&self, m: &Memory) -> bool {
+        expiring_soon(m.expires_at, self.now(), &self.config.lifecycle)
+    }
+
+    /// Counts of long-term facts per tier against the configured budgets.
+    pub fn tier_report(&self) -> Result<TierReport> {
+        let cfg = &self.config.lifecycle;
+        let now = self.now();
+        let soon = now + Duration::days(i64::from(cfg.expiring_soon_days));
+        let rows = self
+            .index
+            .meta
+            .with_reader(|c| crate::index::lifecycle::tier_counts(c, now, soon))?;
+        let tiers: Vec<TierCount> = Tier::ALL
+            .iter()
+            .map(|&tier| {
+                let (total, active, soon) = rows
+                    .iter()
+                    .find(|r| r.0 == tier.as_str())
+                    .map_or((0, 0, 0), |r| (r.1, r.2, r.3));
+                let budget = cfg.budget(tier);
+                TierCount {
+                    tier,
+                    count: active,
+                    expired: total - active,
+                    expiring_soon: soon,
+                    budget,
+                    over_budget: active > budget,
+                }
+            })
+            .collect();
+        Ok(TierReport {
+            over_capacity: tiers.iter().any(|t| t.over_budget),
+            tiers,
+        })
+    }
+
+    /// The fact with this id as a full record (active, expired or not).
+    fn current_fact(&self, id: &str, filter: &Filter) -> Result<Fact> {
+        let m = self
+            .index
+            .meta
+            .get_many(&[id.to_string()], filter)?
+            .remove(id)
+            .filter(|m| m.origin == Origin::Fact)
+            .ok_or_else(|| Error::NotFound(id.to_string()))?;
+        let extras = self
+            .index
+            .meta
+            .fact_extras(id)?
+            .ok_or_else(|| Error::NotFound(id.to_string()))?;
+        Ok(Fact {
+            id: m.id,
+            ts: m.ts,
+            scene: m.scene,
+            kind: m.kind,
+            stage: m.stage,
+            text: m.text,
+            title: m.title,
+            tags: m.tags,
+            privacy: m.privacy,
+            subject: m.subject,
+            source: m.source,
+            importance: m.importance,
+            tier: m.tier,
+            supersedes: m.supersedes,
+            expires_at: m.expires_at,
+            source_message_id: extras.source_message_id,
+            idempotency_key: extras.idempotency_key,
+            device: self.device.clone(),
+            accesses: extras.accesses,
+        })
+    }
+
+    fn rewrite(&self, fact: Fact) -> Result<WriteOutcome> {
+        match self.submit(Op::Rewrite(Box::new(fact)))? {
+            OpOutcome::Written(w) => Ok(w),
+            _ => Err(Error::Internal("rewrite answered as another op".into())),
+        }
+    }
+
+    /// Adds and removes tags and sets importance of a fact visible (and
+    /// unexpired) under `filter`: a new `put` line with the same id.
+    pub fn edit(&self, id: &str, req: &EditRequest, filter: &Filter) -> Result<WriteOutcome> {
+        if crate::ids::is_doc_id(id) {
+            return Err(Error::invalid(format!(
+                "{id} is a Markdown document; edit its front matter instead"
+            )));
+        }
+        let mut fact = self.current_fact(id, filter)?;
+        let add = parse_tags(&req.add_tags)?;
+        let remove = parse_tags(&req.remove_tags)?;
+        let mut tags: Vec<String> = fact
+            .tags
+            .iter()
+            .filter(|t| !remove.contains(t))
+            .cloned()
+            .collect();
+        tags.extend(add);
+        fact.tags = parse_tags(&tags)?;
+        if let Some(i) = req.importance {
+            if !(0.0..=1.0).contains(&i) || i.is_nan() {
+                return Err(Error::invalid("importance must be between 0 and 1"));
+            }
+            fact.importance = i;
+        }
+        self.rewrite(fact)
+    }
+
+    /// Brings an expired fact back into the index: a new `put` line with its
+    /// expiry moved to now + its tier's days (short-term: + `ingest.ttlHours`).
+    pub fn restore_expired(&self, id: &str) -> Result<Memory> {
+        let now = self.now();
+        let mut fact = self.current_fact(id, &Filter::all())?;
+        if fact.expires_at.is_none_or(|e| e > now) {
+            return Err(Error::invalid(format!("{id} has not expired")));
+        }
+        fact.expires_at = match (fact.stage, fact.tier) {
+            (Stage::Short, _) => {
+                Some(now + Duration::hours(i64::from(self.config.ingest.ttl_hours)))
+            }
+            (Stage::Long, Some(t)) => self.config.lifecycle.expiry(t, now),
+            (Stage::Long, None) => None,
+        };
+        self.rewrite(fact)?;
+        self.get(id, &Filter::all())
+    }
+
+    /// Expired facts (journal still holds them) whose text or title contains
+    /// `query`, newest first: what `restore_expired` can bring back.
+    pub fn search_expired(&self, query: &str, limit: usize) -> Result<Vec<Memory>> {
+        let now = self.now();
+        let q = query.trim();
+        if q.is_empty() {
+            return Err(Error::invalid("query must not be empty"));
+        }
+        self.index.meta.with_reader(|c| {
+            crate::index::lifecycle::expired_matching(c, q, now, limit.clamp(1, 100))
+        })
+    }
+
+    /// A near-duplicate of a long-term write among live memories of the same
+    /// scene, kind, privacy and subject: `(id, cosine similarity, tier)`.
+    /// `None` without a loaded embedder.
+    pub(super) fn near_duplicate(&self, req: &WriteRequest) -> Result<Option<(String, f32)>> {
+        let Some(embedder) = self.embedder.loaded() else {
+            return Ok(None);
+        };
+        let text = policy::normalize_content(&req.text);
+        if text.is_empty() || policy::detect_credential(&text).is_some() {
+            return Ok(None);
+        }
+        // Memories written moments ago must be comparable too.
+        self.embed_pending(usize::MAX);
+        let passage = crate::index::vector::passage_text(req.title.as_deref(), &text);
+        let vector = crate::embed::cache::embed_passages_cached(
+            embedder.as_ref(),
+            self.cache.as_ref(),
+            &[passage.as_str()],
+        )?
+        .pop()
+        .ok_or_else(|| Error::Internal("embedder returned no vector".into()))?;
+        let filter = Filter::scope(Scope {
+            scenes: vec![req.scene.clone()],
+            privacy: vec![req.privacy],
+            stages: vec![Stage::Long],
+            kinds: vec![req.kind.clone()],
+            subjects: vec![req.subject],
+            origins: vec![Origin::Fact],
+            unexpired_at: Some(self.now()),
+        });
+        let hit = match self
+            .index
+            .vector_search(&vector, embedder.model_id(), &filter, 1)
+        {
+            Ok(mut hits) => hits.pop(),
+            Err(e) if e.code() == crate::error::ErrorCode::EmbeddingUnavailable => None,
+            Err(e) => return Err(e),
+        };
+        Ok(hit.map(|(id, d)| (id, 1.0 - d)))
+    }
+
+    /// Writes with dedup: exact duplicates (same scene, kind, normalised
+    /// text, privacy, subject) and near-duplicates above the NOOP threshold
+    /// return the existing id; near-duplicates above the UPDATE threshold are
+    /// folded into the existing fact (merged tags, higher importance, same id).
+    pub(super) fn write_dedup(&self, req: WriteRequest) -> Result<WriteOutcome> {
+        let eligible =
+            req.stage == Stage::Long && req.supersedes.is_none() && req.idempotency_key.is_none();
+        if eligible && let Some((id, sim)) = self.near_duplicate(&req)? {
+            let tier = policy::assign_tier(policy::TierInput {
+                explicit: req.tier,
+                category: false,
+                source: &req.source,
+                kind: &req.kind,
+                text: &policy::normalize_content(&req.text),
+                tags: &req.tags,
+            });
+            let (noop, update) = self.config.lifecycle.dedup_thresholds(tier);
+            if sim >= noop {
+                return Ok(WriteOutcome {
+                    id,
+                    action: WriteAction::Noop,
+                });
+            }
+            if sim >= update {
+                return match self.submit(Op::Merge(Box::new(req), id))? {
+                    OpOutcome::Written(w) => Ok(w),
+                    _ => Err(Error::Internal("merge answered as another op".into())),
+                };
+            }
+        }
+        match self.submit(Op::Write(Box::new(req)))? {
+            OpOutcome::Written(w) => Ok(w),
+            _ => Err(Error::Internal("write answered as another op".into())),
+        }
+    }
+
+    /// The fact a near-duplicate folds into: new text, merged tags, the higher
+    /// importance, the more durable tier, the same id and time.
+    pub(super) fn prepare_merge(
+        &self,
+        req: WriteRequest,
+        into: &str,
+        forgotten_in_batch: &std::collections::HashSet<String>,
+    ) -> Result<Fact> {
+        if forgotten_in_batch.contains(into) {
+            return Err(Error::NotFound(into.to_string()));
+        }
+        let text = policy::normalize_content(&req.text);
+        if let Some(what) = policy::detect_credential(&text) {
+            return Err(Error::invalid(format!(
+                "content appears to contain {what}; credentials are refused"
+            )));
+        }
+        if text.is_empty() || text.len() > crate::model::MAX_TEXT_BYTES {
+            return Err(Error::invalid("text must be 1-32768 bytes"));
+        }
+        if !(0.0..=1.0).contains(&req.importance) || req.importance.is_nan() {
+            return Err(Error::invalid("importance must be between 0 and 1"));
+        }
+        let mut fact = self.current_fact(into, &Filter::all())?;
+        let new_tier = policy::assign_tier(policy::TierInput {
+            explicit: req.tier,
+            category: false,
+            source: &req.source,
+            kind: &req.kind,
+            text: &text,
+            tags: &req.tags,
+        });
+        let tier = fact.tier.map_or(new_tier, |t| more_durable(t, new_tier));
+        let mut tags = fact.tags.clone();
+        tags.extend(req.tags);
+        tags = parse_tags(&tags)?;
+        tags.truncate(32);
+        let now = self.now();
+        fact.expires_at = match (self.config.lifecycle.expiry(tier, now), fact.expires_at) {
+            (None, _) => None,
+            (Some(new), old) => Some(old.map_or(new, |o| o.max(new))),
+        };
+        fact.text = text;
+        fact.tags = tags;
+        fact.importance = fact.importance.max(req.importance);
+        fact.tier = Some(tier);
+        if let Some(t) = req
+            .title
+            .map(|t| t.trim().to_string())
+            .filter(|t| !t.is_empty())
+        {
+            fact.title = Some(t);
+        }
+        Ok(fact)
+    }
+}
+
+/// One month moved into the archive.
+#[derive(Debug, Clone, Serialize)]
+pub struct ArchivedMonth {
+    /// `YYYY-MM.jsonl`.
+    pub month: String,
+    /// Lines compressed.
+    pub lines: u64,
+}
+
+impl Hub {
+    /// Compresses journal months older than `older_than_months` whole months
+    /// before now (default `lifecycle.archiveAfterMonths`; 0 = nothing) into
+    /// `memories/facts/archive/`. The current month is never archived.
+    /// Readers see no difference; the index keeps its cursors.
+    pub fn archive_journal(&self, older_than_months: Option<u32>) -> Result<Vec<ArchivedMonth>> {
+        use chrono::Datelike;
+        let months = older_than_months.unwrap_or(self.config.lifecycle.archive_after_months);
+        if months == 0 {
+            return Ok(Vec::new());
+        }
+        let now = self.now();
+        let index = now.year() * 12 + now.month0() as i32 - months as i32;
+        let cutoff = format!(
+            "{:04}-{:02}.jsonl",
+            index.div_euclid(12),
+            index.rem_euclid(12) + 1
+        );
+        let current = crate::store::journal::file_name_for(now);
+        let dir = self.layout.facts();
+        let mut state = self.writer_state()?;
+        let mut out = Vec::new();
+        for file in crate::store::journal::list_files(&dir)? {
+            if file >= cutoff || file >= current {
+                continue;
+            }
+            let lines = crate::store::archive::archive_month(&dir, &file)?;
+            if lines > 0 {
+                out.push(ArchivedMonth { month: file, lines });
+            }
+        }
+        if !out.is_empty() {
+            // Appends must not go to a file handle of a month that moved.
+            let (journal, _) = crate::store::journal::JournalWriter::open(&dir)?;
+            state.journal = journal;
+        }
+        Ok(out)
+    }
+}

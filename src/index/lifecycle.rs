@@ -1,0 +1,328 @@
+//! Lifecycle state in the index: supersede marks, access counts and the
+//! content hash used for dedup.
+//!
+//! - A fact named in another fact's `supersedes` is *superseded*: its row
+//!   keeps `superseded_by`, and in tantivy and vec0 its expiry is the epoch,
+//!   so every search (which always carries an expiry bound) skips it inside
+//!   the query, while `get` and the timeline (SQL) still show it. The mark is
+//!   derived from the `supersedes` column, so replaying the journal in any
+//!   batching gives the same marks.
+//! - A `touch` record counts one access per id and slides its expiry
+//!   ([`crate::lifecycle::LifecycleConfig::touch`]). It is idempotent: a row
+//!   remembers the time of the last touch applied (`last_access`) and older or
+//!   equal touches are skipped, so a catch-up that replays lines twice
+//!   changes nothing. A later `put` of the same id carries the access count in
+//!   the fact and resets the row.
+
+use chrono::{DateTime, Utc};
+use rusqlite::{OptionalExtension, Transaction, params};
+
+use crate::error::Result;
+use crate::lifecycle::{LifecycleConfig, TouchState};
+use crate::model::{Memory, Stage, Tier};
+
+/// The searchable expiry of a superseded memory.
+pub fn superseded_expiry() -> DateTime<Utc> {
+    DateTime::<Utc>::UNIX_EPOCH
+}
+
+/// The memory as tantivy and vec0 should see it.
+pub fn effective(m: &Memory, superseded: bool) -> Memory {
+    let mut m = m.clone();
+    if superseded {
+        m.expires_at = Some(superseded_expiry());
+    }
+    m
+}
+
+/// After a fact row was (re)written: recomputes its own supersede mark and, if
+/// it supersedes another fact, marks that one (whose vector is re-stored).
+pub fn after_upsert(tx: &Transaction<'_>, m: &Memory) -> Result<()> {
+    tx.prepare_cached(
+        "UPDATE memories SET superseded_by = (SELECT s.id FROM memories s \
+         WHERE s.supersedes = ?1 AND s.origin = 'fact' ORDER BY s.ts, s.id LIMIT 1) \
+         WHERE id = ?1",
+    )?
+    .execute([&m.id])?;
+    if let Some(old) = &m.supersedes {
+        let n = tx
+            .prepare_cached(
+                "UPDATE memories SET superseded_by = ?, vector_model = NULL \
+                 WHERE id = ? AND superseded_by IS NULL AND origin = 'fact'",
+            )?
+            .execute(params![m.id, old])?;
+        if n > 0 {
+            crate::index::vector::delete(tx, std::slice::from_ref(old))?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether some fact (applied so far) names `id` in `supersedes`.
+pub fn is_superseded(conn: &rusqlite::Connection, id: &str) -> Result<bool> {
+    Ok(conn
+        .prepare_cached("SELECT 1 FROM memories WHERE supersedes = ? AND origin = 'fact' LIMIT 1")?
+        .exists([id])?)
+}
+
+/// Applies one access at `at` to each of `ids`. Returns the ids tantivy must
+/// refresh from their rows (changed now or by an earlier replay of this line).
+pub fn touch(
+    tx: &Transaction<'_>,
+    ids: &[String],
+    at: DateTime<Utc>,
+    cfg: &LifecycleConfig,
+) -> Result<Vec<String>> {
+    let at_ms = at.timestamp_millis();
+    let mut changed = Vec::new();
+    for id in ids {
+        let row = tx
+            .prepare_cached(
+                "SELECT stage, tier, accesses, expires_at, last_access FROM memories \
+                 WHERE id = ? AND origin = 'fact' AND forgotten_at IS NULL",
+            )?
+            .query_row([id], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, Option<String>>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, Option<i64>>(3)?,
+                    r.get::<_, Option<i64>>(4)?,
+                ))
+            })
+            .optional()?;
+        let Some((stage, tier, accesses, expires, last)) = row else {
+            continue;
+        };
+        if stage != Stage::Long.as_str() {
+            continue;
+        }
+        if last.is_some_and(|l| l >= at_ms) {
+            // Already applied (a catch-up replaying lines); tantivy may not
+            // have committed it, so it is refreshed from this row anyway.
+            changed.push(id.clone());
+            continue;
+        }
+        let Some(tier) = tier.and_then(|t| t.parse::<Tier>().ok()) else {
+            continue;
+        };
+        let next = cfg.touch(
+            TouchState {
+                tier,
+                accesses: u32::try_from(accesses).unwrap_or(u32::MAX),
+                expires_at: expires.and_then(DateTime::<Utc>::from_timestamp_millis),
+            },
+            at,
+        );
+        let new_expires = next.expires_at.map(|t| t.timestamp_millis());
+        tx.prepare_cached(
+            "UPDATE memories SET tier = ?, accesses = ?, expires_at = ?, last_access = ? WHERE id = ?",
+        )?
+        .execute(params![
+            next.tier.as_str(),
+            i64::from(next.accesses),
+            new_expires,
+            at_ms,
+            id
+        ])?;
+        if new_expires != expires {
+            set_vector_expiry(tx, id, new_expires)?;
+        }
+        changed.push(id.clone());
+    }
+    Ok(changed)
+}
+
+/// Moves a stored vector's expiry (its vec0 metadata column); if the table
+/// refuses the update, the vector is dropped and re-stored by the next sync.
+fn set_vector_expiry(tx: &Transaction<'_>, id: &str, expires: Option<i64>) -> Result<()> {
+    let superseded: bool = tx
+        .prepare_cached("SELECT superseded_by IS NOT NULL FROM memories WHERE id = ?")?
+        .query_row([id], |r| r.get(0))?;
+    let value = if superseded {
+        superseded_expiry().timestamp_millis()
+    } else {
+        expires.unwrap_or(i64::MAX)
+    };
+    let exists: bool = tx
+        .prepare_cached("SELECT 1 FROM sqlite_master WHERE name = 'memory_vectors'")?
+        .exists([])?;
+    if !exists {
+        return Ok(());
+    }
+    if tx
+        .execute(
+            "UPDATE memory_vectors SET expires = ? WHERE id = ?",
+            params![value, id],
+        )
+        .is_err()
+    {
+        crate::index::vector::delete(tx, &[id.to_string()])?;
+        tx.execute("UPDATE memories SET vector_model = NULL WHERE id = ?", [id])?;
+    }
+    Ok(())
+}
+
+/// The active, unexpired fact with this content hash, if any.
+pub fn find_by_content(
+    conn: &rusqlite::Connection,
+    hash: &str,
+    now: DateTime<Utc>,
+) -> Result<Option<String>> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT id FROM memories WHERE content_hash = ? AND origin = 'fact' \
+             AND forgotten_at IS NULL AND superseded_by IS NULL \
+             AND (expires_at IS NULL OR expires_at > ?) ORDER BY ts, id LIMIT 1",
+        )?
+        .query_row(params![hash, now.timestamp_millis()], |r| r.get(0))
+        .optional()?)
+}
+
+/// Active long-term facts per tier: `(tier, total, unexpired at now, expiring before soon)`.
+pub fn tier_counts(
+    conn: &rusqlite::Connection,
+    now: DateTime<Utc>,
+    soon: DateTime<Utc>,
+) -> Result<Vec<(String, u64, u64, u64)>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT tier, COUNT(*), \
+         SUM(CASE WHEN expires_at IS NULL OR expires_at > ?1 THEN 1 ELSE 0 END), \
+         SUM(CASE WHEN expires_at > ?1 AND expires_at <= ?2 THEN 1 ELSE 0 END) \
+         FROM memories WHERE origin = 'fact' AND stage = 'long' AND forgotten_at IS NULL \
+         AND tier IS NOT NULL AND superseded_by IS NULL GROUP BY tier ORDER BY tier",
+    )?;
+    let rows = stmt.query_map(
+        params![now.timestamp_millis(), soon.timestamp_millis()],
+        |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, i64>(1)? as u64,
+                r.get::<_, i64>(2)? as u64,
+                r.get::<_, i64>(3)? as u64,
+            ))
+        },
+    )?;
+    rows.map(|r| r.map_err(Into::into)).collect()
+}
+
+/// Access counts of facts.
+pub fn accesses(conn: &rusqlite::Connection, id: &str) -> Result<u32> {
+    Ok(conn
+        .prepare_cached("SELECT accesses FROM memories WHERE id = ?")?
+        .query_row([id], |r| r.get::<_, i64>(0))
+        .optional()?
+        .map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX)))
+}
+
+/// Expired, not forgotten facts whose text or title contains `query`, newest first.
+pub fn expired_matching(
+    conn: &rusqlite::Connection,
+    query: &str,
+    now: DateTime<Utc>,
+    limit: usize,
+) -> Result<Vec<Memory>> {
+    let pattern = format!(
+        "%{}%",
+        query
+            .replace('\\', "\\\\")
+            .replace('%', "\\%")
+            .replace('_', "\\_")
+    );
+    let sql = format!(
+        "SELECT {} FROM memories WHERE origin = 'fact' AND forgotten_at IS NULL \
+         AND expires_at IS NOT NULL AND expires_at <= ? \
+         AND (text LIKE ? ESCAPE '\\' OR title LIKE ? ESCAPE '\\') \
+         ORDER BY ts DESC, id LIMIT ?",
+        crate::index::meta::MEMORY_COLUMNS
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map(
+        params![now.timestamp_millis(), pattern, pattern, limit as i64],
+        crate::index::meta::row_to_memory,
+    )?;
+    rows.map(|r| r.map_err(Into::into)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::meta::{FactExtras, MetaDb, tx as mtx};
+    use crate::model::{Origin, Privacy, Scene, Subject};
+
+    #[test]
+    fn touch_moves_the_vector_expiry_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = MetaDb::open(&dir.path().join("m.db"), true).unwrap();
+        let at = DateTime::from_timestamp(1_780_000_000, 0).unwrap();
+        let cfg = LifecycleConfig::default();
+        let m = Memory {
+            id: "fact-main-a-1".into(),
+            origin: Origin::Fact,
+            doc_id: None,
+            path: None,
+            ts: at,
+            scene: Scene::parse("main").unwrap(),
+            kind: "note".into(),
+            stage: Stage::Long,
+            title: None,
+            text: "t".into(),
+            tags: vec![],
+            privacy: Privacy::Normal,
+            subject: Subject::Owner,
+            source: "test".into(),
+            importance: 0.5,
+            tier: Some(Tier::T3),
+            supersedes: None,
+            expires_at: cfg.expiry(Tier::T3, at),
+        };
+        db.write(|t| {
+            mtx::upsert_memory(t, &m, None, &FactExtras::default())?;
+            crate::index::vector::ensure_model(t, "m", 2)?;
+            let pending = crate::index::vector::pending(t, 10)?;
+            let rows: Vec<(&crate::index::vector::Pending, &[f32])> =
+                pending.iter().map(|p| (p, &[1.0f32, 0.0][..])).collect();
+            crate::index::vector::store(t, "m", &rows)
+        })
+        .unwrap();
+        let later = at + chrono::Duration::days(10);
+        let changed = db
+            .write(|t| touch(t, std::slice::from_ref(&m.id), later, &cfg))
+            .unwrap();
+        assert_eq!(changed, std::slice::from_ref(&m.id));
+        let (expires, model): (i64, Option<String>) = db
+            .with_reader(|c| {
+                let e = c.query_row(
+                    "SELECT expires FROM memory_vectors WHERE id = ?",
+                    [&m.id],
+                    |r| r.get(0),
+                )?;
+                let model = c.query_row(
+                    "SELECT vector_model FROM memories WHERE id = ?",
+                    [&m.id],
+                    |r| r.get(0),
+                )?;
+                Ok((e, model))
+            })
+            .unwrap();
+        assert_eq!(
+            expires,
+            (later + chrono::Duration::days(30)).timestamp_millis()
+        );
+        assert_eq!(
+            model.as_deref(),
+            Some("m"),
+            "updated in place, not re-embedded"
+        );
+        // Replaying the same touch changes nothing but asks tantivy to refresh.
+        let again = db
+            .write(|t| touch(t, std::slice::from_ref(&m.id), later, &cfg))
+            .unwrap();
+        assert_eq!(again, std::slice::from_ref(&m.id));
+        assert_eq!(
+            db.with_reader(|c| accesses(c, &m.id)).unwrap(),
+            1,
+            "counted once"
+        );
+    }
+}

@@ -1,0 +1,187 @@
+//! Compressed journal months: `memories/facts/archive/YYYY-MM.jsonl.gz`.
+//!
+//! A month is archived by (1) writing its lines gzip-compressed to
+//! `archive/M.jsonl.gz.tmp`, fsync'd, then read back and compared byte for
+//! byte; (2) renaming the plain file to `archive/M.jsonl.archiving`; (3)
+//! renaming the temporary file to `archive/M.jsonl.gz`; (4) deleting the
+//! `.archiving` copy. A crash at any step is repaired when the writer opens
+//! the journal ([`recover`]): a month is always readable from exactly one of
+//! its forms.
+//!
+//! Readers see one logical stream per month: the archive's lines followed by
+//! any plain file appended later (a fact rewritten in place keeps its month,
+//! so an archived month can grow again). Cursors count bytes of that stream,
+//! so the index does not re-read a month because it was archived.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use flate2::Compression;
+use flate2::read::GzDecoder;
+use flate2::write::GzEncoder;
+
+use crate::error::{Error, IoContext, Result};
+
+/// The archive directory below `memories/facts/`.
+pub const DIR: &str = "archive";
+
+/// `archive/YYYY-MM.jsonl.gz` for a month file name `YYYY-MM.jsonl`.
+pub fn archive_path(facts: &Path, month_file: &str) -> PathBuf {
+    facts.join(DIR).join(format!("{month_file}.gz"))
+}
+
+/// Month file names (`YYYY-MM.jsonl`) that have an archive.
+pub fn archived_months(facts: &Path) -> Result<Vec<String>> {
+    let dir = facts.join(DIR);
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).ctx("cannot list", &dir),
+    };
+    let mut out: Vec<String> = entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .filter_map(|n| n.strip_suffix(".gz").map(str::to_string))
+        .filter(|n| crate::store::journal::is_journal_name(n))
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+/// The decompressed bytes of a month's archive (empty if it has none).
+pub fn read(facts: &Path, month_file: &str) -> Result<Vec<u8>> {
+    let path = archive_path(facts, month_file);
+    let f = match std::fs::File::open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).ctx("cannot open archive", &path),
+    };
+    let mut out = Vec::new();
+    GzDecoder::new(std::io::BufReader::new(f))
+        .read_to_end(&mut out)
+        .ctx("cannot decompress archive", &path)?;
+    Ok(out)
+}
+
+/// The decompressed length of a month's archive, from the gzip trailer (0 if none).
+pub fn len(facts: &Path, month_file: &str) -> Result<u64> {
+    use std::io::{Seek, SeekFrom};
+    let path = archive_path(facts, month_file);
+    let mut f = match std::fs::File::open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e).ctx("cannot open archive", &path),
+    };
+    let size = f.metadata().ctx("cannot stat archive", &path)?.len();
+    if size < 18 {
+        return Err(Error::Internal(format!(
+            "{} is not a gzip file",
+            path.display()
+        )));
+    }
+    let mut tail = [0u8; 4];
+    f.seek(SeekFrom::End(-4))
+        .and_then(|_| f.read_exact(&mut tail))
+        .ctx("cannot read archive", &path)?;
+    Ok(u64::from(u32::from_le_bytes(tail)))
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .ctx("cannot fsync directory", dir)
+}
+
+/// Repairs an interrupted [`archive_month`] (called by the journal writer on open).
+pub fn recover(facts: &Path) -> Result<()> {
+    let dir = facts.join(DIR);
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Ok(());
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let path = e.path();
+        if let Some(month) = name.strip_suffix(".archiving") {
+            if archive_path(facts, month).exists() {
+                std::fs::remove_file(&path).ctx("cannot remove", &path)?;
+            } else {
+                let plain = facts.join(month);
+                std::fs::rename(&path, &plain).ctx("cannot restore", &plain)?;
+                sync_dir(facts)?;
+            }
+        } else if name.ends_with(".gz.tmp") {
+            std::fs::remove_file(&path).ctx("cannot remove", &path)?;
+        }
+    }
+    Ok(())
+}
+
+/// Compresses the plain month file `month_file` into the archive; see the module docs.
+/// A month that already has an archive is left alone. Returns the lines archived.
+pub fn archive_month(facts: &Path, month_file: &str) -> Result<u64> {
+    let plain = facts.join(month_file);
+    let target = archive_path(facts, month_file);
+    if target.exists() {
+        return Ok(0);
+    }
+    let bytes = std::fs::read(&plain).ctx("cannot read journal", &plain)?;
+    if bytes.last().is_some_and(|&b| b != b'\n') {
+        return Err(Error::Internal(format!(
+            "{} ends in an incomplete line; not archived",
+            plain.display()
+        )));
+    }
+    let dir = facts.join(DIR);
+    std::fs::create_dir_all(&dir).ctx("cannot create", &dir)?;
+    let tmp = dir.join(format!("{month_file}.gz.tmp"));
+    {
+        let f = std::fs::File::create(&tmp).ctx("cannot create", &tmp)?;
+        let mut enc = GzEncoder::new(f, Compression::default());
+        enc.write_all(&bytes).ctx("cannot compress", &tmp)?;
+        let f = enc.finish().ctx("cannot compress", &tmp)?;
+        f.sync_all().ctx("cannot fsync", &tmp)?;
+    }
+    // Read back and verify before the plain file goes away.
+    let mut back = Vec::new();
+    GzDecoder::new(std::fs::File::open(&tmp).ctx("cannot open", &tmp)?)
+        .read_to_end(&mut back)
+        .ctx("cannot read back", &tmp)?;
+    if back != bytes {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(Error::Internal(format!(
+            "{} did not read back identically; plain file kept",
+            tmp.display()
+        )));
+    }
+    let parked = dir.join(format!("{month_file}.archiving"));
+    std::fs::rename(&plain, &parked).ctx("cannot move", &plain)?;
+    sync_dir(facts)?;
+    std::fs::rename(&tmp, &target).ctx("cannot move", &tmp)?;
+    sync_dir(&dir)?;
+    std::fs::remove_file(&parked).ctx("cannot remove", &parked)?;
+    sync_dir(&dir)?;
+    Ok(bytes.iter().filter(|&&b| b == b'\n').count() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn archive_round_trip_and_recovery() {
+        let dir = tempfile::tempdir().unwrap();
+        let facts = dir.path();
+        std::fs::write(facts.join("2026-01.jsonl"), "a\nb\n").unwrap();
+        assert_eq!(archive_month(facts, "2026-01.jsonl").unwrap(), 2);
+        assert!(!facts.join("2026-01.jsonl").exists());
+        assert_eq!(read(facts, "2026-01.jsonl").unwrap(), b"a\nb\n");
+        assert_eq!(len(facts, "2026-01.jsonl").unwrap(), 4);
+        assert_eq!(archived_months(facts).unwrap(), ["2026-01.jsonl"]);
+        // An interrupted run before the archive was in place puts the plain file back.
+        std::fs::write(facts.join("archive/2026-02.jsonl.archiving"), "c\n").unwrap();
+        std::fs::write(facts.join("archive/2026-02.jsonl.gz.tmp"), "junk").unwrap();
+        recover(facts).unwrap();
+        assert_eq!(std::fs::read(facts.join("2026-02.jsonl")).unwrap(), b"c\n");
+        assert!(!facts.join("archive/2026-02.jsonl.gz.tmp").exists());
+    }
+}
