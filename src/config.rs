@@ -102,6 +102,8 @@ pub struct Config {
     pub ingest: IngestConfig,
     /// The local embedding model for semantic search.
     pub embedder: EmbedderConfig,
+    /// Nightly consolidation of short-term chat into long-term memory.
+    pub sleep: crate::consolidate::SleepConfig,
 }
 
 /// Short-term chat from `/v1/ingest`.
@@ -129,6 +131,7 @@ impl Default for Config {
             backup: BackupConfig::default(),
             ingest: IngestConfig::default(),
             embedder: EmbedderConfig::default(),
+            sleep: crate::consolidate::SleepConfig::default(),
         }
     }
 }
@@ -370,6 +373,7 @@ impl Config {
         if self.docs.max_chunk_chars < 200 {
             return Err(Error::invalid("docs.maxChunkChars must be at least 200"));
         }
+        self.sleep.validate()?;
         Ok(())
     }
 

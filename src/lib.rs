@@ -41,6 +41,11 @@
 //!   vector cache under `data/cache/` ([`embed::cache`]).
 //! - [`search`]: query planning and ranking in three modes.
 //! - [`eval`]: recall@k / MRR evaluation on labelled datasets.
+//! - [`consolidate`]: nightly ("sleep") consolidation — a deterministic pass
+//!   (fold, promote, expire, flag stale), an optional model pass whose
+//!   operations are validated before they go through the normal write path,
+//!   run reports under `data/consolidation/`, and rollback by run or source.
+//! - [`scheduler`]: periodic jobs of `memd serve` (daily backup, sleep consolidation).
 //! - [`hub`]: the application service every surface calls (reads, recall, ingest in their own files).
 //! - [`auth`]: tokens (hashed in `tokens.json`, presets) and [`auth::policy`], which
 //!   turns a token and a request into the [`index::filter::Filter`] of every query.
@@ -69,12 +74,16 @@
 //! - `http` never touches rusqlite or tantivy types; `store`, `index`, `hub` and
 //!   `auth` never mention axum (a tidy test greps for it).
 //! - `openapi.yaml` lists exactly the router's routes (a test parses both).
+//! - Consolidation changes memories only through the writer (`source: sleep`,
+//!   the run id on every fact it writes); a rollback appends compensating lines
+//!   and never edits the journal.
 
 pub mod audit;
 pub mod auth;
 pub mod backup;
 pub mod cmd;
 pub mod config;
+pub mod consolidate;
 pub mod doctor;
 pub mod embed;
 pub mod error;

@@ -232,6 +232,9 @@ pub struct Fact {
     /// The device that wrote it.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub device: String,
+    /// The consolidation run that wrote it (`memd rollback --run`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
 }
 
 /// One line of `memories/facts/YYYY-MM.jsonl`.

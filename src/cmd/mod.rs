@@ -7,6 +7,7 @@
 #![allow(clippy::print_stdout)]
 
 mod backup;
+mod consolidate;
 mod doctor;
 mod eval;
 mod export;
@@ -14,6 +15,7 @@ mod forget;
 mod get;
 mod import;
 mod reindex;
+mod rollback;
 mod search;
 mod serve;
 mod stats;
@@ -77,6 +79,10 @@ pub enum Command {
     Token(token::Args),
     /// Retrieval quality on a labelled dataset, in a temporary root (safe next to a server).
     Eval(eval::Args),
+    /// Nightly consolidation by hand (needs the writer lock; --dry-run is safe next to a server).
+    Consolidate(consolidate::Args),
+    /// Undo a consolidation run by appending compensating lines (needs the writer lock).
+    Rollback(rollback::Args),
 }
 
 /// Sets up tracing on stderr; `MEMD_LOG` overrides the level.
@@ -119,6 +125,16 @@ pub fn run(cli: &Cli) -> anyhow::Result<()> {
         Command::Serve(args) => serve::run(layout, config, args),
         Command::Token(args) => token::run(cli, &layout, args),
         Command::Eval(args) => eval::run(cli, config, args),
+        Command::Consolidate(args) => {
+            let mode = if args.dry_run() {
+                Mode::ReadPreferWrite
+            } else {
+                Mode::Write
+            };
+            let hub = open(layout, config.clone(), mode)?;
+            consolidate::run(cli, hub, &config, args)
+        }
+        Command::Rollback(args) => rollback::run(cli, open(layout, config, Mode::Write)?, args),
     }
 }
 

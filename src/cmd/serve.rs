@@ -1,7 +1,8 @@
 //! `memd serve`: the `/v1` HTTP API on loopback until SIGINT or SIGTERM.
 //!
 //! Takes the writer lock, catches the index up, starts the file watcher and
-//! the scheduler (index commits every second, daily backup), binds `listen` (config, or
+//! the scheduler (index commits every second, daily backup, nightly
+//! consolidation when `sleep.enabled`), binds `listen` (config, or
 //! `--listen`), prints `listening on http://ADDR` on stdout, and serves. On
 //! SIGINT/SIGTERM it stops accepting, lets in-flight requests finish (every
 //! acknowledged write is already fsync'd in the journal), fsyncs the audit
@@ -64,6 +65,7 @@ pub(super) fn run(layout: Layout, config: Config, args: &Args) -> anyhow::Result
         );
     }
     let backup = config.backup.clone();
+    let sleep = config.sleep.clone();
     let hub = Arc::new(Hub::open(layout, config, Mode::Write)?);
     // Background work: documents and foreign journal lines reach the index
     // within a second; periodic jobs (daily backup) run on their schedule.
@@ -74,6 +76,9 @@ pub(super) fn run(layout: Layout, config: Config, args: &Args) -> anyhow::Result
             backup.dir_for(hub.layout()),
             backup.keep_days,
         ));
+    }
+    if sleep.enabled {
+        jobs.push(crate::consolidate::sleep_job(sleep)?);
     }
     let scheduler = scheduler::spawn(Arc::clone(&hub), jobs)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -64,6 +64,7 @@ struct Health {
     facts: u64,
     documents: u64,
     issues: usize,
+    consolidation: crate::consolidate::Status,
 }
 
 /// `GET /v1/health` (no token): liveness and index counts.
@@ -79,6 +80,7 @@ pub async fn health(State(st): State<AppState>) -> Result<Response, ApiError> {
             facts: stats.counts.facts,
             documents: stats.counts.documents,
             issues: stats.issues.len(),
+            consolidation: crate::consolidate::status(st.hub(), &st.settings().sleep, st.now()),
         },
         AuditNote::default(),
     ))

@@ -12,6 +12,7 @@
 //! writes one audit line per request with the token's name (never its secret).
 
 mod admin;
+mod consolidation;
 pub mod error;
 pub mod extract;
 mod read;
@@ -154,6 +155,14 @@ fn routes() -> Vec<(Route, MethodRouter<AppState>)> {
         (r("POST", "/v1/forget", true), post(write::forget)),
         (r("POST", "/v1/ingest", true), post(write::ingest)),
         (r("POST", "/v1/members", true), post(write::members)),
+        (
+            r("GET", "/v1/consolidation/runs", true),
+            get(consolidation::runs),
+        ),
+        (
+            r("POST", "/v1/consolidation/report", true),
+            post(consolidation::run_report),
+        ),
     ]
 }
 

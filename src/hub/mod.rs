@@ -19,6 +19,7 @@
 mod ingest;
 mod read;
 mod recall;
+mod restore;
 mod ttl;
 
 pub use ingest::{IngestAction, IngestOutcome, IngestRequest};
@@ -116,6 +117,8 @@ pub struct WriteRequest {
     pub idempotency_key: Option<String>,
     /// When it happened, for imports of older memories; `None` means now.
     pub ts: Option<DateTime<Utc>>,
+    /// The consolidation run writing it, if any.
+    pub run: Option<String>,
 }
 
 impl WriteRequest {
@@ -139,6 +142,7 @@ impl WriteRequest {
             source_message_id: None,
             idempotency_key: None,
             ts: None,
+            run: None,
         }
     }
 }
@@ -814,6 +818,7 @@ impl Hub {
             source_message_id: req.source_message_id,
             idempotency_key: req.idempotency_key,
             device: self.device.clone(),
+            run: req.run,
         };
         Ok(Prepared::Record(Record::Put {
             v: JOURNAL_VERSION,

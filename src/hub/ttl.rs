@@ -74,6 +74,7 @@ impl Hub {
                     source_message_id: extras.source_message_id,
                     idempotency_key: extras.idempotency_key,
                     device: extras.device,
+                    run: None,
                 },
             });
         }

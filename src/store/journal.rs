@@ -288,6 +288,7 @@ mod tests {
                 source_message_id: None,
                 idempotency_key: None,
                 device: String::new(),
+                run: None,
             },
         }
     }
