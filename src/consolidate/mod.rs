@@ -200,6 +200,25 @@ impl Window {
         }
     }
 
+    /// The period ending at `now`, reaching back to `last_success` if that is
+    /// earlier (the daemon was down), but never more than the longest
+    /// short-term lifetime further: older chat cannot still be live.
+    pub fn since_last_run(
+        period: Period,
+        last_success: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> Window {
+        let base = Window::ending(period, now);
+        let floor = base.from - Duration::hours(crate::hub::MAX_SHORT_TTL_HOURS);
+        match last_success {
+            Some(t) if t < base.from => Window {
+                from: t.max(floor),
+                to: now,
+            },
+            _ => base,
+        }
+    }
+
     /// Whether `ts` falls inside.
     pub fn contains(&self, ts: DateTime<Utc>) -> bool {
         ts >= self.from && ts < self.to
@@ -387,11 +406,14 @@ pub fn sleep_job(cfg: SleepConfig) -> Result<Job> {
         schedule,
         run: Box::new(move |hub: &Hub| {
             let now = Utc::now();
+            let last_success = scheduler::load_states(&scheduler::state_path(hub))
+                .get(JOB_NAME)
+                .and_then(|s| s.last_success);
             let report = run(
                 hub,
                 &cfg,
                 &RunOptions {
-                    window: Window::ending(cfg.period, now),
+                    window: Window::since_last_run(cfg.period, last_success, now),
                     dry_run: false,
                     now,
                 },
@@ -440,5 +462,44 @@ pub fn status(hub: &Hub, cfg: &SleepConfig, now: DateTime<Utc>) -> Status {
         result,
         failures: state.failures,
         next_run,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_reach_back_to_the_last_success_within_reason() {
+        let now = Utc::now();
+        let day = Window::ending(Period::Day, now);
+        assert_eq!(day.from, now - Duration::days(1));
+        assert_eq!(Window::since_last_run(Period::Day, None, now), day);
+        let recent = now - Duration::hours(3);
+        assert_eq!(Window::since_last_run(Period::Day, Some(recent), now), day);
+        let three_days = now - Duration::days(3);
+        assert_eq!(
+            Window::since_last_run(Period::Day, Some(three_days), now).from,
+            three_days
+        );
+        let long_ago = now - Duration::days(30);
+        assert_eq!(
+            Window::since_last_run(Period::Day, Some(long_ago), now).from,
+            now - Duration::days(8)
+        );
+    }
+
+    #[test]
+    fn config_checks() {
+        let mut cfg = SleepConfig::default();
+        cfg.validate().unwrap();
+        cfg.at = "3am".into();
+        assert!(cfg.validate().is_err());
+        cfg = SleepConfig::default();
+        cfg.model.kind = ModelKind::Openai;
+        cfg.model.base_url = "https://example.invalid/v1".into();
+        assert!(cfg.validate().unwrap_err().to_string().contains("http://"));
+        cfg.model.kind = ModelKind::Command;
+        assert!(cfg.validate().is_err());
     }
 }

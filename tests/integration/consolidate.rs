@@ -125,6 +125,7 @@ fn deterministic_pass_folds_promotes_and_rolls_back() {
     let again = consolidate::run(&hub, &cfg, &options(false)).unwrap();
     assert!(again.written.is_empty(), "{again:#?}");
 
+    let start = r.started - Duration::seconds(1);
     let undone = rollback(&hub, &Target::Run(r.run.clone()), false).unwrap();
     assert_eq!(undone.forgotten.len(), 2);
     assert_eq!(search_ids(&hub, "北京出差", 10), before);
@@ -133,6 +134,37 @@ fn deterministic_pass_folds_promotes_and_rolls_back() {
     // Rolling back twice finds nothing left to undo.
     let twice = rollback(&hub, &Target::Run(r.run.clone()), false).unwrap();
     assert!(twice.forgotten.is_empty() && twice.restored.is_empty());
+    // Once rolled back, the chat can be promoted again; rolling back by
+    // source and time undoes every run since.
+    let third = consolidate::run(&hub, &cfg, &options(false)).unwrap();
+    assert_eq!(third.written.len(), 2);
+    let by_source = Target::SourceSince {
+        source: "sleep".into(),
+        since: start,
+    };
+    let lines = root.journal_lines().len();
+    let preview = rollback(&hub, &by_source, true).unwrap();
+    assert_eq!(preview.forgotten.len(), 2);
+    assert_eq!(
+        root.journal_lines().len(),
+        lines,
+        "a dry run appends nothing"
+    );
+    drop(hub);
+    let out = root.memd(&[
+        "rollback",
+        "--source",
+        "sleep",
+        "--since",
+        &start.to_rfc3339(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let hub = root.hub();
+    assert_eq!(search_ids(&hub, "北京出差", 10), before);
 }
 
 #[test]
@@ -352,14 +384,24 @@ fn model_pass_through_a_command_and_its_failures() {
     let note = chat(&hub, "main", "周末要去爬山", 0.5);
     let mut cfg = SleepConfig::default();
     cfg.model.kind = ModelKind::Command;
-    let answer = json!({"operations": [{"op": "write", "from": [note], "text": "主人周末爬山"}]});
+    let mut req = WriteRequest::new(scene("main"), "主人的体检报告显示血压偏高", "main");
+    req.privacy = Privacy::Personal;
+    let personal = hub.write(req).unwrap().id;
+    let answer = json!({"operations": [
+        {"op": "write", "from": [note], "text": "主人周末爬山"},
+        {"op": "write", "from": [personal], "text": "主人血压偏高", "privacy": "normal"},
+        {"op": "write", "from": [note, personal], "text": "主人周末爬山，注意血压"},
+    ]});
     cfg.model.command = vec![
         "sh".into(),
         "-c".into(),
         format!("cat >/dev/null; echo '{answer}'"),
     ];
     let r = consolidate::run(&hub, &cfg, &options(false)).unwrap();
-    assert_eq!(r.written.len(), 1, "{r:#?}");
+    assert_eq!(r.written.len(), 2, "{r:#?}");
+    assert!(r.rejected[0].reason.contains("less private"), "{r:#?}");
+    // A write from a personal and a normal line is personal.
+    assert_eq!(fact_line(&root, &r.written[1])["privacy"], "personal");
     // A consolidator that answers nonsense fails the run (the scheduler retries).
     cfg.model.command = vec!["sh".into(), "-c".into(), "echo 'I am a teapot'".into()];
     let err = consolidate::run(&hub, &cfg, &options(false)).unwrap_err();
@@ -456,4 +498,73 @@ async fn api_lists_runs_and_reports_for_admins_only_and_health_shows_the_job() {
     let (_, health) = api.get("/v1/health", None).await;
     assert_eq!(health["consolidation"]["enabled"], false, "{health}");
     assert_eq!(health["consolidation"]["failures"], 0);
+}
+
+fn get_json(addr: &str, path: &str) -> serde_json::Value {
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).unwrap();
+    let (_, body) = raw.split_once("\r\n\r\n").unwrap();
+    serde_json::from_str(body).unwrap()
+}
+
+#[test]
+fn serve_runs_the_enabled_sleep_job_and_health_reports_it() {
+    let root = TempRoot::new();
+    {
+        let hub = root.hub();
+        chat(
+            &hub,
+            "main",
+            "the dentist appointment moved to Thursday",
+            0.9,
+        );
+    }
+    // At 00:00 the job is due as soon as the daemon starts.
+    std::fs::write(
+        root.path().join("config.json"),
+        json!({ "sleep": { "enabled": true, "at": "00:00" }, "backup": { "daily": false } })
+            .to_string(),
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_memd"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("MEMD_ROOT", root.path())
+        .env("MEMD_MODELS_DIR", root.path().join("no-models"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("listening on http://")
+        .unwrap()
+        .to_string();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let health = loop {
+        let health = get_json(&addr, "/v1/health");
+        if health["consolidation"]["result"] == "ok" || std::time::Instant::now() > deadline {
+            break health;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    let c = &health["consolidation"];
+    assert_eq!(c["enabled"], true, "{health}");
+    assert_eq!(c["result"], "ok", "{health}");
+    let next: DateTime<Utc> = c["next_run"].as_str().unwrap().parse().unwrap();
+    assert!(next > Utc::now(), "next run is tomorrow: {health}");
+    let runs = report::list(&root.layout()).unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].promoted, 1);
 }
