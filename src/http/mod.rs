@@ -163,6 +163,14 @@ fn routes() -> Vec<(Route, MethodRouter<AppState>)> {
             r("POST", "/v1/consolidation/report", true),
             post(consolidation::run_report),
         ),
+        (
+            r("POST", "/v1/consolidation/run", true),
+            post(consolidation::run_now),
+        ),
+        (
+            r("POST", "/v1/consolidation/rollback", true),
+            post(consolidation::rollback),
+        ),
     ]
 }
 

@@ -495,6 +495,40 @@ async fn api_lists_runs_and_reports_for_admins_only_and_health_shows_the_job() {
         .post("/v1/consolidation/report", &root, json!({ "run": "../x" }))
         .await;
     assert_eq!(status, 400);
+    // Rolling back and running again over HTTP, while the daemon holds the lock.
+    let preview = api
+        .ok(
+            "/v1/consolidation/rollback",
+            &root,
+            json!({ "run": r.run, "dry_run": true }),
+        )
+        .await;
+    assert_eq!(preview["forgotten"].as_array().unwrap().len(), 1);
+    let done = api
+        .ok("/v1/consolidation/rollback", &root, json!({ "run": r.run }))
+        .await;
+    assert_eq!(done["forgotten"], preview["forgotten"]);
+    let (status, _) = api
+        .post(
+            "/v1/consolidation/rollback",
+            &root,
+            json!({ "source": "sleep" }),
+        )
+        .await;
+    assert_eq!(status, 400);
+    let (status, _) = api
+        .post("/v1/consolidation/rollback", &pet, json!({ "run": r.run }))
+        .await;
+    assert_eq!(status, 403);
+    let (status, _) = api.post("/v1/consolidation/run", &pet, json!({})).await;
+    assert_eq!(status, 403);
+    let dry = api
+        .ok("/v1/consolidation/run", &root, json!({ "dry_run": true }))
+        .await;
+    assert_eq!(dry["promoted"].as_array().unwrap().len(), 1);
+    assert!(dry["written"].as_array().unwrap().is_empty());
+    let again = api.ok("/v1/consolidation/run", &root, json!({})).await;
+    assert_eq!(again["written"].as_array().unwrap().len(), 1);
     let (_, health) = api.get("/v1/health", None).await;
     assert_eq!(health["consolidation"]["enabled"], false, "{health}");
     assert_eq!(health["consolidation"]["failures"], 0);
@@ -567,4 +601,44 @@ fn serve_runs_the_enabled_sleep_job_and_health_reports_it() {
     let runs = report::list(&root.layout()).unwrap();
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].promoted, 1);
+}
+
+#[test]
+fn a_fact_restored_in_a_later_month_survives_a_reindex() {
+    let root = TempRoot::new();
+    let run = {
+        let hub = root.hub();
+        let mut req = WriteRequest::new(
+            scene("main"),
+            "old reminder about the boiler service",
+            "main",
+        );
+        req.ts = Some(Utc::now() - Duration::days(40));
+        let old = hub.write(req).unwrap().id;
+        let mut cfg = SleepConfig::default();
+        cfg.model.kind = ModelKind::Command;
+        let answer = json!({"operations": [{"op": "forget", "id": old}]});
+        cfg.model.command = vec![
+            "sh".into(),
+            "-c".into(),
+            format!("cat >/dev/null; echo '{answer}'"),
+        ];
+        let mut opts = options(false);
+        opts.window.from = Utc::now() - Duration::days(60);
+        let r = consolidate::run(&hub, &cfg, &opts).unwrap();
+        assert_eq!(r.forgotten.len(), 1, "{r:#?}");
+        assert!(search_ids(&hub, "boiler", 10).is_empty());
+        let undone = rollback(&hub, &Target::Run(r.run.clone()), false).unwrap();
+        assert_eq!(undone.restored, [old]);
+        assert_eq!(search_ids(&hub, "boiler", 10).len(), 1);
+        r.run
+    };
+    let out = root.memd(&["reindex"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let hub = root.hub();
+    assert_eq!(search_ids(&hub, "boiler", 10).len(), 1, "after {run}");
 }
