@@ -18,7 +18,8 @@
 //! Rules: every id must be one the model was shown; a write's sources must
 //! share one scene and the write stays in it; no operation may move a memory
 //! to another scene or lower its sensitivity (which would widen who may read
-//! it); `secret` memories are never sent unless `sendSecret` is set. A refused
+//! it); pinned (tier t0) memories are never forgotten; `secret` memories are
+//! never sent unless `sendSecret` is set. A refused
 //! operation is listed in the report with its reason and never applied.
 
 use std::collections::HashMap;
@@ -35,7 +36,7 @@ use super::{History, JournalView, ModelConfig, ModelKind, RunOptions, SOURCE, Sl
 use crate::error::{Error, Result};
 use crate::hub::{Hub, WriteAction, WriteRequest};
 use crate::index::filter::Filter;
-use crate::model::{Privacy, Scene, Stage, parse_kind, parse_tags};
+use crate::model::{Privacy, Scene, Stage, Tier, parse_kind, parse_tags};
 
 /// What the model is told.
 pub const INSTRUCTIONS: &str = "You consolidate an assistant's memories overnight. You get the \
@@ -252,7 +253,11 @@ fn validate(
     };
     match op {
         Operation::Forget { id, reason } => {
-            known(&id)?;
+            if known(&id)?.last.tier == Some(Tier::T0) {
+                return Err(format!(
+                    "{id} is pinned (tier t0); consolidation never forgets it"
+                ));
+            }
             Ok(Valid::Forget(id, reason))
         }
         Operation::Write { from, body } => {

@@ -387,10 +387,14 @@ fn model_pass_through_a_command_and_its_failures() {
     let mut req = WriteRequest::new(scene("main"), "主人的体检报告显示血压偏高", "main");
     req.privacy = Privacy::Personal;
     let personal = hub.write(req).unwrap().id;
+    let mut req = WriteRequest::new(scene("main"), "主人的名字叫小林", "main");
+    req.tier = Some(memory_hub::model::Tier::T0);
+    let pinned = hub.write(req).unwrap().id;
     let answer = json!({"operations": [
         {"op": "write", "from": [note], "text": "主人周末爬山"},
         {"op": "write", "from": [personal], "text": "主人血压偏高", "privacy": "normal"},
         {"op": "write", "from": [note, personal], "text": "主人周末爬山，注意血压"},
+        {"op": "forget", "id": pinned},
     ]});
     cfg.model.command = vec![
         "sh".into(),
@@ -400,6 +404,7 @@ fn model_pass_through_a_command_and_its_failures() {
     let r = consolidate::run(&hub, &cfg, &options(false)).unwrap();
     assert_eq!(r.written.len(), 2, "{r:#?}");
     assert!(r.rejected[0].reason.contains("less private"), "{r:#?}");
+    assert!(r.rejected[1].reason.contains("pinned"), "{r:#?}");
     // A write from a personal and a normal line is personal.
     assert_eq!(fact_line(&root, &r.written[1])["privacy"], "personal");
     // A consolidator that answers nonsense fails the run (the scheduler retries).
