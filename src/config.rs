@@ -106,6 +106,8 @@ pub struct Config {
     pub embedder: EmbedderConfig,
     /// Retention tiers, promotion, dedup and archive.
     pub lifecycle: crate::lifecycle::LifecycleConfig,
+    /// Nightly consolidation of short-term chat into long-term memory.
+    pub sleep: crate::consolidate::SleepConfig,
 }
 
 /// The HTTP server.
@@ -151,6 +153,7 @@ impl Default for Config {
             http: HttpConfig::default(),
             embedder: EmbedderConfig::default(),
             lifecycle: Default::default(),
+            sleep: crate::consolidate::SleepConfig::default(),
         }
     }
 }
@@ -399,6 +402,7 @@ impl Config {
         if self.docs.max_chunk_chars < 200 {
             return Err(Error::invalid("docs.maxChunkChars must be at least 200"));
         }
+        self.sleep.validate()?;
         Ok(())
     }
 

@@ -47,6 +47,11 @@
 //! - [`lifecycle`]: retention tiers, sliding expiry, promotion, dedup
 //!   thresholds and ranking signals (short-term weight, importance, T0 boost).
 //! - [`eval`]: recall@k / MRR evaluation on labelled datasets.
+//! - [`consolidate`]: nightly ("sleep") consolidation — a deterministic pass
+//!   (fold, promote, expire, flag stale), an optional model pass whose
+//!   operations are validated before they go through the normal write path,
+//!   run reports under `data/consolidation/`, and rollback by run or source.
+//! - [`scheduler`]: periodic jobs of `memd serve` (daily backup, sleep consolidation).
 //! - [`hub`]: the application service every surface calls (reads, recall, ingest, categories in their own files).
 //! - [`auth`]: tokens (hashed in `tokens.json`, presets) and [`auth::policy`], which
 //!   turns a token and a request into the [`index::filter::Filter`] of every query.
@@ -91,12 +96,16 @@
 //! - A superseded memory never matches a search (its expiry in tantivy and
 //!   vec0 is the epoch); expired memories never match any caller's query.
 //! - An archived journal month reads exactly as the plain file did.
+//! - Consolidation changes memories only through the writer (`source: sleep`,
+//!   the run id on every fact it writes); a rollback appends compensating lines
+//!   and never edits the journal.
 
 pub mod audit;
 pub mod auth;
 pub mod backup;
 pub mod cmd;
 pub mod config;
+pub mod consolidate;
 pub mod disk;
 pub mod doctor;
 pub mod embed;

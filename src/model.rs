@@ -250,6 +250,9 @@ pub struct Fact {
     /// Retrievals counted since the last promotion (carried over when a fact is rewritten).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub accesses: u32,
+    /// The consolidation run that wrote it (`memd rollback --run`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
 }
 
 fn is_zero(n: &u32) -> bool {

@@ -22,7 +22,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::hub::Hub;
 
 /// How often a job runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Period {
     /// Every day after `at`.

@@ -8,6 +8,7 @@
 
 mod archive;
 mod backup;
+mod consolidate;
 mod doctor;
 mod eval;
 mod export;
@@ -17,6 +18,7 @@ mod health;
 mod import;
 mod mcp;
 mod reindex;
+mod rollback;
 mod search;
 mod serve;
 mod stats;
@@ -87,6 +89,10 @@ pub enum Command {
     /// Compress old journal months; `archive search` / `archive restore` for expired memories
     /// (needs the writer lock).
     Archive(archive::Args),
+    /// Nightly consolidation by hand (needs the writer lock; --dry-run is safe next to a server).
+    Consolidate(consolidate::Args),
+    /// Undo a consolidation run by appending compensating lines (needs the writer lock).
+    Rollback(rollback::Args),
 }
 
 /// Sets up tracing on stderr; `MEMD_LOG` overrides the level.
@@ -132,6 +138,16 @@ pub fn run(cli: &Cli) -> anyhow::Result<()> {
         Command::Token(args) => token::run(cli, &layout, args),
         Command::Eval(args) => eval::run(cli, config, args),
         Command::Archive(args) => archive::run(cli, open(layout, config, Mode::Write)?, args),
+        Command::Consolidate(args) => {
+            let mode = if args.dry_run() {
+                Mode::ReadPreferWrite
+            } else {
+                Mode::Write
+            };
+            let hub = open(layout, config.clone(), mode)?;
+            consolidate::run(cli, hub, &config, args)
+        }
+        Command::Rollback(args) => rollback::run(cli, open(layout, config, Mode::Write)?, args),
     }
 }
 

@@ -1,7 +1,8 @@
 //! `memd serve`: the `/v1` HTTP API and MCP at `/mcp` on loopback until SIGINT or SIGTERM.
 //!
 //! Takes the writer lock, catches the index up, starts the file watcher and
-//! the scheduler (index commits every second, daily backup), binds `listen` (config, or
+//! the scheduler (index commits every second, daily backup, nightly
+//! consolidation when `sleep.enabled`), binds `listen` (config, or
 //! `--listen`), prints `listening on http://ADDR` on stdout, and serves. On
 //! SIGINT/SIGTERM it stops accepting, lets in-flight requests finish (every
 //! acknowledged write is already fsync'd in the journal), fsyncs the audit
@@ -64,6 +65,7 @@ pub(super) fn run(layout: Layout, config: Config, args: &Args) -> anyhow::Result
         );
     }
     let backup = config.backup.clone();
+    let sleep = config.sleep.clone();
     let hub = Arc::new(Hub::open(layout, config, Mode::Write)?);
     hub.set_access_tracking(true);
     // Background work: documents and foreign journal lines reach the index
@@ -82,6 +84,9 @@ pub(super) fn run(layout: Layout, config: Config, args: &Args) -> anyhow::Result
     }
     if hub.config().lifecycle.archive_after_months > 0 {
         jobs.push(crate::lifecycle::archive_job());
+    }
+    if sleep.enabled {
+        jobs.push(crate::consolidate::sleep_job(sleep)?);
     }
     let scheduler = scheduler::spawn(Arc::clone(&hub), jobs)?;
     // Editable keys of a changed config.json apply without a restart.

@@ -66,6 +66,7 @@ struct Health {
     uptime_s: u64,
     #[serde(flatten)]
     report: crate::hub::HealthReport,
+    consolidation: crate::consolidate::Status,
 }
 
 /// `GET /v1/health` (no token): status per component (journal, index,
@@ -77,6 +78,7 @@ pub async fn health(State(st): State<AppState>) -> Result<Response, ApiError> {
             version: env!("CARGO_PKG_VERSION"),
             uptime_s: st.started.elapsed().as_secs(),
             report,
+            consolidation: crate::consolidate::status(st.hub(), &st.settings().sleep, st.now()),
         },
         AuditNote::default(),
     ))

@@ -13,6 +13,7 @@
 
 mod admin;
 mod categories;
+mod consolidation;
 pub mod error;
 pub mod extract;
 mod lifecycle;
@@ -191,6 +192,22 @@ fn routes() -> Vec<(Route, MethodRouter<AppState>)> {
         (
             r("POST", "/v1/categories", true),
             post(categories::categories),
+        ),
+        (
+            r("GET", "/v1/consolidation/runs", true),
+            get(consolidation::runs),
+        ),
+        (
+            r("POST", "/v1/consolidation/report", true),
+            post(consolidation::run_report),
+        ),
+        (
+            r("POST", "/v1/consolidation/run", true),
+            post(consolidation::run_now),
+        ),
+        (
+            r("POST", "/v1/consolidation/rollback", true),
+            post(consolidation::rollback),
         ),
     ]
 }

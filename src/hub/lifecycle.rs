@@ -240,6 +240,8 @@ impl Hub {
             idempotency_key: extras.idempotency_key,
             device: self.device.clone(),
             accesses: extras.accesses,
+            // An edit is not part of the consolidation run that wrote the fact.
+            run: None,
         })
     }
 

@@ -22,6 +22,7 @@ mod ingest;
 mod lifecycle;
 mod read;
 mod recall;
+mod restore;
 mod ttl;
 
 pub use health::{Component, HealthReport};
@@ -121,6 +122,8 @@ pub struct WriteRequest {
     pub idempotency_key: Option<String>,
     /// When it happened, for imports of older memories; `None` means now.
     pub ts: Option<DateTime<Utc>>,
+    /// The consolidation run writing it, if any.
+    pub run: Option<String>,
 }
 
 impl WriteRequest {
@@ -144,6 +147,7 @@ impl WriteRequest {
             source_message_id: None,
             idempotency_key: None,
             ts: None,
+            run: None,
         }
     }
 }
@@ -911,6 +915,7 @@ impl Hub {
             idempotency_key: req.idempotency_key,
             device: self.device.clone(),
             accesses: 0,
+            run: req.run,
         };
         if let Some(h) = hash {
             hashes_in_batch.insert(h, fact.id.clone());

@@ -75,6 +75,7 @@ impl Hub {
                     idempotency_key: extras.idempotency_key,
                     device: extras.device,
                     accesses: extras.accesses,
+                    run: None,
                 },
             });
         }

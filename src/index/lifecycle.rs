@@ -40,7 +40,8 @@ pub fn effective(m: &Memory, superseded: bool) -> Memory {
 pub fn after_upsert(tx: &Transaction<'_>, m: &Memory) -> Result<()> {
     tx.prepare_cached(
         "UPDATE memories SET superseded_by = (SELECT s.id FROM memories s \
-         WHERE s.supersedes = ?1 AND s.origin = 'fact' ORDER BY s.ts, s.id LIMIT 1) \
+         WHERE s.supersedes = ?1 AND s.origin = 'fact' AND s.forgotten_at IS NULL \
+         ORDER BY s.ts, s.id LIMIT 1) \
          WHERE id = ?1",
     )?
     .execute([&m.id])?;
@@ -58,11 +59,38 @@ pub fn after_upsert(tx: &Transaction<'_>, m: &Memory) -> Result<()> {
     Ok(())
 }
 
-/// Whether some fact (applied so far) names `id` in `supersedes`.
+/// Whether some live fact (applied so far) names `id` in `supersedes`.
 pub fn is_superseded(conn: &rusqlite::Connection, id: &str) -> Result<bool> {
     Ok(conn
-        .prepare_cached("SELECT 1 FROM memories WHERE supersedes = ? AND origin = 'fact' LIMIT 1")?
+        .prepare_cached(
+            "SELECT 1 FROM memories WHERE supersedes = ? AND origin = 'fact' \
+             AND forgotten_at IS NULL LIMIT 1",
+        )?
         .exists([id])?)
+}
+
+/// After fact `id` was forgotten: the fact it superseded is searchable again
+/// unless another live fact still supersedes it. Returns that fact's id when
+/// its mark was cleared (its vector is re-stored by the next embedding pass).
+pub fn after_forget(tx: &Transaction<'_>, id: &str) -> Result<Option<String>> {
+    let old: Option<String> = tx
+        .prepare_cached("SELECT supersedes FROM memories WHERE id = ? AND origin = 'fact'")?
+        .query_row([id], |r| r.get(0))
+        .optional()?
+        .flatten();
+    let Some(old) = old else {
+        return Ok(None);
+    };
+    if is_superseded(tx, &old)? {
+        return Ok(None);
+    }
+    let n = tx
+        .prepare_cached(
+            "UPDATE memories SET superseded_by = NULL, vector_model = NULL \
+             WHERE id = ? AND superseded_by IS NOT NULL",
+        )?
+        .execute([&old])?;
+    Ok((n > 0).then_some(old))
 }
 
 /// Applies one access at `at` to each of `ids`. Returns the ids tantivy must

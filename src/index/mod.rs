@@ -212,6 +212,7 @@ impl Index {
             .expect("lifecycle config poisoned")
             .clone();
         let mut touched: Vec<String> = Vec::new();
+        let mut unsuperseded: Vec<String> = Vec::new();
         self.meta.write(|t| {
             for change in &batch.changes {
                 match change {
@@ -223,6 +224,7 @@ impl Index {
                     }
                     Change::Forget { id, at } => {
                         tx::forget(t, id, *at)?;
+                        unsuperseded.extend(lifecycle::after_forget(t, id)?);
                     }
                     Change::PutDocument { row, chunks } => tx::replace_document(t, row, chunks)?,
                     Change::RemoveDocument {
@@ -243,6 +245,14 @@ impl Index {
             }
             Ok(())
         })?;
+        // Facts whose superseding fact was forgotten are searchable again.
+        if !unsuperseded.is_empty() {
+            let rows = self.meta.get_many(&unsuperseded, &Filter::all())?;
+            for m in rows.values() {
+                self.text.upsert(&lifecycle::effective(m, false))?;
+            }
+            self.text.mark_dirty();
+        }
         // Touched rows changed tier and expiry in SQLite; tantivy follows.
         if !touched.is_empty() {
             touched.sort();

@@ -329,6 +329,7 @@ mod tests {
                 idempotency_key: None,
                 device: String::new(),
                 accesses: 0,
+                run: None,
             },
         }
     }

@@ -483,6 +483,7 @@ async fn random_memories_match_the_privacy_model() {
             idempotency_key: None,
             device: "test".into(),
             accesses: 0,
+            run: None,
         };
         written.push((fact.id.clone(), scene, privacy, subject, expired));
         lines.push_str(&serde_json::to_string(&Record::Put { v: 1, fact }).unwrap());

@@ -4,6 +4,7 @@ mod support;
 
 mod backup;
 mod cli;
+mod consolidate;
 mod crash;
 mod doctor;
 mod documents;

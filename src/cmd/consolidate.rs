@@ -1,0 +1,109 @@
+//! `memd consolidate`: run nightly consolidation by hand (the same code the
+//! scheduler of `memd serve` runs). Needs the writer lock, except with
+//! `--dry-run`, which only reads and is safe next to a running server.
+
+use chrono::{NaiveDate, Utc};
+
+use crate::config::Config;
+use crate::consolidate::{self, RunOptions, RunReport, Window};
+use crate::hub::Hub;
+
+/// Arguments of `memd consolidate`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Consolidate the short-term chat of this local day (YYYY-MM-DD);
+    /// default: the period (`sleep.period`) that ends now.
+    #[arg(long)]
+    date: Option<NaiveDate>,
+    /// Print what it would do; change nothing.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+impl Args {
+    /// Whether nothing may change.
+    pub(super) fn dry_run(&self) -> bool {
+        self.dry_run
+    }
+}
+
+pub(super) fn run(cli: &super::Cli, hub: Hub, config: &Config, args: &Args) -> anyhow::Result<()> {
+    let now = Utc::now();
+    let window = match args.date {
+        Some(d) => Window::day(d),
+        None => Window::ending(config.sleep.period, now),
+    };
+    let report = consolidate::run(
+        &hub,
+        &config.sleep,
+        &RunOptions {
+            window,
+            dry_run: args.dry_run,
+            now,
+        },
+    )?;
+    if cli.json {
+        return super::print_json(&report);
+    }
+    print_report(&report);
+    Ok(())
+}
+
+fn print_report(r: &RunReport) {
+    let verb = if r.dry_run {
+        "would promote"
+    } else {
+        "promoted"
+    };
+    println!(
+        "{} {} ({} .. {}){}",
+        if r.dry_run { "dry run" } else { "run" },
+        r.run,
+        r.window.from.to_rfc3339(),
+        r.window.to.to_rfc3339(),
+        if r.dry_run { ": nothing changed" } else { "" }
+    );
+    for p in &r.promoted {
+        println!(
+            "  {verb} {} -> {} [{}] ({}): {}",
+            p.from,
+            p.id.as_deref().unwrap_or("(new)"),
+            p.scene,
+            p.reason,
+            crate::hub::one_line(&p.text, 80)
+        );
+    }
+    for f in &r.folded {
+        println!("  fold {} into {}", f.ids.join(", "), f.into);
+    }
+    for op in &r.accepted {
+        println!("  model: {op}");
+    }
+    for x in &r.rejected {
+        println!("  rejected {}: {}", x.operation, x.reason);
+    }
+    for s in &r.skipped {
+        println!("  skipped {}: {}", s.id, s.reason);
+    }
+    for s in &r.stale {
+        println!(
+            "  stale {} (last touched {}, importance {:.2})",
+            s.id,
+            s.last_touched.date_naive(),
+            s.importance
+        );
+    }
+    println!(
+        "{} promoted, {} folded, {} left to expire, {} written, {} forgotten, {} rejected, {} stale",
+        r.promoted.len(),
+        r.folded.len(),
+        r.expiring,
+        r.written.len(),
+        r.forgotten.len(),
+        r.rejected.len(),
+        r.stale.len()
+    );
+    if let Some(e) = &r.model_error {
+        println!("model pass failed: {e}");
+    }
+}

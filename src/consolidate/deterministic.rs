@@ -1,0 +1,270 @@
+//! The pass that needs no model: fold near-duplicate chat, promote what was
+//! recalled or marked important, let the rest expire, flag stale long-term
+//! memories.
+//!
+//! Similarity is the Jaccard index of the two texts' term sets as the search
+//! tokenizer sees them (CJK character bigrams, Latin words), so "the same
+//! sentence said twice with different punctuation" folds, in Chinese too.
+//! Everything here is a pure function of the journal view and the options.
+
+use std::collections::{BTreeMap, HashSet};
+
+use chrono::Duration;
+
+use super::report::{Fold, Skipped, Stale};
+use super::{History, JournalView, RunOptions, SOURCE, SleepConfig};
+use crate::hub::WriteRequest;
+use crate::index::tokenizer;
+use crate::model::{Fact, Stage, Tier};
+
+/// Most stale candidates listed in one report.
+const MAX_STALE: usize = 200;
+
+/// A planned promotion.
+#[derive(Debug, Clone)]
+pub struct PlannedPromotion {
+    /// The short-term id it comes from.
+    pub from: String,
+    /// The write that promotes it.
+    pub request: WriteRequest,
+    /// recalled, important, or both.
+    pub reason: String,
+}
+
+/// What the deterministic pass would do.
+#[derive(Debug, Clone, Default)]
+pub struct Plan {
+    /// Writes of new long-term facts.
+    pub promotions: Vec<PlannedPromotion>,
+    /// Folded near-duplicates.
+    pub folded: Vec<Fold>,
+    /// Short-term lines left to expire.
+    pub expiring: usize,
+    /// Stale long-term memories.
+    pub stale: Vec<Stale>,
+    /// Left alone, and why.
+    pub skipped: Vec<Skipped>,
+}
+
+/// The term set of a text (CJK bigrams, words, lone CJK characters).
+pub fn terms(text: &str) -> HashSet<String> {
+    tokenizer::tokenize(text)
+        .into_iter()
+        .map(|t| t.text)
+        .collect()
+}
+
+/// Jaccard index of two term sets; two empty sets are identical.
+pub fn jaccard(a: &HashSet<String>, b: &HashSet<String>) -> f32 {
+    if a.is_empty() && b.is_empty() {
+        return 1.0;
+    }
+    let inter = a.intersection(b).count();
+    let union = a.len() + b.len() - inter;
+    inter as f32 / union as f32
+}
+
+struct Cluster<'a> {
+    members: Vec<&'a History>,
+    terms: HashSet<String>,
+}
+
+/// Plans the deterministic pass over `view`.
+pub(crate) fn plan(view: &JournalView, cfg: &SleepConfig, opts: &RunOptions, run_id: &str) -> Plan {
+    let mut plan = Plan::default();
+    // Short-term chat of the window, per scene, in journal order.
+    let mut by_scene: BTreeMap<String, Vec<&History>> = BTreeMap::new();
+    for h in view.live() {
+        if h.first.stage == Stage::Short && opts.window.contains(h.first.ts) {
+            by_scene
+                .entry(h.first.scene.to_string())
+                .or_default()
+                .push(h);
+        }
+    }
+    // Long-term memories already there, per scene, for folding into them.
+    let mut long_terms: BTreeMap<String, Vec<(&str, HashSet<String>)>> = BTreeMap::new();
+    for h in view.live() {
+        if h.last.stage == Stage::Long && by_scene.contains_key(h.last.scene.as_str()) {
+            long_terms
+                .entry(h.last.scene.to_string())
+                .or_default()
+                .push((h.last.id.as_str(), terms(&h.last.text)));
+        }
+    }
+    for (scene, lines) in &by_scene {
+        let mut clusters: Vec<Cluster<'_>> = Vec::new();
+        for &h in lines {
+            let t = terms(&h.last.text);
+            match clusters
+                .iter_mut()
+                .find(|c| f64::from(jaccard(&c.terms, &t)) >= cfg.fold_similarity)
+            {
+                Some(c) => c.members.push(h),
+                None => clusters.push(Cluster {
+                    members: vec![h],
+                    terms: t,
+                }),
+            }
+        }
+        for c in clusters {
+            let recalled = c.members.iter().any(|h| h.recalled());
+            let importance = c
+                .members
+                .iter()
+                .map(|h| h.last.importance)
+                .fold(0.0f32, f32::max);
+            let important = f64::from(importance) >= cfg.promote_importance;
+            // The representative: the longest text, the latest on ties.
+            let rep = c
+                .members
+                .iter()
+                .copied()
+                .max_by(|a, b| {
+                    a.last
+                        .text
+                        .chars()
+                        .count()
+                        .cmp(&b.last.text.chars().count())
+                        .then(a.last.ts.cmp(&b.last.ts))
+                })
+                .expect("a cluster has a member");
+            let others: Vec<String> = c
+                .members
+                .iter()
+                .filter(|h| h.last.id != rep.last.id)
+                .map(|h| h.last.id.clone())
+                .collect();
+            if !recalled && !important {
+                plan.expiring += c.members.len();
+                if !others.is_empty() {
+                    plan.folded.push(Fold {
+                        into: rep.last.id.clone(),
+                        ids: others,
+                    });
+                }
+                continue;
+            }
+            let existing = long_terms.get(scene).and_then(|longs| {
+                longs
+                    .iter()
+                    .find(|(_, lt)| f64::from(jaccard(lt, &c.terms)) >= cfg.fold_similarity)
+            });
+            if let Some((id, _)) = existing {
+                let mut ids = others;
+                ids.insert(0, rep.last.id.clone());
+                plan.folded.push(Fold {
+                    into: (*id).to_string(),
+                    ids,
+                });
+                plan.skipped.push(Skipped {
+                    id: rep.last.id.clone(),
+                    reason: format!("already in long-term memory as {id}"),
+                });
+                continue;
+            }
+            if !others.is_empty() {
+                plan.folded.push(Fold {
+                    into: rep.last.id.clone(),
+                    ids: others,
+                });
+            }
+            let reason = match (recalled, important) {
+                (true, true) => "recalled, important",
+                (true, false) => "recalled",
+                _ => "important",
+            };
+            plan.promotions.push(PlannedPromotion {
+                from: rep.last.id.clone(),
+                request: promotion_request(&c.members, rep, importance, run_id),
+                reason: reason.into(),
+            });
+        }
+    }
+    plan.stale = stale(view, cfg, opts);
+    plan
+}
+
+fn promotion_request(
+    members: &[&History],
+    rep: &History,
+    importance: f32,
+    run_id: &str,
+) -> WriteRequest {
+    let f: &Fact = &rep.last;
+    let mut tags: Vec<String> = Vec::new();
+    for h in members {
+        for t in &h.last.tags {
+            if !tags.contains(t) && tags.len() < 32 {
+                tags.push(t.clone());
+            }
+        }
+    }
+    // Never lower the sensitivity: the promoted fact is as private as the most
+    // private line folded into it.
+    let privacy = members
+        .iter()
+        .map(|h| h.last.privacy)
+        .max()
+        .unwrap_or(f.privacy);
+    let mut req = WriteRequest::new(f.scene.clone(), f.text.clone(), SOURCE);
+    req.origin = SOURCE.into();
+    req.kind = f.kind.clone();
+    req.stage = Stage::Long;
+    req.title = f.title.clone();
+    req.tags = tags;
+    req.privacy = privacy;
+    req.subject = f.subject;
+    req.importance = importance.clamp(0.0, 1.0);
+    req.supersedes = Some(f.id.clone());
+    req.idempotency_key = Some(format!("sleep:{}", f.id));
+    req.run = Some(run_id.to_string());
+    req
+}
+
+/// Long-term facts untouched for `decay_after_days`, with importance < 0.5 and
+/// no category (T0 stands for "category or pinned"), oldest first.
+fn stale(view: &JournalView, cfg: &SleepConfig, opts: &RunOptions) -> Vec<Stale> {
+    let cutoff = opts.now - Duration::days(i64::from(cfg.decay_after_days));
+    let mut out: Vec<Stale> = view
+        .live()
+        .filter(|h| {
+            h.last.stage == Stage::Long
+                && h.last.importance < 0.5
+                && h.last.tier != Some(Tier::T0)
+                && h.last.ts < cutoff
+        })
+        .map(|h| Stale {
+            id: h.last.id.clone(),
+            last_touched: h.last.ts,
+            importance: h.last.importance,
+        })
+        .collect();
+    out.sort_by(|a, b| a.last_touched.cmp(&b.last_touched).then(a.id.cmp(&b.id)));
+    out.truncate(MAX_STALE);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(a: &str, b: &str, at_least: f32, below: f32) {
+        let j = jaccard(&terms(a), &terms(b));
+        assert!(j >= at_least && j < below, "{a:?} vs {b:?}: {j}");
+    }
+
+    #[test]
+    fn jaccard_on_cjk_bigrams() {
+        check("我明天要去北京出差", "我明天要去北京出差。", 1.0, 1.1);
+        check("我明天要去北京出差", "我明天要去北京出差了", 0.8, 1.0);
+        check("我明天要去北京出差", "今天晚上吃火锅", 0.0, 0.1);
+        check(
+            "the meeting moved to friday",
+            "The meeting moved to Friday!",
+            1.0,
+            1.1,
+        );
+        check("", "", 1.0, 1.1);
+    }
+}

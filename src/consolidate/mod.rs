@@ -1,0 +1,507 @@
+//! Nightly ("sleep") consolidation: turns a period's short-term chat into
+//! long-term memory, and undoes it on request.
+//!
+//! A run reads the journal (the source of truth), plans with a deterministic
+//! pass that needs no model ([`deterministic`]), optionally asks a model for
+//! more operations ([`model_pass`]), validates every operation, and applies
+//! them through the normal write path with `source: "sleep"` and the run id on
+//! every fact it writes (`Fact::run`). What it did is kept in
+//! `data/consolidation/<run>.json` ([`report`]); [`rollback`] undoes a run by
+//! appending compensating lines, so the journal stays append-only.
+//!
+//! Design of a promotion: the new long-term fact gets a fresh `sleep-…` id and
+//! names the short-term chat line it came from in `supersedes` (so the
+//! timeline links both ways); its idempotency key `sleep:<short id>` makes a
+//! second run over the same chat a no-op. The short-term line is left alone and
+//! expires on its own TTL.
+//!
+//! The same code runs from the scheduler of `memd serve` ([`sleep_job`]) and
+//! from `memd consolidate`.
+
+pub mod deterministic;
+pub mod model_pass;
+pub mod report;
+pub mod rollback;
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use chrono::{DateTime, Duration, Local, NaiveDate, TimeZone, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::hub::{Hub, WriteRequest};
+use crate::model::{Fact, Record};
+use crate::scheduler::{self, Job, Period, Schedule};
+use crate::store::journal::{self, Cursor};
+
+pub use report::{RunReport, RunSummary};
+
+/// The scheduler name of the consolidation job (key in `data/scheduler.json`).
+pub const JOB_NAME: &str = "sleep";
+
+/// The `source` of everything consolidation writes or forgets.
+pub const SOURCE: &str = "sleep";
+
+/// `sleep` in `config.json`: nightly consolidation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct SleepConfig {
+    /// Whether `memd serve` runs it on its schedule (`memd consolidate` always works).
+    pub enabled: bool,
+    /// Local time of day after which it runs (`HH:MM`).
+    pub at: String,
+    /// day, week (Mondays), month (the 1st) or year (January 1st).
+    pub period: Period,
+    /// First retry delay after a failure, in minutes; doubles per failure.
+    pub retry_minutes: u32,
+    /// Short-term lines at least this similar (CJK-bigram Jaccard) fold into one.
+    pub fold_similarity: f64,
+    /// Short-term lines at least this important are promoted even if never recalled.
+    pub promote_importance: f64,
+    /// Long-term memories untouched this many days (importance < 0.5, no category) are reported stale.
+    pub decay_after_days: u32,
+    /// The optional model pass.
+    pub model: ModelConfig,
+}
+
+impl Default for SleepConfig {
+    fn default() -> Self {
+        SleepConfig {
+            enabled: false,
+            at: "03:00".into(),
+            period: Period::Day,
+            retry_minutes: 30,
+            fold_similarity: 0.8,
+            promote_importance: 0.7,
+            decay_after_days: 90,
+            model: ModelConfig::default(),
+        }
+    }
+}
+
+/// Which consolidator proposes operations besides the deterministic pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelKind {
+    /// No model: the deterministic pass only.
+    None,
+    /// An OpenAI-compatible `POST {baseUrl}/chat/completions` (plain `http://` only).
+    Openai,
+    /// An external command: JSON on stdin, JSON operations on stdout.
+    Command,
+}
+
+/// `sleep.model` in `config.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct ModelConfig {
+    /// none, openai or command.
+    pub kind: ModelKind,
+    /// e.g. `http://127.0.0.1:8080/v1` (a local llama.cpp or Ollama server).
+    pub base_url: String,
+    /// Model name sent in the request.
+    pub model: String,
+    /// Name of the environment variable holding the API key (empty: no key).
+    pub api_key_env: String,
+    /// Program and arguments for `kind: command`.
+    pub command: Vec<String>,
+    /// Seconds to wait for an answer.
+    pub timeout_seconds: u64,
+    /// Whether `secret` memories may be sent to the model.
+    pub send_secret: bool,
+    /// At most this many memories are sent per run.
+    pub max_memories: usize,
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        ModelConfig {
+            kind: ModelKind::None,
+            base_url: String::new(),
+            model: String::new(),
+            api_key_env: String::new(),
+            command: Vec::new(),
+            timeout_seconds: 120,
+            send_secret: false,
+            max_memories: 200,
+        }
+    }
+}
+
+impl SleepConfig {
+    /// Checks values that serde cannot.
+    pub fn validate(&self) -> Result<()> {
+        scheduler::parse_at(&self.at).map_err(|e| Error::invalid(format!("sleep.at: {e}")))?;
+        if !(0.0..=1.0).contains(&self.fold_similarity) || self.fold_similarity == 0.0 {
+            return Err(Error::invalid("sleep.foldSimilarity must be in (0, 1]"));
+        }
+        if !(0.0..=1.0).contains(&self.promote_importance) {
+            return Err(Error::invalid("sleep.promoteImportance must be in [0, 1]"));
+        }
+        match self.model.kind {
+            ModelKind::Openai if !self.model.base_url.starts_with("http://") => Err(
+                Error::invalid("sleep.model.baseUrl must be a plain http:// URL (a local server)"),
+            ),
+            ModelKind::Command if self.model.command.is_empty() => Err(Error::invalid(
+                "sleep.model.command must name the program to run",
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// The scheduler's view of `at`, `period` and `retryMinutes`.
+    pub fn schedule(&self) -> Result<Schedule> {
+        Ok(Schedule {
+            at: scheduler::parse_at(&self.at)?,
+            period: self.period,
+            retry_minutes: self.retry_minutes,
+        })
+    }
+}
+
+/// The time range whose short-term chat a run consolidates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Window {
+    /// Inclusive start.
+    pub from: DateTime<Utc>,
+    /// Exclusive end.
+    pub to: DateTime<Utc>,
+}
+
+impl Window {
+    /// One local calendar day.
+    pub fn day(date: NaiveDate) -> Window {
+        let start = |d: NaiveDate| {
+            let naive = d.and_hms_opt(0, 0, 0).expect("midnight exists");
+            Local
+                .from_local_datetime(&naive)
+                .earliest()
+                .unwrap_or_else(|| Local.from_utc_datetime(&naive))
+                .with_timezone(&Utc)
+        };
+        Window {
+            from: start(date),
+            to: start(date + chrono::Days::new(1)),
+        }
+    }
+
+    /// The period that ends at `now` (the last day, week, month or year).
+    pub fn ending(period: Period, now: DateTime<Utc>) -> Window {
+        let days = match period {
+            Period::Day => 1,
+            Period::Week => 7,
+            Period::Month => 31,
+            Period::Year => 366,
+        };
+        Window {
+            from: now - Duration::days(days),
+            to: now,
+        }
+    }
+
+    /// The period ending at `now`, reaching back to `last_success` if that is
+    /// earlier (the daemon was down), but never more than the longest
+    /// short-term lifetime further: older chat cannot still be live.
+    pub fn since_last_run(
+        period: Period,
+        last_success: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> Window {
+        let base = Window::ending(period, now);
+        let floor = base.from - Duration::hours(crate::hub::MAX_SHORT_TTL_HOURS);
+        match last_success {
+            Some(t) if t < base.from => Window {
+                from: t.max(floor),
+                to: now,
+            },
+            _ => base,
+        }
+    }
+
+    /// Whether `ts` falls inside.
+    pub fn contains(&self, ts: DateTime<Utc>) -> bool {
+        ts >= self.from && ts < self.to
+    }
+}
+
+/// How a run is asked for.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Which chat to consolidate.
+    pub window: Window,
+    /// Plan and report, change nothing (no journal line, no report file).
+    pub dry_run: bool,
+    /// "Now", for stale detection and the run id.
+    pub now: DateTime<Utc>,
+}
+
+/// Everything the journal says about one fact id.
+#[derive(Debug, Clone)]
+pub(crate) struct History {
+    /// The first `put`.
+    pub first: Fact,
+    /// The latest `put`.
+    pub last: Fact,
+    /// How many `put` lines.
+    pub puts: u32,
+    /// Whether the latest record is a tombstone.
+    pub forgotten: bool,
+}
+
+impl History {
+    /// A short-term line whose expiry was pushed out later (a recall extends its TTL).
+    pub fn recalled(&self) -> bool {
+        self.puts > 1
+            && match (self.first.expires_at, self.last.expires_at) {
+                (Some(a), Some(b)) => b > a,
+                (None, _) => false,
+                (Some(_), None) => true,
+            }
+    }
+}
+
+/// The journal replayed into per-id histories, in first-seen order.
+#[derive(Debug, Default)]
+pub(crate) struct JournalView {
+    pub order: Vec<String>,
+    pub facts: HashMap<String, History>,
+    /// Tombstones in file order: (the record, the last `put` before it).
+    pub forgets: Vec<(Record, Option<Fact>)>,
+}
+
+impl JournalView {
+    /// Reads every journal file of the root (bad lines are skipped; the index reports them).
+    pub fn read(facts_dir: &Path) -> Result<JournalView> {
+        let mut view = JournalView::default();
+        if !facts_dir.exists() {
+            return Ok(view);
+        }
+        for file in journal::list_files(facts_dir)? {
+            journal::scan_file(facts_dir, &file, Cursor::default(), |item| {
+                if let Ok(record) = item.entry {
+                    view.apply(record);
+                }
+                Ok(())
+            })?;
+        }
+        Ok(view)
+    }
+
+    fn apply(&mut self, record: Record) {
+        match record {
+            Record::Put { fact, .. } => match self.facts.get_mut(&fact.id) {
+                Some(h) => {
+                    h.last = fact;
+                    h.puts += 1;
+                    h.forgotten = false;
+                }
+                None => {
+                    self.order.push(fact.id.clone());
+                    self.facts.insert(
+                        fact.id.clone(),
+                        History {
+                            first: fact.clone(),
+                            last: fact,
+                            puts: 1,
+                            forgotten: false,
+                        },
+                    );
+                }
+            },
+            // Access records change no content.
+            Record::Touch { .. } => {}
+            Record::Forget { ref id, .. } => {
+                let before = self.facts.get_mut(id).map(|h| {
+                    h.forgotten = true;
+                    h.last.clone()
+                });
+                self.forgets.push((record, before));
+            }
+        }
+    }
+
+    /// Live histories in first-seen order.
+    pub fn live(&self) -> impl Iterator<Item = &History> {
+        self.order
+            .iter()
+            .filter_map(|id| self.facts.get(id))
+            .filter(|h| !h.forgotten)
+    }
+}
+
+/// A new run id: `run-<UTC yyyymmddThhmmss>-<4 hex>`.
+pub fn new_run_id(now: DateTime<Utc>) -> String {
+    let rand4: u16 = rand::Rng::random(&mut rand::rng());
+    format!("run-{}-{rand4:04x}", now.format("%Y%m%dT%H%M%S"))
+}
+
+/// Runs one consolidation over `opts.window` and returns its report (saved
+/// under `data/consolidation/` unless dry-run).
+pub fn run(hub: &Hub, cfg: &SleepConfig, opts: &RunOptions) -> Result<RunReport> {
+    cfg.validate()?;
+    let run_id = new_run_id(opts.now);
+    let view = JournalView::read(&hub.layout().facts())?;
+    let mut report = RunReport::new(&run_id, opts);
+    let plan = deterministic::plan(&view, cfg, opts, &run_id);
+    report.folded = plan.folded.clone();
+    report.stale = plan.stale.clone();
+    report.expiring = plan.expiring;
+    report.promoted = plan
+        .promotions
+        .iter()
+        .map(|p| report::Promotion {
+            from: p.from.clone(),
+            id: None,
+            text: p.request.text.clone(),
+            scene: p.request.scene.to_string(),
+            reason: p.reason.clone(),
+        })
+        .collect();
+    report.skipped = plan.skipped.clone();
+    if !opts.dry_run {
+        let reqs: Vec<WriteRequest> = plan.promotions.iter().map(|p| p.request.clone()).collect();
+        let outcomes = hub.write_batch(reqs)?;
+        for (promotion, outcome) in report.promoted.iter_mut().zip(outcomes) {
+            match outcome {
+                Ok(w) if w.action == crate::hub::WriteAction::Add => {
+                    promotion.id = Some(w.id.clone());
+                    report.written.push(w.id);
+                }
+                Ok(w) => {
+                    report.skipped.push(report::Skipped {
+                        id: promotion.from.clone(),
+                        reason: format!("already promoted as {}", w.id),
+                    });
+                }
+                Err(e) => report.rejected.push(report::Rejected {
+                    operation: serde_json::json!({ "op": "promote", "from": promotion.from }),
+                    reason: e.to_string(),
+                }),
+            }
+        }
+        report.promoted.retain(|p| p.id.is_some());
+    }
+    let model = if cfg.model.kind == ModelKind::None {
+        Ok(())
+    } else {
+        model_pass::run(hub, cfg, opts, &view, &run_id, &mut report)
+    };
+    if let Err(e) = &model {
+        report.model_error = Some(e.to_string());
+    }
+    report.finished = Utc::now();
+    if !opts.dry_run {
+        report::save(hub.layout(), &report)?;
+    }
+    // A failed model pass fails the run so the scheduler retries; the retry's
+    // deterministic pass finds its promotions already done (idempotency keys).
+    model.map(|()| report)
+}
+
+/// The scheduler job that runs consolidation once per period.
+pub fn sleep_job(cfg: SleepConfig) -> Result<Job> {
+    cfg.validate()?;
+    let schedule = cfg.schedule()?;
+    Ok(Job {
+        name: JOB_NAME,
+        schedule,
+        run: Box::new(move |hub: &Hub| {
+            let now = Utc::now();
+            let last_success = scheduler::load_states(&scheduler::state_path(hub))
+                .get(JOB_NAME)
+                .and_then(|s| s.last_success);
+            let report = run(
+                hub,
+                &cfg,
+                &RunOptions {
+                    window: Window::since_last_run(cfg.period, last_success, now),
+                    dry_run: false,
+                    now,
+                },
+            )?;
+            Ok(report.summary_line())
+        }),
+    })
+}
+
+/// What `/v1/health` says about consolidation.
+#[derive(Debug, Clone, Serialize)]
+pub struct Status {
+    /// Whether the scheduler runs it.
+    pub enabled: bool,
+    /// Last attempt.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_run: Option<DateTime<Utc>>,
+    /// `ok` or `error` (details: `GET /v1/consolidation/runs`, `data/scheduler.json`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<&'static str>,
+    /// Failures since the last success.
+    pub failures: u32,
+    /// When it runs next (absent when disabled).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_run: Option<DateTime<Utc>>,
+}
+
+/// Consolidation status of a hub's root at `now`.
+pub fn status(hub: &Hub, cfg: &SleepConfig, now: DateTime<Utc>) -> Status {
+    let states = scheduler::load_states(&scheduler::state_path(hub));
+    let state = states.get(JOB_NAME).cloned().unwrap_or_default();
+    // Health needs no token, so it says only whether the last run worked.
+    let result = if state.failures > 0 {
+        Some("error")
+    } else {
+        state.last_success.map(|_| "ok")
+    };
+    let next_run = cfg
+        .enabled
+        .then(|| cfg.schedule().ok())
+        .flatten()
+        .map(|s| scheduler::next_run(&s, &state, now).max(now));
+    Status {
+        enabled: cfg.enabled,
+        last_run: state.last_attempt,
+        result,
+        failures: state.failures,
+        next_run,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_reach_back_to_the_last_success_within_reason() {
+        let now = Utc::now();
+        let day = Window::ending(Period::Day, now);
+        assert_eq!(day.from, now - Duration::days(1));
+        assert_eq!(Window::since_last_run(Period::Day, None, now), day);
+        let recent = now - Duration::hours(3);
+        assert_eq!(Window::since_last_run(Period::Day, Some(recent), now), day);
+        let three_days = now - Duration::days(3);
+        assert_eq!(
+            Window::since_last_run(Period::Day, Some(three_days), now).from,
+            three_days
+        );
+        let long_ago = now - Duration::days(30);
+        assert_eq!(
+            Window::since_last_run(Period::Day, Some(long_ago), now).from,
+            now - Duration::days(8)
+        );
+    }
+
+    #[test]
+    fn config_checks() {
+        let mut cfg = SleepConfig::default();
+        cfg.validate().unwrap();
+        cfg.at = "3am".into();
+        assert!(cfg.validate().is_err());
+        cfg = SleepConfig::default();
+        cfg.model.kind = ModelKind::Openai;
+        cfg.model.base_url = "https://example.invalid/v1".into();
+        assert!(cfg.validate().unwrap_err().to_string().contains("http://"));
+        cfg.model.kind = ModelKind::Command;
+        assert!(cfg.validate().is_err());
+    }
+}

@@ -1,0 +1,590 @@
+//! The optional model pass: a language model reads the period's memories and
+//! proposes operations; memd validates each one and applies the valid ones
+//! through the normal write path.
+//!
+//! Two transports: an OpenAI-compatible `POST {baseUrl}/chat/completions`
+//! (a local llama.cpp or Ollama server; a minimal HTTP/1.1 client over
+//! `TcpStream`, plain `http://` only — there is no TLS, so point it at a
+//! server on this machine or a trusted network), or an external command that
+//! reads `{"instructions", "memories"}` as JSON on stdin and prints
+//! `{"operations": [...]}` on stdout.
+//!
+//! Operations (one JSON object each, `op` first):
+//! - `{"op":"write","from":[ids],"text":…,"kind"?,"title"?,"tags"?,"importance"?,"scene"?,"privacy"?}`
+//!   — a new long-term fact distilled from the listed memories;
+//! - `{"op":"supersede","id":…,"text":…,…}` — a new fact replacing `id` (linked by `supersedes`);
+//! - `{"op":"forget","id":…,"reason"?}` — a tombstone.
+//!
+//! Rules: every id must be one the model was shown; a write's sources must
+//! share one scene and the write stays in it; no operation may move a memory
+//! to another scene or lower its sensitivity (which would widen who may read
+//! it); pinned (tier t0) memories are never forgotten; `secret` memories are
+//! never sent unless `sendSecret` is set. A refused
+//! operation is listed in the report with its reason and never applied.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::report::{Forgotten, Rejected, RunReport, Superseded};
+use super::rollback::forget_reason;
+use super::{History, JournalView, ModelConfig, ModelKind, RunOptions, SOURCE, SleepConfig};
+use crate::error::{Error, Result};
+use crate::hub::{Hub, WriteAction, WriteRequest};
+use crate::index::filter::Filter;
+use crate::model::{Privacy, Scene, Stage, Tier, parse_kind, parse_tags};
+
+/// What the model is told.
+pub const INSTRUCTIONS: &str = "You consolidate an assistant's memories overnight. You get the \
+period's memories as JSON (id, scene, stage short|long, kind, privacy, text). Turn what is worth \
+keeping into durable long-term facts, replace outdated facts, and drop noise. Answer with JSON only: \
+{\"operations\": [...]} where each operation is one of \
+{\"op\":\"write\",\"from\":[ids it is based on],\"text\":\"the fact\",\"kind\":\"fact|preference|event|todo|note\",\"importance\":0.0-1.0}, \
+{\"op\":\"supersede\",\"id\":\"id of the outdated memory\",\"text\":\"the corrected fact\"}, \
+{\"op\":\"forget\",\"id\":\"id\",\"reason\":\"why\"}. \
+Never combine memories from different scenes. Use only ids you were given. An empty list is fine.";
+
+/// A memory as the model sees it.
+#[derive(Debug, Clone, Serialize)]
+pub struct InputMemory {
+    /// Fact id.
+    pub id: String,
+    /// Scene.
+    pub scene: String,
+    /// short or long.
+    pub stage: Stage,
+    /// Kind.
+    pub kind: String,
+    /// Sensitivity.
+    pub privacy: Privacy,
+    /// When.
+    pub ts: chrono::DateTime<chrono::Utc>,
+    /// Text.
+    pub text: String,
+}
+
+/// One proposed operation.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "op", rename_all = "lowercase")]
+enum Operation {
+    Write {
+        from: Vec<String>,
+        #[serde(flatten)]
+        body: Body,
+    },
+    Supersede {
+        id: String,
+        #[serde(flatten)]
+        body: Body,
+    },
+    Forget {
+        id: String,
+        #[serde(default)]
+        reason: Option<String>,
+    },
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct Body {
+    text: String,
+    #[serde(default)]
+    kind: Option<String>,
+    #[serde(default)]
+    title: Option<String>,
+    #[serde(default)]
+    tags: Vec<String>,
+    #[serde(default)]
+    importance: Option<f32>,
+    #[serde(default)]
+    scene: Option<String>,
+    #[serde(default)]
+    privacy: Option<String>,
+}
+
+/// The memories sent to the model: the window's live short-term chat and
+/// long-term facts, without secrets unless allowed, at most `max_memories`
+/// (the latest).
+pub(crate) fn input<'a>(
+    view: &'a JournalView,
+    cfg: &ModelConfig,
+    opts: &RunOptions,
+) -> Vec<&'a History> {
+    let mut out: Vec<&History> = view
+        .live()
+        .filter(|h| opts.window.contains(h.first.ts) || opts.window.contains(h.last.ts))
+        .filter(|h| cfg.send_secret || h.last.privacy != Privacy::Secret)
+        .collect();
+    if out.len() > cfg.max_memories {
+        out.drain(..out.len() - cfg.max_memories);
+    }
+    out
+}
+
+/// Runs the model pass and applies (or, in a dry run, only validates) what it proposes.
+pub(crate) fn run(
+    hub: &Hub,
+    cfg: &SleepConfig,
+    opts: &RunOptions,
+    view: &JournalView,
+    run_id: &str,
+    report: &mut RunReport,
+) -> Result<()> {
+    let shown = input(view, &cfg.model, opts);
+    if shown.is_empty() {
+        return Ok(());
+    }
+    let memories: Vec<InputMemory> = shown
+        .iter()
+        .map(|h| InputMemory {
+            id: h.last.id.clone(),
+            scene: h.last.scene.to_string(),
+            stage: h.last.stage,
+            kind: h.last.kind.clone(),
+            privacy: h.last.privacy,
+            ts: h.last.ts,
+            text: h.last.text.clone(),
+        })
+        .collect();
+    let answer = match cfg.model.kind {
+        ModelKind::None => return Ok(()),
+        ModelKind::Openai => ask_openai(&cfg.model, &memories)?,
+        ModelKind::Command => ask_command(&cfg.model, &memories)?,
+    };
+    let ops = operations(&answer)?;
+    report.proposed = ops.len();
+    let by_id: HashMap<&str, &History> = shown.iter().map(|h| (h.last.id.as_str(), *h)).collect();
+    let mut writes: Vec<(serde_json::Value, WriteRequest, Option<String>)> = Vec::new();
+    let mut forgets: Vec<(serde_json::Value, String, Option<String>)> = Vec::new();
+    for raw in ops {
+        match validate(&raw, &by_id, run_id) {
+            Ok(Valid::Write(req)) => {
+                let old = req.supersedes.clone();
+                writes.push((raw, *req, old));
+            }
+            Ok(Valid::Forget(id, reason)) => forgets.push((raw, id, reason)),
+            Err(reason) => report.rejected.push(Rejected {
+                operation: raw,
+                reason,
+            }),
+        }
+    }
+    // An id both rewritten and forgotten in one answer is ambiguous: refuse the forget.
+    forgets.retain(|(raw, id, _)| {
+        let clash = writes.iter().any(|(_, _, old)| old.as_deref() == Some(id));
+        if clash {
+            report.rejected.push(Rejected {
+                operation: raw.clone(),
+                reason: format!("{id} is also superseded in this answer"),
+            });
+        }
+        !clash
+    });
+    if opts.dry_run {
+        report
+            .accepted
+            .extend(writes.into_iter().map(|(raw, _, _)| raw));
+        report
+            .accepted
+            .extend(forgets.into_iter().map(|(raw, _, _)| raw));
+        return Ok(());
+    }
+    let (raws, reqs): (Vec<_>, Vec<_>) = writes.into_iter().map(|(raw, req, _)| (raw, req)).unzip();
+    let outcomes = hub.write_batch(reqs.clone())?;
+    for ((raw, req), outcome) in raws.into_iter().zip(reqs).zip(outcomes) {
+        match outcome {
+            Ok(w) if w.action == WriteAction::Add => {
+                if let Some(old) = req.supersedes {
+                    report.superseded.push(Superseded {
+                        old,
+                        new: w.id.clone(),
+                    });
+                }
+                report.written.push(w.id);
+                report.accepted.push(raw);
+            }
+            Ok(w) => report.rejected.push(Rejected {
+                operation: raw,
+                reason: format!("same as {}", w.id),
+            }),
+            Err(e) => report.rejected.push(Rejected {
+                operation: raw,
+                reason: e.to_string(),
+            }),
+        }
+    }
+    for (raw, id, reason) in forgets {
+        let before = by_id[id.as_str()].last.clone();
+        let why = forget_reason(run_id, reason.as_deref());
+        match hub.forget(&id, Some(why), SOURCE, &Filter::all()) {
+            Ok(()) => {
+                report.forgotten.push(Forgotten { id, reason, before });
+                report.accepted.push(raw);
+            }
+            Err(e) => report.rejected.push(Rejected {
+                operation: raw,
+                reason: e.to_string(),
+            }),
+        }
+    }
+    Ok(())
+}
+
+enum Valid {
+    Write(Box<WriteRequest>),
+    Forget(String, Option<String>),
+}
+
+fn validate(
+    raw: &serde_json::Value,
+    shown: &HashMap<&str, &History>,
+    run_id: &str,
+) -> std::result::Result<Valid, String> {
+    let op: Operation =
+        serde_json::from_value(raw.clone()).map_err(|e| format!("malformed operation: {e}"))?;
+    let known = |id: &str| {
+        shown
+            .get(id)
+            .copied()
+            .ok_or_else(|| format!("{id} is not one of the memories given to the model"))
+    };
+    match op {
+        Operation::Forget { id, reason } => {
+            if known(&id)?.last.tier == Some(Tier::T0) {
+                return Err(format!(
+                    "{id} is pinned (tier t0); consolidation never forgets it"
+                ));
+            }
+            Ok(Valid::Forget(id, reason))
+        }
+        Operation::Write { from, body } => {
+            if from.is_empty() {
+                return Err("a write must name the memories it is based on in `from`".into());
+            }
+            let sources = from
+                .iter()
+                .map(|id| known(id))
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            let scene = sources[0].last.scene.clone();
+            if let Some(other) = sources.iter().find(|h| h.last.scene != scene) {
+                return Err(format!(
+                    "cross-scene: {} is in {scene} but {} is in {}",
+                    sources[0].last.id, other.last.id, other.last.scene
+                ));
+            }
+            let floor = sources
+                .iter()
+                .map(|h| h.last.privacy)
+                .max()
+                .expect("at least one source");
+            let subject = sources[0].last.subject;
+            let kind = body.kind.clone().unwrap_or_else(|| "fact".into());
+            let importance = body.importance.unwrap_or(0.6);
+            request(body, scene, floor, subject, kind, importance, None, run_id)
+        }
+        Operation::Supersede { id, body } => {
+            let old = known(&id)?;
+            let kind = body.kind.clone().unwrap_or_else(|| old.last.kind.clone());
+            let importance = body.importance.unwrap_or(old.last.importance);
+            request(
+                body,
+                old.last.scene.clone(),
+                old.last.privacy,
+                old.last.subject,
+                kind,
+                importance,
+                Some(id),
+                run_id,
+            )
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn request(
+    body: Body,
+    scene: Scene,
+    floor: Privacy,
+    subject: crate::model::Subject,
+    kind: String,
+    importance: f32,
+    supersedes: Option<String>,
+    run_id: &str,
+) -> std::result::Result<Valid, String> {
+    if let Some(s) = &body.scene
+        && s.trim() != scene.as_str()
+    {
+        return Err(format!(
+            "cross-scene: the memory lives in {scene}, the operation asks for {s}"
+        ));
+    }
+    let privacy = match &body.privacy {
+        Some(p) => p.parse::<Privacy>().map_err(|e| e.to_string())?,
+        None => floor,
+    };
+    if privacy < floor {
+        return Err(format!(
+            "privacy {privacy} is less private than the {floor} it is based on"
+        ));
+    }
+    if body.text.trim().is_empty() {
+        return Err("text must not be empty".into());
+    }
+    if !(0.0..=1.0).contains(&importance) || importance.is_nan() {
+        return Err("importance must be between 0 and 1".into());
+    }
+    let mut req = WriteRequest::new(scene, body.text, SOURCE);
+    req.origin = SOURCE.into();
+    req.kind = parse_kind(&kind).map_err(|e| e.to_string())?;
+    req.stage = Stage::Long;
+    req.title = body.title;
+    req.tags = parse_tags(&body.tags).map_err(|e| e.to_string())?;
+    req.privacy = privacy;
+    req.subject = subject;
+    req.importance = importance;
+    req.supersedes = supersedes;
+    req.run = Some(run_id.to_string());
+    Ok(Valid::Write(Box::new(req)))
+}
+
+/// The operations in a model's answer: `{"operations":[...]}` or a bare
+/// array, possibly wrapped in a Markdown code fence.
+fn operations(answer: &str) -> Result<Vec<serde_json::Value>> {
+    let bad = |why: String| Error::Internal(format!("the consolidation model answered {why}"));
+    let text = answer.trim();
+    let text = text
+        .strip_prefix("```json")
+        .or_else(|| text.strip_prefix("```"))
+        .map(|t| t.trim_end().trim_end_matches("```"))
+        .unwrap_or(text)
+        .trim();
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| bad(format!("something that is not JSON ({e})")))?;
+    match value {
+        serde_json::Value::Array(ops) => Ok(ops),
+        serde_json::Value::Object(mut o) => match o.remove("operations") {
+            Some(serde_json::Value::Array(ops)) => Ok(ops),
+            _ => Err(bad("an object without an `operations` list".into())),
+        },
+        _ => Err(bad("neither a list nor an object".into())),
+    }
+}
+
+fn ask_command(cfg: &ModelConfig, memories: &[InputMemory]) -> Result<String> {
+    let (program, args) = cfg
+        .command
+        .split_first()
+        .ok_or_else(|| Error::invalid("sleep.model.command is empty"))?;
+    let input = serde_json::json!({ "instructions": INSTRUCTIONS, "memories": memories });
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| Error::Internal(format!("cannot start {program}: {e}")))?;
+    let mut stdin = child.stdin.take().expect("stdin is piped");
+    let body = serde_json::to_vec(&input).expect("input serialises");
+    let writer = std::thread::spawn(move || stdin.write_all(&body));
+    let mut stdout = child.stdout.take().expect("stdout is piped");
+    let reader = std::thread::spawn(move || {
+        let mut out = String::new();
+        stdout.read_to_string(&mut out).map(|_| out)
+    });
+    let deadline = Instant::now() + Duration::from_secs(cfg.timeout_seconds.max(1));
+    let status = loop {
+        if let Some(status) = child
+            .try_wait()
+            .map_err(|e| Error::Internal(format!("waiting for {program}: {e}")))?
+        {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(Error::Internal(format!(
+                "{program} did not answer within {} s",
+                cfg.timeout_seconds
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // A consolidator that does not read its input is fine; a broken pipe is not an error.
+    let _ = writer.join();
+    let out = reader
+        .join()
+        .map_err(|_| Error::Internal(format!("reading the output of {program} failed")))?
+        .map_err(|e| Error::Internal(format!("reading the output of {program}: {e}")))?;
+    if !status.success() {
+        return Err(Error::Internal(format!("{program} exited with {status}")));
+    }
+    Ok(out)
+}
+
+fn ask_openai(cfg: &ModelConfig, memories: &[InputMemory]) -> Result<String> {
+    let url = format!("{}/chat/completions", cfg.base_url.trim_end_matches('/'));
+    let body = serde_json::json!({
+        "model": cfg.model,
+        "temperature": 0,
+        "stream": false,
+        "messages": [
+            { "role": "system", "content": INSTRUCTIONS },
+            { "role": "user", "content": serde_json::to_string(memories).expect("memories serialise") },
+        ],
+    });
+    let key = (!cfg.api_key_env.is_empty())
+        .then(|| std::env::var(&cfg.api_key_env).ok())
+        .flatten()
+        .filter(|k| !k.is_empty());
+    let timeout = Duration::from_secs(cfg.timeout_seconds.max(1));
+    let (status, text) = post_json(&url, &body, key.as_deref(), timeout)?;
+    if !(200..300).contains(&status) {
+        return Err(Error::Internal(format!(
+            "the consolidation model answered HTTP {status}: {}",
+            text.chars().take(300).collect::<String>()
+        )));
+    }
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        Error::Internal(format!("the consolidation model's answer is not JSON: {e}"))
+    })?;
+    value["choices"][0]["message"]["content"]
+        .as_str()
+        .map(String::from)
+        .ok_or_else(|| {
+            Error::Internal(
+                "the consolidation model's answer has no choices[0].message.content".into(),
+            )
+        })
+}
+
+/// POSTs JSON over plain HTTP/1.1 and returns the status and body.
+pub fn post_json(
+    url: &str,
+    body: &serde_json::Value,
+    bearer: Option<&str>,
+    timeout: Duration,
+) -> Result<(u16, String)> {
+    let fail = |what: String| Error::Internal(format!("{url}: {what}"));
+    let rest = url
+        .strip_prefix("http://")
+        .ok_or_else(|| Error::invalid(format!("{url}: only plain http:// URLs are supported")))?;
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    let host_port = if authority.contains(':') && !authority.ends_with(']') {
+        authority.to_string()
+    } else {
+        format!("{authority}:80")
+    };
+    let addr = host_port
+        .to_socket_addrs()
+        .map_err(|e| fail(format!("cannot resolve {authority}: {e}")))?
+        .next()
+        .ok_or_else(|| fail(format!("no address for {authority}")))?;
+    let mut stream =
+        TcpStream::connect_timeout(&addr, timeout).map_err(|e| fail(format!("connect: {e}")))?;
+    stream
+        .set_read_timeout(Some(timeout))
+        .and_then(|()| stream.set_write_timeout(Some(timeout)))
+        .map_err(|e| fail(format!("socket: {e}")))?;
+    let payload = serde_json::to_vec(body).expect("JSON serialises");
+    let mut head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n\
+         Accept: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
+        payload.len()
+    );
+    if let Some(key) = bearer {
+        head.push_str(&format!("Authorization: Bearer {key}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream
+        .write_all(head.as_bytes())
+        .and_then(|()| stream.write_all(&payload))
+        .map_err(|e| fail(format!("send: {e}")))?;
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    reader
+        .read_line(&mut line)
+        .map_err(|e| fail(format!("read: {e}")))?;
+    let status: u16 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| fail(format!("not an HTTP answer: {:?}", line.trim())))?;
+    let mut length: Option<usize> = None;
+    let mut chunked = false;
+    loop {
+        line.clear();
+        reader
+            .read_line(&mut line)
+            .map_err(|e| fail(format!("read: {e}")))?;
+        let header = line.trim();
+        if header.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = header.split_once(':') {
+            let (name, value) = (name.trim().to_ascii_lowercase(), value.trim());
+            if name == "content-length" {
+                length = value.parse().ok();
+            } else if name == "transfer-encoding" && value.eq_ignore_ascii_case("chunked") {
+                chunked = true;
+            }
+        }
+    }
+    let mut bytes = Vec::new();
+    if chunked {
+        loop {
+            line.clear();
+            reader
+                .read_line(&mut line)
+                .map_err(|e| fail(format!("read: {e}")))?;
+            let size = usize::from_str_radix(line.trim().split(';').next().unwrap_or(""), 16)
+                .map_err(|_| fail(format!("bad chunk size {:?}", line.trim())))?;
+            if size == 0 {
+                break;
+            }
+            let start = bytes.len();
+            bytes.resize(start + size, 0);
+            reader
+                .read_exact(&mut bytes[start..])
+                .map_err(|e| fail(format!("read: {e}")))?;
+            line.clear();
+            reader
+                .read_line(&mut line)
+                .map_err(|e| fail(format!("read: {e}")))?;
+        }
+    } else if let Some(n) = length {
+        bytes.resize(n, 0);
+        reader
+            .read_exact(&mut bytes)
+            .map_err(|e| fail(format!("read: {e}")))?;
+    } else {
+        reader
+            .read_to_end(&mut bytes)
+            .map_err(|e| fail(format!("read: {e}")))?;
+    }
+    Ok((status, String::from_utf8_lossy(&bytes).into_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_in_fences_or_bare() {
+        for answer in [
+            r#"{"operations":[{"op":"forget","id":"a"}]}"#,
+            "```json\n[{\"op\":\"forget\",\"id\":\"a\"}]\n```",
+            "```\n{\"operations\":[{\"op\":\"forget\",\"id\":\"a\"}]}\n```",
+        ] {
+            assert_eq!(operations(answer).unwrap().len(), 1, "{answer}");
+        }
+        for bad in ["sure! here you go", r#"{"ops":[]}"#, "42"] {
+            assert!(operations(bad).is_err(), "{bad}");
+        }
+    }
+}

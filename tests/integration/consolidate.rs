@@ -1,0 +1,659 @@
+//! Nightly consolidation (issue #7): the deterministic pass, the model pass
+//! against a fake OpenAI-compatible server on loopback, rollback, dry runs,
+//! the scheduler job and the API.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+
+use chrono::{DateTime, Duration, Local, TimeZone, Utc};
+use memory_hub::consolidate::rollback::{Target, rollback};
+use memory_hub::consolidate::{
+    self, ModelKind, RunOptions, SleepConfig, Window, report, sleep_job,
+};
+use memory_hub::hub::{Hub, WriteRequest};
+use memory_hub::model::{Privacy, Stage};
+use memory_hub::scheduler;
+use serde_json::json;
+
+use crate::http_support::Api;
+use crate::support::{TempRoot, scene, search_ids};
+
+/// Writes a short-term chat line the way ingest does.
+fn chat(hub: &Hub, scene_name: &str, text: &str, importance: f32) -> String {
+    let mut req = WriteRequest::new(scene(scene_name), text, "qq");
+    req.origin = "chat".into();
+    req.kind = "chat".into();
+    req.stage = Stage::Short;
+    req.importance = importance;
+    req.expires_at = Some(Utc::now() + Duration::hours(24));
+    hub.write(req).unwrap().id
+}
+
+fn long(hub: &Hub, scene_name: &str, text: &str) -> String {
+    hub.write(WriteRequest::new(scene(scene_name), text, "main"))
+        .unwrap()
+        .id
+}
+
+fn options(dry_run: bool) -> RunOptions {
+    let now = Utc::now();
+    RunOptions {
+        window: Window {
+            from: now - Duration::hours(1),
+            to: now + Duration::minutes(1),
+        },
+        dry_run,
+        now,
+    }
+}
+
+fn fact_line(root: &TempRoot, id: &str) -> serde_json::Value {
+    root.journal_lines()
+        .iter()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .rfind(|v| v["id"] == id && v["op"] == "put")
+        .unwrap_or_else(|| panic!("no put line for {id}"))
+}
+
+#[test]
+fn deterministic_pass_folds_promotes_and_rolls_back() {
+    let root = TempRoot::new();
+    let hub = root.hub();
+    let recalled = chat(
+        &hub,
+        "qq:owner",
+        "我下周三要去北京出差，记得提醒我带充电器",
+        0.5,
+    );
+    let near_dup = chat(
+        &hub,
+        "qq:owner",
+        "我下周三要去北京出差，记得提醒我带充电器！",
+        0.5,
+    );
+    let important = chat(
+        &hub,
+        "qq:owner",
+        "I prefer window seats on long flights",
+        0.9,
+    );
+    let noise = chat(&hub, "qq:owner", "哈哈哈好的", 0.3);
+    let elsewhere = chat(&hub, "qq:group:7", "今天群里在聊火锅", 0.3);
+    // A recall pushes the expiry out: the journal gets a later put line.
+    assert_eq!(
+        hub.extend_short_ttl(
+            std::slice::from_ref(&recalled),
+            Duration::hours(72),
+            Utc::now()
+        )
+        .unwrap(),
+        1
+    );
+    let before = search_ids(&hub, "北京出差", 10);
+
+    let cfg = SleepConfig::default();
+    let r = consolidate::run(&hub, &cfg, &options(false)).unwrap();
+    let from: Vec<&str> = r.promoted.iter().map(|p| p.from.as_str()).collect();
+    assert_eq!(from.len(), 2, "{r:#?}");
+    assert!(from.contains(&important.as_str()));
+    // The cluster's representative is the longer line; its near-duplicate folds into it.
+    assert!(from.contains(&near_dup.as_str()) || from.contains(&recalled.as_str()));
+    assert!(
+        r.folded.iter().any(|f| f.ids.len() == 1
+            && [recalled.as_str(), near_dup.as_str()].contains(&f.into.as_str()))
+    );
+    assert_eq!(
+        r.expiring, 2,
+        "noise and the group chat expire: {noise} {elsewhere}"
+    );
+    assert_eq!(r.written.len(), 2);
+    for id in &r.written {
+        let line = fact_line(&root, id);
+        assert_eq!(line["source"], "sleep");
+        assert_eq!(line["stage"], "long");
+        assert_eq!(line["run"], r.run.as_str());
+        assert!(id.starts_with("sleep-qq-owner-"), "{id}");
+        assert!(line["supersedes"].is_string());
+    }
+    assert!(
+        root.path()
+            .join(format!("data/consolidation/{}.json", r.run))
+            .exists()
+    );
+    // A second run over the same chat promotes nothing new.
+    let again = consolidate::run(&hub, &cfg, &options(false)).unwrap();
+    assert!(again.written.is_empty(), "{again:#?}");
+
+    let start = r.started - Duration::seconds(1);
+    let undone = rollback(&hub, &Target::Run(r.run.clone()), false).unwrap();
+    assert_eq!(undone.forgotten.len(), 2);
+    // The same memories come back. (Their order may differ: tantivy's BM25
+    // statistics count the promoted facts' deleted documents until segments
+    // merge, and these two chats score within a hair of each other.)
+    let sorted = |mut v: Vec<String>| {
+        v.sort();
+        v
+    };
+    assert_eq!(
+        sorted(search_ids(&hub, "北京出差", 10)),
+        sorted(before.clone())
+    );
+    let saved = report::load(&root.layout(), &r.run).unwrap();
+    assert!(saved.rolled_back.is_some());
+    // Rolling back twice finds nothing left to undo.
+    let twice = rollback(&hub, &Target::Run(r.run.clone()), false).unwrap();
+    assert!(twice.forgotten.is_empty() && twice.restored.is_empty());
+    // Once rolled back, the chat can be promoted again; rolling back by
+    // source and time undoes every run since.
+    let third = consolidate::run(&hub, &cfg, &options(false)).unwrap();
+    assert_eq!(third.written.len(), 2);
+    let by_source = Target::SourceSince {
+        source: "sleep".into(),
+        since: start,
+    };
+    let lines = root.journal_lines().len();
+    let preview = rollback(&hub, &by_source, true).unwrap();
+    assert_eq!(preview.forgotten.len(), 2);
+    assert_eq!(
+        root.journal_lines().len(),
+        lines,
+        "a dry run appends nothing"
+    );
+    drop(hub);
+    let out = root.memd(&[
+        "rollback",
+        "--source",
+        "sleep",
+        "--since",
+        &start.to_rfc3339(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let hub = root.hub();
+    assert_eq!(search_ids(&hub, "北京出差", 10), before);
+}
+
+#[test]
+fn stale_long_term_memories_are_reported_only() {
+    let root = TempRoot::new();
+    let hub = root.hub();
+    let mut req = WriteRequest::new(scene("main"), "an old unimportant note", "main");
+    req.importance = 0.2;
+    req.ts = Some(Utc::now() - Duration::days(200));
+    let old = hub.write(req).unwrap().id;
+    let fresh = long(&hub, "main", "a fresh note");
+    let lines = root.journal_lines().len();
+    let r = consolidate::run(&hub, &SleepConfig::default(), &options(false)).unwrap();
+    let stale: Vec<&str> = r.stale.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(stale, [old.as_str()], "{fresh} is not stale");
+    assert_eq!(root.journal_lines().len(), lines, "flagging writes nothing");
+}
+
+#[test]
+fn dry_run_changes_nothing() {
+    let root = TempRoot::new();
+    {
+        let hub = root.hub();
+        chat(
+            &hub,
+            "main",
+            "remember that the car insurance renews in March",
+            0.9,
+        );
+        chat(&hub, "main", "ok", 0.1);
+    }
+    let journal = |root: &TempRoot| {
+        let dir = root.path().join("memories/facts");
+        let mut all = Vec::new();
+        let mut names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        names.sort();
+        for p in names {
+            all.extend(std::fs::read(p).unwrap());
+        }
+        all
+    };
+    let bytes = journal(&root);
+    let today = Local::now().date_naive().to_string();
+    let out = root.memd(&["consolidate", "--dry-run", "--date", &today]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("would promote"), "{stdout}");
+    assert!(stdout.contains("car insurance"), "{stdout}");
+    assert!(stdout.contains("nothing changed"), "{stdout}");
+    assert_eq!(journal(&root), bytes, "the journal is byte-identical");
+    assert!(!root.path().join("data/consolidation").exists());
+    // The real run through the CLI writes, and says so in JSON.
+    let v = root.memd_json(&["consolidate", "--date", &today]);
+    assert_eq!(v["written"].as_array().unwrap().len(), 1, "{v}");
+    assert_ne!(journal(&root), bytes);
+}
+
+/// A one-connection-at-a-time fake chat-completions server on loopback that
+/// answers every request with `content` and keeps the request bodies.
+fn fake_model(content: String) -> (String, Arc<Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let bodies = Arc::clone(&seen);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut line = String::new();
+            let mut length = 0usize;
+            let mut path = String::new();
+            loop {
+                line.clear();
+                reader.read_line(&mut line).unwrap();
+                if path.is_empty() {
+                    path = line.split_whitespace().nth(1).unwrap_or("").to_string();
+                }
+                let l = line.trim().to_ascii_lowercase();
+                if l.is_empty() {
+                    break;
+                }
+                if let Some(v) = l.strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap();
+                }
+            }
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            bodies
+                .lock()
+                .unwrap()
+                .push(String::from_utf8(body).unwrap());
+            let answer = json!({
+                "id": "chatcmpl-1",
+                "object": "chat.completion",
+                "choices": [{ "index": 0, "message": { "role": "assistant", "content": content }, "finish_reason": "stop" }],
+            })
+            .to_string();
+            let status = if path == "/v1/chat/completions" {
+                "200 OK"
+            } else {
+                "404 Not Found"
+            };
+            let mut s = stream;
+            let _ = write!(
+                s,
+                "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
+                answer.len()
+            );
+        }
+    });
+    (format!("http://{addr}/v1"), seen)
+}
+
+#[test]
+fn model_pass_applies_valid_operations_and_rollback_restores_search() {
+    let root = TempRoot::new();
+    let queries = ["乌龙茶", "上海", "杭州", "带伞", "聚餐", "保险箱"];
+    let (umbrella, before, run) = {
+        let hub = root.hub();
+        let tea = chat(&hub, "main", "我喜欢喝乌龙茶，不加糖", 0.5);
+        let moved = long(&hub, "main", "主人住在上海");
+        let umbrella = long(&hub, "main", "临时：明天出门带伞");
+        let party = chat(&hub, "qq:group:7", "群里说周五一起聚餐", 0.5);
+        let mut req = WriteRequest::new(scene("main"), "保险箱的位置在书房", "main");
+        req.privacy = Privacy::Secret;
+        let secret = hub.write(req).unwrap().id;
+        let ops = json!({ "operations": [
+            { "op": "write", "from": [tea], "text": "主人喜欢无糖乌龙茶", "kind": "preference", "importance": 0.8 },
+            { "op": "supersede", "id": moved, "text": "主人搬到了杭州" },
+            { "op": "forget", "id": umbrella, "reason": "过期的临时提醒" },
+            { "op": "write", "from": [tea, party], "text": "跨场景合并" },
+            { "op": "write", "from": [tea], "text": "搬到群里", "scene": "qq:group:7" },
+            { "op": "supersede", "id": moved, "text": "降低隐私", "privacy": "normal", "scene": "pet" },
+            { "op": "forget", "id": secret },
+            { "op": "write", "text": 5 },
+            { "op": "explode", "id": tea },
+            "not even an object",
+        ]});
+        let (base_url, seen) = fake_model(format!("```json\n{ops}\n```"));
+        let mut cfg = SleepConfig::default();
+        cfg.model.kind = ModelKind::Openai;
+        cfg.model.base_url = base_url;
+        cfg.model.model = "test-model".into();
+        let before: Vec<Vec<String>> = queries.iter().map(|q| search_ids(&hub, q, 10)).collect();
+
+        let r = consolidate::run(&hub, &cfg, &options(false)).unwrap();
+        assert_eq!(r.proposed, 10);
+        assert_eq!(r.accepted.len(), 3, "{r:#?}");
+        assert_eq!(r.rejected.len(), 7, "{r:#?}");
+        let reasons: Vec<&str> = r.rejected.iter().map(|x| x.reason.as_str()).collect();
+        assert_eq!(
+            reasons.iter().filter(|x| x.contains("cross-scene")).count(),
+            3,
+            "{reasons:#?}"
+        );
+        assert!(reasons.iter().any(|x| x.contains("malformed")));
+        assert!(
+            reasons
+                .iter()
+                .any(|x| x.contains("not one of the memories"))
+        );
+        assert_eq!(r.written.len(), 2);
+        assert_eq!(r.superseded.len(), 1);
+        assert_eq!(r.forgotten.len(), 1);
+        assert_eq!(r.forgotten[0].before.text, "临时：明天出门带伞");
+        // The secret memory never left the process.
+        let sent = seen.lock().unwrap().join("\n");
+        assert!(
+            sent.contains("乌龙茶") && !sent.contains("保险箱"),
+            "{sent}"
+        );
+        assert!(sent.contains("\"model\":\"test-model\""));
+        // The new facts are in search, the forgotten one is not.
+        assert!(!search_ids(&hub, "杭州", 10).is_empty());
+        assert!(search_ids(&hub, "带伞", 10).is_empty());
+        let new_tea = fact_line(&root, &r.written[0]);
+        assert_eq!(new_tea["scene"], "main");
+        assert_eq!(new_tea["source"], "sleep");
+        assert_eq!(new_tea["run"], r.run.as_str());
+        let after: Vec<Vec<String>> = queries.iter().map(|q| search_ids(&hub, q, 10)).collect();
+        assert_ne!(after, before);
+        (umbrella, before, r.run)
+    };
+    // Roll back through the real binary, then search again.
+    let lines = root.journal_lines().len();
+    let out = root.memd(&["rollback", "--run", &run]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("2 forgotten, 1 restored"), "{stdout}");
+    assert_eq!(root.journal_lines().len(), lines + 3, "append-only");
+    let hub = root.hub();
+    let restored: Vec<Vec<String>> = queries.iter().map(|q| search_ids(&hub, q, 10)).collect();
+    assert_eq!(
+        restored, before,
+        "rollback restores the exact prior results"
+    );
+    let line = fact_line(&root, &umbrella);
+    assert_eq!(line["text"], "临时：明天出门带伞");
+}
+
+#[test]
+fn model_pass_through_a_command_and_its_failures() {
+    let root = TempRoot::new();
+    let hub = root.hub();
+    let note = chat(&hub, "main", "周末要去爬山", 0.5);
+    let mut cfg = SleepConfig::default();
+    cfg.model.kind = ModelKind::Command;
+    let mut req = WriteRequest::new(scene("main"), "主人的体检报告显示血压偏高", "main");
+    req.privacy = Privacy::Personal;
+    let personal = hub.write(req).unwrap().id;
+    let mut req = WriteRequest::new(scene("main"), "主人的名字叫小林", "main");
+    req.tier = Some(memory_hub::model::Tier::T0);
+    let pinned = hub.write(req).unwrap().id;
+    let answer = json!({"operations": [
+        {"op": "write", "from": [note], "text": "主人周末爬山"},
+        {"op": "write", "from": [personal], "text": "主人血压偏高", "privacy": "normal"},
+        {"op": "write", "from": [note, personal], "text": "主人周末爬山，注意血压"},
+        {"op": "forget", "id": pinned},
+    ]});
+    cfg.model.command = vec![
+        "sh".into(),
+        "-c".into(),
+        format!("cat >/dev/null; echo '{answer}'"),
+    ];
+    let r = consolidate::run(&hub, &cfg, &options(false)).unwrap();
+    assert_eq!(r.written.len(), 2, "{r:#?}");
+    assert!(r.rejected[0].reason.contains("less private"), "{r:#?}");
+    assert!(r.rejected[1].reason.contains("pinned"), "{r:#?}");
+    // A write from a personal and a normal line is personal.
+    assert_eq!(fact_line(&root, &r.written[1])["privacy"], "personal");
+    // A consolidator that answers nonsense fails the run (the scheduler retries).
+    cfg.model.command = vec!["sh".into(), "-c".into(), "echo 'I am a teapot'".into()];
+    let err = consolidate::run(&hub, &cfg, &options(false)).unwrap_err();
+    assert!(err.to_string().contains("not JSON"), "{err}");
+}
+
+fn local(s: &str) -> DateTime<Utc> {
+    let naive = chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M").unwrap();
+    Local
+        .from_local_datetime(&naive)
+        .earliest()
+        .unwrap()
+        .with_timezone(&Utc)
+}
+
+#[test]
+fn sleep_job_runs_once_per_day_retries_and_survives_restarts() {
+    let root = TempRoot::new();
+    let hub = root.hub();
+    chat(&hub, "main", "remember to water the plants", 0.9);
+    let path = scheduler::state_path(&hub);
+    let mut cfg = SleepConfig {
+        enabled: true,
+        retry_minutes: 30,
+        ..SleepConfig::default()
+    };
+    // First the model is missing: the run fails and is retried with backoff.
+    cfg.model.kind = ModelKind::Command;
+    cfg.model.command = vec!["/nonexistent/consolidator".into()];
+    let failing = || vec![sleep_job(cfg.clone()).unwrap()];
+    assert_eq!(
+        scheduler::tick(&hub, &failing(), &path, local("2026-11-30 02:59")),
+        Vec::<&str>::new()
+    );
+    assert_eq!(
+        scheduler::tick(&hub, &failing(), &path, local("2026-11-30 03:05")),
+        ["sleep"]
+    );
+    let status = consolidate::status(&hub, &cfg, local("2026-11-30 03:06"));
+    assert_eq!(status.result, Some("error"));
+    assert_eq!(status.next_run, Some(local("2026-11-30 03:35")));
+    assert!(scheduler::tick(&hub, &failing(), &path, local("2026-11-30 03:20")).is_empty());
+    // The model is fixed and the daemon restarted: the retry succeeds...
+    cfg.model.kind = ModelKind::None;
+    let jobs = || vec![sleep_job(cfg.clone()).unwrap()];
+    assert_eq!(
+        scheduler::tick(&hub, &jobs(), &path, local("2026-11-30 03:40")),
+        ["sleep"]
+    );
+    // ... and never runs twice that day, across restarts.
+    assert!(scheduler::tick(&hub, &jobs(), &path, local("2026-11-30 03:41")).is_empty());
+    assert!(scheduler::tick(&hub, &jobs(), &path, local("2026-11-30 23:59")).is_empty());
+    let status = consolidate::status(&hub, &cfg, local("2026-11-30 12:00"));
+    assert_eq!(status.result, Some("ok"));
+    assert_eq!(status.next_run, Some(local("2026-12-01 03:00")));
+    assert_eq!(
+        scheduler::tick(&hub, &jobs(), &path, local("2026-12-01 03:00")),
+        ["sleep"]
+    );
+    let runs = report::list(&root.layout()).unwrap();
+    assert_eq!(runs.len(), 3, "two runs and the failed one: {runs:#?}");
+    assert_eq!(runs.iter().map(|r| r.written).sum::<usize>(), 1);
+}
+
+#[tokio::test]
+async fn api_lists_runs_and_reports_for_admins_only_and_health_shows_the_job() {
+    let api = Api::new();
+    chat(&api.hub, "main", "the wifi password changed last week", 0.9);
+    let r = consolidate::run(&api.hub, &SleepConfig::default(), &options(false)).unwrap();
+    let root = api.token("root", "dsh-desktop");
+    let pet = api.token("pet", "pet");
+    let (status, v) = api.get("/v1/consolidation/runs", Some(&root)).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["runs"][0]["run"], r.run.as_str());
+    assert_eq!(v["runs"][0]["promoted"], 1);
+    let (status, _) = api.get("/v1/consolidation/runs", Some(&pet)).await;
+    assert_eq!(status, 403);
+    let v = api
+        .ok("/v1/consolidation/report", &root, json!({ "run": r.run }))
+        .await;
+    assert_eq!(v["written"].as_array().unwrap().len(), 1);
+    let (status, _) = api
+        .post(
+            "/v1/consolidation/report",
+            &root,
+            json!({ "run": "run-nope" }),
+        )
+        .await;
+    assert_eq!(status, 404);
+    let (status, _) = api
+        .post("/v1/consolidation/report", &root, json!({ "run": "../x" }))
+        .await;
+    assert_eq!(status, 400);
+    // Rolling back and running again over HTTP, while the daemon holds the lock.
+    let preview = api
+        .ok(
+            "/v1/consolidation/rollback",
+            &root,
+            json!({ "run": r.run, "dry_run": true }),
+        )
+        .await;
+    assert_eq!(preview["forgotten"].as_array().unwrap().len(), 1);
+    let done = api
+        .ok("/v1/consolidation/rollback", &root, json!({ "run": r.run }))
+        .await;
+    assert_eq!(done["forgotten"], preview["forgotten"]);
+    let (status, _) = api
+        .post(
+            "/v1/consolidation/rollback",
+            &root,
+            json!({ "source": "sleep" }),
+        )
+        .await;
+    assert_eq!(status, 400);
+    let (status, _) = api
+        .post("/v1/consolidation/rollback", &pet, json!({ "run": r.run }))
+        .await;
+    assert_eq!(status, 403);
+    let (status, _) = api.post("/v1/consolidation/run", &pet, json!({})).await;
+    assert_eq!(status, 403);
+    let dry = api
+        .ok("/v1/consolidation/run", &root, json!({ "dry_run": true }))
+        .await;
+    assert_eq!(dry["promoted"].as_array().unwrap().len(), 1);
+    assert!(dry["written"].as_array().unwrap().is_empty());
+    let again = api.ok("/v1/consolidation/run", &root, json!({})).await;
+    assert_eq!(again["written"].as_array().unwrap().len(), 1);
+    let (_, health) = api.get("/v1/health", None).await;
+    assert_eq!(health["consolidation"]["enabled"], false, "{health}");
+    assert_eq!(health["consolidation"]["failures"], 0);
+}
+
+fn get_json(addr: &str, path: &str) -> serde_json::Value {
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).unwrap();
+    let (_, body) = raw.split_once("\r\n\r\n").unwrap();
+    serde_json::from_str(body).unwrap()
+}
+
+#[test]
+fn serve_runs_the_enabled_sleep_job_and_health_reports_it() {
+    let root = TempRoot::new();
+    {
+        let hub = root.hub();
+        chat(
+            &hub,
+            "main",
+            "the dentist appointment moved to Thursday",
+            0.9,
+        );
+    }
+    // At 00:00 the job is due as soon as the daemon starts.
+    std::fs::write(
+        root.path().join("config.json"),
+        json!({ "sleep": { "enabled": true, "at": "00:00" }, "backup": { "daily": false } })
+            .to_string(),
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_memd"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("MEMD_ROOT", root.path())
+        .env("MEMD_MODELS_DIR", root.path().join("no-models"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("listening on http://")
+        .unwrap()
+        .to_string();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let health = loop {
+        let health = get_json(&addr, "/v1/health");
+        if health["consolidation"]["result"] == "ok" || std::time::Instant::now() > deadline {
+            break health;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    let c = &health["consolidation"];
+    assert_eq!(c["enabled"], true, "{health}");
+    assert_eq!(c["result"], "ok", "{health}");
+    let next: DateTime<Utc> = c["next_run"].as_str().unwrap().parse().unwrap();
+    assert!(next > Utc::now(), "next run is tomorrow: {health}");
+    let runs = report::list(&root.layout()).unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].promoted, 1);
+}
+
+#[test]
+fn a_fact_restored_in_a_later_month_survives_a_reindex() {
+    let root = TempRoot::new();
+    let run = {
+        let hub = root.hub();
+        let mut req = WriteRequest::new(
+            scene("main"),
+            "old reminder about the boiler service",
+            "main",
+        );
+        req.ts = Some(Utc::now() - Duration::days(40));
+        let old = hub.write(req).unwrap().id;
+        let mut cfg = SleepConfig::default();
+        cfg.model.kind = ModelKind::Command;
+        let answer = json!({"operations": [{"op": "forget", "id": old}]});
+        cfg.model.command = vec![
+            "sh".into(),
+            "-c".into(),
+            format!("cat >/dev/null; echo '{answer}'"),
+        ];
+        let mut opts = options(false);
+        opts.window.from = Utc::now() - Duration::days(60);
+        let r = consolidate::run(&hub, &cfg, &opts).unwrap();
+        assert_eq!(r.forgotten.len(), 1, "{r:#?}");
+        assert!(search_ids(&hub, "boiler", 10).is_empty());
+        let undone = rollback(&hub, &Target::Run(r.run.clone()), false).unwrap();
+        assert_eq!(undone.restored, [old]);
+        assert_eq!(search_ids(&hub, "boiler", 10).len(), 1);
+        r.run
+    };
+    let out = root.memd(&["reindex"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let hub = root.hub();
+    assert_eq!(search_ids(&hub, "boiler", 10).len(), 1, "after {run}");
+}
