@@ -12,7 +12,7 @@ export MEMD_ROOT="${MEMD_ROOT:-$PWD}"
 
 bash scripts/setup.sh
 cargo build --release
-memd=target/release/memd
+memd="${CARGO_TARGET_DIR:-target}/release/memd"
 
 active_tokens() {
   "$memd" token list --json | python3 -c \
