@@ -85,6 +85,7 @@ pub mod ids;
 pub mod index;
 pub mod model;
 pub mod policy;
+pub mod query;
 pub mod scheduler;
 pub mod search;
 pub mod store;
