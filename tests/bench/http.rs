@@ -191,10 +191,11 @@ pub fn run(n: usize, nq: usize, model: Model) -> Vec<Row> {
     let (_, secret) = auth::issue(
         &layout.tokens(),
         &IssueRequest {
+            // The root preset (every scope, admin) plus every scene of the corpus.
             name: "bench".into(),
-            preset: None,
+            preset: Some("dsh-desktop".into()),
             scopes: Vec::new(),
-            scenes: Vec::new(),
+            scenes: corpus::SCENES.iter().map(|s| s.to_string()).collect(),
         },
     )
     .unwrap();
