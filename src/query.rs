@@ -33,6 +33,20 @@ pub const SEMANTIC_CHARS: usize = 1000;
 /// re-rank (the seed says 6; 3 measured better on LoCoMo: 0.545 → 0.563 fulltext).
 pub const LONG_QUERY_TERMS: usize = 3;
 
+/// Chinese particles: a bigram holding one carries little signal.
+const ZH_PARTICLES: &str = "的了吗呢吧啊呀嘛哦哈么啦";
+/// Chinese function characters: a bigram made only of these carries little signal.
+const ZH_FUNCTION: &str = "我你他她它们是在有这那就都也还很不要会说个一和对";
+/// Weight factor for low-signal Chinese bigrams.
+pub const ZH_FUNCTION_WEIGHT: f32 = 0.5;
+
+/// Whether a CJK bigram is mostly grammar (`你知`, `我要`, `好吗`).
+fn low_signal(term: &Term) -> bool {
+    term.kind == crate::index::tokenizer::TermKind::Bigram
+        && (term.text.chars().any(|c| ZH_PARTICLES.contains(c))
+            || term.text.chars().all(|c| ZH_FUNCTION.contains(c)))
+}
+
 /// One turn of a dialogue query.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Turn {
@@ -181,6 +195,11 @@ pub fn plan(query: &str) -> QueryPlan {
             None => turn.text.clone(),
         };
         for term in tokenize(&text) {
+            let weight = if low_signal(&term) {
+                weight * ZH_FUNCTION_WEIGHT
+            } else {
+                weight
+            };
             match all.iter_mut().find(|w| w.term.text == term.text) {
                 Some(w) => w.weight = w.weight.max(weight),
                 None => all.push(WeightedTerm { term, weight }),
@@ -252,6 +271,15 @@ mod tests {
         let long = "x".repeat(SEMANTIC_CHARS);
         let q = format!("<A>:\"{long}\"\n<B>:\"the last words\"");
         assert_eq!(plan(&q).semantic, "<B>:\"the last words\"");
+    }
+
+    #[test]
+    fn grammar_bigrams_weigh_less() {
+        let p = plan("我要去公园吗");
+        let w = |s: &str| p.terms.iter().find(|w| w.term.text == s).unwrap().weight;
+        assert_eq!(w("公园"), 1.0);
+        assert!(w("我要") < 1.0);
+        assert!(w("园吗") < 1.0);
     }
 
     #[test]
