@@ -130,6 +130,7 @@ pub mod loopback;
 pub mod mcp;
 pub mod model;
 pub mod policy;
+pub mod query;
 pub mod scheduler;
 pub mod search;
 pub mod store;

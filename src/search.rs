@@ -26,6 +26,7 @@ use crate::index::filter::Filter;
 use crate::index::fusion;
 use crate::index::tokenizer::{Term, is_stop_word, tokenize};
 use crate::model::Memory;
+use crate::query::{QueryPlan, WeightedTerm};
 
 /// How a query is matched.
 #[derive(
@@ -172,16 +173,16 @@ pub fn search(
         }
         (m, Some(e)) => (m, Some(e)),
     };
-    let terms = query_terms(&req.query);
-    let term_texts = terms.iter().map(|t| t.text.clone()).collect();
+    let plan = crate::query::plan(&req.query);
+    let term_texts = plan.terms.iter().map(|w| w.term.text.clone()).collect();
     let mut mode = mode;
     let mut fallback = None;
     let scored: Vec<(String, f32, Pass)> = match (mode, embedder) {
-        (SearchMode::Semantic, Some(e)) => semantic_ranking(index, e, req, limit)?,
+        (SearchMode::Semantic, Some(e)) => semantic_ranking(index, e, &plan, req, limit)?,
         (SearchMode::Hybrid, Some(e)) => {
             let depth = HYBRID_DEPTH.max(limit);
-            let text = fulltext_ranking(index, &terms, &req.filter, depth, cfg)?;
-            let semantic = match semantic_ranking(index, e, req, depth) {
+            let text = fulltext_ranking(index, &plan, &req.filter, depth, cfg)?;
+            let semantic = match semantic_ranking(index, e, &plan, req, depth) {
                 Ok(s) => s,
                 // E.g. the index holds vectors of another model: full text still answers.
                 Err(err) if err.code() == crate::error::ErrorCode::EmbeddingUnavailable => {
@@ -210,7 +211,7 @@ pub fn search(
             })
             .collect()
         }
-        _ => fulltext_ranking(index, &terms, &req.filter, limit, cfg)?,
+        _ => fulltext_ranking(index, &plan, &req.filter, limit, cfg)?,
     };
     let ids: Vec<String> = scored.iter().map(|(id, _, _)| id.clone()).collect();
     let mut rows = index.meta.get_many(&ids, &req.filter)?;
@@ -237,22 +238,41 @@ pub fn search(
     })
 }
 
+/// Long conversational queries: how far the OR pass reaches before the coverage re-rank.
+pub const COVERAGE_DEPTH: usize = 200;
+/// Weight of query coverage against normalised BM25 in the re-rank (seed: 6.0).
+pub const COVERAGE_BOOST: f32 = 6.0;
+
 /// The AND pass, then the OR pass when AND finds fewer than
-/// `orFallbackMinHits`: `(id, BM25, pass)`, AND hits first.
+/// `orFallbackMinHits`: `(id, score, pass)`, AND hits first. A conversational
+/// query (see [`crate::query`]) skips the AND pass, which it could never pass,
+/// and its OR hits are re-ranked by coverage.
 fn fulltext_ranking(
     index: &Index,
-    terms: &[Term],
+    plan: &QueryPlan,
     filter: &Filter,
     limit: usize,
     cfg: &SearchConfig,
 ) -> Result<Vec<(String, f32, Pass)>> {
+    let terms: Vec<(Term, f32)> = plan
+        .terms
+        .iter()
+        .map(|w| (w.term.clone(), w.weight))
+        .collect();
+    if plan.conversational {
+        let depth = COVERAGE_DEPTH.max(limit);
+        let hits = index.text_search_weighted(&terms, filter, false, depth)?;
+        let mut scored = coverage_rerank(index, &plan.terms, hits, filter)?;
+        scored.truncate(limit);
+        return Ok(scored);
+    }
     let mut scored: Vec<(String, f32, Pass)> = index
-        .text_search(terms, filter, true, limit)?
+        .text_search_weighted(&terms, filter, true, limit)?
         .into_iter()
         .map(|h| (h.id, h.score, Pass::And))
         .collect();
     if terms.len() > 1 && scored.len() < cfg.or_fallback_min_hits.min(limit) {
-        let or_hits = index.text_search(terms, filter, false, limit)?;
+        let or_hits = index.text_search_weighted(&terms, filter, false, limit)?;
         for h in or_hits {
             if scored.len() >= limit {
                 break;
@@ -265,15 +285,79 @@ fn fulltext_ranking(
     Ok(scored)
 }
 
+/// Re-ranks OR hits of a long query: BM25 (normalised to the best hit) plus
+/// `COVERAGE_BOOST` × the share of the query's weight × IDF that the memory
+/// contains. BM25 alone favours short texts that repeat one term; coverage
+/// favours memories that speak of several things the conversation mentions.
+fn coverage_rerank(
+    index: &Index,
+    terms: &[WeightedTerm],
+    hits: Vec<crate::index::text::TextHit>,
+    filter: &Filter,
+) -> Result<Vec<(String, f32, Pass)>> {
+    if hits.is_empty() {
+        return Ok(Vec::new());
+    }
+    let plain: Vec<Term> = terms.iter().map(|w| w.term.clone()).collect();
+    let (dfs, n) = index.text_doc_freqs(&plain)?;
+    let signal: Vec<f32> = terms
+        .iter()
+        .zip(&dfs)
+        .map(|(w, &df)| {
+            let idf = ((n as f32 - df as f32 + 0.5) / (df as f32 + 0.5) + 1.0).ln();
+            w.weight * idf
+        })
+        .collect();
+    let total: f32 = signal.iter().sum::<f32>().max(f32::EPSILON);
+    let ids: Vec<String> = hits.iter().map(|h| h.id.clone()).collect();
+    let rows = index.meta.get_many(&ids, filter)?;
+    let best = hits.iter().map(|h| h.score).fold(f32::EPSILON, f32::max);
+    let boost = COVERAGE_BOOST;
+    let mut scored: Vec<(String, f32, Pass)> = hits
+        .into_iter()
+        .map(|h| {
+            let coverage = rows.get(&h.id).map_or(0.0, |m| {
+                let text = match &m.title {
+                    Some(t) => format!("{t}\n{}", m.text),
+                    None => m.text.clone(),
+                };
+                let words: std::collections::HashSet<String> =
+                    tokenize(&text).into_iter().map(|t| t.text).collect();
+                let chars: std::collections::HashSet<String> =
+                    crate::index::tokenizer::cjk_chars(&text)
+                        .into_iter()
+                        .collect();
+                terms
+                    .iter()
+                    .zip(&signal)
+                    .filter(|(w, _)| {
+                        if w.term.kind == crate::index::tokenizer::TermKind::Single {
+                            chars.contains(&w.term.text)
+                        } else {
+                            words.contains(&w.term.text)
+                        }
+                    })
+                    .map(|(_, s)| *s)
+                    .sum::<f32>()
+                    / total
+            });
+            (h.id, h.score / best + boost * coverage, Pass::Or)
+        })
+        .collect();
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    Ok(scored)
+}
+
 /// The nearest visible memories to the embedded query: `(id, cosine similarity, Semantic)`.
 fn semantic_ranking(
     index: &Index,
     embedder: &dyn Embedder,
+    plan: &QueryPlan,
     req: &SearchRequest,
     k: usize,
 ) -> Result<Vec<(String, f32, Pass)>> {
     let query = embedder
-        .embed_queries(&[req.query.as_str()])?
+        .embed_queries(&[plan.semantic.as_str()])?
         .pop()
         .ok_or_else(|| Error::Internal("embedder returned no vector".into()))?;
     Ok(index
@@ -295,7 +379,7 @@ mod tests {
                 .map(|t| t.text)
                 .collect::<Vec<_>>()
         };
-        assert_eq!(texts("What is the park like in the park"), ["park", "like"]);
+        assert_eq!(texts("What is the park like in the park"), ["park", "lik"]);
         assert_eq!(texts("the"), ["the"]);
         assert_eq!(texts("公园 公园"), ["公园"]);
     }

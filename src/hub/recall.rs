@@ -33,7 +33,8 @@ const BLOCK_MEMORY_CHARS: usize = 160;
 /// Longest rendered line of live chat, in characters.
 const BLOCK_LIVE_CHARS: usize = 120;
 
-/// The search query for a conversation: the last few non-empty turns, newest text kept.
+/// The search query for a conversation: the last few non-empty turns, one a line
+/// (so [`crate::query::plan`] weighs them as turns), newest text kept.
 pub fn recall_query(turns: &[String]) -> String {
     let recent: Vec<&str> = turns
         .iter()
@@ -41,7 +42,7 @@ pub fn recall_query(turns: &[String]) -> String {
         .filter(|t| !t.is_empty())
         .collect();
     let start = recent.len().saturating_sub(QUERY_TURNS);
-    let joined = recent[start..].join(" ");
+    let joined = recent[start..].join("\n");
     let n = joined.chars().count();
     joined.chars().skip(n.saturating_sub(QUERY_CHARS)).collect()
 }
@@ -234,7 +235,7 @@ mod tests {
     #[test]
     fn query_keeps_the_last_turns() {
         let turns: Vec<String> = ["a", "", "b", "c", "d"].map(String::from).to_vec();
-        assert_eq!(recall_query(&turns), "b c d");
+        assert_eq!(recall_query(&turns), "b\nc\nd");
         let long = vec!["x".repeat(500)];
         assert_eq!(recall_query(&long).len(), QUERY_CHARS);
         assert_eq!(recall_query(&[]), "");

@@ -21,6 +21,7 @@ pub mod fusion;
 pub mod lifecycle;
 pub mod meta;
 pub mod meta_read;
+pub mod stem;
 pub mod text;
 pub mod tokenizer;
 pub mod vector;
@@ -43,7 +44,7 @@ use tokenizer::Term;
 const VECTOR_BATCH: usize = 256;
 
 /// Bumped whenever the on-disk index layout changes; a mismatch triggers a rebuild.
-pub const INDEX_FORMAT: &str = "4";
+pub const INDEX_FORMAT: &str = "5";
 
 /// One change to apply.
 #[derive(Debug, Clone)]
@@ -297,6 +298,22 @@ impl Index {
         limit: usize,
     ) -> Result<Vec<TextHit>> {
         self.text.search(terms, filter, all_terms, limit)
+    }
+
+    /// [`Index::text_search`] with a boost per term.
+    pub fn text_search_weighted(
+        &self,
+        terms: &[(Term, f32)],
+        filter: &Filter,
+        all_terms: bool,
+        limit: usize,
+    ) -> Result<Vec<TextHit>> {
+        self.text.search_weighted(terms, filter, all_terms, limit)
+    }
+
+    /// Documents containing each term, and the number of live documents.
+    pub fn text_doc_freqs(&self, terms: &[Term]) -> Result<(Vec<u64>, u64)> {
+        Ok((self.text.doc_freqs(terms)?, self.text.num_docs()))
     }
 
     /// Whether some searchable memory has no vector of the current model yet.

@@ -347,6 +347,34 @@ impl TextIndex {
         all_terms: bool,
         limit: usize,
     ) -> Result<Vec<TextHit>> {
+        let weighted: Vec<(Term, f32)> = terms.iter().map(|t| (t.clone(), 1.0)).collect();
+        self.search_weighted(&weighted, filter, all_terms, limit)
+    }
+
+    /// Number of documents containing each term (the chars field for lone CJK characters).
+    pub fn doc_freqs(&self, terms: &[Term]) -> Result<Vec<u64>> {
+        let searcher = self.reader.searcher();
+        terms
+            .iter()
+            .map(|t| {
+                let field = if t.kind == TermKind::Single {
+                    self.f.chars
+                } else {
+                    self.f.body
+                };
+                Ok(searcher.doc_freq(&TTerm::from_field_text(field, &t.text))?)
+            })
+            .collect()
+    }
+
+    /// [`TextIndex::search`] with a boost per term (1.0 is neutral).
+    pub fn search_weighted(
+        &self,
+        terms: &[(Term, f32)],
+        filter: &Filter,
+        all_terms: bool,
+        limit: usize,
+    ) -> Result<Vec<TextHit>> {
         if terms.is_empty() || filter.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
@@ -355,8 +383,18 @@ impl TextIndex {
         } else {
             Occur::Should
         };
-        let text: Vec<(Occur, Box<dyn Query>)> =
-            terms.iter().map(|t| (occur, self.term_query(t))).collect();
+        let text: Vec<(Occur, Box<dyn Query>)> = terms
+            .iter()
+            .map(|(t, w)| {
+                let q = self.term_query(t);
+                let q: Box<dyn Query> = if *w == 1.0 {
+                    q
+                } else {
+                    Box::new(BoostQuery::new(q, *w))
+                };
+                (occur, q)
+            })
+            .collect();
         let mut clauses: Vec<(Occur, Box<dyn Query>)> =
             vec![(Occur::Must, Box::new(BooleanQuery::new(text)))];
         if let Some(fq) = self.filter_query(filter) {

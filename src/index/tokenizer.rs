@@ -9,7 +9,8 @@
 //!   that character.
 //! - Every CJK character is also emitted as a unigram into a separate field,
 //!   so a one-character query (`猫`) still matches inside longer runs.
-//! - Everything else that is alphanumeric forms words (`GPT-4o` → `gpt`, `4o`).
+//! - Everything else that is alphanumeric forms words (`GPT-4o` → `gpt`, `4o`);
+//!   English words other than stop words are lightly stemmed ([`super::stem`]).
 
 use tantivy::tokenizer::{Token, TokenStream, Tokenizer};
 use unicode_normalization::UnicodeNormalization;
@@ -58,8 +59,14 @@ pub fn tokenize(text: &str) -> Vec<Term> {
     let mut run: Vec<char> = Vec::new();
     let flush_word = |word: &mut String, out: &mut Vec<Term>| {
         if !word.is_empty() {
+            let text = std::mem::take(word);
+            let stemmed = STOP_WORDS.binary_search(&text.as_str()).is_err();
             out.push(Term {
-                text: std::mem::take(word),
+                text: if stemmed {
+                    super::stem::stem(&text)
+                } else {
+                    text
+                },
                 kind: TermKind::Word,
             });
         }

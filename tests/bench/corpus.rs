@@ -93,7 +93,7 @@ pub struct Item {
     pub text: String,
 }
 
-const SCENES: &[&str] = &["main", "qq:owner", "qq:group:1", "qq:group:2", "pet"];
+pub const SCENES: &[&str] = &["main", "qq:owner", "qq:group:1", "qq:group:2", "pet"];
 
 fn pick<'a>(rng: &mut StdRng, list: &[&'a str]) -> &'a str {
     list[rng.random_range(0..list.len())]

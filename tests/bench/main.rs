@@ -2,11 +2,15 @@
 //! reindex time, disk and memory on a seeded synthetic zh/en corpus, each
 //! figure printed beside a baseline measured in the same run.
 //!
-//! Options (after `--`): `--facts 10000,100000` corpus sizes, `--queries N`.
+//! Options (after `--`): `--facts 10000,100000` corpus sizes (default; add
+//! `1000000` for the opt-in large run), `--queries N`, `--model auto|real|hash`
+//! (the embedder behind the hybrid figures; `auto` uses the installed e5 model
+//! up to 10k facts and the deterministic hash embedder above), `--no-http`.
 #![allow(clippy::print_stdout)]
 
 mod baseline;
 mod corpus;
+mod http;
 
 use std::io::Write;
 use std::sync::Arc;
@@ -259,12 +263,18 @@ fn run(n: usize, nq: usize) -> Vec<Row> {
     }
     drop(hub);
 
-    // Reindex from the files.
+    // Reindex from the files (full text only: vectors are measured in `http`).
     let t = Instant::now();
-    let (hub, _) = Hub::reindex(layout.clone(), Config::default(), &mut |_| {}).unwrap();
+    let (hub, _) = Hub::reindex_with(
+        layout.clone(),
+        Config::default(),
+        memory_hub::embed::EmbedderSlot::none("full-text reindex"),
+        &mut |_| {},
+    )
+    .unwrap();
     let reindex = t.elapsed();
     rows.push(row(
-        "reindex",
+        "reindex (full text only)",
         format!("{:.2} s", reindex.as_secs_f64()),
         "—".into(),
         None,
@@ -290,7 +300,7 @@ fn run(n: usize, nq: usize) -> Vec<Row> {
 
 fn main() {
     let sizes: Vec<usize> = arg("--facts")
-        .unwrap_or_else(|| "10000".into())
+        .unwrap_or_else(|| "10000,100000".into())
         .split(',')
         .map(|s| {
             s.trim()
@@ -299,11 +309,29 @@ fn main() {
         })
         .collect();
     let nq: usize = arg("--queries").map_or(1000, |s| s.parse().expect("--queries takes a number"));
+    let model_arg = arg("--model").unwrap_or_else(|| "auto".into());
+    let with_http = !std::env::args().any(|a| a == "--no-http");
+    let model_installed = std::fs::read_dir(Config::default().embedder.resolved_model_dir())
+        .map(|d| {
+            d.flatten()
+                .any(|e| e.path().extension().is_some_and(|x| x == "onnx"))
+        })
+        .unwrap_or(false);
     for n in sizes {
         println!("\n## {n} facts, {nq} queries\n");
         println!("| figure | memd | baseline (same run) | ratio |");
         println!("|---|---|---|---|");
-        for r in run(n, nq) {
+        let mut rows = run(n, nq);
+        if with_http {
+            let model = match model_arg.as_str() {
+                "real" => http::Model::Real,
+                "hash" => http::Model::Hash,
+                _ if n <= 10_000 && model_installed => http::Model::Real,
+                _ => http::Model::Hash,
+            };
+            rows.extend(http::run(n, nq, model));
+        }
+        for r in rows {
             println!(
                 "| {} | {} | {} | {} |",
                 r.name, r.value, r.baseline, r.ratio

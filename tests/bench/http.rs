@@ -1,0 +1,300 @@
+//! HTTP search latency (full text and hybrid, concurrency 1 and 8) against the
+//! library call it wraps, reindex with a warm vector cache against a text-only
+//! reindex, and peak RSS with the embedder loaded.
+//!
+//! The axum router runs in-process on a loopback port; each client thread
+//! holds one keep-alive HTTP/1.1 connection over a plain `TcpStream`.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use memory_hub::auth::{self, IssueRequest};
+use memory_hub::config::{Config, Layout};
+use memory_hub::embed::EmbedderSlot;
+use memory_hub::embed::hash::HashEmbedder;
+use memory_hub::http::AppState;
+use memory_hub::hub::{Hub, Mode, WriteRequest};
+use memory_hub::index::filter::Filter;
+use memory_hub::model::Scene;
+use memory_hub::search::{SearchMode, SearchRequest};
+
+use crate::{Row, corpus, ms, percentile, row};
+
+/// Which embedder the hybrid figures use.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Model {
+    /// The deterministic hashing embedder (scale runs: no model cost).
+    Hash,
+    /// The configured ONNX model (multilingual-e5-small).
+    Real,
+}
+
+impl Model {
+    fn slot(self) -> EmbedderSlot {
+        match self {
+            Model::Hash => EmbedderSlot::ready(Arc::new(HashEmbedder::new(384))),
+            Model::Real => EmbedderSlot::from_config(&Config::default().embedder),
+        }
+    }
+
+    /// How the table names it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Model::Hash => "hash embedder",
+            Model::Real => "e5-small model",
+        }
+    }
+}
+
+/// One keep-alive HTTP/1.1 connection.
+struct Client {
+    reader: BufReader<TcpStream>,
+    token: String,
+}
+
+impl Client {
+    fn connect(addr: SocketAddr, token: &str) -> Client {
+        let stream = TcpStream::connect(addr).unwrap();
+        stream.set_nodelay(true).unwrap();
+        Client {
+            reader: BufReader::new(stream),
+            token: token.to_string(),
+        }
+    }
+
+    /// POSTs a JSON body and returns the status and response body.
+    fn post(&mut self, path: &str, body: &str) -> (u16, Vec<u8>) {
+        let req = format!(
+            "POST {path} HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer {}\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            self.token,
+            body.len()
+        );
+        self.reader.get_mut().write_all(req.as_bytes()).unwrap();
+        let mut status = 0;
+        let mut length = 0usize;
+        let mut line = String::new();
+        loop {
+            line.clear();
+            self.reader.read_line(&mut line).unwrap();
+            let l = line.trim_end();
+            if l.is_empty() {
+                break;
+            }
+            if status == 0 {
+                status = l.split_whitespace().nth(1).unwrap().parse().unwrap();
+            } else if let Some((k, v)) = l.split_once(':')
+                && k.eq_ignore_ascii_case("content-length")
+            {
+                length = v.trim().parse().unwrap();
+            }
+        }
+        let mut buf = vec![0; length];
+        self.reader.read_exact(&mut buf).unwrap();
+        (status, buf)
+    }
+}
+
+/// Latencies of `f(state, query)` over `queries`, split over `threads` threads,
+/// each with its own state from `init`.
+fn timed<S>(
+    threads: usize,
+    queries: &[String],
+    init: impl Fn() -> S + Sync,
+    f: impl Fn(&mut S, &str) + Sync,
+) -> Vec<Duration> {
+    let chunks: Vec<&[String]> = queries.chunks(queries.len().div_ceil(threads)).collect();
+    let mut all: Vec<Duration> = std::thread::scope(|s| {
+        let handles: Vec<_> = chunks
+            .iter()
+            .map(|chunk| {
+                let (init, f) = (&init, &f);
+                s.spawn(move || {
+                    let mut state = init();
+                    chunk
+                        .iter()
+                        .map(|q| {
+                            let t = Instant::now();
+                            f(&mut state, q);
+                            t.elapsed()
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    all.sort();
+    all
+}
+
+fn vm_kib(key: &str) -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(key))
+                .and_then(|l| l.split_whitespace().nth(1).map(str::to_string))
+        })
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .unwrap_or(0.0)
+}
+
+/// The HTTP, reindex and RSS figures on `n` facts.
+pub fn run(n: usize, nq: usize, model: Model) -> Vec<Row> {
+    let mut rows = Vec::new();
+    let rss_before = vm_kib("VmRSS:") / 1024.0;
+    let items = corpus::generate(n, 42);
+    let queries = corpus::queries(nq, 7);
+    // The real model embeds every query: fewer hybrid queries keep the run short.
+    let hybrid_queries = &queries[..queries.len().min(match model {
+        Model::Hash => 1000,
+        Model::Real => 200,
+    })];
+    let tmp = tempfile::tempdir().unwrap();
+    let layout = Layout::new(tmp.path().join("root"));
+    let config = Config::default();
+    let (hub, _) = Hub::open_with(
+        layout.clone(),
+        config.clone(),
+        Mode::Write,
+        model.slot(),
+        &mut |_| {},
+    )
+    .unwrap();
+    for chunk in items.chunks(1000) {
+        let reqs = chunk
+            .iter()
+            .map(|i| WriteRequest::new(Scene::parse(i.scene).unwrap(), i.text.clone(), "bench"))
+            .collect();
+        for r in hub.write_batch(reqs).unwrap() {
+            r.unwrap();
+        }
+    }
+    let t = Instant::now();
+    let embedded = hub.embed_pending(usize::MAX);
+    let embed_cold = t.elapsed();
+    assert_eq!(embedded as usize, n, "every fact gets a vector");
+    rows.push(row(
+        format!("embed the corpus, cold cache ({})", model.label()),
+        format!("{:.1} s", embed_cold.as_secs_f64()),
+        format!("{:.2} ms per fact", ms(embed_cold) / n as f64),
+        None,
+    ));
+    let hub = Arc::new(hub);
+
+    let (_, secret) = auth::issue(
+        &layout.tokens(),
+        &IssueRequest {
+            // The root preset (every scope, admin) plus every scene of the corpus.
+            name: "bench".into(),
+            preset: Some("dsh-desktop".into()),
+            scopes: Vec::new(),
+            scenes: corpus::SCENES.iter().map(|s| s.to_string()).collect(),
+        },
+    )
+    .unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = rt.spawn(memory_hub::http::serve(
+        listener,
+        AppState::new(Arc::clone(&hub)),
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+
+    for (mode, qs) in [
+        (SearchMode::Fulltext, &queries[..]),
+        (SearchMode::Hybrid, hybrid_queries),
+    ] {
+        let label = match mode {
+            SearchMode::Hybrid => format!("hybrid, {}", model.label()),
+            _ => "full text".to_string(),
+        };
+        for threads in [1, 8] {
+            let http = timed(
+                threads,
+                qs,
+                || Client::connect(addr, &secret),
+                |c, q| {
+                    let body = serde_json::json!({"query": q, "limit": 10, "mode": mode.as_str()})
+                        .to_string();
+                    let (status, _) = c.post("/v1/search", &body);
+                    assert_eq!(status, 200);
+                },
+            );
+            let lib = timed(
+                threads,
+                qs,
+                || (),
+                |_, q| {
+                    hub.search(&SearchRequest {
+                        query: q.into(),
+                        filter: Filter::all(),
+                        limit: Some(10),
+                        mode: Some(mode),
+                    })
+                    .unwrap();
+                },
+            );
+            for (p, name) in [(0.5, "p50"), (0.99, "p99")] {
+                let h = percentile(&http, p);
+                let l = percentile(&lib, p);
+                rows.push(row(
+                    format!("HTTP {label} search {name}, concurrency {threads}"),
+                    format!("{:.3} ms", ms(h)),
+                    format!("{:.3} ms library call", ms(l)),
+                    Some(ms(h) / ms(l).max(1e-6)),
+                ));
+            }
+        }
+    }
+    let _ = stop.send(());
+    rt.block_on(server).unwrap().unwrap();
+    drop(rt);
+    let rss_model = vm_kib("VmHWM:") / 1024.0;
+    drop(hub);
+
+    // Reindex: text only (no embedder) against full reindex with a warm vector cache.
+    let t = Instant::now();
+    let (h, _) = Hub::reindex_with(
+        layout.clone(),
+        config.clone(),
+        EmbedderSlot::none("text-only baseline"),
+        &mut |_| {},
+    )
+    .unwrap();
+    let text_only = t.elapsed();
+    drop(h);
+    let t = Instant::now();
+    let (h, report) = Hub::reindex_with(layout, config, model.slot(), &mut |_| {}).unwrap();
+    let warm = t.elapsed();
+    assert_eq!(report.vectors_stored as usize, n);
+    drop(h);
+    rows.push(row(
+        format!("reindex with vectors, warm cache ({})", model.label()),
+        format!("{:.2} s", warm.as_secs_f64()),
+        format!("{:.2} s text-only reindex", text_only.as_secs_f64()),
+        Some(warm.as_secs_f64() / text_only.as_secs_f64().max(1e-6)),
+    ));
+    rows.push(row(
+        format!("peak RSS, {} loaded", model.label()),
+        format!("{rss_model:.0} MiB"),
+        format!("{rss_before:.0} MiB RSS before this size"),
+        Some(rss_model / rss_before.max(1e-6)),
+    ));
+    rows
+}
