@@ -220,29 +220,8 @@ impl Hub {
             .meta
             .fact_extras(id)?
             .ok_or_else(|| Error::NotFound(id.to_string()))?;
-        Ok(Fact {
-            id: m.id,
-            ts: m.ts,
-            scene: m.scene,
-            kind: m.kind,
-            stage: m.stage,
-            text: m.text,
-            title: m.title,
-            tags: m.tags,
-            privacy: m.privacy,
-            subject: m.subject,
-            source: m.source,
-            importance: m.importance,
-            tier: m.tier,
-            supersedes: m.supersedes,
-            expires_at: m.expires_at,
-            source_message_id: extras.source_message_id,
-            idempotency_key: extras.idempotency_key,
-            device: self.device.clone(),
-            accesses: extras.accesses,
-            // An edit is not part of the consolidation run that wrote the fact.
-            run: None,
-        })
+        // An edit is recorded by this device and is not part of the run that wrote the fact.
+        Ok(super::fact_from_row(m, extras, self.device.clone()))
     }
 
     fn rewrite(&self, fact: Fact) -> Result<WriteOutcome> {

@@ -1090,6 +1090,34 @@ enum Prepared {
     Record(Record),
 }
 
+/// A fact rebuilt from its index row, to be written again with the same id
+/// (an edit or a TTL extension). `device` is the one recorded on the new line;
+/// the new line belongs to no consolidation run.
+fn fact_from_row(m: Memory, extras: FactExtras, device: String) -> Fact {
+    Fact {
+        id: m.id,
+        ts: m.ts,
+        scene: m.scene,
+        kind: m.kind,
+        stage: m.stage,
+        text: m.text,
+        title: m.title,
+        tags: m.tags,
+        privacy: m.privacy,
+        subject: m.subject,
+        source: m.source,
+        importance: m.importance,
+        tier: m.tier,
+        supersedes: m.supersedes,
+        expires_at: m.expires_at,
+        source_message_id: extras.source_message_id,
+        idempotency_key: extras.idempotency_key,
+        device,
+        accesses: extras.accesses,
+        run: None,
+    }
+}
+
 fn record_change(record: Record, file: &str, line: u64) -> Change {
     match record {
         Record::Put { fact, .. } => Change::PutFact {

@@ -53,29 +53,13 @@ impl Hub {
             let Some(extras) = self.index.meta.fact_extras(&m.id)? else {
                 continue;
             };
+            let device = extras.device.clone();
             records.push(Record::Put {
                 v: JOURNAL_VERSION,
                 fact: Fact {
-                    id: m.id,
-                    ts: m.ts,
-                    scene: m.scene,
-                    kind: m.kind,
-                    stage: m.stage,
-                    text: m.text,
-                    title: m.title,
-                    tags: m.tags,
-                    privacy: m.privacy,
-                    subject: m.subject,
-                    source: m.source,
-                    importance: m.importance,
-                    tier: m.tier,
-                    supersedes: m.supersedes,
                     expires_at: Some(target),
-                    source_message_id: extras.source_message_id,
-                    idempotency_key: extras.idempotency_key,
-                    device: extras.device,
-                    accesses: extras.accesses,
-                    run: None,
+                    // The extension keeps the device that wrote the message.
+                    ..super::fact_from_row(m, extras, device)
                 },
             });
         }
