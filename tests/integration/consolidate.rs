@@ -589,15 +589,7 @@ fn serve_runs_the_enabled_sleep_job_and_health_reports_it() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("listening on http://")
-        .unwrap()
-        .to_string();
+    let addr = crate::support::serve_addr(&mut child);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let health = loop {
         let health = get_json(&addr, "/v1/health");

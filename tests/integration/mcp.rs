@@ -4,7 +4,7 @@
 //! `tests/mcp_client/check.py`, against the real binary over stdio
 //! (`memd mcp`) and streamable HTTP (`/mcp` of `memd serve`).
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -147,15 +147,7 @@ fn serve(root: &TempRoot, listen: Option<&str>) -> (Child, String, DaemonGuard) 
         .stderr(Stdio::null())
         .spawn()
         .expect("start memd serve");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("listening on http://")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_string();
+    let addr = crate::support::serve_addr(&mut child);
     (child, addr, DaemonGuard(root.path().to_path_buf()))
 }
 

@@ -2,7 +2,7 @@
 //! effect without a restart, and SIGTERM shuts down cleanly with every
 //! acknowledged write in the journal.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -63,15 +63,7 @@ fn serve_tokens_and_graceful_shutdown() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("start memd serve");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("listening on http://")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_string();
+    let addr = crate::support::serve_addr(&mut child);
 
     let (status, health) = call(&addr, "GET", "/v1/health", None, &json!({}));
     assert_eq!((status, health["writer"].as_bool()), (200, Some(true)));

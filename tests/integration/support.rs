@@ -145,3 +145,17 @@ pub fn search_ids_in(hub: &Hub, query: &str, limit: usize, mode: SearchMode) -> 
     .map(|h| h.memory.id)
     .collect()
 }
+
+/// The address a starting `memd serve` child announces on its first stdout
+/// line (`listening on http://ADDR`); the child must have a piped stdout.
+pub fn serve_addr(child: &mut std::process::Child) -> String {
+    use std::io::BufRead;
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("stdout is piped"))
+        .read_line(&mut line)
+        .expect("read the first line of memd serve");
+    line.trim()
+        .strip_prefix("listening on http://")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_string()
+}

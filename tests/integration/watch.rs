@@ -1,7 +1,7 @@
 //! The file watcher of a running `memd serve`: Markdown edits and journal lines
 //! appended by another process become searchable without a restart.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -31,15 +31,7 @@ fn serve(root: &TempRoot) -> (Server, String) {
         .stderr(Stdio::null())
         .spawn()
         .expect("start memd serve");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("listening on http://")
-        .unwrap_or_else(|| panic!("{line}"))
-        .to_string();
+    let addr = crate::support::serve_addr(&mut child);
     (Server(child), addr)
 }
 
