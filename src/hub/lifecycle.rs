@@ -17,7 +17,8 @@ use std::time::{Duration as StdDuration, Instant};
 use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 
-use super::{Hub, Op, OpOutcome, WriteAction, WriteOutcome, WriteRequest};
+use super::writer::{Op, OpOutcome};
+use super::{Hub, WriteAction, WriteOutcome, WriteRequest};
 use crate::error::{Error, Result};
 use crate::index::filter::{Filter, Scope};
 use crate::lifecycle::{expiring_soon, more_durable};

@@ -1,0 +1,242 @@
+//! Catch-up: applying journal lines and Markdown documents to the index.
+//!
+//! The same replay runs on open, after every append, on reindex and when a
+//! sync tool appends lines, so the index always equals a replay of the files.
+
+use std::collections::HashSet;
+
+use serde::Serialize;
+
+use super::Hub;
+use crate::error::Result;
+use crate::ids;
+use crate::index::meta::{DocumentRow, FactExtras};
+use crate::index::{Batch, Change};
+use crate::model::{Memory, Origin, Record, Stage};
+use crate::store::journal;
+use crate::store::markdown;
+
+/// Changes per index commit while catching up.
+const CATCH_UP_BATCH: usize = 5000;
+
+/// Progress of a catch-up or rebuild, for progress bars.
+#[derive(Debug, Clone, Copy)]
+pub struct Progress {
+    /// Journal bytes processed so far.
+    pub done: u64,
+    /// Journal bytes to process in total.
+    pub total: u64,
+}
+
+/// What opening or a catch-up did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CatchUpReport {
+    /// Journal records applied.
+    pub records: u64,
+    /// Bad lines skipped (each also logged with file:line).
+    pub bad_lines: u64,
+    /// Memories embedded (from the model or the vector cache).
+    pub vectors_stored: u64,
+    /// Documents (re)indexed.
+    pub documents_indexed: u64,
+    /// Documents removed from the index.
+    pub documents_removed: u64,
+}
+
+impl Hub {
+    /// Applies journal lines not yet in the index.
+    pub(super) fn catch_up(&self, progress: &mut dyn FnMut(Progress)) -> Result<CatchUpReport> {
+        let files = journal::list_all(&self.layout.facts())?;
+        self.catch_up_files(&files, progress)
+    }
+
+    /// Applies journal lines of `files` not yet in the index.
+    pub(super) fn catch_up_files(
+        &self,
+        files: &[String],
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<CatchUpReport> {
+        let dir = self.layout.facts();
+        let cursors = self.index.resume_cursors()?;
+        let mut sizes = Vec::with_capacity(files.len());
+        for f in files {
+            sizes.push(journal::content_len(&dir, f)?);
+        }
+        let mut report = CatchUpReport::default();
+        let mut batch = Batch::default();
+        let total: u64 = sizes.iter().sum();
+        let mut done_before = 0u64;
+        for (file, size) in files.iter().zip(sizes) {
+            let mut from = cursors.get(file).copied().unwrap_or_default();
+            if from.offset > size {
+                tracing::warn!(journal.file = %file, "journal file is shorter than the index remembers; re-reading it");
+                from = Default::default();
+            }
+            done_before += from.offset;
+            let mut last = from;
+            let torn = journal::scan_file(&dir, file, from, |item| {
+                match item.entry {
+                    Ok(record) => {
+                        batch
+                            .changes
+                            .push(record_change(record, file, item.cursor.lines));
+                        report.records += 1;
+                    }
+                    Err(issue) => {
+                        tracing::warn!(journal.issue = %issue, "skipping unreadable journal line");
+                        report.bad_lines += 1;
+                        batch.issues.push(issue);
+                    }
+                }
+                last = item.cursor;
+                if batch.changes.len() >= CATCH_UP_BATCH {
+                    batch.cursors.push((file.clone(), last));
+                    self.index.apply(&std::mem::take(&mut batch))?;
+                    progress(Progress {
+                        done: done_before + (last.offset - from.offset),
+                        total,
+                    });
+                }
+                Ok(())
+            })?;
+            if let Some(issue) = torn {
+                tracing::warn!(journal.issue = %issue, "journal ends in an incomplete line");
+            }
+            if last != from {
+                batch.cursors.push((file.clone(), last));
+            }
+            done_before += last.offset - from.offset;
+            progress(Progress {
+                done: done_before,
+                total,
+            });
+        }
+        self.index.apply(&batch)?;
+        Ok(report)
+    }
+
+    /// Applies journal lines appended by another process (a file sync tool)
+    /// since the index last looked.
+    pub fn catch_up_journal(&self) -> Result<CatchUpReport> {
+        let _guard = self.writer_state()?;
+        self.catch_up(&mut |_| {})
+    }
+
+    /// Brings the index in line with the Markdown documents on disk.
+    pub fn sync_documents(&self) -> Result<CatchUpReport> {
+        let _guard = self.writer_state()?;
+        let memories = self.layout.memories();
+        let known = self.index.meta.documents()?;
+        let paths = markdown::list_documents(&memories)?;
+        let on_disk: HashSet<&str> = paths.iter().map(String::as_str).collect();
+        let mut report = CatchUpReport::default();
+        let mut batch = Batch::default();
+        for rel in &paths {
+            let path = memories.join(rel);
+            let bytes = match std::fs::read(&path) {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::warn!(doc.path = %rel, error = %e, "cannot read document");
+                    continue;
+                }
+            };
+            if known
+                .get(rel)
+                .is_some_and(|row| row.hash == ids::sha256_hex(&bytes))
+            {
+                continue;
+            }
+            match markdown::load(&memories, rel, &self.config.docs) {
+                Ok(doc) => {
+                    let chunks = document_chunks(&doc);
+                    batch.changes.push(Change::PutDocument {
+                        row: DocumentRow {
+                            doc_id: doc.doc_id.clone(),
+                            path: doc.rel_path.clone(),
+                            hash: doc.hash.clone(),
+                            title: doc.title.clone(),
+                            chunks: chunks.len(),
+                        },
+                        chunks,
+                    });
+                    report.documents_indexed += 1;
+                }
+                Err(e) => {
+                    tracing::warn!(doc.path = %rel, error = %e, "document not indexed");
+                    batch.changes.push(Change::RemoveDocument {
+                        doc_id: ids::doc_id(rel),
+                        path: rel.clone(),
+                        issue: Some(e.to_string()),
+                    });
+                }
+            }
+        }
+        for (path, row) in &known {
+            if !on_disk.contains(path.as_str()) {
+                batch.changes.push(Change::RemoveDocument {
+                    doc_id: row.doc_id.clone(),
+                    path: path.clone(),
+                    issue: None,
+                });
+                report.documents_removed += 1;
+            }
+        }
+        self.index.apply(&batch)?;
+        Ok(report)
+    }
+}
+
+fn record_change(record: Record, file: &str, line: u64) -> Change {
+    match record {
+        Record::Put { fact, .. } => Change::PutFact {
+            memory: Memory::from(&fact),
+            extras: FactExtras {
+                content_hash: (fact.stage == Stage::Long).then(|| {
+                    crate::lifecycle::content_hash(
+                        &fact.scene,
+                        &fact.kind,
+                        &fact.text,
+                        fact.privacy,
+                        fact.subject,
+                    )
+                }),
+                accesses: fact.accesses,
+                source_message_id: fact.source_message_id,
+                idempotency_key: fact.idempotency_key,
+                device: fact.device,
+                journal: Some((file.to_string(), line)),
+            },
+        },
+        Record::Forget { id, ts, .. } => Change::Forget { id, at: ts },
+        Record::Touch { ids, ts, .. } => Change::Touch { ids, at: ts },
+    }
+}
+
+fn document_chunks(doc: &markdown::Document) -> Vec<Memory> {
+    doc.chunks
+        .iter()
+        .map(|c| Memory {
+            id: ids::chunk_id(&doc.doc_id, c.ord),
+            origin: Origin::Doc,
+            doc_id: Some(doc.doc_id.clone()),
+            path: Some(doc.rel_path.clone()),
+            ts: doc.modified,
+            scene: doc.scene.clone(),
+            kind: doc.kind.clone(),
+            stage: Stage::Long,
+            title: Some(match &c.heading {
+                Some(h) if *h != doc.title => format!("{} › {h}", doc.title),
+                _ => doc.title.clone(),
+            }),
+            text: c.text.clone(),
+            tags: doc.tags.clone(),
+            privacy: doc.privacy,
+            subject: doc.subject,
+            source: "doc".into(),
+            importance: doc.importance,
+            tier: doc.tier,
+            supersedes: None,
+            expires_at: None,
+        })
+        .collect()
+}

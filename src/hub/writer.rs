@@ -1,0 +1,612 @@
+//! The single writer: the commit queue, group commit and the write rules.
+//!
+//! Writes from any number of threads are queued; whichever thread takes the
+//! writer mutex drains the whole queue, checks every operation against the
+//! index (and against the others in the same group), appends every line and
+//! fsyncs once, then applies the new lines to the index by the same catch-up
+//! path that runs on open ([`super::replay`]). Every caller gets its own answer.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::mpsc;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::Hub;
+use crate::error::{Error, Result};
+use crate::ids;
+use crate::index::filter::Filter;
+use crate::model::{
+    Fact, JOURNAL_VERSION, MAX_TEXT_BYTES, Privacy, Record, Scene, Stage, Subject, Tier,
+};
+use crate::policy;
+use crate::store::journal::JournalWriter;
+use crate::store::lock::WriterLock;
+
+/// A new memory to write. Build with [`WriteRequest::new`] and set what differs.
+#[derive(Debug, Clone)]
+pub struct WriteRequest {
+    /// How it entered: `fact` (write), `chat` (ingest), `sleep`, `import`. First part of the id.
+    pub origin: String,
+    /// Audience.
+    pub scene: Scene,
+    /// The memory.
+    pub text: String,
+    /// Kind word.
+    pub kind: String,
+    /// short or long.
+    pub stage: Stage,
+    /// Optional title.
+    pub title: Option<String>,
+    /// Tags (validated).
+    pub tags: Vec<String>,
+    /// Sensitivity.
+    pub privacy: Privacy,
+    /// Whose memory it is.
+    pub subject: Subject,
+    /// Who writes it.
+    pub source: String,
+    /// 0–1.
+    pub importance: f32,
+    /// Retention tier.
+    pub tier: Option<Tier>,
+    /// The id it replaces.
+    pub supersedes: Option<String>,
+    /// When it stops being searchable.
+    pub expires_at: Option<DateTime<Utc>>,
+    /// Ingest key.
+    pub source_message_id: Option<String>,
+    /// Client idempotency key.
+    pub idempotency_key: Option<String>,
+    /// When it happened, for imports of older memories; `None` means now.
+    pub ts: Option<DateTime<Utc>>,
+    /// The consolidation run writing it, if any.
+    pub run: Option<String>,
+}
+
+impl WriteRequest {
+    /// A long-term `note` with normal privacy about the owner, written by `source`.
+    pub fn new(scene: Scene, text: impl Into<String>, source: impl Into<String>) -> Self {
+        WriteRequest {
+            origin: "fact".into(),
+            scene,
+            text: text.into(),
+            kind: "note".into(),
+            stage: Stage::Long,
+            title: None,
+            tags: Vec::new(),
+            privacy: Privacy::Normal,
+            subject: Subject::Owner,
+            source: source.into(),
+            importance: 0.5,
+            tier: None,
+            supersedes: None,
+            expires_at: None,
+            source_message_id: None,
+            idempotency_key: None,
+            ts: None,
+            run: None,
+        }
+    }
+}
+
+/// What a write did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum WriteAction {
+    /// A new fact was appended.
+    Add,
+    /// A near-duplicate was found and rewritten (same id, merged tags).
+    Update,
+    /// An identical earlier write was found; nothing was appended.
+    Noop,
+}
+
+/// The result of a write.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WriteOutcome {
+    /// The fact id (new or existing).
+    pub id: String,
+    /// What happened.
+    pub action: WriteAction,
+}
+
+pub(super) enum Op {
+    Write(Box<WriteRequest>),
+    /// A near-duplicate write folded into an existing fact.
+    Merge(Box<WriteRequest>, String),
+    /// Rewrite an existing fact (tags, importance): a new `put` with the same id.
+    Rewrite(Box<Fact>),
+    /// Retrieval counts, appended as they are.
+    Touch(Record),
+    Forget {
+        id: String,
+        reason: Option<String>,
+        source: String,
+        filter: Filter,
+    },
+    /// A record from another root, appended as it is unless its id is known.
+    Import(Record),
+}
+
+pub(super) enum OpOutcome {
+    Written(WriteOutcome),
+    Forgotten,
+    Imported(bool),
+}
+
+pub(super) struct Pending {
+    op: Op,
+    reply: mpsc::Sender<Result<OpOutcome>>,
+}
+
+pub(super) struct WriterState {
+    pub(super) journal: JournalWriter,
+    pub(super) _lock: WriterLock,
+}
+
+impl Hub {
+    pub(super) fn locked_error(&self) -> Error {
+        Error::RootLocked {
+            root: self.layout.root.clone(),
+            pid: std::fs::read_to_string(self.layout.lock())
+                .unwrap_or_default()
+                .trim()
+                .to_string(),
+        }
+    }
+
+    pub(super) fn writer_state(&self) -> Result<std::sync::MutexGuard<'_, WriterState>> {
+        let w = self.writer.as_ref().ok_or_else(|| self.locked_error())?;
+        Ok(w.lock().expect("writer state poisoned"))
+    }
+
+    /// Writes one memory. Returns after its journal line is fsync'd and indexed.
+    ///
+    /// Long-term writes are deduplicated: an exact duplicate of a live memory
+    /// (same scene, kind, normalised text, privacy and subject) answers
+    /// `NOOP` with its id; with an embedder loaded, a near-duplicate answers
+    /// `NOOP` or is folded into the existing memory (`UPDATE`) by the
+    /// per-tier thresholds of [`crate::lifecycle::LifecycleConfig::dedup_thresholds`].
+    pub fn write(&self, req: WriteRequest) -> Result<WriteOutcome> {
+        self.write_dedup(req)
+    }
+
+    /// Forgets a fact visible under `filter` by appending a tombstone.
+    pub fn forget(
+        &self,
+        id: &str,
+        reason: Option<String>,
+        source: &str,
+        filter: &Filter,
+    ) -> Result<()> {
+        self.submit(Op::Forget {
+            id: id.to_string(),
+            reason,
+            source: source.to_string(),
+            filter: filter.clone(),
+        })
+        .map(|_| ())
+    }
+
+    /// Writes many memories as one group: one fsync, one index update.
+    /// Each request succeeds or fails on its own.
+    pub fn write_batch(&self, reqs: Vec<WriteRequest>) -> Result<Vec<Result<WriteOutcome>>> {
+        let ops = reqs.into_iter().map(|r| Op::Write(Box::new(r))).collect();
+        Ok(self
+            .submit_many(ops)?
+            .into_iter()
+            .map(|r| match r? {
+                OpOutcome::Written(w) => Ok(w),
+                _ => Err(Error::Internal("write answered as another op".into())),
+            })
+            .collect())
+    }
+
+    /// Appends records taken from another root's journal, keeping their ids and
+    /// times. A `put` whose id is already known, or a `forget` of an id that is
+    /// not active, is skipped (`Ok(false)`), so importing twice changes nothing.
+    pub fn import_records(&self, records: Vec<Record>) -> Result<Vec<Result<bool>>> {
+        let ops = records.into_iter().map(Op::Import).collect();
+        Ok(self
+            .submit_many(ops)?
+            .into_iter()
+            .map(|r| match r? {
+                OpOutcome::Imported(appended) => Ok(appended),
+                _ => Err(Error::Internal("import answered as another op".into())),
+            })
+            .collect())
+    }
+
+    /// Queues `op`; the thread that gets the writer commits everything queued.
+    pub(super) fn submit(&self, op: Op) -> Result<OpOutcome> {
+        self.submit_many(vec![op])?
+            .pop()
+            .unwrap_or_else(|| Err(Error::Internal("no answer for a queued operation".into())))
+    }
+
+    /// Queues `ops` together; they are committed in the same group.
+    pub(super) fn submit_many(&self, ops: Vec<Op>) -> Result<Vec<Result<OpOutcome>>> {
+        if self.writer.is_none() {
+            return Err(self.locked_error());
+        }
+        let mut replies = Vec::with_capacity(ops.len());
+        {
+            let mut queue = self.queue.lock().expect("queue poisoned");
+            for op in ops {
+                let (tx, rx) = mpsc::channel();
+                queue.push(Pending { op, reply: tx });
+                replies.push(rx);
+            }
+        }
+        {
+            let mut state = self.writer_state()?;
+            let batch = std::mem::take(&mut *self.queue.lock().expect("queue poisoned"));
+            if !batch.is_empty() {
+                self.commit(&mut state, batch);
+            }
+        }
+        Ok(replies
+            .into_iter()
+            .map(|rx| {
+                rx.recv()
+                    .map_err(|_| Error::Internal("writer dropped a queued operation".into()))?
+            })
+            .collect())
+    }
+
+    /// Validates, appends with one fsync, indexes, then answers every pending op.
+    fn commit(&self, state: &mut WriterState, batch: Vec<Pending>) {
+        let mut records = Vec::new();
+        let mut answers: Vec<(mpsc::Sender<Result<OpOutcome>>, Result<OpOutcome>)> = Vec::new();
+        let mut keys_in_batch: HashMap<String, String> = HashMap::new();
+        let mut written_in_batch: HashSet<String> = HashSet::new();
+        let mut forgotten_in_batch: HashSet<String> = HashSet::new();
+        if let Some(touch) = self.take_touch_record() {
+            records.push(touch);
+        }
+        let mut hashes_in_batch: HashMap<String, String> = HashMap::new();
+        for Pending { op, reply } in batch {
+            let outcome = match op {
+                Op::Touch(record) => {
+                    records.push(record);
+                    Ok(OpOutcome::Imported(true))
+                }
+                Op::Rewrite(fact) => {
+                    if forgotten_in_batch.contains(&fact.id)
+                        || self.index.meta.fact_state(&fact.id).ok().flatten() != Some(true)
+                    {
+                        Err(Error::NotFound(fact.id.clone()))
+                    } else {
+                        written_in_batch.insert(fact.id.clone());
+                        let id = fact.id.clone();
+                        records.push(Record::Put {
+                            v: JOURNAL_VERSION,
+                            fact: *fact,
+                        });
+                        Ok(OpOutcome::Written(WriteOutcome {
+                            id,
+                            action: WriteAction::Update,
+                        }))
+                    }
+                }
+                Op::Merge(req, into) => {
+                    self.prepare_merge(*req, &into, &forgotten_in_batch)
+                        .map(|fact| {
+                            written_in_batch.insert(fact.id.clone());
+                            let id = fact.id.clone();
+                            records.push(Record::Put {
+                                v: JOURNAL_VERSION,
+                                fact,
+                            });
+                            OpOutcome::Written(WriteOutcome {
+                                id,
+                                action: WriteAction::Update,
+                            })
+                        })
+                }
+                Op::Write(req) => self
+                    .prepare_write(
+                        *req,
+                        &keys_in_batch,
+                        &mut hashes_in_batch,
+                        &written_in_batch,
+                        &forgotten_in_batch,
+                    )
+                    .map(|prepared| match prepared {
+                        Prepared::Existing(id) => OpOutcome::Written(WriteOutcome {
+                            id,
+                            action: WriteAction::Noop,
+                        }),
+                        Prepared::Record(record) => {
+                            let id = record.id().to_string();
+                            if let Record::Put { fact, .. } = &record
+                                && let Some(k) = &fact.idempotency_key
+                            {
+                                keys_in_batch.insert(k.clone(), id.clone());
+                            }
+                            written_in_batch.insert(id.clone());
+                            records.push(record);
+                            OpOutcome::Written(WriteOutcome {
+                                id,
+                                action: WriteAction::Add,
+                            })
+                        }
+                    }),
+                Op::Forget {
+                    id,
+                    reason,
+                    source,
+                    filter,
+                } => self
+                    .prepare_forget(&id, &filter, &written_in_batch, &forgotten_in_batch)
+                    .map(|()| {
+                        forgotten_in_batch.insert(id.clone());
+                        records.push(Record::Forget {
+                            v: JOURNAL_VERSION,
+                            id,
+                            ts: self.now(),
+                            reason,
+                            source,
+                        });
+                        OpOutcome::Forgotten
+                    }),
+                Op::Import(record) => self
+                    .prepare_import(&record, &written_in_batch, &forgotten_in_batch)
+                    .map(|append| {
+                        if append {
+                            match &record {
+                                Record::Put { fact, .. } => {
+                                    written_in_batch.insert(fact.id.clone())
+                                }
+                                Record::Forget { id, .. } => forgotten_in_batch.insert(id.clone()),
+                                Record::Touch { .. } => false,
+                            };
+                            records.push(record);
+                        }
+                        OpOutcome::Imported(append)
+                    }),
+            };
+            answers.push((reply, outcome));
+        }
+        let durable = if records.is_empty() {
+            Ok(())
+        } else {
+            self.append_and_index(state, &records)
+        };
+        for (reply, outcome) in answers {
+            let answer = match (&durable, outcome) {
+                (Err(e), Ok(_)) => Err(Error::Internal(format!("write not stored: {e}"))),
+                (_, outcome) => outcome,
+            };
+            // A caller that went away does not need its answer.
+            let _ = reply.send(answer);
+        }
+    }
+
+    pub(super) fn append_and_index(
+        &self,
+        state: &mut WriterState,
+        records: &[Record],
+    ) -> Result<()> {
+        let ends = match state.journal.append(records) {
+            Ok(ends) => ends,
+            Err(e) => {
+                tracing::error!(error = %e, "journal append failed; reopening the journal");
+                // Reopening terminates any torn tail left by the failed append.
+                if let Ok((journal, _)) = JournalWriter::open(&self.layout.facts()) {
+                    state.journal = journal;
+                }
+                return Err(e);
+            }
+        };
+        // The lines are durable from here on; indexing them is the same replay
+        // that runs at startup, so a failure below is repaired on the next open.
+        let touched: Vec<String> = ends.into_keys().collect();
+        if let Err(e) = self.catch_up_files(&touched, &mut |_| {}) {
+            tracing::error!(error = %e, "indexing after append failed; the next open catches up");
+        }
+        Ok(())
+    }
+
+    fn prepare_write(
+        &self,
+        req: WriteRequest,
+        keys_in_batch: &HashMap<String, String>,
+        hashes_in_batch: &mut HashMap<String, String>,
+        written_in_batch: &HashSet<String>,
+        forgotten_in_batch: &HashSet<String>,
+    ) -> Result<Prepared> {
+        let text = policy::normalize_content(&req.text);
+        if text.is_empty() {
+            return Err(Error::invalid("text must not be empty"));
+        }
+        if let Some(what) = policy::detect_credential(&text) {
+            return Err(Error::invalid(format!(
+                "content appears to contain {what}; memories are kept in an append-only journal, \
+                 so credentials are refused. Remove the secret and write again"
+            )));
+        }
+        if text.len() > MAX_TEXT_BYTES {
+            return Err(Error::invalid(format!(
+                "text is {} bytes; the limit is {MAX_TEXT_BYTES}",
+                text.len()
+            )));
+        }
+        if !(0.0..=1.0).contains(&req.importance) || req.importance.is_nan() {
+            return Err(Error::invalid("importance must be between 0 and 1"));
+        }
+        self.check_pinned(req.privacy, &req.scene)?;
+        if let Some(key) = &req.idempotency_key {
+            if key.is_empty() || key.len() > 200 {
+                return Err(Error::invalid("idempotency_key must be 1-200 bytes"));
+            }
+            if let Some(id) = keys_in_batch.get(key) {
+                return Ok(Prepared::Existing(id.clone()));
+            }
+            if let Some(id) = self.index.meta.find_idempotent(key)? {
+                return Ok(Prepared::Existing(id));
+            }
+        }
+        if let Some(old) = &req.supersedes
+            && (self.index.meta.fact_state(old)? != Some(true) || forgotten_in_batch.contains(old))
+        {
+            return Err(Error::NotFound(old.clone()));
+        }
+        if req.title.as_ref().is_some_and(|t| t.len() > 300) {
+            return Err(Error::invalid("title must be at most 300 bytes"));
+        }
+        let now = self.now();
+        // Exact duplicates of a live long-term memory reuse its id (NOOP).
+        let hash = (req.stage == Stage::Long).then(|| {
+            crate::lifecycle::content_hash(&req.scene, &req.kind, &text, req.privacy, req.subject)
+        });
+        if let Some(h) = &hash {
+            if let Some(id) = hashes_in_batch.get(h) {
+                return Ok(Prepared::Existing(id.clone()));
+            }
+            if let Some(id) = self
+                .index
+                .meta
+                .with_reader(|c| crate::index::lifecycle::find_by_content(c, h, now))?
+                && !forgotten_in_batch.contains(&id)
+            {
+                return Ok(Prepared::Existing(id));
+            }
+        }
+        let tier = match req.stage {
+            Stage::Long => Some(policy::assign_tier(policy::TierInput {
+                explicit: req.tier,
+                category: false,
+                source: &req.source,
+                kind: &req.kind,
+                text: &text,
+                tags: &req.tags,
+            })),
+            Stage::Short => None,
+        };
+        let ts = req.ts.unwrap_or(now);
+        // A long-term memory lives its tier's days from when it is written.
+        let expires_at = match (req.expires_at, tier) {
+            (Some(e), _) => Some(e),
+            (None, Some(t)) => self.config.lifecycle.expiry(t, now),
+            (None, None) => None,
+        };
+        // Ids carry 16 random bits per millisecond, so a large group commit
+        // can draw the same one twice: draw again until it is unused.
+        let mut id = ids::fact_id(&req.origin, &req.scene, ts);
+        while written_in_batch.contains(&id) || self.index.meta.fact_state(&id)?.is_some() {
+            id = ids::fact_id(&req.origin, &req.scene, ts);
+        }
+        let fact = Fact {
+            id,
+            ts,
+            scene: req.scene,
+            kind: req.kind,
+            stage: req.stage,
+            text,
+            title: req
+                .title
+                .map(|t| t.trim().to_string())
+                .filter(|t| !t.is_empty()),
+            tags: req.tags,
+            privacy: req.privacy,
+            subject: req.subject,
+            source: req.source,
+            importance: req.importance,
+            tier,
+            supersedes: req.supersedes,
+            expires_at,
+            source_message_id: req.source_message_id,
+            idempotency_key: req.idempotency_key,
+            device: self.device.clone(),
+            accesses: 0,
+            run: req.run,
+        };
+        if let Some(h) = hash {
+            hashes_in_batch.insert(h, fact.id.clone());
+        }
+        Ok(Prepared::Record(Record::Put {
+            v: JOURNAL_VERSION,
+            fact,
+        }))
+    }
+
+    fn prepare_forget(
+        &self,
+        id: &str,
+        filter: &Filter,
+        written_in_batch: &HashSet<String>,
+        forgotten_in_batch: &HashSet<String>,
+    ) -> Result<()> {
+        if ids::is_doc_id(id) {
+            return Err(Error::invalid(format!(
+                "{id} is a Markdown document; edit or delete its file under memories/ instead"
+            )));
+        }
+        if forgotten_in_batch.contains(id) {
+            return Err(Error::NotFound(id.to_string()));
+        }
+        if written_in_batch.contains(id) {
+            return Ok(());
+        }
+        let visible = self.index.meta.get_many(&[id.to_string()], filter)?;
+        if visible.is_empty() {
+            return Err(Error::NotFound(id.to_string()));
+        }
+        Ok(())
+    }
+
+    fn prepare_import(
+        &self,
+        record: &Record,
+        written_in_batch: &HashSet<String>,
+        forgotten_in_batch: &HashSet<String>,
+    ) -> Result<bool> {
+        match record {
+            Record::Put { fact, .. } => {
+                if fact.id.is_empty() || fact.id.len() > 200 || ids::is_doc_id(&fact.id) {
+                    return Err(Error::invalid(format!("{:?} is not a fact id", fact.id)));
+                }
+                if policy::normalize_content(&fact.text).is_empty() {
+                    return Err(Error::invalid(format!(
+                        "{}: text must not be empty",
+                        fact.id
+                    )));
+                }
+                self.check_pinned(fact.privacy, &fact.scene)?;
+                Ok(!written_in_batch.contains(&fact.id)
+                    && self.index.meta.fact_state(&fact.id)?.is_none())
+            }
+            Record::Forget { id, .. } => Ok(!forgotten_in_batch.contains(id)
+                && (written_in_batch.contains(id)
+                    || self.index.meta.fact_state(id)? == Some(true))),
+            // Access counts belong to the root they were counted in.
+            Record::Touch { .. } => Ok(false),
+        }
+    }
+
+    /// Refuses sensitive and secret memories outside their pinned audiences.
+    pub(super) fn check_pinned(&self, privacy: Privacy, scene: &Scene) -> Result<()> {
+        let pinned = match privacy {
+            Privacy::Sensitive => Some(("sensitive", &self.config.privacy.sensitive_audiences)),
+            Privacy::Secret => Some(("secret", &self.config.privacy.secret_audiences)),
+            _ => None,
+        };
+        if let Some((name, allowed)) = pinned
+            && !allowed.contains(scene)
+        {
+            let list: Vec<&str> = allowed.iter().map(Scene::as_str).collect();
+            return Err(Error::invalid(format!(
+                "{name} memories may only live in [{}]; scene {scene} is not one of them",
+                list.join(", "),
+            )));
+        }
+        Ok(())
+    }
+}
+
+enum Prepared {
+    Existing(String),
+    Record(Record),
+}
