@@ -141,6 +141,10 @@ pub fn query_terms(query: &str) -> Vec<Term> {
     chosen
 }
 
+/// The longest query searched, in characters. Queries are questions or a
+/// few turns of conversation; a longer one costs CPU without finding more.
+pub const MAX_QUERY_CHARS: usize = 2000;
+
 /// Runs a search. `embedder` is `None` when none is available: hybrid then
 /// runs as fulltext and semantic fails with `EMBEDDING_UNAVAILABLE`.
 pub fn search(
@@ -158,6 +162,12 @@ pub fn search(
     }
     if req.query.trim().is_empty() {
         return Err(Error::invalid("query must not be empty"));
+    }
+    let chars = req.query.chars().count();
+    if chars > MAX_QUERY_CHARS {
+        return Err(Error::invalid(format!(
+            "query is {chars} characters; the limit is {MAX_QUERY_CHARS}"
+        )));
     }
     // Changes applied but not yet committed to the text index become visible now.
     index.refresh()?;
@@ -299,7 +309,7 @@ fn coverage_rerank(
         return Ok(Vec::new());
     }
     let plain: Vec<Term> = terms.iter().map(|w| w.term.clone()).collect();
-    let (dfs, n) = index.text_doc_freqs(&plain)?;
+    let (dfs, n) = index.text_doc_freqs(&plain, filter)?;
     let signal: Vec<f32> = terms
         .iter()
         .zip(&dfs)

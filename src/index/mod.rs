@@ -21,6 +21,7 @@ pub mod fusion;
 pub mod lifecycle;
 pub mod meta;
 pub mod meta_read;
+pub mod scoped_stats;
 pub mod stem;
 pub mod text;
 pub mod tokenizer;
@@ -311,9 +312,9 @@ impl Index {
         self.text.search_weighted(terms, filter, all_terms, limit)
     }
 
-    /// Documents containing each term, and the number of live documents.
-    pub fn text_doc_freqs(&self, terms: &[Term]) -> Result<(Vec<u64>, u64)> {
-        Ok((self.text.doc_freqs(terms)?, self.text.num_docs()))
+    /// Visible documents (under `filter`) containing each term, and the number of visible documents.
+    pub fn text_doc_freqs(&self, terms: &[Term], filter: &Filter) -> Result<(Vec<u64>, u64)> {
+        self.text.doc_freqs(terms, filter)
     }
 
     /// Whether some searchable memory has no vector of the current model yet.

@@ -13,7 +13,10 @@ use std::sync::Mutex;
 use std::ops::Bound;
 use tantivy::collector::TopDocs;
 
-use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, RangeQuery, TermQuery, TermSetQuery};
+use tantivy::query::{
+    Bm25StatisticsProvider, BooleanQuery, BoostQuery, Occur, Query, RangeQuery, TermQuery,
+    TermSetQuery,
+};
 use tantivy::schema::{
     FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TantivyDocument,
     TextFieldIndexing, TextOptions, Value,
@@ -22,6 +25,7 @@ use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, Term as TTerm};
 
 use crate::error::Result;
 use crate::index::filter::Filter;
+use crate::index::scoped_stats::ScopedStats;
 use crate::index::tokenizer::{CHARS_TOKENIZER, MemdTokenizer, TEXT_TOKENIZER, Term, TermKind};
 use crate::model::Memory;
 use crate::store::journal::Cursor;
@@ -351,10 +355,14 @@ impl TextIndex {
         self.search_weighted(&weighted, filter, all_terms, limit)
     }
 
-    /// Number of documents containing each term (the chars field for lone CJK characters).
-    pub fn doc_freqs(&self, terms: &[Term]) -> Result<Vec<u64>> {
+    /// Documents visible under `filter` containing each term (the chars field
+    /// for lone CJK characters), and the number of visible documents. Counts
+    /// never include memories the filter hides (see [`ScopedStats`]).
+    pub fn doc_freqs(&self, terms: &[Term], filter: &Filter) -> Result<(Vec<u64>, u64)> {
         let searcher = self.reader.searcher();
-        terms
+        let fq = self.filter_query(filter);
+        let stats = ScopedStats::new(&searcher, fq.as_deref())?;
+        let dfs = terms
             .iter()
             .map(|t| {
                 let field = if t.kind == TermKind::Single {
@@ -362,9 +370,10 @@ impl TextIndex {
                 } else {
                     self.f.body
                 };
-                Ok(searcher.doc_freq(&TTerm::from_field_text(field, &t.text))?)
+                Ok(stats.count(&TTerm::from_field_text(field, &t.text))?)
             })
-            .collect()
+            .collect::<Result<Vec<u64>>>()?;
+        Ok((dfs, stats.total_num_docs()?))
     }
 
     /// [`TextIndex::search`] with a boost per term (1.0 is neutral).
@@ -397,13 +406,21 @@ impl TextIndex {
             .collect();
         let mut clauses: Vec<(Occur, Box<dyn Query>)> =
             vec![(Occur::Must, Box::new(BooleanQuery::new(text)))];
-        if let Some(fq) = self.filter_query(filter) {
+        let fq = self.filter_query(filter);
+        let searcher = self.reader.searcher();
+        // BM25 statistics over what the filter admits only: a score must not
+        // depend on memories the caller cannot read.
+        let stats = ScopedStats::new(&searcher, fq.as_deref())?;
+        if let Some(fq) = fq {
             clauses.push((Occur::Must, fq));
         }
         let query = BooleanQuery::new(clauses);
-        let searcher = self.reader.searcher();
         // Fetch a margin beyond `limit` so that ties at the cut are ordered by id, not by segment.
-        let top = searcher.search(&query, &TopDocs::with_limit(limit + 16).order_by_score())?;
+        let top = searcher.search_with_statistics_provider(
+            &query,
+            &TopDocs::with_limit(limit + 16).order_by_score(),
+            &stats,
+        )?;
         let mut hits = Vec::with_capacity(top.len());
         for (score, addr) in top {
             let doc: TantivyDocument = searcher.doc(addr)?;

@@ -582,3 +582,103 @@ async fn random_memories_match_the_privacy_model() {
         }
     }
 }
+
+/// Issue 13.1: full-text scores must not reveal whether a word occurs in
+/// memories the caller cannot read (index-wide BM25 statistics did).
+#[tokio::test]
+async fn scores_carry_nothing_about_unreadable_memories() {
+    let api = Api::new();
+    let g1 = api.token("g1", "qq-group-1");
+    for text in ["probe word qxdelta", "probe word qxnotexist"] {
+        api.ok(
+            "/v1/write",
+            &g1,
+            json!({"scene": "qq:group:1", "text": text}),
+        )
+        .await;
+    }
+    let before = fulltext_scores(&api, &g1).await;
+    // The two probes are symmetric: the same score for their own word.
+    assert_eq!(before[0].1.len(), 1);
+    assert_eq!(before[0].1[0].1, before[1].1[0].1, "{before:?}");
+    // The owner writes secret and sensitive memories with the probe words, and
+    // many other memories that change the index-wide statistics.
+    api.write(
+        "main",
+        "保险箱 qxdelta 密码提示",
+        Privacy::Secret,
+        Subject::Owner,
+    );
+    api.write(
+        "main",
+        "qxdelta probe word salary",
+        Privacy::Sensitive,
+        Subject::Owner,
+    );
+    for i in 0..30 {
+        api.write(
+            "main",
+            &format!("owner note {i} probe word qxdelta"),
+            Privacy::Normal,
+            Subject::Owner,
+        );
+        api.write(
+            "qq:group:2",
+            &format!("other group {i} probe"),
+            Privacy::Normal,
+            Subject::Other,
+        );
+    }
+    let after = fulltext_scores(&api, &g1).await;
+    assert_eq!(before, after, "scores changed with memories g1 cannot read");
+}
+
+/// A query longer than the limit is refused with a clear 400, not searched.
+#[tokio::test]
+async fn overlong_query_is_refused() {
+    let api = Api::new();
+    let root = api.token("root", "dsh-desktop");
+    let long = "记忆 memory ".repeat(5_000);
+    let (status, v) = api
+        .post(
+            "/v1/search",
+            &root,
+            json!({"query": long, "mode": "fulltext"}),
+        )
+        .await;
+    assert_eq!(status, 400, "{v}");
+    assert_eq!(v["error"]["code"], "INVALID_INPUT");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("limit"),
+        "{v}"
+    );
+}
+
+type Scored = Vec<(&'static str, Vec<(String, f64)>)>;
+
+/// Ids and scores of a few probe queries in `qq:group:1`.
+async fn fulltext_scores(api: &Api, token: &str) -> Scored {
+    let mut out = Vec::new();
+    for q in ["qxdelta", "qxnotexist", "probe word", "probe qxdelta"] {
+        let v = api
+            .ok(
+                "/v1/search",
+                token,
+                json!({"query": q, "mode": "fulltext", "scene": "qq:group:1"}),
+            )
+            .await;
+        let hits = v["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| {
+                (
+                    h["id"].as_str().unwrap().to_string(),
+                    h["score"].as_f64().unwrap(),
+                )
+            })
+            .collect();
+        out.push((q, hits));
+    }
+    out
+}
