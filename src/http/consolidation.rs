@@ -8,7 +8,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde::Deserialize;
 
 use super::error::ApiError;
-use super::extract::{ApiJson, Caller};
+use super::extract::{ApiJson, Caller, RequiredJson};
 use super::{AppState, AuditNote, reply};
 use crate::auth::{policy, scope};
 use crate::consolidate::rollback::{self, Target};
@@ -66,7 +66,7 @@ pub struct RunBody {
 pub async fn run_now(
     State(st): State<AppState>,
     caller: Caller,
-    ApiJson(body): ApiJson<RunBody>,
+    RequiredJson(body): RequiredJson<RunBody>,
 ) -> Result<Response, ApiError> {
     admin(&caller)?;
     let cfg = st.settings().sleep;

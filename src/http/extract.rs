@@ -23,24 +23,50 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
-            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::invalid(format!(
-                    "request body is larger than {MAX_BODY_BYTES} bytes"
-                ))
-            } else {
-                ApiError::invalid(format!("cannot read request body: {e}"))
-            }
-        })?;
+        let bytes = read_body(req, state).await?;
         let body: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
             b"{}"
         } else {
             &bytes
         };
-        serde_json::from_slice(body)
-            .map(ApiJson)
-            .map_err(|e| ApiError::invalid(format!("invalid JSON body: {e}")))
+        parse(body).map(ApiJson)
     }
+}
+
+/// A JSON body that must be present: an empty body is `400 INVALID_INPUT`
+/// rather than `{}`. For routes that change state on their defaults (running
+/// consolidation), where a stray empty POST must do nothing.
+#[derive(Debug)]
+pub struct RequiredJson<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for RequiredJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = read_body(req, state).await?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Err(ApiError::invalid(
+                "this route needs a JSON body (e.g. {\"dry_run\": true}); an empty request does nothing",
+            ));
+        }
+        parse(&bytes).map(RequiredJson)
+    }
+}
+
+async fn read_body<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
+    Bytes::from_request(req, state).await.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::invalid(format!(
+                "request body is larger than {MAX_BODY_BYTES} bytes"
+            ))
+        } else {
+            ApiError::invalid(format!("cannot read request body: {e}"))
+        }
+    })
+}
+
+fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(body).map_err(|e| ApiError::invalid(format!("invalid JSON body: {e}")))
 }
 
 /// The authenticated caller, put in place by the auth middleware.

@@ -228,7 +228,12 @@ pub fn router(state: AppState) -> Router {
     router
         .fallback(|| async { ApiError::no_route() })
         .method_not_allowed_fallback(|| async {
-            ApiError::invalid("method not allowed on this route; see GET /v1/capabilities")
+            // 405, as HTTP wants; the body keeps the one envelope and code table.
+            let e = ApiError::invalid("method not allowed on this route; see GET /v1/capabilities");
+            (
+                axum::http::StatusCode::METHOD_NOT_ALLOWED,
+                axum::Json(e.envelope()),
+            )
         })
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))

@@ -537,6 +537,13 @@ async fn api_lists_runs_and_reports_for_admins_only_and_health_shows_the_job() {
     assert_eq!(status, 403);
     let (status, _) = api.post("/v1/consolidation/run", &pet, json!({})).await;
     assert_eq!(status, 403);
+    // A POST without a body is refused and runs nothing.
+    let (status, v) = api
+        .raw("POST", "/v1/consolidation/run", Some(&root), Vec::new())
+        .await;
+    assert_eq!(status, 400, "{v}");
+    let (_, runs) = api.get("/v1/consolidation/runs", Some(&root)).await;
+    assert_eq!(runs["runs"].as_array().unwrap().len(), 1, "{runs}");
     let dry = api
         .ok("/v1/consolidation/run", &root, json!({ "dry_run": true }))
         .await;

@@ -590,3 +590,19 @@ async fn metrics_count_requests_and_the_rate_limit_is_per_token() {
     );
     assert!(text.contains("\nmemd_memories 0\n"), "{text}");
 }
+
+/// A method a route does not serve is 405 with the error envelope.
+#[tokio::test]
+async fn undeclared_methods_are_405() {
+    let api = Api::new();
+    let root = api.token("root", "dsh-desktop");
+    for (method, path) in [
+        ("TRACE", "/v1/write"),
+        ("PUT", "/v1/search"),
+        ("DELETE", "/v1/tokens"),
+    ] {
+        let (status, v) = api.raw(method, path, Some(&root), Vec::new()).await;
+        assert_eq!(status, 405, "{method} {path} -> {v}");
+        assert_eq!(v["error"]["code"], "INVALID_INPUT", "{v}");
+    }
+}
