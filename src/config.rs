@@ -108,6 +108,33 @@ pub struct Config {
     pub lifecycle: crate::lifecycle::LifecycleConfig,
     /// Nightly consolidation of short-term chat into long-term memory.
     pub sleep: crate::consolidate::SleepConfig,
+    /// MCP sessions at `/mcp` of `memd serve`.
+    pub mcp: McpConfig,
+}
+
+/// MCP sessions at `/mcp` of `memd serve` (read at start).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct McpConfig {
+    /// Open sessions one token may hold; 0 means no limit.
+    pub max_sessions_per_token: usize,
+    /// Open sessions of all tokens together; 0 means no limit.
+    pub max_sessions: usize,
+    /// `initialize` requests one token may send per minute; 0 means no limit.
+    pub initialize_per_minute: u32,
+    /// Minutes without a request after which a session is closed (at least 1).
+    pub idle_minutes: u32,
+}
+
+impl Default for McpConfig {
+    fn default() -> Self {
+        McpConfig {
+            max_sessions_per_token: 16,
+            max_sessions: 256,
+            initialize_per_minute: 30,
+            idle_minutes: 30,
+        }
+    }
 }
 
 /// The HTTP server.
@@ -154,6 +181,7 @@ impl Default for Config {
             embedder: EmbedderConfig::default(),
             lifecycle: Default::default(),
             sleep: crate::consolidate::SleepConfig::default(),
+            mcp: McpConfig::default(),
         }
     }
 }
@@ -372,6 +400,11 @@ impl Config {
         }
         if !(1..=168).contains(&self.ingest.ttl_hours) {
             return Err(Error::invalid("ingest.ttlHours must be between 1 and 168"));
+        }
+        if !(1..=10_080).contains(&self.mcp.idle_minutes) {
+            return Err(Error::invalid(
+                "mcp.idleMinutes must be between 1 and 10080 (a week)",
+            ));
         }
         if !(s.rrf_k >= 0.0 && s.rrf_k.is_finite()) {
             return Err(Error::invalid("search.rrfK must be a finite number >= 0"));

@@ -142,6 +142,9 @@ pub struct Grant {
     pub scopes: BTreeSet<String>,
     /// Scenes, the first being the default.
     pub scenes: Vec<Scene>,
+    /// Scenes it may write, forget and edit in: its scenes minus the ones its
+    /// preset only reads ([`preset_read_only`]); the first is the default.
+    pub write_scenes: Vec<Scene>,
 }
 
 impl Grant {
@@ -152,11 +155,30 @@ impl Grant {
 
     /// A grant for a token record.
     pub fn from_record(t: &TokenRecord) -> Grant {
+        let read_only = t.preset.as_deref().map(preset_read_only).unwrap_or(&[]);
         Grant {
             name: t.name.clone(),
             scopes: t.scopes.iter().cloned().collect(),
             scenes: t.scenes.clone(),
+            write_scenes: t
+                .scenes
+                .iter()
+                .filter(|s| !read_only.contains(&s.as_str()))
+                .cloned()
+                .collect(),
         }
+    }
+}
+
+/// Scenes a preset reads but never writes in. The pet reads the owner's
+/// `main` and `qq:owner` (recall, live chat) but writes, forgets and edits
+/// only in `pet`. Derived from the preset name at authentication, so tokens
+/// issued before this rule follow it too; scenes added to a preset with
+/// `--scene` stay writable.
+pub fn preset_read_only(preset: &str) -> &'static [&'static str] {
+    match preset {
+        "pet" => &["main", "qq:owner"],
+        _ => &[],
     }
 }
 

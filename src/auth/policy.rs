@@ -61,6 +61,41 @@ pub fn resolve_scene(grant: &Grant, requested: Option<&str>) -> Result<Scene> {
     }
 }
 
+/// The scene a write lands in: the one it names, which must be one of the
+/// token's write scenes ([`Grant::write_scenes`]), else the first of them.
+pub fn resolve_write_scene(grant: &Grant, requested: Option<&str>) -> Result<Scene> {
+    let scene = match requested {
+        None => grant.write_scenes.first().cloned().ok_or_else(|| {
+            Error::Forbidden(format!(
+                "token {:?} may not write in any scene; it reads {}",
+                grant.name,
+                list(&grant.scenes)
+            ))
+        })?,
+        Some(s) => Scene::parse(s)?,
+    };
+    if grant.write_scenes.contains(&scene) {
+        Ok(scene)
+    } else {
+        Err(Error::Forbidden(format!(
+            "token {:?} may not write in scene {scene}; it writes in {}",
+            grant.name,
+            list(&grant.write_scenes)
+        )))
+    }
+}
+
+fn list(scenes: &[Scene]) -> String {
+    if scenes.is_empty() {
+        return "no scene".into();
+    }
+    scenes
+        .iter()
+        .map(Scene::as_str)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Fails with `FORBIDDEN` unless the token carries `scope`.
 pub fn require(grant: &Grant, scope: &str) -> Result<()> {
     if grant.has(scope) {
@@ -157,7 +192,9 @@ pub fn check_write(grant: &Grant, privacy: Privacy) -> Result<()> {
     Ok(())
 }
 
-/// What a token may forget: what it may write, in its scenes (every scene with `*`).
+/// What a token may forget, supersede or edit: what it may write, in its
+/// write scenes (every scene with `*`). Handed to the lookup of the memory,
+/// so a memory outside it is `NOT_FOUND` whether or not it exists.
 pub fn forget_filter(grant: &Grant) -> Result<Filter> {
     require(grant, scope::WRITE)?;
     let mut privacy = vec![Privacy::Normal, Privacy::Personal];
@@ -169,8 +206,13 @@ pub fn forget_filter(grant: &Grant) -> Result<Filter> {
     }
     let scenes = if grant.has(scope::ALL) {
         Vec::new()
+    } else if grant.write_scenes.is_empty() {
+        return Err(Error::Forbidden(format!(
+            "token {:?} may not write in any scene",
+            grant.name
+        )));
     } else {
-        grant.scenes.clone()
+        grant.write_scenes.clone()
     };
     Ok(Filter::scope(Scope {
         scenes,
@@ -203,11 +245,34 @@ mod tests {
 
     fn grant(p: &str) -> Grant {
         let (scopes, scenes) = preset(p).unwrap();
-        Grant {
+        Grant::from_record(&crate::auth::TokenRecord {
             name: p.into(),
-            scopes: scopes.into_iter().collect(),
+            hash: String::new(),
+            scopes,
             scenes,
-        }
+            preset: Some(p.into()),
+            created_at: Utc::now(),
+            revoked_at: None,
+        })
+    }
+
+    #[test]
+    fn the_pet_writes_only_in_pet() {
+        let pet = grant("pet");
+        assert_eq!(resolve_write_scene(&pet, None).unwrap().as_str(), "pet");
+        let err = resolve_write_scene(&pet, Some("main")).unwrap_err();
+        assert_eq!(err.code().as_str(), "FORBIDDEN");
+        assert_eq!(
+            forget_filter(&pet).unwrap().any_of[0].scenes,
+            [Scene::parse("pet").unwrap()]
+        );
+        // It still reads main.
+        assert_eq!(resolve_scene(&pet, None).unwrap().as_str(), "main");
+        let g = grant("qq-group-7");
+        assert_eq!(
+            resolve_write_scene(&g, None).unwrap().as_str(),
+            "qq:group:7"
+        );
     }
 
     #[test]

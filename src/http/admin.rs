@@ -161,6 +161,7 @@ pub async fn capabilities(State(st): State<AppState>, caller: Caller) -> Respons
             "name": caller.0.name,
             "scopes": caller.0.scopes,
             "scenes": caller.0.scenes,
+            "write_scenes": caller.0.write_scenes,
         },
     });
     reply(&body, AuditNote::default())

@@ -468,13 +468,17 @@ pub async fn bootstrap(
         return Err(ApiError::invalid("recent must be between 1 and 50"));
     }
     let at = scene.clone();
-    let out = st.run(move |hub| hub.bootstrap(&at, &filter, n)).await?;
+    let own = caller.0.write_scenes.clone();
+    let out = st
+        .run(move |hub| hub.bootstrap(&at, &filter, &own, n))
+        .await?;
     let ids = out
         .identity
         .iter()
         .chain(out.audience.iter())
         .map(|m| m.id.clone())
         .chain(out.recent_titles.iter().map(|t| t.id.clone()))
+        .chain(out.recent_self.iter().map(|m| m.id.clone()))
         .collect::<Vec<_>>();
     Ok(reply(&out, note(&scene, ids)))
 }

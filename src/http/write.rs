@@ -47,6 +47,30 @@ fn source_for(grant: &Grant, scene: &Scene, asked: Option<String>) -> Result<Str
     }
 }
 
+/// The scene in which a token without `*` may write `subject: self`: the
+/// pet's notes about itself. Nowhere else can such a token speak for the
+/// owner's agent.
+const SELF_SCENE: &str = "pet";
+
+/// Whose memory a write is. A token with `*` (the owner's own agents) says
+/// what it likes and defaults to `owner`. Any other token writes on behalf of
+/// an audience, so it defaults to `other`, and claiming `owner` or `self` is
+/// `FORBIDDEN` — except `self` in the `pet` scene. Reads that show "your own
+/// notes" also keep to the caller's write scenes (see `Hub::bootstrap`).
+fn subject_for(grant: &Grant, scene: &Scene, asked: Option<Subject>) -> Result<Subject, ApiError> {
+    if grant.has(scope::ALL) {
+        return Ok(asked.unwrap_or(Subject::Owner));
+    }
+    match asked {
+        None | Some(Subject::Other) => Ok(Subject::Other),
+        Some(Subject::SelfAgent) if scene.as_str() == SELF_SCENE => Ok(Subject::SelfAgent),
+        Some(s) => Err(ApiError::forbidden(format!(
+            "subject {s:?} needs a token with the \"*\" scope: a token for {scene} writes about \
+             others (subject \"other\", the default), never as the owner or the agent itself"
+        ))),
+    }
+}
+
 /// `POST /v1/write` body.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -68,7 +92,8 @@ pub struct WriteBody {
     /// normal (default), personal, sensitive, secret.
     #[serde(default)]
     privacy: Option<Privacy>,
-    /// owner (default), self, other.
+    /// owner, self, other (default: owner for tokens with `*`, else other;
+    /// only `*` may claim owner or self, the pet may write self in `pet`).
     #[serde(default)]
     subject: Option<Subject>,
     /// 0-1 (default 0.5).
@@ -98,9 +123,10 @@ pub async fn write(
     ApiJson(body): ApiJson<WriteBody>,
 ) -> Result<Response, ApiError> {
     let grant = &caller.0;
-    let scene = policy::resolve_scene(grant, body.scene.as_deref())?;
+    let scene = policy::resolve_write_scene(grant, body.scene.as_deref())?;
     let privacy = body.privacy.unwrap_or(Privacy::Normal);
     policy::check_write(grant, privacy)?;
+    let subject = subject_for(grant, &scene, body.subject)?;
     let source = source_for(grant, &scene, body.source)?;
     let mut req = WriteRequest::new(scene.clone(), body.text, source);
     if let Some(k) = &body.kind {
@@ -109,7 +135,7 @@ pub async fn write(
     req.title = body.title;
     req.tags = parse_tags(&body.tags)?;
     req.privacy = privacy;
-    req.subject = body.subject.unwrap_or(Subject::Owner);
+    req.subject = subject;
     req.importance = body.importance.unwrap_or(0.5);
     req.tier = body.tier;
     req.stage = body.stage.unwrap_or(Stage::Long);
@@ -219,7 +245,7 @@ pub async fn ingest(
     ApiJson(body): ApiJson<IngestBody>,
 ) -> Result<Response, ApiError> {
     let grant = &caller.0;
-    let scene = policy::resolve_scene(grant, body.scene.as_deref())?;
+    let scene = policy::resolve_write_scene(grant, body.scene.as_deref())?;
     policy::check_write(grant, Privacy::Normal)?;
     let ttl_hours = body
         .ttl_hours
@@ -299,7 +325,7 @@ pub async fn members(
         Some(g) => Scene::parse(g)?,
         None => scene.clone(),
     };
-    if !grant.has(scope::ALL) && !grant.scenes.contains(&group) {
+    if !grant.has(scope::ALL) && !grant.write_scenes.contains(&group) {
         return Err(ApiError::forbidden(format!(
             "group {group} is not one of this token's scenes"
         )));

@@ -146,7 +146,9 @@ pub struct Bootstrap {
     pub audience: Option<Memory>,
     /// Titles (or openings) of the newest long-term memories.
     pub recent_titles: Vec<RecentTitle>,
-    /// The newest memories about the agent itself (`subject: self`).
+    /// The newest memories about the agent itself (`subject: self`) written
+    /// in the caller's own (write) scenes: what another audience's token
+    /// wrote never shows up as the agent's own note.
     pub recent_self: Vec<Memory>,
     /// The category slots (always injected policy), as far as the caller may see them.
     pub categories: Vec<super::categories::Category>,
@@ -159,6 +161,8 @@ pub struct RecentTitle {
     pub id: String,
     /// When.
     pub ts: DateTime<Utc>,
+    /// The scene (audience) it lives in.
+    pub scene: Scene,
     /// Title, or the first 40 characters of the text.
     pub title: String,
 }
@@ -214,7 +218,7 @@ impl Hub {
             &Latest {
                 limit,
                 since: Some(since),
-                before: None,
+                ..Latest::default()
             },
         )
     }
@@ -248,6 +252,7 @@ impl Hub {
                 limit: q.limit + 1,
                 before,
                 since,
+                history: true,
             },
         )?;
         let more = rows.len() > q.limit;
@@ -301,7 +306,15 @@ impl Hub {
     }
 
     /// What a session starts with, as far as `filter` lets the caller see.
-    pub fn bootstrap(&self, scene: &Scene, filter: &Filter, recent: usize) -> Result<Bootstrap> {
+    /// `own` are the caller's write scenes: `recent_self` comes only from
+    /// them (an empty `own` gives no `self` notes), inside the query.
+    pub fn bootstrap(
+        &self,
+        scene: &Scene,
+        filter: &Filter,
+        own: &[Scene],
+        recent: usize,
+    ) -> Result<Bootstrap> {
         let identity = match self.get(&ids::doc_id("user/identity.md"), filter) {
             Ok(m) => Some(m),
             Err(Error::NotFound(_)) => None,
@@ -314,21 +327,28 @@ impl Hub {
                 title: m.title.clone().unwrap_or_else(|| one_line(&m.text, 40)),
                 id: m.id,
                 ts: m.ts,
+                scene: m.scene,
             })
             .collect();
-        let self_filter = narrow(
-            filter,
-            &Scope {
-                subjects: vec![Subject::SelfAgent],
-                ..Scope::default()
-            },
-        );
+        let recent_self = if own.is_empty() {
+            Vec::new()
+        } else {
+            let self_filter = narrow(
+                filter,
+                &Scope {
+                    subjects: vec![Subject::SelfAgent],
+                    scenes: own.to_vec(),
+                    ..Scope::default()
+                },
+            );
+            self.recent(&self_filter, Some(Stage::Long), recent)?
+        };
         Ok(Bootstrap {
             scene: scene.clone(),
             identity,
             audience: self.audience_card(scene)?,
             recent_titles,
-            recent_self: self.recent(&self_filter, Some(Stage::Long), recent)?,
+            recent_self,
             categories: self.categories(filter)?,
         })
     }

@@ -3,7 +3,9 @@
 //!
 //! Like every read of [`MetaDb`], each query takes a [`Filter`] that becomes
 //! part of its SQL `WHERE`, so rows the caller may not see are never loaded.
-//! Forgotten facts are never returned.
+//! Forgotten facts are never returned, and neither are superseded ones unless
+//! the read asks for history ([`Latest::history`], the timeline only): one
+//! rule for every list, block and disclosure built on [`MetaDb::latest`].
 
 use std::collections::HashMap;
 
@@ -24,6 +26,9 @@ pub struct Latest {
     pub before: Option<(DateTime<Utc>, String)>,
     /// Only rows written at or after this instant.
     pub since: Option<DateTime<Utc>>,
+    /// Also superseded rows: the history view (timeline), where a memory and
+    /// what replaced it are shown side by side. Every other list leaves it off.
+    pub history: bool,
 }
 
 impl MetaDb {
@@ -36,6 +41,9 @@ impl MetaDb {
         let mut sql = format!(
             "SELECT {MEMORY_COLUMNS} FROM memories WHERE forgotten_at IS NULL AND {where_sql}"
         );
+        if !q.history {
+            sql.push_str(" AND superseded_by IS NULL");
+        }
         if let Some((ts, id)) = &q.before {
             let millis = ts.timestamp_millis().to_string();
             sql.push_str(" AND (ts < ? OR (ts = ? AND id < ?))");

@@ -1,4 +1,6 @@
-//! MCP resources: the budgeted session payload `memory://inject`, single
+//! MCP resources: the budgeted session payload `memory://inject` (every
+//! listed memory labelled with its scene; "your own notes" only from the
+//! caller's write scenes, superseded memories never), single
 //! memories `memory://{id}`, categories, collections (scenes) and
 //! `health://status`. Each is read through the `/v1` API with the caller's
 //! token, like the tools.
@@ -321,10 +323,11 @@ async fn inject(
     }
     let self_notes = boot["recent_self"].as_array().cloned().unwrap_or_default();
     if !self_notes.is_empty() {
-        b.push("\n## Your own recent notes\n");
+        b.push("\n## Your own recent notes (written in your scenes)\n");
         for m in &self_notes {
             if !b.push(&format!(
-                "- {} ({})\n",
+                "- [{}] {} ({})\n",
+                str_of(m, "scene"),
                 one_line(str_of(m, "text")),
                 str_of(m, "id")
             )) {
@@ -346,8 +349,9 @@ async fn inject(
             .map(|t| format!("{t}: "))
             .unwrap_or_default();
         let line = format!(
-            "- {day} [{}] {title}{} ({})\n",
+            "- {day} [{}, {}] {title}{} ({})\n",
             str_of(m, "kind"),
+            str_of(m, "scene"),
             one_line(str_of(m, "text")),
             str_of(m, "id")
         );

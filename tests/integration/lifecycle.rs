@@ -420,7 +420,9 @@ fn categories_are_t0_documents_with_revisions_and_join_bootstrap() {
     let m = hub.get(&c.doc_id, &all).unwrap();
     assert_eq!(m.tier, Some(Tier::T0));
     assert_eq!(m.stage, Stage::Long);
-    let boot = hub.bootstrap(&main, &all, 5).unwrap();
+    let boot = hub
+        .bootstrap(&main, &all, std::slice::from_ref(&main), 5)
+        .unwrap();
     assert_eq!(boot.categories.len(), 1);
     assert_eq!(boot.categories[0].slot, "coding-requirements");
     let ids = crate::support::search_ids(&hub, "tests docs", 5);

@@ -18,5 +18,6 @@ mod openapi;
 mod reindex;
 mod semantic;
 mod serve;
+mod side_channels;
 mod transfer;
 mod watch;
