@@ -1001,7 +1001,8 @@ fn token_diff(current: &Path, incoming: &Path) -> Result<Vec<TokenChange>> {
 
 /// The effective config keys a restore changes (both files must be valid configs).
 fn config_diff(current: &Path, incoming: &Path) -> Result<Vec<ConfigChange>> {
-    let before = Config::load_file(current)?;
+    // A broken config here is what a restore may be meant to fix: compare with the defaults.
+    let before = Config::load_file(current).unwrap_or_default();
     let after = Config::load_file(incoming)
         .map_err(|e| Error::invalid(format!("the archive's config.json is not valid here: {e}")))?;
     let mut a = BTreeMap::new();
