@@ -32,10 +32,23 @@ pub enum Action {
         /// The archive.
         archive: PathBuf,
     },
-    /// Replace the root's files with an archive's, then rebuild the index (refused while serve runs).
+    /// Add what this root lacks from an archive, then rebuild the index (refused while serve runs).
+    ///
+    /// Nothing on the root is deleted or overwritten: files it lacks are added, journal files
+    /// the archive holds a longer copy of are extended, and any other difference refuses the
+    /// whole restore. tokens.json and config.json stay as they are unless asked for.
     Restore {
         /// The archive.
         archive: PathBuf,
+        /// Also replace tokens.json with the archive's (the changed tokens are listed first).
+        #[arg(long)]
+        with_tokens: bool,
+        /// Also replace config.json with the archive's (the changed keys are listed first).
+        #[arg(long)]
+        with_config: bool,
+        /// Accept an archive that this root did not make (not signed with ROOT/backup.key).
+        #[arg(long)]
+        foreign: bool,
     },
 }
 
@@ -84,14 +97,38 @@ pub(super) fn run(
             }
         }
         Action::Verify { archive } => {
-            let m = backup::verify(archive)?;
+            let c = backup::verify(&layout, archive)?;
             if cli.json {
-                return super::print_json(&serde_json::json!({ "ok": true, "manifest": m }));
+                return super::print_json(&serde_json::json!({
+                    "ok": true,
+                    "origin": c.origin,
+                    "manifest": c.manifest,
+                }));
             }
-            println!("ok: {} files match their checksums", m.files.len());
+            println!(
+                "ok: {} files match their checksums; {}",
+                c.manifest.files.len(),
+                c.origin.describe()
+            );
         }
-        Action::Restore { archive } => {
-            let m = backup::restore(&layout, archive)?;
+        Action::Restore {
+            archive,
+            with_tokens,
+            with_config,
+            foreign,
+        } => {
+            let opts = backup::RestoreOptions {
+                with_tokens: *with_tokens,
+                with_config: *with_config,
+                foreign: *foreign,
+                limits: backup::Limits::default(),
+            };
+            let json = cli.json;
+            let (m, plan) = backup::restore(&layout, archive, &opts, &mut |plan| {
+                if !json {
+                    print_plan(plan);
+                }
+            })?;
             let config = Config::load(&layout)?;
             let bar = ProgressBar::new(0).with_style(
                 ProgressStyle::with_template("reindex {bar:40} {bytes}/{total_bytes}")
@@ -105,13 +142,16 @@ pub(super) fn run(
             let memories = hub.stats()?.counts.memories;
             if cli.json {
                 return super::print_json(&serde_json::json!({
-                    "restored": m.files.len(),
+                    "restored": plan.added.len() + plan.extended.len(),
+                    "archived": m.files.len(),
+                    "plan": plan,
                     "records": report.records,
                     "memories": memories,
                 }));
             }
             println!(
-                "restored {} files from {}; reindexed {} records, {memories} memories searchable",
+                "restored {} of {} files from {}; reindexed {} records, {memories} memories searchable",
+                plan.added.len() + plan.extended.len(),
                 m.files.len(),
                 archive.display(),
                 report.records
@@ -119,4 +159,47 @@ pub(super) fn run(
         }
     }
     Ok(())
+}
+
+/// Prints what a restore is about to do, before it does it.
+fn print_plan(plan: &backup::RestorePlan) {
+    println!("archive: {}", plan.origin.describe());
+    println!(
+        "memories: {} added, {} journal files extended, {} unchanged",
+        plan.added.len(),
+        plan.extended.len(),
+        plan.unchanged
+    );
+    if let Some(tokens) = &plan.tokens {
+        println!(
+            "tokens.json will be replaced ({} token changes):",
+            tokens.len()
+        );
+        for t in tokens {
+            let fields = if t.fields.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", t.fields.join(", "))
+            };
+            println!(
+                "  {} {}: scopes {} scenes {}{fields}",
+                t.change,
+                t.name,
+                t.scopes.join(","),
+                t.scenes.join(",")
+            );
+        }
+    }
+    if let Some(config) = &plan.config {
+        println!(
+            "config.json will be replaced ({} keys change):",
+            config.len()
+        );
+        for c in config {
+            println!("  {}: {} -> {}", c.key, c.before, c.after);
+        }
+    }
+    for note in &plan.not_restored {
+        println!("not restored: {note}");
+    }
 }

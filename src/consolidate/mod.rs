@@ -108,8 +108,11 @@ pub struct ModelConfig {
     pub command: Vec<String>,
     /// Seconds to wait for an answer.
     pub timeout_seconds: u64,
-    /// Whether `secret` memories may be sent to the model.
+    /// Kept so older configs still load; must be false: `secret` memories are never sent.
     pub send_secret: bool,
+    /// Whether `sensitive` memories are sent, and then only those in a scene of
+    /// `privacy.sensitiveAudiences` (the owner's own audiences).
+    pub send_sensitive: bool,
     /// At most this many memories are sent per run.
     pub max_memories: usize,
 }
@@ -124,6 +127,7 @@ impl Default for ModelConfig {
             command: Vec::new(),
             timeout_seconds: 120,
             send_secret: false,
+            send_sensitive: false,
             max_memories: 200,
         }
     }
@@ -138,6 +142,12 @@ impl SleepConfig {
         }
         if !(0.0..=1.0).contains(&self.promote_importance) {
             return Err(Error::invalid("sleep.promoteImportance must be in [0, 1]"));
+        }
+        if self.model.send_secret {
+            return Err(Error::invalid(
+                "sleep.model.sendSecret is no longer supported: secret memories are never sent to \
+                 the consolidation model (remove the key or set it to false)",
+            ));
         }
         match self.model.kind {
             ModelKind::Openai if !self.model.base_url.starts_with("http://") => Err(

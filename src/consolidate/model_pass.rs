@@ -6,7 +6,7 @@
 //! (a local llama.cpp or Ollama server; a minimal HTTP/1.1 client over
 //! `TcpStream`, plain `http://` only — there is no TLS, so point it at a
 //! server on this machine or a trusted network), or an external command that
-//! reads `{"instructions", "memories"}` as JSON on stdin and prints
+//! reads `{"instructions", "scene", "memories"}` as JSON on stdin and prints
 //! `{"operations": [...]}` on stdout.
 //!
 //! Operations (one JSON object each, `op` first):
@@ -15,12 +15,21 @@
 //! - `{"op":"supersede","id":…,"text":…,…}` — a new fact replacing `id` (linked by `supersedes`);
 //! - `{"op":"forget","id":…,"reason"?}` — a tombstone.
 //!
-//! Rules: every id must be one the model was shown; a write's sources must
-//! share one scene and the write stays in it; no operation may move a memory
-//! to another scene or lower its sensitivity (which would widen who may read
-//! it); pinned (tier t0) memories are never forgotten; `secret` memories are
-//! never sent unless `sendSecret` is set. A refused
-//! operation is listed in the report with its reason and never applied.
+//! Rules:
+//! - one request per scene: the model never sees two audiences at once, and
+//!   every id an operation names must be one of that request's memories (an
+//!   id from another scene is rejected), so a write, supersede or forget
+//!   rests on evidence from its own scene only;
+//! - no operation may move a memory to another scene or lower its
+//!   sensitivity (which would widen who may read it);
+//! - pinned (tier t0) memories are never forgotten; in a scene that is not one
+//!   of the owner's audiences (`privacy.sensitiveAudiences`, e.g. a group
+//!   chat), pinned memories and memories about the owner (`subject: owner`)
+//!   are neither forgotten nor superseded;
+//! - `secret` memories are never sent; `sensitive` ones only with
+//!   `sendSensitive` and only in the owner's audiences.
+//!
+//! A refused operation is listed in the report with its reason and never applied.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -33,20 +42,21 @@ use serde::{Deserialize, Serialize};
 use super::report::{Forgotten, Rejected, RunReport, Superseded};
 use super::rollback::forget_reason;
 use super::{History, JournalView, ModelConfig, ModelKind, RunOptions, SOURCE, SleepConfig};
+use crate::config::PrivacyConfig;
 use crate::error::{Error, Result};
 use crate::hub::{Hub, WriteAction, WriteRequest};
 use crate::index::filter::Filter;
-use crate::model::{Privacy, Scene, Stage, Tier, parse_kind, parse_tags};
+use crate::model::{Privacy, Scene, Stage, Subject, Tier, parse_kind, parse_tags};
 
 /// What the model is told.
 pub const INSTRUCTIONS: &str = "You consolidate an assistant's memories overnight. You get the \
-period's memories as JSON (id, scene, stage short|long, kind, privacy, text). Turn what is worth \
+period's memories of one scene as JSON (id, scene, stage short|long, kind, privacy, text). Turn what is worth \
 keeping into durable long-term facts, replace outdated facts, and drop noise. Answer with JSON only: \
 {\"operations\": [...]} where each operation is one of \
 {\"op\":\"write\",\"from\":[ids it is based on],\"text\":\"the fact\",\"kind\":\"fact|preference|event|todo|note\",\"importance\":0.0-1.0}, \
 {\"op\":\"supersede\",\"id\":\"id of the outdated memory\",\"text\":\"the corrected fact\"}, \
 {\"op\":\"forget\",\"id\":\"id\",\"reason\":\"why\"}. \
-Never combine memories from different scenes. Use only ids you were given. An empty list is fine.";
+Use only ids you were given. An empty list is fine.";
 
 /// A memory as the model sees it.
 #[derive(Debug, Clone, Serialize)]
@@ -105,18 +115,25 @@ struct Body {
     privacy: Option<String>,
 }
 
-/// The memories sent to the model: the window's live short-term chat and
-/// long-term facts, without secrets unless allowed, at most `max_memories`
-/// (the latest).
+/// The memories that may be sent to the model: the window's live short-term
+/// chat and long-term facts, never `secret`, `sensitive` only when allowed and
+/// in one of the owner's audiences, at most `max_memories` (the latest).
 pub(crate) fn input<'a>(
     view: &'a JournalView,
     cfg: &ModelConfig,
+    privacy: &PrivacyConfig,
     opts: &RunOptions,
 ) -> Vec<&'a History> {
     let mut out: Vec<&History> = view
         .live()
         .filter(|h| opts.window.contains(h.first.ts) || opts.window.contains(h.last.ts))
-        .filter(|h| cfg.send_secret || h.last.privacy != Privacy::Secret)
+        .filter(|h| match h.last.privacy {
+            Privacy::Secret => false,
+            Privacy::Sensitive => {
+                cfg.send_sensitive && privacy.sensitive_audiences.contains(&h.last.scene)
+            }
+            Privacy::Normal | Privacy::Personal => true,
+        })
         .collect();
     if out.len() > cfg.max_memories {
         out.drain(..out.len() - cfg.max_memories);
@@ -124,7 +141,23 @@ pub(crate) fn input<'a>(
     out
 }
 
-/// Runs the model pass and applies (or, in a dry run, only validates) what it proposes.
+/// [`input`] split into one group per scene, in scene order.
+pub(crate) fn by_scene(memories: Vec<&History>) -> Vec<(Scene, Vec<&History>)> {
+    let mut groups: std::collections::BTreeMap<String, (Scene, Vec<&History>)> =
+        std::collections::BTreeMap::new();
+    for h in memories {
+        groups
+            .entry(h.last.scene.as_str().to_string())
+            .or_insert_with(|| (h.last.scene.clone(), Vec::new()))
+            .1
+            .push(h);
+    }
+    groups.into_values().collect()
+}
+
+/// Runs the model pass, one request per scene, and applies (or, in a dry run,
+/// only validates) what it proposes. A scene whose request fails does not stop
+/// the others; the first failure is returned at the end so the run is retried.
 pub(crate) fn run(
     hub: &Hub,
     cfg: &SleepConfig,
@@ -133,10 +166,29 @@ pub(crate) fn run(
     run_id: &str,
     report: &mut RunReport,
 ) -> Result<()> {
-    let shown = input(view, &cfg.model, opts);
-    if shown.is_empty() {
-        return Ok(());
+    let privacy = &hub.config().privacy;
+    let mut first_error = None;
+    for (scene, shown) in by_scene(input(view, &cfg.model, privacy, opts)) {
+        let owner_scene = privacy.sensitive_audiences.contains(&scene);
+        if let Err(e) = run_scene(hub, cfg, opts, &scene, owner_scene, &shown, run_id, report) {
+            tracing::warn!(sleep.run = run_id, sleep.scene = %scene, error = %e, "consolidation model pass failed for a scene");
+            first_error.get_or_insert(Error::Internal(format!("scene {scene}: {e}")));
+        }
     }
+    first_error.map_or(Ok(()), Err)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_scene(
+    hub: &Hub,
+    cfg: &SleepConfig,
+    opts: &RunOptions,
+    scene: &Scene,
+    owner_scene: bool,
+    shown: &[&History],
+    run_id: &str,
+    report: &mut RunReport,
+) -> Result<()> {
     let memories: Vec<InputMemory> = shown
         .iter()
         .map(|h| InputMemory {
@@ -151,16 +203,21 @@ pub(crate) fn run(
         .collect();
     let answer = match cfg.model.kind {
         ModelKind::None => return Ok(()),
-        ModelKind::Openai => ask_openai(&cfg.model, &memories)?,
-        ModelKind::Command => ask_command(&cfg.model, &memories)?,
+        ModelKind::Openai => ask_openai(&cfg.model, scene, &memories)?,
+        ModelKind::Command => ask_command(&cfg.model, scene, &memories)?,
     };
     let ops = operations(&answer)?;
-    report.proposed = ops.len();
+    report.proposed += ops.len();
     let by_id: HashMap<&str, &History> = shown.iter().map(|h| (h.last.id.as_str(), *h)).collect();
+    let scope = Request {
+        scene,
+        owner_scene,
+        shown: &by_id,
+    };
     let mut writes: Vec<(serde_json::Value, WriteRequest, Option<String>)> = Vec::new();
     let mut forgets: Vec<(serde_json::Value, String, Option<String>)> = Vec::new();
     for raw in ops {
-        match validate(&raw, &by_id, run_id) {
+        match validate(&raw, &scope, run_id) {
             Ok(Valid::Write(req)) => {
                 let old = req.supersedes.clone();
                 writes.push((raw, *req, old));
@@ -238,26 +295,64 @@ enum Valid {
     Forget(String, Option<String>),
 }
 
+/// One scene's request: what the model was shown, and whose audience it is.
+struct Request<'a> {
+    scene: &'a Scene,
+    /// One of the owner's audiences (`privacy.sensitiveAudiences`).
+    owner_scene: bool,
+    shown: &'a HashMap<&'a str, &'a History>,
+}
+
+impl Request<'_> {
+    /// The memory `id`, if the model was shown it in this request.
+    fn known(&self, id: &str) -> std::result::Result<&History, String> {
+        self.shown.get(id).copied().ok_or_else(|| {
+            format!(
+                "{id} is not one of the memories given to the model for scene {}",
+                self.scene
+            )
+        })
+    }
+
+    /// Refuses to forget or supersede what evidence from this scene may not touch.
+    fn may_replace(&self, h: &History, verb: &str) -> std::result::Result<(), String> {
+        let id = &h.last.id;
+        if self.owner_scene {
+            return Ok(());
+        }
+        if h.last.tier == Some(Tier::T0) {
+            return Err(format!(
+                "{id} is pinned (tier t0); evidence from {} may not {verb} it",
+                self.scene
+            ));
+        }
+        if h.last.subject == Subject::Owner {
+            return Err(format!(
+                "{id} is about the owner; evidence from {} (not one of the owner's audiences) may not {verb} it",
+                self.scene
+            ));
+        }
+        Ok(())
+    }
+}
+
 fn validate(
     raw: &serde_json::Value,
-    shown: &HashMap<&str, &History>,
+    scope: &Request<'_>,
     run_id: &str,
 ) -> std::result::Result<Valid, String> {
     let op: Operation =
         serde_json::from_value(raw.clone()).map_err(|e| format!("malformed operation: {e}"))?;
-    let known = |id: &str| {
-        shown
-            .get(id)
-            .copied()
-            .ok_or_else(|| format!("{id} is not one of the memories given to the model"))
-    };
+    let known = |id: &str| scope.known(id);
     match op {
         Operation::Forget { id, reason } => {
-            if known(&id)?.last.tier == Some(Tier::T0) {
+            let target = known(&id)?;
+            if target.last.tier == Some(Tier::T0) {
                 return Err(format!(
                     "{id} is pinned (tier t0); consolidation never forgets it"
                 ));
             }
+            scope.may_replace(target, "forget")?;
             Ok(Valid::Forget(id, reason))
         }
         Operation::Write { from, body } => {
@@ -287,6 +382,7 @@ fn validate(
         }
         Operation::Supersede { id, body } => {
             let old = known(&id)?;
+            scope.may_replace(old, "supersede")?;
             let kind = body.kind.clone().unwrap_or_else(|| old.last.kind.clone());
             let importance = body.importance.unwrap_or(old.last.importance);
             request(
@@ -373,12 +469,13 @@ fn operations(answer: &str) -> Result<Vec<serde_json::Value>> {
     }
 }
 
-fn ask_command(cfg: &ModelConfig, memories: &[InputMemory]) -> Result<String> {
+fn ask_command(cfg: &ModelConfig, scene: &Scene, memories: &[InputMemory]) -> Result<String> {
     let (program, args) = cfg
         .command
         .split_first()
         .ok_or_else(|| Error::invalid("sleep.model.command is empty"))?;
-    let input = serde_json::json!({ "instructions": INSTRUCTIONS, "memories": memories });
+    let input =
+        serde_json::json!({ "instructions": INSTRUCTIONS, "scene": scene, "memories": memories });
     let mut child = Command::new(program)
         .args(args)
         .stdin(Stdio::piped())
@@ -424,7 +521,7 @@ fn ask_command(cfg: &ModelConfig, memories: &[InputMemory]) -> Result<String> {
     Ok(out)
 }
 
-fn ask_openai(cfg: &ModelConfig, memories: &[InputMemory]) -> Result<String> {
+fn ask_openai(cfg: &ModelConfig, scene: &Scene, memories: &[InputMemory]) -> Result<String> {
     let url = format!("{}/chat/completions", cfg.base_url.trim_end_matches('/'));
     let body = serde_json::json!({
         "model": cfg.model,
@@ -432,7 +529,7 @@ fn ask_openai(cfg: &ModelConfig, memories: &[InputMemory]) -> Result<String> {
         "stream": false,
         "messages": [
             { "role": "system", "content": INSTRUCTIONS },
-            { "role": "user", "content": serde_json::to_string(memories).expect("memories serialise") },
+            { "role": "user", "content": serde_json::json!({ "scene": scene, "memories": memories }).to_string() },
         ],
     });
     let key = (!cfg.api_key_env.is_empty())

@@ -243,6 +243,19 @@ fn dry_run_changes_nothing() {
 /// A one-connection-at-a-time fake chat-completions server on loopback that
 /// answers every request with `content` and keeps the request bodies.
 fn fake_model(content: String) -> (String, Arc<Mutex<Vec<String>>>) {
+    fake_model_with(move |_| content.clone())
+}
+
+/// The scene and memories of a request the fake model received.
+fn request_input(body: &str) -> serde_json::Value {
+    let v: serde_json::Value = serde_json::from_str(body).unwrap();
+    serde_json::from_str(v["messages"][1]["content"].as_str().unwrap()).unwrap()
+}
+
+/// [`fake_model`] answering each request with `answer(its scene)`.
+fn fake_model_with(
+    answer: impl Fn(&str) -> String + Send + 'static,
+) -> (String, Arc<Mutex<Vec<String>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -270,10 +283,12 @@ fn fake_model(content: String) -> (String, Arc<Mutex<Vec<String>>>) {
             }
             let mut body = vec![0; length];
             reader.read_exact(&mut body).unwrap();
-            bodies
-                .lock()
-                .unwrap()
-                .push(String::from_utf8(body).unwrap());
+            let body = String::from_utf8(body).unwrap();
+            let content = request_input(&body)["scene"]
+                .as_str()
+                .map(&answer)
+                .unwrap_or_default();
+            bodies.lock().unwrap().push(body);
             let answer = json!({
                 "id": "chatcmpl-1",
                 "object": "chat.completion",
@@ -321,7 +336,14 @@ fn model_pass_applies_valid_operations_and_rollback_restores_search() {
             { "op": "explode", "id": tea },
             "not even an object",
         ]});
-        let (base_url, seen) = fake_model(format!("```json\n{ops}\n```"));
+        // Only the request for `main` gets the operations; any other scene's gets none.
+        let (base_url, seen) = fake_model_with(move |scene| {
+            if scene == "main" {
+                format!("```json\n{ops}\n```")
+            } else {
+                r#"{"operations": []}"#.into()
+            }
+        });
         let mut cfg = SleepConfig::default();
         cfg.model.kind = ModelKind::Openai;
         cfg.model.base_url = base_url;
@@ -335,14 +357,18 @@ fn model_pass_applies_valid_operations_and_rollback_restores_search() {
         let reasons: Vec<&str> = r.rejected.iter().map(|x| x.reason.as_str()).collect();
         assert_eq!(
             reasons.iter().filter(|x| x.contains("cross-scene")).count(),
-            3,
+            2,
             "{reasons:#?}"
         );
         assert!(reasons.iter().any(|x| x.contains("malformed")));
-        assert!(
+        // The group line is not in main's request, so a write from both is refused, as is the secret.
+        assert_eq!(
             reasons
                 .iter()
-                .any(|x| x.contains("not one of the memories"))
+                .filter(|x| x.contains("not one of the memories given to the model for scene main"))
+                .count(),
+            2,
+            "{reasons:#?}"
         );
         assert_eq!(r.written.len(), 2);
         assert_eq!(r.superseded.len(), 1);
@@ -355,6 +381,11 @@ fn model_pass_applies_valid_operations_and_rollback_restores_search() {
             "{sent}"
         );
         assert!(sent.contains("\"model\":\"test-model\""));
+        assert_eq!(
+            seen.lock().unwrap().len(),
+            2,
+            "one request for main, one for the group"
+        );
         // The new facts are in search, the forgotten one is not.
         assert!(!search_ids(&hub, "杭州", 10).is_empty());
         assert!(search_ids(&hub, "带伞", 10).is_empty());
@@ -655,4 +686,192 @@ fn a_fact_restored_in_a_later_month_survives_a_reindex() {
     );
     let hub = root.hub();
     assert_eq!(search_ids(&hub, "boiler", 10).len(), 1, "after {run}");
+}
+
+// --- Issue "Privacy without side channels", item 14: the model pass keeps scenes apart. ---
+
+fn openai_cfg(base_url: String) -> SleepConfig {
+    let mut cfg = SleepConfig::default();
+    cfg.model.kind = ModelKind::Openai;
+    cfg.model.base_url = base_url;
+    cfg.model.model = "test-model".into();
+    cfg
+}
+
+fn write_as(hub: &Hub, scene_name: &str, text: &str, privacy: Privacy) -> String {
+    let mut req = WriteRequest::new(scene(scene_name), text, "main");
+    req.privacy = privacy;
+    hub.write(req).unwrap().id
+}
+
+#[test]
+fn model_pass_sends_one_request_per_scene_and_never_secret_or_by_default_sensitive() {
+    let root = TempRoot::new();
+    let hub = root.hub();
+    write_as(&hub, "main", "owner note about the garden", Privacy::Normal);
+    write_as(
+        &hub,
+        "main",
+        "owner's salary is confidential",
+        Privacy::Sensitive,
+    );
+    write_as(
+        &hub,
+        "main",
+        "the safe code is in the drawer",
+        Privacy::Secret,
+    );
+    write_as(
+        &hub,
+        "qq:owner",
+        "owner asked about the weekend",
+        Privacy::Normal,
+    );
+    write_as(
+        &hub,
+        "qq:owner",
+        "owner's medical appointment",
+        Privacy::Sensitive,
+    );
+    chat(&hub, "qq:group:7", "group chat about hotpot", 0.5);
+    let (base_url, seen) = fake_model(r#"{"operations": []}"#.into());
+    let cfg = openai_cfg(base_url);
+    consolidate::run(&hub, &cfg, &options(true)).unwrap();
+    let requests: Vec<serde_json::Value> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|b| request_input(b))
+        .collect();
+    let mut scenes: Vec<&str> = requests
+        .iter()
+        .map(|r| r["scene"].as_str().unwrap())
+        .collect();
+    scenes.sort();
+    assert_eq!(
+        scenes,
+        ["main", "qq:group:7", "qq:owner"],
+        "one request per scene"
+    );
+    for r in &requests {
+        for m in r["memories"].as_array().unwrap() {
+            assert_eq!(m["scene"], r["scene"], "only its own scene's memories: {r}");
+        }
+    }
+    let all = seen.lock().unwrap().join("\n");
+    for never in ["safe code", "salary", "medical"] {
+        assert!(!all.contains(never), "{never} was sent: {all}");
+    }
+    assert!(all.contains("garden") && all.contains("hotpot"));
+
+    // With sendSensitive, sensitive memories go out, but only in their own scene's request.
+    let (base_url, seen) = fake_model(r#"{"operations": []}"#.into());
+    let mut cfg = openai_cfg(base_url);
+    cfg.model.send_sensitive = true;
+    consolidate::run(&hub, &cfg, &options(true)).unwrap();
+    let requests: Vec<serde_json::Value> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|b| request_input(b))
+        .collect();
+    for r in &requests {
+        let text = r.to_string();
+        assert_eq!(text.contains("salary"), r["scene"] == "main", "{text}");
+        assert_eq!(text.contains("medical"), r["scene"] == "qq:owner", "{text}");
+        assert!(!text.contains("safe code"));
+    }
+    // Secret is never sent: the old switch is refused with a clear error.
+    let mut cfg = SleepConfig::default();
+    cfg.model.send_secret = true;
+    let err = cfg.validate().unwrap_err();
+    assert!(err.to_string().contains("never sent"), "{err}");
+    let bad: Result<memory_hub::config::Config, _> = serde_json::from_value(
+        json!({ "sleep": { "model": { "sendSecret": false, "sendSensitive": true } } }),
+    );
+    assert!(
+        bad.unwrap().validate().is_ok(),
+        "sendSecret: false still loads"
+    );
+}
+
+#[test]
+fn group_evidence_cannot_touch_other_scenes_owner_or_pinned_memories() {
+    let root = TempRoot::new();
+    let hub = root.hub();
+    let owner_main = long(&hub, "main", "the owner lives in Hangzhou");
+    // In the group: the owner's own line, a pinned note, and another member's line.
+    let mut req = WriteRequest::new(scene("qq:group:7"), "owner said he likes hotpot", "qq");
+    req.subject = memory_hub::model::Subject::Owner;
+    let owner_in_group = hub.write(req).unwrap().id;
+    let mut req = WriteRequest::new(scene("qq:group:7"), "group rule: no spam", "qq");
+    req.subject = memory_hub::model::Subject::Other;
+    req.tier = Some(memory_hub::model::Tier::T0);
+    let pinned_in_group = hub.write(req).unwrap().id;
+    let mut req = WriteRequest::new(scene("qq:group:7"), "alice is moving to Beijing", "qq");
+    req.subject = memory_hub::model::Subject::Other;
+    let alice = hub.write(req).unwrap().id;
+    let group_ops = json!({ "operations": [
+        { "op": "forget", "id": owner_main, "reason": "a member said so" },
+        { "op": "supersede", "id": owner_main, "text": "the owner moved to Beijing" },
+        { "op": "forget", "id": owner_in_group },
+        { "op": "supersede", "id": owner_in_group, "text": "owner hates hotpot" },
+        { "op": "supersede", "id": pinned_in_group, "text": "spam is fine" },
+        { "op": "supersede", "id": alice, "text": "alice moved to Beijing" },
+    ]})
+    .to_string();
+    let (base_url, seen) = fake_model_with(move |scene| {
+        if scene == "qq:group:7" {
+            group_ops.clone()
+        } else {
+            r#"{"operations": []}"#.into()
+        }
+    });
+    let r = consolidate::run(&hub, &openai_cfg(base_url), &options(false)).unwrap();
+    assert_eq!(seen.lock().unwrap().len(), 2);
+    let reasons: Vec<&str> = r.rejected.iter().map(|x| x.reason.as_str()).collect();
+    assert_eq!(reasons.len(), 5, "{r:#?}");
+    assert_eq!(
+        reasons
+            .iter()
+            .filter(
+                |x| x.contains("not one of the memories given to the model for scene qq:group:7")
+            )
+            .count(),
+        2,
+        "{reasons:#?}"
+    );
+    assert_eq!(
+        reasons
+            .iter()
+            .filter(|x| x.contains("about the owner"))
+            .count(),
+        2
+    );
+    assert_eq!(reasons.iter().filter(|x| x.contains("pinned")).count(), 1);
+    // Only the other member's line was superseded, within the group.
+    assert_eq!(r.superseded.len(), 1, "{r:#?}");
+    assert_eq!(r.superseded[0].old, alice);
+    assert!(r.forgotten.is_empty());
+    assert_eq!(fact_line(&root, &r.written[0])["scene"], "qq:group:7");
+    assert_eq!(
+        search_ids(&hub, "Hangzhou", 5),
+        std::slice::from_ref(&owner_main)
+    );
+    assert_eq!(search_ids(&hub, "hotpot", 5), [owner_in_group]);
+
+    // In the owner's own scene, the owner's evidence may supersede the owner's memory.
+    let main_ops = json!({ "operations": [
+        { "op": "supersede", "id": owner_main, "text": "the owner moved to Suzhou" },
+    ]})
+    .to_string();
+    let (base_url, _) = fake_model_with(move |scene| {
+        if scene == "main" {
+            main_ops.clone()
+        } else {
+            r#"{"operations": []}"#.into()
+        }
+    });
+    let r = consolidate::run(&hub, &openai_cfg(base_url), &options(false)).unwrap();
+    assert_eq!(r.superseded.len(), 1, "{r:#?}");
 }
