@@ -133,7 +133,7 @@ fn manifest_for(files: &[(String, Vec<u8>)]) -> Manifest {
         .iter()
         .filter(|(p, _)| {
             p.strip_prefix("memories/facts/")
-                .is_some_and(journal::is_journal_name)
+                .is_some_and(journal::is_journal_path)
         })
         .collect();
     Manifest {
