@@ -297,8 +297,8 @@ fn collect(layout: &Layout) -> Result<Vec<(String, Vec<u8>)>> {
 
 /// A journal file, at any depth under `memories/facts/` (per-device directories included).
 fn is_journal_path(rel: &str) -> bool {
-    rel.starts_with("memories/facts/")
-        && rel.rsplit('/').next().is_some_and(journal::is_journal_name)
+    rel.strip_prefix("memories/facts/")
+        .is_some_and(journal::is_journal_path)
 }
 
 fn rel_path(root: &Path, path: &Path) -> String {

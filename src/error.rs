@@ -27,6 +27,9 @@ pub enum ErrorCode {
     RateLimited,
     /// A file or index could not be read or written.
     Storage,
+    /// The disk (or the user's quota) holding the root is full; nothing was
+    /// stored. Retry once space is freed.
+    StorageFull,
     /// An invariant broke; the log has the details.
     Internal,
 }
@@ -42,6 +45,7 @@ impl ErrorCode {
         ErrorCode::EmbeddingUnavailable,
         ErrorCode::RateLimited,
         ErrorCode::Storage,
+        ErrorCode::StorageFull,
         ErrorCode::Internal,
     ];
 
@@ -56,6 +60,7 @@ impl ErrorCode {
             ErrorCode::EmbeddingUnavailable => "EMBEDDING_UNAVAILABLE",
             ErrorCode::RateLimited => "RATE_LIMITED",
             ErrorCode::Storage => "STORAGE",
+            ErrorCode::StorageFull => "STORAGE_FULL",
             ErrorCode::Internal => "INTERNAL",
         }
     }
@@ -66,6 +71,7 @@ impl ErrorCode {
             self,
             ErrorCode::RootLocked
                 | ErrorCode::Storage
+                | ErrorCode::StorageFull
                 | ErrorCode::EmbeddingUnavailable
                 | ErrorCode::RateLimited
         )
@@ -80,6 +86,7 @@ impl ErrorCode {
             ErrorCode::RootLocked => 5,
             ErrorCode::EmbeddingUnavailable => 6,
             ErrorCode::RateLimited => 7,
+            ErrorCode::StorageFull => 8,
             ErrorCode::Storage | ErrorCode::Internal => 1,
         }
     }
@@ -126,6 +133,12 @@ pub enum Error {
     /// The tantivy full-text index failed.
     #[error("full-text index: {0}")]
     Tantivy(#[from] tantivy::TantivyError),
+    /// The disk or quota is full (ENOSPC, EDQUOT); the text says what was being done.
+    #[error(
+        "{0}: the disk holding the memory root is full; nothing was stored. \
+         Free some space and retry"
+    )]
+    StorageFull(String),
     /// An invariant broke.
     #[error("internal error: {0}")]
     Internal(String),
@@ -140,8 +153,53 @@ impl Error {
             Error::Forbidden(_) => ErrorCode::Forbidden,
             Error::RootLocked { .. } => ErrorCode::RootLocked,
             Error::EmbeddingUnavailable(_) => ErrorCode::EmbeddingUnavailable,
+            Error::StorageFull(_) => ErrorCode::StorageFull,
+            Error::Io { .. } | Error::Sqlite(_) | Error::Tantivy(_) if self.is_storage_full() => {
+                ErrorCode::StorageFull
+            }
             Error::Io { .. } | Error::Sqlite(_) | Error::Tantivy(_) => ErrorCode::Storage,
             Error::Internal(_) => ErrorCode::Internal,
+        }
+    }
+
+    /// Whether the cause is a full disk or quota (ENOSPC, EDQUOT, SQLITE_FULL),
+    /// anywhere in the chain of causes.
+    pub fn is_storage_full(&self) -> bool {
+        match self {
+            Error::StorageFull(_) => true,
+            Error::Io { source, .. } => io_is_full(source),
+            Error::Sqlite(e) => {
+                matches!(e.sqlite_error_code(), Some(rusqlite::ErrorCode::DiskFull))
+                    || chain_is_full(e)
+            }
+            // tantivy reports some failures of its threads only as text.
+            Error::Tantivy(e) => {
+                chain_is_full(e) || {
+                    let text = e.to_string();
+                    FULL_MESSAGES.iter().any(|m| text.contains(m))
+                }
+            }
+            _ => false,
+        }
+    }
+
+    /// A copy of this error for one more caller of a failed group commit:
+    /// the same code and message (the cause is logged once by the writer).
+    pub fn for_caller(&self) -> Error {
+        match self.code() {
+            ErrorCode::StorageFull => Error::StorageFull(match self {
+                Error::StorageFull(what) => what.clone(),
+                other => other.to_string(),
+            }),
+            ErrorCode::Storage => Error::Io {
+                context: format!("write not stored: {self}"),
+                source: std::io::Error::other(
+                    std::error::Error::source(self)
+                        .map(|s| s.to_string())
+                        .unwrap_or_default(),
+                ),
+            },
+            _ => Error::Internal(format!("write not stored: {self}")),
         }
     }
 
@@ -161,6 +219,36 @@ impl Error {
             }
         })
     }
+}
+
+/// OS messages of a full disk, for errors that only carry text.
+const FULL_MESSAGES: &[&str] = &[
+    "No space left on device",
+    "Disk quota exceeded",
+    "database or disk is full",
+];
+
+fn io_is_full(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+    ) || matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
+}
+
+fn chain_is_full(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(io) = err.downcast_ref::<std::io::Error>()
+            && (io_is_full(io)
+                || io.get_ref().is_some_and(|inner| {
+                    FULL_MESSAGES.iter().any(|m| inner.to_string().contains(m))
+                }))
+        {
+            return true;
+        }
+        cur = err.source();
+    }
+    false
 }
 
 /// Attaches a path-bearing context to an IO error.
@@ -204,12 +292,60 @@ mod tests {
                 "EMBEDDING_UNAVAILABLE",
                 true,
             ),
+            (
+                Error::StorageFull("cannot append to journal".into()),
+                "STORAGE_FULL",
+                true,
+            ),
+            (
+                Error::Io {
+                    context: "cannot append".into(),
+                    source: std::io::Error::from_raw_os_error(libc::ENOSPC),
+                },
+                "STORAGE_FULL",
+                true,
+            ),
+            (
+                Error::Io {
+                    context: "cannot append".into(),
+                    source: std::io::Error::from_raw_os_error(libc::EDQUOT),
+                },
+                "STORAGE_FULL",
+                true,
+            ),
+            (
+                Error::Sqlite(rusqlite::Error::SqliteFailure(
+                    rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_FULL),
+                    None,
+                )),
+                "STORAGE_FULL",
+                true,
+            ),
+            (
+                Error::Tantivy(tantivy::TantivyError::IoError(std::sync::Arc::new(
+                    std::io::Error::from_raw_os_error(libc::ENOSPC),
+                ))),
+                "STORAGE_FULL",
+                true,
+            ),
+            (
+                Error::Io {
+                    context: "cannot read".into(),
+                    source: std::io::Error::from_raw_os_error(libc::EIO),
+                },
+                "STORAGE",
+                true,
+            ),
         ];
         for (err, code, retryable) in table {
             let env = err.envelope();
             assert_eq!(env["error"]["code"], code);
             assert_eq!(env["error"]["retryable"], retryable);
             assert!(!env["error"]["message"].as_str().unwrap().is_empty());
+            // A failed group commit answers every caller with the same storage code.
+            if code.starts_with("STORAGE") {
+                assert_eq!(err.for_caller().code().as_str(), code);
+            }
         }
     }
 }

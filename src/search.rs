@@ -170,7 +170,10 @@ pub fn search(
         )));
     }
     // Changes applied but not yet committed to the text index become visible now.
-    index.refresh()?;
+    // If the commit fails (a full disk), search what was committed; the index catches up later.
+    if let Err(e) = index.refresh() {
+        tracing::warn!(error = %e, "searching the last committed text index");
+    }
     let req = &crate::lifecycle::rank::without_superseded(req);
     let requested = req.mode.unwrap_or(cfg.mode);
     let (mode, embedder) = match (requested, embedder) {

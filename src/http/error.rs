@@ -21,6 +21,7 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         ErrorCode::EmbeddingUnavailable => StatusCode::SERVICE_UNAVAILABLE,
         ErrorCode::RateLimited => StatusCode::TOO_MANY_REQUESTS,
         ErrorCode::Storage => StatusCode::INTERNAL_SERVER_ERROR,
+        ErrorCode::StorageFull => StatusCode::INSUFFICIENT_STORAGE,
         ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
@@ -89,6 +90,12 @@ impl From<Error> for ApiError {
                 tracing::error!(error = %e, source = ?std::error::Error::source(&e), "storage error while serving a request");
                 "storage error; see the server log".to_string()
             }
+            ErrorCode::StorageFull => {
+                tracing::error!(error = %e, "disk full while serving a request");
+                "the disk holding the memory root is full; nothing was stored. \
+                 Free some space and retry"
+                    .to_string()
+            }
             ErrorCode::Internal => {
                 tracing::error!(error = %e, "internal error while serving a request");
                 "internal error; see the server log".to_string()
@@ -120,11 +127,16 @@ mod tests {
             (ErrorCode::EmbeddingUnavailable, 503),
             (ErrorCode::RateLimited, 429),
             (ErrorCode::Storage, 500),
+            (ErrorCode::StorageFull, 507),
             (ErrorCode::Internal, 500),
         ] {
             assert_eq!(status_of(code).as_u16(), status, "{code:?}");
         }
         let e = ApiError::from(Error::Internal("secret detail".into()));
         assert!(!e.message.contains("secret detail"));
+        let e = ApiError::from(Error::StorageFull("cannot append to /srv/root/x".into()));
+        assert_eq!(e.code, ErrorCode::StorageFull);
+        assert!(!e.message.contains("/srv/root"), "{}", e.message);
+        assert!(e.envelope()["error"]["retryable"].as_bool().unwrap());
     }
 }

@@ -86,22 +86,27 @@ impl Hub {
         );
         let dir = self.layout().facts();
         let cursors = self.index().meta.cursors()?;
-        let lag: u64 = journal::list_files(&dir)?
+        let lag: u64 = journal::list_all(&dir)?
             .iter()
             .map(|f| {
-                let size = std::fs::metadata(dir.join(f)).map(|m| m.len()).unwrap_or(0);
+                let size = journal::content_len(&dir, f).unwrap_or(0);
                 size.saturating_sub(cursors.get(f).map_or(0, |c| c.offset))
             })
             .sum();
+        let mut index_detail = format!(
+            "{} text documents, {} bytes, {lag} journal bytes not applied",
+            stats.text_documents, stats.index_bytes
+        );
+        let behind = self.index().behind();
+        if let Some((_, reason)) = &behind {
+            index_detail = format!(
+                "behind the journal after a storage error ({reason}); nothing is lost, it \
+                 catches up as soon as storage works again; {index_detail}"
+            );
+        }
         components.insert(
             "index",
-            component(
-                lag == 0,
-                format!(
-                    "{} text documents, {} bytes, {lag} journal bytes not applied",
-                    stats.text_documents, stats.index_bytes
-                ),
-            ),
+            component(lag == 0 && behind.is_none(), index_detail),
         );
         let embedder = match self.embedder_status() {
             EmbedderStatus::Loaded(model) => component(

@@ -429,7 +429,7 @@ impl Hub {
 /// One month moved into the archive.
 #[derive(Debug, Clone, Serialize)]
 pub struct ArchivedMonth {
-    /// `YYYY-MM.jsonl`.
+    /// The journal file: `<device>/YYYY-MM.jsonl`, or `YYYY-MM.jsonl` (legacy).
     pub month: String,
     /// Lines compressed.
     pub lines: u64,
@@ -457,8 +457,10 @@ impl Hub {
         let dir = self.layout.facts();
         let mut state = self.writer_state()?;
         let mut out = Vec::new();
-        for file in crate::store::journal::list_files(&dir)? {
-            if file >= cutoff || file >= current {
+        // Only this device's months and the legacy flat ones: other devices archive their own.
+        for file in state.journal.owned_files()? {
+            let month = crate::store::journal::month_of(&file);
+            if *month >= *cutoff || *month >= *current {
                 continue;
             }
             let lines = crate::store::archive::archive_month(&dir, &file)?;
@@ -468,8 +470,7 @@ impl Hub {
         }
         if !out.is_empty() {
             // Appends must not go to a file handle of a month that moved.
-            let (journal, _) = crate::store::journal::JournalWriter::open(&dir)?;
-            state.journal = journal;
+            state.journal.reopen()?;
         }
         Ok(out)
     }

@@ -149,7 +149,7 @@ impl Hub {
                 Err(e) => return Err(e),
             },
         };
-        let device = config.device_name();
+        let device = crate::store::device::resolve(&layout, &config, lock.is_some())?;
         let Some(lock) = lock else {
             let index = Index::open(&layout.index(), false)?;
             let hub = Hub {
@@ -167,7 +167,7 @@ impl Hub {
             };
             return Ok((hub, CatchUpReport::default()));
         };
-        let (journal, repaired) = JournalWriter::open(&layout.facts())?;
+        let (journal, repaired) = JournalWriter::open(&layout.facts(), &device)?;
         for issue in &repaired {
             tracing::warn!(journal.issue = %issue, "repaired torn journal tail");
         }
@@ -247,6 +247,12 @@ impl Hub {
         &self.config
     }
 
+    /// This device's id: its journal directory below `memories/facts/`
+    /// (see [`crate::store::device`]).
+    pub fn device(&self) -> &str {
+        &self.device
+    }
+
     /// Whether this hub holds the writer lock.
     pub fn is_writer(&self) -> bool {
         self.writer.is_some()
@@ -257,6 +263,9 @@ impl Hub {
     /// processes reading the index see recent writes.
     pub fn flush(&self) -> Result<()> {
         if self.writer.is_some() {
+            if self.index.behind().is_some() {
+                self.try_recover_index();
+            }
             self.index.refresh()?;
         }
         Ok(())
@@ -300,7 +309,10 @@ impl Hub {
 
     /// Counts, sizes and problems.
     pub fn stats(&self) -> Result<Stats> {
-        self.flush()?;
+        if let Err(e) = self.flush() {
+            // Counts come from SQLite; the index reports itself degraded.
+            tracing::warn!(error = %e, "index commit failed while gathering stats");
+        }
         let dir = self.layout.facts();
         let files = journal::list_files(&dir)?;
         let journal_bytes = files

@@ -122,9 +122,46 @@ impl Hub {
         self.catch_up(&mut |_| {})
     }
 
+    /// Brings the index back after a storage error ([`crate::index::Index::behind`]):
+    /// applies every journal line past the cursors, re-syncs documents and
+    /// commits. The caller holds the writer.
+    pub(super) fn recover_index(&self) -> Result<()> {
+        let Some((failures, reason)) = self.index.behind() else {
+            return Ok(());
+        };
+        let report = self.catch_up(&mut |_| {})?;
+        self.sync_documents_locked()?;
+        self.index.refresh()?;
+        self.index.caught_up(failures);
+        tracing::info!(
+            records = report.records,
+            after = %reason,
+            "index caught up with the journal after a storage error"
+        );
+        Ok(())
+    }
+
+    /// [`Hub::recover_index`] from a timer: skipped if the writer is busy
+    /// (whoever holds it recovers on its own commit).
+    pub(super) fn try_recover_index(&self) {
+        let Some(writer) = &self.writer else {
+            return;
+        };
+        let Ok(_guard) = writer.try_lock() else {
+            return;
+        };
+        if let Err(e) = self.recover_index() {
+            tracing::debug!(error = %e, "index still cannot catch up");
+        }
+    }
+
     /// Brings the index in line with the Markdown documents on disk.
     pub fn sync_documents(&self) -> Result<CatchUpReport> {
         let _guard = self.writer_state()?;
+        self.sync_documents_locked()
+    }
+
+    fn sync_documents_locked(&self) -> Result<CatchUpReport> {
         let memories = self.layout.memories();
         let known = self.index.meta.documents()?;
         let paths = markdown::list_documents(&memories)?;

@@ -376,7 +376,7 @@ impl Hub {
         };
         for (reply, outcome) in answers {
             let answer = match (&durable, outcome) {
-                (Err(e), Ok(_)) => Err(Error::Internal(format!("write not stored: {e}"))),
+                (Err(e), Ok(_)) => Err(e.for_caller()),
                 (_, outcome) => outcome,
             };
             // A caller that went away does not need its answer.
@@ -389,22 +389,19 @@ impl Hub {
         state: &mut WriterState,
         records: &[Record],
     ) -> Result<()> {
-        let ends = match state.journal.append(records) {
-            Ok(ends) => ends,
-            Err(e) => {
-                tracing::error!(error = %e, "journal append failed; reopening the journal");
-                // Reopening terminates any torn tail left by the failed append.
-                if let Ok((journal, _)) = JournalWriter::open(&self.layout.facts()) {
-                    state.journal = journal;
-                }
-                return Err(e);
-            }
-        };
+        // A failed append is rolled back by the journal: nothing of the group is stored.
+        let ends = state.journal.append(records)?;
         // The lines are durable from here on; indexing them is the same replay
-        // that runs at startup, so a failure below is repaired on the next open.
-        let touched: Vec<String> = ends.into_keys().collect();
-        if let Err(e) = self.catch_up_files(&touched, &mut |_| {}) {
-            tracing::error!(error = %e, "indexing after append failed; the next open catches up");
+        // that runs at startup. If it fails (a full disk), the index is marked
+        // behind and catches up on the next commit or flush.
+        let indexed = if self.index.behind().is_some() {
+            self.recover_index()
+        } else {
+            let touched: Vec<String> = ends.into_keys().collect();
+            self.catch_up_files(&touched, &mut |_| {}).map(|_| ())
+        };
+        if let Err(e) = indexed {
+            tracing::error!(error = %e, "indexing after append failed; the index catches up once storage works again");
         }
         Ok(())
     }

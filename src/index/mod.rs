@@ -115,6 +115,9 @@ pub struct Index {
     /// Metadata store.
     pub meta: MetaDb,
     lifecycle: std::sync::RwLock<crate::lifecycle::LifecycleConfig>,
+    /// Why the index is behind the journal after a failed apply or commit, until caught up.
+    /// (failures so far, why it is behind now).
+    behind: std::sync::Mutex<(u64, Option<String>)>,
 }
 
 impl Index {
@@ -145,6 +148,7 @@ impl Index {
             text,
             meta,
             lifecycle: Default::default(),
+            behind: Default::default(),
         })
     }
 
@@ -154,7 +158,48 @@ impl Index {
     }
 
     /// Applies a batch: text index first, then metadata and cursors.
+    ///
+    /// On failure (a full disk, typically) the text writer is reset to its
+    /// last commit and the index is marked [`Index::behind`]: nothing is lost,
+    /// because the journal lines are durable and catch-up applies them again
+    /// from the cursors of the last successful commits.
     pub fn apply(&self, batch: &Batch) -> Result<()> {
+        let out = self.apply_inner(batch);
+        if let Err(e) = &out {
+            self.fell_behind(e);
+        }
+        out
+    }
+
+    /// Records a failed apply or commit and resets the text writer.
+    fn fell_behind(&self, e: &Error) {
+        tracing::error!(error = %e, "index update failed; it catches up from the journal once storage works again");
+        let mut behind = self.behind.lock().expect("index state poisoned");
+        behind.0 += 1;
+        behind.1 = Some(e.to_string());
+        drop(behind);
+        if let Err(e) = self.text.reset_writer() {
+            tracing::warn!(error = %e, "cannot reopen the full-text writer yet; retried on next use");
+        }
+    }
+
+    /// Why the index is behind the journal (after a storage error), if it
+    /// is, with the number of failures so far (for [`Index::caught_up`]).
+    pub fn behind(&self) -> Option<(u64, String)> {
+        let behind = self.behind.lock().expect("index state poisoned");
+        behind.1.clone().map(|reason| (behind.0, reason))
+    }
+
+    /// Records that a full catch-up and commit, started when `failures`
+    /// failures had happened, succeeded; a failure since keeps it behind.
+    pub fn caught_up(&self, failures: u64) {
+        let mut behind = self.behind.lock().expect("index state poisoned");
+        if behind.0 == failures {
+            behind.1 = None;
+        }
+    }
+
+    fn apply_inner(&self, batch: &Batch) -> Result<()> {
         if batch.is_empty() {
             return Ok(());
         }
@@ -273,7 +318,11 @@ impl Index {
 
     /// Commits pending text-index changes so searches see them.
     pub fn refresh(&self) -> Result<()> {
-        self.text.commit()
+        let out = self.text.commit();
+        if let Err(e) = &out {
+            self.fell_behind(e);
+        }
+        out
     }
 
     /// Where catch-up must resume per journal file: the older of the SQLite and

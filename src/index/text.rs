@@ -98,11 +98,21 @@ struct CommitState {
     dirty: bool,
 }
 
+/// Memory budget of the tantivy writer.
+const WRITER_HEAP: usize = 32 * 1024 * 1024;
+
 /// The full-text index. Readers are cheap and thread-safe; the writer is optional.
+///
+/// After a failure (a full disk kills tantivy's writer) [`TextIndex::reset_writer`]
+/// drops the writer and its uncommitted changes and rewinds the applied cursors
+/// to the last commit; a new writer is opened on next use, and catch-up
+/// re-applies the journal from the rewound cursors.
 pub struct TextIndex {
     commit_state: Mutex<CommitState>,
+    index: Index,
     reader: IndexReader,
-    writer: Option<Mutex<IndexWriter>>,
+    /// `None` inside: to be (re)opened on next use.
+    writer: Option<Mutex<Option<IndexWriter>>>,
     f: Fields,
 }
 
@@ -131,9 +141,9 @@ impl TextIndex {
             })
             .try_into()?;
         let writer = if writable {
-            Some(Mutex::new(
-                index.writer_with_num_threads(1, 32 * 1024 * 1024)?,
-            ))
+            Some(Mutex::new(Some(
+                index.writer_with_num_threads(1, WRITER_HEAP)?,
+            )))
         } else {
             None
         };
@@ -147,23 +157,54 @@ impl TextIndex {
                 cursors: committed,
                 dirty: false,
             }),
+            index,
             reader,
             writer,
             f,
         })
     }
 
-    fn writer(&self) -> Result<std::sync::MutexGuard<'_, IndexWriter>> {
+    /// The writer, opened again if a failure dropped it.
+    fn writer(&self) -> Result<std::sync::MutexGuard<'_, Option<IndexWriter>>> {
         let w = self
             .writer
             .as_ref()
             .ok_or_else(|| crate::error::Error::Internal("text index opened read-only".into()))?;
-        Ok(w.lock().expect("index writer poisoned"))
+        let mut guard = w.lock().expect("index writer poisoned");
+        if guard.is_none() {
+            *guard = Some(self.index.writer_with_num_threads(1, WRITER_HEAP)?);
+            tracing::info!("full-text index writer reopened");
+        }
+        Ok(guard)
+    }
+
+    /// Drops the writer with its uncommitted changes (a failed commit may have
+    /// killed it) and rewinds the applied cursors to the last commit, so that
+    /// catch-up applies those journal lines again. A new writer is opened now
+    /// if possible, else on next use.
+    pub fn reset_writer(&self) -> Result<()> {
+        let Some(slot) = &self.writer else {
+            return Ok(());
+        };
+        let mut state = self.commit_state.lock().expect("commit state poisoned");
+        let mut guard = slot.lock().expect("index writer poisoned");
+        // Dropping releases the directory lock, so a new writer can take it.
+        *guard = None;
+        state.cursors = self
+            .index
+            .load_metas()?
+            .payload
+            .and_then(|p| serde_json::from_str(&p).ok())
+            .unwrap_or_default();
+        state.dirty = false;
+        *guard = Some(self.index.writer_with_num_threads(1, WRITER_HEAP)?);
+        Ok(())
     }
 
     /// Replaces (or adds) the document for `m`. Visible after [`TextIndex::commit`].
     pub fn upsert(&self, m: &Memory) -> Result<()> {
-        let w = self.writer()?;
+        let mut guard = self.writer()?;
+        let w = guard.as_mut().expect("opened by writer()");
         let f = &self.f;
         w.delete_term(TTerm::from_field_text(f.id, &m.id));
         let mut doc = TantivyDocument::default();
@@ -205,6 +246,8 @@ impl TextIndex {
     /// Removes the document with this memory id.
     pub fn remove(&self, id: &str) -> Result<()> {
         self.writer()?
+            .as_mut()
+            .expect("opened by writer()")
             .delete_term(TTerm::from_field_text(self.f.id, id));
         Ok(())
     }
@@ -212,6 +255,8 @@ impl TextIndex {
     /// Removes every chunk of a document.
     pub fn remove_doc(&self, doc_id: &str) -> Result<()> {
         self.writer()?
+            .as_mut()
+            .expect("opened by writer()")
             .delete_term(TTerm::from_field_text(self.f.doc_id, doc_id));
         Ok(())
     }
@@ -257,7 +302,8 @@ impl TextIndex {
         let payload = serde_json::to_string(&state.cursors)
             .map_err(|e| crate::error::Error::Internal(format!("cursor payload: {e}")))?;
         {
-            let mut writer = self.writer()?;
+            let mut guard = self.writer()?;
+            let writer = guard.as_mut().expect("opened by writer()");
             let mut prepared = writer.prepare_commit()?;
             prepared.set_payload(&payload);
             prepared.commit()?;

@@ -96,7 +96,7 @@ fn to_mcp(uri: &str, e: CallError) -> McpError {
     let message = format!("{e} ({uri})");
     match e.code.as_str() {
         "NOT_FOUND" => McpError::resource_not_found(message, None),
-        "INTERNAL" | "STORAGE" => McpError::internal_error(message, None),
+        "INTERNAL" | "STORAGE" | "STORAGE_FULL" => McpError::internal_error(message, None),
         _ => McpError::invalid_params(message, None),
     }
 }

@@ -212,6 +212,7 @@ fn decode(status: u16, body: &[u8]) -> Result<Value, CallError> {
             401 => "UNAUTHORIZED",
             403 => "FORBIDDEN",
             404 => "NOT_FOUND",
+            507 => "STORAGE_FULL",
             _ => "INTERNAL",
         });
     let message = envelope

@@ -1,4 +1,8 @@
-//! Compressed journal months: `memories/facts/archive/YYYY-MM.jsonl.gz`.
+//! Compressed journal months: `memories/facts/archive/<file>.gz`, where
+//! `<file>` is the journal file's name relative to `facts/`
+//! (`archive/2026-01.jsonl.gz` for a legacy flat file,
+//! `archive/<device>/2026-01.jsonl.gz` for a device's). A device archives
+//! only its own months and the legacy ones.
 //!
 //! A month is archived by (1) writing its lines gzip-compressed to
 //! `archive/M.jsonl.gz.tmp`, fsync'd, then read back and compared byte for
@@ -25,25 +29,38 @@ use crate::error::{Error, IoContext, Result};
 /// The archive directory below `memories/facts/`.
 pub const DIR: &str = "archive";
 
-/// `archive/YYYY-MM.jsonl.gz` for a month file name `YYYY-MM.jsonl`.
+/// `archive/<file>.gz` for a journal file `<file>` (relative to `facts/`).
 pub fn archive_path(facts: &Path, month_file: &str) -> PathBuf {
     facts.join(DIR).join(format!("{month_file}.gz"))
 }
 
-/// Month file names (`YYYY-MM.jsonl`) that have an archive.
-pub fn archived_months(facts: &Path) -> Result<Vec<String>> {
-    let dir = facts.join(DIR);
-    let entries = match std::fs::read_dir(&dir) {
+/// Archived month names (`YYYY-MM.jsonl`) directly in `dir`.
+fn archived_in(dir: &Path) -> Result<Vec<String>> {
+    let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e).ctx("cannot list", &dir),
+        Err(e) => return Err(e).ctx("cannot list", dir),
     };
-    let mut out: Vec<String> = entries
+    Ok(entries
         .flatten()
+        .filter(|e| std::fs::metadata(e.path()).is_ok_and(|m| m.is_file()))
         .filter_map(|e| e.file_name().to_str().map(str::to_string))
         .filter_map(|n| n.strip_suffix(".gz").map(str::to_string))
         .filter(|n| crate::store::journal::is_journal_name(n))
-        .collect();
+        .collect())
+}
+
+/// Journal files (relative to `facts/`) that have an archive.
+pub fn archived_months(facts: &Path) -> Result<Vec<String>> {
+    let dir = facts.join(DIR);
+    let mut out = archived_in(&dir)?;
+    for dev in crate::store::journal::device_dirs(&dir)? {
+        out.extend(
+            archived_in(&dir.join(&dev))?
+                .into_iter()
+                .map(|m| format!("{dev}/{m}")),
+        );
+    }
     out.sort();
     Ok(out)
 }
@@ -92,25 +109,32 @@ fn sync_dir(dir: &Path) -> Result<()> {
         .ctx("cannot fsync directory", dir)
 }
 
-/// Repairs an interrupted [`archive_month`] (called by the journal writer on open).
-pub fn recover(facts: &Path) -> Result<()> {
-    let dir = facts.join(DIR);
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        return Ok(());
-    };
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let path = e.path();
-        if let Some(month) = name.strip_suffix(".archiving") {
-            if archive_path(facts, month).exists() {
+/// Repairs an interrupted [`archive_month`] of a legacy month or one of
+/// `device`'s (called by the journal writer on open). Other devices' archives
+/// are theirs to repair.
+pub fn recover(facts: &Path, device: &str) -> Result<()> {
+    for (prefix, dir) in [
+        (String::new(), facts.join(DIR)),
+        (format!("{device}/"), facts.join(DIR).join(device)),
+    ] {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let path = e.path();
+            if let Some(month) = name.strip_suffix(".archiving") {
+                let rel = format!("{prefix}{month}");
+                if archive_path(facts, &rel).exists() {
+                    std::fs::remove_file(&path).ctx("cannot remove", &path)?;
+                } else {
+                    let plain = facts.join(&rel);
+                    std::fs::rename(&path, &plain).ctx("cannot restore", &plain)?;
+                    sync_dir(plain.parent().unwrap_or(facts))?;
+                }
+            } else if name.ends_with(".gz.tmp") {
                 std::fs::remove_file(&path).ctx("cannot remove", &path)?;
-            } else {
-                let plain = facts.join(month);
-                std::fs::rename(&path, &plain).ctx("cannot restore", &plain)?;
-                sync_dir(facts)?;
             }
-        } else if name.ends_with(".gz.tmp") {
-            std::fs::remove_file(&path).ctx("cannot remove", &path)?;
         }
     }
     Ok(())
@@ -131,9 +155,9 @@ pub fn archive_month(facts: &Path, month_file: &str) -> Result<u64> {
             plain.display()
         )));
     }
-    let dir = facts.join(DIR);
+    let dir = target.parent().unwrap_or(facts).to_path_buf();
     std::fs::create_dir_all(&dir).ctx("cannot create", &dir)?;
-    let tmp = dir.join(format!("{month_file}.gz.tmp"));
+    let tmp = facts.join(DIR).join(format!("{month_file}.gz.tmp"));
     {
         let f = std::fs::File::create(&tmp).ctx("cannot create", &tmp)?;
         let mut enc = GzEncoder::new(f, Compression::default());
@@ -153,9 +177,9 @@ pub fn archive_month(facts: &Path, month_file: &str) -> Result<u64> {
             tmp.display()
         )));
     }
-    let parked = dir.join(format!("{month_file}.archiving"));
+    let parked = facts.join(DIR).join(format!("{month_file}.archiving"));
     std::fs::rename(&plain, &parked).ctx("cannot move", &plain)?;
-    sync_dir(facts)?;
+    sync_dir(plain.parent().unwrap_or(facts))?;
     std::fs::rename(&tmp, &target).ctx("cannot move", &tmp)?;
     sync_dir(&dir)?;
     std::fs::remove_file(&parked).ctx("cannot remove", &parked)?;
@@ -180,8 +204,33 @@ mod tests {
         // An interrupted run before the archive was in place puts the plain file back.
         std::fs::write(facts.join("archive/2026-02.jsonl.archiving"), "c\n").unwrap();
         std::fs::write(facts.join("archive/2026-02.jsonl.gz.tmp"), "junk").unwrap();
-        recover(facts).unwrap();
+        recover(facts, "dev").unwrap();
         assert_eq!(std::fs::read(facts.join("2026-02.jsonl")).unwrap(), b"c\n");
         assert!(!facts.join("archive/2026-02.jsonl.gz.tmp").exists());
+    }
+
+    #[test]
+    fn device_months_archive_below_their_device() {
+        let dir = tempfile::tempdir().unwrap();
+        let facts = dir.path();
+        std::fs::create_dir_all(facts.join("dev")).unwrap();
+        std::fs::create_dir_all(facts.join("other")).unwrap();
+        std::fs::write(facts.join("dev/2026-01.jsonl"), "a\n").unwrap();
+        assert_eq!(archive_month(facts, "dev/2026-01.jsonl").unwrap(), 1);
+        assert!(facts.join("archive/dev/2026-01.jsonl.gz").is_file());
+        assert!(!facts.join("dev/2026-01.jsonl").exists());
+        assert_eq!(archived_months(facts).unwrap(), ["dev/2026-01.jsonl"]);
+        assert_eq!(read(facts, "dev/2026-01.jsonl").unwrap(), b"a\n");
+        // Interrupted runs: this device's is repaired, another device's is left alone.
+        std::fs::create_dir_all(facts.join("archive/other")).unwrap();
+        std::fs::write(facts.join("archive/dev/2026-02.jsonl.archiving"), "b\n").unwrap();
+        std::fs::write(facts.join("archive/other/2026-02.jsonl.archiving"), "c\n").unwrap();
+        recover(facts, "dev").unwrap();
+        assert_eq!(
+            std::fs::read(facts.join("dev/2026-02.jsonl")).unwrap(),
+            b"b\n"
+        );
+        assert!(facts.join("archive/other/2026-02.jsonl.archiving").exists());
+        assert!(!facts.join("other/2026-02.jsonl").exists());
     }
 }

@@ -1,26 +1,44 @@
-//! The fact journal: `memories/facts/YYYY-MM.jsonl`, append-only JSON lines.
+//! The fact journal: append-only JSON lines under `memories/facts/`.
 //!
-//! Owns appending (one line per record, `fsync` before anything is
-//! acknowledged, group commit for a batch) and scanning (from a byte offset,
-//! reporting torn or corrupt lines with `file:line` instead of failing).
-//! A line goes into the file of the month of its timestamp (UTC).
+//! Layout: each device appends only to its own directory,
+//! `facts/<device>/YYYY-MM.jsonl` (see [`crate::store::device`]), and reads
+//! every device's directory plus the legacy flat `facts/YYYY-MM.jsonl` files
+//! of roots written before devices existed. Journal files are named by their
+//! path relative to `facts/` (`laptop-3fa9c2/2026-11.jsonl`, or
+//! `2026-11.jsonl` for a legacy file) wherever cursors and `file:line` issues
+//! name them. A line goes into the file of the month of its timestamp (UTC).
+//! Files are read in month order, and within a month the legacy file first,
+//! then the devices by name. Anything that is not a regular file but has a
+//! journal name (a directory called `2026-10.jsonl`, a socket) is skipped
+//! with a warning.
 //!
-//! Crash safety: a crash mid-write can leave a last line without its newline.
-//! When the writer opens a file it terminates such a torn tail with `\n`, so
-//! the fragment becomes one reported corrupt line and later appends stay
-//! intact. Nothing is ever rewritten in place.
+//! Appending (one line per record, group commit with one `fsync` per file,
+//! nothing acknowledged before it is durable and reads back): only the
+//! writer's own files are ever written. Before appending, the writer makes
+//! sure its file ends with `\n`; a failed append (a short write, `ENOSPC` on
+//! write or `fsync`, a read-back mismatch) truncates every file of the group
+//! back to its previous length, so no fragment is left for the next line to
+//! be glued to.
+//!
+//! Scanning reads from a byte offset and reports corrupt lines with
+//! `file:line` instead of failing. A last line without its newline is never
+//! consumed: the cursor stays before it until it is complete (a sync tool may
+//! still be writing it). Files memd does not own are never repaired or
+//! rewritten.
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Datelike, Utc};
 
-use crate::error::{IoContext, Result};
+use crate::error::{Error, IoContext, Result};
 use crate::model::{JOURNAL_VERSION, Record};
+use crate::store::device;
 
-/// The journal file name for a timestamp: `YYYY-MM.jsonl`.
+/// The journal month file name for a timestamp: `YYYY-MM.jsonl`.
 pub fn file_name_for(ts: DateTime<Utc>) -> String {
     format!("{:04}-{:02}.jsonl", ts.year(), ts.month())
 }
@@ -38,8 +56,37 @@ pub fn is_journal_name(name: &str) -> bool {
             .all(|(i, c)| i == 4 || c.is_ascii_digit())
 }
 
-/// Journal month files in `dir`, oldest first.
-pub fn list_files(dir: &Path) -> Result<Vec<String>> {
+/// Whether `rel` (relative to `facts/`) names a journal file: a legacy
+/// `YYYY-MM.jsonl` or `<device>/YYYY-MM.jsonl`.
+pub fn is_journal_path(rel: &str) -> bool {
+    match rel.split_once('/') {
+        None => is_journal_name(rel),
+        Some((dev, name)) => device::is_device_name(dev) && is_journal_name(name),
+    }
+}
+
+/// The month file name of a journal file (`YYYY-MM.jsonl`).
+pub fn month_of(rel: &str) -> &str {
+    rel.rsplit_once('/').map_or(rel, |(_, m)| m)
+}
+
+/// The device directory of a journal file; `None` for a legacy flat file.
+pub fn device_of(rel: &str) -> Option<&str> {
+    rel.split_once('/').map(|(d, _)| d)
+}
+
+/// Reading order: month, then the legacy file, then devices by name.
+fn order_key(rel: &str) -> (&str, &str) {
+    (month_of(rel), device_of(rel).unwrap_or(""))
+}
+
+fn sort_files(names: &mut Vec<String>) {
+    names.sort_by(|a, b| order_key(a).cmp(&order_key(b)));
+    names.dedup();
+}
+
+/// Journal month files (`YYYY-MM.jsonl` names) that are regular files in `dir`.
+fn month_files(dir: &Path) -> Result<Vec<String>> {
     let mut names = Vec::new();
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
@@ -48,34 +95,79 @@ pub fn list_files(dir: &Path) -> Result<Vec<String>> {
     };
     for entry in entries {
         let entry = entry.ctx("cannot list journal directory", dir)?;
-        if let Some(name) = entry.file_name().to_str()
-            && is_journal_name(name)
-        {
-            names.push(name.to_string());
+        let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+            continue;
+        };
+        if !is_journal_name(&name) {
+            continue;
+        }
+        let path = entry.path();
+        match std::fs::metadata(&path) {
+            Ok(m) if m.is_file() => names.push(name),
+            Ok(_) => {
+                tracing::warn!(path = %path.display(), "not a regular file; skipped as a journal file")
+            }
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "cannot stat; skipped as a journal file")
+            }
         }
     }
-    names.sort();
     Ok(names)
 }
 
-/// Every month with lines, oldest first, as month file names
-/// (`YYYY-MM.jsonl`): plain files and archived months alike. Scan them with
-/// [`scan_file`], which reads a month's archive and then its plain file as
-/// one stream (see [`crate::store::archive`]).
-pub fn list_all(dir: &Path) -> Result<Vec<String>> {
-    let mut names = list_files(dir)?;
-    names.extend(crate::store::archive::archived_months(dir)?);
-    names.sort();
-    names.dedup();
+/// Device directories below `facts/`, by name.
+pub fn device_dirs(facts: &Path) -> Result<Vec<String>> {
+    let entries = match std::fs::read_dir(facts) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).ctx("cannot list journal directory", facts),
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry.ctx("cannot list journal directory", facts)?;
+        if let Some(name) = entry.file_name().to_str()
+            && device::is_device_name(name)
+            && std::fs::metadata(entry.path()).is_ok_and(|m| m.is_dir())
+        {
+            out.push(name.to_string());
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Plain journal files below `facts/` (legacy flat files and every device's),
+/// as relative names, in reading order.
+pub fn list_files(facts: &Path) -> Result<Vec<String>> {
+    let mut names = month_files(facts)?;
+    for dev in device_dirs(facts)? {
+        names.extend(
+            month_files(&facts.join(&dev))?
+                .into_iter()
+                .map(|m| format!("{dev}/{m}")),
+        );
+    }
+    sort_files(&mut names);
     Ok(names)
 }
 
-/// Bytes of a month's logical stream: its archive (decompressed) plus its plain file.
-pub fn content_len(dir: &Path, file: &str) -> Result<u64> {
-    let archived = crate::store::archive::len(dir, file)?;
-    let path = dir.join(file);
+/// Every journal file with lines, in reading order: plain files and archived
+/// months alike. Scan them with [`scan_file`], which reads a month's archive
+/// and then its plain file as one stream (see [`crate::store::archive`]).
+pub fn list_all(facts: &Path) -> Result<Vec<String>> {
+    let mut names = list_files(facts)?;
+    names.extend(crate::store::archive::archived_months(facts)?);
+    sort_files(&mut names);
+    Ok(names)
+}
+
+/// Bytes of a journal file's logical stream: its archive (decompressed) plus its plain file.
+pub fn content_len(facts: &Path, file: &str) -> Result<u64> {
+    let archived = crate::store::archive::len(facts, file)?;
+    let path = facts.join(file);
     let plain = match std::fs::metadata(&path) {
-        Ok(m) => m.len(),
+        Ok(m) if m.is_file() => m.len(),
+        Ok(_) => 0,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
         Err(e) => return Err(e).ctx("cannot stat journal", &path),
     };
@@ -145,6 +237,10 @@ pub fn scan_file(
     // file appended since; offsets count bytes of both together.
     let archived = crate::store::archive::read(dir, file)?;
     let head_len = archived.len() as u64;
+    if std::fs::metadata(&path).is_ok_and(|m| !m.is_file()) {
+        tracing::warn!(path = %path.display(), "not a regular file; skipped as a journal file");
+        return Ok(None);
+    }
     let tail: Box<dyn Read> = match File::open(&path) {
         Ok(mut f) => {
             f.seek(SeekFrom::Start(from.offset.saturating_sub(head_len)))
@@ -175,7 +271,9 @@ pub fn scan_file(
             return Ok(Some(LineIssue {
                 file: file.to_string(),
                 line: line_no,
-                message: format!("torn last line ({n} bytes without a newline), not applied"),
+                message: format!(
+                    "incomplete last line ({n} bytes without a newline), not applied until it is complete"
+                ),
             }));
         }
         cursor.offset += n as u64;
@@ -194,98 +292,303 @@ pub fn scan_file(
     }
 }
 
-/// The single appender of the journal.
+/// The single appender of the journal: appends only to this device's files.
 #[derive(Debug)]
 pub struct JournalWriter {
-    dir: PathBuf,
-    open: BTreeMap<String, File>,
+    facts: PathBuf,
+    device: String,
+    open: BTreeMap<String, OwnFile>,
+    #[cfg(test)]
+    inject: Option<Inject>,
+    /// Files of the next group appended before the injection hits.
+    #[cfg(test)]
+    inject_skip: usize,
+}
+
+/// An open file of this device, with the length of its last good state.
+#[derive(Debug)]
+struct OwnFile {
+    file: File,
+    /// Bytes that are known to be whole lines.
+    len: u64,
+    /// A failed append could not be truncated away: truncate to `len` before the next one.
+    dirty: bool,
+}
+
+/// A failure to inject into the next append (tests only).
+#[cfg(test)]
+#[derive(Debug, Clone, Copy)]
+enum Inject {
+    /// Write this many bytes, then fail with ENOSPC.
+    WriteFailsAfter(usize),
+    /// Write everything, then fail the fsync with ENOSPC.
+    FsyncFails,
+    /// Write a different byte than asked (the read-back must catch it).
+    Corrupt,
 }
 
 /// Where a batch of appended lines ended, per file.
 pub type AppendEnds = BTreeMap<String, u64>;
 
 impl JournalWriter {
-    /// Opens the journal directory for appending and terminates torn tails.
+    /// Opens `facts/<device>/` for appending, finishes an interrupted archive
+    /// run of this device's (or legacy) months, and terminates a torn last
+    /// line of this device's own files (a crash mid-write) with `\n`, so it
+    /// becomes one reported corrupt line.
     ///
-    /// Returns the writer and the torn tails it repaired.
-    pub fn open(dir: &Path) -> Result<(Self, Vec<LineIssue>)> {
-        std::fs::create_dir_all(dir).ctx("cannot create journal directory", dir)?;
-        crate::store::archive::recover(dir)?;
+    /// Returns the writer and the torn tails it terminated.
+    pub fn open(facts: &Path, device: &str) -> Result<(Self, Vec<LineIssue>)> {
+        if !device::is_device_name(device) {
+            return Err(Error::Internal(format!(
+                "{device:?} is not usable as a journal directory name"
+            )));
+        }
+        std::fs::create_dir_all(facts).ctx("cannot create journal directory", facts)?;
+        crate::store::archive::recover(facts, device)?;
+        let mut writer = JournalWriter {
+            facts: facts.to_path_buf(),
+            device: device.to_string(),
+            open: BTreeMap::new(),
+            #[cfg(test)]
+            inject: None,
+            #[cfg(test)]
+            inject_skip: 0,
+        };
         let mut repaired = Vec::new();
-        for name in list_files(dir)? {
-            let path = dir.join(&name);
-            let mut f = OpenOptions::new()
-                .read(true)
-                .append(true)
-                .open(&path)
-                .ctx("cannot open journal", &path)?;
-            let len = f.metadata().ctx("cannot stat journal", &path)?.len();
-            if len == 0 {
-                continue;
-            }
-            let mut last = [0u8; 1];
-            f.seek(SeekFrom::Start(len - 1))
-                .ctx("cannot seek journal", &path)?;
-            f.read_exact(&mut last).ctx("cannot read journal", &path)?;
-            if last[0] != b'\n' {
-                let lines = count_newlines(&path)?;
-                f.write_all(b"\n").ctx("cannot repair journal", &path)?;
-                f.sync_data().ctx("cannot fsync journal", &path)?;
-                repaired.push(LineIssue {
-                    file: name.clone(),
-                    line: lines + 1,
-                    message: "torn last line (crash mid-write); terminated and skipped".into(),
-                });
+        for name in month_files(&facts.join(device))? {
+            let rel = format!("{device}/{name}");
+            if let Some(issue) = writer.ensure_open(&rel)? {
+                repaired.push(issue);
             }
         }
-        Ok((
-            JournalWriter {
-                dir: dir.to_path_buf(),
-                open: BTreeMap::new(),
+        Ok((writer, repaired))
+    }
+
+    /// Forgets open file handles (after months were archived) and repeats [`JournalWriter::open`].
+    pub fn reopen(&mut self) -> Result<Vec<LineIssue>> {
+        let (fresh, repaired) = JournalWriter::open(&self.facts, &self.device)?;
+        *self = fresh;
+        Ok(repaired)
+    }
+
+    /// This device's id (its directory below `facts/`).
+    pub fn device(&self) -> &str {
+        &self.device
+    }
+
+    /// Plain files this writer may rewrite (archive): its own and the legacy flat ones.
+    pub fn owned_files(&self) -> Result<Vec<String>> {
+        Ok(list_files(&self.facts)?
+            .into_iter()
+            .filter(|rel| device_of(rel).is_none_or(|d| d == self.device))
+            .collect())
+    }
+
+    /// Opens `rel` (a file of this device) if needed, creating its directory
+    /// and file durably, and makes sure it ends with `\n`.
+    fn ensure_open(&mut self, rel: &str) -> Result<Option<LineIssue>> {
+        if self.open.contains_key(rel) {
+            return Ok(None);
+        }
+        let dir = self.facts.join(&self.device);
+        if !dir.is_dir() {
+            std::fs::create_dir_all(&dir).ctx("cannot create journal directory", &dir)?;
+            sync_dir(&self.facts)?;
+        }
+        let path = self.facts.join(rel);
+        let existed = path.exists();
+        let file = OpenOptions::new()
+            .create(true)
+            .read(true)
+            .append(true)
+            .open(&path)
+            .ctx("cannot open journal", &path)?;
+        if !existed {
+            // The new directory entry must be durable too.
+            sync_dir(&dir)?;
+        }
+        let meta = file.metadata().ctx("cannot stat journal", &path)?;
+        if !meta.is_file() {
+            return Err(Error::Internal(format!(
+                "{} is not a regular file; move it away so memd can append to it",
+                path.display()
+            )));
+        }
+        self.open.insert(
+            rel.to_string(),
+            OwnFile {
+                file,
+                len: meta.len(),
+                dirty: false,
             },
-            repaired,
-        ))
+        );
+        self.terminate_tail(rel)
+    }
+
+    /// Terminates a last line without `\n` (never acknowledged: a crash mid-write).
+    fn terminate_tail(&mut self, rel: &str) -> Result<Option<LineIssue>> {
+        let path = self.facts.join(rel);
+        let own = self.open.get_mut(rel).expect("opened by the caller");
+        let len = own.file.metadata().ctx("cannot stat journal", &path)?.len();
+        own.len = len;
+        if len == 0 {
+            return Ok(None);
+        }
+        let mut last = [0u8; 1];
+        own.file
+            .read_exact_at(&mut last, len - 1)
+            .ctx("cannot read journal", &path)?;
+        if last[0] == b'\n' {
+            return Ok(None);
+        }
+        let lines = count_newlines(&path)?;
+        own.file
+            .write_all(b"\n")
+            .and_then(|()| own.file.sync_data())
+            .ctx("cannot repair journal", &path)?;
+        own.len = len + 1;
+        tracing::warn!(journal.file = %rel, journal.line = lines + 1, "terminated a torn last line (crash mid-write)");
+        Ok(Some(LineIssue {
+            file: rel.to_string(),
+            line: lines + 1,
+            message: "torn last line (crash mid-write); terminated and skipped".into(),
+        }))
     }
 
     /// Appends `records` as one group: every line is written, then each touched
-    /// file is fsync'd once. Returns the end offset of each touched file.
+    /// file is fsync'd once and read back. Returns the end offset of each
+    /// touched file. On any failure every file of the group is truncated back
+    /// to where it was, and nothing of the group is stored.
     pub fn append(&mut self, records: &[Record]) -> Result<AppendEnds> {
         let mut by_file: BTreeMap<String, Vec<u8>> = BTreeMap::new();
         for r in records {
             let mut line = serde_json::to_vec(r)
-                .map_err(|e| crate::error::Error::Internal(format!("serialise record: {e}")))?;
+                .map_err(|e| Error::Internal(format!("serialise record: {e}")))?;
             line.push(b'\n');
             by_file
-                .entry(file_name_for(r.ts()))
+                .entry(format!("{}/{}", self.device, file_name_for(r.ts())))
                 .or_default()
                 .extend(line);
         }
         let mut ends = AppendEnds::new();
-        for (name, bytes) in by_file {
-            let path = self.dir.join(&name);
-            if !self.open.contains_key(&name) {
-                let existed = path.exists();
-                let f = OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(&path)
-                    .ctx("cannot open journal", &path)?;
-                if !existed {
-                    // The new directory entry must be durable too.
-                    File::open(&self.dir)
-                        .and_then(|d| d.sync_all())
-                        .ctx("cannot fsync journal directory", &self.dir)?;
+        let mut done: Vec<(String, u64)> = Vec::new();
+        for (rel, bytes) in by_file {
+            match self.append_file(&rel, &bytes) {
+                Ok((start, end)) => {
+                    done.push((rel.clone(), start));
+                    ends.insert(rel, end);
                 }
-                self.open.insert(name.clone(), f);
+                Err(e) => {
+                    tracing::error!(journal.file = %rel, error = %e, "journal append failed; the group is rolled back");
+                    for (rel, start) in done {
+                        self.truncate_back(&rel, start);
+                    }
+                    return Err(e);
+                }
             }
-            let f = self.open.get_mut(&name).expect("inserted above");
-            f.write_all(&bytes).ctx("cannot append to journal", &path)?;
-            f.sync_data().ctx("cannot fsync journal", &path)?;
-            let end = f.metadata().ctx("cannot stat journal", &path)?.len();
-            ends.insert(name, end);
         }
         Ok(ends)
     }
+
+    /// Appends `bytes` to one own file; on failure truncates it back.
+    /// Returns the offsets before and after.
+    fn append_file(&mut self, rel: &str, bytes: &[u8]) -> Result<(u64, u64)> {
+        self.ensure_open(rel)?;
+        let path = self.facts.join(rel);
+        {
+            let own = self.open.get_mut(rel).expect("opened above");
+            if own.dirty {
+                own.file
+                    .set_len(own.len)
+                    .and_then(|()| own.file.sync_data())
+                    .ctx("cannot truncate journal", &path)?;
+                own.dirty = false;
+            }
+        }
+        // Whatever happened to the file since, it must end with a newline.
+        self.terminate_tail(rel)?;
+        #[cfg(test)]
+        let inject = if self.inject_skip > 0 {
+            self.inject_skip -= 1;
+            None
+        } else {
+            self.inject.take()
+        };
+        let own = self.open.get_mut(rel).expect("opened above");
+        let start = own.len;
+        let written = (|| -> std::io::Result<()> {
+            #[cfg(test)]
+            match inject {
+                Some(Inject::WriteFailsAfter(n)) => {
+                    own.file.write_all(&bytes[..n.min(bytes.len())])?;
+                    return Err(std::io::Error::from_raw_os_error(libc::ENOSPC));
+                }
+                Some(Inject::FsyncFails) => {
+                    own.file.write_all(bytes)?;
+                    return Err(std::io::Error::from_raw_os_error(libc::ENOSPC));
+                }
+                Some(Inject::Corrupt) => {
+                    let mut wrong = bytes.to_vec();
+                    wrong[0] ^= 0x20;
+                    own.file.write_all(&wrong)?;
+                    return own.file.sync_data();
+                }
+                None => {}
+            }
+            own.file.write_all(bytes)?;
+            own.file.sync_data()
+        })()
+        .ctx("cannot append to journal", &path)
+        .and_then(|()| read_back(&own.file, &path, start, bytes));
+        match written {
+            Ok(()) => {
+                own.len = start + bytes.len() as u64;
+                Ok((start, own.len))
+            }
+            Err(e) => {
+                self.truncate_back(rel, start);
+                Err(e)
+            }
+        }
+    }
+
+    /// Removes everything after `len` from an own file (a failed or rolled-back append).
+    fn truncate_back(&mut self, rel: &str, len: u64) {
+        let path = self.facts.join(rel);
+        let Some(own) = self.open.get_mut(rel) else {
+            return;
+        };
+        own.len = len;
+        match own.file.set_len(len).and_then(|()| own.file.sync_data()) {
+            Ok(()) => own.dirty = false,
+            Err(e) => {
+                // Retried before the next append to this file.
+                tracing::error!(path = %path.display(), error = %e, "cannot truncate a failed append yet");
+                own.dirty = true;
+            }
+        }
+    }
+}
+
+/// Checks that `bytes` are what the file holds at `start` (and nothing after).
+fn read_back(file: &File, path: &Path, start: u64, bytes: &[u8]) -> Result<()> {
+    let len = file.metadata().ctx("cannot stat journal", path)?.len();
+    let mut back = vec![0u8; bytes.len()];
+    file.read_exact_at(&mut back, start)
+        .ctx("cannot read back journal", path)?;
+    if len != start + bytes.len() as u64 || back != bytes {
+        return Err(Error::Io {
+            context: format!("{} did not read back as written", path.display()),
+            source: std::io::Error::other("read-back mismatch"),
+        });
+    }
+    Ok(())
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .ctx("cannot fsync journal directory", dir)
 }
 
 fn count_newlines(path: &Path) -> Result<u64> {
@@ -334,6 +637,8 @@ mod tests {
         }
     }
 
+    const DEV: &str = "dev1";
+
     fn scan_all(dir: &Path) -> (Vec<String>, Vec<String>, Option<LineIssue>) {
         let mut ids = Vec::new();
         let mut issues = Vec::new();
@@ -346,7 +651,8 @@ mod tests {
                 }
                 Ok(())
             })
-            .unwrap();
+            .unwrap()
+            .or(torn);
         }
         (ids, issues, torn)
     }
@@ -354,10 +660,13 @@ mod tests {
     #[test]
     fn append_then_scan() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut w, repaired) = JournalWriter::open(dir.path()).unwrap();
+        let (mut w, repaired) = JournalWriter::open(dir.path(), DEV).unwrap();
         assert!(repaired.is_empty());
         let ends = w.append(&[fact("a", "x"), fact("b", "y")]).unwrap();
         assert_eq!(ends.len(), 1);
+        let name = ends.keys().next().unwrap();
+        assert!(name.starts_with("dev1/"), "{name}");
+        assert!(dir.path().join(name).is_file());
         let (ids, issues, torn) = scan_all(dir.path());
         assert_eq!(ids, ["a", "b"]);
         assert!(issues.is_empty() && torn.is_none());
@@ -366,7 +675,7 @@ mod tests {
     #[test]
     fn corrupt_and_torn_lines_are_reported_and_skipped() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut w, _) = JournalWriter::open(dir.path()).unwrap();
+        let (mut w, _) = JournalWriter::open(dir.path(), DEV).unwrap();
         w.append(&[fact("a", "x")]).unwrap();
         let name = list_files(dir.path()).unwrap().remove(0);
         let path = dir.path().join(&name);
@@ -374,8 +683,9 @@ mod tests {
         f.write_all(b"{not json}\n{\"op\":\"put\",\"v\":99}\n")
             .unwrap();
         drop(w);
-        let (mut w, _) = JournalWriter::open(dir.path()).unwrap();
+        let (mut w, _) = JournalWriter::open(dir.path(), DEV).unwrap();
         w.append(&[fact("b", "y")]).unwrap();
+        drop(w);
         // A crash mid-write leaves half a line.
         let mut f = OpenOptions::new().append(true).open(&path).unwrap();
         f.write_all(b"{\"op\":\"put\",\"v\":1,\"id\":\"half")
@@ -386,8 +696,8 @@ mod tests {
         assert!(issues[0].starts_with(&format!("{name}:2:")), "{issues:?}");
         assert!(issues[1].starts_with(&format!("{name}:3:")), "{issues:?}");
         assert_eq!(torn.unwrap().line, 5);
-        // Reopening terminates the torn tail, so later appends stay readable.
-        let (mut w, repaired) = JournalWriter::open(dir.path()).unwrap();
+        // Reopening terminates the torn tail of its own file, so later appends stay readable.
+        let (mut w, repaired) = JournalWriter::open(dir.path(), DEV).unwrap();
         assert_eq!(repaired.len(), 1);
         assert_eq!(repaired[0].line, 5);
         w.append(&[fact("c", "z")]).unwrap();
@@ -400,7 +710,7 @@ mod tests {
     #[test]
     fn scan_resumes_from_cursor() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut w, _) = JournalWriter::open(dir.path()).unwrap();
+        let (mut w, _) = JournalWriter::open(dir.path(), DEV).unwrap();
         let ends = w.append(&[fact("a", "x")]).unwrap();
         w.append(&[fact("b", "y")]).unwrap();
         let (name, offset) = ends.into_iter().next().unwrap();
@@ -415,9 +725,121 @@ mod tests {
         assert_eq!(seen, ["b"]);
     }
 
+    /// The bytes of every file below `dir`, by relative name.
+    fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+        list_files(dir)
+            .unwrap()
+            .into_iter()
+            .map(|f| (f.clone(), std::fs::read(dir.join(&f)).unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn a_failed_append_leaves_no_fragment() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut w, _) = JournalWriter::open(dir.path(), DEV).unwrap();
+        w.append(&[fact("a", "first")]).unwrap();
+        let before = snapshot(dir.path());
+        for inject in [
+            Inject::WriteFailsAfter(17),
+            Inject::WriteFailsAfter(0),
+            Inject::FsyncFails,
+            Inject::Corrupt,
+        ] {
+            w.inject = Some(inject);
+            let err = w
+                .append(&[fact("b", "refused"), fact("c", "refused too")])
+                .unwrap_err();
+            if !matches!(inject, Inject::Corrupt) {
+                assert_eq!(err.code(), crate::error::ErrorCode::StorageFull, "{err}");
+            }
+            // Truncated back to exactly what was there.
+            assert_eq!(snapshot(dir.path()), before, "{inject:?}");
+        }
+        // The next write is whole and readable: nothing glued to a fragment.
+        w.append(&[fact("d", "after")]).unwrap();
+        let (ids, issues, torn) = scan_all(dir.path());
+        assert_eq!(ids, ["a", "d"]);
+        assert!(issues.is_empty() && torn.is_none(), "{issues:?}");
+    }
+
+    #[test]
+    fn a_failed_group_rolls_back_every_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut w, _) = JournalWriter::open(dir.path(), DEV).unwrap();
+        let mut other_month = fact("b", "other month");
+        if let Record::Put { fact, .. } = &mut other_month {
+            fact.ts = DateTime::from_timestamp(1_790_000_000, 0).unwrap();
+        }
+        w.append(&[fact("a", "x"), other_month.clone()]).unwrap();
+        let before = snapshot(dir.path());
+        assert_eq!(before.len(), 2);
+        // The first file of the group is written, the second fails midway:
+        // the first is truncated back too, so nothing of the group is stored.
+        w.inject_skip = 1;
+        w.inject = Some(Inject::WriteFailsAfter(5));
+        w.append(&[fact("c", "y"), other_month]).unwrap_err();
+        assert_eq!(snapshot(dir.path()), before);
+        assert!(w.inject.is_none(), "the injection was reached");
+    }
+
+    #[test]
+    fn foreign_and_legacy_files_are_read_not_repaired() {
+        let dir = tempfile::tempdir().unwrap();
+        let facts = dir.path();
+        // A legacy flat file and another device's file, each with a half line
+        // that a sync tool is still writing.
+        let line = |id: &str| {
+            let mut l = serde_json::to_vec(&fact(id, "from elsewhere")).unwrap();
+            l.push(b'\n');
+            l
+        };
+        let month = file_name_for(DateTime::from_timestamp(1_780_000_000, 0).unwrap());
+        std::fs::create_dir_all(facts.join("other")).unwrap();
+        let legacy = facts.join(&month);
+        let foreign = facts.join("other").join(&month);
+        let whole = line("legacy1");
+        let half = line("legacy2");
+        std::fs::write(&legacy, [whole.as_slice(), &half[..10]].concat()).unwrap();
+        std::fs::write(&foreign, &line("foreign1")[..20]).unwrap();
+        // Not-regular files with journal names are skipped.
+        std::fs::create_dir_all(facts.join("2026-10.jsonl")).unwrap();
+        std::fs::create_dir_all(facts.join("other/2026-09.jsonl")).unwrap();
+        let (mut w, repaired) = JournalWriter::open(facts, DEV).unwrap();
+        assert!(repaired.is_empty());
+        w.append(&[fact("mine", "ours")]).unwrap();
+        let names = list_files(facts).unwrap();
+        assert_eq!(
+            names,
+            [
+                month.clone(),
+                format!("{DEV}/{month}"),
+                format!("other/{month}")
+            ]
+        );
+        let (ids, _, _) = scan_all(facts);
+        assert_eq!(ids, ["legacy1", "mine"]);
+        // Untouched by the writer.
+        assert_eq!(std::fs::read(&foreign).unwrap().len(), 20);
+        // The sync tool finishes both lines: both are read, once.
+        let mut f = OpenOptions::new().append(true).open(&legacy).unwrap();
+        f.write_all(&half[10..]).unwrap();
+        let mut f = OpenOptions::new().append(true).open(&foreign).unwrap();
+        f.write_all(&line("foreign1")[20..]).unwrap();
+        let (ids, issues, torn) = scan_all(facts);
+        assert_eq!(ids, ["legacy1", "legacy2", "mine", "foreign1"]);
+        assert!(issues.is_empty() && torn.is_none());
+    }
+
     #[test]
     fn journal_names() {
         assert!(is_journal_name("2026-11.jsonl"));
+        assert!(is_journal_path("2026-11.jsonl"));
+        assert!(is_journal_path("laptop/2026-11.jsonl"));
+        assert!(!is_journal_path("archive/2026-11.jsonl"));
+        assert!(!is_journal_path("a/b/2026-11.jsonl"));
+        assert_eq!(month_of("laptop/2026-11.jsonl"), "2026-11.jsonl");
+        assert_eq!(device_of("2026-11.jsonl"), None);
         for bad in [
             "2026-1.jsonl",
             "2026-11.json",

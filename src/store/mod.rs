@@ -5,6 +5,7 @@
 
 pub mod archive;
 pub mod atomic;
+pub mod device;
 pub mod journal;
 pub mod lock;
 pub mod markdown;

@@ -207,15 +207,8 @@ fn dry_run_changes_nothing() {
         chat(&hub, "main", "ok", 0.1);
     }
     let journal = |root: &TempRoot| {
-        let dir = root.path().join("memories/facts");
         let mut all = Vec::new();
-        let mut names: Vec<_> = std::fs::read_dir(&dir)
-            .unwrap()
-            .flatten()
-            .map(|e| e.path())
-            .collect();
-        names.sort();
-        for p in names {
+        for p in root.journal_files() {
             all.extend(std::fs::read(p).unwrap());
         }
         all

@@ -81,12 +81,7 @@ fn kill_during_burst_loses_no_acknowledged_write() {
     acked.sort();
     acked.dedup();
     // Simulate a crash mid-line on top.
-    let file = std::fs::read_dir(root.path().join("memories/facts"))
-        .unwrap()
-        .flatten()
-        .find(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
-        .unwrap()
-        .path();
+    let file = root.journal_files().remove(0);
     let mut f = std::fs::OpenOptions::new()
         .append(true)
         .open(&file)
@@ -112,7 +107,11 @@ fn kill_during_burst_loses_no_acknowledged_write() {
     let text = std::fs::read_to_string(&file).unwrap();
     assert!(text.ends_with("fact-main-torn\n"));
     let torn_line = text.lines().count();
-    let name = file.file_name().unwrap().to_str().unwrap();
+    let name = file
+        .strip_prefix(root.path().join("memories/facts"))
+        .unwrap()
+        .to_str()
+        .unwrap();
     let want = format!("facts/{name}:{torn_line}:");
     assert!(
         stats.issues.iter().any(|i| i.starts_with(&want)),

@@ -132,12 +132,7 @@ fn broken_roots_name_the_fault() {
         let hub = root.hub();
         write(&hub, "main", "fine line");
     }
-    let file = std::fs::read_dir(root.path().join("memories/facts"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let file = root.journal_files().remove(0);
     std::fs::OpenOptions::new()
         .append(true)
         .open(&file)

@@ -157,12 +157,7 @@ fn corrupt_lines_are_reported_with_file_and_line_and_neighbours_survive() {
     let (first, file) = {
         let hub = root.hub();
         let id = write(&hub, "main", "before the damage");
-        let file = std::fs::read_dir(root.path().join("memories/facts"))
-            .unwrap()
-            .next()
-            .unwrap()
-            .unwrap()
-            .path();
+        let file = root.journal_files().remove(0);
         (id, file)
     };
     let mut f = std::fs::OpenOptions::new()
@@ -177,7 +172,11 @@ fn corrupt_lines_are_reported_with_file_and_line_and_neighbours_survive() {
     hub.get(&first, &Filter::all()).unwrap();
     hub.get(&second, &Filter::all()).unwrap();
     let issues = hub.stats().unwrap().issues;
-    let name = file.file_name().unwrap().to_str().unwrap();
+    let name = file
+        .strip_prefix(root.path().join("memories/facts"))
+        .unwrap()
+        .to_str()
+        .unwrap();
     assert_eq!(issues.len(), 1, "{issues:?}");
     assert!(
         issues[0].starts_with(&format!("facts/{name}:2:")),

@@ -582,11 +582,24 @@ fn archived_months_read_transparently_and_reindex_gives_the_same_results() {
 
     let archived = hub.archive_journal(Some(2)).unwrap();
     let months: Vec<&str> = archived.iter().map(|m| m.month.as_str()).collect();
-    assert_eq!(months, ["2026-01.jsonl", "2026-02.jsonl", "2026-03.jsonl"]);
+    let dev = hub.device().to_string();
+    let month = |m: &str| format!("{dev}/{m}");
+    assert_eq!(
+        months,
+        [
+            month("2026-01.jsonl"),
+            month("2026-02.jsonl"),
+            month("2026-03.jsonl")
+        ]
+    );
     let facts = root.path().join("memories/facts");
-    assert!(facts.join("archive/2026-01.jsonl.gz").exists());
-    assert!(!facts.join("2026-01.jsonl").exists());
-    assert!(facts.join("2026-05.jsonl").exists());
+    assert!(
+        facts
+            .join(format!("archive/{dev}/2026-01.jsonl.gz"))
+            .exists()
+    );
+    assert!(!facts.join(month("2026-01.jsonl")).exists());
+    assert!(facts.join(month("2026-05.jsonl")).exists());
     assert_eq!(results(&hub), before);
     assert!(
         hub.archive_journal(Some(2)).unwrap().is_empty(),
@@ -603,7 +616,7 @@ fn archived_months_read_transparently_and_reindex_gives_the_same_results() {
         &Filter::all(),
     )
     .unwrap();
-    assert!(facts.join("2026-01.jsonl").exists());
+    assert!(facts.join(month("2026-01.jsonl")).exists());
     let exported = memory_hub::transfer::live_facts(&hub, &[]).unwrap();
     assert_eq!(exported.len(), 4);
     drop(hub);

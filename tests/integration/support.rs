@@ -95,16 +95,32 @@ impl TempRoot {
         serde_json::from_slice(&out.stdout).expect("stdout is one JSON document")
     }
 
+    /// Every plain journal file (`memories/facts/*.jsonl` and
+    /// `memories/facts/<device>/*.jsonl`), by path.
+    pub fn journal_files(&self) -> Vec<PathBuf> {
+        let dir = self.path().join("memories/facts");
+        let list = |d: &Path| -> Vec<PathBuf> {
+            std::fs::read_dir(d)
+                .map(|d| d.flatten().map(|e| e.path()).collect())
+                .unwrap_or_default()
+        };
+        let mut files = Vec::new();
+        for p in list(&dir) {
+            if p.is_dir() && p.file_name().is_some_and(|n| n != "archive") {
+                files.extend(list(&p).into_iter().filter(|f| f.is_file()));
+            } else if p.is_file() {
+                files.push(p);
+            }
+        }
+        files.retain(|p| p.extension().is_some_and(|e| e == "jsonl"));
+        files.sort();
+        files
+    }
+
     /// All journal lines, in file order.
     pub fn journal_lines(&self) -> Vec<String> {
-        let dir = self.path().join("memories/facts");
-        let mut names: Vec<_> = std::fs::read_dir(&dir)
-            .map(|d| d.flatten().map(|e| e.path()).collect())
-            .unwrap_or_default();
-        names.sort();
-        names
+        self.journal_files()
             .iter()
-            .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
             .flat_map(|p| {
                 std::fs::read_to_string(p)
                     .unwrap()
