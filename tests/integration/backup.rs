@@ -511,12 +511,7 @@ fn a_partial_or_older_archive_never_deletes_anything() {
         .as_str()
         .unwrap()
         .to_string();
-    let journal = std::fs::read_dir(root.path().join("memories/facts"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|e| e == "jsonl"))
-        .unwrap();
+    let journal = root.journal_files().into_iter().next().unwrap();
     let full = std::fs::read(&journal).unwrap();
     let first_line = full.iter().position(|&b| b == b'\n').unwrap() + 1;
     std::fs::write(&journal, &full[..first_line]).unwrap();
