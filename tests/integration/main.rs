@@ -20,3 +20,4 @@ mod semantic;
 mod serve;
 mod transfer;
 mod watch;
+mod write_rules;
