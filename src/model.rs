@@ -113,15 +113,16 @@ wire_enum!(
 );
 
 wire_enum!(
-    /// Retention tier of a long-term memory.
+    /// Retention tier of a long-term memory: ranking, budgets and promotion.
+    /// Long-term memories expire only with `lifecycle.tierExpiry` on.
     Tier {
-        /// Never expires.
+        /// Foundational; ranked up, never expires.
         T0 = "t0",
-        /// 365 days.
+        /// Long-lived (365 days with tier expiry on).
         T1 = "t1",
-        /// 90 days (default).
+        /// The default (90 days with tier expiry on).
         T2 = "t2",
-        /// 30 days.
+        /// Transient (30 days with tier expiry on).
         T3 = "t3",
     }
 );

@@ -88,9 +88,10 @@ pub struct LifecycleConfig {
     /// Per-tier budgets.
     pub budgets: TierBudgets,
     /// Whether long-term memories expire `tierDays` after their last access
-    /// (opt-in; default off: only short-term chat expires). Applies to the
-    /// journal as it is replayed, so changing it takes effect for old lines
-    /// after a restart (`memd reindex` not needed).
+    /// (opt-in; default off: only short-term chat expires). Not hot-editable.
+    /// Turning it off takes effect for every memory on the next start;
+    /// turning it on applies to memories indexed before only after
+    /// `memd reindex`.
     pub tier_expiry: bool,
     /// Ignored: near-duplicates are no longer merged on write. Still accepted
     /// so that config files written for older builds load.
