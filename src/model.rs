@@ -18,6 +18,15 @@ pub const JOURNAL_VERSION: u32 = 1;
 /// Longest accepted memory text, in bytes.
 pub const MAX_TEXT_BYTES: usize = 32 * 1024;
 
+/// Longest accepted fact id, in bytes.
+pub const MAX_ID_BYTES: usize = 200;
+
+/// Longest accepted title, in bytes.
+pub const MAX_TITLE_BYTES: usize = 300;
+
+/// Longest accepted bookkeeping field (source, keys, device, run), in bytes.
+pub const MAX_FIELD_BYTES: usize = 1024;
+
 macro_rules! wire_enum {
     ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $wire:literal $(| $alias:literal)*),+ $(,)? }) => {
         $(#[$meta])*
@@ -104,15 +113,16 @@ wire_enum!(
 );
 
 wire_enum!(
-    /// Retention tier of a long-term memory.
+    /// Retention tier of a long-term memory: ranking, budgets and promotion.
+    /// Long-term memories expire only with `lifecycle.tierExpiry` on.
     Tier {
-        /// Never expires.
+        /// Foundational; ranked up, never expires.
         T0 = "t0",
-        /// 365 days.
+        /// Long-lived (365 days with tier expiry on).
         T1 = "t1",
-        /// 90 days (default).
+        /// The default (90 days with tier expiry on).
         T2 = "t2",
-        /// 30 days.
+        /// Transient (30 days with tier expiry on).
         T3 = "t3",
     }
 );
@@ -199,6 +209,48 @@ fn default_importance() -> f32 {
     0.5
 }
 
+/// Serialises an importance, refusing a non-finite one: JSON has no NaN or
+/// infinity (serde_json would write `null`, which no reader accepts back).
+fn finite_importance<S: serde::Serializer>(v: &f32, s: S) -> std::result::Result<S::Ok, S::Error> {
+    if v.is_finite() {
+        s.serialize_f32(*v)
+    } else {
+        Err(serde::ser::Error::custom(format!(
+            "importance {v} is not a finite number"
+        )))
+    }
+}
+
+/// Where sensitive and secret memories may live (`privacy` in `config.json`).
+#[derive(Debug, Clone, Copy)]
+pub struct Pins<'a> {
+    /// Scenes a `sensitive` memory may live in.
+    pub sensitive: &'a [Scene],
+    /// Scenes a `secret` memory may live in.
+    pub secret: &'a [Scene],
+}
+
+impl Pins<'_> {
+    /// Refuses sensitive and secret memories outside their pinned audiences.
+    pub fn check(&self, privacy: Privacy, scene: &Scene) -> Result<()> {
+        let pinned = match privacy {
+            Privacy::Sensitive => Some(("sensitive", self.sensitive)),
+            Privacy::Secret => Some(("secret", self.secret)),
+            _ => None,
+        };
+        if let Some((name, allowed)) = pinned
+            && !allowed.contains(scene)
+        {
+            let list: Vec<&str> = allowed.iter().map(Scene::as_str).collect();
+            return Err(Error::invalid(format!(
+                "{name} memories may only live in [{}]; scene {scene} is not one of them",
+                list.join(", "),
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// One fact as it is stored in a journal `put` line and in the index.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Fact {
@@ -227,7 +279,7 @@ pub struct Fact {
     /// Who wrote it (cli, main, qq, sleep, import, …).
     pub source: String,
     /// 0–1, used in ranking.
-    #[serde(default = "default_importance")]
+    #[serde(default = "default_importance", serialize_with = "finite_importance")]
     pub importance: f32,
     /// Retention tier (long stage only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -257,6 +309,112 @@ pub struct Fact {
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
+}
+
+impl Fact {
+    /// The write rules every fact must meet, however it enters (write,
+    /// ingest, import, consolidation, or a journal line replayed from disk):
+    /// a usable id, non-empty text of at most [`MAX_TEXT_BYTES`], a finite
+    /// importance in 0–1, a valid kind, tags within their limits, a title of
+    /// at most [`MAX_TITLE_BYTES`], bounded bookkeeping fields, and
+    /// sensitive/secret only in their pinned scenes. Privacy, stage, subject
+    /// and scene are already checked by parsing.
+    pub fn validate(&self, pins: &Pins<'_>) -> Result<()> {
+        let id = &self.id;
+        if id.trim().is_empty() {
+            return Err(Error::invalid("id must not be empty"));
+        }
+        if id.len() > MAX_ID_BYTES
+            || id.starts_with("doc-")
+            || id.chars().any(|c| c.is_whitespace() || c.is_control())
+        {
+            return Err(Error::invalid(format!(
+                "{:?} is not a fact id (1-{MAX_ID_BYTES} bytes, no spaces, not doc-…)",
+                short(id)
+            )));
+        }
+        if self.text.trim().is_empty() {
+            return Err(Error::invalid(format!("{id}: text must not be empty")));
+        }
+        if self.text.len() > MAX_TEXT_BYTES {
+            return Err(Error::invalid(format!(
+                "{id}: text is {} bytes; the limit is {MAX_TEXT_BYTES}",
+                self.text.len()
+            )));
+        }
+        if !self.importance.is_finite() || !(0.0..=1.0).contains(&self.importance) {
+            return Err(Error::invalid(format!(
+                "{id}: importance must be between 0 and 1; got {}",
+                self.importance
+            )));
+        }
+        parse_kind(&self.kind).map_err(|e| Error::invalid(format!("{id}: {e}")))?;
+        if self
+            .tags
+            .iter()
+            .any(|t| t.len() > 64 || t.chars().any(char::is_control))
+            || self.tags.len() > 32
+        {
+            return Err(Error::invalid(format!(
+                "{id}: tags are at most 64 bytes without control characters, at most 32 per memory"
+            )));
+        }
+        if self
+            .title
+            .as_ref()
+            .is_some_and(|t| t.len() > MAX_TITLE_BYTES)
+        {
+            return Err(Error::invalid(format!(
+                "{id}: title must be at most {MAX_TITLE_BYTES} bytes"
+            )));
+        }
+        let fields = [
+            ("source", Some(&self.source)),
+            ("supersedes", self.supersedes.as_ref()),
+            ("source_message_id", self.source_message_id.as_ref()),
+            ("idempotency_key", self.idempotency_key.as_ref()),
+            ("device", Some(&self.device)),
+            ("run", self.run.as_ref()),
+        ];
+        for (name, value) in fields {
+            if value.is_some_and(|v| v.len() > MAX_FIELD_BYTES) {
+                return Err(Error::invalid(format!(
+                    "{id}: {name} must be at most {MAX_FIELD_BYTES} bytes"
+                )));
+            }
+        }
+        pins.check(self.privacy, &self.scene)
+            .map_err(|e| Error::invalid(format!("{id}: {e}")))
+    }
+}
+
+impl Record {
+    /// [`Fact::validate`] for a `put`; a tombstone or touch needs usable ids.
+    pub fn validate(&self, pins: &Pins<'_>) -> Result<()> {
+        match self {
+            Record::Put { fact, .. } => fact.validate(pins),
+            Record::Forget { id, .. } => {
+                if id.trim().is_empty() || id.len() > MAX_ID_BYTES {
+                    return Err(Error::invalid(format!(
+                        "forget of {:?}: not a fact id",
+                        short(id)
+                    )));
+                }
+                Ok(())
+            }
+            Record::Touch { ids, .. } => {
+                if ids.iter().any(|id| id.len() > MAX_ID_BYTES) {
+                    return Err(Error::invalid("touch names an id that is too long"));
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The first 40 characters of `s`, for error messages.
+fn short(s: &str) -> String {
+    s.chars().take(40).collect()
 }
 
 /// One line of `memories/facts/YYYY-MM.jsonl`.
@@ -363,6 +521,7 @@ pub struct Memory {
     /// Who wrote it.
     pub source: String,
     /// 0–1.
+    #[serde(serialize_with = "finite_importance")]
     pub importance: f32,
     /// Retention tier.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -502,6 +661,35 @@ mod tests {
         };
         assert_eq!(fact.accesses, 0);
         assert_eq!(serde_json::to_string(&r).unwrap(), put);
+    }
+
+    #[test]
+    fn non_finite_importance_is_never_serialised_and_fails_validation() {
+        let put = r#"{"op":"put","v":1,"id":"fact-main-x-1","ts":"2026-01-02T03:04:05Z","scene":"main","kind":"note","stage":"long","text":"t","privacy":"normal","subject":"owner","source":"cli","importance":1e308}"#;
+        let pins = Pins {
+            sensitive: &[],
+            secret: &[],
+        };
+        let r: Record = serde_json::from_str(put).unwrap();
+        let Record::Put { fact, .. } = &r else {
+            panic!("a put")
+        };
+        assert!(!fact.importance.is_finite());
+        assert!(r.validate(&pins).is_err());
+        assert!(serde_json::to_string(&r).is_err(), "no `null` written");
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            let mut f = fact.clone();
+            f.importance = bad;
+            assert!(serde_json::to_string(&f).is_err());
+            assert!(serde_json::to_string(&Memory::from(&f)).is_err());
+            assert!(f.validate(&pins).is_err());
+        }
+        let mut ok = fact.clone();
+        ok.importance = 1.0;
+        ok.validate(&pins).unwrap();
+        let mut secret = ok.clone();
+        secret.privacy = Privacy::Secret;
+        assert!(secret.validate(&pins).is_err(), "secret pinned nowhere");
     }
 
     #[test]

@@ -6,10 +6,11 @@
 //! written as new facts), a directory or file of Markdown (copied under
 //! `memories/import/`), or plain text (one memory per non-empty line).
 //! Export writes the live facts as journal lines, or as Markdown files that
-//! `memd import` reads back. Every bad line is reported with its number and
-//! skipped; the rest still goes in.
+//! `memd import` reads back. Every bad line (not UTF-8, not JSON, or breaking
+//! the write rules of [`crate::model::Fact::validate`]) is reported as
+//! `FILE:LINE: reason` and skipped; the rest still goes in.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, NaiveDate, Utc};
@@ -52,17 +53,47 @@ pub struct ImportReport {
     pub skipped: u64,
     /// Lines or files refused.
     pub failed: u64,
-    /// The first refusals, as `LINE: reason` or `PATH: reason`.
+    /// The refusals, as `FILE:LINE: reason` or `PATH: reason` (the first
+    /// [`MAX_REPORTED_ERRORS`]; `failed` counts them all).
     pub errors: Vec<String>,
 }
+
+/// Refusals listed one by one in an [`ImportReport`].
+pub const MAX_REPORTED_ERRORS: usize = 10_000;
 
 impl ImportReport {
     fn fail(&mut self, at: impl std::fmt::Display, e: impl std::fmt::Display) {
         self.failed += 1;
-        if self.errors.len() < 50 {
+        if self.errors.len() < MAX_REPORTED_ERRORS {
             self.errors.push(format!("{at}: {e}"));
         }
     }
+}
+
+/// The lines of a file, each decoded on its own: a line that is not UTF-8
+/// is an `Err` for that line only, never for the file.
+fn read_lines(path: &Path) -> Result<Vec<std::result::Result<String, String>>> {
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .ctx("cannot open", path)?
+        .read_to_end(&mut bytes)
+        .ctx("cannot read", path)?;
+    let mut lines: Vec<_> = bytes
+        .split(|&b| b == b'\n')
+        .map(|line| {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            String::from_utf8(line.to_vec()).map_err(|e| {
+                format!(
+                    "not valid UTF-8 (byte {} of the line); line skipped",
+                    e.utf8_error().valid_up_to() + 1
+                )
+            })
+        })
+        .collect();
+    if matches!(lines.last(), Some(Ok(l)) if l.is_empty()) {
+        lines.pop();
+    }
+    Ok(lines)
 }
 
 #[derive(Debug, Deserialize)]
@@ -152,17 +183,22 @@ pub fn import(
     if format == Format::Markdown {
         return import_markdown(hub, path);
     }
-    let file = std::fs::File::open(path).ctx("cannot open", path)?;
-    let lines: Vec<String> = BufReader::new(file)
-        .lines()
-        .collect::<std::io::Result<_>>()
-        .ctx("cannot read", path)?;
+    let lines = read_lines(path)?;
     let total = lines.len() as u64;
+    let name = path.display().to_string();
+    // Refusals by line number, reported in file order at the end.
+    let mut refused: Vec<(usize, String)> = Vec::new();
     let mut report = ImportReport::default();
     let mut items: Vec<(usize, Item)> = Vec::new();
     for (i, line) in lines.iter().enumerate() {
         let n = i + 1;
-        let line = line.trim();
+        let line = match line {
+            Ok(line) => line.trim(),
+            Err(e) => {
+                refused.push((n, e.to_string()));
+                continue;
+            }
+        };
         if line.is_empty() {
             continue;
         }
@@ -183,7 +219,7 @@ pub fn import(
         };
         match item {
             Ok(item) => items.push((n, item)),
-            Err(e) => report.fail(format!("line {n}"), e),
+            Err(e) => refused.push((n, e.to_string())),
         }
     }
     for chunk in items.chunks(1000) {
@@ -201,7 +237,7 @@ pub fn import(
                 match result {
                     Ok(true) => report.added += 1,
                     Ok(false) => report.skipped += 1,
-                    Err(e) => report.fail(format!("line {n}"), e),
+                    Err(e) => refused.push((*n, e.to_string())),
                 }
             }
         }
@@ -211,11 +247,15 @@ pub fn import(
                 match result {
                     Ok(w) if w.action == WriteAction::Noop => report.skipped += 1,
                     Ok(_) => report.added += 1,
-                    Err(e) => report.fail(format!("line {n}"), e),
+                    Err(e) => refused.push((*n, e.to_string())),
                 }
             }
         }
         progress(chunk.last().map_or(0, |(n, _)| *n as u64), total);
+    }
+    refused.sort_by_key(|(n, _)| *n);
+    for (n, e) in refused {
+        report.fail(format!("{name}:{n}"), e);
     }
     progress(total, total);
     Ok(report)

@@ -144,9 +144,19 @@ pub async fn write(
         req.expires_at = Some(st.now() + Duration::hours(ttl));
     }
     req.supersedes = body.supersedes;
-    // Keys are namespaced by scene, so a token can never learn (through a NOOP
-    // answer) the id of a memory written with the same key in another scene.
-    req.idempotency_key = body.idempotency_key.map(|k| format!("w|{scene}|{k}"));
+    // Keys are namespaced by token and scene: a key names one caller's
+    // retry, so another token using the same key can neither squat it (make
+    // this caller's write answer NOOP with someone else's id, storing
+    // nothing) nor learn through a NOOP that it exists. Token names and
+    // scenes contain no `|`.
+    if let Some(k) = &body.idempotency_key
+        && (k.is_empty() || k.len() > 200)
+    {
+        return Err(ApiError::invalid("idempotency_key must be 1-200 bytes"));
+    }
+    req.idempotency_key = body
+        .idempotency_key
+        .map(|k| format!("w|{}|{scene}|{k}", grant.name));
     if let Some(old) = req.supersedes.clone() {
         // Replacing needs the same right as forgetting: the old memory must be visible to this token.
         let filter = policy::forget_filter(grant)?;

@@ -1,6 +1,5 @@
 //! The hub's side of the memory lifecycle: the injected clock, access
-//! tracking (batched into `touch` journal lines), near-duplicate folding,
-//! tag and importance edits, tier counts for health, and bringing an expired
+//! tracking (batched into `touch` journal lines), tag and importance edits, tier counts for health, and bringing an expired
 //! memory back.
 //!
 //! Access tracking never writes on the read path: a retrieval only adds ids
@@ -18,12 +17,11 @@ use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 
 use super::writer::{Op, OpOutcome};
-use super::{Hub, WriteAction, WriteOutcome, WriteRequest};
+use super::{Hub, WriteOutcome};
 use crate::error::{Error, Result};
-use crate::index::filter::{Filter, Scope};
-use crate::lifecycle::{expiring_soon, more_durable};
+use crate::index::filter::Filter;
+use crate::lifecycle::expiring_soon;
 use crate::model::{Fact, JOURNAL_VERSION, Memory, Origin, Record, Stage, Tier, parse_tags};
-use crate::policy;
 
 /// What "now" is for the hub (tests drive it).
 pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
@@ -252,7 +250,7 @@ impl Hub {
         tags.extend(add);
         fact.tags = parse_tags(&tags)?;
         if let Some(i) = req.importance {
-            if !(0.0..=1.0).contains(&i) || i.is_nan() {
+            if !i.is_finite() || !(0.0..=1.0).contains(&i) {
                 return Err(Error::invalid("importance must be between 0 and 1"));
             }
             fact.importance = i;
@@ -290,139 +288,6 @@ impl Hub {
         self.index.meta.with_reader(|c| {
             crate::index::lifecycle::expired_matching(c, q, now, limit.clamp(1, 100))
         })
-    }
-
-    /// A near-duplicate of a long-term write among live memories of the same
-    /// scene, kind, privacy and subject: `(id, cosine similarity, tier)`.
-    /// `None` without a loaded embedder.
-    pub(super) fn near_duplicate(&self, req: &WriteRequest) -> Result<Option<(String, f32)>> {
-        let Some(embedder) = self.embedder.loaded() else {
-            return Ok(None);
-        };
-        let text = policy::normalize_content(&req.text);
-        if text.is_empty() || policy::detect_credential(&text).is_some() {
-            return Ok(None);
-        }
-        // Memories written moments ago must be comparable too.
-        self.embed_pending(usize::MAX);
-        let passage = crate::index::vector::passage_text(req.title.as_deref(), &text);
-        let vector = crate::embed::cache::embed_passages_cached(
-            embedder.as_ref(),
-            self.cache.as_ref(),
-            &[passage.as_str()],
-        )?
-        .pop()
-        .ok_or_else(|| Error::Internal("embedder returned no vector".into()))?;
-        let filter = Filter::scope(Scope {
-            scenes: vec![req.scene.clone()],
-            privacy: vec![req.privacy],
-            stages: vec![Stage::Long],
-            kinds: vec![req.kind.clone()],
-            subjects: vec![req.subject],
-            origins: vec![Origin::Fact],
-            unexpired_at: Some(self.now()),
-        });
-        let hit = match self
-            .index
-            .vector_search(&vector, embedder.model_id(), &filter, 1)
-        {
-            Ok(mut hits) => hits.pop(),
-            Err(e) if e.code() == crate::error::ErrorCode::EmbeddingUnavailable => None,
-            Err(e) => return Err(e),
-        };
-        Ok(hit.map(|(id, d)| (id, 1.0 - d)))
-    }
-
-    /// Writes with dedup: exact duplicates (same scene, kind, normalised
-    /// text, privacy, subject) and near-duplicates above the NOOP threshold
-    /// return the existing id; near-duplicates above the UPDATE threshold are
-    /// folded into the existing fact (merged tags, higher importance, same id).
-    pub(super) fn write_dedup(&self, req: WriteRequest) -> Result<WriteOutcome> {
-        let eligible =
-            req.stage == Stage::Long && req.supersedes.is_none() && req.idempotency_key.is_none();
-        if eligible && let Some((id, sim)) = self.near_duplicate(&req)? {
-            let tier = policy::assign_tier(policy::TierInput {
-                explicit: req.tier,
-                category: false,
-                source: &req.source,
-                kind: &req.kind,
-                text: &policy::normalize_content(&req.text),
-                tags: &req.tags,
-            });
-            let (noop, update) = self.config.lifecycle.dedup_thresholds(tier);
-            if sim >= noop {
-                return Ok(WriteOutcome {
-                    id,
-                    action: WriteAction::Noop,
-                });
-            }
-            if sim >= update {
-                return match self.submit(Op::Merge(Box::new(req), id))? {
-                    OpOutcome::Written(w) => Ok(w),
-                    _ => Err(Error::Internal("merge answered as another op".into())),
-                };
-            }
-        }
-        match self.submit(Op::Write(Box::new(req)))? {
-            OpOutcome::Written(w) => Ok(w),
-            _ => Err(Error::Internal("write answered as another op".into())),
-        }
-    }
-
-    /// The fact a near-duplicate folds into: new text, merged tags, the higher
-    /// importance, the more durable tier, the same id and time.
-    pub(super) fn prepare_merge(
-        &self,
-        req: WriteRequest,
-        into: &str,
-        forgotten_in_batch: &std::collections::HashSet<String>,
-    ) -> Result<Fact> {
-        if forgotten_in_batch.contains(into) {
-            return Err(Error::NotFound(into.to_string()));
-        }
-        let text = policy::normalize_content(&req.text);
-        if let Some(what) = policy::detect_credential(&text) {
-            return Err(Error::invalid(format!(
-                "content appears to contain {what}; credentials are refused"
-            )));
-        }
-        if text.is_empty() || text.len() > crate::model::MAX_TEXT_BYTES {
-            return Err(Error::invalid("text must be 1-32768 bytes"));
-        }
-        if !(0.0..=1.0).contains(&req.importance) || req.importance.is_nan() {
-            return Err(Error::invalid("importance must be between 0 and 1"));
-        }
-        let mut fact = self.current_fact(into, &Filter::all())?;
-        let new_tier = policy::assign_tier(policy::TierInput {
-            explicit: req.tier,
-            category: false,
-            source: &req.source,
-            kind: &req.kind,
-            text: &text,
-            tags: &req.tags,
-        });
-        let tier = fact.tier.map_or(new_tier, |t| more_durable(t, new_tier));
-        let mut tags = fact.tags.clone();
-        tags.extend(req.tags);
-        tags = parse_tags(&tags)?;
-        tags.truncate(32);
-        let now = self.now();
-        fact.expires_at = match (self.config.lifecycle.expiry(tier, now), fact.expires_at) {
-            (None, _) => None,
-            (Some(new), old) => Some(old.map_or(new, |o| o.max(new))),
-        };
-        fact.text = text;
-        fact.tags = tags;
-        fact.importance = fact.importance.max(req.importance);
-        fact.tier = Some(tier);
-        if let Some(t) = req
-            .title
-            .map(|t| t.trim().to_string())
-            .filter(|t| !t.is_empty())
-        {
-            fact.title = Some(t);
-        }
-        Ok(fact)
     }
 }
 

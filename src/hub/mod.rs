@@ -194,6 +194,15 @@ impl Hub {
             track_accesses: Default::default(),
         };
         let mut report = hub.catch_up(progress)?;
+        if !hub.config.lifecycle.tier_expiry {
+            let cleared = hub.index.clear_long_term_expiry()?;
+            if cleared > 0 {
+                tracing::info!(
+                    memories = cleared,
+                    "long-term memories no longer expire (lifecycle.tierExpiry is off)"
+                );
+            }
+        }
         let docs = hub.sync_documents()?;
         report.documents_indexed = docs.documents_indexed;
         report.documents_removed = docs.documents_removed;

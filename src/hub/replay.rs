@@ -2,6 +2,15 @@
 //!
 //! The same replay runs on open, after every append, on reindex and when a
 //! sync tool appends lines, so the index always equals a replay of the files.
+//!
+//! Every line meets the write rules before it is indexed
+//! ([`crate::model::Record::validate`]): a line that breaks them (a sync tool
+//! or a hand edit can append anything) is reported like an unreadable line,
+//! as `FILE:LINE: reason`, and skipped; its neighbours are applied as usual.
+//! Unless `lifecycle.tierExpiry` is on, a long-term fact is indexed without
+//! an expiry whatever its line says: builds that expired tiers by default
+//! wrote `expires_at` on every long-term line, and those memories must not
+//! vanish.
 
 use std::collections::HashSet;
 
@@ -13,7 +22,7 @@ use crate::ids;
 use crate::index::meta::{DocumentRow, FactExtras};
 use crate::index::{Batch, Change};
 use crate::model::{Memory, Origin, Record, Stage};
-use crate::store::journal;
+use crate::store::journal::{self, LineIssue};
 use crate::store::markdown;
 
 /// Changes per index commit while catching up.
@@ -66,6 +75,8 @@ impl Hub {
         let mut batch = Batch::default();
         let total: u64 = sizes.iter().sum();
         let mut done_before = 0u64;
+        let pins = self.pins();
+        let tier_expiry = self.config.lifecycle.tier_expiry;
         for (file, size) in files.iter().zip(sizes) {
             let mut from = cursors.get(file).copied().unwrap_or_default();
             if from.offset > size {
@@ -75,11 +86,24 @@ impl Hub {
             done_before += from.offset;
             let mut last = from;
             let torn = journal::scan_file(&dir, file, from, |item| {
-                match item.entry {
+                let entry = item.entry.and_then(|record| {
+                    record
+                        .validate(&pins)
+                        .map(|()| record)
+                        .map_err(|e| LineIssue {
+                            file: file.clone(),
+                            line: item.cursor.lines,
+                            message: e.to_string(),
+                        })
+                });
+                match entry {
                     Ok(record) => {
-                        batch
-                            .changes
-                            .push(record_change(record, file, item.cursor.lines));
+                        batch.changes.push(record_change(
+                            record,
+                            file,
+                            item.cursor.lines,
+                            tier_expiry,
+                        ));
                         report.records += 1;
                     }
                     Err(issue) => {
@@ -223,10 +247,16 @@ impl Hub {
     }
 }
 
-fn record_change(record: Record, file: &str, line: u64) -> Change {
+fn record_change(record: Record, file: &str, line: u64, tier_expiry: bool) -> Change {
     match record {
         Record::Put { fact, .. } => Change::PutFact {
-            memory: Memory::from(&fact),
+            memory: {
+                let mut m = Memory::from(&fact);
+                if fact.stage == Stage::Long && !tier_expiry {
+                    m.expires_at = None;
+                }
+                m
+            },
             extras: FactExtras {
                 content_hash: (fact.stage == Stage::Long).then(|| {
                     crate::lifecycle::content_hash(

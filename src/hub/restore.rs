@@ -33,6 +33,10 @@ impl Hub {
             if file_name_for(fact.ts) != file_name_for(now) {
                 fact.ts = now;
             }
+            if let Err(e) = fact.validate(&self.pins()) {
+                tracing::warn!(fact.id = %fact.id, error = %e, "not restored: breaks the write rules");
+                continue;
+            }
             let twice = records.iter().any(|r: &Record| r.id() == fact.id);
             if !twice && self.index.meta.fact_state(&fact.id)? == Some(false) {
                 records.push(Record::Put {

@@ -5,6 +5,19 @@
 //! index (and against the others in the same group), appends every line and
 //! fsyncs once, then applies the new lines to the index by the same catch-up
 //! path that runs on open ([`super::replay`]). Every caller gets its own answer.
+//!
+//! The write rules:
+//! - Every fact that enters, whatever the path (write, ingest, import,
+//!   consolidation, a rewrite), meets [`Fact::validate`]; replay applies the
+//!   same check to lines it reads from disk.
+//! - Dedup is exact only: a long-term write with the same scene, kind,
+//!   normalised text, privacy and subject as a live memory answers `NOOP` with
+//!   its id, and so does a repeated idempotency key (callers namespace keys:
+//!   HTTP by token and scene, ingest by scene and message). Near-duplicates
+//!   are never merged or dropped on write: two different statements are two
+//!   memories; folding them is consolidation's job (reported, rollbackable).
+//! - Only short-term memories carry an expiry unless `lifecycle.tierExpiry`
+//!   opts into tier expiry.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::mpsc;
@@ -17,7 +30,8 @@ use crate::error::{Error, Result};
 use crate::ids;
 use crate::index::filter::Filter;
 use crate::model::{
-    Fact, JOURNAL_VERSION, MAX_TEXT_BYTES, Privacy, Record, Scene, Stage, Subject, Tier,
+    Fact, JOURNAL_VERSION, MAX_FIELD_BYTES, MAX_TEXT_BYTES, Pins, Privacy, Record, Scene, Stage,
+    Subject, Tier,
 };
 use crate::policy;
 use crate::store::journal::JournalWriter;
@@ -52,11 +66,14 @@ pub struct WriteRequest {
     pub tier: Option<Tier>,
     /// The id it replaces.
     pub supersedes: Option<String>,
-    /// When it stops being searchable.
+    /// When it stops being searchable: short-term memories only, unless
+    /// `lifecycle.tierExpiry` is on (a long-term write with an expiry is
+    /// refused otherwise, since it would replay as non-expiring).
     pub expires_at: Option<DateTime<Utc>>,
     /// Ingest key.
     pub source_message_id: Option<String>,
-    /// Client idempotency key.
+    /// Client idempotency key, already namespaced by the caller (HTTP uses
+    /// `w|<token>|<scene>|<key>`), so one caller can never answer for another.
     pub idempotency_key: Option<String>,
     /// When it happened, for imports of older memories; `None` means now.
     pub ts: Option<DateTime<Utc>>,
@@ -96,9 +113,10 @@ impl WriteRequest {
 pub enum WriteAction {
     /// A new fact was appended.
     Add,
-    /// A near-duplicate was found and rewritten (same id, merged tags).
+    /// An existing fact was rewritten in place (tag and importance edits).
     Update,
-    /// An identical earlier write was found; nothing was appended.
+    /// An identical earlier write (same content key or idempotency key) was
+    /// found; nothing was appended.
     Noop,
 }
 
@@ -113,8 +131,6 @@ pub struct WriteOutcome {
 
 pub(super) enum Op {
     Write(Box<WriteRequest>),
-    /// A near-duplicate write folded into an existing fact.
-    Merge(Box<WriteRequest>, String),
     /// Rewrite an existing fact (tags, importance): a new `put` with the same id.
     Rewrite(Box<Fact>),
     /// Retrieval counts, appended as they are.
@@ -163,13 +179,22 @@ impl Hub {
 
     /// Writes one memory. Returns after its journal line is fsync'd and indexed.
     ///
-    /// Long-term writes are deduplicated: an exact duplicate of a live memory
-    /// (same scene, kind, normalised text, privacy and subject) answers
-    /// `NOOP` with its id; with an embedder loaded, a near-duplicate answers
-    /// `NOOP` or is folded into the existing memory (`UPDATE`) by the
-    /// per-tier thresholds of [`crate::lifecycle::LifecycleConfig::dedup_thresholds`].
+    /// Dedup is exact only (see the module docs): an exact duplicate of a
+    /// live long-term memory or a repeated idempotency key answers `NOOP` with
+    /// the existing id; anything else is a new memory (`ADD`), however similar.
     pub fn write(&self, req: WriteRequest) -> Result<WriteOutcome> {
-        self.write_dedup(req)
+        match self.submit(Op::Write(Box::new(req)))? {
+            OpOutcome::Written(w) => Ok(w),
+            _ => Err(Error::Internal("write answered as another op".into())),
+        }
+    }
+
+    /// Where sensitive and secret memories may live.
+    pub(super) fn pins(&self) -> Pins<'_> {
+        Pins {
+            sensitive: &self.config.privacy.sensitive_audiences,
+            secret: &self.config.privacy.secret_audiences,
+        }
     }
 
     /// Forgets a fact visible under `filter` by appending a tombstone.
@@ -277,6 +302,8 @@ impl Hub {
                         || self.index.meta.fact_state(&fact.id).ok().flatten() != Some(true)
                     {
                         Err(Error::NotFound(fact.id.clone()))
+                    } else if let Err(e) = fact.validate(&self.pins()) {
+                        Err(e)
                     } else {
                         written_in_batch.insert(fact.id.clone());
                         let id = fact.id.clone();
@@ -289,21 +316,6 @@ impl Hub {
                             action: WriteAction::Update,
                         }))
                     }
-                }
-                Op::Merge(req, into) => {
-                    self.prepare_merge(*req, &into, &forgotten_in_batch)
-                        .map(|fact| {
-                            written_in_batch.insert(fact.id.clone());
-                            let id = fact.id.clone();
-                            records.push(Record::Put {
-                                v: JOURNAL_VERSION,
-                                fact,
-                            });
-                            OpOutcome::Written(WriteOutcome {
-                                id,
-                                action: WriteAction::Update,
-                            })
-                        })
                 }
                 Op::Write(req) => self
                     .prepare_write(
@@ -430,13 +442,24 @@ impl Hub {
                 text.len()
             )));
         }
-        if !(0.0..=1.0).contains(&req.importance) || req.importance.is_nan() {
+        if !req.importance.is_finite() || !(0.0..=1.0).contains(&req.importance) {
             return Err(Error::invalid("importance must be between 0 and 1"));
         }
         self.check_pinned(req.privacy, &req.scene)?;
+        if req.stage == Stage::Long
+            && req.expires_at.is_some()
+            && !self.config.lifecycle.tier_expiry
+        {
+            return Err(Error::invalid(
+                "long-term memories do not expire (lifecycle.tierExpiry is off); \
+                 write a short-term memory (stage short) for something that should expire",
+            ));
+        }
         if let Some(key) = &req.idempotency_key {
-            if key.is_empty() || key.len() > 200 {
-                return Err(Error::invalid("idempotency_key must be 1-200 bytes"));
+            if key.is_empty() || key.len() > MAX_FIELD_BYTES {
+                return Err(Error::invalid(format!(
+                    "idempotency_key must be 1-{MAX_FIELD_BYTES} bytes"
+                )));
             }
             if let Some(id) = keys_in_batch.get(key) {
                 return Ok(Prepared::Existing(id.clone()));
@@ -449,9 +472,6 @@ impl Hub {
             && (self.index.meta.fact_state(old)? != Some(true) || forgotten_in_batch.contains(old))
         {
             return Err(Error::NotFound(old.clone()));
-        }
-        if req.title.as_ref().is_some_and(|t| t.len() > 300) {
-            return Err(Error::invalid("title must be at most 300 bytes"));
         }
         let now = self.now();
         // Exact duplicates of a live long-term memory reuse its id (NOOP).
@@ -483,7 +503,8 @@ impl Hub {
             Stage::Short => None,
         };
         let ts = req.ts.unwrap_or(now);
-        // A long-term memory lives its tier's days from when it is written.
+        // With tier expiry opted in, a long-term memory lives its tier's days
+        // from when it is written; by default only short-term memories expire.
         let expires_at = match (req.expires_at, tier) {
             (Some(e), _) => Some(e),
             (None, Some(t)) => self.config.lifecycle.expiry(t, now),
@@ -520,6 +541,7 @@ impl Hub {
             accesses: 0,
             run: req.run,
         };
+        fact.validate(&self.pins())?;
         if let Some(h) = hash {
             hashes_in_batch.insert(h, fact.id.clone());
         }
@@ -562,20 +584,18 @@ impl Hub {
     ) -> Result<bool> {
         match record {
             Record::Put { fact, .. } => {
-                if fact.id.is_empty() || fact.id.len() > 200 || ids::is_doc_id(&fact.id) {
-                    return Err(Error::invalid(format!("{:?} is not a fact id", fact.id)));
-                }
-                if policy::normalize_content(&fact.text).is_empty() {
+                fact.validate(&self.pins())?;
+                if let Some(what) = policy::detect_credential(&fact.text) {
                     return Err(Error::invalid(format!(
-                        "{}: text must not be empty",
+                        "{}: content appears to contain {what}; credentials are refused",
                         fact.id
                     )));
                 }
-                self.check_pinned(fact.privacy, &fact.scene)?;
                 Ok(!written_in_batch.contains(&fact.id)
                     && self.index.meta.fact_state(&fact.id)?.is_none())
             }
-            Record::Forget { id, .. } => Ok(!forgotten_in_batch.contains(id)
+            Record::Forget { id, .. } => Ok(record.validate(&self.pins()).is_ok()
+                && !forgotten_in_batch.contains(id)
                 && (written_in_batch.contains(id)
                     || self.index.meta.fact_state(id)? == Some(true))),
             // Access counts belong to the root they were counted in.
@@ -585,21 +605,7 @@ impl Hub {
 
     /// Refuses sensitive and secret memories outside their pinned audiences.
     pub(super) fn check_pinned(&self, privacy: Privacy, scene: &Scene) -> Result<()> {
-        let pinned = match privacy {
-            Privacy::Sensitive => Some(("sensitive", &self.config.privacy.sensitive_audiences)),
-            Privacy::Secret => Some(("secret", &self.config.privacy.secret_audiences)),
-            _ => None,
-        };
-        if let Some((name, allowed)) = pinned
-            && !allowed.contains(scene)
-        {
-            let list: Vec<&str> = allowed.iter().map(Scene::as_str).collect();
-            return Err(Error::invalid(format!(
-                "{name} memories may only live in [{}]; scene {scene} is not one of them",
-                list.join(", "),
-            )));
-        }
-        Ok(())
+        self.pins().check(privacy, scene)
     }
 }
 

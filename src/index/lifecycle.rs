@@ -191,6 +191,25 @@ fn set_vector_expiry(tx: &Transaction<'_>, id: &str, expires: Option<i64>) -> Re
     Ok(())
 }
 
+/// Clears the expiry of every long-term fact row that has one (used when
+/// `lifecycle.tierExpiry` is off, for rows indexed by builds that expired
+/// tiers by default). Returns the ids changed; tantivy must follow.
+pub fn clear_long_term_expiry(tx: &Transaction<'_>) -> Result<Vec<String>> {
+    let ids: Vec<String> = tx
+        .prepare_cached(
+            "SELECT id FROM memories WHERE origin = 'fact' AND stage = 'long' \
+             AND expires_at IS NOT NULL",
+        )?
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    for id in &ids {
+        tx.prepare_cached("UPDATE memories SET expires_at = NULL WHERE id = ?")?
+            .execute([id])?;
+        set_vector_expiry(tx, id, None)?;
+    }
+    Ok(ids)
+}
+
 /// The active, unexpired fact with this content hash, if any.
 pub fn find_by_content(
     conn: &rusqlite::Connection,
@@ -283,7 +302,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = MetaDb::open(&dir.path().join("m.db"), true).unwrap();
         let at = DateTime::from_timestamp(1_780_000_000, 0).unwrap();
-        let cfg = LifecycleConfig::default();
+        let cfg = LifecycleConfig {
+            tier_expiry: true,
+            ..LifecycleConfig::default()
+        };
         let m = Memory {
             id: "fact-main-a-1".into(),
             origin: Origin::Fact,

@@ -316,6 +316,24 @@ impl Index {
         Ok(())
     }
 
+    /// Clears the expiry of long-term facts indexed with one (tier expiry
+    /// off); see [`lifecycle::clear_long_term_expiry`]. Returns how many.
+    pub fn clear_long_term_expiry(&self) -> Result<usize> {
+        let ids = self.meta.write(lifecycle::clear_long_term_expiry)?;
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let rows = self.meta.get_many(&ids, &Filter::all())?;
+        for m in rows.values() {
+            let superseded = self
+                .meta
+                .with_reader(|c| lifecycle::is_superseded(c, &m.id))?;
+            self.text.upsert(&lifecycle::effective(m, superseded))?;
+        }
+        self.text.mark_dirty();
+        Ok(ids.len())
+    }
+
     /// Commits pending text-index changes so searches see them.
     pub fn refresh(&self) -> Result<()> {
         let out = self.text.commit();

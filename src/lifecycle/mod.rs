@@ -1,11 +1,19 @@
-//! Memory lifecycle rules: retention tiers, sliding expiry, promotion,
-//! near-duplicate thresholds and ranking signals. Pure functions over the
-//! [`LifecycleConfig`]; the hub applies them (`hub/lifecycle.rs`) and the
-//! index replays their journal records ([`crate::model::Record::Touch`]).
+//! Memory lifecycle rules: retention tiers, opt-in tier expiry, promotion
+//! and ranking signals. Pure functions over the [`LifecycleConfig`]; the hub
+//! applies them (`hub/lifecycle.rs`) and the index replays their journal
+//! records ([`crate::model::Record::Touch`]).
 //!
-//! - A long-term memory expires `tierDays` after it was written or last
-//!   retrieved (T0 never). Expired memories leave search, recall and get; the
-//!   journal keeps them and `restore-expired` brings one back.
+//! - Only short-term chat has a TTL by default. A long-term memory stays until
+//!   it is forgotten or superseded: tiers drive ranking, budgets and promotion,
+//!   not deletion.
+//! - With `lifecycle.tierExpiry: true` (opt-in) a long-term memory expires
+//!   `tierDays` after it was written or last retrieved (T0 never). Expired
+//!   memories leave search, recall and get; the journal keeps them and
+//!   `restore-expired` brings one back. With the default (`false`), long-term
+//!   lines that carry an expiry (written by builds that expired tiers by
+//!   default) replay as non-expiring.
+//! - Dedup on write is exact only ([`content_hash`] and idempotency keys);
+//!   near-duplicates are folded by consolidation, never on the write path.
 //! - Every successful retrieval counts as an access. Accesses are buffered in
 //!   memory and written as one `touch` line at most every few seconds; replaying
 //!   those lines reproduces access counts, tiers and expiry exactly.
@@ -67,7 +75,7 @@ impl Default for TierBudgets {
     }
 }
 
-/// Retention, promotion, dedup and archive settings (`lifecycle` in `config.json`).
+/// Retention, promotion and archive settings (`lifecycle` in `config.json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct LifecycleConfig {
@@ -79,8 +87,17 @@ pub struct LifecycleConfig {
     pub expiring_soon_days: u32,
     /// Per-tier budgets.
     pub budgets: TierBudgets,
-    /// Base cosine similarity for a near-duplicate UPDATE (raised per tier).
-    pub dedup_threshold: f64,
+    /// Whether long-term memories expire `tierDays` after their last access
+    /// (opt-in; default off: only short-term chat expires). Not hot-editable.
+    /// Turning it off takes effect for every memory on the next start;
+    /// turning it on applies to memories indexed before only after
+    /// `memd reindex`.
+    pub tier_expiry: bool,
+    /// Ignored: near-duplicates are no longer merged on write. Still accepted
+    /// so that config files written for older builds load.
+    #[serde(default, skip_serializing)]
+    #[schemars(skip)]
+    pub dedup_threshold: Option<serde_json::Value>,
     /// Journal months older than this many months are compressed (0 = never).
     pub archive_after_months: u32,
 }
@@ -92,7 +109,8 @@ impl Default for LifecycleConfig {
             promote_after: 5,
             expiring_soon_days: 7,
             budgets: TierBudgets::default(),
-            dedup_threshold: 0.92,
+            tier_expiry: false,
+            dedup_threshold: None,
             archive_after_months: 0,
         }
     }
@@ -107,16 +125,15 @@ impl LifecycleConfig {
                 "lifecycle.tierDays values must be between 1 and 36500",
             ));
         }
-        if !(0.5..=1.0).contains(&self.dedup_threshold) {
-            return Err(Error::invalid(
-                "lifecycle.dedupThreshold must be between 0.5 and 1",
-            ));
-        }
         Ok(())
     }
 
-    /// How long a memory of `tier` lives after its last access; `None` for T0.
+    /// How long a long-term memory of `tier` lives after its last access;
+    /// `None` (never expires) for T0 and for every tier unless `tierExpiry` is on.
     pub fn lifetime(&self, tier: Tier) -> Option<Duration> {
+        if !self.tier_expiry {
+            return None;
+        }
         let days = match tier {
             Tier::T0 => return None,
             Tier::T1 => self.tier_days.t1,
@@ -165,16 +182,6 @@ impl LifecycleConfig {
             tier,
             accesses,
             expires_at,
-        }
-    }
-
-    /// Near-duplicate thresholds `(noop, update)` for a memory of `tier` (BHGBrain's table).
-    pub fn dedup_thresholds(&self, tier: Tier) -> (f32, f32) {
-        let base = self.dedup_threshold as f32;
-        match tier {
-            Tier::T0 | Tier::T1 => (0.98, base.max(0.95)),
-            Tier::T2 => (0.98, base),
-            Tier::T3 => (0.95, base.max(0.90)),
         }
     }
 }
@@ -226,11 +233,6 @@ pub fn content_hash(
     crate::ids::sha256_hex(key.as_bytes())
 }
 
-/// The more durable of two tiers (T0 is the most durable).
-pub fn more_durable(a: Tier, b: Tier) -> Tier {
-    a.min(b)
-}
-
 /// Whether `expires_at` falls within the warning window after `now`.
 pub fn expiring_soon(
     expires_at: Option<DateTime<Utc>>,
@@ -245,9 +247,16 @@ pub fn expiring_soon(
 mod tests {
     use super::*;
 
+    fn opted_in() -> LifecycleConfig {
+        LifecycleConfig {
+            tier_expiry: true,
+            ..LifecycleConfig::default()
+        }
+    }
+
     #[test]
     fn promotion_and_sliding_expiry() {
-        let cfg = LifecycleConfig::default();
+        let cfg = opted_in();
         let t0 = DateTime::from_timestamp(1_700_000_000, 0).unwrap();
         let mut s = TouchState {
             tier: Tier::T3,
@@ -279,10 +288,42 @@ mod tests {
     }
 
     #[test]
-    fn thresholds_per_tier() {
+    fn long_term_memories_do_not_expire_by_default() {
         let cfg = LifecycleConfig::default();
-        assert_eq!(cfg.dedup_thresholds(Tier::T0), (0.98, 0.95));
-        assert_eq!(cfg.dedup_thresholds(Tier::T2), (0.98, 0.92));
-        assert_eq!(cfg.dedup_thresholds(Tier::T3), (0.95, 0.92));
+        let t0 = DateTime::from_timestamp(1_700_000_000, 0).unwrap();
+        for &tier in Tier::ALL {
+            assert_eq!(cfg.expiry(tier, t0), None, "{tier}");
+        }
+        let s = cfg.touch(
+            TouchState {
+                tier: Tier::T3,
+                accesses: 4,
+                expires_at: None,
+            },
+            t0,
+        );
+        assert_eq!(
+            (s.tier, s.expires_at),
+            (Tier::T2, None),
+            "promotion still works"
+        );
+        assert_eq!(
+            opted_in().expiry(Tier::T2, t0),
+            Some(t0 + Duration::days(90))
+        );
+    }
+
+    #[test]
+    fn old_config_files_with_dedup_threshold_still_load() {
+        let cfg: LifecycleConfig =
+            serde_json::from_str(r#"{"dedupThreshold": 0.92, "promoteAfter": 3}"#).unwrap();
+        assert_eq!(cfg.promote_after, 3);
+        cfg.validate().unwrap();
+        assert!(
+            serde_json::to_value(&cfg)
+                .unwrap()
+                .get("dedupThreshold")
+                .is_none()
+        );
     }
 }

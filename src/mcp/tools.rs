@@ -60,13 +60,13 @@ pub enum SubjectArg {
 /// Retention tier of a long-term memory.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
 pub enum TierArg {
-    /// Never expires.
+    /// Foundational: ranked up, never expires.
     T0,
-    /// About a year.
+    /// Long-lived.
     T1,
-    /// About 90 days (the usual default).
+    /// The usual default.
     T2,
-    /// About 30 days.
+    /// Transient (ranked down; expires only if the server opts into tier expiry).
     T3,
 }
 

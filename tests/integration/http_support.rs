@@ -31,7 +31,13 @@ impl Api {
 
     /// An API over a root prepared beforehand (documents written first).
     pub fn over(root: TempRoot) -> Self {
-        let hub = Arc::new(root.hub());
+        let hub = root.hub();
+        Self::over_hub(root, hub)
+    }
+
+    /// An API over a hub opened by the caller (another config or embedder).
+    pub fn over_hub(root: TempRoot, hub: Hub) -> Self {
+        let hub = Arc::new(hub);
         let clock: Arc<Mutex<Option<DateTime<Utc>>>> = Arc::new(Mutex::new(None));
         let c = clock.clone();
         let state = AppState::new(hub.clone())

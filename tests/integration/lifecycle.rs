@@ -46,6 +46,29 @@ fn open(root: &TempRoot, clock: &TestClock) -> Hub {
     hub
 }
 
+/// A config with `lifecycle.tierExpiry` opted in.
+fn tier_expiry() -> Config {
+    let mut config = Config::default();
+    config.lifecycle.tier_expiry = true;
+    config
+}
+
+/// Like [`open`], with tier expiry opted in.
+fn open_expiring(root: &TempRoot, clock: &TestClock) -> Hub {
+    let hub = Hub::open_with(
+        root.layout(),
+        tier_expiry(),
+        Mode::Write,
+        EmbedderSlot::ready(Arc::new(HashEmbedder::new(384))),
+        &mut |_| {},
+    )
+    .unwrap()
+    .0;
+    clock.install(&hub);
+    hub.set_access_tracking(true);
+    hub
+}
+
 /// What a caller sees now: everything unexpired.
 fn visible(now: DateTime<Utc>) -> Filter {
     Filter::scope(Scope {
@@ -166,7 +189,7 @@ fn lifecycle_state(hub: &Hub, ids: &[String]) -> Vec<(Option<Tier>, Option<DateT
 fn promotion_and_sliding_expiry_survive_reindex() {
     let root = TempRoot::new();
     let clock = TestClock::new();
-    let hub = open(&root, &clock);
+    let hub = open_expiring(&root, &clock);
     let t0 = clock.now();
     let mut req = WriteRequest::new(scene("main"), "the garage door opener battery", "test");
     req.tier = Some(Tier::T3);
@@ -239,7 +262,7 @@ fn promotion_and_sliding_expiry_survive_reindex() {
     drop(hub);
     let (hub, _) = Hub::reindex_with(
         root.layout(),
-        Config::default(),
+        tier_expiry(),
         EmbedderSlot::ready(Arc::new(HashEmbedder::new(384))),
         &mut |_| {},
     )
@@ -264,7 +287,7 @@ fn promotion_and_sliding_expiry_survive_reindex() {
 }
 
 #[test]
-fn same_write_twice_is_one_memory_and_near_duplicates_update() {
+fn same_write_twice_is_one_memory_and_a_similar_write_is_another() {
     let root = TempRoot::new();
     let clock = TestClock::new();
     let hub = open(&root, &clock);
@@ -293,12 +316,13 @@ fn same_write_twice_is_one_memory_and_near_duplicates_update() {
     second.tags = vec!["nato".into()];
     second.importance = 0.8;
     let second = hub.write(second).unwrap();
-    assert_eq!(second.action, WriteAction::Update);
-    assert_eq!(second.id, first.id);
+    // Near-duplicates are never folded on write: that is consolidation's job.
+    assert_eq!(second.action, WriteAction::Add);
+    assert_ne!(second.id, first.id);
     let m = hub.get(&first.id, &Filter::all()).unwrap();
-    assert_eq!(m.tags, ["radio", "nato"]);
-    assert_eq!(m.importance, 0.8);
-    assert!(m.text.ends_with("uniform"));
+    assert_eq!(m.tags, ["radio"]);
+    assert_eq!(m.importance, 0.3);
+    assert_eq!(m.text, words);
     // Another scene is another memory.
     let other = hub
         .write(WriteRequest::new(scene("pet"), words, "test"))
@@ -521,31 +545,48 @@ mod http {
         assert_eq!(health["tiers"]["tiers"][2]["tier"], "t2");
         assert_eq!(health["tiers"]["tiers"][2]["count"], 1);
 
-        // 91 days later the T2 note has expired; the archive finds and restores it.
-        api.set_now(Some(chrono::Utc::now() + chrono::Duration::days(91)));
-        let (_, hits) = api
-            .post(
-                "/v1/search",
+        // Chat ingested now; 91 days later the long-term T2 note is still
+        // there (long-term memories do not expire by default), the chat has
+        // expired, and the archive finds and restores it.
+        let chat = api
+            .ok(
+                "/v1/ingest",
                 &root,
-                json!({"query": "spare key flower pot", "mode": "fulltext"}),
+                json!({"message_id": "m1", "text": "the blue umbrella is in the car"}),
             )
             .await;
-        assert!(hits["hits"].as_array().unwrap().is_empty(), "{hits}");
-        let found = api
-            .ok("/v1/archive/search", &root, json!({"query": "spare key"}))
-            .await;
-        assert_eq!(found["items"][0]["id"], id.as_str());
-        let back = api
-            .ok("/v1/archive/restore", &root, json!({"id": id}))
-            .await;
-        assert_eq!(back["id"], id.as_str());
+        let chat = chat["id"].as_str().unwrap().to_string();
+        api.set_now(Some(chrono::Utc::now() + chrono::Duration::days(91)));
         let ids = api
             .search_ids(
                 &root,
                 json!({"query": "spare key flower pot", "mode": "fulltext"}),
             )
             .await;
-        assert_eq!(ids, [id]);
+        assert_eq!(ids, std::slice::from_ref(&id));
+        let (_, hits) = api
+            .post(
+                "/v1/search",
+                &root,
+                json!({"query": "blue umbrella car", "mode": "fulltext"}),
+            )
+            .await;
+        assert!(hits["hits"].as_array().unwrap().is_empty(), "{hits}");
+        let found = api
+            .ok("/v1/archive/search", &root, json!({"query": "umbrella"}))
+            .await;
+        assert_eq!(found["items"][0]["id"], chat.as_str());
+        let back = api
+            .ok("/v1/archive/restore", &root, json!({"id": chat}))
+            .await;
+        assert_eq!(back["id"], chat.as_str());
+        let ids = api
+            .search_ids(
+                &root,
+                json!({"query": "blue umbrella car", "mode": "fulltext"}),
+            )
+            .await;
+        assert_eq!(ids, [chat]);
     }
 }
 
@@ -678,7 +719,7 @@ fn memd_archive_compresses_old_months_from_the_cli() {
 fn ranking_weighs_short_term_down_and_flags_expiring_soon() {
     let root = TempRoot::new();
     let clock = TestClock::new();
-    let hub = open(&root, &clock);
+    let hub = open_expiring(&root, &clock);
     let short = chat(&hub, "m1", "blue umbrella by the door", clock.now());
     let long = crate::support::write(&hub, "qq:group:1", "blue umbrella by the door, kept");
     let hits = hub

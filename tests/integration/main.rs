@@ -23,3 +23,4 @@ mod serve;
 mod side_channels;
 mod transfer;
 mod watch;
+mod write_rules;

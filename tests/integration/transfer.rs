@@ -62,11 +62,12 @@ fn loose_lines_and_text_with_bad_lines_reported() {
         .iter()
         .map(|e| e.as_str().unwrap())
         .collect();
+    let at = |n: usize| format!("{}:{n}: ", loose.display());
     assert!(
-        errors[0].starts_with("line 2:") && errors[0].contains("scene"),
+        errors[0].starts_with(&at(2)) && errors[0].contains("scene"),
         "{errors:?}"
     );
-    assert!(errors[1].starts_with("line 3:"), "{errors:?}");
+    assert!(errors[1].starts_with(&at(3)), "{errors:?}");
     let again = root.memd_json(&["import", loose.to_str().unwrap()]);
     assert_eq!(again["added"], 0);
     assert_eq!(again["skipped"], 2);
