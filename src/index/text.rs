@@ -29,6 +29,9 @@ use crate::store::journal::Cursor;
 /// How much a title match weighs against a body match.
 const TITLE_BOOST: f32 = 1.5;
 
+/// Hits fetched beyond the limit so that ties at the cut are decided by id.
+const TIE_MARGIN: usize = 16;
+
 #[derive(Clone, Copy)]
 struct Fields {
     id: Field,
@@ -96,7 +99,10 @@ struct CommitState {
 
 /// The full-text index. Readers are cheap and thread-safe; the writer is optional.
 pub struct TextIndex {
+    index: Index,
     commit_state: Mutex<CommitState>,
+    /// Live token totals per field for the searcher generation they were counted on.
+    live_tokens: Mutex<Option<(u64, std::collections::HashMap<Field, u64>)>>,
     reader: IndexReader,
     writer: Option<Mutex<IndexWriter>>,
     f: Fields,
@@ -108,6 +114,11 @@ impl TextIndex {
         let (schema, f) = schema();
         let index = if dir.join("meta.json").exists() {
             Index::open_in_dir(dir)?
+        } else if !writable {
+            return Err(tantivy::TantivyError::OpenReadError(
+                tantivy::directory::error::OpenReadError::FileDoesNotExist(dir.join("meta.json")),
+            )
+            .into());
         } else {
             std::fs::create_dir_all(dir).map_err(tantivy::TantivyError::from)?;
             Index::create_in_dir(dir, schema)?
@@ -139,10 +150,12 @@ impl TextIndex {
             .and_then(|p| serde_json::from_str(&p).ok())
             .unwrap_or_default();
         Ok(TextIndex {
+            index,
             commit_state: Mutex::new(CommitState {
                 cursors: committed,
                 dirty: false,
             }),
+            live_tokens: Mutex::new(None),
             reader,
             writer,
             f,
@@ -263,6 +276,30 @@ impl TextIndex {
         Ok(())
     }
 
+    /// Checks the committed segments: every file is present with a valid
+    /// checksum, and a searcher opens every segment.
+    pub fn verify(&self) -> Result<()> {
+        let damaged = self.index.validate_checksum()?;
+        if !damaged.is_empty() {
+            let mut names: Vec<String> = damaged.iter().map(|p| p.display().to_string()).collect();
+            names.sort();
+            return Err(crate::error::Error::Internal(format!(
+                "full-text index files fail their checksum: {}",
+                names.join(", ")
+            )));
+        }
+        self.reader.reload()?;
+        let searcher = self.reader.searcher();
+        for segment in searcher.segment_readers() {
+            for (field, entry) in self.index.schema().fields() {
+                if entry.is_indexed() {
+                    segment.inverted_index(field)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Number of live documents.
     pub fn num_docs(&self) -> u64 {
         self.reader.searcher().num_docs()
@@ -362,7 +399,10 @@ impl TextIndex {
                 } else {
                     self.f.body
                 };
-                Ok(searcher.doc_freq(&TTerm::from_field_text(field, &t.text))?)
+                Ok(live_doc_freq(
+                    &searcher,
+                    &TTerm::from_field_text(field, &t.text),
+                )?)
             })
             .collect()
     }
@@ -402,8 +442,26 @@ impl TextIndex {
         }
         let query = BooleanQuery::new(clauses);
         let searcher = self.reader.searcher();
-        // Fetch a margin beyond `limit` so that ties at the cut are ordered by id, not by segment.
-        let top = searcher.search(&query, &TopDocs::with_limit(limit + 16).order_by_score())?;
+        let stats = LiveStats {
+            searcher: &searcher,
+            text: self,
+        };
+        // Fetch a margin beyond `limit` so that ties at the cut are ordered by
+        // id, not by segment; widen it while the tie reaches the margin's end.
+        let mut fetch = limit + TIE_MARGIN;
+        let top = loop {
+            let top = searcher.search_with_statistics_provider(
+                &query,
+                &TopDocs::with_limit(fetch).order_by_score(),
+                &stats,
+            )?;
+            let tie_at_end = top.len() == fetch
+                && top.get(limit - 1).map(|h| quantise(h.0)) == top.last().map(|h| quantise(h.0));
+            if !tie_at_end {
+                break top;
+            }
+            fetch *= 2;
+        };
         let mut hits = Vec::with_capacity(top.len());
         for (score, addr) in top {
             let doc: TantivyDocument = searcher.doc(addr)?;
@@ -412,10 +470,98 @@ impl TextIndex {
                 .and_then(|v| v.as_str())
                 .unwrap_or_default()
                 .to_string();
-            hits.push(TextHit { id, score });
+            hits.push(TextHit {
+                id,
+                score: quantise(score),
+            });
         }
         hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
         hits.truncate(limit);
         Ok(hits)
+    }
+}
+
+/// Low mantissa bits cleared from BM25 scores (12 significant bits remain,
+/// a relative step of 2.4e-4).
+const NOISE_BITS: u32 = 11;
+
+/// A BM25 score without its last bits. tantivy adds the per-term scores of a
+/// document in an order that depends on the segment layout (which posting
+/// list ends first), so the same document can score a few ulps apart in an
+/// incrementally built index and a rebuilt one; quantised, equal documents
+/// tie exactly and are ordered by id.
+pub fn quantise(score: f32) -> f32 {
+    f32::from_bits(score.to_bits() & !((1u32 << NOISE_BITS) - 1))
+}
+
+/// Documents containing `term` that are not deleted. tantivy's own count
+/// includes deleted documents until their segment is merged, so it depends
+/// on the history of the index, not only on its contents.
+fn live_doc_freq(searcher: &tantivy::Searcher, term: &TTerm) -> tantivy::Result<u64> {
+    use tantivy::DocSet;
+    let mut n = 0u64;
+    for segment in searcher.segment_readers() {
+        let inverted = segment.inverted_index(term.field())?;
+        match segment.alive_bitset() {
+            None => n += u64::from(inverted.doc_freq(term)?),
+            Some(alive) => {
+                if let Some(mut postings) =
+                    inverted.read_postings(term, IndexRecordOption::Basic)?
+                {
+                    n += u64::from(postings.count(alive));
+                }
+            }
+        }
+    }
+    Ok(n)
+}
+
+/// BM25 statistics over live documents only, so that a score depends on
+/// what the index holds and not on how it got there: an index built
+/// incrementally (with deletes not yet merged away, several segments) scores
+/// every document exactly like a rebuilt one, and ties are real ties.
+/// Token totals are sums of each live document's (quantised) field norm,
+/// counted once per searcher generation.
+struct LiveStats<'a> {
+    searcher: &'a tantivy::Searcher,
+    text: &'a TextIndex,
+}
+
+impl LiveStats<'_> {
+    fn count_tokens(&self, field: Field) -> tantivy::Result<u64> {
+        let mut total = 0u64;
+        for segment in self.searcher.segment_readers() {
+            let norms = segment.get_fieldnorms_reader(field)?;
+            total += segment
+                .doc_ids_alive()
+                .map(|d| u64::from(norms.fieldnorm(d)))
+                .sum::<u64>();
+        }
+        Ok(total)
+    }
+}
+
+impl tantivy::query::Bm25StatisticsProvider for LiveStats<'_> {
+    fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
+        let generation = self.searcher.generation().generation_id();
+        let mut cache = self.text.live_tokens.lock().expect("token cache poisoned");
+        if cache.as_ref().is_none_or(|(g, _)| *g != generation) {
+            *cache = Some((generation, Default::default()));
+        }
+        let (_, totals) = cache.as_mut().expect("just set");
+        if let Some(n) = totals.get(&field) {
+            return Ok(*n);
+        }
+        let n = self.count_tokens(field)?;
+        totals.insert(field, n);
+        Ok(n)
+    }
+
+    fn total_num_docs(&self) -> tantivy::Result<u64> {
+        Ok(self.searcher.num_docs())
+    }
+
+    fn doc_freq(&self, term: &TTerm) -> tantivy::Result<u64> {
+        live_doc_freq(self.searcher, term)
     }
 }
