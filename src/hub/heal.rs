@@ -14,7 +14,10 @@
 //!
 //! The rebuild is synchronous: it happens inside [`Hub::open`], before
 //! `memd serve` listens. What happened is reported by the `index` component
-//! of [`Hub::health`] (state `rebuilt` with the reason).
+//! of [`Hub::health`] (state `rebuilt` with the reason). Corruption found by
+//! a search while serving marks the component `degraded` (state `damaged`,
+//! with the reason); the running process does not swap its index, so the
+//! rebuild happens at the next start.
 
 use std::path::Path;
 
@@ -124,6 +127,22 @@ impl Hub {
             Err(e) if index::is_damage(&e) => Ok(Err(e.to_string())),
             Err(e) => Err(e),
         }
+    }
+
+    /// Marks the index damaged when a read hit corruption (SQLite
+    /// `SQLITE_CORRUPT`, unreadable tantivy files), so `/v1/health` says so
+    /// with the reason. The running process cannot swap its index; the next
+    /// start rebuilds it (the integrity check at open fails the same way).
+    pub(super) fn note_index_error(&self, e: &crate::error::Error) {
+        if !index::is_damage(e) {
+            return;
+        }
+        tracing::error!(error = %e, "the index is damaged; restart memd serve to rebuild it, or run `memd reindex`");
+        self.set_index_state(IndexState::Degraded {
+            reason: format!(
+                "{e}; restart memd serve (it rebuilds a damaged index at start) or run `memd reindex`"
+            ),
+        });
     }
 
     pub(super) fn set_index_state(&self, state: IndexState) {

@@ -514,3 +514,47 @@ impl Index {
         walk(&self.dir)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sqlite(code: i32) -> Error {
+        Error::Sqlite(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(code),
+            None,
+        ))
+    }
+
+    #[test]
+    fn corruption_is_damage_and_a_full_disk_is_not() {
+        assert!(is_damage(&sqlite(rusqlite::ffi::SQLITE_CORRUPT)));
+        assert!(is_damage(&sqlite(rusqlite::ffi::SQLITE_NOTADB)));
+        assert!(!is_damage(&sqlite(rusqlite::ffi::SQLITE_FULL)));
+        assert!(!is_damage(&sqlite(rusqlite::ffi::SQLITE_BUSY)));
+        let corrupt = tantivy::TantivyError::DataCorruption(
+            tantivy::error::DataCorruption::comment_only("bad"),
+        );
+        assert!(is_damage(&Error::Tantivy(corrupt)));
+        let full = tantivy::TantivyError::IoError(std::sync::Arc::new(std::io::Error::new(
+            std::io::ErrorKind::StorageFull,
+            "full",
+        )));
+        assert!(!is_damage(&Error::Tantivy(full)));
+        assert!(!is_damage(&Error::Internal("x".into())));
+    }
+
+    #[test]
+    fn at_most_two_damaged_indexes_are_kept() {
+        let data = tempfile::tempdir().unwrap();
+        let dir = data.path().join("index");
+        for _ in 0..4 {
+            std::fs::create_dir_all(dir.join("text")).unwrap();
+            let aside = move_aside(&dir).unwrap();
+            assert!(aside.join("text").is_dir());
+            assert!(!dir.exists());
+        }
+        let kept = std::fs::read_dir(data.path()).unwrap().count();
+        assert_eq!(kept, KEEP_BROKEN);
+    }
+}
