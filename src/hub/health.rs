@@ -21,12 +21,21 @@ pub struct Component {
     pub status: &'static str,
     /// What was found.
     pub detail: String,
+    /// For the index: `rebuilt` (it was damaged and rebuilt when the writer
+    /// opened it) or `damaged` (it cannot be trusted until rebuilt).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<&'static str>,
+    /// Why the index is in that state.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 fn component(ok: bool, detail: String) -> Component {
     Component {
         status: if ok { "ok" } else { "degraded" },
         detail,
+        state: None,
+        reason: None,
     }
 }
 
@@ -104,10 +113,20 @@ impl Hub {
                  catches up as soon as storage works again; {index_detail}"
             );
         }
-        components.insert(
-            "index",
-            component(lag == 0 && behind.is_none(), index_detail),
-        );
+        let mut index = component(lag == 0 && behind.is_none(), index_detail);
+        match self.index_state() {
+            super::heal::IndexState::Ok => {}
+            super::heal::IndexState::Rebuilt { reason } => {
+                index.state = Some("rebuilt");
+                index.reason = Some(reason);
+            }
+            super::heal::IndexState::Degraded { reason } => {
+                index.status = "degraded";
+                index.state = Some("damaged");
+                index.reason = Some(reason);
+            }
+        }
+        components.insert("index", index);
         let embedder = match self.embedder_status() {
             EmbedderStatus::Loaded(model) => component(
                 true,

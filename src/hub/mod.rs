@@ -17,6 +17,7 @@
 //! Reads (`search`, `get`, `stats`) take `&self` and run concurrently.
 
 pub mod categories;
+mod heal;
 mod health;
 mod ingest;
 mod lifecycle;
@@ -110,6 +111,7 @@ pub struct Hub {
     clock: std::sync::RwLock<Clock>,
     accesses: Mutex<lifecycle::AccessBuffer>,
     track_accesses: std::sync::atomic::AtomicBool,
+    index_state: Mutex<heal::IndexState>,
 }
 
 impl Hub {
@@ -164,6 +166,7 @@ impl Hub {
                 clock: std::sync::RwLock::new(lifecycle::system_clock()),
                 accesses: Mutex::new(Default::default()),
                 track_accesses: Default::default(),
+                index_state: Default::default(),
             };
             return Ok((hub, CatchUpReport::default()));
         };
@@ -171,7 +174,7 @@ impl Hub {
         for issue in &repaired {
             tracing::warn!(journal.issue = %issue, "repaired torn journal tail");
         }
-        let index = Index::open(&layout.index(), true)?;
+        let (index, healed) = heal::open_index(&layout.index())?;
         index.set_lifecycle(config.lifecycle.clone());
         let cache_path = layout.cache().join("vectors.db");
         let cache = VectorCache::open(&cache_path)
@@ -192,21 +195,10 @@ impl Hub {
             clock: std::sync::RwLock::new(lifecycle::system_clock()),
             accesses: Mutex::new(Default::default()),
             track_accesses: Default::default(),
+            index_state: Default::default(),
         };
-        let mut report = hub.catch_up(progress)?;
-        if !hub.config.lifecycle.tier_expiry {
-            let cleared = hub.index.clear_long_term_expiry()?;
-            if cleared > 0 {
-                tracing::info!(
-                    memories = cleared,
-                    "long-term memories no longer expire (lifecycle.tierExpiry is off)"
-                );
-            }
-        }
-        let docs = hub.sync_documents()?;
-        report.documents_indexed = docs.documents_indexed;
-        report.documents_removed = docs.documents_removed;
-        report.vectors_stored += docs.vectors_stored;
+        let mut hub = hub;
+        let report = hub.catch_up_healing(healed, progress)?;
         Ok((hub, report))
     }
 

@@ -136,7 +136,8 @@ impl Hub {
                 }
             },
         };
-        let mut results = search::search(&self.index, embedder.as_deref(), req, cfg)?;
+        let mut results = search::search(&self.index, embedder.as_deref(), req, cfg)
+            .inspect_err(|e| self.note_index_error(e))?;
         if results.fallback.is_some() && unavailable.is_some() {
             results.fallback = unavailable;
         }

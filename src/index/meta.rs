@@ -299,6 +299,38 @@ impl MetaDb {
         Ok(out)
     }
 
+    /// `PRAGMA quick_check`: the database file is structurally sound.
+    pub fn quick_check(&self) -> Result<()> {
+        let problems: Vec<String> = self.with_reader(|c| {
+            let mut stmt = c.prepare("PRAGMA quick_check")?;
+            let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+            rows.map(|r| r.map_err(Error::from)).collect()
+        })?;
+        if problems.len() == 1 && problems[0] == "ok" {
+            return Ok(());
+        }
+        Err(Error::Internal(format!(
+            "metadata store fails its integrity check: {}",
+            problems
+                .iter()
+                .take(3)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("; ")
+        )))
+    }
+
+    /// Number of searchable memories (facts not forgotten, and document chunks).
+    pub fn live_count(&self) -> Result<u64> {
+        self.with_reader(|c| {
+            Ok(c.query_row(
+                "SELECT COUNT(*) FROM memories WHERE forgotten_at IS NULL",
+                [],
+                |r| r.get::<_, i64>(0),
+            )? as u64)
+        })
+    }
+
     /// Visible memories among `ids`, keyed by id.
     pub fn get_many(&self, ids: &[String], filter: &Filter) -> Result<HashMap<String, Memory>> {
         if ids.is_empty() {

@@ -107,6 +107,65 @@ impl Batch {
     }
 }
 
+/// Whether `e` says the index files themselves are damaged (as opposed to,
+/// say, a full disk): SQLite reports corruption, or tantivy cannot read its
+/// own files. Such an index is moved aside and rebuilt.
+pub fn is_damage(e: &Error) -> bool {
+    use tantivy::TantivyError as T;
+    match e {
+        Error::Sqlite(rusqlite::Error::SqliteFailure(f, _)) => matches!(
+            f.code,
+            rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase
+        ),
+        Error::Tantivy(t) => matches!(
+            t,
+            T::DataCorruption(_)
+                | T::OpenReadError(_)
+                | T::OpenDirectoryError(_)
+                | T::IncompatibleIndex(_)
+                | T::SchemaError(_)
+        ),
+        _ => false,
+    }
+}
+
+/// Moves a damaged index directory to `data/index.broken-<timestamp>/`
+/// (for a post-mortem) and keeps only the two most recent of those.
+/// Returns where it went.
+pub fn move_aside(dir: &Path) -> Result<PathBuf> {
+    let parent = dir.parent().unwrap_or(Path::new("."));
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "index".into());
+    let prefix = format!("{name}.broken-");
+    let stamp = Utc::now().format("%Y%m%dT%H%M%S%.3fZ");
+    let mut aside = parent.join(format!("{prefix}{stamp}"));
+    let mut n = 1;
+    while aside.exists() {
+        n += 1;
+        aside = parent.join(format!("{prefix}{stamp}-{n}"));
+    }
+    std::fs::rename(dir, &aside).ctx("cannot move the damaged index aside to", &aside)?;
+    let mut old: Vec<PathBuf> = std::fs::read_dir(parent)
+        .ctx("cannot list", parent)?
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path())
+        .collect();
+    old.sort();
+    let excess = old.len().saturating_sub(KEEP_BROKEN);
+    for p in &old[..excess] {
+        if let Err(e) = std::fs::remove_dir_all(p) {
+            tracing::warn!(error = %e, index.dir = %p.display(), "cannot remove an old damaged index");
+        }
+    }
+    Ok(aside)
+}
+
+/// Damaged indexes kept under `data/` for a post-mortem.
+const KEEP_BROKEN: usize = 2;
+
 /// The text index and metadata store together.
 pub struct Index {
     dir: PathBuf,
@@ -150,6 +209,40 @@ impl Index {
             lifecycle: Default::default(),
             behind: Default::default(),
         })
+    }
+
+    /// Opens the index for writing and checks it cheaply: tantivy's segment
+    /// files are present with valid checksums and load, and SQLite passes
+    /// `PRAGMA quick_check`. Any error means the index must be rebuilt.
+    pub fn open_verified(dir: &Path) -> Result<Index> {
+        let index = Index::open(dir, true)?;
+        index.text.verify()?;
+        index.meta.quick_check()?;
+        Ok(index)
+    }
+
+    /// Whether the two stores disagree once both have applied the same
+    /// journal lines: a description of the difference, or `None`. Commits the
+    /// text index first. Only meaningful right after a catch-up.
+    pub fn disagreement(&self) -> Result<Option<String>> {
+        self.refresh()?;
+        let text = self.text.num_docs();
+        let meta = self.meta.live_count()?;
+        if text != meta {
+            return Ok(Some(format!(
+                "the full-text index holds {text} memories and the metadata store {meta}"
+            )));
+        }
+        let text_cursors = self.text.applied_cursors();
+        let meta_cursors = self.meta.cursors()?;
+        for (file, c) in &meta_cursors {
+            if text_cursors.get(file) != Some(c) {
+                return Ok(Some(format!(
+                    "the full-text index and the metadata store have applied {file} to different lines"
+                )));
+            }
+        }
+        Ok(None)
     }
 
     /// Sets the tier rules that `touch` records are replayed with.
@@ -487,5 +580,49 @@ impl Index {
                 .sum()
         }
         walk(&self.dir)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sqlite(code: i32) -> Error {
+        Error::Sqlite(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(code),
+            None,
+        ))
+    }
+
+    #[test]
+    fn corruption_is_damage_and_a_full_disk_is_not() {
+        assert!(is_damage(&sqlite(rusqlite::ffi::SQLITE_CORRUPT)));
+        assert!(is_damage(&sqlite(rusqlite::ffi::SQLITE_NOTADB)));
+        assert!(!is_damage(&sqlite(rusqlite::ffi::SQLITE_FULL)));
+        assert!(!is_damage(&sqlite(rusqlite::ffi::SQLITE_BUSY)));
+        let corrupt = tantivy::TantivyError::DataCorruption(
+            tantivy::error::DataCorruption::comment_only("bad"),
+        );
+        assert!(is_damage(&Error::Tantivy(corrupt)));
+        let full = tantivy::TantivyError::IoError(std::sync::Arc::new(std::io::Error::new(
+            std::io::ErrorKind::StorageFull,
+            "full",
+        )));
+        assert!(!is_damage(&Error::Tantivy(full)));
+        assert!(!is_damage(&Error::Internal("x".into())));
+    }
+
+    #[test]
+    fn at_most_two_damaged_indexes_are_kept() {
+        let data = tempfile::tempdir().unwrap();
+        let dir = data.path().join("index");
+        for _ in 0..4 {
+            std::fs::create_dir_all(dir.join("text")).unwrap();
+            let aside = move_aside(&dir).unwrap();
+            assert!(aside.join("text").is_dir());
+            assert!(!dir.exists());
+        }
+        let kept = std::fs::read_dir(data.path()).unwrap().count();
+        assert_eq!(kept, KEEP_BROKEN);
     }
 }

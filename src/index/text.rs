@@ -33,6 +33,9 @@ use crate::store::journal::Cursor;
 /// How much a title match weighs against a body match.
 const TITLE_BOOST: f32 = 1.5;
 
+/// Hits fetched beyond the limit so that ties at the cut are decided by id.
+const TIE_MARGIN: usize = 16;
+
 #[derive(Clone, Copy)]
 struct Fields {
     id: Field,
@@ -108,8 +111,8 @@ const WRITER_HEAP: usize = 32 * 1024 * 1024;
 /// to the last commit; a new writer is opened on next use, and catch-up
 /// re-applies the journal from the rewound cursors.
 pub struct TextIndex {
-    commit_state: Mutex<CommitState>,
     index: Index,
+    commit_state: Mutex<CommitState>,
     reader: IndexReader,
     /// `None` inside: to be (re)opened on next use.
     writer: Option<Mutex<Option<IndexWriter>>>,
@@ -122,6 +125,11 @@ impl TextIndex {
         let (schema, f) = schema();
         let index = if dir.join("meta.json").exists() {
             Index::open_in_dir(dir)?
+        } else if !writable {
+            return Err(tantivy::TantivyError::OpenReadError(
+                tantivy::directory::error::OpenReadError::FileDoesNotExist(dir.join("meta.json")),
+            )
+            .into());
         } else {
             std::fs::create_dir_all(dir).map_err(tantivy::TantivyError::from)?;
             Index::create_in_dir(dir, schema)?
@@ -153,11 +161,11 @@ impl TextIndex {
             .and_then(|p| serde_json::from_str(&p).ok())
             .unwrap_or_default();
         Ok(TextIndex {
+            index,
             commit_state: Mutex::new(CommitState {
                 cursors: committed,
                 dirty: false,
             }),
-            index,
             reader,
             writer,
             f,
@@ -313,6 +321,30 @@ impl TextIndex {
         Ok(())
     }
 
+    /// Checks the committed segments: every file is present with a valid
+    /// checksum, and a searcher opens every segment.
+    pub fn verify(&self) -> Result<()> {
+        let damaged = self.index.validate_checksum()?;
+        if !damaged.is_empty() {
+            let mut names: Vec<String> = damaged.iter().map(|p| p.display().to_string()).collect();
+            names.sort();
+            return Err(crate::error::Error::Internal(format!(
+                "full-text index files fail their checksum: {}",
+                names.join(", ")
+            )));
+        }
+        self.reader.reload()?;
+        let searcher = self.reader.searcher();
+        for segment in searcher.segment_readers() {
+            for (field, entry) in self.index.schema().fields() {
+                if entry.is_indexed() {
+                    segment.inverted_index(field)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Number of live documents.
     pub fn num_docs(&self) -> u64 {
         self.reader.searcher().num_docs()
@@ -461,12 +493,22 @@ impl TextIndex {
             clauses.push((Occur::Must, fq));
         }
         let query = BooleanQuery::new(clauses);
-        // Fetch a margin beyond `limit` so that ties at the cut are ordered by id, not by segment.
-        let top = searcher.search_with_statistics_provider(
-            &query,
-            &TopDocs::with_limit(limit + 16).order_by_score(),
-            &stats,
-        )?;
+        // Fetch a margin beyond `limit` so that ties at the cut are ordered by
+        // id, not by segment; widen it while the tie reaches the margin's end.
+        let mut fetch = limit + TIE_MARGIN;
+        let top = loop {
+            let top = searcher.search_with_statistics_provider(
+                &query,
+                &TopDocs::with_limit(fetch).order_by_score(),
+                &stats,
+            )?;
+            let tie_at_end = top.len() == fetch
+                && top.get(limit - 1).map(|h| quantise(h.0)) == top.last().map(|h| quantise(h.0));
+            if !tie_at_end {
+                break top;
+            }
+            fetch *= 2;
+        };
         let mut hits = Vec::with_capacity(top.len());
         for (score, addr) in top {
             let doc: TantivyDocument = searcher.doc(addr)?;
@@ -475,10 +517,26 @@ impl TextIndex {
                 .and_then(|v| v.as_str())
                 .unwrap_or_default()
                 .to_string();
-            hits.push(TextHit { id, score });
+            hits.push(TextHit {
+                id,
+                score: quantise(score),
+            });
         }
         hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
         hits.truncate(limit);
         Ok(hits)
     }
+}
+
+/// Low mantissa bits cleared from BM25 scores (12 significant bits remain,
+/// a relative step of 2.4e-4).
+const NOISE_BITS: u32 = 11;
+
+/// A BM25 score without its last bits. tantivy adds the per-term scores of a
+/// document in an order that depends on the segment layout (which posting
+/// list ends first), so the same document can score a few ulps apart in an
+/// incrementally built index and a rebuilt one; quantised, equal documents
+/// tie exactly and are ordered by id.
+pub fn quantise(score: f32) -> f32 {
+    f32::from_bits(score.to_bits() & !((1u32 << NOISE_BITS) - 1))
 }

@@ -202,31 +202,23 @@ pub fn knn(
         return Ok(Vec::new());
     }
     // Fetch a margin beyond `k` so that equal distances at the cut are
-    // decided by id, not by the order rows happened to be inserted in.
-    let fetch = (k + TIE_MARGIN).min(MAX_K);
+    // decided by id, not by the order rows happened to be inserted in; widen
+    // it while the tie reaches the margin's end.
     let blob = to_bytes(query);
     let mut best: HashMap<String, f32> = HashMap::new();
     for scope in &filter.any_of {
-        let mut sql = format!("SELECT id, distance FROM {TABLE} WHERE embedding MATCH ? AND k = ?");
-        let mut values: Vec<rusqlite::types::Value> =
-            vec![blob.clone().into(), (fetch as i64).into()];
-        for (col, allowed) in Filter::field_sets(scope) {
-            let marks = vec!["?"; allowed.len()].join(",");
-            sql.push_str(&format!(" AND {col} IN ({marks})"));
-            values.extend(allowed.into_iter().map(Into::into));
-        }
-        if let Some(at) = scope.unexpired_at {
-            // A range on a metadata column is applied inside the KNN too.
-            sql.push_str(" AND expires > ?");
-            values.push(at.timestamp_millis().into());
-        }
-        sql.push_str(" ORDER BY distance");
-        let mut stmt = conn.prepare_cached(&sql)?;
-        let rows = stmt.query_map(params_from_iter(values), |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, f64>(1)? as f32))
-        })?;
-        for row in rows {
-            let (id, d) = row?;
+        let mut fetch = (k + TIE_MARGIN).min(MAX_K);
+        let rows = loop {
+            let rows = knn_scope(conn, &blob, scope, fetch)?;
+            let tie_at_end = rows.len() == fetch
+                && fetch < MAX_K
+                && rows.get(k - 1).map(|r| r.1) == rows.last().map(|r| r.1);
+            if !tie_at_end {
+                break rows;
+            }
+            fetch = (fetch * 2).min(MAX_K);
+        };
+        for (id, d) in rows {
             let e = best.entry(id).or_insert(d);
             *e = e.min(d);
         }
@@ -235,6 +227,33 @@ pub fn knn(
     out.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
     out.truncate(k);
     Ok(out)
+}
+
+/// One KNN under one scope: `fetch` rows, nearest first.
+fn knn_scope(
+    conn: &Connection,
+    blob: &[u8],
+    scope: &crate::index::filter::Scope,
+    fetch: usize,
+) -> Result<Vec<(String, f32)>> {
+    let mut sql = format!("SELECT id, distance FROM {TABLE} WHERE embedding MATCH ? AND k = ?");
+    let mut values: Vec<rusqlite::types::Value> = vec![blob.to_vec().into(), (fetch as i64).into()];
+    for (col, allowed) in Filter::field_sets(scope) {
+        let marks = vec!["?"; allowed.len()].join(",");
+        sql.push_str(&format!(" AND {col} IN ({marks})"));
+        values.extend(allowed.into_iter().map(Into::into));
+    }
+    if let Some(at) = scope.unexpired_at {
+        // A range on a metadata column is applied inside the KNN too.
+        sql.push_str(" AND expires > ?");
+        values.push(at.timestamp_millis().into());
+    }
+    sql.push_str(" ORDER BY distance");
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map(params_from_iter(values), |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, f64>(1)? as f32))
+    })?;
+    rows.map(|r| r.map_err(Error::from)).collect()
 }
 
 /// Number of searchable memories still waiting for a vector of the current model.

@@ -12,7 +12,13 @@ use serde_json::{Value, json};
 use crate::support::TempRoot;
 
 /// One HTTP/1.1 request over a fresh connection; returns status and JSON body.
-fn call(addr: &str, method: &str, path: &str, token: Option<&str>, body: &Value) -> (u16, Value) {
+pub(crate) fn call(
+    addr: &str,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: &Value,
+) -> (u16, Value) {
     let mut stream = TcpStream::connect(addr).expect("connect");
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))

@@ -810,7 +810,8 @@ async fn another_token_cannot_squat_an_idempotency_key() {
     legacy.idempotency_key = Some("w|main|turn-44".into());
     let legacy = api.hub.write(legacy).unwrap().id;
 
-    let pet = api.token("pet", "pet");
+    // Another token that may write in `main` (the pet preset now writes only in `pet`).
+    let pet = api.custom_token("helper", &["read", "write"], &["main"]);
     let owner = api.token("owner", "dsh-desktop");
     let p = api
         .ok(
