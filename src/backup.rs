@@ -175,17 +175,25 @@ pub fn create(layout: &Layout, out_dir: &Path) -> Result<(PathBuf, Manifest)> {
     let file = File::create(&tmp_path).ctx("cannot create backup", &tmp_path)?;
     let mut tar = tar::Builder::new(GzEncoder::new(file, Compression::default()));
     let manifest_bytes = serde_json::to_vec_pretty(&manifest).expect("manifest serialises");
-    let mut append = |path: &str, bytes: &[u8]| -> std::io::Result<()> {
+    let created = manifest.created.timestamp().max(0) as u64;
+    let mut append = |path: &str, bytes: &[u8], mtime: u64| -> std::io::Result<()> {
         let mut header = tar::Header::new_gnu();
         header.set_size(bytes.len() as u64);
         header.set_mode(0o644);
-        header.set_mtime(manifest.created.timestamp().max(0) as u64);
+        header.set_mtime(mtime);
         header.set_entry_type(tar::EntryType::Regular);
         tar.append_data(&mut header, path, bytes)
     };
-    append(MANIFEST, &manifest_bytes).ctx("cannot write backup", &tmp_path)?;
+    append(MANIFEST, &manifest_bytes, created).ctx("cannot write backup", &tmp_path)?;
     for (path, bytes) in &files {
-        append(path, bytes).ctx("cannot write backup", &tmp_path)?;
+        // Each file keeps its own modification time: a document's time is its
+        // mtime, and a restore must not make every note "new".
+        let mtime = std::fs::metadata(layout.root.join(path))
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(created, |d| d.as_secs());
+        append(path, bytes, mtime).ctx("cannot write backup", &tmp_path)?;
     }
     let file = tar
         .into_inner()
@@ -198,8 +206,11 @@ pub fn create(layout: &Layout, out_dir: &Path) -> Result<(PathBuf, Manifest)> {
 }
 
 /// Reads an archive fully, checks every file against the manifest, and returns the
-/// manifest and the files.
-fn read_verified(archive: &Path) -> Result<(Manifest, BTreeMap<String, Vec<u8>>)> {
+/// manifest, the files and their modification times (seconds since the epoch).
+#[allow(clippy::type_complexity)]
+fn read_verified(
+    archive: &Path,
+) -> Result<(Manifest, BTreeMap<String, Vec<u8>>, BTreeMap<String, u64>)> {
     let mut file = File::open(archive).ctx("cannot open backup", archive)?;
     // gzip does not checksum its own header; ours is fixed, so compare it exactly.
     let mut header = [0u8; 10];
@@ -212,6 +223,7 @@ fn read_verified(archive: &Path) -> Result<(Manifest, BTreeMap<String, Vec<u8>>)
     let mut tar = tar::Archive::new(GzDecoder::new(file));
     let mut manifest: Option<Manifest> = None;
     let mut files = BTreeMap::new();
+    let mut mtimes = BTreeMap::new();
     for entry in tar.entries().map_err(damaged)? {
         let mut entry = entry.map_err(damaged)?;
         let path = entry
@@ -234,6 +246,7 @@ fn read_verified(archive: &Path) -> Result<(Manifest, BTreeMap<String, Vec<u8>>)
         if !safe {
             return Err(damaged(format!("unexpected path {path:?}")));
         }
+        mtimes.insert(path.clone(), entry.header().mtime().map_err(damaged)?);
         files.insert(path, bytes);
     }
     // Read to the end so the gzip trailer (CRC32 and length) is checked too.
@@ -260,12 +273,12 @@ fn read_verified(archive: &Path) -> Result<(Manifest, BTreeMap<String, Vec<u8>>)
             return Err(damaged(format!("{} does not match its checksum", f.path)));
         }
     }
-    Ok((manifest, files))
+    Ok((manifest, files, mtimes))
 }
 
 /// Checks an archive end to end; returns its manifest.
 pub fn verify(archive: &Path) -> Result<Manifest> {
-    read_verified(archive).map(|(m, _)| m)
+    read_verified(archive).map(|(m, _, _)| m)
 }
 
 /// Archives in `dir` (newest first) with their manifests; unreadable ones are skipped with a warning.
@@ -323,7 +336,7 @@ pub fn prune(dir: &Path, keep_days: u32, now: DateTime<Utc>) -> Result<Vec<PathB
 /// Replaces the root's files with the archive's. Needs the writer lock
 /// (refused with `ROOT_LOCKED` while a server runs); the index must be rebuilt afterwards.
 pub fn restore(layout: &Layout, archive: &Path) -> Result<Manifest> {
-    let (manifest, files) = read_verified(archive)?;
+    let (manifest, files, mtimes) = read_verified(archive)?;
     std::fs::create_dir_all(&layout.root).ctx("cannot create root", &layout.root)?;
     let _lock = WriterLock::acquire(&layout.root, &layout.lock())?;
     let stage = layout
@@ -337,6 +350,10 @@ pub fn restore(layout: &Layout, archive: &Path) -> Result<Manifest> {
         }
         let mut f = File::create(&path).ctx("cannot write", &path)?;
         f.write_all(bytes).ctx("cannot write", &path)?;
+        if let Some(&secs) = mtimes.get(rel) {
+            f.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs))
+                .ctx("cannot set the modification time of", &path)?;
+        }
         f.sync_all().ctx("cannot fsync", &path)?;
     }
     std::fs::create_dir_all(stage.join("new/memories")).ctx("cannot create", &stage)?;

@@ -110,6 +110,7 @@ pub struct Hub {
     clock: std::sync::RwLock<Clock>,
     accesses: Mutex<lifecycle::AccessBuffer>,
     track_accesses: std::sync::atomic::AtomicBool,
+    doc_stamps: Mutex<replay::DocStamps>,
 }
 
 impl Hub {
@@ -164,6 +165,7 @@ impl Hub {
                 clock: std::sync::RwLock::new(lifecycle::system_clock()),
                 accesses: Mutex::new(Default::default()),
                 track_accesses: Default::default(),
+                doc_stamps: Default::default(),
             };
             return Ok((hub, CatchUpReport::default()));
         };
@@ -192,11 +194,14 @@ impl Hub {
             clock: std::sync::RwLock::new(lifecycle::system_clock()),
             accesses: Mutex::new(Default::default()),
             track_accesses: Default::default(),
+            doc_stamps: Default::default(),
         };
         let mut report = hub.catch_up(progress)?;
         let docs = hub.sync_documents()?;
         report.documents_indexed = docs.documents_indexed;
         report.documents_removed = docs.documents_removed;
+        report.documents_read = docs.documents_read;
+        report.documents_invalid = docs.documents_invalid;
         report.vectors_stored += docs.vectors_stored;
         Ok((hub, report))
     }
