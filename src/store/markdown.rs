@@ -21,7 +21,8 @@
 //!   gigabytes ("billion laughs"), so they are refused before anything is
 //!   built;
 //! - an unknown key, a value of the wrong type, an unknown privacy, scene,
-//!   subject, tier or kind, an empty `privacy:`/`scene:`/`audience:`;
+//!   subject, tier or kind, an empty `privacy:`/`scene:`/`audience:`, a
+//!   `scene` and an `audience` that disagree;
 //! - a `sensitive` or `secret` document outside the audiences its level is
 //!   pinned to (`privacy.sensitiveAudiences`, `privacy.secretAudiences`), the
 //!   same rule facts follow;
@@ -204,7 +205,8 @@ pub fn read_bounded(path: &Path) -> Result<(Vec<u8>, std::time::SystemTime)> {
     // O_NOFOLLOW: a link swapped in after the stat is refused by the open itself.
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
+        // O_NONBLOCK: a FIFO swapped in after the listing must not block the sync.
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)
         .map_err(|e| {
             if e.raw_os_error() == Some(libc::ELOOP) {
@@ -460,6 +462,13 @@ pub fn parse(
 ) -> Result<Document> {
     let (fm, body) = front_matter(text)?;
 
+    if let (Some(scene), Some(audience)) = (&fm.scene, &fm.audience)
+        && scene != audience
+    {
+        return Err(Error::invalid(format!(
+            "front matter: `scene: {scene}` and `audience: {audience}` disagree; give one"
+        )));
+    }
     let scene = match fm.scene.as_deref().or(fm.audience.as_deref()) {
         Some(s) => Scene::parse(s)?,
         None => cfg.default_scene.clone(),
@@ -722,6 +731,7 @@ mod tests {
             ("---\nscene: ~\n---\nx", "`scene` is empty"),
             ("---\nprivacy: [secret]\n---\nx", "front matter"),
             ("---\nprivacy: top-secret\n---\nx", "privacy"),
+            ("---\nscene: main\naudience: qq:group:1\n---\nx", "disagree"),
             ("---\nprivacy: secret\nnever closed\n", "never closed"),
             ("---\nprivacy: secret\n", "never closed"),
             ("\n\n---\r\nprivacy: secret\r\n", "never closed"),
