@@ -295,9 +295,6 @@ fn split_front_matter(text: &str) -> Result<(Option<&str>, &str)> {
     while let Some((line, after)) = next_line(at) {
         let fence = line.trim_end();
         if fence == "---" || fence == "..." {
-            if consumed > MAX_FRONT_MATTER_BYTES {
-                break;
-            }
             return Ok((Some(&opening[..consumed]), after));
         }
         consumed += at.len() - after.len();
