@@ -369,18 +369,26 @@ pub fn create(layout: &Layout, out_dir: &Path) -> Result<(PathBuf, Manifest)> {
         mac: hex(&hmac_sha256(&key, &manifest_bytes)),
     };
     let mac_bytes = serde_json::to_vec_pretty(&mac).expect("mac serialises");
-    let mut append = |path: &str, bytes: &[u8]| -> std::io::Result<()> {
+    let created = manifest.created.timestamp().max(0) as u64;
+    let mut append = |path: &str, bytes: &[u8], mtime: u64| -> std::io::Result<()> {
         let mut header = tar::Header::new_gnu();
         header.set_size(bytes.len() as u64);
         header.set_mode(0o644);
-        header.set_mtime(manifest.created.timestamp().max(0) as u64);
+        header.set_mtime(mtime);
         header.set_entry_type(tar::EntryType::Regular);
         tar.append_data(&mut header, path, bytes)
     };
-    append(MANIFEST, &manifest_bytes).ctx("cannot write backup", &tmp_path)?;
-    append(MAC, &mac_bytes).ctx("cannot write backup", &tmp_path)?;
+    append(MANIFEST, &manifest_bytes, created).ctx("cannot write backup", &tmp_path)?;
+    append(MAC, &mac_bytes, created).ctx("cannot write backup", &tmp_path)?;
     for (path, bytes) in &files {
-        append(path, bytes).ctx("cannot write backup", &tmp_path)?;
+        // Each file keeps its own modification time: a document's time is its
+        // mtime, and a restore must not make every note "new".
+        let mtime = std::fs::metadata(layout.root.join(path))
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(created, |d| d.as_secs());
+        append(path, bytes, mtime).ctx("cannot write backup", &tmp_path)?;
     }
     let file = tar
         .into_inner()
@@ -551,6 +559,7 @@ fn read_entries<R: Read>(
         if size != listed.size {
             return Err(damaged(format!("{path} does not match its checksum")));
         }
+        let mtime = entry.header().mtime().map_err(damaged)?;
         let mut out = match stage {
             Some(dir) => Some(create_file(&dir.join(&path))?),
             None => None,
@@ -576,6 +585,9 @@ fn read_entries<R: Read>(
             return Err(damaged(format!("{path} does not match its checksum")));
         }
         if let Some((f, p)) = out {
+            // Restored files keep the time they had when the backup was made.
+            f.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(mtime))
+                .ctx("cannot set the modification time of", &p)?;
             f.sync_all().ctx("cannot fsync", &p)?;
         }
     }

@@ -243,6 +243,28 @@ impl Default for PrivacyConfig {
     }
 }
 
+impl PrivacyConfig {
+    /// Refuses a `sensitive` or `secret` memory outside the audiences its level is pinned to.
+    pub fn check_pinned(&self, privacy: crate::model::Privacy, scene: &Scene) -> crate::Result<()> {
+        use crate::model::Privacy;
+        let pinned = match privacy {
+            Privacy::Sensitive => Some(("sensitive", &self.sensitive_audiences)),
+            Privacy::Secret => Some(("secret", &self.secret_audiences)),
+            _ => None,
+        };
+        if let Some((name, allowed)) = pinned
+            && !allowed.contains(scene)
+        {
+            let list: Vec<&str> = allowed.iter().map(Scene::as_str).collect();
+            return Err(crate::Error::invalid(format!(
+                "{name} memories may only live in [{}]; scene {scene} is not one of them",
+                list.join(", "),
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// Markdown documents under `memories/`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]

@@ -99,7 +99,7 @@ pub fn run(layout: &Layout, shallow: bool) -> Report {
         checks.push(model(&c.embedder, shallow));
     }
     if !shallow {
-        checks.extend(index_checks(layout, locked));
+        checks.extend(index_checks(layout, config.as_ref(), locked));
         if let Some(c) = &config {
             checks.push(daemon(&c.listen));
         }
@@ -279,7 +279,7 @@ fn tokens(layout: &Layout) -> Check {
     check("tokens", Status::Ok, "tokens.json readable", None)
 }
 
-fn index_checks(layout: &Layout, daemon_writes: bool) -> Vec<Check> {
+fn index_checks(layout: &Layout, config: Option<&Config>, daemon_writes: bool) -> Vec<Check> {
     let mut out = Vec::new();
     let dir = layout.facts();
     let files = journal::list_all(&dir).unwrap_or_default();
@@ -367,30 +367,9 @@ fn index_checks(layout: &Layout, daemon_writes: bool) -> Vec<Check> {
                     Some("they are applied when the writer next opens; or run `memd reindex`"),
                 )
             });
-            let issues = index.meta.issues().unwrap_or_default();
-            let doc_issues: Vec<&String> =
-                issues.iter().filter(|i| !i.starts_with("facts/")).collect();
-            out.push(if doc_issues.is_empty() {
-                check(
-                    "documents",
-                    Status::Ok,
-                    "every Markdown document indexed",
-                    None,
-                )
-            } else {
-                check(
-                    "documents",
-                    Status::Warn,
-                    format!(
-                        "{} documents not indexed: {}",
-                        doc_issues.len(),
-                        doc_issues[0]
-                    ),
-                    Some("fix their front matter; `memd stats` lists them all"),
-                )
-            });
         }
     }
+    out.push(documents(layout, config));
     out
 }
 
@@ -488,6 +467,43 @@ fn integrity(index: &Index, dir: &std::path::Path, files: &[String], daemon_writ
         ),
         Some(REBUILD_HINT),
     )
+}
+
+/// Documents the writer refuses, found by reading and parsing every one here
+/// (by the same rules, without following links), so a file added since the
+/// writer last looked is reported too.
+fn documents(layout: &Layout, config: Option<&Config>) -> Check {
+    use crate::store::markdown;
+    let defaults = Config::default();
+    let config = config.unwrap_or(&defaults);
+    let memories = layout.memories();
+    let mut problems = std::collections::BTreeMap::new();
+    let listing = markdown::scan(&memories).unwrap_or_default();
+    for link in &listing.links {
+        problems.insert(link.clone(), format!("{link}: {}", markdown::SYMLINK_ISSUE));
+    }
+    for rel in &listing.documents {
+        if let Err(e) = markdown::load(&memories, rel, &config.docs, &config.privacy) {
+            problems.insert(rel.clone(), format!("{rel}: {e}"));
+        }
+    }
+    match problems.values().next() {
+        None => check(
+            "documents",
+            Status::Ok,
+            format!(
+                "{} Markdown documents, every one readable",
+                listing.documents.len()
+            ),
+            None,
+        ),
+        Some(first) => check(
+            "documents",
+            Status::Warn,
+            format!("{} documents not indexed: {first}", problems.len()),
+            Some("fix their front matter (or replace links by files); `memd stats` lists them all"),
+        ),
+    }
 }
 
 /// Sends `GET /v1/health` to the configured address.

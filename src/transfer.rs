@@ -171,8 +171,15 @@ pub fn import(
     defaults: &ImportDefaults,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<ImportReport> {
+    let meta = std::fs::symlink_metadata(path).ctx("cannot open", path)?;
+    if meta.file_type().is_symlink() {
+        return Err(Error::invalid(format!(
+            "{}: is a symbolic link; memd import does not follow links (give the path it points to)",
+            path.display()
+        )));
+    }
     let format = match format {
-        Format::Auto if path.is_dir() => Format::Markdown,
+        Format::Auto if meta.is_dir() => Format::Markdown,
         Format::Auto => match path.extension().and_then(|e| e.to_str()) {
             Some("md") => Format::Markdown,
             Some("jsonl" | "json") => Format::Jsonl,
@@ -262,6 +269,8 @@ pub fn import(
 }
 
 /// Copies Markdown under `memories/import/<name>/`, never overwriting, then indexes it.
+/// Symbolic links are never followed: a link inside the directory is reported
+/// and skipped (the path itself was checked by [`import`]).
 fn import_markdown(hub: &Hub, path: &Path) -> Result<ImportReport> {
     let mut report = ImportReport::default();
     let name = path
@@ -270,8 +279,16 @@ fn import_markdown(hub: &Hub, path: &Path) -> Result<ImportReport> {
         .filter(|n| !n.is_empty())
         .unwrap_or("import");
     let dest_base = hub.layout().memories().join("import").join(name);
-    let sources: Vec<(PathBuf, String)> = if path.is_dir() {
-        markdown::list_documents(path)?
+    let is_dir = std::fs::symlink_metadata(path)
+        .ctx("cannot open", path)?
+        .is_dir();
+    let sources: Vec<(PathBuf, String)> = if is_dir {
+        let listing = markdown::scan(path)?;
+        for link in &listing.links {
+            report.fail(path.join(link).display(), markdown::SYMLINK_ISSUE);
+        }
+        listing
+            .documents
             .into_iter()
             .map(|rel| (path.join(&rel), rel))
             .collect()
@@ -283,23 +300,29 @@ fn import_markdown(hub: &Hub, path: &Path) -> Result<ImportReport> {
         vec![(path.to_path_buf(), file.to_string())]
     };
     for (src, rel) in sources {
-        let dest = if path.is_dir() {
+        let dest = if is_dir {
             dest_base.join(&rel)
         } else {
             hub.layout().memories().join("import").join(&rel)
         };
-        if dest.exists() {
+        // `symlink_metadata`, not `exists`: a dangling link is not free space to write through.
+        if std::fs::symlink_metadata(&dest).is_ok() {
             report.skipped += 1;
             continue;
         }
-        let text = match std::fs::read_to_string(&src) {
-            Ok(t) => t,
+        let bytes = match markdown::read_bounded(&src) {
+            Ok((bytes, _)) => bytes,
             Err(e) => {
                 report.fail(src.display(), e);
                 continue;
             }
         };
-        if let Err(e) = markdown::parse(&rel, &text, &hub.config().docs) {
+        let parsed = std::str::from_utf8(&bytes)
+            .map_err(|_| Error::invalid("not valid UTF-8"))
+            .and_then(|text| {
+                markdown::parse(&rel, text, &hub.config().docs, &hub.config().privacy)
+            });
+        if let Err(e) = parsed {
             // Copied anyway (nothing is lost); it is not indexed until fixed.
             report.fail(src.display(), format!("copied but not indexed: {e}"));
         } else {
@@ -308,7 +331,12 @@ fn import_markdown(hub: &Hub, path: &Path) -> Result<ImportReport> {
         if let Some(parent) = dest.parent() {
             std::fs::create_dir_all(parent).ctx("cannot create", parent)?;
         }
-        std::fs::write(&dest, text).ctx("cannot write", &dest)?;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&dest)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, &bytes))
+            .ctx("cannot write", &dest)?;
     }
     hub.sync_documents()?;
     Ok(report)

@@ -2,17 +2,25 @@
 //! renamed or deleted under `memories/`, or journal lines appended by another
 //! process (a file sync tool), reach the index within about a second.
 //!
+//! Only events that can change content count: creations, removals, renames,
+//! data writes and a close after writing. Opening, reading, closing after
+//! reading and metadata changes (atime) are ignored — a document sync reads
+//! every changed file, and reacting to those reads made the watcher wake
+//! itself forever. An idle daemon therefore does no document work at all
+//! ([`WatchHandle::counts`] says how much it did).
+//!
 //! Events are debounced: the first event opens a short window, everything
 //! arriving in it is handled by one document sync and/or one journal catch-up.
 //! Our own appends wake the watcher too; their catch-up finds nothing new.
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use notify::event::{AccessKind, AccessMode, EventKind, ModifyKind};
 use notify::{RecursiveMode, Watcher};
 
 use crate::error::{Error, Result};
@@ -24,8 +32,56 @@ const DEBOUNCE: Duration = Duration::from_millis(300);
 /// A running watcher; stops when dropped.
 pub struct WatchHandle {
     stop: Arc<AtomicBool>,
+    counts: Arc<Counters>,
     thread: Option<JoinHandle<()>>,
     _watcher: notify::RecommendedWatcher,
+}
+
+/// What a watcher has done since it started.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct WatchCounts {
+    /// Events that could change content (the rest are ignored).
+    pub events: u64,
+    /// Document syncs run.
+    pub document_syncs: u64,
+    /// Journal catch-ups run.
+    pub journal_catch_ups: u64,
+    /// `config.json` changes handled (config watcher only).
+    pub config_reloads: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    events: AtomicU64,
+    document_syncs: AtomicU64,
+    journal_catch_ups: AtomicU64,
+    config_reloads: AtomicU64,
+}
+
+impl WatchHandle {
+    /// What the watcher has done so far.
+    pub fn counts(&self) -> WatchCounts {
+        WatchCounts {
+            events: self.counts.events.load(Ordering::SeqCst),
+            document_syncs: self.counts.document_syncs.load(Ordering::SeqCst),
+            journal_catch_ups: self.counts.journal_catch_ups.load(Ordering::SeqCst),
+            config_reloads: self.counts.config_reloads.load(Ordering::SeqCst),
+        }
+    }
+}
+
+/// Whether an event of this kind can mean changed content.
+fn changes_content(kind: &EventKind) -> bool {
+    match kind {
+        EventKind::Create(_) | EventKind::Remove(_) => true,
+        // A close after writing ends an edit; every other access is a read,
+        // ours included.
+        EventKind::Access(a) => *a == AccessKind::Close(AccessMode::Write),
+        // Metadata (atime, permissions) does not change what is indexed.
+        EventKind::Modify(m) => !matches!(m, ModifyKind::Metadata(_)),
+        // Unknown kinds, and the "rescan" a queue overflow asks for.
+        EventKind::Any | EventKind::Other => true,
+    }
 }
 
 impl Drop for WatchHandle {
@@ -73,6 +129,8 @@ pub fn spawn(hub: Arc<Hub>) -> Result<WatchHandle> {
         .map_err(|e| Error::Internal(format!("cannot watch {}: {e}", memories.display())))?;
     let stop = Arc::new(AtomicBool::new(false));
     let stop_flag = Arc::clone(&stop);
+    let counts = Arc::new(Counters::default());
+    let counters = Arc::clone(&counts);
     let thread = std::thread::Builder::new()
         .name("memd-watch".into())
         .spawn(move || {
@@ -83,22 +141,27 @@ pub fn spawn(hub: Arc<Hub>) -> Result<WatchHandle> {
                     Err(mpsc::RecvTimeoutError::Disconnected) => break,
                 };
                 let mut wanted = Wanted::default();
-                let mut note = |ev: notify::Result<notify::Event>| match ev {
-                    Ok(ev) => ev
-                        .paths
-                        .iter()
-                        .for_each(|p| classify(&memories, p, &mut wanted)),
+                let note = |ev: notify::Result<notify::Event>, wanted: &mut Wanted| match ev {
+                    Ok(ev) if changes_content(&ev.kind) => {
+                        counters.events.fetch_add(1, Ordering::SeqCst);
+                        ev.paths.iter().for_each(|p| classify(&memories, p, wanted));
+                    }
+                    Ok(_) => {}
                     Err(e) => tracing::warn!(error = %e, "file watcher error"),
                 };
-                note(first);
+                note(first, &mut wanted);
+                if wanted == Wanted::default() {
+                    continue;
+                }
                 let deadline = std::time::Instant::now() + DEBOUNCE;
                 while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
                     match rx.recv_timeout(left) {
-                        Ok(ev) => note(ev),
+                        Ok(ev) => note(ev, &mut wanted),
                         Err(_) => break,
                     }
                 }
                 if wanted.journal {
+                    counters.journal_catch_ups.fetch_add(1, Ordering::SeqCst);
                     match hub.catch_up_journal() {
                         Ok(r) if r.records > 0 => tracing::info!(
                             records = r.records,
@@ -109,11 +172,23 @@ pub fn spawn(hub: Arc<Hub>) -> Result<WatchHandle> {
                     }
                 }
                 if wanted.documents {
+                    counters.document_syncs.fetch_add(1, Ordering::SeqCst);
                     match hub.sync_documents() {
-                        Ok(r) => tracing::info!(
-                            documents.indexed = r.documents_indexed,
-                            documents.removed = r.documents_removed,
-                            "documents synced"
+                        Ok(r)
+                            if r.documents_indexed + r.documents_removed + r.documents_invalid
+                                > 0 =>
+                        {
+                            tracing::info!(
+                                documents.read = r.documents_read,
+                                documents.indexed = r.documents_indexed,
+                                documents.removed = r.documents_removed,
+                                documents.invalid = r.documents_invalid,
+                                "documents synced"
+                            )
+                        }
+                        Ok(r) => tracing::debug!(
+                            documents.read = r.documents_read,
+                            "documents unchanged"
                         ),
                         Err(e) => tracing::warn!(error = %e, "document sync failed"),
                     }
@@ -128,6 +203,7 @@ pub fn spawn(hub: Arc<Hub>) -> Result<WatchHandle> {
         .map_err(|e| Error::Internal(format!("cannot start the watcher thread: {e}")))?;
     Ok(WatchHandle {
         stop,
+        counts,
         thread: Some(thread),
         _watcher: watcher,
     })
@@ -146,17 +222,23 @@ pub fn spawn_config(root: &Path, on_change: impl Fn() + Send + 'static) -> Resul
         .map_err(|e| Error::Internal(format!("cannot watch {}: {e}", root.display())))?;
     let stop = Arc::new(AtomicBool::new(false));
     let stop_flag = Arc::clone(&stop);
+    let counts = Arc::new(Counters::default());
+    let counters = Arc::clone(&counts);
     let thread = std::thread::Builder::new()
         .name("memd-config-watch".into())
         .spawn(move || {
             while !stop_flag.load(Ordering::SeqCst) {
+                // Reading the file (as `on_change` does) is not a change.
                 let touches = |ev: &notify::Result<notify::Event>| {
-                    ev.as_ref().is_ok_and(|e| e.paths.contains(&config))
+                    ev.as_ref()
+                        .is_ok_and(|e| changes_content(&e.kind) && e.paths.contains(&config))
                 };
                 match rx.recv_timeout(Duration::from_millis(200)) {
                     Ok(ev) if touches(&ev) => {
+                        counters.events.fetch_add(1, Ordering::SeqCst);
                         std::thread::sleep(DEBOUNCE);
                         while rx.try_recv().is_ok() {}
+                        counters.config_reloads.fetch_add(1, Ordering::SeqCst);
                         on_change();
                     }
                     Ok(_) | Err(mpsc::RecvTimeoutError::Timeout) => {}
@@ -167,6 +249,7 @@ pub fn spawn_config(root: &Path, on_change: impl Fn() + Send + 'static) -> Resul
         .map_err(|e| Error::Internal(format!("cannot start the config watcher thread: {e}")))?;
     Ok(WatchHandle {
         stop,
+        counts,
         thread: Some(thread),
         _watcher: watcher,
     })

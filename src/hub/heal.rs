@@ -99,6 +99,8 @@ impl Hub {
             let fresh = replace(&dir, &damage)?;
             fresh.set_lifecycle(self.config.lifecycle.clone());
             self.index = fresh;
+            // What the last sync saw of each document describes the old index.
+            *self.doc_stamps.lock().expect("document stamps poisoned") = Default::default();
             healed = Some(damage);
         }
     }
@@ -122,6 +124,8 @@ impl Hub {
             let docs = self.sync_documents()?;
             report.documents_indexed = docs.documents_indexed;
             report.documents_removed = docs.documents_removed;
+            report.documents_read = docs.documents_read;
+            report.documents_invalid = docs.documents_invalid;
             report.vectors_stored += docs.vectors_stored;
             Ok(report)
         };

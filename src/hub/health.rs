@@ -58,7 +58,7 @@ pub struct HealthReport {
     pub vectors: u64,
     /// Memories waiting for a vector.
     pub pending_vectors: u64,
-    /// journal, index, embedder, disk.
+    /// journal, documents, index, embedder, disk.
     pub components: BTreeMap<&'static str, Component>,
     /// Active memories by stage, scene, privacy and tier.
     pub counts: BTreeMap<&'static str, HashMap<String, u64>>,
@@ -91,6 +91,25 @@ impl Hub {
                     "{} files, {} bytes, {bad_lines} unreadable lines",
                     stats.journal_files, stats.journal_bytes
                 ),
+            ),
+        );
+        let doc_issues: Vec<&String> = stats
+            .issues
+            .iter()
+            .filter(|i| !i.starts_with("facts/"))
+            .collect();
+        components.insert(
+            "documents",
+            component(
+                doc_issues.is_empty(),
+                match doc_issues.first() {
+                    None => format!("{} documents indexed", stats.counts.documents),
+                    Some(first) => format!(
+                        "{} documents indexed, {} not indexed (first: {first}); `memd stats` lists them",
+                        stats.counts.documents,
+                        doc_issues.len()
+                    ),
+                },
             ),
         );
         let dir = self.layout().facts();

@@ -112,6 +112,7 @@ pub struct Hub {
     accesses: Mutex<lifecycle::AccessBuffer>,
     track_accesses: std::sync::atomic::AtomicBool,
     index_state: Mutex<heal::IndexState>,
+    doc_stamps: Mutex<replay::DocStamps>,
 }
 
 impl Hub {
@@ -167,6 +168,7 @@ impl Hub {
                 accesses: Mutex::new(Default::default()),
                 track_accesses: Default::default(),
                 index_state: Default::default(),
+                doc_stamps: Default::default(),
             };
             return Ok((hub, CatchUpReport::default()));
         };
@@ -196,6 +198,7 @@ impl Hub {
             accesses: Mutex::new(Default::default()),
             track_accesses: Default::default(),
             index_state: Default::default(),
+            doc_stamps: Default::default(),
         };
         let mut hub = hub;
         let report = hub.catch_up_healing(healed, progress)?;

@@ -12,7 +12,8 @@
 //! wrote `expires_at` on every long-term line, and those memories must not
 //! vanish.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
@@ -50,6 +51,10 @@ pub struct CatchUpReport {
     pub documents_indexed: u64,
     /// Documents removed from the index.
     pub documents_removed: u64,
+    /// Document files read (unchanged files are not read again).
+    pub documents_read: u64,
+    /// Documents found invalid (bad front matter, too large, links).
+    pub documents_invalid: u64,
 }
 
 impl Hub {
@@ -180,41 +185,90 @@ impl Hub {
     }
 
     /// Brings the index in line with the Markdown documents on disk.
+    ///
+    /// Files are listed, read and parsed first, with only the document-sync
+    /// lock held (syncs run one at a time); the writer is taken only to apply
+    /// the finished batch, so writes never wait on document parsing. A file
+    /// whose size and modification time are unchanged since the last sync is
+    /// not read again.
     pub fn sync_documents(&self) -> Result<CatchUpReport> {
-        let _guard = self.writer_state()?;
-        self.sync_documents_locked()
+        if !self.is_writer() {
+            return Err(self.locked_error());
+        }
+        self.sync_documents_inner(false)
     }
 
+    /// [`Hub::sync_documents`] by a caller that already holds the writer.
     fn sync_documents_locked(&self) -> Result<CatchUpReport> {
+        self.sync_documents_inner(true)
+    }
+
+    /// Lists, reads and parses documents without the writer (so writes never
+    /// wait on document parsing), then applies the batch under the writer
+    /// unless `writer_held` says the caller has it already.
+    fn sync_documents_inner(&self, writer_held: bool) -> Result<CatchUpReport> {
+        let mut stamps = self.doc_stamps.lock().expect("document stamps poisoned");
         let memories = self.layout.memories();
         let known = self.index.meta.documents()?;
-        let paths = markdown::list_documents(&memories)?;
-        let on_disk: HashSet<&str> = paths.iter().map(String::as_str).collect();
+        let issues = self.index.meta.document_issues()?;
+        let listing = markdown::scan(&memories)?;
+        // The rules a document is read by are part of its recorded hash: a
+        // changed default scene, chunk size or privacy pin re-reads every file.
+        let rules = ids::sha256_hex(
+            &serde_json::to_vec(&(&self.config.docs, &self.config.privacy))
+                .expect("config serialises"),
+        );
+        let recorded = |bytes: &[u8]| format!("{}:{}", ids::sha256_hex(bytes), &rules[..16]);
         let mut report = CatchUpReport::default();
         let mut batch = Batch::default();
-        for rel in &paths {
+        let mut fresh = DocStamps::default();
+        let report_issue = |batch: &mut Batch, rel: &str, message: String| {
+            // An issue already on record for a file not in the index needs no write.
+            if issues.get(rel) != Some(&message) || known.contains_key(rel) {
+                batch.changes.push(Change::RemoveDocument {
+                    doc_id: ids::doc_id(rel),
+                    path: rel.to_string(),
+                    issue: Some(message),
+                });
+            }
+        };
+        for rel in &listing.documents {
             let path = memories.join(rel);
-            let bytes = match std::fs::read(&path) {
-                Ok(b) => b,
-                Err(e) => {
-                    tracing::warn!(doc.path = %rel, error = %e, "cannot read document");
-                    continue;
-                }
+            let seen = SystemTime::now();
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                continue; // Gone since the listing: the next sync removes it.
             };
-            if known
-                .get(rel)
-                .is_some_and(|row| row.hash == ids::sha256_hex(&bytes))
-            {
+            if let Some(stamp) = stamps.0.get(rel).filter(|s| s.unchanged(&meta)) {
+                fresh.0.insert(rel.clone(), stamp.clone());
                 continue;
             }
-            match markdown::load(&memories, rel, &self.config.docs) {
-                Ok(doc) => {
+            report.documents_read += 1;
+            let outcome = markdown::read_bounded(&path).and_then(|(bytes, modified)| {
+                let unchanged = !issues.contains_key(rel)
+                    && known
+                        .get(rel)
+                        .is_some_and(|row| row.hash == recorded(&bytes));
+                if unchanged {
+                    return Ok(None);
+                }
+                let doc = markdown::from_bytes(
+                    rel,
+                    &bytes,
+                    modified,
+                    &self.config.docs,
+                    &self.config.privacy,
+                )?;
+                Ok(Some((doc, recorded(&bytes))))
+            });
+            match outcome {
+                Ok(None) => {}
+                Ok(Some((doc, hash))) => {
                     let chunks = document_chunks(&doc);
                     batch.changes.push(Change::PutDocument {
                         row: DocumentRow {
                             doc_id: doc.doc_id.clone(),
                             path: doc.rel_path.clone(),
-                            hash: doc.hash.clone(),
+                            hash,
                             title: doc.title.clone(),
                             chunks: chunks.len(),
                         },
@@ -222,16 +276,29 @@ impl Hub {
                     });
                     report.documents_indexed += 1;
                 }
+                Err(e @ crate::Error::Io { .. }) => {
+                    // Not recorded: tried again on the next sync.
+                    tracing::warn!(doc.path = %rel, error = %e, "cannot read document");
+                    continue;
+                }
                 Err(e) => {
                     tracing::warn!(doc.path = %rel, error = %e, "document not indexed");
-                    batch.changes.push(Change::RemoveDocument {
-                        doc_id: ids::doc_id(rel),
-                        path: rel.clone(),
-                        issue: Some(e.to_string()),
-                    });
+                    report.documents_invalid += 1;
+                    report_issue(&mut batch, rel, e.to_string());
                 }
             }
+            fresh.0.insert(rel.clone(), Stamp::of(&meta, seen));
         }
+        for rel in &listing.links {
+            report.documents_invalid += 1;
+            report_issue(&mut batch, rel, markdown::SYMLINK_ISSUE.to_string());
+        }
+        let on_disk: HashSet<&str> = listing
+            .documents
+            .iter()
+            .chain(&listing.links)
+            .map(String::as_str)
+            .collect();
         for (path, row) in &known {
             if !on_disk.contains(path.as_str()) {
                 batch.changes.push(Change::RemoveDocument {
@@ -242,8 +309,63 @@ impl Hub {
                 report.documents_removed += 1;
             }
         }
-        self.index.apply(&batch)?;
+        for path in issues.keys() {
+            if !on_disk.contains(path.as_str()) && !known.contains_key(path) {
+                // The file with a problem is gone: so is the problem.
+                batch.changes.push(Change::RemoveDocument {
+                    doc_id: ids::doc_id(path),
+                    path: path.clone(),
+                    issue: None,
+                });
+            }
+        }
+        if !batch.changes.is_empty() {
+            let _guard = if writer_held {
+                None
+            } else {
+                Some(self.writer_state()?)
+            };
+            self.index.apply(&batch)?;
+        }
+        *stamps = fresh;
         Ok(report)
+    }
+}
+
+/// What the last document sync saw of each file (path relative to
+/// `memories/` → size and modification time), so that the next sync reads
+/// only files that changed.
+#[derive(Debug, Default)]
+pub(super) struct DocStamps(HashMap<String, Stamp>);
+
+#[derive(Debug, Clone)]
+struct Stamp {
+    len: u64,
+    modified: Option<SystemTime>,
+    /// When the file was looked at.
+    seen: SystemTime,
+}
+
+/// A file modified this close to the moment it was read may be rewritten
+/// within the same timestamp tick; such a file is read again next time.
+const RACY_WINDOW: Duration = Duration::from_secs(2);
+
+impl Stamp {
+    fn of(meta: &std::fs::Metadata, seen: SystemTime) -> Stamp {
+        Stamp {
+            len: meta.len(),
+            modified: meta.modified().ok(),
+            seen,
+        }
+    }
+
+    fn unchanged(&self, meta: &std::fs::Metadata) -> bool {
+        let Some(modified) = self.modified else {
+            return false;
+        };
+        meta.len() == self.len
+            && meta.modified().ok() == Some(modified)
+            && modified + RACY_WINDOW <= self.seen
     }
 }
 

@@ -433,6 +433,16 @@ impl MetaDb {
         })
     }
 
+    /// Document issues: path relative to `memories/` → message.
+    pub fn document_issues(&self) -> Result<HashMap<String, String>> {
+        self.with_reader(|c| {
+            let mut stmt = c.prepare("SELECT path, message FROM document_issues")?;
+            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            rows.collect::<rusqlite::Result<HashMap<String, String>>>()
+                .map_err(Into::into)
+        })
+    }
+
     /// Journal line issues and document issues, as `file:line: message` strings.
     pub fn issues(&self) -> Result<Vec<String>> {
         self.with_reader(|c| {

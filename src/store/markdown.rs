@@ -4,22 +4,58 @@
 //! front matter may set `title`, `tags`, `scene` (or `audience`), `privacy`,
 //! `kind`, `subject`, `importance` and `tier`. The body is cut into chunks at
 //! every heading; a section longer than the configured size is split again at
-//! paragraph breaks. A document whose front matter is invalid is reported and
-//! not indexed at all: falling back to defaults could publish something its
-//! author marked private.
+//! paragraph breaks.
+//!
+//! A document is indexed only if everything about it is understood; anything
+//! else is reported (`memd stats`, `memd doctor`, health) and not indexed at
+//! all, because falling back to defaults could publish something its author
+//! marked private:
+//!
+//! - front matter opened with `---` (the first non-blank line) and never
+//!   closed with `---` or `...`;
+//! - front matter over [`MAX_FRONT_MATTER_BYTES`], a file over
+//!   [`MAX_DOCUMENT_BYTES`], or a file that is not UTF-8;
+//! - YAML outside the plain subset: anchors (`&a`), aliases (`*a`), tags
+//!   (`!x`), several documents, non-scalar or duplicate keys, nesting deeper
+//!   than [`MAX_YAML_DEPTH`] — aliases are how a few hundred bytes expand to
+//!   gigabytes ("billion laughs"), so they are refused before anything is
+//!   built;
+//! - an unknown key, a value of the wrong type, an unknown privacy, scene,
+//!   subject, tier or kind, an empty `privacy:`/`scene:`/`audience:`, a
+//!   `scene` and an `audience` that disagree;
+//! - a `sensitive` or `secret` document outside the audiences its level is
+//!   pinned to (`privacy.sensitiveAudiences`, `privacy.secretAudiences`), the
+//!   same rule facts follow;
+//! - a symbolic link (file or directory): links are never followed, so a link
+//!   cannot pull a file from outside `memories/` into the index.
+//!
+//! Parsing is linear in the input and the input is capped, so one file cannot
+//! stall the others; it runs before the writer is taken (see `hub::replay`).
 
+use std::io::Read;
 use std::path::Path;
 
 use chrono::{DateTime, Utc};
-use gray_matter::Matter;
-use gray_matter::engine::YAML;
 use pulldown_cmark::{Event, HeadingLevel, Parser, Tag, TagEnd};
 use serde::Deserialize;
+use yaml_rust2::parser::{Event as YamlEvent, Parser as YamlParser};
+use yaml_rust2::scanner::TScalarStyle;
 
-use crate::config::DocsConfig;
+use crate::config::{DocsConfig, PrivacyConfig};
 use crate::error::{Error, IoContext, Result};
 use crate::ids;
 use crate::model::{Privacy, Scene, Subject, Tier, parse_kind, parse_tags};
+
+/// Front matter longer than this (between the fences) is refused.
+pub const MAX_FRONT_MATTER_BYTES: usize = 16 * 1024;
+/// Documents larger than this are refused without being read in full.
+pub const MAX_DOCUMENT_BYTES: u64 = 8 * 1024 * 1024;
+/// Deepest nesting of lists and mappings accepted in front matter.
+pub const MAX_YAML_DEPTH: usize = 16;
+
+/// What a document issue says about a symbolic link.
+pub const SYMLINK_ISSUE: &str =
+    "symbolic link, not followed (memd never follows links under memories/)";
 
 /// A parsed document, ready to index.
 #[derive(Debug, Clone, PartialEq)]
@@ -95,15 +131,32 @@ enum TagList {
     Csv(String),
 }
 
+/// What discovery found below a directory.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Listing {
+    /// Markdown files (not under `facts/`), relative, `/`-separated, sorted.
+    pub documents: Vec<String>,
+    /// Symbolic links that discovery did not follow: links named `*.md` and
+    /// links to directories (they could hold documents), sorted.
+    pub links: Vec<String>,
+}
+
 /// Markdown files below `memories/` (not under `facts/`), as relative paths, sorted.
+/// Symbolic links are not followed (see [`scan`] to hear about them).
 pub fn list_documents(memories: &Path) -> Result<Vec<String>> {
-    let mut out = Vec::new();
-    walk(memories, memories, &mut out)?;
-    out.sort();
+    scan(memories).map(|l| l.documents)
+}
+
+/// Documents below `dir`, and the symbolic links skipped on the way.
+pub fn scan(dir: &Path) -> Result<Listing> {
+    let mut out = Listing::default();
+    walk(dir, dir, &mut out)?;
+    out.documents.sort();
+    out.links.sort();
     Ok(out)
 }
 
-fn walk(base: &Path, dir: &Path, out: &mut Vec<String>) -> Result<()> {
+fn walk(base: &Path, dir: &Path, out: &mut Listing) -> Result<()> {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
@@ -117,6 +170,15 @@ fn walk(base: &Path, dir: &Path, out: &mut Vec<String>) -> Result<()> {
         if name.starts_with('.') {
             continue;
         }
+        let rel = || {
+            path.strip_prefix(base)
+                .expect("walked below base")
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+                .join("/")
+        };
+        // `file_type` does not follow links: a link is neither a file nor a directory here.
         let ft = entry.file_type().ctx("cannot stat", &path)?;
         if ft.is_dir() {
             if dir == base && name == "facts" {
@@ -124,44 +186,286 @@ fn walk(base: &Path, dir: &Path, out: &mut Vec<String>) -> Result<()> {
             }
             walk(base, &path, out)?;
         } else if ft.is_file() && name.ends_with(".md") {
-            let rel = path
-                .strip_prefix(base)
-                .expect("walked below base")
-                .components()
-                .map(|c| c.as_os_str().to_string_lossy().into_owned())
-                .collect::<Vec<_>>()
-                .join("/");
-            out.push(rel);
+            out.documents.push(rel());
+        } else if ft.is_symlink() && (name.ends_with(".md") || path.is_dir()) {
+            out.links.push(rel());
         }
     }
     Ok(())
 }
 
+/// The raw bytes of `memories/<rel_path>` and their modification time, read
+/// without following a link and never more than [`MAX_DOCUMENT_BYTES`].
+pub fn read_bounded(path: &Path) -> Result<(Vec<u8>, std::time::SystemTime)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let meta = std::fs::symlink_metadata(path).ctx("cannot stat document", path)?;
+    if meta.file_type().is_symlink() {
+        return Err(Error::invalid(SYMLINK_ISSUE));
+    }
+    // O_NOFOLLOW: a link swapped in after the stat is refused by the open itself.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        // O_NONBLOCK: a FIFO swapped in after the listing must not block the sync.
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(libc::ELOOP) {
+                Error::invalid(SYMLINK_ISSUE)
+            } else {
+                Error::Io {
+                    context: format!("cannot read document {}", path.display()),
+                    source: e,
+                }
+            }
+        })?;
+    let meta = file.metadata().ctx("cannot stat document", path)?;
+    if !meta.is_file() {
+        return Err(Error::invalid("not a regular file"));
+    }
+    too_large(meta.len())?;
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(MAX_DOCUMENT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .ctx("cannot read document", path)?;
+    too_large(bytes.len() as u64)?;
+    let modified = meta.modified().ctx("cannot stat document", path)?;
+    Ok((bytes, modified))
+}
+
+fn too_large(len: u64) -> Result<()> {
+    if len > MAX_DOCUMENT_BYTES {
+        return Err(Error::invalid(format!(
+            "document is {len} bytes; the limit is {} MiB",
+            MAX_DOCUMENT_BYTES / (1024 * 1024)
+        )));
+    }
+    Ok(())
+}
+
 /// Reads and parses the document at `memories/<rel_path>`.
-pub fn load(memories: &Path, rel_path: &str, cfg: &DocsConfig) -> Result<Document> {
-    let path = memories.join(rel_path);
-    let bytes = std::fs::read(&path).ctx("cannot read document", &path)?;
-    let modified = std::fs::metadata(&path)
-        .and_then(|m| m.modified())
-        .ctx("cannot stat document", &path)?;
-    let text = String::from_utf8(bytes.clone())
-        .map_err(|_| Error::invalid(format!("{rel_path}: not valid UTF-8")))?;
-    let mut doc =
-        parse(rel_path, &text, cfg).map_err(|e| Error::invalid(format!("{rel_path}: {e}")))?;
+pub fn load(
+    memories: &Path,
+    rel_path: &str,
+    cfg: &DocsConfig,
+    pins: &PrivacyConfig,
+) -> Result<Document> {
+    let (bytes, modified) = read_bounded(&memories.join(rel_path))?;
+    from_bytes(rel_path, &bytes, modified, cfg, pins)
+}
+
+/// Parses already-read document bytes (see [`read_bounded`]).
+pub fn from_bytes(
+    rel_path: &str,
+    bytes: &[u8],
+    modified: std::time::SystemTime,
+    cfg: &DocsConfig,
+    pins: &PrivacyConfig,
+) -> Result<Document> {
+    let text = std::str::from_utf8(bytes).map_err(|_| Error::invalid("not valid UTF-8"))?;
+    let mut doc = parse(rel_path, text, cfg, pins)?;
     doc.modified = modified.into();
-    doc.hash = ids::sha256_hex(&bytes);
+    doc.hash = ids::sha256_hex(bytes);
     Ok(doc)
 }
 
-/// Parses document text (no IO). `modified` and `hash` are left empty.
-pub fn parse(rel_path: &str, text: &str, cfg: &DocsConfig) -> Result<Document> {
-    let matter = Matter::<YAML>::new();
-    let parsed = matter
-        .parse::<FrontMatter>(text)
-        .map_err(|e| Error::invalid(format!("front matter: {e}")))?;
-    let fm = parsed.data.unwrap_or_default();
-    let body = parsed.content;
+/// Splits `text` into its front matter (between the fences) and its body.
+///
+/// The opening fence is the first non-blank line when it is exactly `---`
+/// (trailing blanks allowed); the closing fence is the next line that is
+/// `---` or `...`. An opening fence without a closing one is an error, never
+/// a body: the author meant front matter, and it may say `privacy: secret`.
+fn split_front_matter(text: &str) -> Result<(Option<&str>, &str)> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut rest = text;
+    let opening = loop {
+        let Some((line, after)) = next_line(rest) else {
+            return Ok((None, text));
+        };
+        if line.trim().is_empty() {
+            rest = after;
+            continue;
+        }
+        if line.trim_end() == "---" {
+            break after;
+        }
+        return Ok((None, text));
+    };
+    let mut at = opening;
+    let mut consumed = 0usize;
+    while let Some((line, after)) = next_line(at) {
+        let fence = line.trim_end();
+        if fence == "---" || fence == "..." {
+            return Ok((Some(&opening[..consumed]), after));
+        }
+        consumed += at.len() - after.len();
+        at = after;
+        if consumed > MAX_FRONT_MATTER_BYTES {
+            return Err(Error::invalid(format!(
+                "front matter: longer than {} KiB (or its closing `---` is missing)",
+                MAX_FRONT_MATTER_BYTES / 1024
+            )));
+        }
+    }
+    Err(Error::invalid(
+        "front matter: opened with `---` but never closed (add a `---` line after it)",
+    ))
+}
 
+/// The first line of `s` (without its line break) and what follows it.
+fn next_line(s: &str) -> Option<(&str, &str)> {
+    if s.is_empty() {
+        return None;
+    }
+    Some(match s.find('\n') {
+        Some(i) => (s[..i].trim_end_matches('\r'), &s[i + 1..]),
+        None => (s, ""),
+    })
+}
+
+/// Parses front matter YAML into JSON, accepting only the plain subset: no
+/// anchors, aliases or tags, one document, string keys without repeats,
+/// nesting up to [`MAX_YAML_DEPTH`]. Events are pulled one at a time and the
+/// input is capped, so the work is linear in at most 16 KiB.
+fn parse_yaml(src: &str) -> Result<serde_json::Value> {
+    use serde_json::{Map, Value};
+    enum Frame {
+        Seq(Vec<Value>),
+        Map(Map<String, Value>, Option<String>),
+    }
+    let bad = |what: &str| Error::invalid(format!("front matter: {what}"));
+    let mut parser = YamlParser::new_from_str(src);
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut root: Option<Value> = None;
+    let mut documents = 0;
+    loop {
+        let (event, mark) = parser
+            .next_token()
+            .map_err(|e| bad(&format!("invalid YAML: {e}")))?;
+        let at = |what: &str| bad(&format!("{what} (line {})", mark.line()));
+        let value = match event {
+            YamlEvent::StreamEnd => break,
+            YamlEvent::StreamStart | YamlEvent::DocumentEnd | YamlEvent::Nothing => continue,
+            YamlEvent::DocumentStart => {
+                documents += 1;
+                if documents > 1 {
+                    return Err(at("more than one YAML document"));
+                }
+                continue;
+            }
+            YamlEvent::Alias(_) => {
+                return Err(at("YAML aliases (`*name`) are not allowed"));
+            }
+            YamlEvent::Scalar(_, _, anchor, _)
+            | YamlEvent::SequenceStart(anchor, _)
+            | YamlEvent::MappingStart(anchor, _)
+                if anchor != 0 =>
+            {
+                return Err(at("YAML anchors (`&name`) are not allowed"));
+            }
+            YamlEvent::Scalar(_, _, _, Some(_))
+            | YamlEvent::SequenceStart(_, Some(_))
+            | YamlEvent::MappingStart(_, Some(_)) => {
+                return Err(at("YAML tags (`!tag`) are not allowed"));
+            }
+            YamlEvent::SequenceStart(..) | YamlEvent::MappingStart(..) => {
+                if stack.len() >= MAX_YAML_DEPTH {
+                    return Err(at(&format!("nested deeper than {MAX_YAML_DEPTH} levels")));
+                }
+                if let Some(Frame::Map(_, None)) = stack.last() {
+                    return Err(at("keys must be plain text"));
+                }
+                stack.push(if matches!(event, YamlEvent::SequenceStart(..)) {
+                    Frame::Seq(Vec::new())
+                } else {
+                    Frame::Map(Map::new(), None)
+                });
+                continue;
+            }
+            YamlEvent::SequenceEnd | YamlEvent::MappingEnd => match stack.pop() {
+                Some(Frame::Seq(items)) => Value::Array(items),
+                Some(Frame::Map(map, _)) => Value::Object(map),
+                None => return Err(at("unbalanced YAML")),
+            },
+            YamlEvent::Scalar(text, style, _, None) => scalar(text, style),
+        };
+        match stack.last_mut() {
+            None => root = Some(value),
+            Some(Frame::Seq(items)) => items.push(value),
+            Some(Frame::Map(map, key @ None)) => match value {
+                Value::String(k) if !map.contains_key(&k) => *key = Some(k),
+                Value::String(k) => return Err(at(&format!("key `{k}` appears twice"))),
+                _ => return Err(at("keys must be plain text")),
+            },
+            Some(Frame::Map(map, key)) => {
+                let k = key.take().expect("a key is pending");
+                map.insert(k, value);
+            }
+        }
+    }
+    Ok(root.unwrap_or(Value::Null))
+}
+
+/// A YAML scalar as JSON: plain scalars resolve to null, booleans and
+/// numbers (YAML 1.2 core schema); quoted and block scalars stay text.
+fn scalar(text: String, style: TScalarStyle) -> serde_json::Value {
+    use serde_json::Value;
+    if style != TScalarStyle::Plain {
+        return Value::String(text);
+    }
+    match yaml_rust2::Yaml::from_str(&text) {
+        yaml_rust2::Yaml::Null => Value::Null,
+        yaml_rust2::Yaml::Boolean(b) => Value::Bool(b),
+        yaml_rust2::Yaml::Integer(i) => Value::from(i),
+        yaml_rust2::Yaml::Real(r) => r
+            .parse::<f64>()
+            .ok()
+            .and_then(serde_json::Number::from_f64)
+            .map_or(Value::String(text), Value::Number),
+        _ => Value::String(text),
+    }
+}
+
+/// The front matter of `text` as typed fields, and the body.
+fn front_matter(text: &str) -> Result<(FrontMatter, &str)> {
+    let (yaml, body) = split_front_matter(text)?;
+    let Some(yaml) = yaml else {
+        return Ok((FrontMatter::default(), body));
+    };
+    let value = parse_yaml(yaml)?;
+    let fm = match value {
+        serde_json::Value::Null => FrontMatter::default(),
+        serde_json::Value::Object(map) => {
+            // An explicitly empty level or audience is a mistake to report,
+            // not a reason to fall back to the defaults.
+            for key in ["privacy", "scene", "audience"] {
+                if map.get(key).is_some_and(serde_json::Value::is_null) {
+                    return Err(Error::invalid(format!("front matter: `{key}` is empty")));
+                }
+            }
+            serde_json::from_value(serde_json::Value::Object(map))
+                .map_err(|e| Error::invalid(format!("front matter: {e}")))?
+        }
+        _ => return Err(Error::invalid("front matter: must be a YAML mapping")),
+    };
+    Ok((fm, body))
+}
+
+/// Parses document text (no IO). `modified` and `hash` are left empty.
+pub fn parse(
+    rel_path: &str,
+    text: &str,
+    cfg: &DocsConfig,
+    pins: &PrivacyConfig,
+) -> Result<Document> {
+    let (fm, body) = front_matter(text)?;
+
+    if let (Some(scene), Some(audience)) = (&fm.scene, &fm.audience)
+        && scene != audience
+    {
+        return Err(Error::invalid(format!(
+            "front matter: `scene: {scene}` and `audience: {audience}` disagree; give one"
+        )));
+    }
     let scene = match fm.scene.as_deref().or(fm.audience.as_deref()) {
         Some(s) => Scene::parse(s)?,
         None => cfg.default_scene.clone(),
@@ -197,7 +501,9 @@ pub fn parse(rel_path: &str, text: &str, cfg: &DocsConfig) -> Result<Document> {
         return Err(Error::invalid("importance must be between 0 and 1"));
     }
 
-    let sections = sections(&body);
+    pins.check_pinned(privacy, &scene)?;
+
+    let sections = sections(body);
     let first_heading = sections.iter().find_map(|s| s.heading.clone());
     let stem = rel_path
         .rsplit('/')
@@ -334,7 +640,7 @@ mod tests {
     #[test]
     fn front_matter_and_headings() {
         let text = "---\ntitle: Trip notes\ntags: [travel, 公园]\nscene: qq:owner\nprivacy: personal\n---\nIntro line.\n\n# Day one\nWe walked in the park.\n\n## Lunch\n吃了面条。\n";
-        let doc = parse("notes/trip.md", text, &cfg()).unwrap();
+        let doc = parse("notes/trip.md", text, &cfg(), &PrivacyConfig::default()).unwrap();
         assert_eq!(doc.title, "Trip notes");
         assert_eq!(doc.scene.as_str(), "qq:owner");
         assert_eq!(doc.privacy, Privacy::Personal);
@@ -358,11 +664,23 @@ mod tests {
 
     #[test]
     fn defaults_without_front_matter() {
-        let doc = parse("user/identity.md", "# Who I am\nI am Ada.", &cfg()).unwrap();
+        let doc = parse(
+            "user/identity.md",
+            "# Who I am\nI am Ada.",
+            &cfg(),
+            &PrivacyConfig::default(),
+        )
+        .unwrap();
         assert_eq!(doc.title, "Who I am");
         assert_eq!(doc.kind, "identity");
         assert_eq!(doc.scene.as_str(), "main");
-        let doc = parse("misc/plain.md", "just text", &cfg()).unwrap();
+        let doc = parse(
+            "misc/plain.md",
+            "just text",
+            &cfg(),
+            &PrivacyConfig::default(),
+        )
+        .unwrap();
         assert_eq!(doc.title, "plain");
         assert_eq!(doc.chunks.len(), 1);
     }
@@ -375,9 +693,121 @@ mod tests {
             ("---\nimportance: 3\n---\nx", "importance"),
             ("---\ncolour: red\n---\nx", "front matter"),
         ] {
-            let err = parse("a.md", text, &cfg()).unwrap_err();
+            let err = parse("a.md", text, &cfg(), &PrivacyConfig::default()).unwrap_err();
             assert!(err.to_string().contains(needle), "{text}: {err}");
         }
+    }
+
+    /// The billion-laughs shape: nine levels of nine aliases each.
+    pub(crate) fn alias_bomb() -> String {
+        let mut s = String::from(
+            "---\na: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n",
+        );
+        let names = ["a", "b", "c", "d", "e", "f", "g", "h", "i"];
+        for w in names.windows(2) {
+            let (prev, next) = (w[0], w[1]);
+            s.push_str(&format!("{next}: &{next} [*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev}]\n"));
+        }
+        s.push_str("privacy: normal\n---\nboom\n");
+        s
+    }
+
+    #[test]
+    fn front_matter_outside_the_plain_subset_is_refused() {
+        let pins = PrivacyConfig::default();
+        let big = format!("---\ntitle: {}\n---\nx", "y".repeat(MAX_FRONT_MATTER_BYTES));
+        let deep = format!("---\ntitle: {}{}\n---\nx", "[".repeat(40), "]".repeat(40));
+        for (text, needle) in [
+            (alias_bomb().as_str(), "anchors"),
+            ("---\ntitle: *x\n---\nx", "invalid YAML"),
+            ("---\ntags: !!set {a: 1}\n---\nx", "tags"),
+            ("---\nprivacy: secret\nprivacy: normal\n---\nx", "twice"),
+            ("---\n[a]: 1\n---\nx", "keys"),
+            ("---\n- a\n- b\n---\nx", "mapping"),
+            ("---\nprivacy:\n---\nx", "`privacy` is empty"),
+            ("---\nscene: ~\n---\nx", "`scene` is empty"),
+            ("---\nprivacy: [secret]\n---\nx", "front matter"),
+            ("---\nprivacy: top-secret\n---\nx", "privacy"),
+            ("---\nscene: main\naudience: qq:group:1\n---\nx", "disagree"),
+            ("---\nprivacy: secret\nnever closed\n", "never closed"),
+            ("---\nprivacy: secret\n", "never closed"),
+            ("\n\n---\r\nprivacy: secret\r\n", "never closed"),
+            ("\u{feff}---\nprivacy: secret\n", "never closed"),
+            (big.as_str(), "16 KiB"),
+            (deep.as_str(), "deeper"),
+            (
+                "---\nprivacy: secret\nscene: qq:group:42\n---\nx",
+                "secret memories may only live in [main]",
+            ),
+            (
+                "---\nprivacy: sensitive\nscene: qq:group:42\n---\nx",
+                "sensitive memories",
+            ),
+        ] {
+            let err = parse("a.md", text, &cfg(), &pins)
+                .map(|d| d.privacy)
+                .expect_err(text);
+            assert!(err.to_string().contains(needle), "{text:?}: {err}");
+            assert_eq!(err.code().as_str(), "INVALID_INPUT", "{text:?}");
+        }
+    }
+
+    #[test]
+    fn front_matter_fences_and_scalars() {
+        let pins = PrivacyConfig::default();
+        let check = |text: &str, privacy: Privacy, first_chunk: &str| {
+            let doc = parse("a.md", text, &cfg(), &pins).unwrap();
+            assert_eq!(doc.privacy, privacy, "{text:?}");
+            assert_eq!(doc.chunks[0].text, first_chunk, "{text:?}");
+        };
+        check(
+            "---\nprivacy: personal\n---\nbody",
+            Privacy::Personal,
+            "body",
+        );
+        check(
+            "---\r\nprivacy: personal\r\n---\r\nbody",
+            Privacy::Personal,
+            "body",
+        );
+        check(
+            "\u{feff}---\nprivacy: secret\n...\nbody",
+            Privacy::Secret,
+            "body",
+        );
+        check(
+            "\n  \n---  \nprivacy: personal\n---\nbody",
+            Privacy::Personal,
+            "body",
+        );
+        check("---\n---\nbody", Privacy::Normal, "body");
+        check("---\n# only a comment\n---\nbody", Privacy::Normal, "body");
+        // A rule further down the body is not front matter.
+        check(
+            "body\n\n---\nprivacy: secret\n",
+            Privacy::Normal,
+            "body\n\n---\nprivacy: secret",
+        );
+        let doc = parse(
+            "a.md",
+            "---\ntitle: \"42\"\nimportance: 0.9\ntags:\n  - x\n  - y\ndate: 2024-01-02\n---\nb",
+            &cfg(),
+            &pins,
+        )
+        .unwrap();
+        assert_eq!(doc.title, "42");
+        assert_eq!(doc.importance, 0.9);
+        assert_eq!(doc.tags, ["x", "y"]);
+    }
+
+    #[test]
+    fn the_alias_bomb_is_refused_before_anything_is_built() {
+        // Parsing a file that expands to 9^9 strings would take minutes and
+        // gigabytes; refusing it takes microseconds. No time bound is
+        // asserted: finishing at all is the point.
+        let err = parse("bomb.md", &alias_bomb(), &cfg(), &PrivacyConfig::default()).unwrap_err();
+        assert!(err.to_string().contains("anchors"), "{err}");
+        assert!(alias_bomb().len() < 400);
     }
 
     #[test]
@@ -386,7 +816,7 @@ mod tests {
         let text = format!("# H\n{para}\n\n{para}\n\n{para}");
         let mut c = cfg();
         c.max_chunk_chars = 1100;
-        let doc = parse("a.md", &text, &c).unwrap();
+        let doc = parse("a.md", &text, &c, &PrivacyConfig::default()).unwrap();
         assert_eq!(doc.chunks.len(), 2);
         assert!(doc.chunks.iter().all(|ch| ch.text.chars().count() <= 1100));
         assert_eq!(doc.chunks[1].ord, 1);
@@ -408,5 +838,15 @@ mod tests {
             std::fs::write(path, "x").unwrap();
         }
         assert_eq!(list_documents(m).unwrap(), ["a.md", "user/identity.md"]);
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret.md"), "x").unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret.md"), m.join("link.md")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), m.join("linked-dir")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret.md"), m.join("other.txt")).unwrap();
+        let listing = scan(m).unwrap();
+        assert_eq!(listing.documents, ["a.md", "user/identity.md"]);
+        assert_eq!(listing.links, ["link.md", "linked-dir"]);
+        let err = read_bounded(&m.join("link.md")).unwrap_err();
+        assert!(err.to_string().contains("symbolic link"), "{err}");
     }
 }

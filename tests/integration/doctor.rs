@@ -211,3 +211,35 @@ fn the_service_installer_writes_a_restarting_unit() {
     assert!(unit.contains("Restart=always"));
     assert!(unit.contains("WantedBy=default.target"));
 }
+
+#[test]
+fn doctor_reads_documents_itself() {
+    // A bad file added while no writer runs is reported before any index sees it.
+    let root = TempRoot::new();
+    std::fs::write(
+        root.path().join("config.json"),
+        r#"{"listen": "127.0.0.1:9"}"#,
+    )
+    .unwrap();
+    root.write_doc("fine.md", "# Fine\nok\n");
+    let (_, report) = doctor(&root, &[]);
+    assert_eq!(status(&report, "documents"), "ok", "{report}");
+    root.write_doc("notes/open.md", "---\nprivacy: secret\nno closing fence\n");
+    std::os::unix::fs::symlink("/etc/hostname", root.path().join("memories/link.md")).unwrap();
+    let (code, report) = doctor(&root, &[]);
+    assert_eq!(code, 0, "a document problem is a warning: {report}");
+    assert_eq!(status(&report, "documents"), "warn", "{report}");
+    let detail = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "documents")
+        .unwrap()["detail"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        detail.starts_with("2 documents not indexed: link.md: symbolic link"),
+        "{detail}"
+    );
+}

@@ -80,3 +80,280 @@ fn document_privacy_is_part_of_the_filter() {
         0
     );
 }
+
+/// The "billion laughs" shape: nine levels of nine YAML aliases each. Parsed
+/// by a YAML loader that expands aliases it is 9^9 strings (gigabytes).
+pub fn alias_bomb(privacy: &str) -> String {
+    let mut s = String::from(
+        "---\na: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n",
+    );
+    let names = ["a", "b", "c", "d", "e", "f", "g", "h", "i"];
+    for w in names.windows(2) {
+        let (p, n) = (w[0], w[1]);
+        s.push_str(&format!(
+            "{n}: &{n} [*{p},*{p},*{p},*{p},*{p},*{p},*{p},*{p},*{p}]\n"
+        ));
+    }
+    s.push_str(&format!("privacy: {privacy}\n---\nlaughing words\n"));
+    s
+}
+
+fn doc_issues(hub: &memory_hub::hub::Hub) -> Vec<String> {
+    hub.stats()
+        .unwrap()
+        .issues
+        .into_iter()
+        .filter(|i| !i.starts_with("facts/"))
+        .collect()
+}
+
+#[test]
+fn an_alias_bomb_is_reported_and_never_expanded() {
+    let root = TempRoot::new();
+    root.write_doc("notes/bomb.md", &alias_bomb("normal"));
+    root.write_doc("notes/fine.md", "# Fine\nOrdinary garden notes.\n");
+    // Opening used to expand the aliases for minutes; now it refuses them.
+    let hub = root.hub();
+    assert_eq!(search_ids(&hub, "garden", 5).len(), 1);
+    assert!(search_ids(&hub, "laughing", 5).is_empty());
+    let issues = doc_issues(&hub);
+    assert_eq!(issues.len(), 1, "{issues:?}");
+    assert!(
+        issues[0].starts_with("notes/bomb.md: ") && issues[0].contains("anchors"),
+        "{issues:?}"
+    );
+    // Writes go on as usual.
+    let id = crate::support::write(&hub, "main", "a fact written next to the bomb");
+    assert_eq!(search_ids(&hub, "bomb", 5), [id]);
+    drop(hub);
+    // doctor names the file.
+    let out = root.memd(&["doctor", "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let docs = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "documents")
+        .unwrap()
+        .clone();
+    assert_eq!(docs["status"], "warn", "{docs}");
+    assert!(
+        docs["detail"].as_str().unwrap().contains("notes/bomb.md"),
+        "{docs}"
+    );
+}
+
+#[test]
+fn an_unclosed_front_matter_fence_is_reported_and_never_indexed() {
+    // Reproduction: this note was indexed as `normal` and a `pet` token read it.
+    let root = TempRoot::new();
+    root.write_doc(
+        "notes/diary.md",
+        "---\nprivacy: secret\ntitle: Diary\n\nThe vault combination is 4-8-15.\n",
+    );
+    root.write_doc(
+        "notes/closed.md",
+        "---\nprivacy: secret\n---\nThe vault key hides under the mat.\n",
+    );
+    let api = crate::http_support::Api::over(root);
+    let hub = &api.hub;
+    assert!(search_ids(hub, "combination", 5).is_empty());
+    let err = hub
+        .get(&ids::doc_id("notes/diary.md"), &Filter::all())
+        .unwrap_err();
+    assert_eq!(err.code().as_str(), "NOT_FOUND");
+    let issues = doc_issues(hub);
+    assert_eq!(issues.len(), 1, "{issues:?}");
+    assert!(
+        issues[0].starts_with("notes/diary.md: ") && issues[0].contains("never closed"),
+        "{issues:?}"
+    );
+    // No token reads it: not the pet, not the owner with secret:read.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for preset in ["pet", "dsh-desktop"] {
+        let token = api.token(preset, preset);
+        let hits = rt.block_on(api.search_ids(
+            &token,
+            serde_json::json!({"query": "combination vault", "limit": 10}),
+        ));
+        assert!(
+            !hits
+                .iter()
+                .any(|h| h.starts_with(&ids::doc_id("notes/diary.md"))),
+            "{preset}: {hits:?}"
+        );
+    }
+    // The closed secret note is indexed, for the owner only.
+    let owner = api.token("owner", "dsh-desktop");
+    let pet = api.token("pet2", "pet");
+    let q = serde_json::json!({"query": "mat", "limit": 10});
+    assert_eq!(rt.block_on(api.search_ids(&owner, q.clone())).len(), 1);
+    assert!(rt.block_on(api.search_ids(&pet, q)).is_empty());
+
+    // Closing the fence makes it a valid secret document and clears the issue.
+    std::fs::write(
+        api.root.path().join("memories/notes/diary.md"),
+        "---\nprivacy: secret\ntitle: Diary\n---\nThe vault combination is 4-8-15.\n",
+    )
+    .unwrap();
+    hub.sync_documents().unwrap();
+    assert!(doc_issues(hub).is_empty());
+    let q = serde_json::json!({"query": "combination", "limit": 10});
+    assert_eq!(rt.block_on(api.search_ids(&owner, q.clone())).len(), 1);
+    assert!(rt.block_on(api.search_ids(&pet, q)).is_empty());
+}
+
+#[test]
+fn documents_are_held_to_the_secret_and_sensitive_audiences() {
+    let root = TempRoot::new();
+    root.write_doc(
+        "qq/group-42/plans.md",
+        "---\nscene: qq:group:42\nprivacy: secret\n---\nsurprise party for Bo\n",
+    );
+    root.write_doc(
+        "qq/group-42/health.md",
+        "---\nscene: qq:group:42\nprivacy: sensitive\n---\nBo's blood pressure readings\n",
+    );
+    root.write_doc(
+        "qq/group-42/menu.md",
+        "---\nscene: qq:group:42\n---\nparty menu: dumplings\n",
+    );
+    root.write_doc("vault.md", "---\nprivacy: secret\n---\nsafe combination\n");
+    let hub = root.hub();
+    assert!(search_ids(&hub, "surprise", 5).is_empty());
+    assert!(search_ids(&hub, "pressure", 5).is_empty());
+    assert_eq!(search_ids(&hub, "dumplings", 5).len(), 1);
+    assert_eq!(search_ids(&hub, "combination", 5).len(), 1);
+    let issues = doc_issues(&hub);
+    assert_eq!(issues.len(), 2, "{issues:?}");
+    assert!(
+        issues[0].starts_with("qq/group-42/health.md: ")
+            && issues[0].contains("sensitive memories may only live in"),
+        "{issues:?}"
+    );
+    assert!(
+        issues[1].starts_with("qq/group-42/plans.md: ")
+            && issues[1].contains("secret memories may only live in [main]"),
+        "{issues:?}"
+    );
+}
+
+#[test]
+fn symbolic_links_under_memories_are_reported_and_never_followed() {
+    let root = TempRoot::new();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("passwd"), "root:x:0:0:outsider\n").unwrap();
+    std::fs::write(outside.path().join("note.md"), "outsider notes\n").unwrap();
+    root.write_doc("notes/real.md", "real notes\n");
+    let link = root.path().join("memories/notes/passwd.md");
+    std::os::unix::fs::symlink(outside.path().join("passwd"), &link).unwrap();
+    let dir_link = root.path().join("memories/elsewhere");
+    std::os::unix::fs::symlink(outside.path(), &dir_link).unwrap();
+    let hub = root.hub();
+    assert_eq!(search_ids(&hub, "real", 5).len(), 1);
+    assert!(search_ids(&hub, "outsider", 5).is_empty());
+    let issues = doc_issues(&hub);
+    assert_eq!(issues.len(), 2, "{issues:?}");
+    assert!(
+        issues[0].starts_with("elsewhere: symbolic link"),
+        "{issues:?}"
+    );
+    assert!(
+        issues[1].starts_with("notes/passwd.md: symbolic link"),
+        "{issues:?}"
+    );
+    // A file that was indexed and is replaced by a link leaves the index.
+    std::fs::remove_file(root.path().join("memories/notes/real.md")).unwrap();
+    std::os::unix::fs::symlink(
+        outside.path().join("note.md"),
+        root.path().join("memories/notes/real.md"),
+    )
+    .unwrap();
+    hub.sync_documents().unwrap();
+    assert!(search_ids(&hub, "real", 5).is_empty());
+    assert!(search_ids(&hub, "outsider", 5).is_empty());
+    assert_eq!(doc_issues(&hub).len(), 3);
+    // Removing the links clears their issues.
+    for l in [
+        &link,
+        &dir_link,
+        &root.path().join("memories/notes/real.md"),
+    ] {
+        std::fs::remove_file(l).unwrap();
+    }
+    hub.sync_documents().unwrap();
+    assert!(doc_issues(&hub).is_empty());
+}
+
+#[test]
+fn import_never_follows_a_symbolic_link() {
+    let root = TempRoot::new();
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("passwd");
+    std::fs::write(&target, "root:x:0:0:outsider\n").unwrap();
+    let link = outside.path().join("link.md");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let out = root.memd(&["import", link.to_str().unwrap(), "--json"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("symbolic link") && stderr.contains("INVALID_INPUT"),
+        "{stderr}"
+    );
+    // A directory of notes with a link inside: the notes come in, the link does not.
+    let notes = outside.path().join("notes");
+    std::fs::create_dir_all(&notes).unwrap();
+    std::fs::write(notes.join("a.md"), "# A\nimported alpha note\n").unwrap();
+    std::os::unix::fs::symlink(&target, notes.join("b.md")).unwrap();
+    let report = root.memd_json(&["import", notes.to_str().unwrap()]);
+    assert_eq!(report["added"], 1, "{report}");
+    assert_eq!(report["failed"], 1, "{report}");
+    assert!(
+        report["errors"][0]
+            .as_str()
+            .unwrap()
+            .contains("symbolic link"),
+        "{report}"
+    );
+    let hub = root.hub();
+    assert_eq!(search_ids(&hub, "alpha", 5).len(), 1);
+    assert!(search_ids(&hub, "outsider", 5).is_empty());
+    assert!(!root.path().join("memories/import/notes/b.md").exists());
+    assert!(!root.path().join("memories/import/link.md").exists());
+}
+
+#[test]
+fn a_restore_keeps_document_times() {
+    let root = TempRoot::new();
+    let doc = root.write_doc("notes/old.md", "# Old\nwritten long ago\n");
+    let then = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_600_000_000);
+    std::fs::File::options()
+        .write(true)
+        .open(&doc)
+        .unwrap()
+        .set_modified(then)
+        .unwrap();
+    let id = ids::doc_id("notes/old.md");
+    let before = root.hub().get(&id, &Filter::all()).unwrap().ts;
+    assert_eq!(before.timestamp(), 1_600_000_000);
+    let backups = tempfile::tempdir().unwrap();
+    let created = root.memd_json(&[
+        "backup",
+        "create",
+        "--out",
+        backups.path().to_str().unwrap(),
+    ]);
+    std::fs::remove_dir_all(root.path()).unwrap();
+    // The whole root is gone, its backup key with it: the archive is foreign now.
+    root.memd_json(&[
+        "backup",
+        "restore",
+        "--foreign",
+        created["path"].as_str().unwrap(),
+    ]);
+    let after = root.hub().get(&id, &Filter::all()).unwrap().ts;
+    assert_eq!(after, before);
+}

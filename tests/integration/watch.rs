@@ -149,3 +149,157 @@ fn a_changed_config_file_applies_editable_keys_without_restart() {
     std::thread::sleep(Duration::from_secs(1));
     assert_eq!(limit(), 3);
 }
+
+#[test]
+fn an_alias_bomb_never_stalls_the_server() {
+    // Reproduction: with this 364-byte file present the server never
+    // listened; added at runtime it stalled every write.
+    let root = TempRoot::new();
+    root.write_doc("notes/bomb.md", &crate::documents::alias_bomb("normal"));
+    let (_server, addr) = serve(&root);
+    let token = root.memd_json(&[
+        "token",
+        "issue",
+        "--name",
+        "root",
+        "--preset",
+        "dsh-desktop",
+    ])["secret"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let health = root.memd_json(&["health", "--addr", &addr]);
+    assert_eq!(
+        health["components"]["documents"]["status"], "degraded",
+        "{health}"
+    );
+    assert!(
+        health["components"]["documents"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("notes/bomb.md"),
+        "{health}"
+    );
+    post_write(&addr, &token, "first write beside a bomb");
+    wait_for(&root, "beside", |n| n == 1);
+
+    root.write_doc("notes/bomb2.md", &crate::documents::alias_bomb("secret"));
+    root.write_doc("notes/after.md", "# After\nPumpkins after the bomb.\n");
+    wait_for(&root, "pumpkins", |n| n == 1);
+    post_write(&addr, &token, "second write beside two bombs");
+    wait_for(&root, "second", |n| n == 1);
+    wait_for(&root, "laughing", |n| n == 0);
+    let stats = root.memd_json(&["stats"]);
+    let issues: Vec<&str> = stats["issues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i.as_str().unwrap())
+        .collect();
+    assert_eq!(issues.len(), 2, "{issues:?}");
+    assert!(issues.iter().all(|i| i.contains("anchors")), "{issues:?}");
+    let out = root.memd(&["doctor", "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let docs = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "documents")
+        .unwrap()
+        .to_string();
+    assert!(docs.contains("2 documents not indexed"), "{docs}");
+}
+
+#[test]
+fn an_idle_watcher_does_no_document_work() {
+    // Reproduction: every document sync read the files, the reads came back
+    // as events, and the idle daemon re-read every note every 0.3 s.
+    let root = TempRoot::new();
+    for i in 0..1000 {
+        root.write_doc(
+            &format!("notes/{:02}/n{i}.md", i % 20),
+            &format!("---\ntitle: Note {i}\n---\n# Note {i}\nplain words number w{i}x\n"),
+        );
+    }
+    let hub = std::sync::Arc::new(root.hub());
+    let watcher = memory_hub::watch::spawn(hub.clone()).unwrap();
+    let edited = root.path().join("memories/notes/07/n7.md");
+    std::fs::write(&edited, "# Note 7\nquince jam\n").unwrap();
+    let start = Instant::now();
+    while crate::support::search_ids(&hub, "quince", 5).is_empty() {
+        assert!(start.elapsed() < Duration::from_secs(20), "edit not seen");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Let a close event that straddled the debounce window finish its round.
+    std::thread::sleep(Duration::from_secs(1));
+    let after_edit = watcher.counts();
+    assert!(after_edit.document_syncs >= 1, "{after_edit:?}");
+    // Our own reads (a sync that re-reads every file: they are all fresh,
+    // searches, stats) are not events; neither is time passing.
+    let report = hub.sync_documents().unwrap();
+    assert_eq!(report.documents_indexed, 0);
+    assert!(report.documents_read >= 1, "{report:?}");
+    for _ in 0..5 {
+        crate::support::search_ids(&hub, "words", 5);
+        hub.stats().unwrap();
+        for i in (0..1000).step_by(97) {
+            std::fs::read(
+                root.path()
+                    .join(format!("memories/notes/{:02}/n{i}.md", i % 20)),
+            )
+            .unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(400));
+    }
+    assert_eq!(watcher.counts(), after_edit);
+}
+
+#[test]
+fn reading_config_json_is_not_a_change() {
+    let root = TempRoot::new();
+    let config = root.path().join("config.json");
+    std::fs::write(&config, "{}").unwrap();
+    let reloads = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let seen = reloads.clone();
+    let path = config.clone();
+    // The handler reads the file, as the server's does.
+    let watcher = memory_hub::watch::spawn_config(root.path(), move || {
+        std::fs::read_to_string(&path).unwrap();
+        seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    })
+    .unwrap();
+    for _ in 0..5 {
+        std::fs::read_to_string(&config).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert_eq!(watcher.counts().config_reloads, 0);
+    std::fs::write(&config, r#"{"search": {"defaultLimit": 3}}"#).unwrap();
+    let start = Instant::now();
+    while reloads.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        assert!(start.elapsed() < Duration::from_secs(20), "change not seen");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The handler's own read does not start another round.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(watcher.counts().config_reloads, 1);
+}
+
+/// `POST /v1/write` to a running server; panics unless it answers 200.
+fn post_write(addr: &str, token: &str, text: &str) {
+    use std::io::Read;
+    let body = serde_json::json!({"scene": "main", "text": text}).to_string();
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        stream,
+        "POST /v1/write HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
