@@ -421,11 +421,12 @@ impl Hub {
         if text.is_empty() {
             return Err(Error::invalid("text must not be empty"));
         }
-        if let Some(what) = policy::detect_credential(&text) {
-            return Err(Error::invalid(format!(
-                "content appears to contain {what}; memories are kept in an append-only journal, \
-                 so credentials are refused. Remove the secret and write again"
-            )));
+        // A secret memory may hold a credential on purpose (needs secret:write).
+        if req.privacy != Privacy::Secret
+            && let Some((field, what)) =
+                policy::detect_credential_in(&text, req.title.as_deref(), &req.tags)
+        {
+            return Err(policy::credential_refusal(field, what));
         }
         if text.len() > MAX_TEXT_BYTES {
             return Err(Error::invalid(format!(
@@ -575,6 +576,16 @@ impl Hub {
                     )));
                 }
                 self.check_pinned(fact.privacy, &fact.scene)?;
+                if fact.privacy != Privacy::Secret
+                    && let Some((field, what)) =
+                        policy::detect_credential_in(&fact.text, fact.title.as_deref(), &fact.tags)
+                {
+                    return Err(Error::invalid(format!(
+                        "{}: {}",
+                        fact.id,
+                        policy::credential_refusal(field, what)
+                    )));
+                }
                 Ok(!written_in_batch.contains(&fact.id)
                     && self.index.meta.fact_state(&fact.id)?.is_none())
             }

@@ -8,6 +8,7 @@ mod consolidate;
 mod crash;
 mod doctor;
 mod documents;
+mod hardening;
 mod http_api;
 mod http_privacy;
 mod http_support;
