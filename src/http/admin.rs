@@ -1,7 +1,8 @@
 //! Service routes: health, capabilities, configuration and token management.
 //!
-//! `config-state`, `config`, `tokens` and `tokens/revoke` need the `admin`
-//! scope. `POST /v1/config` changes only whitelisted keys, writes them to
+//! `config-state`, `config`, `tokens`, `tokens/revoke` and `/metrics` need
+//! the `admin` scope; `/v1/health` is open but shows counts, scene names,
+//! component details and jobs only to an admin token. `POST /v1/config` changes only whitelisted keys, writes them to
 //! `config.json` (atomically, keeping the file's other keys) and applies them
 //! to the next request without a restart.
 
