@@ -107,12 +107,15 @@ impl AuditLog {
             if let Some(dir) = self.path.parent() {
                 std::fs::create_dir_all(dir)?;
             }
-            cur.file = Some(
+            cur.file = Some({
+                use std::os::unix::fs::OpenOptionsExt;
+                // Audit lines name tokens and ids: private whatever the umask.
                 OpenOptions::new()
                     .create(true)
                     .append(true)
-                    .open(&self.path)?,
-            );
+                    .mode(0o600)
+                    .open(&self.path)?
+            });
         }
         if cur.started.is_none() {
             cur.started = Some(entry.ts);

@@ -95,6 +95,7 @@ pub fn run(layout: &Layout, shallow: bool) -> Report {
     let locked = writer_locked(layout);
     checks.push(writer_lock(layout));
     checks.push(tokens(layout));
+    checks.push(permissions(layout, config.as_ref()));
     if let Some(c) = &config {
         checks.push(model(&c.embedder, shallow));
     }
@@ -277,6 +278,75 @@ fn tokens(layout: &Layout) -> Check {
         }
     }
     check("tokens", Status::Ok, "tokens.json readable", None)
+}
+
+/// Files and directories under the root (and the backup directory) that
+/// other users can read or enter: memories, secrets and token hashes must be
+/// private to the user running memd (0600 files, 0700 directories).
+fn permissions(layout: &Layout, config: Option<&Config>) -> Check {
+    fn walk(path: &std::path::Path, open: &mut Vec<(std::path::PathBuf, u32)>, seen: &mut usize) {
+        use std::os::unix::fs::PermissionsExt;
+        let Ok(meta) = std::fs::symlink_metadata(path) else {
+            return;
+        };
+        if meta.file_type().is_symlink() {
+            return;
+        }
+        *seen += 1;
+        let mode = meta.permissions().mode() & 0o7777;
+        if mode & 0o077 != 0 {
+            open.push((path.to_path_buf(), mode));
+        }
+        if meta.is_dir()
+            && let Ok(entries) = std::fs::read_dir(path)
+        {
+            for entry in entries.flatten() {
+                walk(&entry.path(), open, seen);
+            }
+        }
+    }
+    let mut paths = layout.private_paths();
+    if let Some(c) = config {
+        let backups = c.backup.dir_for(layout);
+        if !paths.contains(&backups) {
+            paths.push(backups);
+        }
+    }
+    let (mut open, mut seen) = (Vec::new(), 0);
+    for p in &paths {
+        walk(p, &mut open, &mut seen);
+    }
+    if open.is_empty() {
+        return check(
+            "permissions",
+            Status::Ok,
+            format!("{seen} files and directories are private (0600/0700)"),
+            None,
+        );
+    }
+    let examples: Vec<String> = open
+        .iter()
+        .take(3)
+        .map(|(p, m)| format!("{} ({m:04o})", p.display()))
+        .collect();
+    let targets: Vec<String> = paths
+        .iter()
+        .filter(|p| p.exists())
+        .map(|p| p.display().to_string())
+        .collect();
+    Check {
+        name: "permissions",
+        status: Status::Warn,
+        detail: format!(
+            "{} of {seen} files and directories are readable by other users, e.g. {}",
+            open.len(),
+            examples.join(", ")
+        ),
+        hint: Some(format!(
+            "run `chmod -R go-rwx {}` (memd serve and memd write also tighten memories/ and data/ when they are still open to others)",
+            targets.join(" ")
+        )),
+    }
 }
 
 fn index_checks(layout: &Layout, config: Option<&Config>, daemon_writes: bool) -> Vec<Check> {

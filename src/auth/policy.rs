@@ -221,6 +221,25 @@ pub fn forget_filter(grant: &Grant) -> Result<Filter> {
     }))
 }
 
+/// The filter of the archive of expired memories: the token's read filter
+/// (its scenes and privacy scopes) without the expiry condition. `restore`
+/// also rewrites the memory, so it keeps only what the token may write too.
+pub fn archive_filter(grant: &Grant, restore: bool, now: DateTime<Utc>) -> Result<Filter> {
+    let mut filter = read_filter(grant, &ReadOptions::default(), now)?;
+    let writable = if restore {
+        forget_filter(grant)?.any_of.remove(0).privacy
+    } else {
+        Vec::new()
+    };
+    for scope in &mut filter.any_of {
+        scope.unexpired_at = None;
+        if restore {
+            scope.privacy.retain(|p| writable.contains(p));
+        }
+    }
+    Ok(filter)
+}
+
 /// The filter of a disclosure: one group's chat and notes, normal or personal, unexpired.
 pub fn disclose_filter(grant: &Grant, group: &Scene, now: DateTime<Utc>) -> Result<Filter> {
     require(grant, scope::DISCLOSE)?;
@@ -314,5 +333,28 @@ mod tests {
         assert!(check_write(&grant("pet"), Privacy::Secret).is_err());
         assert!(check_write(&grant("qq-owner"), Privacy::Secret).is_ok());
         assert!(read_filter(&grant("qq-disclose"), &ReadOptions::default(), now).is_err());
+    }
+
+    #[test]
+    fn archive_filter_keeps_privacy_scopes() {
+        let now = Utc::now();
+        let reader = Grant {
+            name: "r".into(),
+            scopes: ["*", "read", "write"].map(String::from).into(),
+            scenes: vec![Scene::parse("main").unwrap()],
+            write_scenes: vec![Scene::parse("main").unwrap()],
+        };
+        let f = archive_filter(&reader, false, now).unwrap();
+        assert_eq!(f.any_of[0].privacy, [Privacy::Normal, Privacy::Personal]);
+        assert_eq!(f.any_of[0].unexpired_at, None);
+        let mut half = reader.clone();
+        half.scopes.insert(scope::SECRET_READ.into());
+        let f = archive_filter(&half, true, now).unwrap();
+        assert!(
+            !f.any_of[0].privacy.contains(&Privacy::Secret),
+            "restore needs secret:write too"
+        );
+        let f = archive_filter(&grant("dsh-desktop"), true, now).unwrap();
+        assert!(f.any_of[0].privacy.contains(&Privacy::Secret));
     }
 }

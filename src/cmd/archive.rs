@@ -48,7 +48,7 @@ pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()>
             Ok(())
         }
         Some(Action::Search { query, limit }) => {
-            let items = hub.search_expired(query, *limit)?;
+            let items = hub.search_expired(query, *limit, &crate::index::filter::Filter::all())?;
             if cli.json {
                 return super::print_json(&serde_json::json!({ "items": items }));
             }
@@ -63,7 +63,7 @@ pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()>
             Ok(())
         }
         Some(Action::Restore { id }) => {
-            let m = hub.restore_expired(id)?;
+            let m = hub.restore_expired(id, &crate::index::filter::Filter::all())?;
             if cli.json {
                 return super::print_json(&m);
             }

@@ -1,4 +1,5 @@
-//! `memd health`: asks a running `memd serve` for `/v1/health` and prints it.
+//! `memd health`: asks a running `memd serve` for `/v1/health` and prints it
+//! (counts and jobs with an admin `--token`; `memd stats` reads them locally).
 
 use std::time::Duration;
 
@@ -10,11 +11,20 @@ pub struct Args {
     /// Address of the daemon (default: config `listen`).
     #[arg(long)]
     addr: Option<String>,
+    /// An admin token: adds counts, pending vectors and scheduled jobs (without
+    /// one, the daemon shows only the status of each component).
+    #[arg(long, env = "MEMD_TOKEN", hide_env_values = true)]
+    token: Option<String>,
 }
 
 pub(super) fn run(cli: &super::Cli, config: &Config, args: &Args) -> anyhow::Result<()> {
     let addr = args.addr.clone().unwrap_or_else(|| config.listen.clone());
-    let response = crate::loopback::get(&addr, "/v1/health", None, Duration::from_secs(5))?;
+    let response = crate::loopback::get(
+        &addr,
+        "/v1/health",
+        args.token.as_deref(),
+        Duration::from_secs(5),
+    )?;
     let body: serde_json::Value = serde_json::from_str(&response.body)
         .map_err(|e| crate::Error::Internal(format!("{addr} did not answer JSON: {e}")))?;
     if response.status != 200 {

@@ -3,7 +3,8 @@
 //! Takes the writer lock, catches the index up, starts the file watcher and
 //! the scheduler (index commits every second, daily backup, nightly
 //! consolidation when `sleep.enabled`), binds `listen` (config, or
-//! `--listen`), prints `listening on http://ADDR` on stdout, and serves. On
+//! `--listen`; beyond loopback only with `allowRemote` and an active token),
+//! prints `listening on http://ADDR` on stdout, and serves. On
 //! SIGINT/SIGTERM it stops accepting, lets in-flight requests finish (every
 //! acknowledged write is already fsync'd in the journal), fsyncs the audit
 //! log, releases the lock and exits 0.
@@ -52,12 +53,41 @@ async fn shutdown_signal() {
     tracing::info!("shutting down: finishing in-flight requests");
 }
 
+/// Refuses a listen address beyond loopback unless `allowRemote` is set and
+/// at least one token is active: an open port without tokens would answer
+/// anyone's health probe and invite token guessing.
+fn check_listen(listen: &str, allow_remote: bool, active_tokens: usize) -> crate::Result<()> {
+    use std::net::ToSocketAddrs;
+    let addrs: Vec<std::net::SocketAddr> = listen
+        .to_socket_addrs()
+        .map_err(|e| crate::Error::invalid(format!("listen address {listen:?} is not valid: {e}")))?
+        .collect();
+    if addrs.iter().all(|a| a.ip().is_loopback()) {
+        return Ok(());
+    }
+    if !allow_remote {
+        return Err(crate::Error::invalid(format!(
+            "listen address {listen} is reachable from other machines; memd serves loopback only \
+             unless config.json sets \"allowRemote\": true (and at least one token is issued). \
+             Use 127.0.0.1:PORT, or set allowRemote"
+        )));
+    }
+    if active_tokens == 0 {
+        return Err(crate::Error::invalid(format!(
+            "listen address {listen} is reachable from other machines but no token is active; \
+             issue one first with `memd token issue --name NAME --preset PRESET`"
+        )));
+    }
+    Ok(())
+}
+
 pub(super) fn run(layout: Layout, config: Config, args: &Args) -> anyhow::Result<()> {
     let listen = args.listen.clone().unwrap_or_else(|| config.listen.clone());
     let active = crate::auth::list(&layout.tokens())?
         .iter()
         .filter(|t| t.revoked_at.is_none())
         .count();
+    check_listen(&listen, config.allow_remote, active)?;
     if active == 0 {
         eprintln!(
             "memd: no active tokens; every route but /v1/health will answer 401. Issue one with \
@@ -112,7 +142,8 @@ pub(super) fn run(layout: Layout, config: Config, args: &Args) -> anyhow::Result
             .with_context(|| format!("cannot listen on {listen}"))?;
         let addr = listener.local_addr()?;
         if !addr.ip().is_loopback() {
-            tracing::warn!(listen.addr = %addr, "listening beyond loopback: anyone who can reach this address can try tokens");
+            // Only with allowRemote and a token (checked above); no Host check then.
+            tracing::warn!(listen.addr = %addr, "listening beyond loopback (allowRemote): anyone who can reach this address can try tokens");
         }
         println!("listening on http://{addr}");
         std::io::stdout().flush()?;
@@ -134,4 +165,22 @@ pub(super) fn run(layout: Layout, config: Config, args: &Args) -> anyhow::Result
     drop(scheduler);
     drop(runtime);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remote_listen_needs_allow_remote_and_a_token() {
+        assert!(check_listen("127.0.0.1:0", false, 0).is_ok());
+        assert!(check_listen("[::1]:0", false, 0).is_ok());
+        let err = check_listen("0.0.0.0:0", false, 3).unwrap_err();
+        assert_eq!(err.code().as_str(), "INVALID_INPUT");
+        assert!(err.to_string().contains("allowRemote"), "{err}");
+        let err = check_listen("0.0.0.0:0", true, 0).unwrap_err();
+        assert!(err.to_string().contains("no token is active"), "{err}");
+        assert!(check_listen("0.0.0.0:0", true, 1).is_ok());
+        assert!(check_listen("not an address", false, 0).is_err());
+    }
 }

@@ -1,7 +1,8 @@
 //! Service routes: health, capabilities, configuration and token management.
 //!
-//! `config-state`, `config`, `tokens` and `tokens/revoke` need the `admin`
-//! scope. `POST /v1/config` changes only whitelisted keys, writes them to
+//! `config-state`, `config`, `tokens`, `tokens/revoke` and `/metrics` need
+//! the `admin` scope; `/v1/health` is open but shows counts, scene names,
+//! component details and jobs only to an admin token. `POST /v1/config` changes only whitelisted keys, writes them to
 //! `config.json` (atomically, keeping the file's other keys) and applies them
 //! to the next request without a restart.
 
@@ -69,10 +70,53 @@ struct Health {
     consolidation: crate::consolidate::Status,
 }
 
-/// `GET /v1/health` (no token): status per component (journal, index,
-/// embedder, disk), counts, pending vectors and scheduled jobs.
-pub async fn health(State(st): State<AppState>) -> Result<Response, ApiError> {
+/// What `/v1/health` shows without an admin token: whether the service is
+/// up, and each component's state. No counts, no scene names, no job errors:
+/// the route is open to anyone who can reach the port.
+#[derive(Serialize)]
+struct PublicHealth {
+    status: &'static str,
+    version: &'static str,
+    uptime_s: u64,
+    writer: bool,
+    components: std::collections::BTreeMap<&'static str, PublicComponent>,
+}
+
+#[derive(Serialize)]
+struct PublicComponent {
+    status: &'static str,
+}
+
+/// `GET /v1/health`: without a token (or with a token lacking `admin`), the
+/// status and each component's state; with an admin token also counts (by
+/// stage, scene, privacy, tier), pending vectors, scheduled jobs and
+/// consolidation. An unknown token is `UNAUTHORIZED`, not a quiet downgrade.
+pub async fn health(
+    State(st): State<AppState>,
+    headers: axum::http::HeaderMap,
+) -> Result<Response, ApiError> {
+    let grant = st.grant(&headers)?;
+    if grant.is_none() && headers.contains_key(axum::http::header::AUTHORIZATION) {
+        return Err(ApiError::unauthorized());
+    }
     let report = st.run(|hub| hub.health()).await?;
+    if !grant.is_some_and(|g| g.has(scope::ADMIN)) {
+        let components = report
+            .components
+            .iter()
+            .map(|(name, c)| (*name, PublicComponent { status: c.status }))
+            .collect();
+        return Ok(reply(
+            &PublicHealth {
+                status: report.status,
+                version: env!("CARGO_PKG_VERSION"),
+                uptime_s: st.started.elapsed().as_secs(),
+                writer: report.writer,
+                components,
+            },
+            AuditNote::default(),
+        ));
+    }
     Ok(reply(
         &Health {
             version: env!("CARGO_PKG_VERSION"),
@@ -84,8 +128,10 @@ pub async fn health(State(st): State<AppState>) -> Result<Response, ApiError> {
     ))
 }
 
-/// `GET /metrics` (any valid token): Prometheus text.
-pub async fn metrics(State(st): State<AppState>, _caller: Caller) -> Result<Response, ApiError> {
+/// `GET /metrics` (admin): Prometheus text. Global counts and per-route
+/// traffic describe every scene, so only admin tokens may scrape them.
+pub async fn metrics(State(st): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
+    admin(&caller)?;
     let stats = st.run(|hub| hub.stats()).await?;
     let text = st.metrics.render(&[
         (

@@ -3,7 +3,9 @@
 //!
 //! Editing tags needs `write` in the memory's scene (what the token may
 //! forget, it may edit). Categories are read with the caller's visibility;
-//! setting one, searching expired memories and restoring one need `*`.
+//! setting one, searching expired memories and restoring one need `*`; the
+//! archive routes also apply the token's privacy scopes inside the query, as
+//! search does (a memory the token may not read is `NOT_FOUND`).
 
 use axum::extract::State;
 use axum::response::Response;
@@ -87,16 +89,18 @@ struct ArchiveReply {
     items: Vec<Memory>,
 }
 
-/// `POST /v1/archive/search` (`*`): expired memories the journal still holds.
+/// `POST /v1/archive/search` (`*` and `read`): expired memories the journal
+/// still holds, within the token's privacy scopes (part of the query).
 pub async fn archive_search(
     State(st): State<AppState>,
     caller: Caller,
     ApiJson(body): ApiJson<ArchiveSearchBody>,
 ) -> Result<Response, ApiError> {
     policy::require(&caller.0, scope::ALL)?;
+    let filter = policy::archive_filter(&caller.0, false, st.now())?;
     let limit = body.limit.unwrap_or(20);
     let items = st
-        .run(move |hub| hub.search_expired(&body.query, limit))
+        .run(move |hub| hub.search_expired(&body.query, limit, &filter))
         .await?;
     let ids: Vec<String> = items.iter().map(|m| m.id.clone()).collect();
     Ok(reply(&ArchiveReply { items }, note(ids)))
@@ -110,14 +114,18 @@ pub struct RestoreBody {
     id: String,
 }
 
-/// `POST /v1/archive/restore` (`*`): brings an expired memory back for another tier lifetime.
+/// `POST /v1/archive/restore` (`*`, `read` and `write`): brings an expired
+/// memory the token may read and write back for another tier lifetime.
 pub async fn archive_restore(
     State(st): State<AppState>,
     caller: Caller,
     ApiJson(body): ApiJson<RestoreBody>,
 ) -> Result<Response, ApiError> {
     policy::require(&caller.0, scope::ALL)?;
-    let m = st.run(move |hub| hub.restore_expired(&body.id)).await?;
+    let filter = policy::archive_filter(&caller.0, true, st.now())?;
+    let m = st
+        .run(move |hub| hub.restore_expired(&body.id, &filter))
+        .await?;
     let id = m.id.clone();
     Ok(reply(&m, note([id])))
 }

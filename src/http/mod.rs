@@ -10,6 +10,13 @@
 //! A middleware authenticates every route but `/v1/health` (Bearer token,
 //! compared by hash in constant time, re-read when `tokens.json` changes) and
 //! writes one audit line per request with the token's name (never its secret).
+//!
+//! [`serve`] runs its own accept loop over hyper so that every connection has
+//! a header-read timeout, which also closes idle keep-alive connections
+//! ([`HEADER_TIMEOUT`]). On a loopback listener every request's `Host` must
+//! name the loopback address and port (`127.0.0.1:PORT`, `localhost:PORT`,
+//! `[::1]:PORT`), else `403 FORBIDDEN`: a web page cannot reach the API by
+//! rebinding its own domain name to 127.0.0.1.
 
 mod admin;
 mod categories;
@@ -336,6 +343,29 @@ async fn authenticate(State(state): State<AppState>, mut req: Request, next: Nex
 /// How long in-flight requests get to finish after shutdown is asked for.
 pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// How long a client may take to send a request's headers, and how long an
+/// idle keep-alive connection stays open waiting for the next request.
+pub const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How the server treats connections.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// See [`SHUTDOWN_GRACE`].
+    pub grace: std::time::Duration,
+    /// See [`HEADER_TIMEOUT`]: a connection that has not sent a whole request
+    /// head within it (a half-sent request, or an idle keep-alive) is closed.
+    pub header_timeout: std::time::Duration,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions {
+            grace: SHUTDOWN_GRACE,
+            header_timeout: HEADER_TIMEOUT,
+        }
+    }
+}
+
 /// Serves `state` on `listener` until `shutdown` completes, then lets
 /// in-flight requests finish (for at most [`SHUTDOWN_GRACE`]) and fsyncs the
 /// audit log. Every acknowledged write is already durable in the journal (it
@@ -356,7 +386,7 @@ pub async fn serve_with(
     extra: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    run(listener, state, extra, shutdown, SHUTDOWN_GRACE).await
+    run(listener, state, extra, shutdown, ServeOptions::default()).await
 }
 
 /// [`serve`] with a chosen grace period (tests use a short one).
@@ -366,7 +396,63 @@ pub async fn serve_with_grace(
     shutdown: impl Future<Output = ()> + Send + 'static,
     grace: std::time::Duration,
 ) -> std::io::Result<()> {
-    run(listener, state, Router::new(), shutdown, grace).await
+    let options = ServeOptions {
+        grace,
+        ..ServeOptions::default()
+    };
+    run(listener, state, Router::new(), shutdown, options).await
+}
+
+/// [`serve`] with chosen [`ServeOptions`] (tests use short timeouts).
+pub async fn serve_with_options(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    options: ServeOptions,
+) -> std::io::Result<()> {
+    run(listener, state, Router::new(), shutdown, options).await
+}
+
+/// The `Host` values a loopback listener on `local` answers to: the address
+/// itself, `127.0.0.1`, `localhost` and `[::1]`, each with the port (and
+/// without it on port 80). Anything else is a browser that was pointed at
+/// this port under another name (DNS rebinding), and gets `FORBIDDEN`.
+fn loopback_hosts(local: std::net::SocketAddr) -> Vec<String> {
+    let port = local.port();
+    let ip = match local.ip() {
+        std::net::IpAddr::V6(v6) => format!("[{v6}]"),
+        std::net::IpAddr::V4(v4) => v4.to_string(),
+    };
+    let mut names = vec![ip, "127.0.0.1".into(), "localhost".into(), "[::1]".into()];
+    names.dedup();
+    let mut out: Vec<String> = names.iter().map(|n| format!("{n}:{port}")).collect();
+    if port == 80 {
+        out.extend(names);
+    }
+    out
+}
+
+/// Refuses requests whose `Host` (or HTTP/2 authority) is not one of `allowed`.
+async fn check_host(allowed: Arc<Vec<String>>, req: Request, next: Next) -> Response {
+    let host = req
+        .uri()
+        .authority()
+        .map(|a| a.as_str().to_string())
+        .or_else(|| {
+            req.headers()
+                .get(axum::http::header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .map(str::to_string)
+        });
+    match host {
+        Some(h) if allowed.iter().any(|a| a.eq_ignore_ascii_case(h.trim())) => next.run(req).await,
+        Some(h) => ApiError::forbidden(format!(
+            "Host {h:?} is not this server's loopback address; use http://{}",
+            allowed.first().map_or("127.0.0.1", String::as_str)
+        ))
+        .into_response(),
+        None => ApiError::forbidden("a Host header is required").into_response(),
+    }
 }
 
 async fn run(
@@ -374,29 +460,72 @@ async fn run(
     state: AppState,
     extra: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
-    grace: std::time::Duration,
+    options: ServeOptions,
 ) -> std::io::Result<()> {
+    use hyper_util::rt::{TokioIo, TokioTimer};
     let audit = state.audit.clone();
-    let (asked, mut asked_rx) = tokio::sync::watch::channel(false);
-    let server =
-        axum::serve(listener, extra.merge(router(state))).with_graceful_shutdown(async move {
-            shutdown.await;
-            let _ = asked.send(true);
+    let local = listener.local_addr()?;
+    let mut app = extra.merge(router(state));
+    if local.ip().is_loopback() {
+        let allowed = Arc::new(loopback_hosts(local));
+        app = app.layer(middleware::from_fn(move |req: Request, next: Next| {
+            check_host(allowed.clone(), req, next)
+        }));
+    }
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(options.header_timeout)
+        .keep_alive(true);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let shutdown = shutdown;
+    tokio::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _peer)) => stream,
+                Err(e) => {
+                    // Out of file descriptors and the like: wait instead of spinning.
+                    tracing::warn!(error = %e, "cannot accept a connection");
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let app = app.clone();
+        let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+            tower::ServiceExt::oneshot(app.clone(), req.map(axum::body::Body::new))
         });
-    let deadline = async move {
-        // Waits for the shutdown request, then for the grace period.
-        if asked_rx.wait_for(|v| *v).await.is_ok() {
-            tokio::time::sleep(grace).await;
-        } else {
-            std::future::pending::<()>().await;
-        }
-    };
+        let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            // Timeouts and clients that hang up end here; nothing to report.
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, "connection closed with an error");
+            }
+        });
+    }
+    drop(listener);
     tokio::select! {
-        served = server => served?,
-        () = deadline => {
-            tracing::warn!(grace_ms = grace.as_millis(), "requests still running after the grace period; stopping anyway");
+        () = graceful.shutdown() => {}
+        () = tokio::time::sleep(options.grace) => {
+            tracing::warn!(grace_ms = options.grace.as_millis(), "requests still running after the grace period; stopping anyway");
         }
     }
     audit.sync();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_hosts_name_the_port() {
+        let v4 = loopback_hosts("127.0.0.1:8787".parse().unwrap());
+        assert_eq!(v4, ["127.0.0.1:8787", "localhost:8787", "[::1]:8787"]);
+        let v6 = loopback_hosts("[::1]:80".parse().unwrap());
+        assert!(v6.contains(&"[::1]:80".to_string()) && v6.contains(&"localhost".to_string()));
+        let other = loopback_hosts("127.0.0.2:9".parse().unwrap());
+        assert_eq!(other[0], "127.0.0.2:9");
+    }
 }

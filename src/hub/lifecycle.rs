@@ -249,6 +249,11 @@ impl Hub {
             .collect();
         tags.extend(add);
         fact.tags = parse_tags(&tags)?;
+        if fact.privacy != crate::model::Privacy::Secret
+            && let Some((_, what)) = crate::policy::detect_credential_in("", None, &fact.tags)
+        {
+            return Err(crate::policy::credential_refusal("tags", what));
+        }
         if let Some(i) = req.importance {
             if !i.is_finite() || !(0.0..=1.0).contains(&i) {
                 return Err(Error::invalid("importance must be between 0 and 1"));
@@ -258,11 +263,12 @@ impl Hub {
         self.rewrite(fact)
     }
 
-    /// Brings an expired fact back into the index: a new `put` line with its
-    /// expiry moved to now + its tier's days (short-term: + `ingest.ttlHours`).
-    pub fn restore_expired(&self, id: &str) -> Result<Memory> {
+    /// Brings an expired fact visible under `filter` back into the index: a
+    /// new `put` line with its expiry moved to now + its tier's days
+    /// (short-term: + `ingest.ttlHours`).
+    pub fn restore_expired(&self, id: &str, filter: &Filter) -> Result<Memory> {
         let now = self.now();
-        let mut fact = self.current_fact(id, &Filter::all())?;
+        let mut fact = self.current_fact(id, filter)?;
         if fact.expires_at.is_none_or(|e| e > now) {
             return Err(Error::invalid(format!("{id} has not expired")));
         }
@@ -274,19 +280,25 @@ impl Hub {
             (Stage::Long, None) => None,
         };
         self.rewrite(fact)?;
-        self.get(id, &Filter::all())
+        self.get(id, filter)
     }
 
     /// Expired facts (journal still holds them) whose text or title contains
-    /// `query`, newest first: what `restore_expired` can bring back.
-    pub fn search_expired(&self, query: &str, limit: usize) -> Result<Vec<Memory>> {
+    /// `query`, newest first, visible under `filter` (inside the query): what
+    /// `restore_expired` can bring back.
+    pub fn search_expired(
+        &self,
+        query: &str,
+        limit: usize,
+        filter: &Filter,
+    ) -> Result<Vec<Memory>> {
         let now = self.now();
         let q = query.trim();
         if q.is_empty() {
             return Err(Error::invalid("query must not be empty"));
         }
         self.index.meta.with_reader(|c| {
-            crate::index::lifecycle::expired_matching(c, q, now, limit.clamp(1, 100))
+            crate::index::lifecycle::expired_matching(c, q, now, limit.clamp(1, 100), filter)
         })
     }
 }

@@ -430,11 +430,12 @@ impl Hub {
         if text.is_empty() {
             return Err(Error::invalid("text must not be empty"));
         }
-        if let Some(what) = policy::detect_credential(&text) {
-            return Err(Error::invalid(format!(
-                "content appears to contain {what}; memories are kept in an append-only journal, \
-                 so credentials are refused. Remove the secret and write again"
-            )));
+        // A secret memory may hold a credential on purpose (needs secret:write).
+        if req.privacy != Privacy::Secret
+            && let Some((field, what)) =
+                policy::detect_credential_in(&text, req.title.as_deref(), &req.tags)
+        {
+            return Err(policy::credential_refusal(field, what));
         }
         if text.len() > MAX_TEXT_BYTES {
             return Err(Error::invalid(format!(
@@ -585,10 +586,14 @@ impl Hub {
         match record {
             Record::Put { fact, .. } => {
                 fact.validate(&self.pins())?;
-                if let Some(what) = policy::detect_credential(&fact.text) {
+                if fact.privacy != Privacy::Secret
+                    && let Some((field, what)) =
+                        policy::detect_credential_in(&fact.text, fact.title.as_deref(), &fact.tags)
+                {
                     return Err(Error::invalid(format!(
-                        "{}: content appears to contain {what}; credentials are refused",
-                        fact.id
+                        "{}: {}",
+                        fact.id,
+                        policy::credential_refusal(field, what)
                     )));
                 }
                 Ok(!written_in_batch.contains(&fact.id)

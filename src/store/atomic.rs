@@ -9,7 +9,8 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     use std::io::Write;
     let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
     {
-        let mut f = std::fs::File::create(&tmp).ctx("cannot create", &tmp)?;
+        // Tokens, config and members are private whatever the umask.
+        let mut f = crate::config::create_private(&tmp).ctx("cannot create", &tmp)?;
         f.write_all(bytes).ctx("cannot write", &tmp)?;
         f.sync_all().ctx("cannot fsync", &tmp)?;
     }

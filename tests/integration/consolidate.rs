@@ -575,16 +575,16 @@ async fn api_lists_runs_and_reports_for_admins_only_and_health_shows_the_job() {
     assert!(dry["written"].as_array().unwrap().is_empty());
     let again = api.ok("/v1/consolidation/run", &root, json!({})).await;
     assert_eq!(again["written"].as_array().unwrap().len(), 1);
-    let (_, health) = api.get("/v1/health", None).await;
+    let (_, health) = api.get("/v1/health", Some(&root)).await;
     assert_eq!(health["consolidation"]["enabled"], false, "{health}");
     assert_eq!(health["consolidation"]["failures"], 0);
 }
 
-fn get_json(addr: &str, path: &str) -> serde_json::Value {
+fn get_json(addr: &str, path: &str, token: &str) -> serde_json::Value {
     let mut stream = std::net::TcpStream::connect(addr).unwrap();
     write!(
         stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
     )
     .unwrap();
     let mut raw = String::new();
@@ -612,6 +612,16 @@ fn serve_runs_the_enabled_sleep_job_and_health_reports_it() {
             .to_string(),
     )
     .unwrap();
+    // Counts, jobs and consolidation are shown to admin tokens only.
+    let (_, admin) = memory_hub::auth::issue(
+        &root.layout().tokens(),
+        &memory_hub::auth::IssueRequest {
+            name: "root".into(),
+            preset: Some("dsh-desktop".into()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_memd"))
         .args(["serve", "--listen", "127.0.0.1:0"])
         .env("MEMD_ROOT", root.path())
@@ -623,7 +633,7 @@ fn serve_runs_the_enabled_sleep_job_and_health_reports_it() {
     let addr = crate::support::serve_addr(&mut child);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let health = loop {
-        let health = get_json(&addr, "/v1/health");
+        let health = get_json(&addr, "/v1/health", &admin);
         if health["consolidation"]["result"] == "ok" || std::time::Instant::now() > deadline {
             break health;
         }

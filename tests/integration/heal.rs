@@ -313,7 +313,7 @@ fn serve_starts_on_a_damaged_index_and_answers_search() {
             .expect("start memd serve");
         let addr = crate::support::serve_addr(&mut child);
         let (status, body) = crate::serve::call(&addr, "POST", "/v1/search", Some(&secret), &query);
-        let (_, health) = crate::serve::call(&addr, "GET", "/v1/health", None, &json!({}));
+        let (_, health) = crate::serve::call(&addr, "GET", "/v1/health", Some(&secret), &json!({}));
         child.kill().unwrap();
         child.wait().unwrap();
         assert_eq!(status, 200, "{body}");

@@ -572,8 +572,10 @@ async fn metrics_count_requests_and_the_rate_limit_is_per_token() {
     assert_eq!(status, 429, "{v}");
     assert_eq!(v["error"]["code"], "RATE_LIMITED");
     assert_eq!(v["error"]["retryable"], true);
-    // Another token has its own allowance.
-    let (status, text) = api.raw_text("GET", "/metrics", Some(&pet)).await;
+    // Global counts are for admins only; another admin token has its own allowance.
+    assert_eq!(api.raw_text("GET", "/metrics", Some(&pet)).await.0, 403);
+    let ops = api.token("ops", "dsh-desktop");
+    let (status, text) = api.raw_text("GET", "/metrics", Some(&ops)).await;
     assert_eq!(status, 200);
     assert!(
         text.contains("memd_http_requests_total{route=\"POST /v1/search\",status=\"200\"} 2"),

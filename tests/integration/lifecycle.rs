@@ -276,10 +276,10 @@ fn promotion_and_sliding_expiry_survive_reindex() {
     );
 
     // The expired memory can be found in the archive and restored.
-    let expired = hub.search_expired("apple", 10).unwrap();
+    let expired = hub.search_expired("apple", 10, &Filter::all()).unwrap();
     assert_eq!(expired.len(), 1);
     assert_eq!(expired[0].id, cold);
-    hub.restore_expired(&cold).unwrap();
+    hub.restore_expired(&cold, &Filter::all()).unwrap();
     assert_eq!(
         find(&hub, "apple pie", clock.now()),
         std::slice::from_ref(&cold)
@@ -539,7 +539,7 @@ mod http {
             .await;
         assert_eq!(status, 403);
 
-        let (status, health) = api.get("/v1/health", None).await;
+        let (status, health) = api.get("/v1/health", Some(&root)).await;
         assert_eq!(status, 200);
         assert_eq!(health["tiers"]["over_capacity"], false);
         assert_eq!(health["tiers"]["tiers"][2]["tier"], "t2");

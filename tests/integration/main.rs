@@ -9,6 +9,7 @@ mod crash;
 mod diskfull;
 mod doctor;
 mod documents;
+mod hardening;
 mod heal;
 mod http_api;
 mod http_privacy;

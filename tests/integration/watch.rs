@@ -58,8 +58,19 @@ fn edits_and_foreign_appends_reach_the_running_index() {
     let root = TempRoot::new();
     let (_server, addr) = serve(&root);
 
-    // `memd health` asks the running daemon.
-    let health = root.memd_json(&["health", "--addr", &addr]);
+    // `memd health` asks the running daemon; counts need an admin token.
+    let (_, admin) = memory_hub::auth::issue(
+        &root.layout().tokens(),
+        &memory_hub::auth::IssueRequest {
+            name: "root".into(),
+            preset: Some("dsh-desktop".into()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let public = root.memd_json(&["health", "--addr", &addr]);
+    assert!(public.get("pending_vectors").is_none(), "{public}");
+    let health = root.memd_json(&["health", "--addr", &addr, "--token", &admin]);
     assert_eq!(health["writer"], true);
     for c in ["journal", "index", "embedder", "disk"] {
         assert!(
@@ -168,7 +179,7 @@ fn an_alias_bomb_never_stalls_the_server() {
         .as_str()
         .unwrap()
         .to_string();
-    let health = root.memd_json(&["health", "--addr", &addr]);
+    let health = root.memd_json(&["health", "--addr", &addr, "--token", &token]);
     assert_eq!(
         health["components"]["documents"]["status"], "degraded",
         "{health}"

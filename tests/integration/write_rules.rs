@@ -437,8 +437,11 @@ fn opting_into_tier_expiry_restores_it_and_short_term_chat_still_expires() {
         hub.get(&id, &visible(clock.now())).unwrap_err().code(),
         ErrorCode::NotFound
     );
-    assert_eq!(hub.search_expired("apple", 5).unwrap()[0].id, id);
-    hub.restore_expired(&id).unwrap();
+    assert_eq!(
+        hub.search_expired("apple", 5, &Filter::all()).unwrap()[0].id,
+        id
+    );
+    hub.restore_expired(&id, &Filter::all()).unwrap();
     hub.get(&id, &visible(clock.now())).unwrap();
     drop(hub);
 
@@ -473,8 +476,11 @@ fn opting_into_tier_expiry_restores_it_and_short_term_chat_still_expires() {
         hub.get(&chat, &visible(clock.now())).unwrap_err().code(),
         ErrorCode::NotFound
     );
-    assert_eq!(hub.search_expired("hotpot", 5).unwrap()[0].id, chat);
-    hub.restore_expired(&chat).unwrap();
+    assert_eq!(
+        hub.search_expired("hotpot", 5, &Filter::all()).unwrap()[0].id,
+        chat
+    );
+    hub.restore_expired(&chat, &Filter::all()).unwrap();
     hub.get(&chat, &visible(clock.now())).unwrap();
 }
 
