@@ -52,7 +52,7 @@ pub(super) fn run(
             if cli.json {
                 return super::print_json(&serde_json::json!({ "path": path, "manifest": m }));
             }
-            println!(
+            outln!(
                 "{}\n  {} files ({} journal files, {} journal lines, {} documents)",
                 path.display(),
                 m.files.len(),
@@ -71,10 +71,10 @@ pub(super) fn run(
                 return super::print_json(&items);
             }
             if found.is_empty() {
-                println!("no backups");
+                outln!("no backups");
             }
             for (path, m) in found {
-                println!(
+                outln!(
                     "{}  {}  {} files, {} journal lines",
                     m.created.format("%Y-%m-%d %H:%M:%S"),
                     path.display(),
@@ -88,7 +88,7 @@ pub(super) fn run(
             if cli.json {
                 return super::print_json(&serde_json::json!({ "ok": true, "manifest": m }));
             }
-            println!("ok: {} files match their checksums", m.files.len());
+            outln!("ok: {} files match their checksums", m.files.len());
         }
         Action::Restore { archive } => {
             let m = backup::restore(&layout, archive)?;
@@ -110,7 +110,7 @@ pub(super) fn run(
                     "memories": memories,
                 }));
             }
-            println!(
+            outln!(
                 "restored {} files from {}; reindexed {} records, {memories} memories searchable",
                 m.files.len(),
                 archive.display(),
