@@ -15,6 +15,7 @@ mod hub;
 mod lifecycle;
 mod mcp;
 mod openapi;
+mod prop;
 mod reindex;
 mod semantic;
 mod serve;
