@@ -25,12 +25,15 @@ const DEBOUNCE: Duration = Duration::from_millis(300);
 pub struct WatchHandle {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
-    _watcher: notify::RecommendedWatcher,
+    watcher: Option<notify::RecommendedWatcher>,
 }
 
 impl Drop for WatchHandle {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
+        // Closing the watcher closes the event channel, which wakes the
+        // thread from its wait at once.
+        drop(self.watcher.take());
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -129,7 +132,7 @@ pub fn spawn(hub: Arc<Hub>) -> Result<WatchHandle> {
     Ok(WatchHandle {
         stop,
         thread: Some(thread),
-        _watcher: watcher,
+        watcher: Some(watcher),
     })
 }
 
@@ -168,7 +171,7 @@ pub fn spawn_config(root: &Path, on_change: impl Fn() + Send + 'static) -> Resul
     Ok(WatchHandle {
         stop,
         thread: Some(thread),
-        _watcher: watcher,
+        watcher: Some(watcher),
     })
 }
 

@@ -5,7 +5,7 @@
 //! current directory. `--json` makes a command print exactly one JSON document
 //! on stdout, errors included (`{"error":{code,message,retryable}}`).
 //!
-//! Every line goes through [`outln!`]: a reader that goes away early
+//! Every line goes through `outln!`: a reader that goes away early
 //! (`memd stats | head -1`) ends the command quietly with exit code 141, the
 //! shell's code for a broken pipe, instead of a panic.
 
@@ -182,7 +182,7 @@ pub struct StdoutClosed;
 /// killed by the signal.
 const EXIT_STDOUT_CLOSED: u8 = 141;
 
-/// Writes one line to stdout (see [`outln!`]).
+/// Writes one line to stdout (see `outln!`).
 pub(crate) fn write_line(args: std::fmt::Arguments<'_>) -> anyhow::Result<()> {
     use std::io::Write;
     let mut out = std::io::stdout().lock();

@@ -91,12 +91,12 @@ fn op() -> impl Strategy<Value = Op> {
     let pick = any::<usize>();
     prop_oneof![
         6 => (0..SCENES.len(), 0..KINDS.len()).prop_map(|(scene, kind)| Op::Write { scene, kind }),
-        3 => (pick.clone(), any::<bool>()).prop_map(|(pick, other_scene)| Op::Repeat { pick, other_scene }),
+        3 => (pick, any::<bool>()).prop_map(|(pick, other_scene)| Op::Repeat { pick, other_scene }),
         2 => (0..KEYS.len()).prop_map(|key| Op::WriteKeyed { key }),
-        3 => pick.clone().prop_map(|pick| Op::Forget { pick }),
+        3 => pick.prop_map(|pick| Op::Forget { pick }),
         1 => Just(Op::ForgetUnknown),
-        3 => pick.clone().prop_map(|pick| Op::Supersede { pick }),
-        2 => (0..3usize, proptest::option::of(pick.clone()), proptest::option::of(pick.clone()), proptest::option::of(pick.clone()))
+        3 => pick.prop_map(|pick| Op::Supersede { pick }),
+        2 => (0..3usize, proptest::option::of(pick), proptest::option::of(pick), proptest::option::of(pick))
             .prop_map(|(fresh, repeat, known, forget)| Op::Import { fresh, repeat, known, forget }),
         1 => Just(Op::Reopen),
         1 => Just(Op::Reindex),
