@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -218,12 +219,15 @@ pub fn state_path(hub: &Hub) -> PathBuf {
 /// A running scheduler; stops when dropped.
 pub struct SchedulerHandle {
     stop: Arc<AtomicBool>,
+    /// Dropping it wakes the runner from its wait between rounds.
+    wake: Option<mpsc::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Drop for SchedulerHandle {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
+        drop(self.wake.take());
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -235,14 +239,25 @@ const EMBED_GROUP: usize = 16;
 
 /// Starts the runner: every second it commits pending index changes and
 /// embeds memories that lack a vector; every 30 seconds it runs due jobs.
+///
+/// Dropping the handle stops it at once: the wait between rounds ends, a
+/// backlog being embedded stops after its current group, and the first load
+/// of the model happens on a thread of its own that nobody waits for.
 pub fn spawn(hub: Arc<Hub>, jobs: Vec<Job>) -> Result<SchedulerHandle> {
+    spawn_every(hub, jobs, Duration::from_secs(1))
+}
+
+/// [`spawn`] with the time between rounds (tests use a long one).
+pub fn spawn_every(hub: Arc<Hub>, jobs: Vec<Job>, round: Duration) -> Result<SchedulerHandle> {
     let stop = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&stop);
+    let (wake, woken) = mpsc::channel::<()>();
     let path = state_path(&hub);
     let thread = std::thread::Builder::new()
         .name("memd-scheduler".into())
         .spawn(move || {
             let mut seconds = 0u64;
+            let mut load_started = false;
             while !flag.load(Ordering::SeqCst) {
                 if let Err(e) = hub.flush() {
                     tracing::warn!(error = %e, "index commit failed");
@@ -251,21 +266,35 @@ pub fn spawn(hub: Arc<Hub>, jobs: Vec<Job>) -> Result<SchedulerHandle> {
                 if let Err(e) = hub.flush_accesses(false) {
                     tracing::warn!(error = %e, "journaling accesses failed; this window is not counted");
                 }
-                // Embed the backlog in small groups so writes never wait long
-                // for the writer.
-                while !flag.load(Ordering::SeqCst)
-                    && hub.embed_pending(EMBED_GROUP) >= EMBED_GROUP as u64
-                {}
+                if hub.embedder_load_pending() {
+                    // The first load takes seconds; a stop must not wait for it.
+                    if !load_started {
+                        load_started = true;
+                        if let Err(e) = hub.load_embedder_in_background() {
+                            tracing::warn!(error = %e, "memories stay without vectors");
+                        }
+                    }
+                } else {
+                    // Embed the backlog in small groups so writes never wait
+                    // long for the writer.
+                    while !flag.load(Ordering::SeqCst)
+                        && hub.embed_pending(EMBED_GROUP) >= EMBED_GROUP as u64
+                    {}
+                }
                 if seconds.is_multiple_of(30) {
                     tick(&hub, &jobs, &path, Utc::now());
                 }
                 seconds += 1;
-                std::thread::sleep(Duration::from_secs(1));
+                match woken.recv_timeout(round) {
+                    Err(mpsc::RecvTimeoutError::Timeout) => {}
+                    Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                }
             }
         })
         .map_err(|e| Error::Internal(format!("cannot start the scheduler thread: {e}")))?;
     Ok(SchedulerHandle {
         stop,
+        wake: Some(wake),
         thread: Some(thread),
     })
 }
@@ -442,5 +471,27 @@ mod tests {
         let states = load_states(&path);
         assert_eq!(states["test"].failures, 0);
         assert_eq!(states["test"].last_result.as_deref(), Some("ok"));
+    }
+
+    /// Regression (slow `memd serve` shutdown): dropping the handle wakes the
+    /// runner instead of waiting out its round. With an hour-long round, only
+    /// the wake-up can make the drop return within the bound below.
+    #[test]
+    fn dropping_the_handle_wakes_the_runner() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = crate::config::Layout::new(dir.path());
+        let hub = Arc::new(Hub::open(layout, Default::default(), crate::hub::Mode::Write).unwrap());
+        let handle = spawn_every(Arc::clone(&hub), Vec::new(), Duration::from_secs(3600)).unwrap();
+        let (done, stopped) = mpsc::channel();
+        std::thread::spawn(move || {
+            drop(handle);
+            let _ = done.send(());
+        });
+        assert!(
+            stopped.recv_timeout(Duration::from_secs(120)).is_ok(),
+            "the scheduler did not stop when its handle was dropped"
+        );
+        // The runner let go of the hub: this is the last handle.
+        assert_eq!(Arc::strong_count(&hub), 1);
     }
 }

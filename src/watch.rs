@@ -34,7 +34,7 @@ pub struct WatchHandle {
     stop: Arc<AtomicBool>,
     counts: Arc<Counters>,
     thread: Option<JoinHandle<()>>,
-    _watcher: notify::RecommendedWatcher,
+    watcher: Option<notify::RecommendedWatcher>,
 }
 
 /// What a watcher has done since it started.
@@ -87,6 +87,9 @@ fn changes_content(kind: &EventKind) -> bool {
 impl Drop for WatchHandle {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
+        // Closing the watcher closes the event channel, which wakes the
+        // thread from its wait at once.
+        drop(self.watcher.take());
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -205,7 +208,7 @@ pub fn spawn(hub: Arc<Hub>) -> Result<WatchHandle> {
         stop,
         counts,
         thread: Some(thread),
-        _watcher: watcher,
+        watcher: Some(watcher),
     })
 }
 
@@ -251,7 +254,7 @@ pub fn spawn_config(root: &Path, on_change: impl Fn() + Send + 'static) -> Resul
         stop,
         counts,
         thread: Some(thread),
-        _watcher: watcher,
+        watcher: Some(watcher),
     })
 }
 

@@ -40,10 +40,10 @@ pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()>
                 return super::print_json(&serde_json::json!({ "archived": months }));
             }
             if months.is_empty() {
-                println!("nothing to archive");
+                outln!("nothing to archive");
             }
             for m in months {
-                println!("archived {} ({} lines)", m.month, m.lines);
+                outln!("archived {} ({} lines)", m.month, m.lines);
             }
             Ok(())
         }
@@ -54,7 +54,7 @@ pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()>
             }
             for m in items {
                 let expired = m.expires_at.map(|t| t.to_rfc3339()).unwrap_or_default();
-                println!(
+                outln!(
                     "{}  expired {expired}  {}",
                     m.id,
                     crate::hub::one_line(&m.text, 80)
@@ -71,7 +71,7 @@ pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()>
                 || "never expires".to_string(),
                 |t| format!("until {}", t.to_rfc3339()),
             );
-            println!("restored {} ({until})", m.id);
+            outln!("restored {} ({until})", m.id);
             Ok(())
         }
     }

@@ -65,7 +65,7 @@ pub(super) fn run(
             if cli.json {
                 return super::print_json(&serde_json::json!({ "path": path, "manifest": m }));
             }
-            println!(
+            outln!(
                 "{}\n  {} files ({} journal files, {} journal lines, {} documents)",
                 path.display(),
                 m.files.len(),
@@ -84,10 +84,10 @@ pub(super) fn run(
                 return super::print_json(&items);
             }
             if found.is_empty() {
-                println!("no backups");
+                outln!("no backups");
             }
             for (path, m) in found {
-                println!(
+                outln!(
                     "{}  {}  {} files, {} journal lines",
                     m.created.format("%Y-%m-%d %H:%M:%S"),
                     path.display(),
@@ -105,7 +105,7 @@ pub(super) fn run(
                     "manifest": c.manifest,
                 }));
             }
-            println!(
+            outln!(
                 "ok: {} files match their checksums; {}",
                 c.manifest.files.len(),
                 c.origin.describe()
@@ -126,7 +126,9 @@ pub(super) fn run(
             let json = cli.json;
             let (m, plan) = backup::restore(&layout, archive, &opts, &mut |plan| {
                 if !json {
-                    print_plan(plan);
+                    // The restore goes on whatever happens to stdout; a closed
+                    // pipe ends the command at its next line of output.
+                    let _ = print_plan(plan);
                 }
             })?;
             let config = Config::load(&layout)?;
@@ -149,7 +151,7 @@ pub(super) fn run(
                     "memories": memories,
                 }));
             }
-            println!(
+            outln!(
                 "restored {} of {} files from {}; reindexed {} records, {memories} memories searchable",
                 plan.added.len() + plan.extended.len(),
                 m.files.len(),
@@ -162,16 +164,16 @@ pub(super) fn run(
 }
 
 /// Prints what a restore is about to do, before it does it.
-fn print_plan(plan: &backup::RestorePlan) {
-    println!("archive: {}", plan.origin.describe());
-    println!(
+fn print_plan(plan: &backup::RestorePlan) -> anyhow::Result<()> {
+    outln!("archive: {}", plan.origin.describe());
+    outln!(
         "memories: {} added, {} journal files extended, {} unchanged",
         plan.added.len(),
         plan.extended.len(),
         plan.unchanged
     );
     if let Some(tokens) = &plan.tokens {
-        println!(
+        outln!(
             "tokens.json will be replaced ({} token changes):",
             tokens.len()
         );
@@ -181,7 +183,7 @@ fn print_plan(plan: &backup::RestorePlan) {
             } else {
                 format!(" [{}]", t.fields.join(", "))
             };
-            println!(
+            outln!(
                 "  {} {}: scopes {} scenes {}{fields}",
                 t.change,
                 t.name,
@@ -191,15 +193,16 @@ fn print_plan(plan: &backup::RestorePlan) {
         }
     }
     if let Some(config) = &plan.config {
-        println!(
+        outln!(
             "config.json will be replaced ({} keys change):",
             config.len()
         );
         for c in config {
-            println!("  {}: {} -> {}", c.key, c.before, c.after);
+            outln!("  {}: {} -> {}", c.key, c.before, c.after);
         }
     }
     for note in &plan.not_restored {
-        println!("not restored: {note}");
+        outln!("not restored: {note}");
     }
+    Ok(())
 }

@@ -45,17 +45,16 @@ pub(super) fn run(cli: &super::Cli, hub: Hub, config: &Config, args: &Args) -> a
     if cli.json {
         return super::print_json(&report);
     }
-    print_report(&report);
-    Ok(())
+    print_report(&report)
 }
 
-fn print_report(r: &RunReport) {
+fn print_report(r: &RunReport) -> anyhow::Result<()> {
     let verb = if r.dry_run {
         "would promote"
     } else {
         "promoted"
     };
-    println!(
+    outln!(
         "{} {} ({} .. {}){}",
         if r.dry_run { "dry run" } else { "run" },
         r.run,
@@ -64,7 +63,7 @@ fn print_report(r: &RunReport) {
         if r.dry_run { ": nothing changed" } else { "" }
     );
     for p in &r.promoted {
-        println!(
+        outln!(
             "  {verb} {} -> {} [{}] ({}): {}",
             p.from,
             p.id.as_deref().unwrap_or("(new)"),
@@ -74,26 +73,26 @@ fn print_report(r: &RunReport) {
         );
     }
     for f in &r.folded {
-        println!("  fold {} into {}", f.ids.join(", "), f.into);
+        outln!("  fold {} into {}", f.ids.join(", "), f.into);
     }
     for op in &r.accepted {
-        println!("  model: {op}");
+        outln!("  model: {op}");
     }
     for x in &r.rejected {
-        println!("  rejected {}: {}", x.operation, x.reason);
+        outln!("  rejected {}: {}", x.operation, x.reason);
     }
     for s in &r.skipped {
-        println!("  skipped {}: {}", s.id, s.reason);
+        outln!("  skipped {}: {}", s.id, s.reason);
     }
     for s in &r.stale {
-        println!(
+        outln!(
             "  stale {} (last touched {}, importance {:.2})",
             s.id,
             s.last_touched.date_naive(),
             s.importance
         );
     }
-    println!(
+    outln!(
         "{} promoted, {} folded, {} left to expire, {} written, {} forgotten, {} rejected, {} stale",
         r.promoted.len(),
         r.folded.len(),
@@ -104,6 +103,7 @@ fn print_report(r: &RunReport) {
         r.stale.len()
     );
     if let Some(e) = &r.model_error {
-        println!("model pass failed: {e}");
+        outln!("model pass failed: {e}");
     }
+    Ok(())
 }

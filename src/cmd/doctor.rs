@@ -22,12 +22,12 @@ pub(super) fn run(cli: &super::Cli, layout: Layout, args: &Args) -> anyhow::Resu
                 Status::Warn => "WARN",
                 Status::Fail => "FAIL",
             };
-            println!("{mark} {:<12} {}", c.name, c.detail);
+            outln!("{mark} {:<12} {}", c.name, c.detail);
             if let Some(h) = &c.hint {
-                println!("     {:<12} → {h}", "");
+                outln!("     {:<12} → {h}", "");
             }
         }
-        println!("{}", if report.ready { "ready" } else { "NOT ready" });
+        outln!("{}", if report.ready { "ready" } else { "NOT ready" });
     }
     if report.ready {
         Ok(())

@@ -41,7 +41,7 @@ pub(super) fn run(cli: &super::Cli, config: Config, args: &Args) -> anyhow::Resu
     if cli.json {
         return super::print_json(&reports);
     }
-    println!(
+    outln!(
         "{:<16} {:<9} {:>6} {:>7} {:>9} {:>10} {:>7} {:>8} {:>8} {:>8}",
         "dataset",
         "mode",
@@ -60,7 +60,7 @@ pub(super) fn run(cli: &super::Cli, config: Config, args: &Args) -> anyhow::Resu
         } else {
             format!("{}→{}", r.mode, r.ran)
         };
-        println!(
+        outln!(
             "{:<16} {:<9} {:>6} {:>7} {:>9.3} {:>10.3} {:>7.3} {:>8.1} {:>8.1} {:>8}",
             r.dataset,
             mode,

@@ -33,6 +33,6 @@ pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()>
     if cli.json {
         return super::print_json(&serde_json::json!({ "facts": n, "out": args.out }));
     }
-    println!("exported {n} facts to {}", args.out.display());
+    outln!("exported {n} facts to {}", args.out.display());
     Ok(())
 }

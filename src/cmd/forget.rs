@@ -18,7 +18,7 @@ pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()>
     if cli.json {
         super::print_json(&serde_json::json!({ "id": args.id, "forgotten": true }))
     } else {
-        println!("forgot {}", args.id);
+        outln!("forgot {}", args.id);
         Ok(())
     }
 }

@@ -15,22 +15,24 @@ pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()>
     if cli.json {
         return super::print_json(&memory);
     }
-    println!("id:       {}", memory.id);
+    outln!("id:       {}", memory.id);
     if let Some(t) = &memory.title {
-        println!("title:    {t}");
+        outln!("title:    {t}");
     }
-    println!("scene:    {}", memory.scene);
-    println!(
+    outln!("scene:    {}", memory.scene);
+    outln!(
         "kind:     {}  stage: {}  privacy: {}",
-        memory.kind, memory.stage, memory.privacy
+        memory.kind,
+        memory.stage,
+        memory.privacy
     );
-    println!("time:     {}", memory.ts.to_rfc3339());
+    outln!("time:     {}", memory.ts.to_rfc3339());
     if !memory.tags.is_empty() {
-        println!("tags:     {}", memory.tags.join(", "));
+        outln!("tags:     {}", memory.tags.join(", "));
     }
     if let Some(p) = &memory.path {
-        println!("path:     memories/{p}");
+        outln!("path:     memories/{p}");
     }
-    println!("\n{}", memory.text);
+    outln!("\n{}", memory.text);
     Ok(())
 }

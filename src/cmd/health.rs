@@ -36,6 +36,6 @@ pub(super) fn run(cli: &super::Cli, config: &Config, args: &Args) -> anyhow::Res
     if cli.json {
         return super::print_json(&body);
     }
-    println!("{}", serde_json::to_string_pretty(&body)?);
+    outln!("{}", serde_json::to_string_pretty(&body)?);
     Ok(())
 }

@@ -47,12 +47,14 @@ pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()>
     if cli.json {
         return super::print_json(&report);
     }
-    println!(
+    outln!(
         "imported {} (skipped {} already present, {} refused)",
-        report.added, report.skipped, report.failed
+        report.added,
+        report.skipped,
+        report.failed
     );
     for e in &report.errors {
-        println!("  {e}");
+        outln!("  {e}");
     }
     Ok(())
 }

@@ -4,7 +4,19 @@
 //! Every command works on the root chosen by `--root` > `MEMD_ROOT` > the
 //! current directory. `--json` makes a command print exactly one JSON document
 //! on stdout, errors included (`{"error":{code,message,retryable}}`).
-#![allow(clippy::print_stdout)]
+//!
+//! Every line goes through `outln!`: a reader that goes away early
+//! (`memd stats | head -1`) ends the command quietly with exit code 141, the
+//! shell's code for a broken pipe, instead of a panic.
+
+/// `println!` for commands: writes one line to stdout and returns early from
+/// the enclosing function (which returns `anyhow::Result`) when stdout fails;
+/// a closed pipe becomes [`StdoutClosed`].
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::cmd::write_line(format_args!($($arg)*))?
+    };
+}
 
 mod archive;
 mod backup;
@@ -159,8 +171,28 @@ fn open(layout: Layout, config: Config, mode: Mode) -> crate::Result<Hub> {
 
 /// Prints a value as one JSON document.
 pub(crate) fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(value)?);
+    outln!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
+}
+
+/// The reader of stdout went away (a broken pipe): the command stops quietly.
+#[derive(Debug, thiserror::Error)]
+#[error("stdout was closed by its reader")]
+pub struct StdoutClosed;
+
+/// Exit code for a closed stdout: 128 + SIGPIPE, as a shell reports a process
+/// killed by the signal.
+const EXIT_STDOUT_CLOSED: u8 = 141;
+
+/// Writes one line to stdout (see `outln!`).
+pub(crate) fn write_line(args: std::fmt::Arguments<'_>) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{args}").and_then(|()| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(StdoutClosed.into()),
+        Err(e) => Err(anyhow::Error::new(e).context("cannot write to stdout")),
+    }
 }
 
 /// Maps the result to an exit code, printing the error (as JSON with `--json`).
@@ -168,6 +200,9 @@ pub fn exit(cli: &Cli, result: anyhow::Result<()>) -> ExitCode {
     let Err(err) = result else {
         return ExitCode::SUCCESS;
     };
+    if err.downcast_ref::<StdoutClosed>().is_some() {
+        return ExitCode::from(EXIT_STDOUT_CLOSED);
+    }
     let (code, envelope) = match err.downcast_ref::<Error>() {
         Some(e) => (e.code(), e.envelope()),
         None => {
@@ -176,7 +211,8 @@ pub fn exit(cli: &Cli, result: anyhow::Result<()>) -> ExitCode {
         }
     };
     if cli.json {
-        println!("{envelope}");
+        // Nothing more can be done if stdout is gone too; stderr still says why.
+        let _ = write_line(format_args!("{envelope}"));
     }
     eprintln!("error[{}]: {err:#}", code.as_str());
     ExitCode::from(code.exit_code() as u8)

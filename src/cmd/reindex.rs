@@ -30,7 +30,7 @@ pub(super) fn run(cli: &super::Cli, layout: Layout, config: Config) -> anyhow::R
             "elapsedMs": elapsed_ms,
         }));
     }
-    println!(
+    outln!(
         "reindexed {} journal records ({} bad lines skipped) and {} documents in {elapsed_ms} ms; {} memories searchable, {} with vectors",
         report.records,
         report.bad_lines,

@@ -56,12 +56,12 @@ pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()>
         ("forgot", "restored")
     };
     for id in &report.forgotten {
-        println!("{forget} {id}");
+        outln!("{forget} {id}");
     }
     for id in &report.restored {
-        println!("{restore} {id}");
+        outln!("{restore} {id}");
     }
-    println!(
+    outln!(
         "{}: {} forgotten, {} restored",
         report.target,
         report.forgotten.len(),

@@ -53,12 +53,12 @@ pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()>
         eprintln!("note: {why}; ran {} search", results.mode);
     }
     if results.hits.is_empty() {
-        println!("no results");
+        outln!("no results");
     }
     for (i, hit) in results.hits.iter().enumerate() {
         let m = &hit.memory;
         let first_line = m.text.lines().next().unwrap_or("");
-        println!(
+        outln!(
             "{:>2}. {}  [{} {} {}]  {:.3}\n    {}",
             i + 1,
             m.id,

@@ -9,7 +9,6 @@
 //! acknowledged write is already fsync'd in the journal), fsyncs the audit
 //! log, releases the lock and exits 0.
 
-use std::io::Write;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -145,8 +144,10 @@ pub(super) fn run(layout: Layout, config: Config, args: &Args) -> anyhow::Result
             // Only with allowRemote and a token (checked above); no Host check then.
             tracing::warn!(listen.addr = %addr, "listening beyond loopback (allowRemote): anyone who can reach this address can try tokens");
         }
-        println!("listening on http://{addr}");
-        std::io::stdout().flush()?;
+        // Serving is useful even if nobody reads the announcement any more.
+        if let Err(e) = super::write_line(format_args!("listening on http://{addr}")) {
+            tracing::warn!(error = %e, "cannot announce the address on stdout");
+        }
         tracing::info!(listen.addr = %addr, "serving /v1");
         // Cancelled on shutdown so open MCP event streams do not hold the server up.
         let mcp_sessions = tokio_util::sync::CancellationToken::new();

@@ -7,35 +7,42 @@ pub(super) fn run(cli: &super::Cli, hub: Hub) -> anyhow::Result<()> {
     if cli.json {
         return super::print_json(&s);
     }
-    println!("root:        {}", s.root);
-    println!(
+    outln!("root:        {}", s.root);
+    outln!(
         "memories:    {} ({} facts, {} chunks from {} documents, {} forgotten)",
-        s.counts.memories, s.counts.facts, s.counts.chunks, s.counts.documents, s.counts.forgotten
+        s.counts.memories,
+        s.counts.facts,
+        s.counts.chunks,
+        s.counts.documents,
+        s.counts.forgotten
     );
     let sorted = |m: &std::collections::HashMap<String, u64>| {
         let mut v: Vec<_> = m.iter().map(|(k, n)| format!("{k}={n}")).collect();
         v.sort();
         v.join(" ")
     };
-    println!("by stage:    {}", sorted(&s.counts.by_stage));
-    println!("by scene:    {}", sorted(&s.counts.by_scene));
-    println!("by privacy:  {}", sorted(&s.counts.by_privacy));
-    println!("by tier:     {}", sorted(&s.counts.by_tier));
-    println!(
+    outln!("by stage:    {}", sorted(&s.counts.by_stage));
+    outln!("by scene:    {}", sorted(&s.counts.by_scene));
+    outln!("by privacy:  {}", sorted(&s.counts.by_privacy));
+    outln!("by tier:     {}", sorted(&s.counts.by_tier));
+    outln!(
         "journal:     {} files, {} bytes",
-        s.journal_files, s.journal_bytes
+        s.journal_files,
+        s.journal_bytes
     );
-    println!(
+    outln!(
         "index:       {} bytes, {} text documents, {} vectors",
-        s.index_bytes, s.text_documents, s.vectors
+        s.index_bytes,
+        s.text_documents,
+        s.vectors
     );
     if !s.writer {
-        println!("note:        another process holds the writer lock; showing its index");
+        outln!("note:        another process holds the writer lock; showing its index");
     }
     if !s.issues.is_empty() {
-        println!("issues:");
+        outln!("issues:");
         for i in &s.issues {
-            println!("  {i}");
+            outln!("  {i}");
         }
     }
     Ok(())

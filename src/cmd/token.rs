@@ -63,7 +63,7 @@ pub(super) fn run(cli: &super::Cli, layout: &Layout, args: &Args) -> anyhow::Res
                 v["secret"] = serde_json::Value::String(secret);
                 return super::print_json(&v);
             }
-            println!("{secret}");
+            outln!("{secret}");
             eprintln!(
                 "issued token {:?} (scopes: {}; scenes: {}). The secret above is shown only once.",
                 info.name,
@@ -87,7 +87,7 @@ pub(super) fn run(cli: &super::Cli, layout: &Layout, args: &Args) -> anyhow::Res
                 } else {
                     "active"
                 };
-                println!(
+                outln!(
                     "{:<24} {:<8} scenes={} scopes={}",
                     t.name,
                     state,
@@ -106,7 +106,7 @@ pub(super) fn run(cli: &super::Cli, layout: &Layout, args: &Args) -> anyhow::Res
             if cli.json {
                 return super::print_json(&info);
             }
-            println!("revoked {}", info.name);
+            outln!("revoked {}", info.name);
             Ok(())
         }
     }

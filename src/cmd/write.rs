@@ -56,7 +56,7 @@ pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()>
     if cli.json {
         super::print_json(&outcome)
     } else {
-        println!("{}", outcome.id);
+        outln!("{}", outcome.id);
         Ok(())
     }
 }

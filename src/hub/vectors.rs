@@ -22,6 +22,32 @@ impl Hub {
         self.embedder.get()
     }
 
+    /// Whether memories wait for a vector while the configured model has
+    /// neither loaded nor failed to load yet: [`Hub::embed_pending`] would
+    /// first spend seconds loading it.
+    pub fn embedder_load_pending(&self) -> bool {
+        matches!(
+            self.embedder.status(),
+            crate::embed::EmbedderStatus::NotLoaded
+        ) && matches!(self.index.vectors_pending(), Ok(true))
+    }
+
+    /// Loads the configured model on a thread of its own that holds only the
+    /// model slot, so whoever asked (the server's scheduler) can stop at once
+    /// while it loads. Searches that need the model meanwhile wait for this load.
+    pub fn load_embedder_in_background(&self) -> Result<()> {
+        let slot = Arc::clone(&self.embedder);
+        std::thread::Builder::new()
+            .name("memd-embedder-load".into())
+            .spawn(move || {
+                let _ = slot.get();
+            })
+            .map(drop)
+            .map_err(|e| {
+                crate::error::Error::Internal(format!("cannot start the model loader: {e}"))
+            })
+    }
+
     /// Embeds up to `limit` memories that have no vector yet, holding the
     /// writer for that time; returns how many were stored. Vectors are derived
     /// data: a failure is logged and the memories stay pending for the next call.

@@ -70,8 +70,11 @@ pub fn is_superseded(conn: &rusqlite::Connection, id: &str) -> Result<bool> {
 }
 
 /// After fact `id` was forgotten: the fact it superseded is searchable again
-/// unless another live fact still supersedes it. Returns that fact's id when
-/// its mark was cleared (its vector is re-stored by the next embedding pass).
+/// unless another live fact still supersedes it. Returns that fact's id in
+/// that case, so the text index shows it again, even when its mark was
+/// already cleared: after a crash the text index can be behind SQLite, and a
+/// replay of the tombstone must still refresh it. A cleared mark also clears
+/// the vector, which the next embedding pass re-stores.
 pub fn after_forget(tx: &Transaction<'_>, id: &str) -> Result<Option<String>> {
     let old: Option<String> = tx
         .prepare_cached("SELECT supersedes FROM memories WHERE id = ? AND origin = 'fact'")?
@@ -84,13 +87,12 @@ pub fn after_forget(tx: &Transaction<'_>, id: &str) -> Result<Option<String>> {
     if is_superseded(tx, &old)? {
         return Ok(None);
     }
-    let n = tx
-        .prepare_cached(
-            "UPDATE memories SET superseded_by = NULL, vector_model = NULL \
-             WHERE id = ? AND superseded_by IS NOT NULL",
-        )?
-        .execute([&old])?;
-    Ok((n > 0).then_some(old))
+    tx.prepare_cached(
+        "UPDATE memories SET superseded_by = NULL, vector_model = NULL \
+         WHERE id = ? AND superseded_by IS NOT NULL",
+    )?
+    .execute([&old])?;
+    Ok(Some(old))
 }
 
 /// Applies one access at `at` to each of `ids`. Returns the ids tantivy must

@@ -385,11 +385,15 @@ impl Index {
             }
             Ok(())
         })?;
-        // Facts whose superseding fact was forgotten are searchable again.
+        // Facts whose superseding fact was forgotten are searchable again,
+        // unless a later line of this batch superseded them once more.
         if !unsuperseded.is_empty() {
             let rows = self.meta.get_many(&unsuperseded, &Filter::all())?;
             for m in rows.values() {
-                self.text.upsert(&lifecycle::effective(m, false))?;
+                let superseded = self
+                    .meta
+                    .with_reader(|c| lifecycle::is_superseded(c, &m.id))?;
+                self.text.upsert(&lifecycle::effective(m, superseded))?;
             }
             self.text.mark_dirty();
         }

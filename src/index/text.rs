@@ -119,6 +119,24 @@ pub struct TextIndex {
     f: Fields,
 }
 
+impl Drop for TextIndex {
+    /// Waits for tantivy's merge threads, so that no file under the index
+    /// directory is still being written once the index is closed (a reindex
+    /// in the same process removes that directory right after).
+    fn drop(&mut self) {
+        if let Some(writer) = self.writer.take() {
+            let writer = writer
+                .into_inner()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(writer) = writer
+                && let Err(e) = writer.wait_merging_threads()
+            {
+                tracing::warn!(error = %e, "text index merges did not finish cleanly");
+            }
+        }
+    }
+}
+
 impl TextIndex {
     /// Opens (creating if needed) the index in `dir`; `writable` also opens the writer.
     pub fn open(dir: &Path, writable: bool) -> Result<TextIndex> {

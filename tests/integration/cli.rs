@@ -273,3 +273,62 @@ fn stats_json_and_root_flag() {
     assert_eq!(stats["journal_files"], 1);
     assert!(stats["index_bytes"].as_u64().unwrap() > 0);
 }
+
+/// Runs the binary with a stdout whose reader is already gone, as in
+/// `memd stats | head -c 10` once `head` has exited.
+fn memd_into_closed_pipe(root: &TempRoot, args: &[&str]) -> std::process::Output {
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    std::process::Command::new(env!("CARGO_BIN_EXE_memd"))
+        .args(args)
+        .env("MEMD_ROOT", root.path())
+        .env("MEMD_MODELS_DIR", root.path().join("no-models"))
+        .env_remove("MEMD_LOG")
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("run memd")
+}
+
+#[test]
+fn a_closed_stdout_ends_every_command_quietly() {
+    let root = TempRoot::new();
+    let id = root.memd_json(&["write", "--scene", "main", "--text", "pipe survivor"])["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    root.memd_json(&["token", "issue", "--name", "t", "--preset", "pet"]);
+    for args in [
+        vec!["--json", "stats"],
+        vec!["stats"],
+        vec!["search", "pipe"],
+        vec!["--json", "search", "pipe"],
+        vec!["get", &id],
+        vec!["token", "list"],
+        vec![
+            "write",
+            "--scene",
+            "main",
+            "--text",
+            "written before the pipe broke",
+        ],
+        // An error envelope on a closed stdout: still no panic.
+        vec!["--json", "get", "fact-main-missing"],
+    ] {
+        let out = memd_into_closed_pipe(&root, &args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?} panicked: {stderr}");
+        if args.contains(&"fact-main-missing") {
+            assert!(stderr.contains("NOT_FOUND"), "{args:?}: {stderr}");
+            continue;
+        }
+        assert_eq!(out.status.code(), Some(141), "{args:?}: {stderr}");
+        assert!(
+            !stderr.contains("error["),
+            "{args:?} exits quietly: {stderr}"
+        );
+    }
+    // The write was done before its id could not be printed.
+    let found = root.memd_json(&["search", "broke"]);
+    assert_eq!(found["hits"].as_array().unwrap().len(), 1, "{found}");
+}

@@ -19,6 +19,7 @@ mod journal;
 mod lifecycle;
 mod mcp;
 mod openapi;
+mod prop;
 mod reindex;
 mod semantic;
 mod serve;

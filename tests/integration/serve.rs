@@ -285,3 +285,63 @@ async fn a_stuck_client_cannot_hold_shutdown_forever() {
     assert!(started.elapsed() < Duration::from_secs(5));
     drop(stuck);
 }
+
+/// Regression: SIGTERM right after a write found the scheduler loading the
+/// model for that write's vector, and shutdown waited for the load (seconds).
+/// The server must still exit 0 on its own, without the grace period's
+/// "stopping anyway", and the acknowledged write must be there afterwards.
+#[test]
+fn sigterm_right_after_a_write_exits_cleanly_and_keeps_it() {
+    let root = TempRoot::new();
+    let secret = issue(&root, "root", "dsh-desktop");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_memd"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("MEMD_ROOT", root.path())
+        .env("MEMD_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start memd serve");
+    let addr = crate::support::serve_addr(&mut child);
+    let (status, v) = call(
+        &addr,
+        "POST",
+        "/v1/write",
+        Some(&secret),
+        &json!({"text": "acknowledged just before the stop"}),
+    );
+    assert_eq!(status, 200, "{v}");
+    let id = v["id"].as_str().unwrap().to_string();
+    // Give the scheduler a round to notice the memory without a vector.
+    std::thread::sleep(Duration::from_millis(1500));
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let exit = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "memd serve did not exit after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(exit.success(), "exit {exit:?}: {stderr}");
+    assert!(
+        !stderr.contains("stopping anyway"),
+        "shutdown waited out the grace period: {stderr}"
+    );
+    let got = root.memd_json(&["get", &id]);
+    assert_eq!(got["text"], "acknowledged just before the stop", "{got}");
+}
