@@ -16,6 +16,7 @@ mod lifecycle;
 mod mcp;
 mod openapi;
 mod reindex;
+mod salience;
 mod semantic;
 mod serve;
 mod side_channels;

@@ -1,0 +1,213 @@
+//! Offline salience on the labelled chat set
+//! (`tests/fixtures/salience/chat-lines.jsonl`, 319 lines, zh and en):
+//! held-out precision and keep-recall of the calibration procedure (5-fold
+//! cross-validation), the shipped calibrations, and the whole path — ingest
+//! as chat, `consolidate` with no model, search the long-term layer.
+//!
+//! Print the figures: `cargo test --test integration salience -- --nocapture`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use chrono::{Duration, Utc};
+use memory_hub::config::{Config, EmbedderConfig};
+use memory_hub::consolidate::salience::{self, Signals};
+use memory_hub::consolidate::{self, RunOptions, SleepConfig, Window};
+use memory_hub::embed::onnx::OnnxEmbedder;
+use memory_hub::embed::{Embedder, EmbedderSlot};
+use memory_hub::hub::{Hub, IngestAction, IngestRequest, Mode};
+use memory_hub::index::filter::{Filter, Scope};
+use memory_hub::model::Stage;
+use memory_hub::search::{SearchMode, SearchRequest};
+
+use crate::support::{TempRoot, scene};
+
+/// One labelled line.
+#[derive(serde::Deserialize, Clone)]
+pub struct Line {
+    pub id: String,
+    pub text: String,
+    pub speaker: String,
+    #[serde(default)]
+    pub name: Option<String>,
+    pub label: String,
+    pub category: String,
+}
+
+pub fn lines() -> Vec<Line> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/salience/chat-lines.jsonl"
+    );
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn samples(lines: &[Line], e: Option<&dyn Embedder>) -> Vec<(Signals, bool)> {
+    let texts: Vec<&str> = lines.iter().map(|l| l.text.as_str()).collect();
+    salience::signals(&texts, e)
+        .into_iter()
+        .zip(lines)
+        .map(|(s, l)| (s, l.label == "keep"))
+        .collect()
+}
+
+#[test]
+fn salience_meets_its_figures() {
+    let lines = lines();
+    assert!(lines.len() >= 300);
+    let e = OnnxEmbedder::load(&EmbedderConfig::default())
+        .expect("the model is installed by scripts/setup.sh (scripts/test.sh runs it)");
+    let with = samples(&lines, Some(&e));
+    let without = samples(&lines, None);
+    let cv = salience::cross_validate(&with, &salience::WEIGHTS, 5);
+    let cv_rules = salience::cross_validate(&without, &[0.0], 5);
+    let full = salience::calibrate(&with, &salience::WEIGHTS);
+    let full_rules = salience::calibrate(&without, &[0.0]);
+    let shipped = salience::measure(&with, salience::WITH_EMBEDDER);
+    let shipped_rules = salience::measure(&without, salience::RULES_ONLY);
+    println!("5-fold held-out, rules + embedder: {cv:?}");
+    println!("5-fold held-out, rules only:       {cv_rules:?}");
+    println!("tuned on all lines: {full:?} / rules only {full_rules:?}");
+    println!("shipped on all lines: {shipped:?} / rules only {shipped_rules:?}");
+    for (s, l) in with.iter().map(|(s, _)| s).zip(&lines) {
+        let v = salience::judge(s, salience::WITH_EMBEDDER);
+        if v.keep != (l.label == "keep") {
+            println!("  miss {} {} {:.2} {:?}: {}", l.id, l.category, v.score, s.margin, l.text);
+        }
+    }
+    // The shipped calibrations are what the procedure picks on all lines.
+    let close = |a: salience::Calibration, b: salience::Calibration| {
+        (a.weight - b.weight).abs() < 1e-3 && (a.threshold - b.threshold).abs() < 1e-3
+    };
+    assert!(close(full, salience::WITH_EMBEDDER), "{full:?}");
+    assert!(close(full_rules, salience::RULES_ONLY), "{full_rules:?}");
+    // Floors a little under the figures reached (reported with the command
+    // in the module docs): a change to the rules or prototypes that loses
+    // them fails here.
+    for (what, f) in [
+        ("held-out", cv),
+        ("held-out, rules only", cv_rules),
+        ("shipped", shipped),
+        ("shipped, rules only", shipped_rules),
+    ] {
+        assert!(f.recall >= 0.95 && f.precision >= 0.88, "{what}: {f:?}");
+    }
+}
+
+fn real_hub(root: &TempRoot) -> Hub {
+    let e = OnnxEmbedder::load(&EmbedderConfig::default())
+        .expect("the model is installed by scripts/setup.sh (scripts/test.sh runs it)");
+    Hub::open_with(
+        root.layout(),
+        Config::default(),
+        Mode::Write,
+        EmbedderSlot::ready(Arc::new(e)),
+        &mut |_| {},
+    )
+    .unwrap()
+    .0
+}
+
+/// Ingests every labelled line as chat (the owner's in `qq:owner`, the
+/// others' in a group under their names), consolidates with no model, and
+/// measures which lines became long-term memories found by searching their
+/// own words. Returns (precision, recall).
+fn chat_to_memory(hub: &Hub) -> (f64, f64) {
+    let lines = lines();
+    let mut chat_ids: HashMap<String, &Line> = HashMap::new();
+    for (i, l) in lines.iter().enumerate() {
+        let owner = l.speaker == "owner";
+        let out = hub
+            .ingest(IngestRequest {
+                scene: scene(if owner { "qq:owner" } else { "qq:group:42" }),
+                message_id: format!("m{i}"),
+                text: l.text.clone(),
+                sender_id: (!owner).then(|| format!("u{}", i % 6)),
+                sender_name: l.name.clone(),
+                from_owner: owner,
+                from_self: false,
+                sent_at: None,
+                ttl: Duration::hours(24),
+                source: "qq".into(),
+            })
+            .unwrap();
+        if out.action == IngestAction::Add {
+            chat_ids.insert(out.id.unwrap(), l);
+        } else {
+            assert_eq!(l.label, "drop", "ingest skipped a keep-line: {}", l.text);
+        }
+    }
+    let now = Utc::now();
+    let report = consolidate::run(
+        hub,
+        &SleepConfig::default(),
+        &RunOptions {
+            window: Window {
+                from: now - Duration::hours(1),
+                to: now + Duration::minutes(1),
+            },
+            dry_run: false,
+            now,
+        },
+    )
+    .unwrap();
+    assert!(report.rejected.is_empty(), "{:?}", report.rejected);
+    let promoted: HashMap<&str, &str> = report
+        .promoted
+        .iter()
+        .map(|p| (p.from.as_str(), p.id.as_deref().unwrap()))
+        .collect();
+    let long_only = Filter::scope(Scope {
+        stages: vec![Stage::Long],
+        ..Scope::default()
+    });
+    let (mut tp, mut fp, mut want) = (0, 0, 0);
+    for (chat, l) in &chat_ids {
+        let keep = l.label == "keep";
+        want += usize::from(keep);
+        let Some(id) = promoted.get(chat.as_str()) else {
+            continue;
+        };
+        if !keep {
+            fp += 1;
+            continue;
+        }
+        let hits = hub
+            .search(&SearchRequest {
+                query: l.text.clone(),
+                filter: long_only.clone(),
+                limit: Some(5),
+                mode: Some(SearchMode::Fulltext),
+            })
+            .unwrap();
+        if hits.hits.iter().any(|h| h.memory.id == *id) {
+            tp += 1;
+        } else {
+            println!("  not found by its words: {}", l.text);
+        }
+    }
+    let precision = tp as f64 / (tp + fp).max(1) as f64;
+    let recall = tp as f64 / want.max(1) as f64;
+    (precision, recall)
+}
+
+#[test]
+fn chat_becomes_long_term_memory_without_a_model() {
+    let root = TempRoot::new();
+    let (p, r) = chat_to_memory(&real_hub(&root));
+    println!("chat -> long-term, rules + embedder: precision {p:.3}, recall {r:.3}");
+    assert!(r >= 0.95 && p >= 0.88, "precision {p}, recall {r}");
+}
+
+#[test]
+fn chat_becomes_long_term_memory_without_an_embedder() {
+    // The hash embedder is not the calibrated model: the rules decide alone.
+    let root = TempRoot::new();
+    let (p, r) = chat_to_memory(&root.hub());
+    println!("chat -> long-term, rules only: precision {p:.3}, recall {r:.3}");
+    assert!(r >= 0.95 && p >= 0.88, "precision {p}, recall {r}");
+}
