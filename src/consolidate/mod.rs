@@ -9,6 +9,14 @@
 //! `data/consolidation/<run>.json` ([`report`]); [`rollback`] undoes a run by
 //! appending compensating lines, so the journal stays append-only.
 //!
+//! Without a model (the default), the deterministic pass also promotes what
+//! a person would expect to be kept — explicit cues and personal facts —
+//! judged by [`salience`] (rules plus the local embedder), rewritten as a
+//! standalone statement.
+//!
+//! Folds are applied: every folded short-term line gets a tombstone naming
+//! the run (rollback restores it) and is listed in the report's `forgotten`.
+//!
 //! Design of a promotion: the new long-term fact gets a fresh `sleep-…` id and
 //! names the short-term chat line it came from in `supersedes` (so the
 //! timeline links both ways); its idempotency key `sleep:<short id>` makes a
@@ -344,7 +352,13 @@ pub fn run(hub: &Hub, cfg: &SleepConfig, opts: &RunOptions) -> Result<RunReport>
     let run_id = new_run_id(opts.now);
     let view = JournalView::read(&hub.layout().facts())?;
     let mut report = RunReport::new(&run_id, opts);
-    let salient = judge_salience(hub, &view, opts);
+    // Offline salience stands in for the model: with a model configured, the
+    // model decides what else to keep (no second, differently worded copy).
+    let salient = if cfg.model.kind == ModelKind::None {
+        judge_salience(hub, &view, opts)
+    } else {
+        HashMap::new()
+    };
     let plan = deterministic::plan(&view, cfg, opts, &run_id, &salient);
     report.folded = plan.folded.clone();
     report.stale = plan.stale.clone();
@@ -408,12 +422,7 @@ pub fn run(hub: &Hub, cfg: &SleepConfig, opts: &RunOptions) -> Result<RunReport>
 /// the promoted memory's source, the long-term memory it matched, or a
 /// short-term line left to expire). A fold into a promotion that failed is
 /// left alone, so nothing is lost with it.
-fn apply_folds(
-    hub: &Hub,
-    view: &JournalView,
-    run_id: &str,
-    report: &mut RunReport,
-) -> Result<()> {
+fn apply_folds(hub: &Hub, view: &JournalView, run_id: &str, report: &mut RunReport) -> Result<()> {
     let failed: Vec<String> = report
         .rejected
         .iter()
@@ -427,7 +436,9 @@ fn apply_folds(
         }
         let why = format!("folded into {}", fold.into);
         for id in &fold.ids {
-            let Some(h) = view.facts.get(id) else { continue };
+            let Some(h) = view.facts.get(id) else {
+                continue;
+            };
             match hub.forget(
                 id,
                 Some(rollback::forget_reason(run_id, Some(&why))),

@@ -65,9 +65,8 @@ static RETRACT: LazyLock<Regex> = LazyLock::new(|| {
         r"(?i)不用记|别记|忘掉|忘了吧|算了|取消吧|开玩笑|never ?mind|no need to remember|forget (what|that|it)|scratch that|just kidding|\bjk\b|（不会）|\(not\)",
     )
 });
-static BANTER: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"(?i)哈哈|笑死|笑不活|\blol\b|\bhaha|\blmao\b|（假的）|第\d+次|😂|🤣")
-});
+static BANTER: LazyLock<Regex> =
+    LazyLock::new(|| re(r"(?i)哈哈|笑死|笑不活|\blol\b|\bhaha|\blmao\b|（假的）|第\d+次|😂|🤣"));
 static QUESTION_END: LazyLock<Regex> =
     LazyLock::new(|| re(r"[?？]\s*$|[吗呢么嘛][\s~～。]*$|来着\s*$"));
 static QUESTION_WORD: LazyLock<Regex> = LazyLock::new(|| {
@@ -517,8 +516,8 @@ fn third_person(verb: &str) -> Option<String> {
     if SAME.contains(&v.as_str())
         || v.ends_with("ed")
         || [
-            "broke", "grew", "had", "went", "got", "took", "made", "saw", "told", "never",
-            "just", "really", "also", "always", "still", "only",
+            "broke", "grew", "had", "went", "got", "took", "made", "saw", "told", "never", "just",
+            "really", "also", "always", "still", "only",
         ]
         .contains(&v.as_str())
     {
@@ -643,7 +642,11 @@ mod tests {
             "小王对猫毛过敏"
         );
         assert_eq!(
-            standalone("Remember that I'm allergic to shellfish", Subject::Owner, None),
+            standalone(
+                "Remember that I'm allergic to shellfish",
+                Subject::Owner,
+                None
+            ),
             "The owner is allergic to shellfish"
         );
         assert_eq!(

@@ -117,7 +117,10 @@ pub fn noise(text: &str) -> Option<&'static str> {
     }
     let bare: String = rest
         .chars()
-        .filter(|c| !c.is_whitespace() && !matches!(c, '~' | '～' | '!' | '！' | '.' | '。' | '…' | ',' | '，'))
+        .filter(|c| {
+            !c.is_whitespace()
+                && !matches!(c, '~' | '～' | '!' | '！' | '.' | '。' | '…' | ',' | '，')
+        })
         .collect();
     if ACK.is_match(&bare) {
         return Some("acknowledgement");
@@ -252,10 +255,25 @@ mod tests {
         assert_ne!(k, source_message_id("123", "hello!"));
         assert_eq!(noise("/help"), Some("bot command"));
         assert_eq!(noise("？？！"), Some("no words"));
-        for ack in ["好", "嗯嗯", "哈哈哈", "ok", "OK!", "+1", "收到～", "666", "好的"] {
+        for ack in [
+            "好",
+            "嗯嗯",
+            "哈哈哈",
+            "ok",
+            "OK!",
+            "+1",
+            "收到～",
+            "666",
+            "好的",
+        ] {
             assert_eq!(noise(ack), Some("acknowledgement"), "{ack}");
         }
-        for ph in ["[图片]", "[表情][表情]", "[CQ:face,id=178]", "[CQ:image,file=a.jpg] "] {
+        for ph in [
+            "[图片]",
+            "[表情][表情]",
+            "[CQ:face,id=178]",
+            "[CQ:image,file=a.jpg] ",
+        ] {
             assert_eq!(noise(ph), Some("placeholder or sticker only"), "{ph}");
         }
         assert_eq!(noise("https://example.com/a?b=c"), Some("link only"));

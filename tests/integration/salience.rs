@@ -76,7 +76,10 @@ fn salience_meets_its_figures() {
     for (s, l) in with.iter().map(|(s, _)| s).zip(&lines) {
         let v = salience::judge(s, salience::WITH_EMBEDDER);
         if v.keep != (l.label == "keep") {
-            println!("  miss {} {} {:.2} {:?}: {}", l.id, l.category, v.score, s.margin, l.text);
+            println!(
+                "  miss {} {} {:.2} {:?}: {}",
+                l.id, l.category, v.score, s.margin, l.text
+            );
         }
     }
     // The shipped calibrations are what the procedure picks on all lines.
@@ -210,4 +213,103 @@ fn chat_becomes_long_term_memory_without_an_embedder() {
     let (p, r) = chat_to_memory(&root.hub());
     println!("chat -> long-term, rules only: precision {p:.3}, recall {r:.3}");
     assert!(r >= 0.95 && p >= 0.88, "precision {p}, recall {r}");
+}
+
+fn ingest(hub: &Hub, id: &str, text: &str) -> memory_hub::hub::IngestOutcome {
+    hub.ingest(IngestRequest {
+        scene: scene("qq:owner"),
+        message_id: id.into(),
+        text: text.into(),
+        sender_id: Some("10001".into()),
+        sender_name: None,
+        from_owner: true,
+        from_self: false,
+        sent_at: None,
+        ttl: Duration::hours(24),
+        source: "qq".into(),
+    })
+    .unwrap()
+}
+
+/// The reproduction: with no model configured, `memd consolidate`
+/// keeps the allergy as a standalone long-term statement linked to its chat
+/// line, the reported fold is written (and rolled back), and noise never
+/// reaches the journal.
+#[test]
+fn the_allergy_survives_consolidation_without_a_model() {
+    let root = TempRoot::new();
+    let (allergy, again) = {
+        let hub = root.hub();
+        let a = ingest(&hub, "1", "我对花生过敏，千万记住");
+        assert_eq!(a.action, IngestAction::Add);
+        let lines = root.journal_lines().len();
+        for (i, noise) in [
+            "好",
+            "哈哈哈",
+            "[图片]",
+            "[CQ:face,id=178]",
+            "+1",
+            "https://example.com/x",
+        ]
+        .iter()
+        .enumerate()
+        {
+            let out = ingest(&hub, &format!("n{i}"), noise);
+            assert_eq!(out.action, IngestAction::Skip, "{noise}");
+            assert!(out.reason.is_some() && out.id.is_none());
+        }
+        assert_eq!(root.journal_lines().len(), lines, "noise wrote no line");
+        let b = ingest(&hub, "2", "我对花生过敏，千万记住！");
+        ingest(&hub, "3", "今天地铁好挤");
+        let line: serde_json::Value =
+            serde_json::from_str(root.journal_lines().last().unwrap()).unwrap();
+        assert_eq!(line["subject"], "owner");
+        (a.id.unwrap(), b.id.unwrap())
+    };
+    let report = root.memd_json(&["consolidate"]);
+    let promoted = report["promoted"].as_array().unwrap();
+    assert_eq!(promoted.len(), 1, "{report:#}");
+    assert_eq!(promoted[0]["text"], "主人对花生过敏");
+    assert!(promoted[0]["reason"].as_str().unwrap().contains("salient"));
+    let new_id = promoted[0]["id"].as_str().unwrap().to_string();
+    let run = report["run"].as_str().unwrap().to_string();
+    // The fold it reports is in the journal: one survivor, the other forgotten.
+    let folded = &report["folded"][0];
+    let gone = folded["ids"][0].as_str().unwrap().to_string();
+    let kept = folded["into"].as_str().unwrap().to_string();
+    assert!([&allergy, &again].contains(&&gone) && [&allergy, &again].contains(&&kept));
+    assert_eq!(report["forgotten"][0]["id"], gone.as_str());
+    let lines: Vec<serde_json::Value> = root
+        .journal_lines()
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let put = lines.iter().rfind(|v| v["id"] == new_id.as_str()).unwrap();
+    assert_eq!(put["stage"], "long");
+    assert_eq!(put["run"], run.as_str());
+    assert_eq!(put["supersedes"], kept.as_str());
+    assert!(
+        lines
+            .iter()
+            .any(|v| v["id"] == gone.as_str() && v["op"] == "forget"),
+        "the folded line has a tombstone"
+    );
+    {
+        let hub = root.hub();
+        let long = hub
+            .search(&SearchRequest {
+                query: "花生过敏".into(),
+                filter: Filter::scope(Scope {
+                    stages: vec![Stage::Long],
+                    ..Scope::default()
+                }),
+                limit: Some(5),
+                mode: Some(SearchMode::Fulltext),
+            })
+            .unwrap();
+        assert_eq!(long.hits[0].memory.id, new_id);
+    }
+    let undone = root.memd_json(&["rollback", "--run", &run]);
+    assert_eq!(undone["forgotten"][0], new_id.as_str());
+    assert_eq!(undone["restored"][0], gone.as_str());
 }
