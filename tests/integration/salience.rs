@@ -313,3 +313,42 @@ fn the_allergy_survives_consolidation_without_a_model() {
     assert_eq!(undone["forgotten"][0], new_id.as_str());
     assert_eq!(undone["restored"][0], gone.as_str());
 }
+
+/// Short-term chat found by a recall query is shown as recent chat, never
+/// under the long-term heading.
+#[test]
+fn recall_block_labels_short_term_chat_as_recent_chat() {
+    let root = TempRoot::new();
+    let hub = root.hub();
+    ingest(&hub, "1", "周末想去西湖划船");
+    hub.write(memory_hub::hub::WriteRequest::new(
+        scene("qq:owner"),
+        "主人喜欢西湖边的茶馆",
+        "main",
+    ))
+    .unwrap();
+    let out = hub
+        .recall(
+            &memory_hub::hub::RecallRequest {
+                turns: vec![],
+                query: Some("西湖".into()),
+                filter: Filter::all(),
+                limit: Some(5),
+                live: None,
+                person: None,
+                block: true,
+                now: Utc::now(),
+            },
+            &Config::default().search,
+        )
+        .unwrap();
+    let block = out.block.unwrap();
+    let (recent, long) = block
+        .split_once("【长期记忆】")
+        .expect("a long-term section");
+    assert!(
+        recent.contains("【近期聊天】") && recent.contains("西湖划船"),
+        "{block}"
+    );
+    assert!(long.contains("茶馆") && !long.contains("划船"), "{block}");
+}
