@@ -352,3 +352,63 @@ fn recall_block_labels_short_term_chat_as_recent_chat() {
     );
     assert!(long.contains("茶馆") && !long.contains("划船"), "{block}");
 }
+
+/// A client written for the Node memory-hub asks for more than the maximum
+/// (there: default 5, at most 10): the limit is lowered, with a header
+/// saying so, instead of refused.
+#[tokio::test]
+async fn a_limit_above_the_maximum_is_clamped_with_a_header() {
+    use axum::body::Body;
+    use axum::http::Request;
+    use tower::ServiceExt;
+
+    let api = crate::http_support::Api::new();
+    let token = api.token("desk", "dsh-desktop");
+    for i in 0..15 {
+        api.hub
+            .write(memory_hub::hub::WriteRequest::new(
+                scene("main"),
+                format!("第{i}次去西湖划船"),
+                "main",
+            ))
+            .unwrap();
+    }
+    for (path, body) in [
+        (
+            "/v1/search",
+            serde_json::json!({"query": "西湖划船", "limit": 50}),
+        ),
+        (
+            "/v1/recall",
+            serde_json::json!({"query": "西湖划船", "limit": 50}),
+        ),
+    ] {
+        let req = Request::builder()
+            .method("POST")
+            .uri(path)
+            .header("authorization", format!("Bearer {token}"))
+            .header("content-type", "application/json")
+            .body(Body::from(body.to_string()))
+            .unwrap();
+        let res = api.router.clone().oneshot(req).await.unwrap();
+        assert_eq!(res.status(), 200, "{path}");
+        assert_eq!(
+            res.headers()["x-memd-limit-clamped"].to_str().unwrap(),
+            "50; max=10",
+            "{path}"
+        );
+        let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(v["hits"].as_array().unwrap().len(), 10, "{path}: {v}");
+    }
+    let (status, _) = api
+        .post(
+            "/v1/search",
+            &token,
+            serde_json::json!({"query": "西湖", "limit": 0}),
+        )
+        .await;
+    assert_eq!(status, 400, "zero is still an error");
+}
