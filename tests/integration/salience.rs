@@ -6,6 +6,9 @@
 //!
 //! Print the figures: `cargo test --test integration salience -- --nocapture`.
 
+// The figures are the point of these tests: they are printed for the report.
+#![allow(clippy::print_stdout)]
+
 use std::collections::HashMap;
 use std::sync::Arc;
 
