@@ -248,11 +248,17 @@ impl Default for HttpConfig {
 pub struct IngestConfig {
     /// Hours an ingested message stays searchable (1-168).
     pub ttl_hours: u32,
+    /// Provider user ids of the owner: an ingested message whose sender is
+    /// one of them is the owner's (`subject: owner`), as with `from_owner`.
+    pub owner_ids: Vec<String>,
 }
 
 impl Default for IngestConfig {
     fn default() -> Self {
-        IngestConfig { ttl_hours: 24 }
+        IngestConfig {
+            ttl_hours: 24,
+            owner_ids: Vec::new(),
+        }
     }
 }
 

@@ -7,11 +7,12 @@
 //! sentence said twice with different punctuation" folds, in Chinese too.
 //! Everything here is a pure function of the journal view and the options.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use chrono::Duration;
 
 use super::report::{Fold, Skipped, Stale};
+use super::salience::{self, Verdict};
 use super::{History, JournalView, RunOptions, SOURCE, SleepConfig};
 use crate::hub::WriteRequest;
 use crate::index::tokenizer;
@@ -27,7 +28,7 @@ pub struct PlannedPromotion {
     pub from: String,
     /// The write that promotes it.
     pub request: WriteRequest,
-    /// recalled, important, or both.
+    /// recalled, important, salient (with its category), or several.
     pub reason: String,
 }
 
@@ -70,17 +71,30 @@ struct Cluster<'a> {
 }
 
 /// Plans the deterministic pass over `view`.
-pub(crate) fn plan(view: &JournalView, cfg: &SleepConfig, opts: &RunOptions, run_id: &str) -> Plan {
+/// The short-term chat a run over `opts.window` looks at, in journal order.
+pub(crate) fn candidates<'a>(view: &'a JournalView, opts: &RunOptions) -> Vec<&'a History> {
+    view.live()
+        .filter(|h| h.first.stage == Stage::Short && opts.window.contains(h.first.ts))
+        .collect()
+}
+
+/// Plans the deterministic pass over `view`; `salient` holds the offline
+/// salience verdict of each candidate id ([`salience`]).
+pub(crate) fn plan(
+    view: &JournalView,
+    cfg: &SleepConfig,
+    opts: &RunOptions,
+    run_id: &str,
+    salient: &HashMap<String, Verdict>,
+) -> Plan {
     let mut plan = Plan::default();
     // Short-term chat of the window, per scene, in journal order.
     let mut by_scene: BTreeMap<String, Vec<&History>> = BTreeMap::new();
-    for h in view.live() {
-        if h.first.stage == Stage::Short && opts.window.contains(h.first.ts) {
-            by_scene
-                .entry(h.first.scene.to_string())
-                .or_default()
-                .push(h);
-        }
+    for h in candidates(view, opts) {
+        by_scene
+            .entry(h.first.scene.to_string())
+            .or_default()
+            .push(h);
     }
     // Long-term memories already there, per scene, for folding into them.
     let mut long_terms: BTreeMap<String, Vec<(&str, HashSet<String>)>> = BTreeMap::new();
@@ -115,17 +129,25 @@ pub(crate) fn plan(view: &JournalView, cfg: &SleepConfig, opts: &RunOptions, run
                 .map(|h| h.last.importance)
                 .fold(0.0f32, f32::max);
             let important = f64::from(importance) >= cfg.promote_importance;
-            // The representative: the longest text, the latest on ties.
+            let verdict = |h: &History| salient.get(&h.last.id).filter(|v| v.keep);
+            let salience = c.members.iter().find_map(|h| verdict(h));
+            // The representative: a salient line if there is one, then the
+            // longest text, the latest on ties.
             let rep = c
                 .members
                 .iter()
                 .copied()
                 .max_by(|a, b| {
-                    a.last
-                        .text
-                        .chars()
-                        .count()
-                        .cmp(&b.last.text.chars().count())
+                    verdict(a)
+                        .is_some()
+                        .cmp(&verdict(b).is_some())
+                        .then(
+                            a.last
+                                .text
+                                .chars()
+                                .count()
+                                .cmp(&b.last.text.chars().count()),
+                        )
                         .then(a.last.ts.cmp(&b.last.ts))
                 })
                 .expect("a cluster has a member");
@@ -135,7 +157,7 @@ pub(crate) fn plan(view: &JournalView, cfg: &SleepConfig, opts: &RunOptions, run
                 .filter(|h| h.last.id != rep.last.id)
                 .map(|h| h.last.id.clone())
                 .collect();
-            if !recalled && !important {
+            if !recalled && !important && salience.is_none() {
                 plan.expiring += c.members.len();
                 if !others.is_empty() {
                     plan.folded.push(Fold {
@@ -169,15 +191,20 @@ pub(crate) fn plan(view: &JournalView, cfg: &SleepConfig, opts: &RunOptions, run
                     ids: others,
                 });
             }
-            let reason = match (recalled, important) {
-                (true, true) => "recalled, important",
-                (true, false) => "recalled",
-                _ => "important",
-            };
+            let mut reasons: Vec<String> = Vec::new();
+            if recalled {
+                reasons.push("recalled".into());
+            }
+            if important {
+                reasons.push("important".into());
+            }
+            if let Some(v) = salience {
+                reasons.push(format!("salient: {}", v.reason));
+            }
             plan.promotions.push(PlannedPromotion {
                 from: rep.last.id.clone(),
                 request: promotion_request(&c.members, rep, importance, run_id),
-                reason: reason.into(),
+                reason: reasons.join(", "),
             });
         }
     }
@@ -207,7 +234,10 @@ fn promotion_request(
         .map(|h| h.last.privacy)
         .max()
         .unwrap_or(f.privacy);
-    let mut req = WriteRequest::new(f.scene.clone(), f.text.clone(), SOURCE);
+    // A standalone statement: the cue dropped, the speaker resolved. The
+    // short-term line stays linked through `supersedes`.
+    let text = salience::standalone(&f.text, f.subject, f.title.as_deref());
+    let mut req = WriteRequest::new(f.scene.clone(), text, SOURCE);
     req.origin = SOURCE.into();
     req.kind = f.kind.clone();
     req.stage = Stage::Long;

@@ -9,6 +9,14 @@
 //! `data/consolidation/<run>.json` ([`report`]); [`rollback`] undoes a run by
 //! appending compensating lines, so the journal stays append-only.
 //!
+//! Without a model (the default), the deterministic pass also promotes what
+//! a person would expect to be kept — explicit cues and personal facts —
+//! judged by [`salience`] (rules plus the local embedder), rewritten as a
+//! standalone statement.
+//!
+//! Folds are applied: every folded short-term line gets a tombstone naming
+//! the run (rollback restores it) and is listed in the report's `forgotten`.
+//!
 //! Design of a promotion: the new long-term fact gets a fresh `sleep-…` id and
 //! names the short-term chat line it came from in `supersedes` (so the
 //! timeline links both ways); its idempotency key `sleep:<short id>` makes a
@@ -22,6 +30,7 @@ pub mod deterministic;
 pub mod model_pass;
 pub mod report;
 pub mod rollback;
+pub mod salience;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -353,7 +362,14 @@ pub fn run(hub: &Hub, cfg: &SleepConfig, opts: &RunOptions) -> Result<RunReport>
     let run_id = new_run_id(opts.now);
     let view = JournalView::read(&hub.layout().facts())?;
     let mut report = RunReport::new(&run_id, opts);
-    let plan = deterministic::plan(&view, cfg, opts, &run_id);
+    // Offline salience stands in for the model: with a model configured, the
+    // model decides what else to keep (no second, differently worded copy).
+    let salient = if cfg.model.kind == ModelKind::None {
+        judge_salience(hub, &view, opts)
+    } else {
+        HashMap::new()
+    };
+    let plan = deterministic::plan(&view, cfg, opts, &run_id, &salient);
     report.folded = plan.folded.clone();
     report.stale = plan.stale.clone();
     report.expiring = plan.expiring;
@@ -391,6 +407,7 @@ pub fn run(hub: &Hub, cfg: &SleepConfig, opts: &RunOptions) -> Result<RunReport>
             }
         }
         report.promoted.retain(|p| p.id.is_some());
+        apply_folds(hub, &view, &run_id, &mut report)?;
     }
     let model = if cfg.model.kind == ModelKind::None {
         Ok(())
@@ -407,6 +424,79 @@ pub fn run(hub: &Hub, cfg: &SleepConfig, opts: &RunOptions) -> Result<RunReport>
     // A failed model pass fails the run so the scheduler retries; the retry's
     // deterministic pass finds its promotions already done (idempotency keys).
     model.map(|()| report)
+}
+
+/// Makes the reported folds true: every folded short-term line gets a
+/// tombstone naming the run (so [`rollback`] brings it back), and goes into
+/// `report.forgotten` with its content. The line it folded into survives (as
+/// the promoted memory's source, the long-term memory it matched, or a
+/// short-term line left to expire). A fold into a promotion that failed is
+/// left alone, so nothing is lost with it.
+fn apply_folds(hub: &Hub, view: &JournalView, run_id: &str, report: &mut RunReport) -> Result<()> {
+    let failed: Vec<String> = report
+        .rejected
+        .iter()
+        .filter_map(|r| r.operation.get("from").and_then(|v| v.as_str()))
+        .map(String::from)
+        .collect();
+    let mut kept = Vec::new();
+    for fold in std::mem::take(&mut report.folded) {
+        if failed.contains(&fold.into) {
+            continue;
+        }
+        let why = format!("folded into {}", fold.into);
+        for id in &fold.ids {
+            let Some(h) = view.facts.get(id) else {
+                continue;
+            };
+            match hub.forget(
+                id,
+                Some(rollback::forget_reason(run_id, Some(&why))),
+                SOURCE,
+                &crate::index::filter::Filter::all(),
+            ) {
+                Ok(()) => report.forgotten.push(report::Forgotten {
+                    id: id.clone(),
+                    reason: Some(why.clone()),
+                    before: h.last.clone(),
+                }),
+                // Forgotten or expired meanwhile: nothing left to fold.
+                Err(Error::NotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        kept.push(fold);
+    }
+    report.folded = kept;
+    Ok(())
+}
+
+/// The offline salience verdict of every candidate line. The embedder's
+/// margin counts only for the model the calibration was tuned on
+/// (multilingual-e5-small); any other embedder, or none, means rules only.
+fn judge_salience(
+    hub: &Hub,
+    view: &JournalView,
+    opts: &RunOptions,
+) -> HashMap<String, salience::Verdict> {
+    let lines = deterministic::candidates(view, opts);
+    if lines.is_empty() {
+        return HashMap::new();
+    }
+    let embedder = hub
+        .embedder()
+        .ok()
+        .filter(|e| salience::calibrated_for(e.model_id()));
+    let texts: Vec<&str> = lines.iter().map(|h| h.last.text.as_str()).collect();
+    let signals = salience::signals(&texts, embedder.as_deref());
+    lines
+        .iter()
+        .zip(signals)
+        .map(|(h, s)| {
+            let cal = salience::shipped(s.margin.is_some());
+            (h.last.id.clone(), salience::judge(&s, cal))
+        })
+        .collect()
 }
 
 /// The scheduler job that runs consolidation once per period.

@@ -141,15 +141,39 @@ pub async fn search(
         },
     );
     let cfg = st.settings().search;
+    let (limit, clamped) = clamp_limit(body.limit, cfg.max_limit);
     let req = SearchRequest {
         query: body.query,
         filter,
-        limit: body.limit,
+        limit,
         mode,
     };
     let results = st.run(move |hub| hub.search_with(&req, &cfg)).await?;
     let ids = results.hits.iter().map(|h| h.memory.id.clone());
-    Ok(reply(&results, note(&scene, ids)))
+    Ok(with_clamp(reply(&results, note(&scene, ids)), clamped))
+}
+
+/// The header that says a `limit` was lowered to `search.maxLimit`.
+pub const LIMIT_CLAMPED: &str = "x-memd-limit-clamped";
+
+/// A `limit` above `max` is lowered to `max` rather than refused (as the
+/// Node memory-hub did, so its clients keep working); the second value is
+/// the header text (`<asked>; max=<max>`) when that happened. Zero stays an error.
+fn clamp_limit(limit: Option<usize>, max: usize) -> (Option<usize>, Option<String>) {
+    match limit {
+        Some(n) if n > max && max > 0 => (Some(max), Some(format!("{n}; max={max}"))),
+        other => (other, None),
+    }
+}
+
+/// Adds the [`LIMIT_CLAMPED`] header when the limit was lowered.
+fn with_clamp(mut res: Response, clamped: Option<String>) -> Response {
+    if let Some(v) = clamped
+        && let Ok(v) = axum::http::HeaderValue::from_str(&v)
+    {
+        res.headers_mut().insert(LIMIT_CLAMPED, v);
+    }
+    res
 }
 
 /// `POST /v1/get` body.
@@ -328,6 +352,7 @@ pub async fn recall(
             Some((live_filter, minutes, k))
         }
     };
+    let (recall_limit, clamped) = clamp_limit(body.limit, st.settings().search.max_limit);
     let req = RecallRequest {
         turns: body
             .messages
@@ -339,7 +364,7 @@ pub async fn recall(
             .collect(),
         query: body.query,
         filter,
-        limit: body.limit,
+        limit: recall_limit,
         live,
         person: body.person,
         block,
@@ -372,7 +397,7 @@ pub async fn recall(
         .map(|h| h.hit.memory.id.clone())
         .chain(out.live.iter().map(|m| m.id.clone()))
         .collect();
-    Ok(reply(&out, note(&scene, ids)))
+    Ok(with_clamp(reply(&out, note(&scene, ids)), clamped))
 }
 
 /// `POST /v1/timeline` body.

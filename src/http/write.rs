@@ -267,6 +267,12 @@ pub async fn ingest(
         Some(s) => (Some(s.id), s.name),
         None => (None, None),
     };
+    // The configured owner ids make a message the owner's, as `from_owner` does.
+    let from_owner = body.from_owner
+        || (!body.from_self
+            && sender_id
+                .as_ref()
+                .is_some_and(|id| st.settings().ingest.owner_ids.contains(id)));
     let req = IngestRequest {
         source: source_for(grant, &scene, None)?,
         scene: scene.clone(),
@@ -274,7 +280,7 @@ pub async fn ingest(
         text: body.text,
         sender_id,
         sender_name,
-        from_owner: body.from_owner,
+        from_owner,
         from_self: body.from_self,
         sent_at: body.sent_at,
         ttl: Duration::hours(i64::from(ttl_hours)),

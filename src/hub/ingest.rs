@@ -8,7 +8,10 @@
 //! existing id. Messages without words (empty, only punctuation or emoji,
 //! bot commands) are skipped at the door.
 
+use std::sync::LazyLock;
+
 use chrono::{DateTime, Duration, Utc};
+use regex::Regex;
 use serde::Serialize;
 
 use super::{Hub, WriteAction, WriteRequest};
@@ -76,13 +79,51 @@ pub fn source_message_id(message_id: &str, text: &str) -> String {
     format!("{message_id}#{}", &sha256_hex(text.as_bytes())[..12])
 }
 
-/// Why a message is not worth storing, if it is not.
-fn noise(text: &str) -> Option<&'static str> {
-    if text.starts_with('/') {
+static CQ_CODE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\[CQ:[^\]]*\]|\[(图片|表情|动画表情|语音|视频|文件|红包|转账|位置|链接|名片|戳一戳|闪照|QQ小程序|分享|聊天记录|image|sticker|photo|voice|video|file|emoji)\]|\{\{[^}]*\}\}")
+        .expect("placeholder pattern compiles")
+});
+static BOT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^[#.!！][\p{L}\p{N}]{1,12}(\s\S{1,12})?$").expect("command pattern compiles")
+});
+static URL: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?i)^(https?://|www\.)\S+$").expect("URL pattern compiles"));
+static ACK: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)^(好+|好的+|好吧|嗯+|嗯嗯+|哦+|噢+|喔+|啊+|额+|呃+|行+|对+|是+|收到|了解|明白|知道了|okk*|okay|k+|kk|yes|yep|yeah|yup|no|nope|sure|thx|thanks?|ty|lol+|lmao|haha+|hehe+|xd|nice|cool|wow|哈+|呵+|嘿+|嘻+|哇+|6+|666+|\+1|1+|草|笑死|牛|牛逼|nb|yyds|晚安|早|早安|在|在吗|emm+|mm+|233+)$",
+    )
+    .expect("acknowledgement pattern compiles")
+});
+
+/// Why a message is not worth storing, if it is not: bot commands, QQ CQ
+/// codes and placeholders (`[图片]`, `[表情]`, `[CQ:…]`) with nothing else, a
+/// link alone, bare acknowledgements and laughter ("好", "嗯", "哈哈哈",
+/// "ok", "+1"), or no words at all.
+pub fn noise(text: &str) -> Option<&'static str> {
+    let text = text.trim();
+    if text.starts_with('/') || BOT.is_match(text) {
         return Some("bot command");
     }
-    if !text.chars().any(char::is_alphanumeric) {
+    let rest = CQ_CODE.replace_all(text, "");
+    let rest = rest.trim();
+    if rest.is_empty() {
+        return Some("placeholder or sticker only");
+    }
+    if URL.is_match(rest) {
+        return Some("link only");
+    }
+    if !rest.chars().any(char::is_alphanumeric) {
         return Some("no words");
+    }
+    let bare: String = rest
+        .chars()
+        .filter(|c| {
+            !c.is_whitespace()
+                && !matches!(c, '~' | '～' | '!' | '！' | '.' | '。' | '…' | ',' | '，')
+        })
+        .collect();
+    if ACK.is_match(&bare) {
+        return Some("acknowledgement");
     }
     None
 }
@@ -128,7 +169,9 @@ impl Hub {
                 "ingest",
             )?;
         }
-        let mut w = WriteRequest::new(req.scene.clone(), text, req.source);
+        // Placeholders say nothing searchable; the words around them stay.
+        let stored = CQ_CODE.replace_all(text, "");
+        let mut w = WriteRequest::new(req.scene.clone(), stored.trim(), req.source);
         w.origin = "chat".into();
         w.kind = "chat".into();
         w.stage = Stage::Short;
@@ -212,6 +255,39 @@ mod tests {
         assert_ne!(k, source_message_id("123", "hello!"));
         assert_eq!(noise("/help"), Some("bot command"));
         assert_eq!(noise("？？！"), Some("no words"));
-        assert_eq!(noise("好"), None);
+        for ack in [
+            "好",
+            "嗯嗯",
+            "哈哈哈",
+            "ok",
+            "OK!",
+            "+1",
+            "收到～",
+            "666",
+            "好的",
+        ] {
+            assert_eq!(noise(ack), Some("acknowledgement"), "{ack}");
+        }
+        for ph in [
+            "[图片]",
+            "[表情][表情]",
+            "[CQ:face,id=178]",
+            "[CQ:image,file=a.jpg] ",
+        ] {
+            assert_eq!(noise(ph), Some("placeholder or sticker only"), "{ph}");
+        }
+        assert_eq!(noise("https://example.com/a?b=c"), Some("link only"));
+        assert_eq!(noise("!roll d20"), Some("bot command"));
+        assert_eq!(noise("#签到"), Some("bot command"));
+        assert_eq!(noise(".r 1d100"), Some("bot command"));
+        for kept in [
+            "好的，明天三点见",
+            "我对花生过敏[表情]",
+            "ok, I'll bring the cake on Friday",
+            "看这个 https://example.com 我下周去",
+            "嗯，我决定了",
+        ] {
+            assert_eq!(noise(kept), None, "{kept}");
+        }
     }
 }

@@ -9,9 +9,15 @@
 //! 【最近在聊的】（近 30 分钟，是现状，不是回忆）
 //! - 21:40 小王：周末去爬山吗
 //!
+//! 【近期聊天】（最近几天的聊天记录，不是长期记忆）
+//! - 2026-10-05 小王：下周三我生日
+//!
 //! 【长期记忆】（只是背景，不要原样复述）
 //! - 2026-10-03 （对方自己提起过的）小王对花生过敏
 //! ```
+//!
+//! Short-term chat the query finds goes under 【近期聊天】, never under
+//! 【长期记忆】.
 
 use chrono::{DateTime, Local, Utc};
 use serde::Serialize;
@@ -105,12 +111,28 @@ pub fn render_recall_block(live: &[Memory], live_minutes: u32, hits: &[RecallHit
             ));
         }
     }
-    if !hits.is_empty() {
+    // Short-term chat found by the query is recent chat, never long-term memory.
+    let (chat, memories): (Vec<&RecallHit>, Vec<&RecallHit>) = hits
+        .iter()
+        .partition(|h| h.hit.memory.stage == Stage::Short);
+    if !chat.is_empty() {
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str("【近期聊天】（最近几天的聊天记录，不是长期记忆）\n");
+        for h in chat {
+            out.push_str(&format!(
+                "- {}\n",
+                memory_line(&h.hit.memory, h.self_mentioned)
+            ));
+        }
+    }
+    if !memories.is_empty() {
         if !out.is_empty() {
             out.push('\n');
         }
         out.push_str("【长期记忆】（只是背景，不要原样复述）\n");
-        for h in hits {
+        for h in memories {
             out.push_str(&format!(
                 "- {}\n",
                 memory_line(&h.hit.memory, h.self_mentioned)

@@ -21,6 +21,7 @@ mod mcp;
 mod openapi;
 mod prop;
 mod reindex;
+mod salience;
 mod semantic;
 mod serve;
 mod side_channels;
