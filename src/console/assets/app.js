@@ -21,6 +21,9 @@ const PAGES = [
 const HIDDEN = { memory: pages.memory };
 
 let caps = null;
+
+/** A hash segment, decoded; a malformed one stays as it is (the API then says NOT_FOUND). */
+const decode = s => { try { return decodeURIComponent(s); } catch { return s; } };
 const main = () => document.getElementById('main');
 
 /** Shows a short message at the top; errors stay until the next one. */
@@ -85,7 +88,7 @@ async function render() {
   nav(page ? name : name === 'memory' ? '' : 'search');
   const el = main();
   put(el, h('p', { class: 'muted' }, 'Loading…'));
-  const ctx = { caps, el, args: rest.map(decodeURIComponent), flash, go: hash => { location.hash = hash; } };
+  const ctx = { caps, el, args: rest.map(decode), flash, go: hash => { location.hash = hash; } };
   try {
     await fn(ctx);
   } catch (err) {
