@@ -180,6 +180,7 @@ fn console_in_headless_chromium() {
     );
     let admin = issue(&root, "root", "dsh-desktop");
     let group = issue(&root, "group", "qq-group-1");
+    let spare = issue(&root, "spare", "pet");
     let (_server, addr) = serve(&root);
 
     let g = post(
@@ -203,6 +204,8 @@ fn console_in_headless_chromium() {
                 "content": "# Coding\n\n- Tests first\n- <b>raw</b> html"}),
     );
 
+    let run = post(&addr, "/v1/consolidation/run", &admin, &json!({}));
+    assert!(run["run"].is_string(), "{run}");
     let shots = repo().join("target/console-screenshots");
     std::fs::create_dir_all(&shots).unwrap();
     let mut child = Command::new(python)
@@ -300,6 +303,13 @@ fn console_in_headless_chromium() {
     );
     let inbox = post(&addr, "/v1/recent", &admin, &json!({"stage": "short"}));
     assert_eq!(inbox["items"], json!([]), "keep now left it short-term");
+    let (status, _, _) = http(&addr, "GET", "/v1/capabilities", Some(&spare), "");
+    assert_eq!(status, 401, "revoked in the console, the token still works");
+    let state = {
+        let (_, _, text) = http(&addr, "GET", "/v1/config-state", Some(&admin), "");
+        serde_json::from_str::<Value>(&text).unwrap()
+    };
+    assert_eq!(state["values"]["search.defaultLimit"], 7, "{state}");
     let seen = post(&addr, "/v1/search", &group, &json!({"query": "西湖"}));
     assert!(
         seen["hits"]
