@@ -20,11 +20,23 @@ function card(m, terms, extra) {
       extra));
 }
 
+/** Scenes the token may read: its own, and for an all-scenes ('*') token every scene with memories. */
+async function readableScenes(caps) {
+  const scenes = [...(caps.token.scenes || [])];
+  if ((caps.token.scopes || []).includes('*')) {
+    try {
+      const hl = await api.get('/v1/health');
+      for (const s of Object.keys((hl.counts && hl.counts.by_scene) || {})) if (!scenes.includes(s)) scenes.push(s);
+    } catch { /* the token's own scenes are enough to search */ }
+  }
+  return scenes;
+}
+
 export async function search(ctx) {
-  const scenes = ctx.caps.token.scenes || [];
+  const scenes = await readableScenes(ctx.caps);
   const q = h('input', { type: 'search', id: 'q', name: 'q', placeholder: 'Search memories…', required: true, lang: 'zh' });
   const mode = h('select', { id: 'mode', name: 'mode' }, ['fulltext', 'hybrid', 'semantic'].map(m => h('option', { value: m }, m)));
-  const boxes = scenes.map(s => h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'scene', value: s, checked: true }), s));
+  const boxes = scenes.map(s => h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'scene', value: s, checked: true, id: 'scene-' + s.replace(/[^a-z0-9-]/gi, '-') }), s));
   const results = h('div', { id: 'results' });
   const form = h('form', { class: 'card', id: 'search-form' },
     h('div', { class: 'row' }, q, mode, h('button', { type: 'submit', id: 'search-go' }, 'Search')),
