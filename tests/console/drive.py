@@ -43,6 +43,7 @@ def browser(args, width, dark=False):
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     d = webdriver.Chrome(service=Service(executable_path=args.chromedriver), options=opts)
     d.set_page_load_timeout(WAIT_S)
+    d.memd_width = width
     d.execute_cdp_cmd("Emulation.setEmulatedMedia", {
         "features": [{"name": "prefers-color-scheme", "value": "dark" if dark else "light"}]})
     if width < 500:
@@ -66,12 +67,12 @@ def wait_for(d, fn, what):
 def shot(d, args, name):
     # Full page height, so the screenshot shows the whole page.
     h = d.execute_script("return Math.min(document.documentElement.scrollHeight, 4000)")
-    w = d.execute_script("return window.innerWidth")
+    w = d.memd_width
+    if w < 500 and d.execute_script("return Math.max(window.innerWidth, document.documentElement.scrollWidth)") > w:
+        overflowing.append(name)
     d.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
         "width": w, "height": max(h, 640), "deviceScaleFactor": 1, "mobile": w < 500})
     d.save_screenshot(f"{args.shots}/{name}.png")
-    if w < 500 and d.execute_script("return document.documentElement.scrollWidth") > w:
-        overflowing.append(name)
     d.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
         "width": w, "height": 900, "deviceScaleFactor": 1, "mobile": w < 500})
 
@@ -220,9 +221,9 @@ def owner_flow(args):
         wait(d, "#category-text")
         check("category content renders", "Tests first" in d.find_element(By.ID, "category-text").text)
 
-        go(d, args, "/consolidation", "table.kv a")
+        go(d, args, "/consolidation", "#runs a")
         shot(d, args, "09-consolidation")
-        d.find_element(By.CSS_SELECTOR, "table.kv a").click()
+        d.find_element(By.CSS_SELECTOR, "#runs a").click()
         wait(d, "#rollback-dry").click()
         wait(d, "#rollback-result pre")
         check("a run's report previews its rollback", "dry_run" in d.find_element(By.ID, "rollback-result").text)
@@ -239,8 +240,8 @@ def owner_flow(args):
         wait_for(d, lambda: d.find_element(By.ID, "flash").text == "Saved", "the settings to save")
         check("settings save an editable key", True)
         shot(d, args, "11-settings")
-        go(d, args, "/tokens", "table.kv")
-        names = [c.text for c in d.find_elements(By.CSS_SELECTOR, "table.kv tbody tr td:first-child")]
+        go(d, args, "/tokens", "#tokens article")
+        names = [c.get_attribute("data-name") for c in d.find_elements(By.CSS_SELECTOR, "#tokens article")]
         check("tokens lists every token", {"root", "group", "spare"} <= set(names), names)
         revoke = d.find_element(By.CSS_SELECTOR, 'button.revoke[data-name="spare"]')
         revoke.click()

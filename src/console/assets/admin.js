@@ -36,11 +36,12 @@ export async function consolidation(ctx) {
     return;
   }
   const r = await api.get('/v1/consolidation/runs');
-  const rows = (r.runs || []).map(s => [h('a', { href: '#/consolidation/' + encodeURIComponent(s.run) }, s.run), when(s.started),
-    `+${s.promoted} promoted, ${s.folded} folded, ${s.written} written, ${s.forgotten} forgotten, ${s.rejected} rejected, ${s.stale} stale`,
-    s.rolled_back ? 'rolled back ' + when(s.rolled_back) : '']);
+  const runs = (r.runs || []).map(s => h('article', { class: 'card run' },
+    h('div', { class: 'meta' }, h('time', null, when(s.started)), s.rolled_back ? h('span', { class: 'badge b-warn' }, 'rolled back ' + when(s.rolled_back)) : null),
+    h('a', { href: '#/consolidation/' + encodeURIComponent(s.run) }, s.run),
+    h('div', { class: 'small' }, `${s.promoted} promoted · ${s.folded} folded · ${s.written} written · ${s.forgotten} forgotten · ${s.rejected} rejected · ${s.stale} stale`)));
   put(ctx.el, h('h1', null, 'Consolidation'),
-    rows.length ? table(rows, ['run', 'started', 'summary', '']) : h('p', { class: 'muted', id: 'no-runs' }, 'No consolidation runs yet.'));
+    h('div', { id: 'runs' }, runs.length ? runs : h('p', { class: 'muted', id: 'no-runs' }, 'No consolidation runs yet.')));
 }
 
 /** Requests per route from the Prometheus text of /metrics, as a bar chart. */
@@ -104,11 +105,17 @@ export async function settings(ctx) {
 
 export async function tokens(ctx) {
   const r = await api.get('/v1/tokens');
-  const rows = r.tokens.map(t => [t.name, t.preset || '', (t.scopes || []).join(' '), (t.scenes || []).join(' '), when(t.created_at),
-    t.revoked_at ? 'revoked ' + when(t.revoked_at) : confirmButton('Revoke', 'Really revoke?', async () => {
-      try { await api.post('/v1/tokens/revoke', { name: t.name }); ctx.flash('Revoked ' + t.name); tokens(ctx); }
-      catch (err) { ctx.flash(`${err.code}: ${err.message}`, 'error'); }
-    }, { class: 'revoke', 'data-name': t.name })]);
-  put(ctx.el, h('h1', null, 'Tokens'), h('div', { class: 'scroll' }, table(rows, ['name', 'preset', 'scopes', 'scenes', 'created', ''])),
+  const cards = r.tokens.map(t => h('article', { class: 'card token', 'data-name': t.name },
+    h('div', { class: 'row spread' }, h('strong', null, t.name), t.preset ? h('span', { class: 'badge' }, t.preset) : null,
+      t.revoked_at ? h('span', { class: 'badge b-status-bad' }, 'revoked ' + when(t.revoked_at))
+        : confirmButton('Revoke', 'Really revoke?', async () => {
+          try { await api.post('/v1/tokens/revoke', { name: t.name }); ctx.flash('Revoked ' + t.name); tokens(ctx); }
+          catch (err) { ctx.flash(`${err.code}: ${err.message}`, 'error'); }
+        }, { class: 'revoke', 'data-name': t.name })),
+    h('dl', { class: 'facts' },
+      h('dt', null, 'scopes'), h('dd', null, (t.scopes || []).join(' ')),
+      h('dt', null, 'scenes'), h('dd', null, (t.scenes || []).join(' ')),
+      h('dt', null, 'created'), h('dd', null, when(t.created_at)))));
+  put(ctx.el, h('h1', null, 'Tokens'), h('div', { id: 'tokens' }, cards),
     h('p', { class: 'muted small' }, 'New tokens are issued with memd token issue on the machine (secrets are shown once).'));
 }
