@@ -9,6 +9,8 @@ bash scripts/setup.sh >/dev/null
 # The MCP tests drive memd with the official Python MCP SDK (pinned, venv under $HOME/.cache).
 MEMD_MCP_PYTHON=$(bash scripts/setup-test-clients.sh | sed -n 's/^python=//p')
 export MEMD_MCP_PYTHON
+# The console test drives headless Chromium with selenium (Debian chromium + chromedriver, pinned selenium).
+bash scripts/setup-browser.sh >/dev/null
 
 if command -v cargo-nextest >/dev/null 2>&1; then
   cargo nextest run --no-fail-fast "$@"

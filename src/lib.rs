@@ -115,6 +115,7 @@ pub mod auth;
 pub mod backup;
 pub mod cmd;
 pub mod config;
+pub mod console;
 pub mod consolidate;
 pub mod disk;
 pub mod doctor;

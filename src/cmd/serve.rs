@@ -1,4 +1,4 @@
-//! `memd serve`: the `/v1` HTTP API and MCP at `/mcp` on loopback until SIGINT or SIGTERM.
+//! `memd serve`: the `/v1` HTTP API, MCP at `/mcp` and the web console at `/` on loopback until SIGINT or SIGTERM.
 //!
 //! Takes the writer lock, catches the index up, starts the file watcher and
 //! the scheduler (index commits every second, daily backup, nightly
@@ -156,7 +156,9 @@ pub(super) fn run(layout: Layout, config: Config, args: &Args) -> anyhow::Result
             shutdown_signal().await;
             mcp_sessions.cancel();
         };
-        http::serve_with(listener, state, mcp, shutdown).await?;
+        // The console's static files at `/` (its data comes from `/v1` with the signed-in token).
+        let extra = mcp.merge(crate::console::router());
+        http::serve_with(listener, state, extra, shutdown).await?;
         anyhow::Ok(())
     })?;
     // Stop the background threads, then drop the runtime (and with it the

@@ -4,6 +4,7 @@ mod support;
 
 mod backup;
 mod cli;
+mod console;
 mod consolidate;
 mod crash;
 mod diskfull;

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# scripts/setup-browser.sh - install what the console's browser test needs:
+#   - Debian's chromium, chromium-driver and fonts-noto-cjk (apt-get, as root);
+#   - Python selenium, pinned in tests/console/requirements.txt, in a venv under
+#     ${MEMD_TEST_CLIENTS_DIR:-$HOME/.cache/memory-hub/mcp-client}/browser-venv
+# Idempotent and quick when installed. Not root and the packages missing: it
+# fails with a message saying what to install. The last two lines on stdout are
+#   chromedriver=<path>
+#   python=<path of the venv's python>
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+REQS=$ROOT/tests/console/requirements.txt
+DIR=${MEMD_TEST_CLIENTS_DIR:-${HOME:?HOME is not set}/.cache/memory-hub/mcp-client}
+VENV=$DIR/browser-venv
+PY=${PYTHON:-python3}
+PACKAGES=(chromium chromium-driver fonts-noto-cjk)
+
+log() { echo "setup-browser: $*" >&2; }
+die() { echo "setup-browser: error: $*" >&2; exit 1; }
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$' || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    if [[ $(id -u) -ne 0 ]]; then
+        die "missing Debian packages: ${missing[*]}; install them as root: apt-get update && apt-get install -y ${missing[*]}"
+    fi
+    command -v apt-get >/dev/null 2>&1 || die "missing ${missing[*]} and no apt-get to install them"
+    log "installing ${missing[*]} (apt-get)"
+    exec 8>/var/lock/memd-setup-browser.lock
+    flock 8
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >&2 || die "apt-get update failed"
+    apt-get install -y -qq "${missing[@]}" >&2 || die "apt-get install ${missing[*]} failed"
+fi
+DRIVER=$(command -v chromedriver) || die "chromium-driver is installed but chromedriver is not on PATH"
+
+[[ -f $REQS ]] || die "missing $REQS"
+command -v "$PY" >/dev/null 2>&1 || die "$PY not found (set PYTHON=/path/to/python3, 3.10 or newer)"
+STAMP=$( { cat "$REQS"; "$PY" -c 'import sys; print(sys.version)'; } | sha256sum | cut -c1-64)
+ready() {
+    [[ -x $VENV/bin/python && -f $VENV/.memd-stamp && $(cat "$VENV/.memd-stamp") == "$STAMP" ]] \
+        && "$VENV/bin/python" -c 'import selenium.webdriver' >/dev/null 2>&1
+}
+mkdir -p "$DIR"
+if ! ready; then
+    exec 9>"$DIR/.browser-setup.lock"
+    flock 9
+    if ! ready; then
+        log "installing Python selenium into $VENV"
+        rm -rf "$VENV"
+        "$PY" -m venv "$VENV" || die "$PY -m venv failed"
+        PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 "$VENV/bin/python" -m pip install \
+            --quiet --progress-bar off --no-deps --only-binary=:all: -r "$REQS" >&2 \
+            || die "pip install -r $REQS failed"
+        "$VENV/bin/python" -c 'import selenium.webdriver' || die "the installed selenium does not import"
+        printf '%s' "$STAMP" > "$VENV/.memd-stamp"
+    fi
+fi
+echo "chromedriver=$DRIVER"
+echo "python=$VENV/bin/python"
