@@ -192,12 +192,6 @@ fn console_in_headless_chromium() {
     assert_eq!(g["action"], "ADD");
     post(
         &addr,
-        "/v1/write",
-        &admin,
-        &json!({"text": "刚才聊到明天要交周报", "stage": "short"}),
-    );
-    post(
-        &addr,
         "/v1/categories",
         &admin,
         &json!({"action": "set", "name": "coding", "slot": "coding-requirements",
@@ -206,6 +200,14 @@ fn console_in_headless_chromium() {
 
     let run = post(&addr, "/v1/consolidation/run", &admin, &json!({}));
     assert!(run["run"].is_string(), "{run}");
+    // After the run: consolidation would promote this plan with a date, and
+    // the inbox must still have one short-term memory to keep.
+    post(
+        &addr,
+        "/v1/write",
+        &admin,
+        &json!({"text": "刚才聊到明天要交周报", "stage": "short"}),
+    );
     let shots = repo().join("target/console-screenshots");
     std::fs::create_dir_all(&shots).unwrap();
     let mut child = Command::new(python)
