@@ -11,6 +11,8 @@ MEMD_MCP_PYTHON=$(bash scripts/setup-test-clients.sh | sed -n 's/^python=//p')
 export MEMD_MCP_PYTHON
 # The console test drives headless Chromium with selenium (Debian chromium + chromedriver, pinned selenium).
 bash scripts/setup-browser.sh >/dev/null
+# The API fuzz test runs schemathesis against openapi.yaml (pinned, venv under $HOME/.cache).
+bash scripts/api-fuzz.sh --setup-only
 
 if command -v cargo-nextest >/dev/null 2>&1; then
   cargo nextest run --no-fail-fast "$@"

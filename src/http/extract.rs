@@ -66,7 +66,33 @@ async fn read_body<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, Api
 }
 
 fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
-    serde_json::from_slice(body).map_err(|e| ApiError::invalid(format!("invalid JSON body: {e}")))
+    let mut value: serde_json::Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::invalid(format!("invalid JSON body: {e}")))?;
+    normalise(&mut value);
+    serde_json::from_value(value).map_err(|e| ApiError::invalid(format!("invalid JSON body: {e}")))
+}
+
+/// Reads a body as clients of the JSON Schema in `openapi.yaml` (and of the
+/// Node memory-hub) write it: a number with no fraction (`40.0`) is an
+/// integer, and a field set to `null` is a field left out.
+fn normalise(value: &mut serde_json::Value) {
+    use serde_json::Value;
+    match value {
+        Value::Number(n) => {
+            if let Some(f) = n.as_f64().filter(|_| n.is_f64())
+                && f.fract() == 0.0
+                && f.abs() < 9.0e15
+            {
+                *value = Value::from(f as i64);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(normalise),
+        Value::Object(fields) => {
+            fields.retain(|_, v| !v.is_null());
+            fields.values_mut().for_each(normalise);
+        }
+        Value::Null | Value::Bool(_) | Value::String(_) => {}
+    }
 }
 
 /// The authenticated caller, put in place by the auth middleware.

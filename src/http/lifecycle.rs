@@ -99,6 +99,9 @@ pub async fn archive_search(
     policy::require(&caller.0, scope::ALL)?;
     let filter = policy::archive_filter(&caller.0, false, st.now())?;
     let limit = body.limit.unwrap_or(20);
+    if !(1..=100).contains(&limit) {
+        return Err(ApiError::invalid("limit must be between 1 and 100"));
+    }
     let items = st
         .run(move |hub| hub.search_expired(&body.query, limit, &filter))
         .await?;

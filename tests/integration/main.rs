@@ -2,6 +2,7 @@
 
 mod support;
 
+mod api_fuzz;
 mod backup;
 mod cli;
 mod console;
