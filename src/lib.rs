@@ -24,8 +24,10 @@
 //!                   search.rs fulltext (AND, OR fallback) | semantic | hybrid
 //! ```
 //!
-//! A write goes: validate → append one JSON line per record → `fsync` (one per
-//! group of concurrent writes) → acknowledge after the same catch-up that
+//! A write goes: validate (one rule set for every way in, [`model::Record::validate`])
+//! → append one JSON line per record to this device's journal file → `fsync`
+//! (one per group of concurrent writes) → read the appended bytes back (a
+//! failure truncates the file to its previous length) → acknowledge after the same catch-up that
 //! runs at startup has applied the new lines to SQLite and tantivy (whose
 //! commit is lazy: before the next search, or within a second). Vectors are
 //! computed off the write path: in the background, by reindex, and before any
@@ -35,22 +37,25 @@
 //!
 //! - [`config`]: root layout (`memories/`, `data/`, `config.json`) and typed config.
 //! - [`model`], [`ids`]: plain domain types and id schemes; no IO.
-//! - [`store`]: the only writer of `memories/`: [`store::journal`], [`store::markdown`], [`store::lock`],
-//!   [`store::members`] (group membership for disclosure), [`store::archive`]
-//!   (compressed journal months).
+//! - [`store`]: the only writer of `memories/`: [`store::journal`] (per-device
+//!   files), [`store::device`] (the device id), [`store::markdown`] (strict front
+//!   matter, no links), [`store::lock`], [`store::members`] (group membership for
+//!   disclosure), [`store::archive`] (compressed journal months).
 //! - [`index`]: the only writer of `data/index/`: [`index::text`] (tantivy),
 //!   [`index::meta`] (SQLite), [`index::meta_read`] (time-ordered reads),
 //!   [`index::vector`] (sqlite-vec), [`index::fusion`], [`index::tokenizer`],
-//!   [`index::filter`], [`index::lifecycle`] (supersede marks, `touch` replay).
+//!   [`index::filter`], [`index::scoped_stats`] (BM25 statistics over what the
+//!   caller may read), [`index::lifecycle`] (supersede marks, `touch` replay).
 //! - [`embed`]: the [`embed::Embedder`] trait, the ONNX model
 //!   ([`embed::onnx`]), a deterministic test embedder ([`embed::hash`]) and the
 //!   vector cache under `data/cache/` ([`embed::cache`]).
 //! - [`search`]: query planning and ranking in three modes.
-//! - [`lifecycle`]: retention tiers, sliding expiry, promotion, dedup
-//!   thresholds and ranking signals (short-term weight, importance, T0 boost).
+//! - [`lifecycle`]: retention tiers, opt-in tier expiry, promotion, the exact
+//!   dedup key and ranking signals (short-term weight, importance, T0 boost).
 //! - [`eval`]: recall@k / MRR evaluation on labelled datasets.
 //! - [`consolidate`]: nightly ("sleep") consolidation — a deterministic pass
-//!   (fold, promote, expire, flag stale), an optional model pass whose
+//!   (fold, promote, expire, flag stale) with offline salience
+//!   ([`consolidate::salience`]), an optional model pass (one request per scene) whose
 //!   operations are validated before they go through the normal write path,
 //!   run reports under `data/consolidation/`, and rollback by run or source.
 //! - [`scheduler`]: periodic jobs of `memd serve` (index commits, background
@@ -60,11 +65,17 @@
 //! - [`backup`], [`transfer`], [`doctor`]: backups with checksummed manifests,
 //!   import/export, readiness checks; [`disk`], [`loopback`]: free space and
 //!   the CLI's HTTP client for a running daemon.
-//! - [`policy`]: content normalisation, credential refusal, tier assignment.
-//! - [`hub`]: the application service every surface calls (reads, recall, ingest, categories in their own files).
+//! - [`policy`]: content normalisation, credential refusal over text, title and
+//!   tags (NFKC + confusables; secret writes are exempt), tier assignment.
+//! - [`hub`]: the application service every surface calls: the single writer
+//!   (`writer.rs`: queue, group commit, write rules), catch-up (`replay.rs`),
+//!   self-healing open (`heal.rs`); reads, recall, ingest, categories in their own files.
 //! - [`auth`]: tokens (hashed in `tokens.json`, presets) and [`auth::policy`], which
 //!   turns a token and a request into the [`index::filter::Filter`] of every query.
-//! - [`http`]: the `/v1` API (axum); the only module that knows its wire format.
+//! - [`http`]: the `/v1` API (axum on its own hyper accept loop: header-read
+//!   and idle timeouts, loopback Host check); the only module that knows its wire format.
+//! - [`console`]: the web console at `/`: embedded static files, strict CSP;
+//!   all data through `/v1` with the signed-in token.
 //! - [`mcp`]: the MCP server (official `rmcp` SDK): tools, resources and
 //!   instructions, served over stdio by `memd mcp` and over streamable HTTP at
 //!   `/mcp` by `memd serve`. Every tool is a `/v1` call with the caller's token
@@ -76,7 +87,15 @@
 //!
 //! ## Invariants
 //!
-//! - Nothing is acknowledged before its journal line is fsync'd.
+//! - Nothing is acknowledged before its journal line is fsync'd and read back;
+//!   memd appends only to its own device's journal files, and a failed append
+//!   leaves no fragment. A full disk is `STORAGE_FULL` (507, retryable).
+//! - A damaged derived index is moved aside and rebuilt at open, never an outage.
+//! - Documents are read and parsed outside the writer; a document the rules
+//!   refuse is reported and never indexed; no link under `memories/` is followed.
+//! - No score, count, list or error shows a token anything about memories it
+//!   cannot read: BM25 statistics are computed under the caller's filter, and a
+//!   superseded or forgotten memory appears in no list, block or disclosure.
 //! - `data/index/` equals a replay of `memories/`: `memd reindex` rebuilds it and
 //!   gives the same search results as the incrementally maintained index.
 //! - A torn or corrupt journal line is reported with `file:line` and skipped; it
