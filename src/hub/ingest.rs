@@ -161,13 +161,22 @@ impl Hub {
             && !req.from_self
             && let Some(sender) = &req.sender_id
         {
-            members::update(
+            // The message matters more than the membership table: an
+            // unreadable table (a damaged file, a sync conflict) is logged and
+            // disclosure keeps failing closed, but the chat line is stored.
+            match members::update(
                 &members::path(&self.layout().memories()),
                 &req.scene,
                 &[(sender.clone(), req.sender_name.clone())],
                 &[],
                 "ingest",
-            )?;
+            ) {
+                Ok(_) => {}
+                Err(e) if e.code() == crate::error::ErrorCode::InvalidInput => return Err(e),
+                Err(e) => {
+                    tracing::error!(error = %e, "membership table not updated; the message is stored anyway");
+                }
+            }
         }
         // Placeholders say nothing searchable; the words around them stay.
         let stored = CQ_CODE.replace_all(text, "");

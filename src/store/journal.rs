@@ -235,7 +235,21 @@ pub fn scan_file(
     let path = dir.join(file);
     // An archived month is read from its archive first, then from the plain
     // file appended since; offsets count bytes of both together.
-    let archived = crate::store::archive::read(dir, file)?;
+    // An archive that cannot be read (another device's half-synced copy, a
+    // damaged file) holds this month back, reported, instead of stopping every
+    // catch-up: nothing past the cursor is applied until it reads again.
+    let archived = match crate::store::archive::read(dir, file) {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            return Ok(Some(LineIssue {
+                file: file.to_string(),
+                line: from.lines + 1,
+                message: format!(
+                    "archive cannot be read ({e}); this month is not applied until it can"
+                ),
+            }));
+        }
+    };
     let head_len = archived.len() as u64;
     if std::fs::metadata(&path).is_ok_and(|m| !m.is_file()) {
         tracing::warn!(path = %path.display(), "not a regular file; skipped as a journal file");

@@ -272,3 +272,75 @@ fn a_legacy_flat_root_keeps_working_and_new_lines_go_to_the_device_directory() {
     let hub = root.hub();
     assert_eq!(state(&hub, &ids), before);
 }
+
+/// Red-team finding: an unreadable archive from another device (garbage, or a
+/// gzip cut short by a sync still in progress) stopped `Hub::open` and every
+/// later catch-up. It now holds back only its own month, reported.
+#[test]
+fn an_unreadable_foreign_archive_holds_back_only_its_month() {
+    let root = TempRoot::new();
+    let kept = {
+        let hub = root.hub();
+        write(&hub, "main", "kept before the bad archive arrives")
+    };
+    let facts = root.path().join("memories/facts");
+    let archive = facts.join("archive/otherdev");
+    std::fs::create_dir_all(&archive).unwrap();
+    std::fs::write(
+        archive.join("2026-01.jsonl.gz"),
+        b"not a gzip file at all, just bytes",
+    )
+    .unwrap();
+    // A real gzip stream cut short, as a half-finished sync leaves it.
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(&foreign_line("inside the cut archive").1)
+        .unwrap();
+    let whole = gz.finish().unwrap();
+    std::fs::write(archive.join("2026-02.jsonl.gz"), &whole[..whole.len() / 2]).unwrap();
+    std::fs::write(archive.join("2026-03.jsonl.gz"), &whole[..10]).unwrap();
+
+    let hub = root.hub();
+    assert!(search_ids(&hub, "kept before the bad archive", 5).contains(&kept));
+    // Lines of other devices and months still arrive.
+    let (id, line) = foreign_line("a foreign line after the bad archive");
+    append(&facts.join("otherdev/2099-12.jsonl"), &line);
+    hub.catch_up_journal().unwrap();
+    assert!(search_ids(&hub, "foreign line after the bad archive", 5).contains(&id));
+    // Our own writes go on.
+    let mine = write(&hub, "main", "written next to the bad archive");
+    assert!(search_ids(&hub, "written next to the bad archive", 5).contains(&mine));
+}
+
+/// Red-team finding: a damaged `memories/groups/members.json` (a sync
+/// conflict, a bad edit) made every group chat ingest fail with a
+/// non-retryable 500, so the bridge dropped the messages. The message is
+/// stored; disclosure keeps failing closed.
+#[test]
+fn a_damaged_membership_table_never_loses_a_chat_message() {
+    let root = TempRoot::new();
+    let hub = root.hub();
+    let table = root.path().join("memories/groups/members.json");
+    std::fs::create_dir_all(table.parent().unwrap()).unwrap();
+    std::fs::write(&table, "{garbage").unwrap();
+    let out = hub
+        .ingest(memory_hub::hub::IngestRequest {
+            scene: scene("qq:group:1"),
+            message_id: "mm1".into(),
+            text: "周六晚上大家一起去吃火锅".into(),
+            sender_id: Some("777".into()),
+            sender_name: Some("小王".into()),
+            from_owner: false,
+            from_self: false,
+            sent_at: None,
+            ttl: Duration::hours(24),
+            source: "qq-group-1".into(),
+        })
+        .unwrap();
+    assert_eq!(out.action, memory_hub::hub::IngestAction::Add);
+    let id = out.id.unwrap();
+    assert_eq!(
+        hub.get(&id, &Filter::all()).unwrap().text,
+        "周六晚上大家一起去吃火锅"
+    );
+    assert!(!hub.is_member(&scene("qq:group:1"), "777"));
+}
