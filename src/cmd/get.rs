@@ -1,7 +1,7 @@
 //! `memd get`: one memory by id.
 
 use crate::hub::Hub;
-use crate::index::filter::Filter;
+use crate::index::filter::{Filter, Scope};
 
 /// Arguments of `memd get`.
 #[derive(Debug, clap::Args)]
@@ -11,7 +11,13 @@ pub struct Args {
 }
 
 pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()> {
-    let memory = hub.get(&args.id, &Filter::all())?;
+    // Like every reader: an expired short-term memory is gone from `get`
+    // (`memd archive search` finds it).
+    let filter = Filter::scope(Scope {
+        unexpired_at: Some(hub.now()),
+        ..Scope::default()
+    });
+    let memory = hub.get(&args.id, &filter)?;
     if cli.json {
         return super::print_json(&memory);
     }

@@ -32,14 +32,12 @@ pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()>
         .as_deref()
         .map(str::parse::<SearchMode>)
         .transpose()?;
-    let filter = if scenes.is_empty() {
-        Filter::all()
-    } else {
-        Filter::scope(Scope {
-            scenes,
-            ..Scope::default()
-        })
-    };
+    // Every scene unless narrowed; expired short-term memories never match.
+    let filter = Filter::scope(Scope {
+        scenes,
+        unexpired_at: Some(hub.now()),
+        ..Scope::default()
+    });
     let results = hub.search(&SearchRequest {
         query: args.query.clone(),
         filter,

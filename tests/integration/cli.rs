@@ -332,3 +332,29 @@ fn a_closed_stdout_ends_every_command_quietly() {
     let found = root.memd_json(&["search", "broke"]);
     assert_eq!(found["hits"].as_array().unwrap().len(), 1, "{found}");
 }
+
+/// Red-team finding: `memd search` and `memd get` showed expired short-term
+/// memories that every HTTP reader hides.
+#[test]
+fn cli_reads_never_show_expired_short_term_memories() {
+    let root = TempRoot::new();
+    let file = root.path().join("old.jsonl");
+    std::fs::write(
+        &file,
+        r#"{"op":"put","v":1,"id":"chat-main-old1-abcd","ts":"2001-01-01T00:00:00Z","scene":"main","kind":"chat","stage":"short","text":"expired zebra chat line","privacy":"normal","subject":"owner","source":"x","importance":0.5,"expires_at":"2001-01-02T00:00:00Z","device":"d"}
+"#,
+    )
+    .unwrap();
+    let out = root.memd(&["import", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{out:?}");
+    let v = root.memd_json(&["search", "zebra", "--mode", "fulltext"]);
+    assert_eq!(v["hits"], serde_json::json!([]), "{v}");
+    let out = root.memd(&["get", "chat-main-old1-abcd"]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    // The journal still holds it: the archive finds it.
+    let out = root.memd(&["archive", "search", "zebra"]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("chat-main-old1-abcd"),
+        "{out:?}"
+    );
+}
