@@ -137,6 +137,13 @@ pub async fn write(
     req.privacy = privacy;
     req.subject = subject;
     req.importance = body.importance.unwrap_or(0.5);
+    // T0 is pinned: nothing forgets it on its own and consolidation may not
+    // touch it from group evidence, so only the owner's own agents pin.
+    if (body.tier == Some(Tier::T0) || req.kind == "category") && !grant.has(scope::ALL) {
+        return Err(ApiError::forbidden(
+            "only a token with the \"*\" scope may pin memories (tier t0 or kind category)",
+        ));
+    }
     req.tier = body.tier;
     req.stage = body.stage.unwrap_or(Stage::Long);
     if req.stage == Stage::Short {

@@ -618,3 +618,32 @@ async fn mcp_initialize_is_rate_limited() {
     let again = mcp.open(&root).await;
     assert_eq!(again.status, 200, "{}", again.body);
 }
+
+/// Red-team finding: a group token could pin memories (tier t0, kind
+/// category), which nothing forgets on its own and consolidation may not touch
+/// from group evidence.
+#[tokio::test]
+async fn only_the_owner_pins_memories() {
+    let api = Api::new();
+    let g1 = api.token("g1", "qq-group-1");
+    let root = api.token("root", "dsh-desktop");
+    for body in [
+        json!({"text": "pinned by a group", "tier": "t0"}),
+        json!({"text": "a group category", "kind": "category"}),
+    ] {
+        let (status, v) = api.post("/v1/write", &g1, body).await;
+        assert_eq!(status, 403, "{v}");
+    }
+    api.ok(
+        "/v1/write",
+        &g1,
+        json!({"text": "an ordinary group note", "tier": "t2"}),
+    )
+    .await;
+    api.ok(
+        "/v1/write",
+        &root,
+        json!({"text": "pinned by the owner", "tier": "t0"}),
+    )
+    .await;
+}
