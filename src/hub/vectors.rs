@@ -4,8 +4,8 @@
 //! durable and in the full-text index. Memories without a vector are embedded
 //! in small groups by [`Hub::embed_pending`] (the server's scheduler thread
 //! calls it every second), all at once by `memd reindex`, and before any
-//! semantic or hybrid search, so a search sees every write acknowledged
-//! before it began. Searches pick the embedder for their mode and degrade as
+//! semantic or hybrid search, so a search sees the writes acknowledged
+//! before it began (see `refresh_vectors` for the one exception). Searches pick the embedder for their mode and degrade as
 //! documented in [`crate::search`].
 //!
 //! Writes never wait for readers: no embedding pass takes the writer. A pass
@@ -114,10 +114,13 @@ impl Hub {
     /// Brings the vectors up to date with a just-loaded embedder: embeds
     /// memories written while none was available, and everything if the index
     /// holds vectors of another model (the configured model changed). Writer
-    /// process only; writes go on meanwhile (see the module docs), and what
-    /// they add after the search began is left to the next pass, so a steady
-    /// stream of writes cannot keep a search embedding. A failure is logged
-    /// and the search goes on with what is indexed.
+    /// process only; writes go on meanwhile (see the module docs). The pass
+    /// embeds as many memories as were pending when it took the pass, so a
+    /// steady stream of writes cannot keep a search embedding; pending
+    /// memories are taken in id order, so one written meanwhile can take the
+    /// place of an older one, which then waits for the next pass (the
+    /// scheduler's, within a second) and is found by full text until then.
+    /// A failure is logged and the search goes on with what is indexed.
     fn refresh_vectors(&self, embedder: &dyn Embedder) -> Result<()> {
         if self.writer.is_none() {
             return Ok(());
