@@ -15,7 +15,7 @@ pub mod cache;
 pub mod hash;
 pub mod onnx;
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
@@ -104,6 +104,8 @@ pub enum EmbedderStatus {
 pub struct EmbedderSlot {
     config: Option<EmbedderConfig>,
     loaded: OnceLock<Result<Arc<dyn Embedder>, String>>,
+    /// Held for one pass over the pending memories (see [`EmbedderSlot::pass`]).
+    pass: Mutex<()>,
 }
 
 impl EmbedderSlot {
@@ -112,6 +114,7 @@ impl EmbedderSlot {
         EmbedderSlot {
             config: Some(config.clone()),
             loaded: OnceLock::new(),
+            pass: Mutex::new(()),
         }
     }
 
@@ -122,6 +125,7 @@ impl EmbedderSlot {
         EmbedderSlot {
             config: None,
             loaded,
+            pass: Mutex::new(()),
         }
     }
 
@@ -132,6 +136,7 @@ impl EmbedderSlot {
         EmbedderSlot {
             config: None,
             loaded,
+            pass: Mutex::new(()),
         }
     }
 
@@ -142,6 +147,16 @@ impl EmbedderSlot {
             Some(Err(reason)) => EmbedderStatus::Unavailable(reason.clone()),
             None => EmbedderStatus::NotLoaded,
         }
+    }
+
+    /// One embedding pass over pending memories at a time: the scheduler and
+    /// concurrent searches would otherwise all embed the same memories. This
+    /// is not the writer: writes never take it, so they never wait for
+    /// embedding.
+    pub fn pass(&self) -> MutexGuard<'_, ()> {
+        self.pass
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The embedder if it is already loaded; never starts loading it.

@@ -4,9 +4,16 @@
 //! durable and in the full-text index. Memories without a vector are embedded
 //! in small groups by [`Hub::embed_pending`] (the server's scheduler thread
 //! calls it every second), all at once by `memd reindex`, and before any
-//! semantic or hybrid search, so a search always sees every write. Searches
-//! pick the embedder for their mode and degrade as documented in
-//! [`crate::search`].
+//! semantic or hybrid search, so a search sees the writes acknowledged
+//! before it began (see `refresh_vectors` for the one exception). Searches pick the embedder for their mode and degrade as
+//! documented in [`crate::search`].
+//!
+//! Writes never wait for readers: no embedding pass takes the writer. A pass
+//! holds only [`crate::embed::EmbedderSlot::pass`] (one pass at a time, so
+//! concurrent searches do not embed the same memories twice), computes
+//! vectors with no lock held, and stores them in short transactions that
+//! re-read each memory ([`crate::index::vector::store`]), so a memory
+//! changed or forgotten meanwhile never gets a stale vector.
 
 use std::sync::Arc;
 
@@ -48,25 +55,23 @@ impl Hub {
             })
     }
 
-    /// Embeds up to `limit` memories that have no vector yet, holding the
-    /// writer for that time; returns how many were stored. Vectors are derived
-    /// data: a failure is logged and the memories stay pending for the next call.
+    /// Embeds up to `limit` memories that have no vector yet, without holding
+    /// the writer; returns how many were stored. Vectors are derived data: a
+    /// failure is logged and the memories stay pending for the next call.
     pub fn embed_pending(&self, limit: usize) -> u64 {
         if self.writer.is_none() {
             return 0;
         }
         // The first load of a model takes seconds: do it before taking the
-        // writer, so writes are not held up by it.
+        // pass, so searches are not held up by it.
         if matches!(self.index.vectors_pending(), Ok(true)) {
             let _ = self.embedder.get();
         }
-        match self.writer_state() {
-            Ok(_guard) => self.sync_vectors(limit),
-            Err(_) => 0,
-        }
+        let _pass = self.embedder.pass();
+        self.sync_vectors(limit)
     }
 
-    /// [`Hub::embed_pending`] for a caller that holds the writer.
+    /// [`Hub::embed_pending`] for a caller that holds the embedding pass.
     fn sync_vectors(&self, limit: usize) -> u64 {
         if self.writer.is_none() {
             return 0;
@@ -109,22 +114,39 @@ impl Hub {
     /// Brings the vectors up to date with a just-loaded embedder: embeds
     /// memories written while none was available, and everything if the index
     /// holds vectors of another model (the configured model changed). Writer
-    /// only; a failure is logged and the search goes on with what is indexed.
+    /// process only; writes go on meanwhile (see the module docs). The pass
+    /// embeds as many memories as were pending when it took the pass, so a
+    /// steady stream of writes cannot keep a search embedding; pending
+    /// memories are taken in id order, so one written meanwhile can take the
+    /// place of an older one, which then waits for the next pass (the
+    /// scheduler's, within a second) and is found by full text until then.
+    /// A failure is logged and the search goes on with what is indexed.
     fn refresh_vectors(&self, embedder: &dyn Embedder) -> Result<()> {
         if self.writer.is_none() {
             return Ok(());
         }
-        let stale = self
-            .index
-            .vector_model()?
-            .is_some_and(|(m, d)| m != embedder.model_id() || d != embedder.dim());
-        if !stale && !self.index.vectors_pending()? {
+        let stale = || -> Result<bool> {
+            Ok(self
+                .index
+                .vector_model()?
+                .is_some_and(|(m, d)| m != embedder.model_id() || d != embedder.dim()))
+        };
+        if !stale()? && !self.index.vectors_pending()? {
             return Ok(());
         }
-        let _guard = self.writer_state()?;
+        let _pass = self.embedder.pass();
+        // Whoever held the pass before may have embedded everything.
+        let limit = if stale()? {
+            usize::MAX
+        } else {
+            match self.index.vectors_pending_count()? {
+                0 => return Ok(()),
+                n => usize::try_from(n).unwrap_or(usize::MAX),
+            }
+        };
         if let Err(e) = self
             .index
-            .sync_vectors(embedder, self.cache.as_ref(), usize::MAX)
+            .sync_vectors(embedder, self.cache.as_ref(), limit)
         {
             tracing::warn!(error = %e, "embedding pending memories failed; searching what is indexed");
         }

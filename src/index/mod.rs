@@ -518,9 +518,9 @@ impl Index {
         {
             tracing::info!(embed.model = %model, "vector table (re)created; embedding every memory");
         }
-        let mut stored = 0u64;
+        let (mut stored, mut tried) = (0u64, 0usize);
         loop {
-            let want = VECTOR_BATCH.min(limit.saturating_sub(stored as usize));
+            let want = VECTOR_BATCH.min(limit.saturating_sub(tried));
             let pending = if want == 0 {
                 Vec::new()
             } else {
@@ -539,8 +539,8 @@ impl Index {
                 .zip(&vectors)
                 .map(|(p, v)| (p, v.as_slice()))
                 .collect();
-            self.meta.write(|t| vector::store(t, model, &rows))?;
-            stored += rows.len() as u64;
+            tried += rows.len();
+            stored += self.meta.write(|t| vector::store(t, model, &rows))?;
         }
     }
 

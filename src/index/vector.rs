@@ -125,30 +125,33 @@ pub struct Pending {
     pub expires: i64,
 }
 
+/// The columns of a memory waiting for its vector (`pending_row` reads them).
+const PENDING_COLUMNS: &str = "SELECT id, title, text, scene, privacy, stage, kind, subject, origin, \
+     CASE WHEN superseded_by IS NOT NULL THEN 0 ELSE expires_at END FROM memories \
+     WHERE vector_model IS NULL AND forgotten_at IS NULL";
+
+fn pending_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Pending> {
+    let title: Option<String> = r.get(1)?;
+    let text: String = r.get(2)?;
+    Ok(Pending {
+        id: r.get(0)?,
+        text: passage_text(title.as_deref(), &text),
+        columns: [
+            r.get(3)?,
+            r.get(4)?,
+            r.get(5)?,
+            r.get(6)?,
+            r.get(7)?,
+            r.get(8)?,
+        ],
+        expires: r.get::<_, Option<i64>>(9)?.unwrap_or(i64::MAX),
+    })
+}
+
 /// Up to `limit` searchable memories without a vector of the current model.
 pub fn pending(conn: &Connection, limit: usize) -> Result<Vec<Pending>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT id, title, text, scene, privacy, stage, kind, subject, origin, \
-         CASE WHEN superseded_by IS NOT NULL THEN 0 ELSE expires_at END FROM memories \
-         WHERE vector_model IS NULL AND forgotten_at IS NULL ORDER BY id LIMIT ?",
-    )?;
-    let rows = stmt.query_map([limit as i64], |r| {
-        let title: Option<String> = r.get(1)?;
-        let text: String = r.get(2)?;
-        Ok(Pending {
-            id: r.get(0)?,
-            text: passage_text(title.as_deref(), &text),
-            columns: [
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
-                r.get(6)?,
-                r.get(7)?,
-                r.get(8)?,
-            ],
-            expires: r.get::<_, Option<i64>>(9)?.unwrap_or(i64::MAX),
-        })
-    })?;
+    let mut stmt = conn.prepare_cached(&format!("{PENDING_COLUMNS} ORDER BY id LIMIT ?"))?;
+    let rows = stmt.query_map([limit as i64], pending_row)?;
     rows.map(|r| r.map_err(Error::from)).collect()
 }
 
@@ -160,8 +163,16 @@ pub fn passage_text(title: Option<&str>, text: &str) -> String {
     }
 }
 
-/// Stores vectors for pending memories and marks them embedded by `model`.
-pub fn store(tx: &Transaction<'_>, model: &str, rows: &[(&Pending, &[f32])]) -> Result<()> {
+/// Stores vectors for pending memories and marks them embedded by `model`;
+/// returns how many were stored.
+///
+/// Vectors are computed outside any lock, so the writer may have changed a
+/// memory since [`pending`] read it: each one is read again here, in the
+/// storing transaction. A memory forgotten or already embedded meanwhile
+/// gets nothing; one whose text changed stays pending for the next pass; the
+/// visibility columns stored are the current ones, never the ones read before.
+pub fn store(tx: &Transaction<'_>, model: &str, rows: &[(&Pending, &[f32])]) -> Result<u64> {
+    let mut current = tx.prepare_cached(&format!("{PENDING_COLUMNS} AND id = ?"))?;
     let mut del = tx.prepare_cached(&format!("DELETE FROM {TABLE} WHERE id = ?"))?;
     let mut ins = tx.prepare_cached(&format!(
         "INSERT INTO {TABLE} (id, embedding, scene, privacy, stage, kind, subject, origin, expires) \
@@ -170,7 +181,14 @@ pub fn store(tx: &Transaction<'_>, model: &str, rows: &[(&Pending, &[f32])]) -> 
     let mut mark = tx.prepare_cached(
         "UPDATE memories SET vector_model = ? WHERE id = ? AND forgotten_at IS NULL",
     )?;
-    for (p, v) in rows {
+    let mut stored = 0;
+    for (read, v) in rows {
+        let Some(p) = current.query_row([&read.id], pending_row).optional()? else {
+            continue;
+        };
+        if p.text != read.text {
+            continue;
+        }
         del.execute([&p.id])?;
         let [scene, privacy, stage, kind, subject, origin] = &p.columns;
         ins.execute(params![
@@ -185,8 +203,9 @@ pub fn store(tx: &Transaction<'_>, model: &str, rows: &[(&Pending, &[f32])]) -> 
             p.expires
         ])?;
         mark.execute(params![model, p.id])?;
+        stored += 1;
     }
-    Ok(())
+    Ok(stored)
 }
 
 /// The `k` nearest visible memories to `query` as `(id, cosine distance)`,

@@ -5,12 +5,15 @@
 //! Options (after `--`): `--facts 10000,100000` corpus sizes (default; add
 //! `1000000` for the opt-in large run), `--queries N`, `--model auto|real|hash`
 //! (the embedder behind the hybrid figures; `auto` uses the installed e5 model
-//! up to 10k facts and the deterministic hash embedder above), `--no-http`.
+//! up to 10k facts and the deterministic hash embedder above), `--no-http`,
+//! `--writes N` single writes timed alone and under 8 hybrid readers (default
+//! 200; 0 skips them, see `writes.rs` for `--writes-embed-ms`), `--writes-only`.
 #![allow(clippy::print_stdout)]
 
 mod baseline;
 mod corpus;
 mod http;
+mod writes;
 
 use std::io::Write;
 use std::sync::Arc;
@@ -311,6 +314,11 @@ fn main() {
     let nq: usize = arg("--queries").map_or(1000, |s| s.parse().expect("--queries takes a number"));
     let model_arg = arg("--model").unwrap_or_else(|| "auto".into());
     let with_http = !std::env::args().any(|a| a == "--no-http");
+    let writes_only = std::env::args().any(|a| a == "--writes-only");
+    let writes: usize =
+        arg("--writes").map_or(200, |s| s.parse().expect("--writes takes a number"));
+    let embed_ms: u64 = arg("--writes-embed-ms")
+        .map_or(15, |s| s.parse().expect("--writes-embed-ms takes a number"));
     let model_installed = std::fs::read_dir(Config::default().embedder.resolved_model_dir())
         .map(|d| {
             d.flatten()
@@ -321,8 +329,11 @@ fn main() {
         println!("\n## {n} facts, {nq} queries\n");
         println!("| figure | memd | baseline (same run) | ratio |");
         println!("|---|---|---|---|");
-        let mut rows = run(n, nq);
-        if with_http {
+        let mut rows = if writes_only { Vec::new() } else { run(n, nq) };
+        if writes > 0 {
+            rows.extend(writes::run(n, writes, model_arg == "real", embed_ms));
+        }
+        if with_http && !writes_only {
             let model = match model_arg.as_str() {
                 "real" => http::Model::Real,
                 "hash" => http::Model::Hash,

@@ -24,6 +24,7 @@ mod openapi;
 mod prop;
 mod reindex;
 mod salience;
+mod scale;
 mod semantic;
 mod serve;
 mod side_channels;
