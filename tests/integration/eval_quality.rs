@@ -1,0 +1,148 @@
+//! Retrieval quality on the real model: hybrid search must never do worse
+//! than the better of its two parts, on every dev set in `../shared/eval`
+//! (beside the clone; CI has a read-only copy there). Vectors are cached in
+//! `$HOME/.cache/memory-hub/eval-vectors.db` across runs, so only the first
+//! run embeds the corpora (~3.4k lines).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use memory_hub::config::{Config, EmbedderConfig};
+use memory_hub::embed::EmbedderSlot;
+use memory_hub::embed::onnx::OnnxEmbedder;
+use memory_hub::eval::{EvalOptions, run_with};
+use memory_hub::search::SearchMode;
+
+/// The dev sets, in `../shared/eval` relative to the crate.
+const DEV_SETS: [&str; 5] = [
+    "madial-zh-dev",
+    "madial-en-dev",
+    "madial-zh2en-dev",
+    "madial-en2zh-dev",
+    "locomo-dev",
+];
+
+/// How far below the better single mode hybrid may fall (recall@5).
+const SLACK: f64 = 0.01;
+
+fn eval_dir() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/eval");
+    assert!(
+        dir.join(DEV_SETS[0]).join("corpus.jsonl").is_file(),
+        "the dev sets are missing: expected {} (a copy of shared/eval beside the clone)",
+        dir.display()
+    );
+    dir
+}
+
+#[test]
+fn hybrid_is_never_worse_than_its_best_part_on_the_dev_sets() {
+    let dir = eval_dir();
+    let embedder = Arc::new(
+        OnnxEmbedder::load(&EmbedderConfig::default())
+            .expect("the model is installed by scripts/setup.sh (scripts/test.sh runs it)"),
+    );
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let options = EvalOptions {
+        vector_cache: home.map(|h| h.join(".cache/memory-hub/eval-vectors.db")),
+        ..EvalOptions::default()
+    };
+    let modes = [
+        SearchMode::Fulltext,
+        SearchMode::Semantic,
+        SearchMode::Hybrid,
+    ];
+    let mut failures = Vec::new();
+    for name in DEV_SETS {
+        let reports = run_with(
+            &dir.join(name),
+            &modes,
+            &Config::default(),
+            EmbedderSlot::ready(embedder.clone()),
+            &options,
+        )
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let r5 = |mode: SearchMode| {
+            let r = reports.iter().find(|r| r.mode == mode).unwrap();
+            assert_eq!(r.ran, mode, "{name}: {mode} fell back to {}", r.ran);
+            r.recall_at_5
+        };
+        let (text, semantic, hybrid) = (
+            r5(SearchMode::Fulltext),
+            r5(SearchMode::Semantic),
+            r5(SearchMode::Hybrid),
+        );
+        eprintln!("{name}: recall@5 fulltext {text:.3} semantic {semantic:.3} hybrid {hybrid:.3}");
+        if hybrid < text.max(semantic) - SLACK {
+            failures.push(format!(
+                "{name}: hybrid {hybrid:.3} < max(fulltext {text:.3}, semantic {semantic:.3}) - {SLACK}"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn per_query_file_lists_ranked_and_relevant_ids_and_the_first_hit() {
+    let dataset = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/eval-tiny");
+    let root = crate::support::TempRoot::new();
+    let file = root.path().join("per-query.jsonl");
+    let cache = root.path().join("shared-cache/vectors.db");
+    let embedder =
+        || EmbedderSlot::ready(Arc::new(memory_hub::embed::hash::HashEmbedder::new(384)));
+    let options = EvalOptions {
+        per_query: Some(file.clone()),
+        vector_cache: Some(cache.clone()),
+        depth: Some(20),
+    };
+    let modes = [SearchMode::Fulltext, SearchMode::Hybrid];
+    let reports = run_with(&dataset, &modes, &Config::default(), embedder(), &options).unwrap();
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&file)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        lines.len(),
+        2 * reports[0].queries,
+        "one line per query and mode"
+    );
+    for (mode, report) in ["fulltext", "hybrid"].into_iter().zip(&reports) {
+        let mine: Vec<&serde_json::Value> = lines.iter().filter(|l| l["mode"] == mode).collect();
+        assert_eq!(mine.len(), report.queries);
+        let mut recall = 0.0;
+        for l in &mine {
+            let ranked: Vec<&str> = l["ranked"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap())
+                .collect();
+            let relevant: Vec<&str> = l["relevant"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap())
+                .collect();
+            assert!(!relevant.is_empty() && !l["qid"].as_str().unwrap().is_empty());
+            assert_eq!(l["scores"].as_array().unwrap().len(), ranked.len());
+            assert_eq!(l["passes"].as_array().unwrap().len(), ranked.len());
+            let first = ranked
+                .iter()
+                .position(|id| relevant.contains(id))
+                .map(|i| i as u64 + 1);
+            assert_eq!(l["firstHitRank"].as_u64(), first, "{l}");
+            recall += l["recallAt5"].as_f64().unwrap();
+        }
+        // The per-query lines add up to the report.
+        assert!((recall / mine.len() as f64 - report.recall_at_5).abs() < 1e-9);
+    }
+    assert_eq!(
+        reports[0].recall_at_5, 1.0,
+        "each fixture query shares a word with its memory"
+    );
+    // The shared vector cache now holds the corpus; a second run reads it back.
+    assert!(cache.is_file(), "the vector cache was written back");
+    let again = run_with(&dataset, &modes, &Config::default(), embedder(), &options).unwrap();
+    assert_eq!(again[1].recall_at_5, reports[1].recall_at_5);
+}
