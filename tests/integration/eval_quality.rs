@@ -146,3 +146,29 @@ fn per_query_file_lists_ranked_and_relevant_ids_and_the_first_hit() {
     let again = run_with(&dataset, &modes, &Config::default(), embedder(), &options).unwrap();
     assert_eq!(again[1].recall_at_5, reports[1].recall_at_5);
 }
+
+#[test]
+fn hybrid_gives_no_vote_to_full_text_hits_in_another_script() {
+    use crate::support::{TempRoot, search_ids_in, write};
+    let root = TempRoot::new();
+    let hub = root.hub_with(Arc::new(memory_hub::embed::hash::HashEmbedder::new(384)));
+    // Only the name "Bart" links the Chinese query to the English memory.
+    let english = write(&hub, "main", "Bart plays football every Sunday");
+    for text in ["他每周日去公园散步", "今天的晚饭很好吃", "周末我们去看电影"]
+    {
+        write(&hub, "main", text);
+    }
+    let text_ids = search_ids_in(&hub, "<Bart>:\"我要表演魔术\"", 10, SearchMode::Fulltext);
+    assert_eq!(
+        text_ids,
+        [english.clone()],
+        "full text matches the name only"
+    );
+    let semantic = search_ids_in(&hub, "<Bart>:\"我要表演魔术\"", 10, SearchMode::Semantic);
+    let hybrid = search_ids_in(&hub, "<Bart>:\"我要表演魔术\"", 10, SearchMode::Hybrid);
+    // The English hit keeps only its semantic vote: hybrid is the semantic order.
+    assert_eq!(hybrid, semantic);
+    // Within one script, the same name match does vote.
+    let latin = search_ids_in(&hub, "Bart", 10, SearchMode::Hybrid);
+    assert_eq!(latin[0], english);
+}
