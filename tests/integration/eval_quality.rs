@@ -190,24 +190,49 @@ fn per_query_file_lists_ranked_and_relevant_ids_and_the_first_hit() {
 #[test]
 fn hybrid_gives_no_vote_to_full_text_hits_in_another_script() {
     use crate::support::{TempRoot, search_ids_in, write};
+    use memory_hub::index::fusion::{rrf, rrf_weighted};
     let root = TempRoot::new();
     let hub = root.hub_with(Arc::new(memory_hub::embed::hash::HashEmbedder::new(384)));
-    // Only the name "Bart" links the Chinese query to the English memory.
-    let english = write(&hub, "main", "Bart plays football every Sunday");
-    for text in ["他每周日去公园散步", "今天的晚饭很好吃", "周末我们去看电影"]
-    {
+    // Only the name "Bart" links the Chinese query to the English memory, and
+    // it is the rarest query term, so full text ranks that memory first.
+    let english = write(
+        &hub,
+        "main",
+        "Bart wrote about the football match, the weather, the train home and dinner with friends",
+    );
+    for text in [
+        "魔术表演在周六",
+        "我喜欢看魔术表演",
+        "魔术表演很精彩",
+        "学校有魔术表演",
+        "魔术表演结束了",
+    ] {
         write(&hub, "main", text);
     }
-    let text_ids = search_ids_in(&hub, "<Bart>:\"我要表演魔术\"", 10, SearchMode::Fulltext);
-    assert_eq!(
-        text_ids,
-        [english.clone()],
-        "full text matches the name only"
+    let query = "<Bart>:\"魔术表演\"";
+    let text = search_ids_in(&hub, query, 10, SearchMode::Fulltext);
+    let semantic = search_ids_in(&hub, query, 10, SearchMode::Semantic);
+    let hybrid = search_ids_in(&hub, query, 10, SearchMode::Hybrid);
+    assert!(text.contains(&english), "full text matches the name");
+    let ones = |ids: &[String]| ids.iter().map(|id| (id.clone(), 1.0)).collect::<Vec<_>>();
+    let no_vote: Vec<(String, f32)> = text
+        .iter()
+        .map(|id| (id.clone(), if *id == english { 0.0 } else { 1.0 }))
+        .collect();
+    let ids = |fused: Vec<(String, f32)>| {
+        fused
+            .into_iter()
+            .map(|(id, _)| id)
+            .take(10)
+            .collect::<Vec<_>>()
+    };
+    let expected = ids(rrf_weighted(&[&no_vote, &ones(&semantic)], 60.0));
+    let plain = ids(rrf(&[(&text, 1.0), (&semantic, 1.0)], 60.0));
+    assert_ne!(
+        expected, plain,
+        "the case tells the two fusions apart: text {text:?} semantic {semantic:?} english {english}"
     );
-    let semantic = search_ids_in(&hub, "<Bart>:\"我要表演魔术\"", 10, SearchMode::Semantic);
-    let hybrid = search_ids_in(&hub, "<Bart>:\"我要表演魔术\"", 10, SearchMode::Hybrid);
-    // The English hit keeps only its semantic vote: hybrid is the semantic order.
-    assert_eq!(hybrid, semantic);
+    assert_eq!(hybrid, expected);
     // Within one script, the same name match does vote.
     let latin = search_ids_in(&hub, "Bart", 10, SearchMode::Hybrid);
     assert_eq!(latin[0], english);
