@@ -9,8 +9,15 @@
 //! [`Hub::search`], restricted to the query's scene when it names one, once per
 //! requested mode. The temporary root is removed afterwards.
 //!
-//! Memories are written as plain text: the corpus `time` and `speaker` are
-//! not added (LoCoMo turns already start with the speaker's name).
+//! Memories are written as plain text: the corpus `time`, `speaker` and
+//! `session` are not passed (LoCoMo turns already start with the speaker's
+//! name; the write path has no field for the others yet).
+//!
+//! [`EvalOptions`] adds two things for inspection and speed: a per-query
+//! JSONL file (each query's ranked ids, relevant ids and the rank of the first
+//! relevant hit, per mode), and a vector cache file shared across runs, copied
+//! into the temporary root before loading and back (atomically) afterwards,
+//! so a corpus already embedded once is not embedded again.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -38,6 +45,44 @@ struct CorpusLine {
     text: String,
     #[serde(default)]
     scene: Option<String>,
+}
+
+/// Optional extras of [`run_with`].
+#[derive(Debug, Clone, Default)]
+pub struct EvalOptions {
+    /// Write one JSON line per query and mode here ([`QueryRecord`]).
+    pub per_query: Option<PathBuf>,
+    /// A vector cache shared across runs (created when missing).
+    pub vector_cache: Option<PathBuf>,
+    /// Hits fetched per query when more than ten (the per-query file lists
+    /// them all; the metrics look at the top ten).
+    pub depth: Option<usize>,
+}
+
+/// One query's outcome in one mode, as written to the per-query file.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueryRecord {
+    /// Dataset directory name.
+    pub dataset: String,
+    /// The mode asked for.
+    pub mode: SearchMode,
+    /// The query id.
+    pub qid: String,
+    /// The query text.
+    pub query: String,
+    /// Corpus ids of the hits, best first.
+    pub ranked: Vec<String>,
+    /// The score of each hit (comparable within one query and mode only).
+    pub scores: Vec<f32>,
+    /// The pass that found each hit.
+    pub passes: Vec<crate::search::Pass>,
+    /// The corpus ids labelled relevant.
+    pub relevant: Vec<String>,
+    /// Rank (from 1) of the first relevant hit, if any is in the list.
+    pub first_hit_rank: Option<usize>,
+    /// |relevant ∩ top 5| / |relevant|.
+    pub recall_at_5: f64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -110,6 +155,29 @@ pub fn run(
     config: &Config,
     embedder: EmbedderSlot,
 ) -> Result<Vec<EvalReport>> {
+    run_with(dir, modes, config, embedder, &EvalOptions::default())
+}
+
+/// Copies `from` to `to` through a temporary file and a rename, so a reader
+/// never sees half a file.
+fn copy_atomic(from: &Path, to: &Path) -> Result<()> {
+    if let Some(dir) = to.parent() {
+        std::fs::create_dir_all(dir).ctx("cannot create directory", dir)?;
+    }
+    let tmp = to.with_extension(format!("tmp-{}", std::process::id()));
+    std::fs::copy(from, &tmp).ctx("cannot copy the vector cache to", &tmp)?;
+    std::fs::rename(&tmp, to).ctx("cannot replace", to)?;
+    Ok(())
+}
+
+/// [`run`] with [`EvalOptions`].
+pub fn run_with(
+    dir: &Path,
+    modes: &[SearchMode],
+    config: &Config,
+    embedder: EmbedderSlot,
+    options: &EvalOptions,
+) -> Result<Vec<EvalReport>> {
     let corpus: Vec<CorpusLine> = read_jsonl(&dir.join("corpus.jsonl"))?;
     let queries: Vec<QueryLine> = read_jsonl(&dir.join("queries.jsonl"))?;
     if corpus.is_empty() || queries.is_empty() {
@@ -129,14 +197,20 @@ pub fn run(
     let root =
         TempRoot(std::env::temp_dir().join(format!("memd-eval-{}-{nanos}", std::process::id())));
     let mut config = config.clone();
-    config.search.max_limit = config.search.max_limit.max(TOP);
-    let (hub, _) = Hub::open_with(
-        Layout::new(&root.0),
-        config,
-        Mode::Write,
-        embedder,
-        &mut |_| {},
-    )?;
+    let depth = options.depth.unwrap_or(TOP).max(TOP);
+    config.search.max_limit = config.search.max_limit.max(depth);
+    let layout = Layout::new(&root.0);
+    let local_cache = layout.cache().join("vectors.db");
+    if let Some(shared) = options.vector_cache.as_deref().filter(|p| p.exists()) {
+        copy_atomic(shared, &local_cache)?;
+    }
+    let mut per_query = match &options.per_query {
+        Some(path) => Some(std::io::BufWriter::new(
+            std::fs::File::create(path).ctx("cannot create", path)?,
+        )),
+        None => None,
+    };
+    let (hub, _) = Hub::open_with(layout, config, Mode::Write, embedder, &mut |_| {})?;
 
     let started = Instant::now();
     let mut corpus_id_of: HashMap<String, String> = HashMap::new();
@@ -176,16 +250,49 @@ pub fn run(
             let results = hub.search(&SearchRequest {
                 query: q.query.clone(),
                 filter,
-                limit: Some(TOP),
+                limit: Some(depth),
                 mode: Some(mode),
             })?;
             latencies.push(t.elapsed().as_secs_f64() * 1000.0);
             ran = results.mode;
-            let ranked: Vec<&str> = results
+            let known: Vec<(&str, &crate::search::SearchHit)> = results
                 .hits
                 .iter()
-                .filter_map(|h| corpus_id_of.get(&h.memory.id).map(String::as_str))
+                .filter_map(|h| corpus_id_of.get(&h.memory.id).map(|id| (id.as_str(), h)))
                 .collect();
+            let ranked: Vec<&str> = known.iter().map(|(id, _)| *id).collect();
+            if let Some(out) = per_query.as_mut() {
+                use std::io::Write;
+                let first_hit_rank = ranked
+                    .iter()
+                    .position(|id| q.relevant.iter().any(|r| r == id))
+                    .map(|i| i + 1);
+                let hit5 = ranked
+                    .iter()
+                    .take(5)
+                    .filter(|id| q.relevant.iter().any(|r| r == *id))
+                    .count();
+                let record = QueryRecord {
+                    dataset: dataset.clone(),
+                    mode,
+                    qid: q.qid.clone(),
+                    query: q.query.clone(),
+                    ranked: ranked.iter().map(|s| s.to_string()).collect(),
+                    scores: known.iter().map(|(_, h)| h.score).collect(),
+                    passes: known.iter().map(|(_, h)| h.pass).collect(),
+                    relevant: q.relevant.clone(),
+                    first_hit_rank,
+                    recall_at_5: if q.relevant.is_empty() {
+                        0.0
+                    } else {
+                        hit5 as f64 / q.relevant.len() as f64
+                    },
+                };
+                let line = serde_json::to_string(&record)
+                    .map_err(|e| Error::Internal(format!("per-query record: {e}")))?;
+                let path = options.per_query.as_deref().unwrap_or(Path::new(""));
+                writeln!(out, "{line}").ctx("cannot write", path)?;
+            }
             if q.relevant.is_empty() {
                 tracing::warn!(eval.qid = %q.qid, "query lists no relevant ids; counted as zero");
                 continue;
@@ -227,6 +334,17 @@ pub fn run(
             latency_p95_ms: pct(0.95),
             load_ms,
         });
+    }
+    if let (Some(out), Some(path)) = (per_query.as_mut(), options.per_query.as_deref()) {
+        use std::io::Write;
+        out.flush().ctx("cannot write", path)?;
+    }
+    // Closing the hub checkpoints the cache's write-ahead log into its file.
+    drop(hub);
+    if let Some(shared) = options.vector_cache.as_deref()
+        && local_cache.exists()
+    {
+        copy_atomic(&local_cache, shared)?;
     }
     Ok(reports)
 }

@@ -220,9 +220,54 @@ pub fn plan(query: &str) -> QueryPlan {
     }
 }
 
+/// The share of a text's words that are CJK: CJK characters counted one
+/// each, Latin words (runs of ASCII letters) one each. A text with neither
+/// (digits, punctuation) is 0.5, neutral.
+pub fn cjk_share(text: &str) -> f32 {
+    let (mut cjk, mut latin, mut in_word) = (0u32, 0u32, false);
+    for c in text.chars() {
+        if crate::index::tokenizer::is_cjk(c) {
+            cjk += 1;
+        }
+        let letter = c.is_ascii_alphabetic();
+        if letter && !in_word {
+            latin += 1;
+        }
+        in_word = letter;
+    }
+    if cjk + latin == 0 {
+        0.5
+    } else {
+        cjk as f32 / (cjk + latin) as f32
+    }
+}
+
+/// Whether two texts are written mostly in different scripts (one mostly
+/// CJK, the other mostly Latin), given their [`cjk_share`]s. Full text can
+/// match such a pair only on names and numbers, never on what it says.
+pub fn scripts_differ(a: f32, b: f32) -> bool {
+    (a - b).abs() > 0.5
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn script_shares() {
+        assert_eq!(cjk_share("我今天去公园"), 1.0);
+        assert_eq!(cjk_share("I went to the park today"), 0.0);
+        assert_eq!(cjk_share("2024-05-01 !"), 0.5);
+        // A Chinese dialogue with speaker tags stays mostly CJK.
+        let zh = cjk_share("<Bart>:\"嘿，你知道吗？元旦晚会我要表演魔术！\"");
+        assert!(zh > 0.8, "{zh}");
+        assert!(scripts_differ(
+            zh,
+            cjk_share("Bart danced at the Christmas party.")
+        ));
+        assert!(!scripts_differ(zh, cjk_share("Bart 在圣诞晚会上跳舞")));
+        assert!(!scripts_differ(0.5, 0.0), "neutral text never differs");
+    }
 
     #[test]
     fn tags_and_quotes() {

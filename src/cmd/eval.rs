@@ -16,6 +16,15 @@ pub struct Args {
     /// fulltext, semantic or hybrid (repeatable); all three when omitted.
     #[arg(long)]
     mode: Vec<String>,
+    /// Write each query's ranked ids, relevant ids and first-hit rank here (JSONL).
+    #[arg(long, value_name = "FILE")]
+    per_query: Option<PathBuf>,
+    /// A vector cache file shared across runs, so a corpus is embedded once.
+    #[arg(long, value_name = "FILE")]
+    vector_cache: Option<PathBuf>,
+    /// Hits fetched per query (at least 10; deeper lists go to the per-query file).
+    #[arg(long, value_name = "N")]
+    depth: Option<usize>,
 }
 
 pub(super) fn run(cli: &super::Cli, config: Config, args: &Args) -> anyhow::Result<()> {
@@ -37,7 +46,12 @@ pub(super) fn run(cli: &super::Cli, config: Config, args: &Args) -> anyhow::Resu
     } else {
         EmbedderSlot::from_config(&config.embedder)
     };
-    let reports = crate::eval::run(&args.dataset, &modes, &config, slot)?;
+    let options = crate::eval::EvalOptions {
+        per_query: args.per_query.clone(),
+        vector_cache: args.vector_cache.clone(),
+        depth: args.depth,
+    };
+    let reports = crate::eval::run_with(&args.dataset, &modes, &config, slot, &options)?;
     if cli.json {
         return super::print_json(&reports);
     }

@@ -28,6 +28,29 @@ pub fn rrf(rankings: &[(&[String], f32)], k: f32) -> Vec<(String, f32)> {
     out
 }
 
+/// Like [`rrf`], but every entry of a ranking carries its own weight: an
+/// entry at rank `r` (from 1, counting every entry, weighted or not)
+/// contributes `weight / (k + r)`. A weight of zero keeps an entry's place in
+/// the ranking but lets it add nothing.
+pub fn rrf_weighted(rankings: &[&[(String, f32)]], k: f32) -> Vec<(String, f32)> {
+    let mut scores: HashMap<&str, f32> = HashMap::new();
+    for ranking in rankings {
+        let mut seen = std::collections::HashSet::new();
+        for (i, (id, weight)) in ranking.iter().enumerate() {
+            if !seen.insert(id.as_str()) || *weight <= 0.0 {
+                continue;
+            }
+            *scores.entry(id.as_str()).or_default() += weight / (k + (i + 1) as f32);
+        }
+    }
+    let mut out: Vec<(String, f32)> = scores
+        .into_iter()
+        .map(|(id, s)| (id.to_string(), s))
+        .collect();
+    out.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -54,5 +77,29 @@ mod tests {
         let fused = rrf(&[(&text, 1.0)], 60.0);
         assert!((fused[0].1 - 1.0 / 61.0).abs() < 1e-7);
         assert!(rrf(&[], 60.0).is_empty());
+    }
+
+    #[test]
+    fn per_entry_weights() {
+        let w = |v: &[(&str, f32)]| -> Vec<(String, f32)> {
+            v.iter().map(|(id, w)| (id.to_string(), *w)).collect()
+        };
+        let text = w(&[("a", 0.0), ("b", 1.0)]);
+        let sem = w(&[("c", 1.0), ("a", 1.0)]);
+        let got = rrf_weighted(&[&text, &sem], 60.0);
+        let ids: Vec<&str> = got.iter().map(|(id, _)| id.as_str()).collect();
+        // a adds nothing from the text list but keeps its semantic rank 2;
+        // b keeps its text rank 2 although a above it weighs nothing.
+        assert_eq!(ids, ["c", "a", "b"]);
+        assert!((got[1].1 - 1.0 / 62.0).abs() < 1e-7);
+        assert!((got[2].1 - 1.0 / 62.0).abs() < 1e-7);
+        // With every weight 1 it is plain RRF.
+        let ones = w(&[("a", 1.0), ("b", 1.0)]);
+        let plain = rrf(&[(&ids_of(&ones), 1.0), (&ids_of(&sem), 1.0)], 60.0);
+        assert_eq!(rrf_weighted(&[&ones, &sem], 60.0), plain);
+    }
+
+    fn ids_of(v: &[(String, f32)]) -> Vec<String> {
+        v.iter().map(|(id, _)| id.clone()).collect()
     }
 }

@@ -11,6 +11,7 @@ mod crash;
 mod diskfull;
 mod doctor;
 mod documents;
+mod eval_quality;
 mod hardening;
 mod heal;
 mod http_api;

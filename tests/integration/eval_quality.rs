@@ -1,0 +1,239 @@
+//! Retrieval quality on the real model: hybrid search must never do worse
+//! than the better of its two parts, on every dev set in `../shared/eval`
+//! (beside the clone; CI has a read-only copy there). Vectors are cached in
+//! `$HOME/.cache/memory-hub/eval-vectors.db` across runs, so only the first
+//! run embeds the corpora (~3.4k lines).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use memory_hub::config::{Config, EmbedderConfig};
+use memory_hub::embed::onnx::OnnxEmbedder;
+use memory_hub::embed::{EmbedError, Embedder, EmbedderSlot};
+use memory_hub::eval::{EvalOptions, run_with};
+use memory_hub::search::SearchMode;
+
+/// The dev sets, in `../shared/eval` relative to the crate.
+const DEV_SETS: [&str; 5] = [
+    "madial-zh-dev",
+    "madial-en-dev",
+    "madial-zh2en-dev",
+    "madial-en2zh-dev",
+    "locomo-dev",
+];
+
+/// How far below the better single mode hybrid may fall (recall@5).
+const SLACK: f64 = 0.01;
+
+fn eval_dir() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/eval");
+    assert!(
+        dir.join(DEV_SETS[0]).join("corpus.jsonl").is_file(),
+        "the dev sets are missing: expected {} (a copy of shared/eval beside the clone)",
+        dir.display()
+    );
+    dir
+}
+
+/// The real model with its query vectors remembered, so the hybrid pass
+/// reuses the semantic pass's (the same query text gives the same vector).
+struct RememberedQueries {
+    model: OnnxEmbedder,
+    queries: Mutex<HashMap<String, Vec<f32>>>,
+}
+
+impl Embedder for RememberedQueries {
+    fn model_id(&self) -> &str {
+        self.model.model_id()
+    }
+    fn dim(&self) -> usize {
+        self.model.dim()
+    }
+    fn embed_queries(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let mut out = Vec::with_capacity(texts.len());
+        for text in texts {
+            let known = self.queries.lock().unwrap().get(*text).cloned();
+            let vector = match known {
+                Some(v) => v,
+                None => {
+                    let v = self.model.embed_queries(&[text])?.remove(0);
+                    self.queries
+                        .lock()
+                        .unwrap()
+                        .insert(text.to_string(), v.clone());
+                    v
+                }
+            };
+            out.push(vector);
+        }
+        Ok(out)
+    }
+    fn embed_passages(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.model.embed_passages(texts)
+    }
+}
+
+#[test]
+fn hybrid_is_never_worse_than_its_best_part_on_the_dev_sets() {
+    let dir = eval_dir();
+    let embedder = Arc::new(RememberedQueries {
+        model: OnnxEmbedder::load(&EmbedderConfig::default())
+            .expect("the model is installed by scripts/setup.sh (scripts/test.sh runs it)"),
+        queries: Mutex::default(),
+    });
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let options = EvalOptions {
+        vector_cache: home.map(|h| h.join(".cache/memory-hub/eval-vectors.db")),
+        ..EvalOptions::default()
+    };
+    let modes = [
+        SearchMode::Fulltext,
+        SearchMode::Semantic,
+        SearchMode::Hybrid,
+    ];
+    let mut failures = Vec::new();
+    for name in DEV_SETS {
+        let reports = run_with(
+            &dir.join(name),
+            &modes,
+            &Config::default(),
+            EmbedderSlot::ready(embedder.clone()),
+            &options,
+        )
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let r5 = |mode: SearchMode| {
+            let r = reports.iter().find(|r| r.mode == mode).unwrap();
+            assert_eq!(r.ran, mode, "{name}: {mode} fell back to {}", r.ran);
+            r.recall_at_5
+        };
+        let (text, semantic, hybrid) = (
+            r5(SearchMode::Fulltext),
+            r5(SearchMode::Semantic),
+            r5(SearchMode::Hybrid),
+        );
+        eprintln!("{name}: recall@5 fulltext {text:.3} semantic {semantic:.3} hybrid {hybrid:.3}");
+        if hybrid < text.max(semantic) - SLACK {
+            failures.push(format!(
+                "{name}: hybrid {hybrid:.3} < max(fulltext {text:.3}, semantic {semantic:.3}) - {SLACK}"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn per_query_file_lists_ranked_and_relevant_ids_and_the_first_hit() {
+    let dataset = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/eval-tiny");
+    let root = crate::support::TempRoot::new();
+    let file = root.path().join("per-query.jsonl");
+    let cache = root.path().join("shared-cache/vectors.db");
+    let embedder =
+        || EmbedderSlot::ready(Arc::new(memory_hub::embed::hash::HashEmbedder::new(384)));
+    let options = EvalOptions {
+        per_query: Some(file.clone()),
+        vector_cache: Some(cache.clone()),
+        depth: Some(20),
+    };
+    let modes = [SearchMode::Fulltext, SearchMode::Hybrid];
+    let reports = run_with(&dataset, &modes, &Config::default(), embedder(), &options).unwrap();
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&file)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        lines.len(),
+        2 * reports[0].queries,
+        "one line per query and mode"
+    );
+    for (mode, report) in ["fulltext", "hybrid"].into_iter().zip(&reports) {
+        let mine: Vec<&serde_json::Value> = lines.iter().filter(|l| l["mode"] == mode).collect();
+        assert_eq!(mine.len(), report.queries);
+        let mut recall = 0.0;
+        for l in &mine {
+            let ranked: Vec<&str> = l["ranked"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap())
+                .collect();
+            let relevant: Vec<&str> = l["relevant"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap())
+                .collect();
+            assert!(!relevant.is_empty() && !l["qid"].as_str().unwrap().is_empty());
+            assert_eq!(l["scores"].as_array().unwrap().len(), ranked.len());
+            assert_eq!(l["passes"].as_array().unwrap().len(), ranked.len());
+            let first = ranked
+                .iter()
+                .position(|id| relevant.contains(id))
+                .map(|i| i as u64 + 1);
+            assert_eq!(l["firstHitRank"].as_u64(), first, "{l}");
+            recall += l["recallAt5"].as_f64().unwrap();
+        }
+        // The per-query lines add up to the report.
+        assert!((recall / mine.len() as f64 - report.recall_at_5).abs() < 1e-9);
+    }
+    assert_eq!(
+        reports[0].recall_at_5, 1.0,
+        "each fixture query shares a word with its memory"
+    );
+    // The shared vector cache now holds the corpus; a second run reads it back.
+    assert!(cache.is_file(), "the vector cache was written back");
+    let again = run_with(&dataset, &modes, &Config::default(), embedder(), &options).unwrap();
+    assert_eq!(again[1].recall_at_5, reports[1].recall_at_5);
+}
+
+#[test]
+fn hybrid_gives_no_vote_to_full_text_hits_in_another_script() {
+    use crate::support::{TempRoot, search_ids_in, write};
+    use memory_hub::index::fusion::{rrf, rrf_weighted};
+    let root = TempRoot::new();
+    let hub = root.hub_with(Arc::new(memory_hub::embed::hash::HashEmbedder::new(384)));
+    // Only the name "Bart" links the Chinese query to the English memory, and
+    // it is the rarest query term, so full text ranks that memory first.
+    let english = write(
+        &hub,
+        "main",
+        "Bart wrote about the football match, the weather, the train home and dinner with friends",
+    );
+    for text in [
+        "魔术表演在周六",
+        "我喜欢看魔术表演",
+        "魔术表演很精彩",
+        "学校有魔术表演",
+        "魔术表演结束了",
+    ] {
+        write(&hub, "main", text);
+    }
+    let query = "<Bart>:\"魔术表演\"";
+    let text = search_ids_in(&hub, query, 10, SearchMode::Fulltext);
+    let semantic = search_ids_in(&hub, query, 10, SearchMode::Semantic);
+    let hybrid = search_ids_in(&hub, query, 10, SearchMode::Hybrid);
+    assert!(text.contains(&english), "full text matches the name");
+    let ones = |ids: &[String]| ids.iter().map(|id| (id.clone(), 1.0)).collect::<Vec<_>>();
+    let no_vote: Vec<(String, f32)> = text
+        .iter()
+        .map(|id| (id.clone(), if *id == english { 0.0 } else { 1.0 }))
+        .collect();
+    let ids = |fused: Vec<(String, f32)>| {
+        fused
+            .into_iter()
+            .map(|(id, _)| id)
+            .take(10)
+            .collect::<Vec<_>>()
+    };
+    let expected = ids(rrf_weighted(&[&no_vote, &ones(&semantic)], 60.0));
+    let plain = ids(rrf(&[(&text, 1.0), (&semantic, 1.0)], 60.0));
+    assert_ne!(
+        expected, plain,
+        "the case tells the two fusions apart: text {text:?} semantic {semantic:?} english {english}"
+    );
+    assert_eq!(hybrid, expected);
+    // Within one script, the same name match does vote.
+    let latin = search_ids_in(&hub, "Bart", 10, SearchMode::Hybrid);
+    assert_eq!(latin[0], english);
+}
