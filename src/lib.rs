@@ -131,6 +131,7 @@ pub mod mcp;
 pub mod model;
 pub mod policy;
 pub mod query;
+pub mod relevance;
 pub mod scheduler;
 pub mod search;
 pub mod store;

@@ -21,6 +21,7 @@ mod mcp;
 mod openapi;
 mod prop;
 mod reindex;
+mod relevance;
 mod salience;
 mod semantic;
 mod serve;
