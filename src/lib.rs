@@ -128,6 +128,7 @@ pub mod index;
 pub mod lifecycle;
 pub mod loopback;
 pub mod mcp;
+pub mod migrate;
 pub mod model;
 pub mod policy;
 pub mod query;
