@@ -9,8 +9,10 @@
 //! every unrelated query (one JSON object a line with `query`, `lang`,
 //! `split`) is searched in hybrid mode with the installed model, and each
 //! of the top 10 hits is written to OUT as one line: dataset, query id, rank,
-//! whether it is relevant, cosine and coverage. `scripts/floor_calibration.py`
-//! picks the constants from that file.
+//! whether it is relevant, cosine, coverage, the cosine threshold, and
+//! whether memd's floor keeps the response (`kept`). `scripts/floor_calibration.py --gate`
+//! picks the constants from that file; `--shipped` reports what the floor in
+//! the code does.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -123,6 +125,11 @@ fn main() {
                 &res.hits,
             )
             .expect("evidence");
+            // What memd does with the shipped constants: the response is kept
+            // when its best hit reaches the default floor.
+            let kept = ev
+                .iter()
+                .any(|e| e.relevance() >= memory_hub::relevance::DEFAULT_FLOOR);
             for (rank, (h, e)) in res.hits.iter().zip(&ev).enumerate() {
                 let cid = corpus_id.get(&h.memory.id).cloned().unwrap_or_default();
                 let line = serde_json::json!({
@@ -133,6 +140,8 @@ fn main() {
                     "relevant": relevant.contains(&cid),
                     "cosine": e.cosine,
                     "coverage": e.coverage,
+                    "threshold": e.threshold,
+                    "kept": kept,
                 });
                 writeln!(out, "{line}").expect("write");
             }

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Picks the relevance floor's constants from `cargo run --example floor_calibration` output.
 
-Usage: floor_calibration.py [--gate] EVIDENCE.jsonl...
+Usage: floor_calibration.py [--gate | --shipped] EVIDENCE.jsonl...
+
+--shipped: no tuning; report what memd's floor did (the `kept` field) on every set.
 
 Rule: a hit has evidence when W * coverage + cosine >= Z[pair], where pair is the script
 pairing of query and corpus (zh-zh, en-en, mixed). Per hit (default) hits without evidence are
@@ -52,7 +54,17 @@ def evaluate(z, w, datasets, split, only=None):
         recall[ds][0] += before; recall[ds][1] += after; recall[ds][2] += 1
     return {ds: (b / c, a / c) for ds, (b, a, c) in recall.items()}, leaks
 
-GATE = len(sys.argv) > 1 and sys.argv[1] == '--gate'
+GATE = len(sys.argv) > 1 and sys.argv[1] in ('--gate', '--shipped')
+if len(sys.argv) > 1 and sys.argv[1] == '--shipped':
+    keep = lambda h, p, z, w: h['kept']  # noqa: E731
+    res, leaks = evaluate({}, 0, set(CORPUS), 'test')
+    for ds, (b, a) in sorted(res.items()):
+        print(f'{ds:18} recall@5 {b:.3f} -> {a:.3f} (drop {b - a:.3f})')
+    for split in ('tune', 'test'):
+        _, leaks = evaluate({}, 0, set(CORPUS), split)
+        total = sum(1 for (ds, q) in byq if q.startswith('unrelated') and q.endswith(split))
+        print(f'{split} unrelated (query, dataset) pairs with hits: {len(leaks)} of {total}', leaks)
+    sys.exit(0)
 TUNE_SETS = {'zh': ['madial-zh-dev'], 'en': ['madial-en-dev'], 'mixed': ['madial-zh2en-dev']}
 MAX_DROP = 0.008
 best = None
