@@ -39,6 +39,13 @@
 //! drop stays within 0.008 on madial-zh-dev (CJK), madial-en-dev (Latin) and
 //! madial-zh2en-dev (mixed); reported on the other sets and the test half of
 //! the unrelated queries. Coverage alone (no embedder) is not calibrated.
+//!
+//! Measured with the shipped constants (`--shipped`): recall@5 drops by
+//! 0.006 (madial-zh-dev), 0.000 (madial-en-dev), 0.008 (madial-zh2en-dev),
+//! 0.000 (madial-en2zh-dev) and 0.024 (locomo-dev, 2,760 English turns: the
+//! larger the corpus, the nearer its nearest unrelated text); 0 of 80
+//! unrelated (query, dev set) pairs on the MADial sets return hits, 14 of 40
+//! on locomo-dev.
 
 use std::collections::{HashMap, HashSet};
 
