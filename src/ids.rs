@@ -4,7 +4,8 @@
 //! entered (`fact` for writes, `chat` for ingest, `sleep` for consolidation,
 //! `import`), scene has `:` replaced by `-`, time36 is the write time in
 //! milliseconds in base 36 and rand4 is four random hex digits.
-//! Document id: `doc-<pathHash8>`; chunk id: `doc-<pathHash8>#<n>`.
+//! Document id: `doc-<pathHash8>`, or `doc-id-<id>` when the front matter
+//! gives `id:`; chunk id: `<doc id>#<n>`.
 
 use chrono::{DateTime, Utc};
 use rand::Rng;
@@ -47,6 +48,23 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// `doc-<first 8 hex of sha256(path)>` for a path relative to `memories/`, with `/` separators.
 pub fn doc_id(rel_path: &str) -> String {
     format!("doc-{}", &sha256_hex(rel_path.as_bytes())[..8])
+}
+
+/// The id of a document whose front matter says `id: <id>`: `doc-id-<id>`,
+/// whatever its path (it survives a rename). `<id>` is 1–64 ASCII letters,
+/// digits, `_` or `-`, starting with a letter or digit ([`valid_doc_key`]);
+/// the `id-` infix keeps it apart from path ids, which are hex.
+pub fn doc_id_from_key(key: &str) -> String {
+    format!("doc-id-{key}")
+}
+
+/// Whether `key` is an acceptable front matter `id`.
+pub fn valid_doc_key(key: &str) -> bool {
+    (1..=64).contains(&key.len())
+        && key.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 /// The id of chunk `n` of a document.

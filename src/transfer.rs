@@ -62,7 +62,7 @@ pub struct ImportReport {
 pub const MAX_REPORTED_ERRORS: usize = 10_000;
 
 impl ImportReport {
-    fn fail(&mut self, at: impl std::fmt::Display, e: impl std::fmt::Display) {
+    pub(crate) fn fail(&mut self, at: impl std::fmt::Display, e: impl std::fmt::Display) {
         self.failed += 1;
         if self.errors.len() < MAX_REPORTED_ERRORS {
             self.errors.push(format!("{at}: {e}"));
@@ -72,7 +72,7 @@ impl ImportReport {
 
 /// The lines of a file, each decoded on its own: a line that is not UTF-8
 /// is an `Err` for that line only, never for the file.
-fn read_lines(path: &Path) -> Result<Vec<std::result::Result<String, String>>> {
+pub(crate) fn read_lines(path: &Path) -> Result<Vec<std::result::Result<String, String>>> {
     let mut bytes = Vec::new();
     std::fs::File::open(path)
         .ctx("cannot open", path)?
@@ -121,7 +121,7 @@ struct LooseLine {
 }
 
 /// Parses a free-form time: RFC 3339 or `YYYY-MM-DD`.
-fn parse_time(s: &str) -> Option<DateTime<Utc>> {
+pub(crate) fn parse_time(s: &str) -> Option<DateTime<Utc>> {
     DateTime::parse_from_rfc3339(s.trim())
         .map(|t| t.with_timezone(&Utc))
         .ok()

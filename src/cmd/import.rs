@@ -1,4 +1,6 @@
-//! `memd import PATH`: our JSONL, loose JSON lines, Markdown, or plain text (needs the writer lock).
+//! `memd import PATH`: our JSONL, loose JSON lines, Markdown, or plain text;
+//! `memd import --from memory-hub ROOT`: a Node memory-hub root ([`crate::migrate`]).
+//! Needs the writer lock.
 
 use std::path::PathBuf;
 
@@ -22,6 +24,16 @@ pub struct Args {
     /// Kind for lines that name none.
     #[arg(long, default_value = "note")]
     kind: String,
+    /// Migrate another system's root instead (`memory-hub`: the Node memory-hub).
+    #[arg(long, value_enum)]
+    from: Option<From>,
+}
+
+/// Systems `memd import --from` migrates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum From {
+    /// The Node memory-hub: `memories/facts/*.jsonl` and Markdown.
+    MemoryHub,
 }
 
 pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()> {
@@ -29,21 +41,10 @@ pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()>
         scene: Scene::parse(&args.scene)?,
         kind: parse_kind(&args.kind)?,
     };
-    let bar = ProgressBar::new(0).with_style(
-        ProgressStyle::with_template("import {bar:40} {pos}/{len} lines {elapsed}")
-            .expect("static template"),
-    );
-    let report = transfer::import(
-        &hub,
-        &args.path,
-        args.format,
-        &defaults,
-        &mut |done, total| {
-            bar.set_length(total);
-            bar.set_position(done);
-        },
-    )?;
-    bar.finish_and_clear();
+    let report = match args.from {
+        Some(From::MemoryHub) => crate::migrate::import_memory_hub(&hub, &args.path)?,
+        None => import(&hub, args, &defaults)?,
+    };
     if cli.json {
         return super::print_json(&report);
     }
@@ -57,4 +58,27 @@ pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()>
         outln!("  {e}");
     }
     Ok(())
+}
+
+fn import(
+    hub: &Hub,
+    args: &Args,
+    defaults: &ImportDefaults,
+) -> anyhow::Result<transfer::ImportReport> {
+    let bar = ProgressBar::new(0).with_style(
+        ProgressStyle::with_template("import {bar:40} {pos}/{len} lines {elapsed}")
+            .expect("static template"),
+    );
+    let report = transfer::import(
+        hub,
+        &args.path,
+        args.format,
+        defaults,
+        &mut |done, total| {
+            bar.set_length(total);
+            bar.set_position(done);
+        },
+    )?;
+    bar.finish_and_clear();
+    Ok(report)
 }

@@ -99,6 +99,9 @@ pub struct SearchBody {
     /// fulltext, semantic or hybrid (default: config `search.mode`).
     #[serde(default)]
     mode: Option<String>,
+    /// Relevance floor, 0–1 (see [`crate::relevance`]); none unless given.
+    #[serde(default)]
+    min_score: Option<f32>,
     /// The scene the caller acts in (default: the token's first).
     #[serde(default)]
     scene: Option<String>,
@@ -148,9 +151,28 @@ pub async fn search(
         limit,
         mode,
     };
-    let results = st.run(move |hub| hub.search_with(&req, &cfg)).await?;
+    let floor = check_min_score(body.min_score)?;
+    let results = st
+        .run(move |hub| {
+            let mut results = hub.search_with(&req, &cfg)?;
+            if let Some(floor) = floor {
+                hub.apply_floor(&mut results, &req.query, &req.filter, Some(floor))?;
+            }
+            Ok(results)
+        })
+        .await?;
     let ids = results.hits.iter().map(|h| h.memory.id.clone());
     Ok(with_clamp(reply(&results, note(&scene, ids)), clamped))
+}
+
+/// A `min_score` must be a number from 0 to 1.
+fn check_min_score(min: Option<f32>) -> Result<Option<f32>, ApiError> {
+    match min {
+        Some(m) if !(0.0..=1.0).contains(&m) => Err(ApiError::invalid(format!(
+            "min_score must be between 0 and 1; got {m}"
+        ))),
+        other => Ok(other),
+    }
 }
 
 /// The header that says a `limit` was lowered to `search.maxLimit`.
@@ -301,6 +323,9 @@ pub struct RecallBody {
     /// Hits wanted.
     #[serde(default)]
     limit: Option<usize>,
+    /// Relevance floor, 0–1 (default [`crate::relevance::DEFAULT_FLOOR`] with the calibrated model; 0 turns it off).
+    #[serde(default)]
+    min_score: Option<f32>,
     /// Recent short-term chat to add.
     #[serde(default)]
     live: Option<LiveBody>,
@@ -365,6 +390,7 @@ pub async fn recall(
         query: body.query,
         filter,
         limit: recall_limit,
+        min_score: check_min_score(body.min_score)?,
         live,
         person: body.person,
         block,

@@ -28,7 +28,7 @@ use crate::config::SearchConfig;
 use crate::error::{Error, Result};
 use crate::index::filter::{Filter, Scope};
 use crate::model::{Memory, Stage, Subject};
-use crate::search::{SearchHit, SearchRequest};
+use crate::search::{SearchHit, SearchMode, SearchRequest, SearchResults};
 
 /// Conversation turns the recall query is built from.
 const QUERY_TURNS: usize = 3;
@@ -179,6 +179,9 @@ pub struct RecallRequest {
     pub filter: Filter,
     /// Hits wanted.
     pub limit: Option<usize>,
+    /// Relevance floor ([`crate::relevance`]); `None`: the default
+    /// (with the calibrated model only); 0 turns it off.
+    pub min_score: Option<f32>,
     /// The live side channel: filter, window and count.
     pub live: Option<(Filter, u32, usize)>,
     /// The person the conversation is with (marks what they said themselves).
@@ -190,6 +193,40 @@ pub struct RecallRequest {
 }
 
 impl Hub {
+    /// Empties `results` when its best hit has no evidence of relevance of
+    /// at least `floor` ([`crate::relevance`]); `None` means
+    /// [`crate::relevance::DEFAULT_FLOOR`] when the search ran with the
+    /// calibrated model and no floor otherwise. Cosines count only when the
+    /// search ran with an embedder.
+    pub fn apply_floor(
+        &self,
+        results: &mut SearchResults,
+        query: &str,
+        filter: &Filter,
+        floor: Option<f32>,
+    ) -> Result<()> {
+        let embedder = match results.mode {
+            SearchMode::Fulltext => None,
+            _ => self.embedder.loaded(),
+        };
+        let calibrated = embedder
+            .as_deref()
+            .is_some_and(crate::relevance::calibrated);
+        let floor = match floor {
+            Some(f) => f,
+            None if calibrated => crate::relevance::DEFAULT_FLOOR,
+            None => return Ok(()),
+        };
+        crate::relevance::apply_floor(
+            &self.index,
+            embedder.as_deref(),
+            query,
+            filter,
+            &mut results.hits,
+            floor,
+        )
+    }
+
     /// Recalls memories for a conversation.
     pub fn recall(&self, req: &RecallRequest, cfg: &SearchConfig) -> Result<RecallOutcome> {
         let query = match &req.query {
@@ -201,7 +238,7 @@ impl Hub {
                 "give messages (the recent conversation) or a query",
             ));
         }
-        let results = self.search_with(
+        let mut results = self.search_with(
             &SearchRequest {
                 query: query.clone(),
                 filter: req.filter.clone(),
@@ -210,6 +247,7 @@ impl Hub {
             },
             cfg,
         )?;
+        self.apply_floor(&mut results, &query, &req.filter, req.min_score)?;
         let hits: Vec<RecallHit> = results
             .hits
             .into_iter()

@@ -226,12 +226,19 @@ impl Hub {
             // An issue already on record for a file not in the index needs no write.
             if issues.get(rel) != Some(&message) || known.contains_key(rel) {
                 batch.changes.push(Change::RemoveDocument {
-                    doc_id: ids::doc_id(rel),
+                    // The id it was indexed under (a front matter `id` is not the path's).
+                    doc_id: known
+                        .get(rel)
+                        .map_or_else(|| ids::doc_id(rel), |row| row.doc_id.clone()),
                     path: rel.to_string(),
                     issue: Some(message),
                 });
             }
         };
+        // Which document id each file on disk has (parsed now, or as indexed),
+        // to find two files claiming the same front matter `id`.
+        let mut claims: HashMap<String, Vec<String>> = HashMap::new();
+        let mut parsed: Vec<(markdown::Document, String, String)> = Vec::new();
         for rel in &listing.documents {
             let path = memories.join(rel);
             let seen = SystemTime::now();
@@ -239,6 +246,12 @@ impl Hub {
                 continue; // Gone since the listing: the next sync removes it.
             };
             if let Some(stamp) = stamps.0.get(rel).filter(|s| s.unchanged(&meta)) {
+                if let Some(row) = known.get(rel) {
+                    claims
+                        .entry(row.doc_id.clone())
+                        .or_default()
+                        .push(rel.clone());
+                }
                 fresh.0.insert(rel.clone(), stamp.clone());
                 continue;
             }
@@ -261,20 +274,20 @@ impl Hub {
                 Ok(Some((doc, recorded(&bytes))))
             });
             match outcome {
-                Ok(None) => {}
+                Ok(None) => {
+                    if let Some(row) = known.get(rel) {
+                        claims
+                            .entry(row.doc_id.clone())
+                            .or_default()
+                            .push(rel.clone());
+                    }
+                }
                 Ok(Some((doc, hash))) => {
-                    let chunks = document_chunks(&doc);
-                    batch.changes.push(Change::PutDocument {
-                        row: DocumentRow {
-                            doc_id: doc.doc_id.clone(),
-                            path: doc.rel_path.clone(),
-                            hash,
-                            title: doc.title.clone(),
-                            chunks: chunks.len(),
-                        },
-                        chunks,
-                    });
-                    report.documents_indexed += 1;
+                    claims
+                        .entry(doc.doc_id.clone())
+                        .or_default()
+                        .push(rel.clone());
+                    parsed.push((doc, hash, rel.clone()));
                 }
                 Err(e @ crate::Error::Io { .. }) => {
                     // Not recorded: tried again on the next sync.
@@ -289,6 +302,65 @@ impl Hub {
             }
             fresh.0.insert(rel.clone(), Stamp::of(&meta, seen));
         }
+        // Two files claiming one id: both are reported and neither is indexed
+        // (whichever came first would depend on the order files are listed in);
+        // they are read again on every sync until one of them gives way.
+        let mut contested: HashSet<String> = HashSet::new();
+        for (doc_id, paths) in &claims {
+            if paths.len() < 2 {
+                continue;
+            }
+            for rel in paths {
+                let others: Vec<&str> = paths
+                    .iter()
+                    .filter(|p| *p != rel)
+                    .map(String::as_str)
+                    .collect();
+                report.documents_invalid += 1;
+                report_issue(
+                    &mut batch,
+                    rel,
+                    format!(
+                        "front matter: `id` {} is also claimed by {}; neither file is indexed",
+                        doc_id.trim_start_matches("doc-id-"),
+                        others.join(", ")
+                    ),
+                );
+                fresh.0.remove(rel);
+                contested.insert(rel.clone());
+            }
+        }
+        // A file whose id changed (an `id` added, changed or dropped) leaves
+        // its old id first: paths are unique in the index, and every put
+        // below comes after every such removal.
+        for (doc, _, rel) in &parsed {
+            if let Some(row) = known.get(rel).filter(|row| row.doc_id != doc.doc_id) {
+                batch.changes.push(Change::RemoveDocument {
+                    doc_id: row.doc_id.clone(),
+                    path: rel.clone(),
+                    issue: None,
+                });
+            }
+        }
+        let mut put: HashSet<String> = HashSet::new();
+        for (doc, hash, rel) in parsed {
+            if contested.contains(&rel) {
+                continue;
+            }
+            let chunks = document_chunks(&doc);
+            put.insert(doc.doc_id.clone());
+            batch.changes.push(Change::PutDocument {
+                row: DocumentRow {
+                    doc_id: doc.doc_id.clone(),
+                    path: doc.rel_path.clone(),
+                    hash,
+                    title: doc.title.clone(),
+                    chunks: chunks.len(),
+                },
+                chunks,
+            });
+            report.documents_indexed += 1;
+        }
         for rel in &listing.links {
             report.documents_invalid += 1;
             report_issue(&mut batch, rel, markdown::SYMLINK_ISSUE.to_string());
@@ -300,7 +372,9 @@ impl Hub {
             .map(String::as_str)
             .collect();
         for (path, row) in &known {
-            if !on_disk.contains(path.as_str()) {
+            // A renamed document with a front matter `id` was put under its
+            // new path above, replacing this row: removing it would remove that.
+            if !on_disk.contains(path.as_str()) && !put.contains(&row.doc_id) {
                 batch.changes.push(Change::RemoveDocument {
                     doc_id: row.doc_id.clone(),
                     path: path.clone(),

@@ -569,6 +569,19 @@ impl Index {
         })
     }
 
+    /// The stored vectors of these memory ids, if they are of `model`
+    /// (an empty map when the index holds another model's vectors).
+    pub fn vectors_of(
+        &self,
+        ids: &[String],
+        model: &str,
+    ) -> Result<std::collections::HashMap<String, Vec<f32>>> {
+        self.meta.with_reader(|c| match vector::stored_model(c)? {
+            Some((m, _)) if m == model => vector::vectors_of(c, ids),
+            _ => Ok(std::collections::HashMap::new()),
+        })
+    }
+
     /// Bytes used by the index on disk.
     pub fn disk_bytes(&self) -> u64 {
         fn walk(p: &Path) -> u64 {

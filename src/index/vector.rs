@@ -275,6 +275,22 @@ fn knn_scope(
     rows.map(|r| r.map_err(Error::from)).collect()
 }
 
+/// The stored vectors of these memory ids (ids without one are left out).
+pub fn vectors_of(conn: &Connection, ids: &[String]) -> Result<HashMap<String, Vec<f32>>> {
+    let mut out = HashMap::new();
+    if ids.is_empty() || !table_exists(conn)? {
+        return Ok(out);
+    }
+    let mut stmt = conn.prepare_cached(&format!("SELECT embedding FROM {TABLE} WHERE id = ?"))?;
+    for id in ids {
+        let blob: Option<Vec<u8>> = stmt.query_row([id], |r| r.get(0)).optional()?;
+        if let Some(v) = blob.as_deref().and_then(crate::embed::from_bytes) {
+            out.insert(id.clone(), v);
+        }
+    }
+    Ok(out)
+}
+
 /// Number of searchable memories still waiting for a vector of the current model.
 pub fn pending_count(conn: &Connection) -> Result<u64> {
     Ok(conn.query_row(

@@ -1,8 +1,11 @@
 //! Markdown documents under `memories/`: discovery, front matter, chunking.
 //!
 //! Every `*.md` below `memories/` (outside `facts/`) is a document. Its YAML
-//! front matter may set `title`, `tags`, `scene` (or `audience`), `privacy`,
-//! `kind`, `subject`, `importance` and `tier`. The body is cut into chunks at
+//! front matter may set `id`, `title`, `tags`, `scene` (or `audience`), `privacy`,
+//! `kind`, `subject`, `importance` and `tier`. The document id is
+//! `doc-<pathHash8>`, or `doc-id-<id>` with `id:` (1–64 ASCII letters, digits,
+//! `_`, `-`), which keeps it across a rename; two files that claim the same
+//! `id` are both reported and neither is indexed (see `hub::replay`). The body is cut into chunks at
 //! every heading; a section longer than the configured size is split again at
 //! paragraph breaks.
 //!
@@ -20,6 +23,7 @@
 //!   than [`MAX_YAML_DEPTH`] — aliases are how a few hundred bytes expand to
 //!   gigabytes ("billion laughs"), so they are refused before anything is
 //!   built;
+//! - an `id` outside its pattern;
 //! - an unknown key, a value of the wrong type, an unknown privacy, scene,
 //!   subject, tier or kind, an empty `privacy:`/`scene:`/`audience:`, a
 //!   `scene` and an `audience` that disagree;
@@ -62,7 +66,7 @@ pub const SYMLINK_ISSUE: &str =
 pub struct Document {
     /// Path relative to `memories/`, with `/` separators.
     pub rel_path: String,
-    /// `doc-<pathHash8>`.
+    /// `doc-<pathHash8>`, or `doc-id-<id>` when the front matter gives `id`.
     pub doc_id: String,
     /// Front matter title, else the first heading, else the file stem.
     pub title: String,
@@ -102,6 +106,7 @@ pub struct Chunk {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FrontMatter {
+    id: Option<String>,
     title: Option<String>,
     #[serde(default)]
     tags: Option<TagList>,
@@ -437,7 +442,7 @@ fn front_matter(text: &str) -> Result<(FrontMatter, &str)> {
         serde_json::Value::Object(map) => {
             // An explicitly empty level or audience is a mistake to report,
             // not a reason to fall back to the defaults.
-            for key in ["privacy", "scene", "audience"] {
+            for key in ["privacy", "scene", "audience", "id"] {
                 if map.get(key).is_some_and(serde_json::Value::is_null) {
                     return Err(Error::invalid(format!("front matter: `{key}` is empty")));
                 }
@@ -502,6 +507,15 @@ pub fn parse(
     }
 
     pins.check_pinned(privacy, &scene)?;
+    let doc_id = match fm.id.as_deref().map(str::trim) {
+        None => ids::doc_id(rel_path),
+        Some(key) if ids::valid_doc_key(key) => ids::doc_id_from_key(key),
+        Some(key) => {
+            return Err(Error::invalid(format!(
+                "front matter: `id: {key}` must be 1-64 ASCII letters, digits, `_` or `-`, starting with a letter or digit"
+            )));
+        }
+    };
 
     let sections = sections(body);
     let first_heading = sections.iter().find_map(|s| s.heading.clone());
@@ -528,7 +542,7 @@ pub fn parse(
     }
     Ok(Document {
         rel_path: rel_path.to_string(),
-        doc_id: ids::doc_id(rel_path),
+        doc_id,
         title,
         scene,
         privacy,
@@ -635,6 +649,32 @@ mod tests {
 
     fn cfg() -> DocsConfig {
         DocsConfig::default()
+    }
+
+    #[test]
+    fn front_matter_id_names_the_document() {
+        let parse_id = |fm: &str| {
+            parse(
+                "notes/a.md",
+                &format!("---\n{fm}\n---\nbody\n"),
+                &cfg(),
+                &PrivacyConfig::default(),
+            )
+            .map(|d| d.doc_id)
+        };
+        assert_eq!(parse_id("id: trip-2026_a").unwrap(), "doc-id-trip-2026_a");
+        assert_eq!(parse_id("title: x").unwrap(), ids::doc_id("notes/a.md"));
+        for bad in [
+            "id: ../x",
+            "id: -x",
+            "id: a b",
+            "id: 旅行",
+            "id:",
+            "id: [a]",
+        ] {
+            assert!(parse_id(bad).is_err(), "{bad}");
+        }
+        assert!(parse_id(&format!("id: {}", "a".repeat(65))).is_err());
     }
 
     #[test]

@@ -357,3 +357,95 @@ fn a_restore_keeps_document_times() {
     let after = root.hub().get(&id, &Filter::all()).unwrap().ts;
     assert_eq!(after, before);
 }
+
+#[test]
+fn a_front_matter_id_survives_a_rename() {
+    let root = TempRoot::new();
+    let old = root.write_doc(
+        "notes/trip.md",
+        "---\nid: trip-2026\ntitle: Trip\n---\n# Day one\nWe hiked the glacier trail.\n\n# Day two\n我们在湖边划船。\n",
+    );
+    let hub = root.hub();
+    let doc = ids::doc_id_from_key("trip-2026");
+    assert_eq!(doc, "doc-id-trip-2026");
+    assert_eq!(search_ids(&hub, "glacier", 5), [format!("{doc}#0")]);
+    drop(hub);
+
+    // Rename (and move) the file: the same id, its chunks searchable under it.
+    std::fs::create_dir_all(root.path().join("memories/archive")).unwrap();
+    std::fs::rename(&old, root.path().join("memories/archive/2026-trip.md")).unwrap();
+    let hub = root.hub();
+    assert_eq!(search_ids(&hub, "glacier", 5), [format!("{doc}#0")]);
+    assert_eq!(search_ids(&hub, "划船", 5), [format!("{doc}#1")]);
+    let chunk = hub.get(&format!("{doc}#1"), &Filter::all()).unwrap();
+    assert_eq!(chunk.path.as_deref(), Some("archive/2026-trip.md"));
+    assert!(hub.get(&doc, &Filter::all()).is_ok());
+    assert!(hub.stats().unwrap().issues.is_empty());
+
+    // Renamed while the hub runs: the next document sync keeps the id too.
+    std::fs::rename(
+        root.path().join("memories/archive/2026-trip.md"),
+        root.path().join("memories/trip.md"),
+    )
+    .unwrap();
+    hub.sync_documents().unwrap();
+    assert_eq!(search_ids(&hub, "glacier", 5), [format!("{doc}#0")]);
+    let chunk = hub.get(&format!("{doc}#0"), &Filter::all()).unwrap();
+    assert_eq!(chunk.path.as_deref(), Some("trip.md"));
+
+    // Dropping the id gives the file its path id again; nothing stays under the old one.
+    std::fs::write(
+        root.path().join("memories/trip.md"),
+        "# Day one\nWe hiked the glacier trail.\n",
+    )
+    .unwrap();
+    drop(hub);
+    let hub = root.hub();
+    assert_eq!(
+        search_ids(&hub, "glacier", 5),
+        [format!("{}#0", ids::doc_id("trip.md"))]
+    );
+    assert_eq!(
+        hub.get(&doc, &Filter::all()).unwrap_err().code().as_str(),
+        "NOT_FOUND"
+    );
+}
+
+#[test]
+fn two_files_claiming_one_id_are_both_reported_and_neither_indexed() {
+    let root = TempRoot::new();
+    root.write_doc("a.md", "---\nid: plan\n---\nalpha glacier plan\n");
+    let hub = root.hub();
+    assert_eq!(search_ids(&hub, "alpha", 5), ["doc-id-plan#0"]);
+    drop(hub);
+    let b = root.write_doc("b.md", "---\nid: plan\n---\nbravo glacier plan\n");
+    root.write_doc("c.md", "---\nid: ../etc\n---\ncharlie\n");
+    let hub = root.hub();
+    assert!(search_ids(&hub, "glacier", 5).is_empty());
+    let issues = hub.stats().unwrap().issues;
+    for (file, other) in [("a.md", "b.md"), ("b.md", "a.md")] {
+        assert!(
+            issues
+                .iter()
+                .any(|i| i.starts_with(&format!("{file}:")) && i.contains(other)),
+            "{issues:?}"
+        );
+    }
+    assert!(
+        issues
+            .iter()
+            .any(|i| i.starts_with("c.md:") && i.contains("`id")),
+        "{issues:?}"
+    );
+    // One of them gives way: the other is indexed again, the issues go.
+    std::fs::remove_file(b).unwrap();
+    hub.sync_documents().unwrap();
+    assert_eq!(search_ids(&hub, "glacier", 5), ["doc-id-plan#0"]);
+    let issues = hub.stats().unwrap().issues;
+    assert!(
+        !issues
+            .iter()
+            .any(|i| i.starts_with("a.md:") || i.starts_with("b.md:")),
+        "{issues:?}"
+    );
+}

@@ -608,3 +608,66 @@ async fn undeclared_methods_are_405() {
         assert_eq!(v["error"]["code"], "INVALID_INPUT", "{v}");
     }
 }
+
+#[tokio::test]
+async fn ingest_owner_ids_make_the_sender_the_owner() {
+    let root = crate::support::TempRoot::new();
+    let mut config = memory_hub::config::Config::default();
+    config.ingest.owner_ids = vec!["10001".into()];
+    let (hub, _) = memory_hub::hub::Hub::open_with(
+        root.layout(),
+        config,
+        memory_hub::hub::Mode::Write,
+        memory_hub::embed::EmbedderSlot::ready(std::sync::Arc::new(
+            memory_hub::embed::hash::HashEmbedder::new(384),
+        )),
+        &mut |_| {},
+    )
+    .expect("open hub");
+    let api = Api::over_hub(root, hub);
+    let g = api.token("g", "qq-group-9");
+    let subject = |id: &Value| {
+        api.hub
+            .get(
+                id.as_str().unwrap(),
+                &memory_hub::index::filter::Filter::all(),
+            )
+            .unwrap()
+            .subject
+    };
+    let owner = api
+        .ok(
+            "/v1/ingest",
+            &g,
+            json!({"message_id": "1", "text": "我下周去上海出差", "sender": {"id": "10001", "name": "主人"}}),
+        )
+        .await;
+    assert_eq!(owner["action"], "ADD", "{owner}");
+    assert_eq!(subject(&owner["id"]), Subject::Owner);
+    let other = api
+        .ok(
+            "/v1/ingest",
+            &g,
+            json!({"message_id": "2", "text": "我下周去北京出差", "sender": {"id": "10002", "name": "小王"}}),
+        )
+        .await;
+    assert_eq!(subject(&other["id"]), Subject::Other);
+    // The agent's own messages stay its own even when sent under an owner id.
+    let own = api
+        .ok(
+            "/v1/ingest",
+            &g,
+            json!({"message_id": "3", "text": "好的，我记下了出差的安排", "sender": {"id": "10001"}, "from_self": true}),
+        )
+        .await;
+    assert_eq!(subject(&own["id"]), Subject::SelfAgent);
+    // A sender without an id in the list and without from_owner is not the owner.
+    let anon = api
+        .ok(
+            "/v1/ingest",
+            &g,
+            json!({"message_id": "4", "text": "周五一起吃火锅吧"}),
+        )
+        .await;
+    assert_eq!(subject(&anon["id"]), Subject::Other);
+}

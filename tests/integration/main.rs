@@ -24,6 +24,7 @@ mod mcp;
 mod openapi;
 mod prop;
 mod reindex;
+mod relevance;
 mod salience;
 mod scale;
 mod semantic;

@@ -337,6 +337,7 @@ fn recall_block_labels_short_term_chat_as_recent_chat() {
                 query: Some("西湖".into()),
                 filter: Filter::all(),
                 limit: Some(5),
+                min_score: None,
                 live: None,
                 person: None,
                 block: true,

@@ -118,3 +118,108 @@ fn markdown_export_imports_into_another_root() {
     assert_eq!(search_ids(&hub, "lighthouse", 5).len(), 1);
     assert_eq!(search_ids(&hub, "harbour dawn", 5).len(), 1);
 }
+
+/// The Node memory-hub root built from its description (`memories/facts/*.jsonl`, Markdown).
+fn node_fixture() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/memory-hub-node")
+}
+
+#[test]
+fn a_node_memory_hub_root_migrates_with_ids_tombstones_and_supersedes() {
+    let root = TempRoot::new();
+    let hub = root.hub();
+    let report = memory_hub::migrate::import_memory_hub(&hub, &node_fixture()).unwrap();
+    // 7 memories, 1 tombstone, 3 documents; 3 bad lines reported by file and line.
+    assert_eq!((report.added, report.failed), (11, 3), "{report:?}");
+    for at in ["2026-10.jsonl:5:", "2026-10.jsonl:8:", "2026-11.jsonl:2:"] {
+        assert!(
+            report.errors.iter().any(|e| e.contains(at)),
+            "{at} in {:?}",
+            report.errors
+        );
+    }
+    let all = Filter::all();
+    let get = |id: &str| hub.get(id, &all);
+    // Ids, audiences (as scenes), stage, privacy aliases, times kept.
+    let peanut = get("fact-main-m8x2k-7f3a").unwrap();
+    assert_eq!(
+        (
+            peanut.scene.as_str(),
+            peanut.text.as_str(),
+            peanut.kind.as_str()
+        ),
+        ("main", "小王对花生过敏", "fact")
+    );
+    assert_eq!(peanut.subject, memory_hub::model::Subject::Other);
+    assert_eq!(peanut.ts.to_rfc3339(), "2026-10-03T08:00:00+00:00");
+    let trip = get("fact-qq-owner-m8x8f-6a7b").unwrap();
+    assert_eq!(trip.scene.as_str(), "qq:owner");
+    assert_eq!(get("fact-pet-m9a2b-8c9d").unwrap().scene.as_str(), "pet");
+    // The short chat line rewritten as long: the last line of the id wins.
+    let birthday = get("chat-qq-group-650866701-m8x3a-1b2c").unwrap();
+    assert_eq!(birthday.scene.as_str(), "qq:group:650866701");
+    assert_eq!(birthday.stage, memory_hub::model::Stage::Long);
+    assert_eq!(birthday.text, "小王的生日是十月十四日");
+    // The tombstone forgets; the superseded memory leaves search but stays in the timeline.
+    assert_eq!(
+        get("fact-main-m8x6d-4e5f").unwrap_err().code().as_str(),
+        "NOT_FOUND"
+    );
+    assert!(search_ids(&hub, "季度报告", 5).is_empty());
+    assert_eq!(search_ids(&hub, "咖啡", 5), ["fact-main-m8x5c-3d4e"]);
+    let latte = get("fact-main-m8x5c-3d4e").unwrap();
+    assert_eq!(latte.supersedes.as_deref(), Some("fact-main-m8x4b-2c3d"));
+    let timeline = hub
+        .timeline(
+            &all,
+            &memory_hub::hub::TimelineQuery {
+                limit: 50,
+                before: None,
+                month: Some("2026-10".into()),
+            },
+        )
+        .unwrap();
+    let items: Vec<_> = timeline.months.iter().flat_map(|m| &m.items).collect();
+    let americano = items
+        .iter()
+        .find(|e| e.memory.id == "fact-main-m8x4b-2c3d")
+        .expect("the superseded memory is in the timeline");
+    assert_eq!(americano.superseded_by, ["fact-main-m8x5c-3d4e"]);
+    assert!(!items.iter().any(|e| e.memory.id == "fact-main-m8x6d-4e5f"));
+    // Documents keep their paths (so their path ids) and audiences.
+    let identity = memory_hub::ids::doc_id("user/identity.md");
+    assert_eq!(search_ids(&hub, "阿达", 5), [format!("{identity}#0")]);
+    let rules = memory_hub::ids::doc_id("audiences/qq-group-650866701.md");
+    let chunk = get(&format!("{rules}#0")).unwrap();
+    assert_eq!(chunk.scene.as_str(), "qq:group:650866701");
+    assert!(
+        root.path()
+            .join("memories/50-knowledge/2026-10-24-memory-hub-deploy-from-zero.md")
+            .is_file()
+    );
+    drop(hub);
+
+    // Everything survives a rebuild from the files, and a second import adds nothing.
+    let out = root.memd(&["reindex"]);
+    assert!(out.status.success(), "{out:?}");
+    let out = root.memd(&[
+        "--json",
+        "import",
+        "--from",
+        "memory-hub",
+        node_fixture().to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let again: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(again["added"], 0, "{again}");
+    assert_eq!(again["failed"], 3, "{again}");
+    let hub = root.hub();
+    assert_eq!(search_ids(&hub, "咖啡", 5), ["fact-main-m8x5c-3d4e"]);
+    assert!(hub.get("fact-main-m8x6d-4e5f", &Filter::all()).is_err());
+    assert_eq!(
+        hub.get("chat-qq-group-650866701-m8x3a-1b2c", &Filter::all())
+            .unwrap()
+            .stage,
+        memory_hub::model::Stage::Long
+    );
+}
