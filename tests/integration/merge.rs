@@ -334,3 +334,55 @@ fn a_clock_going_backwards_does_not_reorder_a_devices_own_lines() {
     let ts = |v: &Value, k: &str| v[k].as_str().unwrap().parse::<DateTime<Utc>>().unwrap();
     assert!(ts(&forget, "ts") >= ts(&put, "at"));
 }
+
+#[test]
+fn sync_conflict_copies_and_temp_files_are_reported_never_indexed() {
+    let root = TempRoot::new();
+    root.write_doc(
+        "notes/boiler.md",
+        "# Boiler\n\nThe boiler pressure should read 1.5 bar.\n",
+    );
+    root.write_doc(
+        "notes/boiler.sync-conflict-20261130-101010-ABCDEFG.md",
+        "# Boiler\n\nThe boiler pressure should read 1.2 bar.\n",
+    );
+    root.write_doc(".syncthing.boiler.md.tmp", "# Boiler\n\npartial");
+    root.write_doc("~syncthing~boiler.md.tmp", "# Boiler\n\npartial");
+    let (_, lines) = &device_files()[0];
+    lay(&root, A, lines, usize::MAX, false);
+    let copy = root
+        .path()
+        .join("memories/facts/alpha/2026-06.sync-conflict-20261130-101010-ABCDEFG.jsonl");
+    std::fs::write(
+        &copy,
+        format!(
+            "{}\n",
+            put(
+                "fact-main-dup",
+                "a duplicated line",
+                &t("08:00"),
+                &t("08:00"),
+                A,
+                json!({})
+            )
+        ),
+    )
+    .unwrap();
+    let hub = root.hub();
+    assert_eq!(hub.stats().unwrap().counts.documents, 1);
+    assert_eq!(search_ids(&hub, "boiler pressure", 10).len(), 1);
+    assert!(hub.get("fact-main-dup", &Filter::all()).is_err());
+    let health = hub.health().unwrap();
+    let sync = &health.components["sync"];
+    assert_eq!(sync.status, "degraded");
+    assert!(
+        sync.detail.contains("2 sync conflict copies"),
+        "{}",
+        sync.detail
+    );
+    assert!(sync.detail.contains("alpha 8"), "{}", sync.detail);
+    drop(hub);
+    let doctor = root.memd(&["doctor", "--json"]);
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    assert!(text.contains("sync conflict copies"), "{text}");
+}
