@@ -134,6 +134,7 @@ pub mod query;
 pub mod scheduler;
 pub mod search;
 pub mod store;
+pub mod sync;
 pub mod transfer;
 pub mod watch;
 
