@@ -430,6 +430,10 @@ impl Hub {
         let mut out = Vec::with_capacity(records.len());
         for r in records {
             let mut r = r.clone();
+            if matches!(r, Record::Touch { .. }) {
+                out.push(r);
+                continue;
+            }
             let floor = match floors.get(r.id()) {
                 Some(f) => Some(*f),
                 None => self

@@ -386,3 +386,33 @@ fn sync_conflict_copies_and_temp_files_are_reported_never_indexed() {
     let text = String::from_utf8_lossy(&doctor.stdout);
     assert!(text.contains("sync conflict copies"), "{text}");
 }
+
+#[test]
+fn sync_init_writes_stignore_and_status_counts_lines_per_device() {
+    let root = TempRoot::new();
+    for (dev, lines) in &device_files() {
+        lay(&root, dev, lines, usize::MAX, false);
+    }
+    let init = root.memd_json(&["sync", "init"]);
+    assert_eq!(init["stignore_written"], true);
+    assert_eq!(
+        init["syncthing_device_id"],
+        Value::Null,
+        "no API key: no Syncthing calls"
+    );
+    let ignore = std::fs::read_to_string(root.path().join("memories/.stignore")).unwrap();
+    assert!(ignore.contains("*.sync-conflict-*.jsonl"));
+    // A second init leaves it alone; one of the user's own is kept.
+    assert_eq!(root.memd_json(&["sync", "init"])["stignore_written"], false);
+    std::fs::write(root.path().join("memories/.stignore"), "mine\n").unwrap();
+    assert_eq!(root.memd_json(&["sync", "init"])["stignore_written"], false);
+    assert_eq!(
+        std::fs::read_to_string(root.path().join("memories/.stignore")).unwrap(),
+        "mine\n"
+    );
+    let status = root.memd_json(&["sync", "status"]);
+    assert_eq!(status["lines_per_device"]["alpha"], 8);
+    assert_eq!(status["lines_per_device"]["beta"], 10);
+    assert_eq!(status["conflict_copies"], 0);
+    assert_eq!(status["peers"], Value::Null);
+}
