@@ -14,8 +14,21 @@ bash scripts/setup-browser.sh >/dev/null
 # The API fuzz test runs schemathesis against openapi.yaml (pinned, venv under $HOME/.cache).
 bash scripts/api-fuzz.sh --setup-only
 
-if command -v cargo-nextest >/dev/null 2>&1; then
-  cargo nextest run --no-fail-fast "$@"
-else
-  cargo test --no-fail-fast "$@"
+# The two-device sync test needs Syncthing (Debian package; installed when running as root).
+if ! command -v syncthing >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  { apt-get update -qq && apt-get install -y -qq syncthing; } >/dev/null 2>&1 ||
+    echo "test.sh: could not install syncthing; scripts/sync-test.sh is skipped" >&2
 fi
+
+status=0
+if command -v cargo-nextest >/dev/null 2>&1; then
+  cargo nextest run --no-fail-fast "$@" || status=$?
+else
+  cargo test --no-fail-fast "$@" || status=$?
+fi
+# Two roots, two Syncthing instances, two `memd serve` on loopback (about 30 s).
+if [ $# -eq 0 ] && command -v syncthing >/dev/null 2>&1; then
+  cargo build --quiet
+  bash scripts/sync-test.sh || status=$?
+fi
+exit $status

@@ -199,6 +199,31 @@ pub struct Config {
     pub sleep: crate::consolidate::SleepConfig,
     /// MCP sessions at `/mcp` of `memd serve`.
     pub mcp: McpConfig,
+    /// The local Syncthing that replicates `memories/` (`memd sync`).
+    pub sync: SyncConfig,
+}
+
+/// The local Syncthing that replicates `memories/` between devices.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct SyncConfig {
+    /// Syncthing's REST address (plain http on loopback).
+    pub syncthing_url: String,
+    /// Syncthing's API key (its GUI settings); empty: `memd sync` only writes
+    /// `.stignore` and reports what memd itself knows.
+    pub syncthing_api_key: String,
+    /// The Syncthing folder id used for `memories/`.
+    pub folder_id: String,
+}
+
+impl Default for SyncConfig {
+    fn default() -> Self {
+        SyncConfig {
+            syncthing_url: "http://127.0.0.1:8384".into(),
+            syncthing_api_key: String::new(),
+            folder_id: "memd-memories".into(),
+        }
+    }
 }
 
 /// MCP sessions at `/mcp` of `memd serve` (read at start).
@@ -278,6 +303,7 @@ impl Default for Config {
             lifecycle: Default::default(),
             sleep: crate::consolidate::SleepConfig::default(),
             mcp: McpConfig::default(),
+            sync: SyncConfig::default(),
         }
     }
 }

@@ -557,6 +557,20 @@ fn documents(layout: &Layout, config: Option<&Config>) -> Check {
             problems.insert(rel.clone(), format!("{rel}: {e}"));
         }
     }
+    let (copies, total) = crate::store::syncfiles::conflict_copies(&memories, 1);
+    if let Some(first) = copies.first() {
+        return check(
+            "documents",
+            Status::Warn,
+            format!(
+                "{total} sync conflict copies, not indexed (first: {first}); {} other documents not indexed",
+                problems.len()
+            ),
+            Some(
+                "a document edited on two devices at once: merge the copy into the original and delete it; a journal copy means two roots share a device id (give each its own device.json)",
+            ),
+        );
+    }
     match problems.values().next() {
         None => check(
             "documents",

@@ -156,6 +156,7 @@ pub mod relevance;
 pub mod scheduler;
 pub mod search;
 pub mod store;
+pub mod sync;
 pub mod transfer;
 pub mod watch;
 

@@ -23,24 +23,50 @@ fn io(context: String) -> impl FnOnce(std::io::Error) -> Error {
 
 /// `GET path` on `addr` (host:port) with an optional bearer token.
 pub fn get(addr: &str, path: &str, token: Option<&str>, timeout: Duration) -> Result<Response> {
+    let auth = token.map(|t| format!("Bearer {t}"));
+    let headers: Vec<(&str, &str)> = auth
+        .as_deref()
+        .map(|a| ("Authorization", a))
+        .into_iter()
+        .collect();
+    request(addr, "GET", path, &headers, None, timeout)
+}
+
+/// `method path` on `addr` (host:port) with extra headers and an optional
+/// JSON body.
+pub fn request(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    json_body: Option<&str>,
+    timeout: Duration,
+) -> Result<Response> {
     let sock = addr
         .to_socket_addrs()
         .map_err(io(format!("cannot resolve {addr}")))?
         .next()
         .ok_or_else(|| Error::invalid(format!("{addr} resolves to nothing")))?;
-    let mut stream = TcpStream::connect_timeout(&sock, timeout)
-        .map_err(io(format!("cannot reach memd at {addr}")))?;
+    let mut stream =
+        TcpStream::connect_timeout(&sock, timeout).map_err(io(format!("cannot reach {addr}")))?;
     stream
         .set_read_timeout(Some(timeout))
         .map_err(io(format!("cannot talk to {addr}")))?;
-    let auth = token
-        .map(|t| format!("Authorization: Bearer {t}\r\n"))
-        .unwrap_or_default();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n"
-    )
-    .map_err(io(format!("cannot talk to {addr}")))?;
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\n");
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if let Some(b) = json_body {
+        head.push_str(&format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n",
+            b.len()
+        ));
+    }
+    head.push_str("Connection: close\r\n\r\n");
+    head.push_str(json_body.unwrap_or(""));
+    stream
+        .write_all(head.as_bytes())
+        .map_err(io(format!("cannot talk to {addr}")))?;
     let mut raw = Vec::new();
     stream
         .read_to_end(&mut raw)

@@ -428,6 +428,11 @@ pub enum Record {
     Put {
         /// Format version.
         v: u32,
+        /// When this line was written, if not `fact.ts`: a rewrite keeps the
+        /// fact's own `ts` but is a newer version of it. Part of the merge
+        /// order of `put` lines (see [`crate::index::merge`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at: Option<DateTime<Utc>>,
         /// The fact.
         #[serde(flatten)]
         fact: Fact,

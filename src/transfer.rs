@@ -393,6 +393,7 @@ pub fn export(hub: &Hub, format: ExportFormat, out: &Path, scenes: &[Scene]) -> 
             for fact in &facts {
                 let line = serde_json::to_string(&Record::Put {
                     v: crate::model::JOURNAL_VERSION,
+                    at: None,
                     fact: fact.clone(),
                 })
                 .map_err(|e| Error::Internal(e.to_string()))?;

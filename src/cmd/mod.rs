@@ -34,6 +34,7 @@ mod rollback;
 mod search;
 mod serve;
 mod stats;
+mod sync;
 mod token;
 mod write;
 
@@ -105,6 +106,8 @@ pub enum Command {
     Consolidate(consolidate::Args),
     /// Undo a consolidation run by appending compensating lines (needs the writer lock).
     Rollback(rollback::Args),
+    /// Several devices: `.stignore` and Syncthing folder setup, peers and lines per device.
+    Sync(sync::Args),
 }
 
 /// Sets up tracing on stderr; `MEMD_LOG` overrides the level.
@@ -162,6 +165,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<()> {
             consolidate::run(cli, hub, &config, args)
         }
         Command::Rollback(args) => rollback::run(cli, open(layout, config, Mode::Write)?, args),
+        Command::Sync(args) => sync::run(cli, layout, config, args),
     }
 }
 

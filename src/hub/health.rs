@@ -68,7 +68,46 @@ pub struct HealthReport {
     pub tiers: super::TierReport,
 }
 
+/// Journal lines applied per device directory (`legacy` for flat files),
+/// from the index's cursors.
+pub fn lines_per_device(cursors: &HashMap<String, journal::Cursor>) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for (file, c) in cursors {
+        let dev = journal::device_of(file).unwrap_or("legacy").to_string();
+        *out.entry(dev).or_insert(0) += c.lines;
+    }
+    out
+}
+
 impl Hub {
+    /// The `sync` component: lines applied per device, and sync conflict
+    /// copies below `memories/` (degraded while there are any).
+    fn sync_component(&self, cursors: &HashMap<String, journal::Cursor>) -> Component {
+        let per_device = lines_per_device(cursors);
+        let devices = per_device
+            .iter()
+            .map(|(d, n)| format!("{d} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let (copies, total) =
+            crate::store::syncfiles::conflict_copies(&self.layout().memories(), 1);
+        let mut detail = format!(
+            "this device {}; lines applied per device: {}",
+            self.device(),
+            if devices.is_empty() {
+                "none".into()
+            } else {
+                devices
+            }
+        );
+        if let Some(first) = copies.first() {
+            detail.push_str(&format!(
+                "; {total} sync conflict copies (first: {first}), not indexed: merge them by hand and delete them"
+            ));
+        }
+        component(total == 0, detail)
+    }
+
     /// Where the embedder stands, without loading it.
     pub fn embedder_status(&self) -> EmbedderStatus {
         self.embedder.status()
@@ -114,6 +153,7 @@ impl Hub {
         );
         let dir = self.layout().facts();
         let cursors = self.index().meta.cursors()?;
+        components.insert("sync", self.sync_component(&cursors));
         let lag: u64 = journal::list_all(&dir)?
             .iter()
             .map(|f| {

@@ -18,7 +18,7 @@
 
 pub mod categories;
 mod heal;
-mod health;
+pub mod health;
 mod ingest;
 mod lifecycle;
 mod read;

@@ -445,7 +445,8 @@ impl Stamp {
 
 fn record_change(record: Record, file: &str, line: u64, tier_expiry: bool) -> Change {
     match record {
-        Record::Put { fact, .. } => Change::PutFact {
+        Record::Put { fact, at, .. } => Change::PutFact {
+            at: at.unwrap_or(fact.ts),
             memory: {
                 let mut m = Memory::from(&fact);
                 if fact.stage == Stage::Long && !tier_expiry {
@@ -471,7 +472,11 @@ fn record_change(record: Record, file: &str, line: u64, tier_expiry: bool) -> Ch
             },
         },
         Record::Forget { id, ts, .. } => Change::Forget { id, at: ts },
-        Record::Touch { ids, ts, .. } => Change::Touch { ids, at: ts },
+        Record::Touch { ids, ts, .. } => Change::Touch {
+            ids,
+            at: ts,
+            line: Some((file.to_string(), line)),
+        },
     }
 }
 

@@ -41,6 +41,7 @@ impl Hub {
             if !twice && self.index.meta.fact_state(&fact.id)? == Some(false) {
                 records.push(Record::Put {
                     v: JOURNAL_VERSION,
+                    at: None,
                     fact,
                 });
             }

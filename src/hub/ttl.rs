@@ -56,6 +56,7 @@ impl Hub {
             let device = extras.device.clone();
             records.push(Record::Put {
                 v: JOURNAL_VERSION,
+                at: None,
                 fact: Fact {
                     expires_at: Some(target),
                     // The extension keeps the device that wrote the message.

@@ -309,6 +309,7 @@ impl Hub {
                         let id = fact.id.clone();
                         records.push(Record::Put {
                             v: JOURNAL_VERSION,
+                            at: None,
                             fact: *fact,
                         });
                         Ok(OpOutcome::Written(WriteOutcome {
@@ -401,8 +402,9 @@ impl Hub {
         state: &mut WriterState,
         records: &[Record],
     ) -> Result<()> {
+        let records = self.stamp(records)?;
         // A failed append is rolled back by the journal: nothing of the group is stored.
-        let ends = state.journal.append(records)?;
+        let ends = state.journal.append(&records)?;
         // The lines are durable from here on; indexing them is the same replay
         // that runs at startup. If it fails (a full disk), the index is marked
         // behind and catches up on the next commit or flush.
@@ -416,6 +418,55 @@ impl Hub {
             tracing::error!(error = %e, "indexing after append failed; the index catches up once storage works again");
         }
         Ok(())
+    }
+
+    /// Stamps records for the merge rules ([`crate::index::merge`]): a `put`
+    /// gets `at` = now, but at least one millisecond after the newest put or
+    /// forget of its id this device knows (in the index or earlier in the
+    /// group); a `forget` gets a `ts` no earlier than that. A clock that went
+    /// backwards cannot make a line lose to one its device wrote before.
+    fn stamp(&self, records: &[Record]) -> Result<Vec<Record>> {
+        let mut floors: HashMap<String, i64> = HashMap::new();
+        let mut out = Vec::with_capacity(records.len());
+        for r in records {
+            let mut r = r.clone();
+            if matches!(r, Record::Touch { .. }) {
+                out.push(r);
+                continue;
+            }
+            let floor = match floors.get(r.id()) {
+                Some(f) => Some(*f),
+                None => self
+                    .index
+                    .meta
+                    .with_reader(|c| crate::index::merge::floor(c, r.id()))?,
+            };
+            match &mut r {
+                Record::Put { at, fact, .. } => {
+                    // Milliseconds, as the index compares them.
+                    let mut ms = self.now().timestamp_millis();
+                    if let Some(f) = floor {
+                        ms = ms.max(f + 1);
+                    }
+                    let when =
+                        chrono::DateTime::from_timestamp_millis(ms).unwrap_or_else(|| self.now());
+                    floors.insert(fact.id.clone(), when.timestamp_millis());
+                    *at = Some(when);
+                }
+                Record::Forget { id, ts, .. } => {
+                    if let Some(f) = floor
+                        && ts.timestamp_millis() < f
+                        && let Some(next) = chrono::DateTime::from_timestamp_millis(f)
+                    {
+                        *ts = next;
+                    }
+                    floors.insert(id.clone(), ts.timestamp_millis());
+                }
+                Record::Touch { .. } => {}
+            }
+            out.push(r);
+        }
+        Ok(out)
     }
 
     fn prepare_write(
@@ -548,6 +599,7 @@ impl Hub {
         }
         Ok(Prepared::Record(Record::Put {
             v: JOURNAL_VERSION,
+            at: None,
             fact,
         }))
     }

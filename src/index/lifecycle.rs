@@ -165,7 +165,11 @@ pub fn touch(
 
 /// Moves a stored vector's expiry (its vec0 metadata column); if the table
 /// refuses the update, the vector is dropped and re-stored by the next sync.
-fn set_vector_expiry(tx: &Transaction<'_>, id: &str, expires: Option<i64>) -> Result<()> {
+pub(crate) fn set_vector_expiry(
+    tx: &Transaction<'_>,
+    id: &str,
+    expires: Option<i64>,
+) -> Result<()> {
     let superseded: bool = tx
         .prepare_cached("SELECT superseded_by IS NOT NULL FROM memories WHERE id = ?")?
         .query_row([id], |r| r.get(0))?;

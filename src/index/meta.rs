@@ -93,6 +93,25 @@ ALTER TABLE memories ADD COLUMN superseded_by TEXT;
 CREATE INDEX memories_content_hash ON memories(content_hash) WHERE content_hash IS NOT NULL;
 CREATE INDEX memories_supersedes ON memories(supersedes) WHERE supersedes IS NOT NULL;
 "#,
+    // Merge rules (see `index::merge`): put versions, put values touches fold
+    // from, forgets by id and touches by journal line.
+    r#"
+ALTER TABLE memories ADD COLUMN put_at INTEGER;
+ALTER TABLE memories ADD COLUMN base_tier TEXT;
+ALTER TABLE memories ADD COLUMN base_accesses INTEGER;
+ALTER TABLE memories ADD COLUMN base_expires INTEGER;
+CREATE TABLE forgets (
+    id TEXT PRIMARY KEY,
+    at INTEGER NOT NULL
+);
+CREATE TABLE touches (
+    id TEXT NOT NULL,
+    at INTEGER NOT NULL,
+    file TEXT NOT NULL,
+    line INTEGER NOT NULL,
+    PRIMARY KEY (id, file, line)
+);
+"#,
 ];
 
 pub(crate) const MEMORY_COLUMNS: &str = "id, origin, doc_id, path, ts, scene, kind, stage, privacy, subject, tier, \

@@ -19,6 +19,7 @@
 pub mod filter;
 pub mod fusion;
 pub mod lifecycle;
+pub mod merge;
 pub mod meta;
 pub mod meta_read;
 pub mod scoped_stats;
@@ -56,6 +57,8 @@ pub enum Change {
         memory: Memory,
         /// Columns that are not part of [`Memory`].
         extras: FactExtras,
+        /// When the line was written (its merge version, see [`merge`]).
+        at: DateTime<Utc>,
     },
     /// Long-term facts were retrieved (one access each).
     Touch {
@@ -63,6 +66,8 @@ pub enum Change {
         ids: Vec<String>,
         /// When.
         at: DateTime<Utc>,
+        /// The journal file and line of the `touch`, which identify it.
+        line: Option<(String, u64)>,
     },
     /// A fact was forgotten.
     Forget {
@@ -296,36 +301,10 @@ impl Index {
         if batch.is_empty() {
             return Ok(());
         }
+        // Documents are not journaled: their text changes commit before SQLite.
         let mut documents = false;
-        // Supersede marks of this batch, for facts whose superseding line is not in SQLite yet.
-        let mut superseded_here: std::collections::HashSet<&str> = Default::default();
-        let mut latest: std::collections::HashMap<&str, &Memory> = Default::default();
         for change in &batch.changes {
             match change {
-                Change::PutFact { memory, .. } => {
-                    let superseded = superseded_here.contains(memory.id.as_str())
-                        || self
-                            .meta
-                            .with_reader(|c| lifecycle::is_superseded(c, &memory.id))?;
-                    self.text
-                        .upsert(&lifecycle::effective(memory, superseded))?;
-                    latest.insert(&memory.id, memory);
-                    if let Some(old) = &memory.supersedes {
-                        superseded_here.insert(old);
-                        let old_memory = match latest.get(old.as_str()) {
-                            Some(m) => Some((*m).clone()),
-                            None => self
-                                .meta
-                                .get_many(std::slice::from_ref(old), &Filter::all())?
-                                .remove(old),
-                        };
-                        if let Some(m) = old_memory {
-                            self.text.upsert(&lifecycle::effective(&m, true))?;
-                        }
-                    }
-                }
-                Change::Touch { .. } => {}
-                Change::Forget { id, .. } => self.text.remove(id)?,
                 Change::PutDocument { row, chunks } => {
                     documents = true;
                     self.text.remove_doc(&row.doc_id)?;
@@ -337,11 +316,8 @@ impl Index {
                     documents = true;
                     self.text.remove_doc(doc_id)?;
                 }
+                Change::PutFact { .. } | Change::Touch { .. } | Change::Forget { .. } => {}
             }
-        }
-        self.text.note_cursors(&batch.cursors);
-        if !batch.changes.is_empty() {
-            self.text.mark_dirty();
         }
         if documents {
             self.text.commit()?;
@@ -351,20 +327,19 @@ impl Index {
             .read()
             .expect("lifecycle config poisoned")
             .clone();
-        let mut touched: Vec<String> = Vec::new();
-        let mut unsuperseded: Vec<String> = Vec::new();
+        // Facts whose row changed: tantivy follows SQLite for them below.
+        let mut changed: Vec<String> = Vec::new();
         self.meta.write(|t| {
             for change in &batch.changes {
                 match change {
-                    Change::PutFact { memory, extras } => {
-                        tx::upsert_memory(t, memory, None, extras)?;
+                    Change::PutFact { memory, extras, at } => {
+                        changed.extend(merge::put(t, memory, extras, *at, &cfg)?);
                     }
-                    Change::Touch { ids, at } => {
-                        touched.extend(lifecycle::touch(t, ids, *at, &cfg)?);
+                    Change::Touch { ids, at, line } => {
+                        changed.extend(merge::touch(t, ids, *at, line.as_ref(), &cfg)?);
                     }
                     Change::Forget { id, at } => {
-                        tx::forget(t, id, *at)?;
-                        unsuperseded.extend(lifecycle::after_forget(t, id)?);
+                        changed.extend(merge::forget(t, id, *at)?);
                     }
                     Change::PutDocument { row, chunks } => tx::replace_document(t, row, chunks)?,
                     Change::RemoveDocument {
@@ -385,30 +360,35 @@ impl Index {
             }
             Ok(())
         })?;
-        // Facts whose superseding fact was forgotten are searchable again,
-        // unless a later line of this batch superseded them once more.
-        if !unsuperseded.is_empty() {
-            let rows = self.meta.get_many(&unsuperseded, &Filter::all())?;
-            for m in rows.values() {
-                let superseded = self
-                    .meta
-                    .with_reader(|c| lifecycle::is_superseded(c, &m.id))?;
-                self.text.upsert(&lifecycle::effective(m, superseded))?;
-            }
+        changed.sort();
+        changed.dedup();
+        self.follow_rows(&changed)?;
+        // Noted only now: a failure above leaves tantivy's cursors behind, and
+        // catch-up applies these lines again.
+        self.text.note_cursors(&batch.cursors);
+        if !batch.changes.is_empty() {
             self.text.mark_dirty();
         }
-        // Touched rows changed tier and expiry in SQLite; tantivy follows.
-        if !touched.is_empty() {
-            touched.sort();
-            touched.dedup();
-            let rows = self.meta.get_many(&touched, &Filter::all())?;
-            for m in rows.values() {
-                let superseded = self
-                    .meta
-                    .with_reader(|c| lifecycle::is_superseded(c, &m.id))?;
-                self.text.upsert(&lifecycle::effective(m, superseded))?;
+        Ok(())
+    }
+
+    /// Makes tantivy show each of `ids` as its SQLite row is: live rows
+    /// (hidden from searches while superseded) are upserted, forgotten or
+    /// missing ones removed.
+    fn follow_rows(&self, ids: &[String]) -> Result<()> {
+        for chunk in ids.chunks(500) {
+            let rows = self.meta.get_many(chunk, &Filter::all())?;
+            for id in chunk {
+                match rows.get(id) {
+                    Some(m) => {
+                        let superseded = self
+                            .meta
+                            .with_reader(|c| lifecycle::is_superseded(c, &m.id))?;
+                        self.text.upsert(&lifecycle::effective(m, superseded))?;
+                    }
+                    None => self.text.remove(id)?,
+                }
             }
-            self.text.mark_dirty();
         }
         Ok(())
     }

@@ -626,6 +626,7 @@ mod tests {
     fn fact(id: &str, text: &str) -> Record {
         Record::Put {
             v: 1,
+            at: None,
             fact: Fact {
                 id: id.into(),
                 ts: DateTime::from_timestamp(1_780_000_000, 0).unwrap(),

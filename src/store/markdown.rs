@@ -172,7 +172,9 @@ fn walk(base: &Path, dir: &Path, out: &mut Listing) -> Result<()> {
         let path = entry.path();
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        if name.starts_with('.') {
+        // Dot files include a sync tool's temporaries; a conflict copy is
+        // reported by health and doctor, never indexed as a second document.
+        if name.starts_with('.') || crate::store::syncfiles::is_conflict_name(&name) {
             continue;
         }
         let rel = || {

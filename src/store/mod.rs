@@ -10,3 +10,4 @@ pub mod journal;
 pub mod lock;
 pub mod markdown;
 pub mod members;
+pub mod syncfiles;

@@ -486,7 +486,14 @@ async fn random_memories_match_the_privacy_model() {
             run: None,
         };
         written.push((fact.id.clone(), scene, privacy, subject, expired));
-        lines.push_str(&serde_json::to_string(&Record::Put { v: 1, fact }).unwrap());
+        lines.push_str(
+            &serde_json::to_string(&Record::Put {
+                v: 1,
+                at: None,
+                fact,
+            })
+            .unwrap(),
+        );
         lines.push('\n');
     }
     std::fs::write(facts.join(journal::file_name_for(now)), lines).unwrap();

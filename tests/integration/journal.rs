@@ -47,7 +47,12 @@ fn foreign_line(text: &str) -> (String, Vec<u8>) {
         run: None,
     };
     let id = fact.id.clone();
-    let mut line = serde_json::to_vec(&Record::Put { v: 1, fact }).unwrap();
+    let mut line = serde_json::to_vec(&Record::Put {
+        v: 1,
+        at: None,
+        fact,
+    })
+    .unwrap();
     line.push(b'\n');
     (id, line)
 }

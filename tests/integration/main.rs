@@ -21,6 +21,7 @@ mod hub;
 mod journal;
 mod lifecycle;
 mod mcp;
+mod merge;
 mod openapi;
 mod prop;
 mod reindex;

@@ -492,6 +492,7 @@ fn import(
         let id = format!("fact-{}-imp{}-{i}", SCENES[i % 2], model.next_word);
         records.push(Record::Put {
             v: JOURNAL_VERSION,
+            at: None,
             fact: imported_fact(&id, i % 2, 1, &text),
         });
         let f = ModelFact {
@@ -512,6 +513,7 @@ fn import(
         model.next_word += 1;
         records.push(Record::Put {
             v: JOURNAL_VERSION,
+            at: None,
             fact: imported_fact(&id, f.scene, f.kind, &f.text),
         });
         let f = ModelFact {
@@ -526,6 +528,7 @@ fn import(
         // A known id is never overwritten by an import, forgotten or not.
         records.push(Record::Put {
             v: JOURNAL_VERSION,
+            at: None,
             fact: imported_fact(&id, 0, 0, "an imported rewrite that must not land"),
         });
         expect.push((id, None, false));

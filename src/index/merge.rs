@@ -1,0 +1,317 @@
+//! Merge rules: how journal lines from several devices become one state,
+//! whatever order they are applied in.
+//!
+//! Each device appends only to its own files (`facts/<device>/YYYY-MM.jsonl`)
+//! and a file-sync tool copies them around, so a daemon sees other devices'
+//! lines late, in any order, and one device's files may arrive before or
+//! after another's. The index must not depend on that order: every daemon
+//! reaches the same state from the same files. The rules:
+//!
+//! - **Puts: the later `(at, device)` wins.** Each `put` line has a version
+//!   `(at, device, file, line)`: `at` is the line's `at` field (when it was
+//!   written; old lines without it use the fact's `ts`), `device` the
+//!   directory of its journal file (the fact's `device` for a legacy flat
+//!   file), and the file name and line number break the remaining ties. A
+//!   put is applied only if its version is not older than the row's; an
+//!   older put arriving late changes nothing. Replaying the same line is
+//!   harmless (equal versions).
+//! - **A forget wins over any older put.** A `forget` records its `ts` per id
+//!   (table `forgets`, kept even when the fact has not arrived yet). The row
+//!   is forgotten while the newest forget is at or after its put's `at`;
+//!   `forgotten_at` is that forget's `ts`. A put newer than every forget (a
+//!   restore) brings the fact back; an older put arriving after the forget
+//!   does not.
+//! - **Supersede and touch lines commute.** The supersede mark
+//!   (`superseded_by`) is recomputed from the live rows that name the fact
+//!   (the oldest by `(ts, id)`), never accumulated. Touches are kept per
+//!   journal line (table `touches`); a row's tier, access count and expiry
+//!   are its winning put's values folded with every touch later than that
+//!   put, in time order, so a touch arriving late is folded in its place.
+//!   Touches of one instant give the same result in either order.
+//! - **A device's clock going backwards does not reorder its own lines.**
+//!   The writer stamps each `put` with `at` no earlier than one millisecond
+//!   after the newest version or forget it has of that id, and each `forget`
+//!   with a `ts` no earlier than the put it forgets
+//!   ([`crate::hub::Hub`] does this when appending): a line always outranks
+//!   the lines its device had seen, whatever the clock says.
+//!
+//! Concurrent changes to one id on two devices that had not seen each other
+//! are decided by the version alone; the loser's change is not merged (a
+//! touch counted only in a losing rewrite is lost, for instance). Rows
+//! indexed by builds before these rules have no base values for touches; a
+//! touch of such a row is applied as before (newer touches only) until the
+//! row is written again or the index is rebuilt.
+
+use chrono::{DateTime, Utc};
+use rusqlite::{OptionalExtension, Transaction, params};
+
+use crate::error::Result;
+use crate::index::meta::{FactExtras, tx};
+use crate::lifecycle::{LifecycleConfig, TouchState};
+use crate::model::{Memory, Stage, Tier};
+use crate::store::journal;
+
+/// The merge order of `put` lines for one id.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct PutVersion {
+    /// When the line was written (ms).
+    pub at: i64,
+    /// The writing device.
+    pub device: String,
+    /// Journal file (relative to `facts/`).
+    pub file: String,
+    /// 1-based line.
+    pub line: u64,
+}
+
+impl PutVersion {
+    /// The version of a put of `m` with `extras` written at `at` (ms).
+    pub fn of(at: i64, extras: &FactExtras) -> PutVersion {
+        let (file, line) = extras.journal.clone().unwrap_or_default();
+        let device =
+            journal::device_of(&file).map_or_else(|| extras.device.clone(), str::to_string);
+        PutVersion {
+            at,
+            device,
+            file,
+            line,
+        }
+    }
+}
+
+/// The stored version of fact `id`, if it has a row.
+fn stored_version(t: &Transaction<'_>, id: &str) -> Result<Option<PutVersion>> {
+    Ok(t.prepare_cached(
+        "SELECT COALESCE(put_at, ts), COALESCE(device, ''), COALESCE(journal_file, ''), \
+         COALESCE(journal_line, 0) FROM memories WHERE id = ? AND origin = 'fact'",
+    )?
+    .query_row([id], |r| {
+        let file: String = r.get(2)?;
+        let device: String = r.get(1)?;
+        Ok(PutVersion {
+            at: r.get(0)?,
+            device: journal::device_of(&file).map_or(device, str::to_string),
+            file,
+            line: r.get::<_, i64>(3)? as u64,
+        })
+    })
+    .optional()?)
+}
+
+/// The newest forget of `id` (ms), if any.
+pub fn tombstone(t: &rusqlite::Connection, id: &str) -> Result<Option<i64>> {
+    Ok(t.prepare_cached("SELECT at FROM forgets WHERE id = ?")?
+        .query_row([id], |r| r.get(0))
+        .optional()?)
+}
+
+/// The newest time the writer has of `id`: its put's `at` or a forget,
+/// whichever is later. A new line about `id` must be stamped after it.
+pub fn floor(c: &rusqlite::Connection, id: &str) -> Result<Option<i64>> {
+    let put: Option<i64> = c
+        .prepare_cached(
+            "SELECT COALESCE(put_at, ts) FROM memories WHERE id = ? AND origin = 'fact'",
+        )?
+        .query_row([id], |r| r.get(0))
+        .optional()?;
+    Ok(put.max(tombstone(c, id)?))
+}
+
+/// Applies a `put` by the rules. Returns the ids whose row (or searchable
+/// state) changed, empty if a newer put of the id is already applied.
+pub fn put(
+    t: &Transaction<'_>,
+    m: &Memory,
+    extras: &FactExtras,
+    at: DateTime<Utc>,
+    cfg: &LifecycleConfig,
+) -> Result<Vec<String>> {
+    let version = PutVersion::of(at.timestamp_millis(), extras);
+    if stored_version(t, &m.id)?.is_some_and(|cur| cur > version) {
+        return Ok(Vec::new());
+    }
+    let before: Option<String> = t
+        .prepare_cached("SELECT supersedes FROM memories WHERE id = ?")?
+        .query_row([&m.id], |r| r.get(0))
+        .optional()?
+        .flatten();
+    tx::upsert_memory(t, m, None, extras)?;
+    t.prepare_cached(
+        "UPDATE memories SET put_at = ?, base_tier = ?, base_accesses = ?, base_expires = ? \
+         WHERE id = ?",
+    )?
+    .execute(params![
+        version.at,
+        m.tier.map(|x| x.as_str()),
+        i64::from(extras.accesses),
+        m.expires_at.map(|e| e.timestamp_millis()),
+        m.id
+    ])?;
+    if let Some(gone) = tombstone(t, &m.id)?.filter(|&f| f >= version.at) {
+        hide(t, &m.id, gone)?;
+    } else {
+        fold_touches(t, &m.id, cfg)?;
+    }
+    let mut changed = vec![m.id.clone()];
+    for other in [before, m.supersedes.clone()].into_iter().flatten() {
+        remark(t, &other)?;
+        changed.push(other);
+    }
+    remark(t, &m.id)?;
+    Ok(changed)
+}
+
+/// Applies a `forget` by the rules. Returns the ids whose row changed.
+pub fn forget(t: &Transaction<'_>, id: &str, at: DateTime<Utc>) -> Result<Vec<String>> {
+    t.prepare_cached(
+        "INSERT INTO forgets (id, at) VALUES (?1, ?2) \
+         ON CONFLICT(id) DO UPDATE SET at = max(at, excluded.at)",
+    )?
+    .execute(params![id, at.timestamp_millis()])?;
+    let gone = tombstone(t, id)?.unwrap_or(at.timestamp_millis());
+    let Some(version) = stored_version(t, id)? else {
+        return Ok(vec![id.to_string()]);
+    };
+    let mut changed = vec![id.to_string()];
+    if version.at <= gone {
+        hide(t, id, gone)?;
+        let old: Option<String> = t
+            .prepare_cached("SELECT supersedes FROM memories WHERE id = ?")?
+            .query_row([id], |r| r.get(0))?;
+        if let Some(old) = old {
+            remark(t, &old)?;
+            changed.push(old);
+        }
+    }
+    Ok(changed)
+}
+
+/// Marks a row forgotten at `gone` and drops its vector.
+fn hide(t: &Transaction<'_>, id: &str, gone: i64) -> Result<()> {
+    t.prepare_cached("UPDATE memories SET forgotten_at = ? WHERE id = ?")?
+        .execute(params![gone, id])?;
+    crate::index::vector::delete(t, &[id.to_string()])?;
+    Ok(())
+}
+
+/// Recomputes the supersede mark of `id` from the live facts naming it: the
+/// oldest by `(ts, id)`. A changed mark drops the vector (re-stored with the
+/// new expiry by the next embedding pass).
+pub fn remark(t: &Transaction<'_>, id: &str) -> Result<()> {
+    let row: Option<Option<String>> = t
+        .prepare_cached("SELECT superseded_by FROM memories WHERE id = ? AND origin = 'fact'")?
+        .query_row([id], |r| r.get(0))
+        .optional()?;
+    let Some(before) = row else {
+        return Ok(());
+    };
+    let after: Option<String> = t
+        .prepare_cached(
+            "SELECT s.id FROM memories s WHERE s.supersedes = ? AND s.origin = 'fact' \
+             AND s.forgotten_at IS NULL ORDER BY s.ts, s.id LIMIT 1",
+        )?
+        .query_row([id], |r| r.get(0))
+        .optional()?;
+    if before != after {
+        t.prepare_cached(
+            "UPDATE memories SET superseded_by = ?, vector_model = NULL WHERE id = ?",
+        )?
+        .execute(params![after, id])?;
+        crate::index::vector::delete(t, &[id.to_string()])?;
+    }
+    Ok(())
+}
+
+/// Applies a `touch` line (`file`, `line`) of `ids` at `at`. Returns the ids
+/// tantivy must refresh.
+pub fn touch(
+    t: &Transaction<'_>,
+    ids: &[String],
+    at: DateTime<Utc>,
+    origin: Option<&(String, u64)>,
+    cfg: &LifecycleConfig,
+) -> Result<Vec<String>> {
+    let mut changed = Vec::new();
+    let mut legacy = Vec::new();
+    for id in ids {
+        let (file, line) = origin.cloned().unwrap_or_default();
+        t.prepare_cached("INSERT OR IGNORE INTO touches (id, at, file, line) VALUES (?,?,?,?)")?
+            .execute(params![id, at.timestamp_millis(), file, line as i64])?;
+        let has_base: Option<bool> = t
+            .prepare_cached(
+                "SELECT put_at IS NOT NULL FROM memories WHERE id = ? AND origin = 'fact'",
+            )?
+            .query_row([id], |r| r.get(0))
+            .optional()?;
+        match has_base {
+            None => {}
+            Some(true) => {
+                fold_touches(t, id, cfg)?;
+                changed.push(id.clone());
+            }
+            Some(false) => legacy.push(id.clone()),
+        }
+    }
+    changed.extend(crate::index::lifecycle::touch(t, &legacy, at, cfg)?);
+    Ok(changed)
+}
+
+/// Sets a row's tier, accesses and expiry to its put's values folded with
+/// every touch after the put, in time order.
+fn fold_touches(t: &Transaction<'_>, id: &str, cfg: &LifecycleConfig) -> Result<()> {
+    let row = t
+        .prepare_cached(
+            "SELECT stage, base_tier, base_accesses, base_expires, put_at, expires_at \
+             FROM memories WHERE id = ? AND origin = 'fact' AND forgotten_at IS NULL \
+             AND put_at IS NOT NULL",
+        )?
+        .query_row([id], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, Option<String>>(1)?,
+                r.get::<_, Option<i64>>(2)?,
+                r.get::<_, Option<i64>>(3)?,
+                r.get::<_, i64>(4)?,
+                r.get::<_, Option<i64>>(5)?,
+            ))
+        })
+        .optional()?;
+    let Some((stage, base_tier, base_accesses, base_expires, put_at, expires_now)) = row else {
+        return Ok(());
+    };
+    if stage != Stage::Long.as_str() {
+        return Ok(());
+    }
+    let Some(tier) = base_tier.and_then(|x| x.parse::<Tier>().ok()) else {
+        return Ok(());
+    };
+    let times: Vec<i64> = t
+        .prepare_cached("SELECT at FROM touches WHERE id = ? AND at > ? ORDER BY at")?
+        .query_map(params![id, put_at], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut state = TouchState {
+        tier,
+        accesses: u32::try_from(base_accesses.unwrap_or(0)).unwrap_or(u32::MAX),
+        expires_at: base_expires.and_then(DateTime::<Utc>::from_timestamp_millis),
+    };
+    for &ms in &times {
+        if let Some(when) = DateTime::<Utc>::from_timestamp_millis(ms) {
+            state = cfg.touch(state, when);
+        }
+    }
+    let expires = state.expires_at.map(|e| e.timestamp_millis());
+    t.prepare_cached(
+        "UPDATE memories SET tier = ?, accesses = ?, expires_at = ?, last_access = ? WHERE id = ?",
+    )?
+    .execute(params![
+        state.tier.as_str(),
+        i64::from(state.accesses),
+        expires,
+        times.last(),
+        id
+    ])?;
+    if expires != expires_now {
+        crate::index::lifecycle::set_vector_expiry(t, id, expires)?;
+    }
+    Ok(())
+}
