@@ -14,21 +14,18 @@ bash scripts/setup-browser.sh >/dev/null
 # The API fuzz test runs schemathesis against openapi.yaml (pinned, venv under $HOME/.cache).
 bash scripts/api-fuzz.sh --setup-only
 
-# The two-device sync test needs Syncthing (Debian package; installed when running as root).
-if ! command -v syncthing >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  { apt-get update -qq && apt-get install -y -qq syncthing; } >/dev/null 2>&1 ||
-    echo "test.sh: could not install syncthing; scripts/sync-test.sh is skipped" >&2
+# The two-device sync test (tests/integration/sync_test.rs runs scripts/sync-test.sh) needs
+# Syncthing from Debian; installed here when running as root.
+if ! command -v syncthing >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    { apt-get update -qq && apt-get install -y -qq syncthing; } >/dev/null
+  else
+    echo "test.sh: syncthing is missing; install it (apt-get install syncthing) or the sync test fails" >&2
+  fi
 fi
 
-status=0
 if command -v cargo-nextest >/dev/null 2>&1; then
-  cargo nextest run --no-fail-fast "$@" || status=$?
+  cargo nextest run --no-fail-fast "$@"
 else
-  cargo test --no-fail-fast "$@" || status=$?
+  cargo test --no-fail-fast "$@"
 fi
-# Two roots, two Syncthing instances, two `memd serve` on loopback (about 30 s).
-if [ $# -eq 0 ] && command -v syncthing >/dev/null 2>&1; then
-  cargo build --quiet
-  bash scripts/sync-test.sh || status=$?
-fi
-exit $status

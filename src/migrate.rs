@@ -142,6 +142,7 @@ fn record(line: NodeLine) -> Result<Record> {
     Ok(Record::Put {
         v: JOURNAL_VERSION,
         fact,
+        at: None,
     })
 }
 

@@ -157,9 +157,12 @@ pub fn move_aside(dir: &Path) -> Result<PathBuf> {
         .flatten()
         .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
         .map(|e| e.path())
+        .filter(|p| *p != aside)
         .collect();
+    // The copy just made is kept whatever its name sorts as (a name freed by
+    // an earlier removal in the same millisecond can sort first).
     old.sort();
-    let excess = old.len().saturating_sub(KEEP_BROKEN);
+    let excess = old.len().saturating_sub(KEEP_BROKEN.saturating_sub(1));
     for p in &old[..excess] {
         if let Err(e) = std::fs::remove_dir_all(p) {
             tracing::warn!(error = %e, index.dir = %p.display(), "cannot remove an old damaged index");

@@ -1,6 +1,7 @@
 //! The one integration-test binary. Every test works in its own temp root.
 
 mod support;
+mod sync_test;
 
 mod api_fuzz;
 mod backup;
