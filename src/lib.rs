@@ -38,18 +38,21 @@
 //! - [`config`]: root layout (`memories/`, `data/`, `config.json`) and typed config.
 //! - [`model`], [`ids`]: plain domain types and id schemes; no IO.
 //! - [`store`]: the only writer of `memories/`: [`store::journal`] (per-device
-//!   files), [`store::device`] (the device id), [`store::markdown`] (strict front
+//!   files), [`store::device`] (the device id), [`store::syncfiles`] (sync
+//!   conflict copies and temporary files), [`store::markdown`] (strict front
 //!   matter, no links), [`store::lock`], [`store::members`] (group membership for
 //!   disclosure), [`store::archive`] (compressed journal months).
 //! - [`index`]: the only writer of `data/index/`: [`index::text`] (tantivy),
 //!   [`index::meta`] (SQLite), [`index::meta_read`] (time-ordered reads),
 //!   [`index::vector`] (sqlite-vec), [`index::fusion`], [`index::tokenizer`],
-//!   [`index::filter`], [`index::scoped_stats`] (BM25 statistics over what the
+//!   [`index::filter`], [`index::merge`] (device merge rules: later
+//!   `(at, device)` wins, forgets beat older puts), [`index::scoped_stats`] (BM25 statistics over what the
 //!   caller may read), [`index::lifecycle`] (supersede marks, `touch` replay).
 //! - [`embed`]: the [`embed::Embedder`] trait, the ONNX model
 //!   ([`embed::onnx`]), a deterministic test embedder ([`embed::hash`]) and the
 //!   vector cache under `data/cache/` ([`embed::cache`]).
-//! - [`search`]: query planning and ranking in three modes.
+//! - [`search`]: query planning and ranking in three modes; [`relevance`]:
+//!   the relevance floor of recall (script-aware cosine, else term coverage).
 //! - [`lifecycle`]: retention tiers, opt-in tier expiry, promotion, the exact
 //!   dedup key and ranking signals (short-term weight, importance, T0 boost).
 //! - [`eval`]: recall@k / MRR evaluation on labelled datasets.
@@ -62,7 +65,9 @@
 //!   embedding, daily backup, archive, sleep consolidation) with state in
 //!   `data/scheduler.json`; [`watch`]: the server's watcher of `memories/` and
 //!   `config.json`.
-//! - [`backup`], [`transfer`], [`doctor`]: backups with checksummed manifests,
+//! - [`sync`]: Syncthing glue for several devices (`.stignore`, folder and
+//!   peers over its REST API, status); [`migrate`]: `memd import --from memory-hub`.
+//! - [`backup`], [`transfer`], [`doctor`]: backups with signed, checksummed manifests,
 //!   import/export, readiness checks; [`disk`], [`loopback`]: free space and
 //!   the CLI's HTTP client for a running daemon.
 //! - [`policy`]: content normalisation, credential refusal over text, title and
