@@ -2,7 +2,8 @@
 //! Syncthing instances and two `memd serve` on loopback, writes and forgets on
 //! both at once, and checks that both daemons converge (identical results for
 //! a fixed query set, nothing lost, nothing duplicated, no conflict copies of
-//! journals). `scripts/test.sh` installs Syncthing.
+//! journals), after a minute of concurrent writes and forgets on both.
+//! `scripts/test.sh` installs Syncthing.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -15,6 +16,8 @@ fn two_devices_converge_through_syncthing() {
         .arg(repo.join("scripts/sync-test.sh"))
         .env("MEMD_BIN", env!("CARGO_BIN_EXE_memd"))
         .env("TMPDIR", tmp.path())
+        // Concurrent writes and forgets on both devices for a minute.
+        .env("SYNC_TEST_SECONDS", "60")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -29,7 +32,7 @@ fn two_devices_converge_through_syncthing() {
         })
     };
     let (out, err) = (read(Box::new(stdout)), read(Box::new(stderr)));
-    // Bounded: about 30 s of work; a hung sync fails the test.
+    // Bounded: about 70 s of work; a hung sync fails the test.
     let deadline = Instant::now() + Duration::from_secs(300);
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
