@@ -173,7 +173,18 @@ try:
 
     def facts(d):
         return json.loads(d.memd("stats", "--json"))["facts"]
-    wait(lambda: facts(a) == len(live) and facts(b) == len(live), f"both daemons to hold {len(live)} facts", 90)
+    def hidden(d, i):
+        try:
+            d.call("/v1/get", {"id": i})
+            return False
+        except urllib.error.HTTPError as e:
+            return e.code == 404
+    # Converged: both hold as many facts as are live, and neither still shows
+    # a forgotten one (equal counts alone can hide a late forget behind a late put).
+    def converged():
+        return (facts(a) == len(live) and facts(b) == len(live)
+                and all(hidden(d, i) for d in (a, b) for i in gone))
+    wait(converged, f"both daemons to hold exactly the {len(live)} live facts", 120)
 
     queries = words + ["note", "item"]
     results = {}
