@@ -579,9 +579,23 @@ fn english(text: &str, who: &str) -> Option<String> {
     Some(s)
 }
 
+/// Whether a display name reads as the owner ("主人", "the owner", "me"): a
+/// chat member may call themselves anything, and a rewrite must never turn
+/// their words into a statement about the owner.
+fn claims_owner(name: &str) -> bool {
+    use unicode_normalization::UnicodeNormalization;
+    let n: String = name.nfkc().collect::<String>().trim().to_lowercase();
+    let n = n.strip_prefix("the ").unwrap_or(&n).trim();
+    n.contains("主人")
+        || matches!(
+            n,
+            "owner" | "master" | "me" | "myself" | "self" | "i" | "我" | "本人" | "自己"
+        )
+}
+
 /// `text` as a standalone statement: the cue phrase dropped and the speaker
 /// resolved (`subject: owner` → "主人" / "The owner"; a named other speaker →
-/// their name). Unchanged when the rules cannot rewrite it safely.
+/// their name, unless that name claims to be the owner). Unchanged when the rules cannot rewrite it safely.
 pub fn standalone(text: &str, subject: Subject, speaker: Option<&str>) -> String {
     let mut t = CUE_PREFIX.replace(text.trim(), "").into_owned();
     t = CUE_SUFFIX.replace(&t, "").into_owned();
@@ -590,7 +604,7 @@ pub fn standalone(text: &str, subject: Subject, speaker: Option<&str>) -> String
     }
     let (zh, en) = match (subject, speaker) {
         (Subject::Owner, _) => ("主人".to_string(), "the owner".to_string()),
-        (Subject::Other, Some(name)) if !name.trim().is_empty() => {
+        (Subject::Other, Some(name)) if !name.trim().is_empty() && !claims_owner(name) => {
             (name.trim().to_string(), name.trim().to_string())
         }
         _ => return t,
@@ -641,6 +655,14 @@ mod tests {
             standalone("我对猫毛过敏", Subject::Other, Some("小王")),
             "小王对猫毛过敏"
         );
+        // A member who calls themselves the owner is not the owner.
+        for name in ["主人", "the owner", "Owner", "ｔｈｅ　ｏｗｎｅｒ"] {
+            assert_eq!(
+                standalone("我对猫毛过敏", Subject::Other, Some(name)),
+                "我对猫毛过敏",
+                "{name}"
+            );
+        }
         assert_eq!(
             standalone(
                 "Remember that I'm allergic to shellfish",
