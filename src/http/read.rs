@@ -227,8 +227,26 @@ pub async fn get(
         &Visibility::of(&body.scene, &body.scenes, body.from_owner),
     )?;
     let id = body.id;
-    let memory = st.run(move |hub| hub.get(&id, &filter)).await?;
-    Ok(reply(&memory, note(&scene, [memory.id.clone()])))
+    // A superseded memory names what replaced it (only replacements the caller
+    // may read), as the timeline does.
+    let (memory, replaced_by) = st
+        .run(move |hub| {
+            let memory = hub.get(&id, &filter)?;
+            let mut links = hub
+                .index()
+                .meta
+                .superseded_by(std::slice::from_ref(&memory.id), &filter)?;
+            let replaced_by = links.remove(&memory.id).unwrap_or_default();
+            Ok((memory, replaced_by))
+        })
+        .await?;
+    let audit = note(&scene, [memory.id.clone()]);
+    let mut body = serde_json::to_value(&memory)
+        .map_err(|e| ApiError::from(crate::Error::Internal(e.to_string())))?;
+    if !replaced_by.is_empty() {
+        body["superseded_by"] = serde_json::json!(replaced_by);
+    }
+    Ok(reply(&body, audit))
 }
 
 /// `POST /v1/recent` body.

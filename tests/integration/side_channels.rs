@@ -647,3 +647,30 @@ async fn only_the_owner_pins_memories() {
     )
     .await;
 }
+
+/// Red-team finding: `get` of a superseded memory did not name what replaced
+/// it, while the README says it does (as the timeline does).
+#[tokio::test]
+async fn get_names_what_replaced_a_memory() {
+    let api = Api::new();
+    let root = api.token("root", "dsh-desktop");
+    let old = api
+        .ok(
+            "/v1/write",
+            &root,
+            json!({"text": "the meeting is on Tuesday"}),
+        )
+        .await;
+    let new = api
+        .ok(
+            "/v1/write",
+            &root,
+            json!({"text": "the meeting moved to Wednesday", "supersedes": old["id"]}),
+        )
+        .await;
+    let got = api.ok("/v1/get", &root, json!({"id": old["id"]})).await;
+    assert_eq!(got["superseded_by"], json!([new["id"]]), "{got}");
+    let got = api.ok("/v1/get", &root, json!({"id": new["id"]})).await;
+    assert!(got.get("superseded_by").is_none(), "{got}");
+    assert_eq!(got["supersedes"], old["id"]);
+}
