@@ -13,6 +13,7 @@ use std::sync::LazyLock;
 use chrono::{DateTime, Duration, Utc};
 use regex::Regex;
 use serde::Serialize;
+use unicode_normalization::UnicodeNormalization;
 
 use super::{Hub, WriteAction, WriteRequest};
 use crate::error::{Error, Result};
@@ -90,15 +91,18 @@ static URL: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?i)^(https?://|www\.)\S+$").expect("URL pattern compiles"));
 static ACK: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
-        r"(?i)^(好+|好的+|好吧|嗯+|嗯嗯+|哦+|噢+|喔+|啊+|额+|呃+|行+|对+|是+|收到|了解|明白|知道了|okk*|okay|k+|kk|yes|yep|yeah|yup|no|nope|sure|thx|thanks?|ty|lol+|lmao|haha+|hehe+|xd|nice|cool|wow|哈+|呵+|嘿+|嘻+|哇+|6+|666+|\+1|1+|草|笑死|牛|牛逼|nb|yyds|晚安|早|早安|在|在吗|emm+|mm+|233+)$",
+        r"(?i)^(好+|好的+|好吧|嗯+|嗯嗯+|哦+|噢+|喔+|啊+|额+|呃+|行+|对+|是+|收到|了解|明白|知道了|okk*|okay|k+|kk|yes|yep|yeah|yup|no|nope|sure|thx|thanks?|ty|lol+|lmao|haha+|hehe+|h{3,}|xd|nice|cool|wow|哈+|呵+|嘿+|嘻+|哇+|6+|666+|\+1|1+|草|笑死|牛|牛逼|nb|yyds|晚安|早|早安|在|在吗|emm+|mm+|233+)$",
     )
     .expect("acknowledgement pattern compiles")
 });
 
+static MENTION: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^([@＠]\S+\s*)+$").expect("mention pattern compiles"));
+
 /// Why a message is not worth storing, if it is not: bot commands, QQ CQ
 /// codes and placeholders (`[图片]`, `[表情]`, `[CQ:…]`) with nothing else, a
-/// link alone, bare acknowledgements and laughter ("好", "嗯", "哈哈哈",
-/// "ok", "+1"), or no words at all.
+/// link alone, bare @mentions, bare acknowledgements and laughter ("好", "嗯",
+/// "哈哈哈", "hhhh", "ok", "+1", full-width forms too), or no words at all.
 pub fn noise(text: &str) -> Option<&'static str> {
     let text = text.trim();
     if text.starts_with('/') || BOT.is_match(text) {
@@ -115,8 +119,12 @@ pub fn noise(text: &str) -> Option<&'static str> {
     if !rest.chars().any(char::is_alphanumeric) {
         return Some("no words");
     }
+    if MENTION.is_match(rest) {
+        return Some("mention only");
+    }
+    // Full-width forms (`＋１`, `ＯＫ`) read as their ASCII twins.
     let bare: String = rest
-        .chars()
+        .nfkc()
         .filter(|c| {
             !c.is_whitespace()
                 && !matches!(c, '~' | '～' | '!' | '！' | '.' | '。' | '…' | ',' | '，')
@@ -274,9 +282,16 @@ mod tests {
             "收到～",
             "666",
             "好的",
+            "hhhh",
+            "＋１",
+            "ＯＫ",
         ] {
             assert_eq!(noise(ack), Some("acknowledgement"), "{ack}");
         }
+        assert_eq!(noise("@小王 "), Some("mention only"));
+        assert_eq!(noise("@小王 @小李"), Some("mention only"));
+        assert_eq!(noise("@小王 明天记得带伞"), None);
+        assert_eq!(noise("hhh今天考试过了"), None);
         for ph in [
             "[图片]",
             "[表情][表情]",
