@@ -143,7 +143,7 @@ fn secret_like(value: &str) -> bool {
 
 /// Words that introduce a password-like value, English and Chinese. English
 /// words must not follow a letter (`spin`, `shipping`); `DB_PASSWORD` counts.
-const PASSWORD_WORDS: &str = r"(?:(?:^|[^a-z])(?:passwords?|passwd|pwd|pass ?phrase|pass ?code|pass ?word|pin(?: ?code| ?number)?)|密码|口令|验证码|校验码|动态码|安全码)";
+const PASSWORD_WORDS: &str = r"(?:(?:^|[^a-z])(?:passwords?|passwd|pwd|pass ?phrase|pass ?code|pass ?word|p[a@4]ss ?w[o0]rds?|pin(?: ?code| ?number|码|碼)?)|密\s?[码碼]|口令|验证码|驗證碼|校验码|动态码|安全码)";
 
 /// Words that introduce an API credential.
 const KEY_WORDS: &str = r"(?:(?:^|[^a-z])(?:api[_ -]?key|apikey|api[_ -]?token|secret[_ -]?key|secret[_ -]?access[_ -]?key|client[_ -]?secret|access[_ -]?token|refresh[_ -]?token|auth[_ -]?token|private[_ -]?key|token|secret))";
@@ -169,7 +169,7 @@ static CREDENTIALS: LazyLock<Vec<CredentialPattern>> = LazyLock::new(|| {
         p(
             "a GitHub token",
             Confirm::Always,
-            r"\b(?:ghp|gho|ghu|ghs|ghr)_[a-z0-9]{20,}|\bgithub_pat_[a-z0-9_]{20,}",
+            r"\b(?:ghp|gho|ghu|ghs|ghr)[_-][a-z0-9]{30,}|\bgithub_pat_[a-z0-9_]{20,}",
         ),
         p(
             "a GitLab token",
@@ -201,7 +201,11 @@ static CREDENTIALS: LazyLock<Vec<CredentialPattern>> = LazyLock::new(|| {
             Confirm::Always,
             r"\bnpm_[a-z0-9]{30,}|\bhf_[a-z0-9]{30,}|\bpypi-[a-z0-9_-]{30,}",
         ),
-        p("a memd token", Confirm::Always, r"\bmh_[0-9a-f]{16,}"),
+        p(
+            "a memd token",
+            Confirm::Always,
+            r"\bmh_[0-9a-f]{16,}|\bmh[ -][0-9a-f]{32,}",
+        ),
         p(
             "a JSON Web Token",
             Confirm::Always,
@@ -236,13 +240,18 @@ static CREDENTIALS: LazyLock<Vec<CredentialPattern>> = LazyLock::new(|| {
             "a password",
             Confirm::Value,
             &format!(
-                r#"{PASSWORD_WORDS}\s*(?:(?:is|was|:|是|为|為)\s*)+(?:["'“‘「]\s*)?(?P<v>[\x21-\x7e]{{4,}})"#
+                r#"{PASSWORD_WORDS}\s*(?:(?:is|was|:|是|为|為|-|–|—|→|->|=>)\s*)*(?:["'“‘「]\s*)?(?P<v>[\x21-\x7e]{{4,}})"#
             ),
         ),
         p(
             "a password",
             Confirm::Digits,
-            r"(?:密码|口令|验证码|校验码|动态码|安全码|(?:^|[^a-z])(?:pin(?: ?code| ?number)?|pass ?code))\s*(?:is\s+|是\s*|为\s*)?(?P<v>\d{4,12})(?:\D|$)",
+            r"(?:密\s?[码碼]|口令|验证码|驗證碼|校验码|动态码|安全码|(?:^|[^a-z])(?:pin(?: ?code| ?number|码|碼)?|pass ?code))\s*(?:is\s+|是\s*|为\s*)?(?P<v>\d{4,12})(?:\D|$)",
+        ),
+        p(
+            "a password",
+            Confirm::Value,
+            r#"(?:^|[^a-z])pass\s*[:=]\s*["']?(?P<v>[\x21-\x7e]{4,})"#,
         ),
     ]
 });
@@ -446,6 +455,19 @@ mod tests {
             "验证码是529301，五分钟内有效",
             "passwd: abc!defg",
             "Passphrase is 'purple-monkey-42'",
+            // Red-team bypasses of the first version.
+            "wifi password hunter2",
+            "password - hunter2",
+            "password → hunter2",
+            "p@ssword: hunter2",
+            "passw0rd: hunter2",
+            "pass: hunter2",
+            "密碼是123456",
+            "密 码 123456",
+            "登录口令 abc123",
+            "PIN码是1234",
+            "ghp-abcdefghijklmnopqrstuvwxyz0123456789",
+            "mh 6488cf3a6b1d4e2f8a9c0b1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d0e1f",
         ];
         for text in hits {
             assert!(detect_credential(text).is_some(), "should refuse: {text}");
@@ -453,6 +475,12 @@ mod tests {
         assert!(hits.len() >= 38);
         let fine = [
             "I forgot my password yesterday",
+            "I use 1Password 8 on my Mac",
+            "password manager recommendations for the family",
+            "my password hint is the name of my first dog",
+            "the pass is valid until June",
+            "boarding pass: gate B12 opens at 9",
+            "密码学课程很难，但是很有意思",
             "I forgot my password again, need to reset it",
             "PIN code of the door is on the note in the kitchen",
             "The PIN is 4 digits long",
