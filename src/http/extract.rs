@@ -53,8 +53,21 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for RequiredJson<T> {
     }
 }
 
+/// How long a client may take to send a request body once its headers are in.
+/// A body that trickles in (or never comes) would otherwise hold its
+/// connection and a task for as long as the client likes.
+pub const BODY_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 async fn read_body<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
-    Bytes::from_request(req, state).await.map_err(|e| {
+    let read = tokio::time::timeout(BODY_READ_TIMEOUT, Bytes::from_request(req, state))
+        .await
+        .map_err(|_| {
+            ApiError::invalid(format!(
+                "request body not received within {} s",
+                BODY_READ_TIMEOUT.as_secs()
+            ))
+        })?;
+    read.map_err(|e| {
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::invalid(format!(
                 "request body is larger than {MAX_BODY_BYTES} bytes"

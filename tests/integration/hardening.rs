@@ -513,3 +513,65 @@ async fn half_sent_requests_are_closed_and_foreign_hosts_refused() {
     let _ = stop.send(());
     server.await.unwrap().unwrap();
 }
+
+/// Red-team finding: a client with a valid token that sends its headers and
+/// then trickles its body held the connection until shutdown. The body must
+/// arrive within `BODY_READ_TIMEOUT`; then the request is refused and the
+/// connection closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trickling_body_is_refused_and_its_connection_closed() {
+    let root = TempRoot::new();
+    let secret =
+        root.memd_json(&["token", "issue", "--name", "t", "--preset", "dsh-desktop"])["secret"]
+            .as_str()
+            .unwrap()
+            .to_string();
+    let hub = std::sync::Arc::new(root.hub());
+    let state = memory_hub::http::AppState::new(hub);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(memory_hub::http::serve_with_options(
+        listener,
+        state,
+        async {
+            let _ = stopped.await;
+        },
+        memory_hub::http::ServeOptions {
+            grace: Duration::from_secs(1),
+            header_timeout: Duration::from_secs(10),
+        },
+    ));
+    let a = addr.clone();
+    let (status, closed) = tokio::task::spawn_blocking(move || {
+        let mut s = TcpStream::connect(&a).unwrap();
+        s.write_all(
+            format!(
+                "POST /v1/search HTTP/1.1\r\nHost: {a}\r\nAuthorization: Bearer {secret}\r\n\
+                 Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{"
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        // Bounded: the server answers after BODY_READ_TIMEOUT (10 s).
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let mut buf = Vec::new();
+        let closed = match s.read_to_end(&mut buf) {
+            Ok(_) => true,
+            Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+        };
+        let text = String::from_utf8_lossy(&buf).to_string();
+        let status: u16 = text
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        (status, closed)
+    })
+    .await
+    .unwrap();
+    assert_eq!(status, 400);
+    assert!(closed, "the connection stayed open");
+    let _ = stop.send(());
+    server.await.unwrap().unwrap();
+}
