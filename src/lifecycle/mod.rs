@@ -224,6 +224,8 @@ pub fn content_hash(
     privacy: crate::model::Privacy,
     subject: crate::model::Subject,
 ) -> String {
+    // Full-width and other compatibility forms (`ＡＢＣ`, `！`) are the same text.
+    let text: String = unicode_normalization::UnicodeNormalization::nfkc(text).collect();
     let key = format!(
         "{}\u{1f}{kind}\u{1f}{}\u{1f}{}\u{1f}{text}",
         scene.as_str(),
@@ -245,6 +247,16 @@ pub fn expiring_soon(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_dedup_key_reads_full_width_forms_as_their_ascii_twins() {
+        use crate::model::{Privacy, Scene, Subject};
+        let main = Scene::parse("main").unwrap();
+        let key = |t: &str| content_hash(&main, "note", t, Privacy::Normal, Subject::Owner);
+        assert_eq!(key("我喜欢ＡＢＣ！"), key("我喜欢ABC!"));
+        assert_ne!(key("我喜欢ABC"), key("我不喜欢ABC"));
+    }
+
     use super::*;
 
     fn opted_in() -> LifecycleConfig {
