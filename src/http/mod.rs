@@ -432,26 +432,36 @@ fn loopback_hosts(local: std::net::SocketAddr) -> Vec<String> {
     out
 }
 
-/// Refuses requests whose `Host` (or HTTP/2 authority) is not one of `allowed`.
+/// Refuses requests whose `Host` (or request-target authority) is not one of
+/// `allowed`. Every name the request carries must be allowed: an absolute-form
+/// target (`GET http://127.0.0.1:PORT/…`) with a foreign `Host` is refused, and
+/// so is a request with more than one `Host` header.
 async fn check_host(allowed: Arc<Vec<String>>, req: Request, next: Next) -> Response {
-    let host = req
-        .uri()
-        .authority()
-        .map(|a| a.as_str().to_string())
-        .or_else(|| {
-            req.headers()
-                .get(axum::http::header::HOST)
-                .and_then(|h| h.to_str().ok())
-                .map(str::to_string)
-        });
-    match host {
-        Some(h) if allowed.iter().any(|a| a.eq_ignore_ascii_case(h.trim())) => next.run(req).await,
+    let mut names: Vec<String> = req
+        .headers()
+        .get_all(axum::http::header::HOST)
+        .iter()
+        .map(|h| h.to_str().unwrap_or("\u{fffd}").to_string())
+        .collect();
+    if names.len() > 1 {
+        return ApiError::forbidden("more than one Host header").into_response();
+    }
+    if let Some(a) = req.uri().authority() {
+        names.push(a.as_str().to_string());
+    }
+    if names.is_empty() {
+        return ApiError::forbidden("a Host header is required").into_response();
+    }
+    match names
+        .iter()
+        .find(|h| !allowed.iter().any(|a| a.eq_ignore_ascii_case(h.trim())))
+    {
+        None => next.run(req).await,
         Some(h) => ApiError::forbidden(format!(
             "Host {h:?} is not this server's loopback address; use http://{}",
             allowed.first().map_or("127.0.0.1", String::as_str)
         ))
         .into_response(),
-        None => ApiError::forbidden("a Host header is required").into_response(),
     }
 }
 

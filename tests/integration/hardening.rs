@@ -507,6 +507,26 @@ async fn half_sent_requests_are_closed_and_foreign_hosts_refused() {
             let v: Value = serde_json::from_str(&body).unwrap();
             assert_eq!(v["error"]["code"], "FORBIDDEN");
         }
+        // Red-team finding: an absolute-form target named our address while
+        // the Host header named another, and with two Host headers the first won.
+        for raw in [
+            format!(
+                "GET http://127.0.0.1:{port}/v1/health HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n"
+            ),
+            format!(
+                "GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nHost: evil.example\r\nConnection: close\r\n\r\n"
+            ),
+        ] {
+            let (status, body) = request(&a, &raw);
+            assert_eq!(status, 403, "{raw}: {body}");
+        }
+        let (status, body) = request(
+            &a,
+            &format!(
+                "GET http://127.0.0.1:{port}/v1/health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+            ),
+        );
+        assert_eq!(status, 200, "{body}");
     })
     .await
     .unwrap();
