@@ -9,6 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export MEMD_ROOT="${MEMD_ROOT:-$PWD}"
+mkdir -p "$MEMD_ROOT"
 
 bash scripts/setup.sh
 cargo build --release
