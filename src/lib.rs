@@ -134,6 +134,7 @@
 //!   the run id on every fact it writes); a rollback appends compensating lines
 //!   and never edits the journal.
 
+pub mod analysis;
 pub mod audit;
 pub mod auth;
 pub mod backup;
@@ -150,6 +151,7 @@ pub mod http;
 pub mod hub;
 pub mod ids;
 pub mod index;
+pub mod layout;
 pub mod lifecycle;
 pub mod loopback;
 pub mod mcp;
@@ -158,6 +160,7 @@ pub mod model;
 pub mod policy;
 pub mod query;
 pub mod relevance;
+pub mod schedule;
 pub mod scheduler;
 pub mod search;
 pub mod store;

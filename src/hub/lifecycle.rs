@@ -298,7 +298,7 @@ impl Hub {
             return Err(Error::invalid("query must not be empty"));
         }
         self.index.meta.with_reader(|c| {
-            crate::index::lifecycle::expired_matching(c, q, now, limit.clamp(1, 100), filter)
+            crate::index::meta_read::expired_matching(c, q, now, limit.clamp(1, 100), filter)
         })
     }
 }

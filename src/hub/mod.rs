@@ -153,7 +153,7 @@ impl Hub {
                 Err(e) => return Err(e),
             },
         };
-        let device = crate::store::device::resolve(&layout, &config, lock.is_some())?;
+        let device = crate::store::device::resolve(&layout, &config.device, lock.is_some())?;
         let Some(lock) = lock else {
             let index = Index::open(&layout.index(), false)?;
             let hub = Hub {
