@@ -39,8 +39,8 @@
 //! within its row); `tests/integration/layering.rs` reads every
 //! `crate::`/`super::`/`self::` path in `src/` and fails on an import the
 //! table does not list, on any cycle among modules and on any cycle among the
-//! files of one module (`mod.rs` is a module's facade). Tests (`#[cfg(test)]`)
-//! may reach anywhere.
+//! files of one module (`mod.rs` is a module's facade; unit tests may use any
+//! file of their own module).
 //!
 //! ```text
 //!  cmd/                                          the binary: one file per subcommand
@@ -103,8 +103,7 @@
 //!
 //! ## Code map
 //!
-//! - [`layout`]: root paths (`memories/`, `data/`, `config.json`) and private file modes;
-//!   [`config`]: the typed `config.json`, composed of its owners' sub-configs.
+//! - [`config`]: root layout (`memories/`, `data/`, `config.json`) and typed config.
 //! - [`model`], [`ids`]: plain domain types and id schemes; no IO.
 //! - [`store`]: the only writer of `memories/`: [`store::journal`] (per-device
 //!   files), [`store::device`] (the device id), [`store::syncfiles`] (sync

@@ -2,9 +2,9 @@
 //! every `crate::`/`super::`/`self::` path in the sources (in `use` lines and
 //! inline), maps it to the top-level module and the file it names, and fails
 //! on any import the "Layers" table in the crate docs (`src/lib.rs`) does not
-//! allow, on any cycle among top-level modules, and on any cycle among the
-//! files of one module. `#[cfg(test)]` modules are left out: tests may reach
-//! anywhere. Violations are printed as `file:line`.
+//! allow (unit tests included), on any cycle among top-level modules, and on
+//! any cycle among the files of one module (there a file's `#[cfg(test)]`
+//! module may use any sibling). Violations are printed as `file:line`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -31,6 +31,8 @@ struct Edge {
     from: usize,
     line: usize,
     to: Place,
+    /// Inside a `#[cfg(test)]` module.
+    in_test: bool,
 }
 
 fn src_dir() -> PathBuf {
@@ -560,9 +562,6 @@ impl Crate {
                 BTreeSet::new()
             };
             for p in find_paths(&s.text, &children) {
-                if p.in_test {
-                    continue;
-                }
                 if let Some(to) = self.resolve(idx, &p)
                     && to != s.place
                 {
@@ -570,6 +569,7 @@ impl Crate {
                         from: idx,
                         line: p.line,
                         to,
+                        in_test: p.in_test,
                     });
                 }
             }
@@ -761,7 +761,7 @@ fn no_cycle_among_top_level_modules() {
 /// module's facade (it declares and re-exports its files, which extend the
 /// types it defines), so references through it count as references to the
 /// file a name is re-exported from, and references to items it defines are
-/// not edges.
+/// not edges. A file's unit tests may use any file of their module.
 #[test]
 fn no_cycle_among_files_of_a_module() {
     let c = Crate::load();
@@ -769,7 +769,7 @@ fn no_cycle_among_files_of_a_module() {
     let mut graphs: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
     for e in &edges {
         let from = &c.sources[e.from].place;
-        if from.top == e.to.top && from.file != "mod" && e.to.file != "mod" {
+        if from.top == e.to.top && from.file != "mod" && e.to.file != "mod" && !e.in_test {
             graphs
                 .entry(from.top.clone())
                 .or_default()
