@@ -54,7 +54,7 @@
 //!  search   relevance                            ranking over the index
 //!  index    query   embed   sync                 derived index, query plans, embedders
 //!  store    lifecycle   policy   schedule        source of truth and pure rules
-//!  error model ids layout analysis disk loopback foundation: no IO policy, no state
+//!  error model ids layout analysis disk loopback foundation: types, paths, text analysis
 //! ```
 //!
 //! A sub-config lives with the module it configures when that module sits
