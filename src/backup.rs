@@ -356,14 +356,14 @@ pub fn create(layout: &Layout, out_dir: &Path) -> Result<(PathBuf, Manifest)> {
     std::fs::create_dir_all(out_dir).ctx("cannot create backup directory", out_dir)?;
     // Backups hold every memory, secrets included: the directory and each
     // archive are private whatever the umask.
-    crate::config::tighten_tree(out_dir).ctx("cannot make private", out_dir)?;
+    crate::layout::tighten_tree(out_dir).ctx("cannot make private", out_dir)?;
     let name = format!(
         "memd-backup-{}.tar.gz",
         manifest.created.format("%Y%m%d-%H%M%S-%3f")
     );
     let final_path = out_dir.join(&name);
     let tmp_path = out_dir.join(format!(".{name}.tmp"));
-    let file = crate::config::create_private(&tmp_path).ctx("cannot create backup", &tmp_path)?;
+    let file = crate::layout::create_private(&tmp_path).ctx("cannot create backup", &tmp_path)?;
     let mut tar = tar::Builder::new(GzEncoder::new(file, Compression::default()));
     let manifest_bytes = serde_json::to_vec_pretty(&manifest).expect("manifest serialises");
     let mac = ManifestMac {
@@ -626,7 +626,7 @@ fn create_file(path: &Path) -> Result<(File, PathBuf)> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).ctx("cannot create", parent)?;
     }
-    let f = crate::config::create_private(path).ctx("cannot write", path)?;
+    let f = crate::layout::create_private(path).ctx("cannot write", path)?;
     Ok((f, path.to_path_buf()))
 }
 

@@ -1,4 +1,4 @@
-//! Root layout and `config.json`.
+//! `config.json`: composes the sub-configs of the modules it configures.
 //!
 //! The root is chosen `--root DIR` > env `MEMD_ROOT` > current directory. Under
 //! it live `memories/` (source of truth), `data/` (derived) and an optional
@@ -10,163 +10,14 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::embed::Pooling;
+pub use crate::embed::EmbedderConfig;
 use crate::error::{Error, IoContext, Result};
-use crate::model::Scene;
-use crate::search::SearchMode;
-
-/// Paths under one root.
-#[derive(Debug, Clone)]
-pub struct Layout {
-    /// The root directory.
-    pub root: PathBuf,
-}
-
-impl Layout {
-    /// A layout for `root` (not created yet).
-    pub fn new(root: impl Into<PathBuf>) -> Self {
-        Layout { root: root.into() }
-    }
-
-    /// `memories/`: documents and the fact journal.
-    pub fn memories(&self) -> PathBuf {
-        self.root.join("memories")
-    }
-
-    /// `memories/facts/`: the journal.
-    pub fn facts(&self) -> PathBuf {
-        self.memories().join("facts")
-    }
-
-    /// `data/`: derived files only.
-    pub fn data(&self) -> PathBuf {
-        self.root.join("data")
-    }
-
-    /// `data/index/`: the rebuildable index (tantivy + SQLite).
-    pub fn index(&self) -> PathBuf {
-        self.data().join("index")
-    }
-
-    /// `data/cache/`: derived caches that survive `memd reindex` (vectors).
-    pub fn cache(&self) -> PathBuf {
-        self.data().join("cache")
-    }
-
-    /// `config.json`.
-    pub fn config(&self) -> PathBuf {
-        self.root.join("config.json")
-    }
-
-    /// `tokens.json`: issued tokens, hashed.
-    pub fn tokens(&self) -> PathBuf {
-        self.root.join("tokens.json")
-    }
-
-    /// `data/audit.jsonl`: the HTTP audit log.
-    pub fn audit(&self) -> PathBuf {
-        self.data().join("audit.jsonl")
-    }
-
-    /// The writer lock file.
-    pub fn lock(&self) -> PathBuf {
-        self.root.join(".memd.lock")
-    }
-
-    /// Creates `memories/facts/` and `data/` if missing, and makes the root's
-    /// own files private (see [`Layout::tighten`]).
-    pub fn create_dirs(&self) -> Result<()> {
-        for dir in [self.facts(), self.data()] {
-            std::fs::create_dir_all(&dir).ctx("cannot create directory", &dir)?;
-        }
-        self.tighten();
-        Ok(())
-    }
-
-    /// What memd keeps under the root and must be readable by its user only:
-    /// directories (walked) and single files.
-    pub fn private_paths(&self) -> Vec<PathBuf> {
-        vec![
-            self.memories(),
-            self.data(),
-            self.root.join("backups"),
-            self.tokens(),
-            self.config(),
-            self.lock(),
-        ]
-    }
-
-    /// Removes group and other permissions from memd's files under the root:
-    /// directories become 0700, files 0600 (execute bits of the owner kept).
-    /// A tree is walked only when its top still has such bits (a root made by
-    /// an older memd), so this costs one `stat` per path on every open.
-    /// Failures (a file owned by someone else) are logged, not fatal:
-    /// `memd doctor` reports what is left.
-    pub fn tighten(&self) {
-        for path in self.private_paths() {
-            match open_mode(&path) {
-                Some(mode) if mode & 0o077 != 0 => {
-                    if let Err(e) = tighten_tree(&path) {
-                        tracing::warn!(path = %path.display(), error = %e, "cannot make private");
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-}
-
-/// The permission bits of `path` (not following symlinks), if it exists.
-pub fn open_mode(path: &Path) -> Option<u32> {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::symlink_metadata(path)
-        .ok()
-        .map(|m| m.permissions().mode() & 0o7777)
-}
-
-/// Removes group and other permissions from `path` and, for a directory,
-/// everything under it. Symlinks are left alone.
-pub fn tighten_tree(path: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    let meta = std::fs::symlink_metadata(path)?;
-    if meta.file_type().is_symlink() {
-        return Ok(());
-    }
-    let mode = meta.permissions().mode() & 0o7777;
-    if mode & 0o077 != 0 {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & 0o700))?;
-    }
-    if meta.is_dir() {
-        for entry in std::fs::read_dir(path)? {
-            tighten_tree(&entry?.path())?;
-        }
-    }
-    Ok(())
-}
-
-/// Makes every file and directory this process creates private to its user
-/// (umask 077): SQLite, tantivy, the journal, backups and temp files alike.
-/// `memd` calls it first thing; libraries embedding the hub may too.
-#[allow(unsafe_code)]
-pub fn private_umask() {
-    // SAFETY: umask only swaps the process's file-creation mask; it cannot
-    // fail and touches no memory.
-    unsafe {
-        libc::umask(0o077);
-    }
-}
-
-/// Creates (or truncates) `path` readable and writable by its owner only,
-/// whatever the umask.
-pub fn create_private(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-}
+pub use crate::layout::{Layout, create_private, open_mode, private_umask, tighten_tree};
+pub use crate::policy::PrivacyConfig;
+use crate::schedule::{Period, Schedule};
+pub use crate::search::SearchConfig;
+pub use crate::store::markdown::DocsConfig;
+pub use crate::sync::SyncConfig;
 
 /// The whole configuration. Each component receives only its sub-config.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -196,34 +47,11 @@ pub struct Config {
     /// Retention tiers, promotion, dedup and archive.
     pub lifecycle: crate::lifecycle::LifecycleConfig,
     /// Nightly consolidation of short-term chat into long-term memory.
-    pub sleep: crate::consolidate::SleepConfig,
+    pub sleep: SleepConfig,
     /// MCP sessions at `/mcp` of `memd serve`.
     pub mcp: McpConfig,
     /// The local Syncthing that replicates `memories/` (`memd sync`).
     pub sync: SyncConfig,
-}
-
-/// The local Syncthing that replicates `memories/` between devices.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
-pub struct SyncConfig {
-    /// Syncthing's REST address (plain http on loopback).
-    pub syncthing_url: String,
-    /// Syncthing's API key (its GUI settings); empty: `memd sync` only writes
-    /// `.stignore` and reports what memd itself knows.
-    pub syncthing_api_key: String,
-    /// The Syncthing folder id used for `memories/`.
-    pub folder_id: String,
-}
-
-impl Default for SyncConfig {
-    fn default() -> Self {
-        SyncConfig {
-            syncthing_url: "http://127.0.0.1:8384".into(),
-            syncthing_api_key: String::new(),
-            folder_id: "memd-memories".into(),
-        }
-    }
 }
 
 /// MCP sessions at `/mcp` of `memd serve` (read at start).
@@ -301,107 +129,9 @@ impl Default for Config {
             http: HttpConfig::default(),
             embedder: EmbedderConfig::default(),
             lifecycle: Default::default(),
-            sleep: crate::consolidate::SleepConfig::default(),
+            sleep: SleepConfig::default(),
             mcp: McpConfig::default(),
             sync: SyncConfig::default(),
-        }
-    }
-}
-
-/// Search tuning.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
-pub struct SearchConfig {
-    /// Results returned when the request gives no limit.
-    pub default_limit: usize,
-    /// Largest limit a request may ask for.
-    pub max_limit: usize,
-    /// When the AND pass finds fewer hits than this, an OR pass fills up.
-    pub or_fallback_min_hits: usize,
-    /// Mode of a request that names none: `fulltext`, `semantic` or `hybrid`.
-    pub mode: SearchMode,
-    /// The `K` of reciprocal rank fusion: `score = Σ weight / (K + rank)`.
-    pub rrf_k: f32,
-    /// Weight of the full-text ranking in hybrid fusion.
-    pub fulltext_weight: f32,
-    /// Weight of the semantic ranking in hybrid fusion.
-    pub semantic_weight: f32,
-    /// Score multiplier of short-term hits (1 disables the penalty).
-    pub short_weight: f32,
-}
-
-impl Default for SearchConfig {
-    fn default() -> Self {
-        SearchConfig {
-            default_limit: 5,
-            max_limit: 10,
-            or_fallback_min_hits: 3,
-            mode: SearchMode::Hybrid,
-            rrf_k: 60.0,
-            fulltext_weight: 1.0,
-            semantic_weight: 1.0,
-            short_weight: 0.5,
-        }
-    }
-}
-
-/// Audiences that sensitive and secret memories are pinned to.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
-pub struct PrivacyConfig {
-    /// Scenes a `sensitive` memory may live in.
-    pub sensitive_audiences: Vec<Scene>,
-    /// Scenes a `secret` memory may live in.
-    pub secret_audiences: Vec<Scene>,
-}
-
-impl Default for PrivacyConfig {
-    fn default() -> Self {
-        let scene = |s: &str| Scene::parse(s).expect("built-in scene names are valid");
-        PrivacyConfig {
-            sensitive_audiences: vec![scene("main"), scene("qq:owner")],
-            secret_audiences: vec![scene("main")],
-        }
-    }
-}
-
-impl PrivacyConfig {
-    /// Refuses a `sensitive` or `secret` memory outside the audiences its level is pinned to.
-    pub fn check_pinned(&self, privacy: crate::model::Privacy, scene: &Scene) -> crate::Result<()> {
-        use crate::model::Privacy;
-        let pinned = match privacy {
-            Privacy::Sensitive => Some(("sensitive", &self.sensitive_audiences)),
-            Privacy::Secret => Some(("secret", &self.secret_audiences)),
-            _ => None,
-        };
-        if let Some((name, allowed)) = pinned
-            && !allowed.contains(scene)
-        {
-            let list: Vec<&str> = allowed.iter().map(Scene::as_str).collect();
-            return Err(crate::Error::invalid(format!(
-                "{name} memories may only live in [{}]; scene {scene} is not one of them",
-                list.join(", "),
-            )));
-        }
-        Ok(())
-    }
-}
-
-/// Markdown documents under `memories/`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
-pub struct DocsConfig {
-    /// Scene of a document whose front matter names none.
-    pub default_scene: Scene,
-    /// Sections longer than this many characters are split at paragraph breaks.
-    pub max_chunk_chars: usize,
-}
-
-impl Default for DocsConfig {
-    fn default() -> Self {
-        DocsConfig {
-            default_scene: Scene::parse("main").expect("built-in scene names are valid"),
-            max_chunk_chars: 1200,
         }
     }
 }
@@ -428,50 +158,6 @@ impl Default for BackupConfig {
     }
 }
 
-/// The local embedding model (an ONNX encoder run through ONNX Runtime).
-///
-/// Missing or unloadable files never stop the service: full-text search keeps
-/// working, hybrid search falls back to full text, and semantic search answers
-/// `EMBEDDING_UNAVAILABLE`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
-pub struct EmbedderConfig {
-    /// Whether to load the model at all.
-    pub enabled: bool,
-    /// Directory with `model_int8.onnx` (or `model.onnx`) and `tokenizer.json`;
-    /// empty means `$MEMD_MODELS_DIR/multilingual-e5-small`, with
-    /// `$MEMD_MODELS_DIR` defaulting to `~/.cache/memory-hub/models`.
-    pub model_dir: String,
-    /// The ONNX Runtime shared library; empty means `onnxruntime/libonnxruntime.so`
-    /// in the models directory.
-    pub runtime_path: String,
-    /// Prepended to every query before embedding.
-    pub query_prefix: String,
-    /// Prepended to every memory before embedding.
-    pub passage_prefix: String,
-    /// How token vectors become one vector: `mean` (over the attention mask) or `cls`.
-    pub pooling: Pooling,
-    /// Longer inputs are truncated to this many tokens (special tokens included).
-    pub max_tokens: usize,
-    /// Inference sessions run in parallel (each holds its own copy of the graph).
-    pub sessions: usize,
-}
-
-impl Default for EmbedderConfig {
-    fn default() -> Self {
-        EmbedderConfig {
-            enabled: true,
-            model_dir: String::new(),
-            runtime_path: String::new(),
-            query_prefix: "query: ".into(),
-            passage_prefix: "passage: ".into(),
-            pooling: Pooling::Mean,
-            max_tokens: 512,
-            sessions: 2,
-        }
-    }
-}
-
 impl BackupConfig {
     /// The backup directory for a root.
     pub fn dir_for(&self, layout: &Layout) -> PathBuf {
@@ -483,32 +169,131 @@ impl BackupConfig {
     }
 }
 
-impl EmbedderConfig {
-    /// `$MEMD_MODELS_DIR`, else `~/.cache/memory-hub/models`.
-    pub fn models_dir() -> PathBuf {
-        if let Some(dir) = std::env::var_os("MEMD_MODELS_DIR").filter(|d| !d.is_empty()) {
-            return PathBuf::from(dir);
+/// `sleep` in `config.json`: nightly consolidation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct SleepConfig {
+    /// Whether `memd serve` runs it on its schedule (`memd consolidate` always works).
+    pub enabled: bool,
+    /// Local time of day after which it runs (`HH:MM`).
+    pub at: String,
+    /// day, week (Mondays), month (the 1st) or year (January 1st).
+    pub period: Period,
+    /// First retry delay after a failure, in minutes; doubles per failure.
+    pub retry_minutes: u32,
+    /// Short-term lines at least this similar (CJK-bigram Jaccard) fold into one.
+    pub fold_similarity: f64,
+    /// Short-term lines at least this important are promoted even if never recalled.
+    pub promote_importance: f64,
+    /// Long-term memories untouched this many days (importance < 0.5, no category) are reported stale.
+    pub decay_after_days: u32,
+    /// The optional model pass.
+    pub model: ModelConfig,
+}
+
+impl Default for SleepConfig {
+    fn default() -> Self {
+        SleepConfig {
+            enabled: false,
+            at: "03:00".into(),
+            period: Period::Day,
+            retry_minutes: 30,
+            fold_similarity: 0.8,
+            promote_importance: 0.7,
+            decay_after_days: 90,
+            model: ModelConfig::default(),
         }
-        let home = std::env::var_os("HOME").unwrap_or_else(|| ".".into());
-        PathBuf::from(home).join(".cache/memory-hub/models")
+    }
+}
+
+/// Which consolidator proposes operations besides the deterministic pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelKind {
+    /// No model: the deterministic pass only.
+    None,
+    /// An OpenAI-compatible `POST {baseUrl}/chat/completions` (plain `http://` only).
+    Openai,
+    /// An external command: JSON on stdin, JSON operations on stdout.
+    Command,
+}
+
+/// `sleep.model` in `config.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct ModelConfig {
+    /// none, openai or command.
+    pub kind: ModelKind,
+    /// e.g. `http://127.0.0.1:8080/v1` (a local llama.cpp or Ollama server).
+    pub base_url: String,
+    /// Model name sent in the request.
+    pub model: String,
+    /// Name of the environment variable holding the API key (empty: no key).
+    pub api_key_env: String,
+    /// Program and arguments for `kind: command`.
+    pub command: Vec<String>,
+    /// Seconds to wait for an answer.
+    pub timeout_seconds: u64,
+    /// Kept so older configs still load; must be false: `secret` memories are never sent.
+    pub send_secret: bool,
+    /// Whether `sensitive` memories are sent, and then only those in a scene of
+    /// `privacy.sensitiveAudiences` (the owner's own audiences).
+    pub send_sensitive: bool,
+    /// At most this many memories are sent per run.
+    pub max_memories: usize,
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        ModelConfig {
+            kind: ModelKind::None,
+            base_url: String::new(),
+            model: String::new(),
+            api_key_env: String::new(),
+            command: Vec::new(),
+            timeout_seconds: 120,
+            send_secret: false,
+            send_sensitive: false,
+            max_memories: 200,
+        }
+    }
+}
+
+impl SleepConfig {
+    /// Checks values that serde cannot.
+    pub fn validate(&self) -> Result<()> {
+        crate::schedule::parse_at(&self.at)
+            .map_err(|e| Error::invalid(format!("sleep.at: {e}")))?;
+        if !(0.0..=1.0).contains(&self.fold_similarity) || self.fold_similarity == 0.0 {
+            return Err(Error::invalid("sleep.foldSimilarity must be in (0, 1]"));
+        }
+        if !(0.0..=1.0).contains(&self.promote_importance) {
+            return Err(Error::invalid("sleep.promoteImportance must be in [0, 1]"));
+        }
+        if self.model.send_secret {
+            return Err(Error::invalid(
+                "sleep.model.sendSecret is no longer supported: secret memories are never sent to \
+                 the consolidation model (remove the key or set it to false)",
+            ));
+        }
+        match self.model.kind {
+            ModelKind::Openai if !self.model.base_url.starts_with("http://") => Err(
+                Error::invalid("sleep.model.baseUrl must be a plain http:// URL (a local server)"),
+            ),
+            ModelKind::Command if self.model.command.is_empty() => Err(Error::invalid(
+                "sleep.model.command must name the program to run",
+            )),
+            _ => Ok(()),
+        }
     }
 
-    /// The model directory in force.
-    pub fn resolved_model_dir(&self) -> PathBuf {
-        if self.model_dir.is_empty() {
-            Self::models_dir().join("multilingual-e5-small")
-        } else {
-            PathBuf::from(&self.model_dir)
-        }
-    }
-
-    /// The ONNX Runtime library in force.
-    pub fn resolved_runtime_path(&self) -> PathBuf {
-        if self.runtime_path.is_empty() {
-            Self::models_dir().join("onnxruntime/libonnxruntime.so")
-        } else {
-            PathBuf::from(&self.runtime_path)
-        }
+    /// The scheduler's view of `at`, `period` and `retryMinutes`.
+    pub fn schedule(&self) -> Result<Schedule> {
+        Ok(Schedule {
+            at: crate::schedule::parse_at(&self.at)?,
+            period: self.period,
+            retry_minutes: self.retry_minutes,
+        })
     }
 }
 
@@ -588,12 +373,7 @@ impl Config {
         if !self.device.is_empty() {
             return self.device.clone();
         }
-        std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .ok()
-            .or_else(|| std::env::var("HOSTNAME").ok())
-            .map(|h| h.trim().to_string())
-            .filter(|h| !h.is_empty())
-            .unwrap_or_else(|| "unknown".into())
+        crate::store::device::host_name()
     }
 }
 

@@ -33,6 +33,74 @@
 //! computed off the write path: in the background, by reindex, and before any
 //! semantic or hybrid search (from the cache where possible).
 //!
+//! ## Layers
+//!
+//! Each row may import only the rows below it (and what the table allows
+//! within its row); `tests/integration/layering.rs` reads every
+//! `crate::`/`super::`/`self::` path in `src/` and fails on an import the
+//! table does not list, on any cycle among modules and on any cycle among the
+//! files of one module (`mod.rs` is a module's facade; unit tests may use any
+//! file of their own module).
+//!
+//! ```text
+//!  cmd/                                          the binary: one file per subcommand
+//!  mcp ─────────────────────► http   console      surfaces (MCP is a /v1 client)
+//!  scheduler                                     runs the periodic jobs it builds
+//!  consolidate backup transfer migrate eval      use-cases driving the hub
+//!  doctor watch audit
+//!  hub                                           the application service, single writer,
+//!                                                owner of the live Config
+//!  config   auth                                 composes the sub-configs; tokens → Filter
+//!  search   relevance                            ranking over the index
+//!  index    query   embed   sync                 derived index, query plans, embedders
+//!  store    lifecycle   policy   schedule        source of truth and pure rules
+//!  error model ids layout analysis disk loopback foundation: types, paths, text analysis
+//! ```
+//!
+//! A sub-config lives with the module it configures when that module sits
+//! below `config` (`search::SearchConfig`, `embed::EmbedderConfig`,
+//! `lifecycle::LifecycleConfig`, `store::markdown::DocsConfig`,
+//! `policy::PrivacyConfig`, `sync::SyncConfig`); `config` composes and
+//! re-exports them. The settings of modules above the hub (`http`, `mcp`,
+//! ingest, backup, sleep consolidation) are defined in `config`, since the hub
+//! holds the whole [`config::Config`].
+//!
+//! | module | may import |
+//! |---|---|
+//! | `error` | — |
+//! | `model` | `error` |
+//! | `ids` | `error`, `model` |
+//! | `layout` | `error` |
+//! | `analysis` | — |
+//! | `disk` | `error` |
+//! | `loopback` | `error` |
+//! | `policy` | `error`, `model` |
+//! | `lifecycle` | `error`, `ids`, `model` |
+//! | `schedule` | `error`, `layout` |
+//! | `store` | `error`, `ids`, `layout`, `model`, `policy` |
+//! | `embed` | `analysis`, `error`, `layout` |
+//! | `query` | `analysis` |
+//! | `index` | `analysis`, `embed`, `error`, `layout`, `lifecycle`, `model`, `store` |
+//! | `sync` | `error`, `layout`, `loopback`, `store` |
+//! | `search` | `analysis`, `embed`, `error`, `index`, `lifecycle`, `model`, `query` |
+//! | `relevance` | `analysis`, `embed`, `error`, `index`, `query`, `search` |
+//! | `auth` | `error`, `ids`, `index`, `layout`, `model`, `store` |
+//! | `config` | `embed`, `error`, `layout`, `lifecycle`, `policy`, `schedule`, `search`, `store`, `sync` |
+//! | `hub` | `analysis`, `config`, `disk`, `embed`, `error`, `ids`, `index`, `layout`, `lifecycle`, `model`, `policy`, `query`, `relevance`, `schedule`, `search`, `store` |
+//! | `audit` | `error`, `layout` |
+//! | `watch` | `config`, `error`, `hub`, `layout`, `store` |
+//! | `transfer` | `error`, `hub`, `layout`, `model`, `store` |
+//! | `migrate` | `error`, `hub`, `model`, `store`, `transfer` |
+//! | `backup` | `config`, `error`, `ids`, `layout`, `model`, `store` |
+//! | `doctor` | `config`, `embed`, `error`, `index`, `layout`, `loopback`, `model`, `store` |
+//! | `eval` | `config`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `search` |
+//! | `consolidate` | `analysis`, `config`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `policy`, `schedule`, `store` |
+//! | `scheduler` | `backup`, `config`, `consolidate`, `error`, `hub`, `layout`, `schedule` |
+//! | `console` | — |
+//! | `http` | `audit`, `auth`, `config`, `consolidate`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `search`, `store` |
+//! | `mcp` | `auth`, `config`, `error`, `http`, `layout` |
+//! | `cmd` | `*` (the binary side may use every module) |
+//!
 //! ## Code map
 //!
 //! - [`config`]: root layout (`memories/`, `data/`, `config.json`) and typed config.
@@ -117,7 +185,8 @@
 //!   the background embedding has caught up (`pending_vectors` in health);
 //!   `data/cache/` only ever saves work.
 //! - `http` never touches rusqlite or tantivy types; `store`, `index`, `hub` and
-//!   `auth` never mention axum (a tidy test greps for it).
+//!   `auth` never mention axum; imports follow the Layers table (both checked by
+//!   `tests/integration/layering.rs`).
 //! - `openapi.yaml` lists exactly the router's routes (a test parses both).
 //! - MCP never opens the root: `memd mcp` sessions, however many, write
 //!   through the daemon's single writer; both MCP transports expose the same
@@ -134,6 +203,7 @@
 //!   the run id on every fact it writes); a rollback appends compensating lines
 //!   and never edits the journal.
 
+pub mod analysis;
 pub mod audit;
 pub mod auth;
 pub mod backup;
@@ -150,6 +220,7 @@ pub mod http;
 pub mod hub;
 pub mod ids;
 pub mod index;
+pub mod layout;
 pub mod lifecycle;
 pub mod loopback;
 pub mod mcp;
@@ -158,6 +229,7 @@ pub mod model;
 pub mod policy;
 pub mod query;
 pub mod relevance;
+pub mod schedule;
 pub mod scheduler;
 pub mod search;
 pub mod store;

@@ -13,8 +13,9 @@
 use std::sync::LazyLock;
 
 use regex::Regex;
+use serde::{Deserialize, Serialize};
 
-use crate::model::Tier;
+use crate::model::{Scene, Tier};
 
 /// Normalises text before hashing, dedup and storage.
 pub fn normalize_content(text: &str) -> String {
@@ -374,6 +375,48 @@ pub fn assign_tier(input: TierInput<'_>) -> Tier {
         return Tier::T0;
     }
     Tier::T2
+}
+
+/// Audiences that sensitive and secret memories are pinned to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct PrivacyConfig {
+    /// Scenes a `sensitive` memory may live in.
+    pub sensitive_audiences: Vec<Scene>,
+    /// Scenes a `secret` memory may live in.
+    pub secret_audiences: Vec<Scene>,
+}
+
+impl Default for PrivacyConfig {
+    fn default() -> Self {
+        let scene = |s: &str| Scene::parse(s).expect("built-in scene names are valid");
+        PrivacyConfig {
+            sensitive_audiences: vec![scene("main"), scene("qq:owner")],
+            secret_audiences: vec![scene("main")],
+        }
+    }
+}
+
+impl PrivacyConfig {
+    /// Refuses a `sensitive` or `secret` memory outside the audiences its level is pinned to.
+    pub fn check_pinned(&self, privacy: crate::model::Privacy, scene: &Scene) -> crate::Result<()> {
+        use crate::model::Privacy;
+        let pinned = match privacy {
+            Privacy::Sensitive => Some(("sensitive", &self.sensitive_audiences)),
+            Privacy::Secret => Some(("secret", &self.secret_audiences)),
+            _ => None,
+        };
+        if let Some((name, allowed)) = pinned
+            && !allowed.contains(scene)
+        {
+            let list: Vec<&str> = allowed.iter().map(Scene::as_str).collect();
+            return Err(crate::Error::invalid(format!(
+                "{name} memories may only live in [{}]; scene {scene} is not one of them",
+                list.join(", "),
+            )));
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

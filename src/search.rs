@@ -19,9 +19,8 @@
 //! response says `"mode": "fulltext"`; an explicit semantic request fails with
 //! `EMBEDDING_UNAVAILABLE` instead.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::config::SearchConfig;
 use crate::embed::Embedder;
 use crate::error::{Error, Result};
 use crate::index::Index;
@@ -177,7 +176,7 @@ pub fn search(
     if let Err(e) = index.refresh() {
         tracing::warn!(error = %e, "searching the last committed text index");
     }
-    let req = &crate::lifecycle::rank::without_superseded(req);
+    let req = &without_superseded(req);
     let requested = req.mode.unwrap_or(cfg.mode);
     let (mode, embedder) = match (requested, embedder) {
         (SearchMode::Fulltext, _) => (SearchMode::Fulltext, None),
@@ -240,7 +239,7 @@ pub fn search(
         })
         .collect();
     let mut hits: Vec<SearchHit> = hits;
-    crate::lifecycle::rank::rerank(&mut hits, mode, cfg.short_weight);
+    rerank(&mut hits, mode, cfg.short_weight);
     Ok(SearchResults {
         hits,
         terms: term_texts,
@@ -410,6 +409,75 @@ fn semantic_ranking(
         .into_iter()
         .map(|(id, distance)| (id, 1.0 - distance, Pass::Semantic))
         .collect())
+}
+
+/// The request with every scope bounded by an expiry, so superseded
+/// memories (whose searchable expiry is the epoch, see `index::lifecycle`)
+/// never match, even for callers that see expired memories.
+fn without_superseded(req: &SearchRequest) -> SearchRequest {
+    let mut req = req.clone();
+    let floor = chrono::DateTime::<chrono::Utc>::UNIX_EPOCH + chrono::Duration::milliseconds(1);
+    for scope in &mut req.filter.any_of {
+        scope.unexpired_at = Some(scope.unexpired_at.map_or(floor, |t| t.max(floor)));
+    }
+    req
+}
+
+/// Rescales hits by their lifecycle signals ([`crate::lifecycle::rank`]) and
+/// re-sorts them (best first; ties by id); in full-text mode AND hits still
+/// rank above OR hits.
+fn rerank(hits: &mut [SearchHit], mode: SearchMode, short_weight: f32) {
+    for h in hits.iter_mut() {
+        let m = &h.memory;
+        h.score *= crate::lifecycle::rank::factor(m.stage, m.importance, m.tier, short_weight);
+    }
+    let group = |p: Pass| match (mode, p) {
+        (SearchMode::Fulltext, Pass::Or) => 1,
+        _ => 0,
+    };
+    hits.sort_by(|a, b| {
+        group(a.pass)
+            .cmp(&group(b.pass))
+            .then_with(|| b.score.total_cmp(&a.score))
+            .then_with(|| a.memory.id.cmp(&b.memory.id))
+    });
+}
+
+/// Search tuning.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct SearchConfig {
+    /// Results returned when the request gives no limit.
+    pub default_limit: usize,
+    /// Largest limit a request may ask for.
+    pub max_limit: usize,
+    /// When the AND pass finds fewer hits than this, an OR pass fills up.
+    pub or_fallback_min_hits: usize,
+    /// Mode of a request that names none: `fulltext`, `semantic` or `hybrid`.
+    pub mode: SearchMode,
+    /// The `K` of reciprocal rank fusion: `score = Σ weight / (K + rank)`.
+    pub rrf_k: f32,
+    /// Weight of the full-text ranking in hybrid fusion.
+    pub fulltext_weight: f32,
+    /// Weight of the semantic ranking in hybrid fusion.
+    pub semantic_weight: f32,
+    /// Score multiplier of short-term hits (1 disables the penalty).
+    pub short_weight: f32,
+}
+
+impl Default for SearchConfig {
+    fn default() -> Self {
+        SearchConfig {
+            default_limit: 5,
+            max_limit: 10,
+            or_fallback_min_hits: 3,
+            mode: SearchMode::Hybrid,
+            rrf_k: 60.0,
+            fulltext_weight: 1.0,
+            semantic_weight: 1.0,
+            short_weight: 0.5,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -12,11 +12,11 @@
 
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::config::{Layout, SyncConfig};
 use crate::error::{Error, Result};
+use crate::layout::Layout;
 use crate::loopback;
 use crate::store::syncfiles;
 
@@ -195,4 +195,27 @@ pub struct Peer {
     pub need_bytes: Option<u64>,
     /// Percent of the folder the peer has.
     pub completion: Option<f64>,
+}
+
+/// The local Syncthing that replicates `memories/` between devices.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct SyncConfig {
+    /// Syncthing's REST address (plain http on loopback).
+    pub syncthing_url: String,
+    /// Syncthing's API key (its GUI settings); empty: `memd sync` only writes
+    /// `.stignore` and reports what memd itself knows.
+    pub syncthing_api_key: String,
+    /// The Syncthing folder id used for `memories/`.
+    pub folder_id: String,
+}
+
+impl Default for SyncConfig {
+    fn default() -> Self {
+        SyncConfig {
+            syncthing_url: "http://127.0.0.1:8384".into(),
+            syncthing_api_key: String::new(),
+            folder_id: "memd-memories".into(),
+        }
+    }
 }

@@ -1,7 +1,7 @@
 //! `memd doctor [--shallow]`: readiness checks with a hint for each problem.
 
-use crate::config::Layout;
 use crate::doctor::{self, Status};
+use crate::layout::Layout;
 
 /// Arguments of `memd doctor`.
 #[derive(Debug, clap::Args)]

@@ -124,7 +124,7 @@ pub fn init_logging(_cli: &Cli) {
 /// Runs the parsed command.
 pub fn run(cli: &Cli) -> anyhow::Result<()> {
     // Everything memd creates (journal, index, tokens, backups) is private.
-    crate::config::private_umask();
+    crate::layout::private_umask();
     let root = match &cli.root {
         Some(r) => r.clone(),
         None => std::env::current_dir()?,

@@ -112,10 +112,10 @@ pub(super) fn run(layout: Layout, config: Config, args: &Args) -> anyhow::Result
         ));
     }
     if hub.config().lifecycle.archive_after_months > 0 {
-        jobs.push(crate::lifecycle::archive_job());
+        jobs.push(scheduler::archive_job());
     }
     if sleep.enabled {
-        jobs.push(crate::consolidate::sleep_job(sleep)?);
+        jobs.push(scheduler::sleep_job(sleep)?);
     }
     let scheduler = scheduler::spawn(Arc::clone(&hub), jobs)?;
     // Editable keys of a changed config.json apply without a restart.

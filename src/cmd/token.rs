@@ -4,7 +4,7 @@
 //! changes, so a new or revoked token takes effect on the next request.
 
 use crate::auth::{self, IssueRequest};
-use crate::config::Layout;
+use crate::layout::Layout;
 
 /// Arguments of `memd token`.
 #[derive(Debug, clap::Args)]

@@ -23,7 +23,7 @@
 //! second run over the same chat a no-op. The short-term line is left alone and
 //! expires on its own TTL.
 //!
-//! The same code runs from the scheduler of `memd serve` ([`sleep_job`]) and
+//! The same code runs from the scheduler of `memd serve` ([`crate::scheduler::sleep_job`]) and
 //! from `memd consolidate`.
 
 pub mod deterministic;
@@ -41,9 +41,10 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::hub::{Hub, WriteRequest};
 use crate::model::{Fact, Record};
-use crate::scheduler::{self, Job, Period, Schedule};
+use crate::schedule::{self, Period};
 use crate::store::journal::{self, Cursor};
 
+pub use crate::config::{ModelConfig, ModelKind, SleepConfig};
 pub use report::{RunReport, RunSummary};
 
 /// The scheduler name of the consolidation job (key in `data/scheduler.json`).
@@ -51,133 +52,6 @@ pub const JOB_NAME: &str = "sleep";
 
 /// The `source` of everything consolidation writes or forgets.
 pub const SOURCE: &str = "sleep";
-
-/// `sleep` in `config.json`: nightly consolidation.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
-pub struct SleepConfig {
-    /// Whether `memd serve` runs it on its schedule (`memd consolidate` always works).
-    pub enabled: bool,
-    /// Local time of day after which it runs (`HH:MM`).
-    pub at: String,
-    /// day, week (Mondays), month (the 1st) or year (January 1st).
-    pub period: Period,
-    /// First retry delay after a failure, in minutes; doubles per failure.
-    pub retry_minutes: u32,
-    /// Short-term lines at least this similar (CJK-bigram Jaccard) fold into one.
-    pub fold_similarity: f64,
-    /// Short-term lines at least this important are promoted even if never recalled.
-    pub promote_importance: f64,
-    /// Long-term memories untouched this many days (importance < 0.5, no category) are reported stale.
-    pub decay_after_days: u32,
-    /// The optional model pass.
-    pub model: ModelConfig,
-}
-
-impl Default for SleepConfig {
-    fn default() -> Self {
-        SleepConfig {
-            enabled: false,
-            at: "03:00".into(),
-            period: Period::Day,
-            retry_minutes: 30,
-            fold_similarity: 0.8,
-            promote_importance: 0.7,
-            decay_after_days: 90,
-            model: ModelConfig::default(),
-        }
-    }
-}
-
-/// Which consolidator proposes operations besides the deterministic pass.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum ModelKind {
-    /// No model: the deterministic pass only.
-    None,
-    /// An OpenAI-compatible `POST {baseUrl}/chat/completions` (plain `http://` only).
-    Openai,
-    /// An external command: JSON on stdin, JSON operations on stdout.
-    Command,
-}
-
-/// `sleep.model` in `config.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
-pub struct ModelConfig {
-    /// none, openai or command.
-    pub kind: ModelKind,
-    /// e.g. `http://127.0.0.1:8080/v1` (a local llama.cpp or Ollama server).
-    pub base_url: String,
-    /// Model name sent in the request.
-    pub model: String,
-    /// Name of the environment variable holding the API key (empty: no key).
-    pub api_key_env: String,
-    /// Program and arguments for `kind: command`.
-    pub command: Vec<String>,
-    /// Seconds to wait for an answer.
-    pub timeout_seconds: u64,
-    /// Kept so older configs still load; must be false: `secret` memories are never sent.
-    pub send_secret: bool,
-    /// Whether `sensitive` memories are sent, and then only those in a scene of
-    /// `privacy.sensitiveAudiences` (the owner's own audiences).
-    pub send_sensitive: bool,
-    /// At most this many memories are sent per run.
-    pub max_memories: usize,
-}
-
-impl Default for ModelConfig {
-    fn default() -> Self {
-        ModelConfig {
-            kind: ModelKind::None,
-            base_url: String::new(),
-            model: String::new(),
-            api_key_env: String::new(),
-            command: Vec::new(),
-            timeout_seconds: 120,
-            send_secret: false,
-            send_sensitive: false,
-            max_memories: 200,
-        }
-    }
-}
-
-impl SleepConfig {
-    /// Checks values that serde cannot.
-    pub fn validate(&self) -> Result<()> {
-        scheduler::parse_at(&self.at).map_err(|e| Error::invalid(format!("sleep.at: {e}")))?;
-        if !(0.0..=1.0).contains(&self.fold_similarity) || self.fold_similarity == 0.0 {
-            return Err(Error::invalid("sleep.foldSimilarity must be in (0, 1]"));
-        }
-        if !(0.0..=1.0).contains(&self.promote_importance) {
-            return Err(Error::invalid("sleep.promoteImportance must be in [0, 1]"));
-        }
-        if self.model.send_secret {
-            return Err(Error::invalid(
-                "sleep.model.sendSecret is no longer supported: secret memories are never sent to \
-                 the consolidation model (remove the key or set it to false)",
-            ));
-        }
-        match self.model.kind {
-            ModelKind::Openai if !self.model.base_url.starts_with("http://") => Err(
-                Error::invalid("sleep.model.baseUrl must be a plain http:// URL (a local server)"),
-            ),
-            ModelKind::Command if self.model.command.is_empty() => Err(Error::invalid(
-                "sleep.model.command must name the program to run",
-            )),
-            _ => Ok(()),
-        }
-    }
-
-    /// The scheduler's view of `at`, `period` and `retryMinutes`.
-    pub fn schedule(&self) -> Result<Schedule> {
-        Ok(Schedule {
-            at: scheduler::parse_at(&self.at)?,
-            period: self.period,
-            retry_minutes: self.retry_minutes,
-        })
-    }
-}
 
 /// The time range whose short-term chat a run consolidates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -499,32 +373,6 @@ fn judge_salience(
         .collect()
 }
 
-/// The scheduler job that runs consolidation once per period.
-pub fn sleep_job(cfg: SleepConfig) -> Result<Job> {
-    cfg.validate()?;
-    let schedule = cfg.schedule()?;
-    Ok(Job {
-        name: JOB_NAME,
-        schedule,
-        run: Box::new(move |hub: &Hub| {
-            let now = Utc::now();
-            let last_success = scheduler::load_states(&scheduler::state_path(hub))
-                .get(JOB_NAME)
-                .and_then(|s| s.last_success);
-            let report = run(
-                hub,
-                &cfg,
-                &RunOptions {
-                    window: Window::since_last_run(cfg.period, last_success, now),
-                    dry_run: false,
-                    now,
-                },
-            )?;
-            Ok(report.summary_line())
-        }),
-    })
-}
-
 /// What `/v1/health` says about consolidation.
 #[derive(Debug, Clone, Serialize)]
 pub struct Status {
@@ -545,7 +393,7 @@ pub struct Status {
 
 /// Consolidation status of a hub's root at `now`.
 pub fn status(hub: &Hub, cfg: &SleepConfig, now: DateTime<Utc>) -> Status {
-    let states = scheduler::load_states(&scheduler::state_path(hub));
+    let states = schedule::load_states(&schedule::state_path(hub.layout()));
     let state = states.get(JOB_NAME).cloned().unwrap_or_default();
     // Health needs no token, so it says only whether the last run worked.
     let result = if state.failures > 0 {
@@ -557,7 +405,7 @@ pub fn status(hub: &Hub, cfg: &SleepConfig, now: DateTime<Utc>) -> Status {
         .enabled
         .then(|| cfg.schedule().ok())
         .flatten()
-        .map(|s| scheduler::next_run(&s, &state, now).max(now));
+        .map(|s| schedule::next_run(&s, &state, now).max(now));
     Status {
         enabled: cfg.enabled,
         last_run: state.last_attempt,

@@ -8,8 +8,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::{RunOptions, Window};
-use crate::config::Layout;
 use crate::error::{Error, IoContext, Result};
+use crate::layout::Layout;
 use crate::model::Fact;
 use crate::store::atomic::write_atomic;
 

@@ -9,7 +9,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::{EmbedError, Embedder, normalize};
-use crate::index::tokenizer::tokenize;
+use crate::analysis::tokenizer::tokenize;
 
 /// Hash-of-terms vectors; see the module docs.
 pub struct HashEmbedder {

@@ -15,11 +15,11 @@ pub mod cache;
 pub mod hash;
 pub mod onnx;
 
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::EmbedderConfig;
 use crate::error::Error;
 
 /// How the token vectors of the encoder's last layer become one vector.
@@ -209,4 +209,77 @@ pub fn from_bytes(b: &[u8]) -> Option<Vec<f32>> {
             .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .collect(),
     )
+}
+
+/// The local embedding model (an ONNX encoder run through ONNX Runtime).
+///
+/// Missing or unloadable files never stop the service: full-text search keeps
+/// working, hybrid search falls back to full text, and semantic search answers
+/// `EMBEDDING_UNAVAILABLE`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct EmbedderConfig {
+    /// Whether to load the model at all.
+    pub enabled: bool,
+    /// Directory with `model_int8.onnx` (or `model.onnx`) and `tokenizer.json`;
+    /// empty means `$MEMD_MODELS_DIR/multilingual-e5-small`, with
+    /// `$MEMD_MODELS_DIR` defaulting to `~/.cache/memory-hub/models`.
+    pub model_dir: String,
+    /// The ONNX Runtime shared library; empty means `onnxruntime/libonnxruntime.so`
+    /// in the models directory.
+    pub runtime_path: String,
+    /// Prepended to every query before embedding.
+    pub query_prefix: String,
+    /// Prepended to every memory before embedding.
+    pub passage_prefix: String,
+    /// How token vectors become one vector: `mean` (over the attention mask) or `cls`.
+    pub pooling: Pooling,
+    /// Longer inputs are truncated to this many tokens (special tokens included).
+    pub max_tokens: usize,
+    /// Inference sessions run in parallel (each holds its own copy of the graph).
+    pub sessions: usize,
+}
+
+impl Default for EmbedderConfig {
+    fn default() -> Self {
+        EmbedderConfig {
+            enabled: true,
+            model_dir: String::new(),
+            runtime_path: String::new(),
+            query_prefix: "query: ".into(),
+            passage_prefix: "passage: ".into(),
+            pooling: Pooling::Mean,
+            max_tokens: 512,
+            sessions: 2,
+        }
+    }
+}
+
+impl EmbedderConfig {
+    /// `$MEMD_MODELS_DIR`, else `~/.cache/memory-hub/models`.
+    pub fn models_dir() -> PathBuf {
+        if let Some(dir) = std::env::var_os("MEMD_MODELS_DIR").filter(|d| !d.is_empty()) {
+            return PathBuf::from(dir);
+        }
+        let home = std::env::var_os("HOME").unwrap_or_else(|| ".".into());
+        PathBuf::from(home).join(".cache/memory-hub/models")
+    }
+
+    /// The model directory in force.
+    pub fn resolved_model_dir(&self) -> PathBuf {
+        if self.model_dir.is_empty() {
+            Self::models_dir().join("multilingual-e5-small")
+        } else {
+            PathBuf::from(&self.model_dir)
+        }
+    }
+
+    /// The ONNX Runtime library in force.
+    pub fn resolved_runtime_path(&self) -> PathBuf {
+        if self.runtime_path.is_empty() {
+            Self::models_dir().join("onnxruntime/libonnxruntime.so")
+        } else {
+            PathBuf::from(&self.runtime_path)
+        }
+    }
 }

@@ -27,8 +27,8 @@ use ort::session::builder::GraphOptimizationLevel;
 use ort::value::Tensor;
 use tokenizers::Tokenizer;
 
+use super::EmbedderConfig;
 use super::{EmbedError, Embedder, Pooling, normalize};
-use crate::config::EmbedderConfig;
 
 /// The model file names tried in order inside the model directory.
 const MODEL_FILES: &[&str] = &["model_int8.onnx", "model.onnx"];

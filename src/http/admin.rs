@@ -343,7 +343,9 @@ pub async fn set_config(
         })
         .await?;
     let values = editable_values(&applied);
-    *st.settings.write().expect("settings poisoned") = applied;
+    st.hub()
+        .update_config(|current| merge_editable(current, &applied))
+        .map_err(ApiError::from)?;
     Ok(reply(
         &serde_json::json!({ "values": values }),
         AuditNote::default(),

@@ -69,7 +69,7 @@ pub async fn run_now(
     RequiredJson(body): RequiredJson<RunBody>,
 ) -> Result<Response, ApiError> {
     admin(&caller)?;
-    let cfg = st.settings().sleep;
+    let cfg = st.settings().sleep.clone();
     let now = st.now();
     let window =
         match &body.date {

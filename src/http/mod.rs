@@ -29,7 +29,7 @@ mod read;
 mod write;
 
 use std::future::Future;
-use std::sync::{Arc, LazyLock, RwLock};
+use std::sync::{Arc, LazyLock};
 use std::time::Instant;
 
 use axum::Router;
@@ -57,7 +57,6 @@ pub struct AppState {
     hub: Arc<Hub>,
     tokens: Arc<TokenStore>,
     audit: Arc<AuditLog>,
-    settings: Arc<RwLock<Config>>,
     clock: Clock,
     started: Instant,
     metrics: Arc<metrics::Metrics>,
@@ -67,11 +66,9 @@ impl AppState {
     /// State over an open hub: tokens from `ROOT/tokens.json`, audit to `data/audit.jsonl`.
     pub fn new(hub: Arc<Hub>) -> Self {
         let layout = hub.layout().clone();
-        let settings = hub.config().clone();
         AppState {
             tokens: Arc::new(TokenStore::new(layout.tokens())),
             audit: Arc::new(AuditLog::new(layout.audit())),
-            settings: Arc::new(RwLock::new(settings)),
             clock: Arc::new(Utc::now),
             started: Instant::now(),
             metrics: Arc::new(metrics::Metrics::default()),
@@ -88,10 +85,11 @@ impl AppState {
 
     /// Re-reads `config.json` and applies its editable keys (the ones
     /// `POST /v1/config` may change) without a restart. Other keys need one.
+    /// The hub owns the one live config; this swaps it.
     pub fn reload_config(&self) -> crate::Result<()> {
         let from = Config::load(self.hub.layout())?;
-        let mut settings = self.settings.write().expect("settings poisoned");
-        *settings = admin::merge_editable(&settings, &from)?;
+        self.hub
+            .update_config(|current| admin::merge_editable(current, &from))?;
         Ok(())
     }
 
@@ -113,9 +111,10 @@ impl AppState {
         (self.clock)()
     }
 
-    /// The configuration in force (hot-reloadable keys included).
-    fn settings(&self) -> Config {
-        self.settings.read().expect("settings poisoned").clone()
+    /// The configuration in force (hot-reloadable keys included): the hub's
+    /// live config, a cheap snapshot.
+    fn settings(&self) -> Arc<Config> {
+        self.hub.config()
     }
 
     /// Runs a hub call on the blocking pool.

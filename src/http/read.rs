@@ -143,8 +143,7 @@ pub async fn search(
             ..Scope::default()
         },
     );
-    let cfg = st.settings().search;
-    let (limit, clamped) = clamp_limit(body.limit, cfg.max_limit);
+    let (limit, clamped) = clamp_limit(body.limit, st.settings().search.max_limit);
     let req = SearchRequest {
         query: body.query,
         filter,
@@ -154,7 +153,7 @@ pub async fn search(
     let floor = check_min_score(body.min_score)?;
     let results = st
         .run(move |hub| {
-            let mut results = hub.search_with(&req, &cfg)?;
+            let mut results = hub.search(&req)?;
             if let Some(floor) = floor {
                 hub.apply_floor(&mut results, &req.query, &req.filter, Some(floor))?;
             }
@@ -415,9 +414,8 @@ pub async fn recall(
         now: st.now(),
     };
     let settings = st.settings();
-    let cfg = settings.search;
     let now = req.now;
-    let out = st.run(move |hub| hub.recall(&req, &cfg)).await?;
+    let out = st.run(move |hub| hub.recall(&req)).await?;
     // Recalled short-term chat stays alive for another TTL (DESIGN §6). A
     // failure here costs only the extension, never the answer.
     let short: Vec<String> = out

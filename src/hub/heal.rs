@@ -97,7 +97,7 @@ impl Hub {
             }
             let dir = self.layout.index();
             let fresh = replace(&dir, &damage)?;
-            fresh.set_lifecycle(self.config.lifecycle.clone());
+            fresh.set_lifecycle(self.config().lifecycle.clone());
             self.index = fresh;
             // What the last sync saw of each document describes the old index.
             *self.doc_stamps.lock().expect("document stamps poisoned") = Default::default();
@@ -112,7 +112,7 @@ impl Hub {
     ) -> Result<std::result::Result<CatchUpReport, String>> {
         let run = |progress: &mut dyn FnMut(Progress)| -> Result<CatchUpReport> {
             let mut report = self.catch_up(progress)?;
-            if !self.config.lifecycle.tier_expiry {
+            if !self.config().lifecycle.tier_expiry {
                 let cleared = self.index.clear_long_term_expiry()?;
                 if cleared > 0 {
                     tracing::info!(

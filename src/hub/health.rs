@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::Hub;
 use crate::embed::EmbedderStatus;
 use crate::error::Result;
-use crate::scheduler::{self, JobState};
+use crate::schedule::{self, JobState};
 use crate::store::journal;
 
 /// Below this much free space the disk is reported degraded.
@@ -239,7 +239,7 @@ impl Hub {
             pending_vectors: stats.pending_vectors,
             components,
             counts,
-            jobs: scheduler::load_states(&scheduler::state_path(self)),
+            jobs: schedule::load_states(&schedule::state_path(self.layout())),
             tiers: self.tier_report()?,
         })
     }

@@ -169,12 +169,12 @@ impl Hub {
 
     /// Marks hits that expire within the warning window.
     pub fn is_expiring_soon(&self, m: &Memory) -> bool {
-        expiring_soon(m.expires_at, self.now(), &self.config.lifecycle)
+        expiring_soon(m.expires_at, self.now(), &self.config().lifecycle)
     }
 
     /// Counts of long-term facts per tier against the configured budgets.
     pub fn tier_report(&self) -> Result<TierReport> {
-        let cfg = &self.config.lifecycle;
+        let cfg = &self.config().lifecycle;
         let now = self.now();
         let soon = now + Duration::days(i64::from(cfg.expiring_soon_days));
         let rows = self
@@ -274,9 +274,9 @@ impl Hub {
         }
         fact.expires_at = match (fact.stage, fact.tier) {
             (Stage::Short, _) => {
-                Some(now + Duration::hours(i64::from(self.config.ingest.ttl_hours)))
+                Some(now + Duration::hours(i64::from(self.config().ingest.ttl_hours)))
             }
-            (Stage::Long, Some(t)) => self.config.lifecycle.expiry(t, now),
+            (Stage::Long, Some(t)) => self.config().lifecycle.expiry(t, now),
             (Stage::Long, None) => None,
         };
         self.rewrite(fact)?;
@@ -298,7 +298,7 @@ impl Hub {
             return Err(Error::invalid("query must not be empty"));
         }
         self.index.meta.with_reader(|c| {
-            crate::index::lifecycle::expired_matching(c, q, now, limit.clamp(1, 100), filter)
+            crate::index::meta_read::expired_matching(c, q, now, limit.clamp(1, 100), filter)
         })
     }
 }
@@ -319,7 +319,7 @@ impl Hub {
     /// Readers see no difference; the index keeps its cursors.
     pub fn archive_journal(&self, older_than_months: Option<u32>) -> Result<Vec<ArchivedMonth>> {
         use chrono::Datelike;
-        let months = older_than_months.unwrap_or(self.config.lifecycle.archive_after_months);
+        let months = older_than_months.unwrap_or(self.config().lifecycle.archive_after_months);
         if months == 0 {
             return Ok(Vec::new());
         }

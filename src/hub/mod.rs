@@ -101,7 +101,8 @@ pub struct Stats {
 /// The memory service over one root.
 pub struct Hub {
     layout: Layout,
-    config: Config,
+    /// The one live configuration: a read is an `Arc` clone, a reload swaps it.
+    config: std::sync::RwLock<std::sync::Arc<Config>>,
     index: Index,
     device: String,
     writer: Option<Mutex<WriterState>>,
@@ -153,12 +154,12 @@ impl Hub {
                 Err(e) => return Err(e),
             },
         };
-        let device = crate::store::device::resolve(&layout, &config, lock.is_some())?;
+        let device = crate::store::device::resolve(&layout, &config.device, lock.is_some())?;
         let Some(lock) = lock else {
             let index = Index::open(&layout.index(), false)?;
             let hub = Hub {
                 layout,
-                config,
+                config: std::sync::RwLock::new(std::sync::Arc::new(config)),
                 index,
                 device,
                 writer: None,
@@ -185,7 +186,7 @@ impl Hub {
             .ok();
         let hub = Hub {
             layout,
-            config,
+            config: std::sync::RwLock::new(std::sync::Arc::new(config)),
             index,
             device,
             writer: Some(Mutex::new(WriterState {
@@ -247,9 +248,24 @@ impl Hub {
         &self.layout
     }
 
-    /// The configuration in force.
-    pub fn config(&self) -> &Config {
-        &self.config
+    /// The configuration in force: a snapshot of the one live config (a
+    /// cheap `Arc` clone), which [`Hub::update_config`] swaps on reload.
+    pub fn config(&self) -> std::sync::Arc<Config> {
+        std::sync::Arc::clone(&self.config.read().expect("config lock poisoned"))
+    }
+
+    /// Replaces the live config with `change(current)`, atomically with
+    /// respect to other updates (the `config.json` watcher and
+    /// `POST /v1/config`). Readers keep the snapshot they hold. On error the
+    /// config in force stays as it was.
+    pub fn update_config(
+        &self,
+        change: impl FnOnce(&Config) -> Result<Config>,
+    ) -> Result<std::sync::Arc<Config>> {
+        let mut live = self.config.write().expect("config lock poisoned");
+        let next = std::sync::Arc::new(change(&live)?);
+        *live = std::sync::Arc::clone(&next);
+        Ok(next)
     }
 
     /// This device's id: its journal directory below `memories/facts/`

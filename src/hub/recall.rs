@@ -24,7 +24,6 @@ use serde::Serialize;
 
 use super::Hub;
 use super::read::one_line;
-use crate::config::SearchConfig;
 use crate::error::{Error, Result};
 use crate::index::filter::{Filter, Scope};
 use crate::model::{Memory, Stage, Subject};
@@ -228,7 +227,7 @@ impl Hub {
     }
 
     /// Recalls memories for a conversation.
-    pub fn recall(&self, req: &RecallRequest, cfg: &SearchConfig) -> Result<RecallOutcome> {
+    pub fn recall(&self, req: &RecallRequest) -> Result<RecallOutcome> {
         let query = match &req.query {
             Some(q) if !q.trim().is_empty() => q.trim().to_string(),
             _ => recall_query(&req.turns),
@@ -238,15 +237,12 @@ impl Hub {
                 "give messages (the recent conversation) or a query",
             ));
         }
-        let mut results = self.search_with(
-            &SearchRequest {
-                query: query.clone(),
-                filter: req.filter.clone(),
-                limit: req.limit,
-                mode: None,
-            },
-            cfg,
-        )?;
+        let mut results = self.search(&SearchRequest {
+            query: query.clone(),
+            filter: req.filter.clone(),
+            limit: req.limit,
+            mode: None,
+        })?;
         self.apply_floor(&mut results, &query, &req.filter, req.min_score)?;
         let hits: Vec<RecallHit> = results
             .hits

@@ -80,8 +80,9 @@ impl Hub {
         let mut batch = Batch::default();
         let total: u64 = sizes.iter().sum();
         let mut done_before = 0u64;
-        let pins = self.pins();
-        let tier_expiry = self.config.lifecycle.tier_expiry;
+        let config = self.config();
+        let pins = Self::pins(&config);
+        let tier_expiry = self.config().lifecycle.tier_expiry;
         for (file, size) in files.iter().zip(sizes) {
             let mut from = cursors.get(file).copied().unwrap_or_default();
             if from.offset > size {
@@ -215,7 +216,7 @@ impl Hub {
         // The rules a document is read by are part of its recorded hash: a
         // changed default scene, chunk size or privacy pin re-reads every file.
         let rules = ids::sha256_hex(
-            &serde_json::to_vec(&(&self.config.docs, &self.config.privacy))
+            &serde_json::to_vec(&(&self.config().docs, &self.config().privacy))
                 .expect("config serialises"),
         );
         let recorded = |bytes: &[u8]| format!("{}:{}", ids::sha256_hex(bytes), &rules[..16]);
@@ -268,8 +269,8 @@ impl Hub {
                     rel,
                     &bytes,
                     modified,
-                    &self.config.docs,
-                    &self.config.privacy,
+                    &self.config().docs,
+                    &self.config().privacy,
                 )?;
                 Ok(Some((doc, recorded(&bytes))))
             });

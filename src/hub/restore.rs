@@ -33,7 +33,7 @@ impl Hub {
             if file_name_for(fact.ts) != file_name_for(now) {
                 fact.ts = now;
             }
-            if let Err(e) = fact.validate(&self.pins()) {
+            if let Err(e) = fact.validate(&Self::pins(&self.config())) {
                 tracing::warn!(fact.id = %fact.id, error = %e, "not restored: breaks the write rules");
                 continue;
             }

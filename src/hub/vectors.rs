@@ -156,17 +156,11 @@ impl Hub {
     /// Search under the request's filter, in the request's mode (default
     /// `search.mode`). Hybrid falls back to full text when no embedder is
     /// available and says so in [`SearchResults::mode`]; semantic answers
-    /// `EMBEDDING_UNAVAILABLE`.
+    /// `EMBEDDING_UNAVAILABLE`. Search settings are those of the live config
+    /// (hot-reloaded keys included).
     pub fn search(&self, req: &SearchRequest) -> Result<SearchResults> {
-        self.search_with(req, &self.config.search)
-    }
-
-    /// [`Hub::search`] with search settings given by the caller (hot-reloaded config).
-    pub fn search_with(
-        &self,
-        req: &SearchRequest,
-        cfg: &crate::config::SearchConfig,
-    ) -> Result<SearchResults> {
+        let config = self.config();
+        let cfg = &config.search;
         let mode = req.mode.unwrap_or(cfg.mode);
         let mut unavailable = None;
         let embedder = match mode {

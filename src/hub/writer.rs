@@ -189,11 +189,12 @@ impl Hub {
         }
     }
 
-    /// Where sensitive and secret memories may live.
-    pub(super) fn pins(&self) -> Pins<'_> {
+    /// Where sensitive and secret memories may live under `config` (a
+    /// snapshot from [`Hub::config`]).
+    pub(super) fn pins(config: &crate::config::Config) -> Pins<'_> {
         Pins {
-            sensitive: &self.config.privacy.sensitive_audiences,
-            secret: &self.config.privacy.secret_audiences,
+            sensitive: &config.privacy.sensitive_audiences,
+            secret: &config.privacy.secret_audiences,
         }
     }
 
@@ -302,7 +303,7 @@ impl Hub {
                         || self.index.meta.fact_state(&fact.id).ok().flatten() != Some(true)
                     {
                         Err(Error::NotFound(fact.id.clone()))
-                    } else if let Err(e) = fact.validate(&self.pins()) {
+                    } else if let Err(e) = fact.validate(&Self::pins(&self.config())) {
                         Err(e)
                     } else {
                         written_in_batch.insert(fact.id.clone());
@@ -500,7 +501,7 @@ impl Hub {
         self.check_pinned(req.privacy, &req.scene)?;
         if req.stage == Stage::Long
             && req.expires_at.is_some()
-            && !self.config.lifecycle.tier_expiry
+            && !self.config().lifecycle.tier_expiry
         {
             return Err(Error::invalid(
                 "long-term memories do not expire (lifecycle.tierExpiry is off); \
@@ -559,7 +560,7 @@ impl Hub {
         // from when it is written; by default only short-term memories expire.
         let expires_at = match (req.expires_at, tier) {
             (Some(e), _) => Some(e),
-            (None, Some(t)) => self.config.lifecycle.expiry(t, now),
+            (None, Some(t)) => self.config().lifecycle.expiry(t, now),
             (None, None) => None,
         };
         // Ids carry 16 random bits per millisecond, so a large group commit
@@ -593,7 +594,7 @@ impl Hub {
             accesses: 0,
             run: req.run,
         };
-        fact.validate(&self.pins())?;
+        fact.validate(&Self::pins(&self.config()))?;
         if let Some(h) = hash {
             hashes_in_batch.insert(h, fact.id.clone());
         }
@@ -637,7 +638,7 @@ impl Hub {
     ) -> Result<bool> {
         match record {
             Record::Put { fact, .. } => {
-                fact.validate(&self.pins())?;
+                fact.validate(&Self::pins(&self.config()))?;
                 if fact.privacy != Privacy::Secret
                     && let Some((field, what)) =
                         policy::detect_credential_in(&fact.text, fact.title.as_deref(), &fact.tags)
@@ -651,7 +652,7 @@ impl Hub {
                 Ok(!written_in_batch.contains(&fact.id)
                     && self.index.meta.fact_state(&fact.id)?.is_none())
             }
-            Record::Forget { id, .. } => Ok(record.validate(&self.pins()).is_ok()
+            Record::Forget { id, .. } => Ok(record.validate(&Self::pins(&self.config())).is_ok()
                 && !forgotten_in_batch.contains(id)
                 && (written_in_batch.contains(id)
                     || self.index.meta.fact_state(id)? == Some(true))),
@@ -662,7 +663,7 @@ impl Hub {
 
     /// Refuses sensitive and secret memories outside their pinned audiences.
     pub(super) fn check_pinned(&self, privacy: Privacy, scene: &Scene) -> Result<()> {
-        self.pins().check(privacy, scene)
+        Self::pins(&self.config()).check(privacy, scene)
     }
 }
 

@@ -268,45 +268,6 @@ pub fn accesses(conn: &rusqlite::Connection, id: &str) -> Result<u32> {
         .map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX)))
 }
 
-/// Expired, not forgotten facts visible under `filter` whose text or title
-/// contains `query`, newest first. The filter is part of the `WHERE`.
-pub fn expired_matching(
-    conn: &rusqlite::Connection,
-    query: &str,
-    now: DateTime<Utc>,
-    limit: usize,
-    filter: &crate::index::filter::Filter,
-) -> Result<Vec<Memory>> {
-    let (visible, visible_params) = crate::index::meta::filter_sql(filter);
-    let pattern = format!(
-        "%{}%",
-        query
-            .replace('\\', "\\\\")
-            .replace('%', "\\%")
-            .replace('_', "\\_")
-    );
-    let sql = format!(
-        "SELECT {} FROM memories WHERE origin = 'fact' AND forgotten_at IS NULL \
-         AND expires_at IS NOT NULL AND expires_at <= ? \
-         AND (text LIKE ? ESCAPE '\\' OR title LIKE ? ESCAPE '\\') AND {visible} \
-         ORDER BY ts DESC, id LIMIT ?",
-        crate::index::meta::MEMORY_COLUMNS
-    );
-    let mut values: Vec<rusqlite::types::Value> = vec![
-        now.timestamp_millis().into(),
-        pattern.clone().into(),
-        pattern.into(),
-    ];
-    values.extend(visible_params.into_iter().map(rusqlite::types::Value::from));
-    values.push((limit as i64).into());
-    let mut stmt = conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map(
-        rusqlite::params_from_iter(values),
-        crate::index::meta::row_to_memory,
-    )?;
-    rows.map(|r| r.map_err(Into::into)).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,5 +1,5 @@
 //! Time-ordered reads of the metadata store: recent memories, timeline pages,
-//! live chat and supersede links.
+//! live chat, supersede links and expired matches.
 //!
 //! Like every read of [`MetaDb`], each query takes a [`Filter`] that becomes
 //! part of its SQL `WHERE`, so rows the caller may not see are never loaded.
@@ -117,4 +117,40 @@ impl MetaDb {
             .optional()?)
         })
     }
+}
+
+/// Expired, not forgotten facts visible under `filter` whose text or title
+/// contains `query`, newest first. The filter is part of the `WHERE`.
+pub fn expired_matching(
+    conn: &rusqlite::Connection,
+    query: &str,
+    now: DateTime<Utc>,
+    limit: usize,
+    filter: &Filter,
+) -> Result<Vec<Memory>> {
+    let (visible, visible_params) = filter_sql(filter);
+    let pattern = format!(
+        "%{}%",
+        query
+            .replace('\\', "\\\\")
+            .replace('%', "\\%")
+            .replace('_', "\\_")
+    );
+    let sql = format!(
+        "SELECT {} FROM memories WHERE origin = 'fact' AND forgotten_at IS NULL \
+         AND expires_at IS NOT NULL AND expires_at <= ? \
+         AND (text LIKE ? ESCAPE '\\' OR title LIKE ? ESCAPE '\\') AND {visible} \
+         ORDER BY ts DESC, id LIMIT ?",
+        MEMORY_COLUMNS
+    );
+    let mut values: Vec<rusqlite::types::Value> = vec![
+        now.timestamp_millis().into(),
+        pattern.clone().into(),
+        pattern.into(),
+    ];
+    values.extend(visible_params.into_iter().map(rusqlite::types::Value::from));
+    values.push((limit as i64).into());
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map(rusqlite::params_from_iter(values), row_to_memory)?;
+    rows.map(|r| r.map_err(Into::into)).collect()
 }

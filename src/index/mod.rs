@@ -23,10 +23,13 @@ pub mod merge;
 pub mod meta;
 pub mod meta_read;
 pub mod scoped_stats;
-pub mod stem;
 pub mod text;
-pub mod tokenizer;
 pub mod vector;
+
+/// The tokenizer and stemmer live in [`crate::analysis`] (below the index,
+/// shared with query planning and the test embedder); re-exported here so
+/// `index::tokenizer` paths keep working.
+pub use crate::analysis::{stem, tokenizer};
 
 use std::path::{Path, PathBuf};
 

@@ -186,24 +186,6 @@ impl LifecycleConfig {
     }
 }
 
-/// The daily job of `memd serve` that compresses journal months older than
-/// `lifecycle.archiveAfterMonths` (added only when that is not 0).
-pub fn archive_job() -> crate::scheduler::Job {
-    use crate::scheduler::{Job, Period, Schedule};
-    Job {
-        name: "archive",
-        schedule: Schedule {
-            at: chrono::NaiveTime::from_hms_opt(4, 30, 0).expect("valid time"),
-            period: Period::Day,
-            retry_minutes: 60,
-        },
-        run: Box::new(|hub: &crate::hub::Hub| {
-            let months = hub.archive_journal(None)?;
-            Ok(format!("{} months archived", months.len()))
-        }),
-    }
-}
-
 /// The lifecycle state of one long-term memory.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TouchState {

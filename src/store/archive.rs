@@ -27,7 +27,7 @@ use flate2::write::GzEncoder;
 use crate::error::{Error, IoContext, Result};
 
 /// The archive directory below `memories/facts/`.
-pub const DIR: &str = "archive";
+pub const DIR: &str = crate::store::device::ARCHIVE_DIR;
 
 /// `archive/<file>.gz` for a journal file `<file>` (relative to `facts/`).
 pub fn archive_path(facts: &Path, month_file: &str) -> PathBuf {
@@ -46,7 +46,7 @@ fn archived_in(dir: &Path) -> Result<Vec<String>> {
         .filter(|e| std::fs::metadata(e.path()).is_ok_and(|m| m.is_file()))
         .filter_map(|e| e.file_name().to_str().map(str::to_string))
         .filter_map(|n| n.strip_suffix(".gz").map(str::to_string))
-        .filter(|n| crate::store::journal::is_journal_name(n))
+        .filter(|n| crate::store::device::is_journal_name(n))
         .collect())
 }
 
@@ -54,7 +54,7 @@ fn archived_in(dir: &Path) -> Result<Vec<String>> {
 pub fn archived_months(facts: &Path) -> Result<Vec<String>> {
     let dir = facts.join(DIR);
     let mut out = archived_in(&dir)?;
-    for dev in crate::store::journal::device_dirs(&dir)? {
+    for dev in crate::store::device::device_dirs(&dir)? {
         out.extend(
             archived_in(&dir.join(&dev))?
                 .into_iter()

@@ -10,7 +10,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
     {
         // Tokens, config and members are private whatever the umask.
-        let mut f = crate::config::create_private(&tmp).ctx("cannot create", &tmp)?;
+        let mut f = crate::layout::create_private(&tmp).ctx("cannot create", &tmp)?;
         f.write_all(bytes).ctx("cannot write", &tmp)?;
         f.sync_all().ctx("cannot fsync", &tmp)?;
     }

@@ -6,12 +6,17 @@
 //! first time a writer opens the root and kept in `ROOT/device.json`, outside
 //! `memories/`, so a file-sync tool that replicates `memories/` never copies
 //! it to another device. It is always a safe path component ([`is_device_name`]).
+//!
+//! Also the names below `memories/facts/` that the journal and the archive
+//! share: device directories, month files and the archive directory.
+
+use std::path::Path;
 
 use chrono::Utc;
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Config, Layout};
-use crate::error::Result;
+use crate::error::{IoContext, Result};
+use crate::layout::Layout;
 
 /// The file, directly under the root, that keeps the generated id.
 pub const FILE: &str = "device.json";
@@ -25,6 +30,44 @@ struct DeviceFile {
     created: chrono::DateTime<Utc>,
 }
 
+/// The directory of compressed journal months below `memories/facts/`
+/// (see [`crate::store::archive`]); never a device id.
+pub const ARCHIVE_DIR: &str = "archive";
+
+/// Whether `name` looks like a journal month file.
+pub fn is_journal_name(name: &str) -> bool {
+    let Some(stem) = name.strip_suffix(".jsonl") else {
+        return false;
+    };
+    let b = stem.as_bytes();
+    b.len() == 7
+        && b[4] == b'-'
+        && b.iter()
+            .enumerate()
+            .all(|(i, c)| i == 4 || c.is_ascii_digit())
+}
+
+/// Device directories below `facts/`, by name.
+pub fn device_dirs(facts: &Path) -> Result<Vec<String>> {
+    let entries = match std::fs::read_dir(facts) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).ctx("cannot list journal directory", facts),
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry.ctx("cannot list journal directory", facts)?;
+        if let Some(name) = entry.file_name().to_str()
+            && is_device_name(name)
+            && std::fs::metadata(entry.path()).is_ok_and(|m| m.is_dir())
+        {
+            out.push(name.to_string());
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
 /// Whether `name` can be a device directory below `memories/facts/`:
 /// 1-64 of `[A-Za-z0-9._-]`, not starting with `.`, not `archive`, and not
 /// shaped like a journal month file.
@@ -32,8 +75,8 @@ pub fn is_device_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= MAX_LEN
         && !name.starts_with('.')
-        && name != crate::store::archive::DIR
-        && !crate::store::journal::is_journal_name(name)
+        && name != ARCHIVE_DIR
+        && !is_journal_name(name)
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
@@ -58,15 +101,16 @@ pub fn sanitize(name: &str) -> Option<String> {
     is_device_name(&out).then_some(out)
 }
 
-/// The device id for `layout` under `config`. With `create` (the writer),
+/// The device id for `layout`, given the configured device name (`device` in
+/// `config.json`, empty for none). With `create` (the writer),
 /// a missing or unreadable `device.json` is (re)written with a new id;
 /// without it, an id that cannot be read is reported as `unknown`.
-pub fn resolve(layout: &Layout, config: &Config, create: bool) -> Result<String> {
-    if !config.device.trim().is_empty() {
-        if let Some(id) = sanitize(&config.device) {
+pub fn resolve(layout: &Layout, configured: &str, create: bool) -> Result<String> {
+    if !configured.trim().is_empty() {
+        if let Some(id) = sanitize(configured) {
             return Ok(id);
         }
-        tracing::warn!(config.device = %config.device, "config device is not usable as a directory name; using the root's generated id");
+        tracing::warn!(config.device = %configured, "config device is not usable as a directory name; using the root's generated id");
     }
     let path = layout.root.join(FILE);
     match std::fs::read(&path) {
@@ -82,7 +126,11 @@ pub fn resolve(layout: &Layout, config: &Config, create: bool) -> Result<String>
     if !create {
         return Ok("unknown".into());
     }
-    let id = generate(&config.device_name());
+    let id = generate(&if configured.is_empty() {
+        host_name()
+    } else {
+        configured.to_string()
+    });
     let file = DeviceFile {
         device: id.clone(),
         created: Utc::now(),
@@ -92,6 +140,16 @@ pub fn resolve(layout: &Layout, config: &Config, create: bool) -> Result<String>
     crate::store::atomic::write_atomic(&path, &bytes)?;
     tracing::info!(device = %id, "generated the device id of this root");
     Ok(id)
+}
+
+/// The host name, else `unknown`.
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "unknown".into())
 }
 
 /// `<host>-<6 hex>`: readable, and distinct for two roots on one host.
@@ -144,20 +202,15 @@ mod tests {
     fn generated_once_per_root_and_config_wins() {
         let dir = tempfile::tempdir().unwrap();
         let layout = Layout::new(dir.path());
-        let config = Config::default();
-        assert_eq!(resolve(&layout, &config, false).unwrap(), "unknown");
-        let id = resolve(&layout, &config, true).unwrap();
+        assert_eq!(resolve(&layout, "", false).unwrap(), "unknown");
+        let id = resolve(&layout, "", true).unwrap();
         assert!(is_device_name(&id));
-        assert_eq!(resolve(&layout, &config, true).unwrap(), id);
-        assert_eq!(resolve(&layout, &config, false).unwrap(), id);
-        let named = Config {
-            device: "studio".into(),
-            ..Config::default()
-        };
-        assert_eq!(resolve(&layout, &named, true).unwrap(), "studio");
+        assert_eq!(resolve(&layout, "", true).unwrap(), id);
+        assert_eq!(resolve(&layout, "", false).unwrap(), id);
+        assert_eq!(resolve(&layout, "studio", true).unwrap(), "studio");
         // A damaged file is replaced, never fatal.
         std::fs::write(dir.path().join(FILE), "{").unwrap();
-        let again = resolve(&layout, &config, true).unwrap();
+        let again = resolve(&layout, "", true).unwrap();
         assert!(is_device_name(&again));
     }
 }

@@ -37,23 +37,11 @@ use chrono::{DateTime, Datelike, Utc};
 use crate::error::{Error, IoContext, Result};
 use crate::model::{JOURNAL_VERSION, Record};
 use crate::store::device;
+pub use crate::store::device::{device_dirs, is_journal_name};
 
 /// The journal month file name for a timestamp: `YYYY-MM.jsonl`.
 pub fn file_name_for(ts: DateTime<Utc>) -> String {
     format!("{:04}-{:02}.jsonl", ts.year(), ts.month())
-}
-
-/// Whether `name` looks like a journal month file.
-pub fn is_journal_name(name: &str) -> bool {
-    let Some(stem) = name.strip_suffix(".jsonl") else {
-        return false;
-    };
-    let b = stem.as_bytes();
-    b.len() == 7
-        && b[4] == b'-'
-        && b.iter()
-            .enumerate()
-            .all(|(i, c)| i == 4 || c.is_ascii_digit())
 }
 
 /// Whether `rel` (relative to `facts/`) names a journal file: a legacy
@@ -113,27 +101,6 @@ fn month_files(dir: &Path) -> Result<Vec<String>> {
         }
     }
     Ok(names)
-}
-
-/// Device directories below `facts/`, by name.
-pub fn device_dirs(facts: &Path) -> Result<Vec<String>> {
-    let entries = match std::fs::read_dir(facts) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e).ctx("cannot list journal directory", facts),
-    };
-    let mut out = Vec::new();
-    for entry in entries {
-        let entry = entry.ctx("cannot list journal directory", facts)?;
-        if let Some(name) = entry.file_name().to_str()
-            && device::is_device_name(name)
-            && std::fs::metadata(entry.path()).is_ok_and(|m| m.is_dir())
-        {
-            out.push(name.to_string());
-        }
-    }
-    out.sort();
-    Ok(out)
 }
 
 /// Plain journal files below `facts/` (legacy flat files and every device's),

@@ -41,14 +41,14 @@ use std::path::Path;
 
 use chrono::{DateTime, Utc};
 use pulldown_cmark::{Event, HeadingLevel, Parser, Tag, TagEnd};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use yaml_rust2::parser::{Event as YamlEvent, Parser as YamlParser};
 use yaml_rust2::scanner::TScalarStyle;
 
-use crate::config::{DocsConfig, PrivacyConfig};
 use crate::error::{Error, IoContext, Result};
 use crate::ids;
 use crate::model::{Privacy, Scene, Subject, Tier, parse_kind, parse_tags};
+use crate::policy::PrivacyConfig;
 
 /// Front matter longer than this (between the fences) is refused.
 pub const MAX_FRONT_MATTER_BYTES: usize = 16 * 1024;
@@ -643,6 +643,25 @@ fn split_long(text: &str, max: usize) -> Vec<String> {
         pieces.push(current);
     }
     pieces
+}
+
+/// Markdown documents under `memories/`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct DocsConfig {
+    /// Scene of a document whose front matter names none.
+    pub default_scene: Scene,
+    /// Sections longer than this many characters are split at paragraph breaks.
+    pub max_chunk_chars: usize,
+}
+
+impl Default for DocsConfig {
+    fn default() -> Self {
+        DocsConfig {
+            default_scene: Scene::parse("main").expect("built-in scene names are valid"),
+            max_chunk_chars: 1200,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -8,12 +8,10 @@ use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Duration, Local, TimeZone, Utc};
 use memory_hub::consolidate::rollback::{Target, rollback};
-use memory_hub::consolidate::{
-    self, ModelKind, RunOptions, SleepConfig, Window, report, sleep_job,
-};
+use memory_hub::consolidate::{self, ModelKind, RunOptions, SleepConfig, Window, report};
 use memory_hub::hub::{Hub, WriteRequest};
 use memory_hub::model::{Privacy, Stage};
-use memory_hub::scheduler;
+use memory_hub::scheduler::{self, sleep_job};
 use serde_json::json;
 
 use crate::http_support::Api;

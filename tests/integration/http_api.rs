@@ -478,6 +478,74 @@ async fn config_changes_apply_without_restart() {
     }
 }
 
+/// One live config: the hub owns it, `POST /v1/config` and a reload of
+/// `config.json` swap it, and every reader (HTTP handlers and the hub's own
+/// search) sees the same values; keys that need a restart stay as they were.
+#[tokio::test]
+async fn the_hub_owns_the_one_live_config() {
+    let api = Api::new();
+    let root = api.token("root", "dsh-desktop");
+    for i in 0..4 {
+        api.write(
+            "main",
+            &format!("apple note {i}"),
+            Privacy::Normal,
+            Subject::Owner,
+        );
+    }
+    let hub_search = |api: &Api| {
+        api.hub
+            .search(&memory_hub::search::SearchRequest {
+                query: "apple".into(),
+                filter: memory_hub::index::filter::Filter::all(),
+                limit: None,
+                mode: Some(memory_hub::search::SearchMode::Fulltext),
+            })
+            .unwrap()
+            .hits
+            .len()
+    };
+    assert_eq!(hub_search(&api), 4);
+    api.ok("/v1/config", &root, json!({"search.defaultLimit": 2}))
+        .await;
+    assert_eq!(api.hub.config().search.default_limit, 2);
+    assert_eq!(hub_search(&api), 2, "the hub searches with the live config");
+    assert_eq!(
+        api.search_ids(&root, json!({"query": "apple"})).await.len(),
+        2
+    );
+
+    // A hand edit of config.json, applied by the watcher's reload: editable
+    // keys change, the rest needs a restart.
+    let path = api.root.layout().config();
+    std::fs::write(
+        &path,
+        r#"{"search": {"defaultLimit": 3}, "listen": "127.0.0.1:9999"}"#,
+    )
+    .unwrap();
+    let before = api.hub.config();
+    memory_hub::http::AppState::new(api.hub.clone())
+        .reload_config()
+        .unwrap();
+    let after = api.hub.config();
+    assert_eq!(after.search.default_limit, 3);
+    assert_eq!(after.listen, before.listen, "listen needs a restart");
+    assert_eq!(before.search.default_limit, 2, "a snapshot never changes");
+    assert_eq!(hub_search(&api), 3);
+    assert_eq!(
+        api.search_ids(&root, json!({"query": "apple"})).await.len(),
+        3
+    );
+
+    // An invalid file is refused and the config in force stays.
+    std::fs::write(&path, r#"{"search": {"defaultLimit": 0}}"#).unwrap();
+    let err = memory_hub::http::AppState::new(api.hub.clone())
+        .reload_config()
+        .unwrap_err();
+    assert_eq!(err.code().as_str(), "INVALID_INPUT");
+    assert_eq!(api.hub.config().search.default_limit, 3);
+}
+
 #[tokio::test]
 async fn recall_extends_short_term_memories_up_to_the_cap() {
     let api = Api::new();

@@ -20,6 +20,7 @@ mod http_privacy;
 mod http_support;
 mod hub;
 mod journal;
+mod layering;
 mod lifecycle;
 mod mcp;
 mod merge;

@@ -125,35 +125,6 @@ fn error_codes_in_the_spec_are_the_stable_table() {
     }
 }
 
-fn sources(dir: &str) -> Vec<(String, String)> {
-    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("src").join(dir);
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(&base).unwrap().flatten() {
-        let p = entry.path();
-        if p.extension().is_some_and(|e| e == "rs") {
-            out.push((
-                p.display().to_string(),
-                std::fs::read_to_string(&p).unwrap(),
-            ));
-        }
-    }
-    out
-}
-
-#[test]
-fn layers_keep_to_themselves() {
-    for (path, text) in sources("http") {
-        for word in ["rusqlite::", "tantivy::", "use rusqlite", "use tantivy"] {
-            assert!(!text.contains(word), "{path} mentions {word}");
-        }
-    }
-    for dir in ["index", "store", "hub", "auth"] {
-        for (path, text) in sources(dir) {
-            assert!(!text.contains("axum::"), "{path} uses axum");
-        }
-    }
-}
-
 /// Every POST body refuses fields the contract does not name (no silent typos).
 #[tokio::test]
 async fn every_post_body_refuses_unknown_fields() {

@@ -331,20 +331,17 @@ fn recall_block_labels_short_term_chat_as_recent_chat() {
     ))
     .unwrap();
     let out = hub
-        .recall(
-            &memory_hub::hub::RecallRequest {
-                turns: vec![],
-                query: Some("西湖".into()),
-                filter: Filter::all(),
-                limit: Some(5),
-                min_score: None,
-                live: None,
-                person: None,
-                block: true,
-                now: Utc::now(),
-            },
-            &Config::default().search,
-        )
+        .recall(&memory_hub::hub::RecallRequest {
+            turns: vec![],
+            query: Some("西湖".into()),
+            filter: Filter::all(),
+            limit: Some(5),
+            min_score: None,
+            live: None,
+            person: None,
+            block: true,
+            now: Utc::now(),
+        })
         .unwrap();
     let block = out.block.unwrap();
     let (recent, long) = block

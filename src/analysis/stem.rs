@@ -5,7 +5,7 @@
 //! `paint`; `loved`, `loving`, `love` → `lov`; `stories` → `story`). Words of
 //! three letters or fewer, words with digits or non-ASCII letters, and stop
 //! words stay as they are. Index and query both go through
-//! [`crate::index::tokenizer::tokenize`], so both sides agree.
+//! [`crate::analysis::tokenizer::tokenize`], so both sides agree.
 
 /// The stem of a lower-case word.
 pub fn stem(word: &str) -> String {

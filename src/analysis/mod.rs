@@ -1,0 +1,7 @@
+//! Text analysis shared by the index, query planning and the test embedder:
+//! the one tokenizer ([`tokenizer`]: words, CJK bigrams and characters) and
+//! its light English stemmer ([`stem`]). It knows nothing about the index, so
+//! every layer above may use it.
+
+pub mod stem;
+pub mod tokenizer;
