@@ -103,7 +103,12 @@
 //!
 //! ## Code map
 //!
-//! - [`config`]: root layout (`memories/`, `data/`, `config.json`) and typed config.
+//! - [`layout`]: root paths (`memories/`, `data/`, `config.json`, …) and private
+//!   file modes; the lowest layer. [`analysis`]: the tokenizer (words, CJK
+//!   bigrams) and light English stemmer shared by the index, query planning and
+//!   the test embedder.
+//! - [`config`]: the typed `config.json`: composes the sub-configs of the
+//!   modules it configures (each defined by its owner below it) and validates the file.
 //! - [`model`], [`ids`]: plain domain types and id schemes; no IO.
 //! - [`store`]: the only writer of `memories/`: [`store::journal`] (per-device
 //!   files), [`store::device`] (the device id), [`store::syncfiles`] (sync
@@ -112,7 +117,7 @@
 //!   disclosure), [`store::archive`] (compressed journal months).
 //! - [`index`]: the only writer of `data/index/`: [`index::text`] (tantivy),
 //!   [`index::meta`] (SQLite), [`index::meta_read`] (time-ordered reads),
-//!   [`index::vector`] (sqlite-vec), [`index::fusion`], [`index::tokenizer`],
+//!   [`index::vector`] (sqlite-vec), [`index::fusion`], the tokenizer (from [`analysis`]),
 //!   [`index::filter`], [`index::merge`] (device merge rules: later
 //!   `(at, device)` wins, forgets beat older puts), [`index::scoped_stats`] (BM25 statistics over what the
 //!   caller may read), [`index::lifecycle`] (supersede marks, `touch` replay).
@@ -129,9 +134,10 @@
 //!   ([`consolidate::salience`]), an optional model pass (one request per scene) whose
 //!   operations are validated before they go through the normal write path,
 //!   run reports under `data/consolidation/`, and rollback by run or source.
-//! - [`scheduler`]: periodic jobs of `memd serve` (index commits, background
-//!   embedding, daily backup, archive, sleep consolidation) with state in
-//!   `data/scheduler.json`; [`watch`]: the server's watcher of `memories/` and
+//! - [`schedule`]: when periodic jobs run (pure: settings + saved state + now)
+//!   and `data/scheduler.json`; [`scheduler`]: the runner thread of `memd serve`
+//!   and every job it runs (index commits, background embedding, daily backup,
+//!   archive, sleep consolidation); [`watch`]: the server's watcher of `memories/` and
 //!   `config.json`.
 //! - [`sync`]: Syncthing glue for several devices (`.stignore`, folder and
 //!   peers over its REST API, status); [`migrate`]: `memd import --from memory-hub`.
@@ -173,6 +179,9 @@
 //!   gives the same search results as the incrementally maintained index.
 //! - A torn or corrupt journal line is reported with `file:line` and skipped; it
 //!   never blocks startup and never hides the lines around it.
+//! - The hub owns the one live config ([`hub::Hub::config`] is an `Arc`
+//!   snapshot); the `config.json` watcher and `POST /v1/config` swap its
+//!   editable keys; there is no second copy.
 //! - One process writes a root (`ROOT/.memd.lock`); a second writer gets `ROOT_LOCKED`.
 //! - Visibility filters are clauses of the tantivy query, of the SQL `WHERE`
 //!   and of the vec0 KNN, never a filter applied to results afterwards. HTTP
