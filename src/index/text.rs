@@ -5,6 +5,16 @@
 //! fields (`scene`, `privacy`, `stage`, `kind`, `subject`, `tier`, `origin`)
 //! are indexed untokenised so visibility filters are `Must` clauses of the
 //! same query that scores the text.
+//!
+//! Writes never wait for a commit: upserts and removals are queued (a short
+//! lock) and handed to tantivy's writer by the next commit, which holds the
+//! writer, never the queue, while it writes segments and syncs them.
+//! Commits are coalesced: searches that arrive during a commit wait for it,
+//! and one of them then commits everything queued meanwhile; a search whose
+//! writes an earlier commit already covered does not commit again. So an
+//! acknowledged write is still visible to the next search (read-your-writes),
+//! and the commit payload still carries exactly the journal cursors of what
+//! it holds.
 
 use std::collections::BTreeMap;
 use std::path::Path;
