@@ -52,6 +52,8 @@ impl Model {
 struct Client {
     reader: BufReader<TcpStream>,
     token: String,
+    /// The `Host` header: the loopback address itself (memd refuses other names).
+    host: String,
 }
 
 impl Client {
@@ -61,14 +63,16 @@ impl Client {
         Client {
             reader: BufReader::new(stream),
             token: token.to_string(),
+            host: addr.to_string(),
         }
     }
 
     /// POSTs a JSON body and returns the status and response body.
     fn post(&mut self, path: &str, body: &str) -> (u16, Vec<u8>) {
         let req = format!(
-            "POST {path} HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer {}\r\n\
+            "POST {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\n\
              Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            self.host,
             self.token,
             body.len()
         );
