@@ -5,6 +5,16 @@
 //! fields (`scene`, `privacy`, `stage`, `kind`, `subject`, `tier`, `origin`)
 //! are indexed untokenised so visibility filters are `Must` clauses of the
 //! same query that scores the text.
+//!
+//! Writes never wait for a commit: upserts and removals are queued (a short
+//! lock) and handed to tantivy's writer by the next commit, which holds the
+//! writer, never the queue, while it writes segments and syncs them.
+//! Commits are coalesced: searches that arrive during a commit wait for it,
+//! and one of them then commits everything queued meanwhile; a search whose
+//! writes an earlier commit already covered does not commit again. So an
+//! acknowledged write is still visible to the next search (read-your-writes),
+//! and the commit payload still carries exactly the journal cursors of what
+//! it holds.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -25,10 +35,13 @@ use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, Term as TTerm};
 
 use crate::error::Result;
 use crate::index::filter::Filter;
-use crate::index::scoped_stats::ScopedStats;
+use crate::index::scoped_stats::StatsCache;
 use crate::index::tokenizer::{CHARS_TOKENIZER, MemdTokenizer, TEXT_TOKENIZER, Term, TermKind};
 use crate::model::Memory;
 use crate::store::journal::Cursor;
+
+/// The expiry field (milliseconds), also read as a fast field.
+const EXPIRES: &str = "expires";
 
 /// How much a title match weighs against a body match.
 const TITLE_BOOST: f32 = 1.5;
@@ -78,7 +91,7 @@ fn schema() -> (Schema, Fields) {
         chars: b.add_text_field("chars", text(CHARS_TOKENIZER)),
         ts: b.add_i64_field("ts", INDEXED),
         // Milliseconds; `i64::MAX` for memories that never expire.
-        expires: b.add_i64_field("expires", INDEXED | FAST),
+        expires: b.add_i64_field(EXPIRES, INDEXED | FAST),
     };
     (b.build(), fields)
 }
@@ -92,14 +105,30 @@ pub struct TextHit {
     pub score: f32,
 }
 
-/// Journal cursors applied to the index, committed and pending.
+/// A change waiting for the next commit.
+enum Queued {
+    /// Replace (or add) the document with this id.
+    Upsert(String, TantivyDocument),
+    /// Remove the document with this memory id.
+    Remove(String),
+    /// Remove every chunk of a document.
+    RemoveDoc(String),
+}
+
+/// Changes and journal cursors queued for the next commit.
 #[derive(Default)]
 struct CommitState {
-    /// Cursors of everything added, committed or not.
+    /// Cursors of everything queued or added, committed or not.
     cursors: BTreeMap<String, Cursor>,
-    /// Whether there are uncommitted changes.
-    dirty: bool,
+    /// Changes not yet handed to tantivy's writer, in order.
+    queue: Vec<Queued>,
+    /// Bumped by every change and cursor note: what a commit must reach.
+    seq: u64,
 }
+
+/// Changes queued beyond this are handed to tantivy's writer by the thread
+/// that queues them (bulk loads), so the queue never holds a whole corpus.
+const QUEUE_LIMIT: usize = 4096;
 
 /// Memory budget of the tantivy writer.
 const WRITER_HEAP: usize = 32 * 1024 * 1024;
@@ -112,7 +141,12 @@ const WRITER_HEAP: usize = 32 * 1024 * 1024;
 /// re-applies the journal from the rewound cursors.
 pub struct TextIndex {
     index: Index,
+    /// Taken only briefly, by writes (to queue) and by commits (to take the queue).
     commit_state: Mutex<CommitState>,
+    /// Serialises commits; holds the `seq` of the last successful one.
+    committed: Mutex<u64>,
+    /// Visible sets per filter for the current searcher (BM25 statistics).
+    stats: StatsCache,
     reader: IndexReader,
     /// `None` inside: to be (re)opened on next use.
     writer: Option<Mutex<Option<IndexWriter>>>,
@@ -182,8 +216,10 @@ impl TextIndex {
             index,
             commit_state: Mutex::new(CommitState {
                 cursors: committed,
-                dirty: false,
+                ..CommitState::default()
             }),
+            committed: Mutex::new(0),
+            stats: StatsCache::new(EXPIRES),
             reader,
             writer,
             f,
@@ -212,27 +248,79 @@ impl TextIndex {
         let Some(slot) = &self.writer else {
             return Ok(());
         };
-        let mut state = self.commit_state.lock().expect("commit state poisoned");
+        let mut committed = self.committed.lock().expect("commit lock poisoned");
         let mut guard = slot.lock().expect("index writer poisoned");
+        let mut state = self.commit_state.lock().expect("commit state poisoned");
         // Dropping releases the directory lock, so a new writer can take it.
         *guard = None;
+        state.queue.clear();
         state.cursors = self
             .index
             .load_metas()?
             .payload
             .and_then(|p| serde_json::from_str(&p).ok())
             .unwrap_or_default();
-        state.dirty = false;
+        // Nothing is pending any more: the last commit is the state.
+        *committed = state.seq;
+        drop(state);
         *guard = Some(self.index.writer_with_num_threads(1, WRITER_HEAP)?);
+        Ok(())
+    }
+
+    /// Queues a change for the next commit. Never waits for a commit in
+    /// progress (writes never wait for readers), except to hand a long queue
+    /// to tantivy's writer during bulk loads.
+    fn enqueue(&self, change: Queued) -> Result<()> {
+        if self.writer.is_none() {
+            return Err(crate::error::Error::Internal(
+                "text index opened read-only".into(),
+            ));
+        }
+        let long = {
+            let mut state = self.commit_state.lock().expect("commit state poisoned");
+            state.queue.push(change);
+            state.seq += 1;
+            state.queue.len() >= QUEUE_LIMIT
+        };
+        if long {
+            let mut guard = self.writer()?;
+            let writer = guard.as_mut().expect("opened by writer()");
+            self.drain(writer)?;
+        }
+        Ok(())
+    }
+
+    /// Hands every queued change to tantivy's writer, in order. The caller
+    /// holds the writer, so changes reach it in the order they were queued.
+    fn drain(&self, writer: &mut IndexWriter) -> Result<()> {
+        let queue = std::mem::take(
+            &mut self
+                .commit_state
+                .lock()
+                .expect("commit state poisoned")
+                .queue,
+        );
+        let f = &self.f;
+        for change in queue {
+            match change {
+                Queued::Upsert(id, doc) => {
+                    writer.delete_term(TTerm::from_field_text(f.id, &id));
+                    writer.add_document(doc)?;
+                }
+                Queued::Remove(id) => {
+                    writer.delete_term(TTerm::from_field_text(f.id, &id));
+                }
+                Queued::RemoveDoc(doc_id) => {
+                    writer.delete_term(TTerm::from_field_text(f.doc_id, &doc_id));
+                }
+            }
+        }
         Ok(())
     }
 
     /// Replaces (or adds) the document for `m`. Visible after [`TextIndex::commit`].
     pub fn upsert(&self, m: &Memory) -> Result<()> {
-        let mut guard = self.writer()?;
-        let w = guard.as_mut().expect("opened by writer()");
         let f = &self.f;
-        w.delete_term(TTerm::from_field_text(f.id, &m.id));
         let mut doc = TantivyDocument::default();
         doc.add_text(f.id, &m.id);
         if let Some(d) = &m.doc_id {
@@ -265,26 +353,17 @@ impl TextIndex {
             f.expires,
             m.expires_at.map_or(i64::MAX, |t| t.timestamp_millis()),
         );
-        w.add_document(doc)?;
-        Ok(())
+        self.enqueue(Queued::Upsert(m.id.clone(), doc))
     }
 
     /// Removes the document with this memory id.
     pub fn remove(&self, id: &str) -> Result<()> {
-        self.writer()?
-            .as_mut()
-            .expect("opened by writer()")
-            .delete_term(TTerm::from_field_text(self.f.id, id));
-        Ok(())
+        self.enqueue(Queued::Remove(id.to_string()))
     }
 
     /// Removes every chunk of a document.
     pub fn remove_doc(&self, doc_id: &str) -> Result<()> {
-        self.writer()?
-            .as_mut()
-            .expect("opened by writer()")
-            .delete_term(TTerm::from_field_text(self.f.doc_id, doc_id));
-        Ok(())
+        self.enqueue(Queued::RemoveDoc(doc_id.to_string()))
     }
 
     /// Records that the journal has been applied up to these cursors; they are
@@ -297,15 +376,12 @@ impl TextIndex {
         for (file, c) in cursors {
             state.cursors.insert(file.clone(), *c);
         }
-        state.dirty = true;
+        state.seq += 1;
     }
 
     /// Marks uncommitted changes that carry no journal cursor (documents).
     pub fn mark_dirty(&self) {
-        self.commit_state
-            .lock()
-            .expect("commit state poisoned")
-            .dirty = true;
+        self.commit_state.lock().expect("commit state poisoned").seq += 1;
     }
 
     /// The journal cursors of everything added to the index, committed or not.
@@ -318,24 +394,40 @@ impl TextIndex {
             .clone()
     }
 
-    /// Makes pending changes durable and visible to searches, storing the
-    /// journal cursors in the commit payload. Does nothing when clean.
+    /// Makes every change queued before the call durable and visible to
+    /// searches, storing the journal cursors in the commit payload. Does
+    /// nothing when clean.
+    ///
+    /// Commits are coalesced: callers that arrive while one runs wait for
+    /// it, and the first of them then commits everything queued meanwhile
+    /// in one go; a caller whose changes an earlier commit already covered
+    /// returns at once. Writes keep queueing during a commit (see
+    /// [`TextIndex::upsert`]): a commit holds tantivy's writer, never the
+    /// queue.
     pub fn commit(&self) -> Result<()> {
-        let mut state = self.commit_state.lock().expect("commit state poisoned");
-        if !state.dirty {
+        let target = self.commit_state.lock().expect("commit state poisoned").seq;
+        let mut committed = self.committed.lock().expect("commit lock poisoned");
+        if *committed >= target {
             return Ok(());
         }
-        let payload = serde_json::to_string(&state.cursors)
-            .map_err(|e| crate::error::Error::Internal(format!("cursor payload: {e}")))?;
         {
             let mut guard = self.writer()?;
             let writer = guard.as_mut().expect("opened by writer()");
+            // Cursors and the queue are taken together, under the writer:
+            // every change that precedes a noted cursor is in this commit.
+            let (payload, seq) = {
+                let state = self.commit_state.lock().expect("commit state poisoned");
+                let payload = serde_json::to_string(&state.cursors)
+                    .map_err(|e| crate::error::Error::Internal(format!("cursor payload: {e}")))?;
+                (payload, state.seq)
+            };
+            self.drain(writer)?;
             let mut prepared = writer.prepare_commit()?;
             prepared.set_payload(&payload);
             prepared.commit()?;
+            self.reader.reload()?;
+            *committed = seq;
         }
-        self.reader.reload()?;
-        state.dirty = false;
         Ok(())
     }
 
@@ -453,11 +545,11 @@ impl TextIndex {
 
     /// Documents visible under `filter` containing each term (the chars field
     /// for lone CJK characters), and the number of visible documents. Counts
-    /// never include memories the filter hides (see [`ScopedStats`]).
+    /// never include memories the filter hides (see [`crate::index::scoped_stats`]).
     pub fn doc_freqs(&self, terms: &[Term], filter: &Filter) -> Result<(Vec<u64>, u64)> {
         let searcher = self.reader.searcher();
         let fq = self.filter_query(filter);
-        let stats = ScopedStats::new(&searcher, fq.as_deref())?;
+        let stats = self.stats.scoped(&searcher, filter, fq.as_deref())?;
         let dfs = terms
             .iter()
             .map(|t| {
@@ -506,7 +598,7 @@ impl TextIndex {
         let searcher = self.reader.searcher();
         // BM25 statistics over what the filter admits only: a score must not
         // depend on memories the caller cannot read.
-        let stats = ScopedStats::new(&searcher, fq.as_deref())?;
+        let stats = self.stats.scoped(&searcher, filter, fq.as_deref())?;
         if let Some(fq) = fq {
             clauses.push((Occur::Must, fq));
         }
@@ -557,4 +649,245 @@ const NOISE_BITS: u32 = 11;
 /// tie exactly and are ordered by id.
 pub fn quantise(score: f32) -> f32 {
     f32::from_bits(score.to_bits() & !((1u32 << NOISE_BITS) - 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use chrono::{DateTime, Utc};
+
+    use super::*;
+    use crate::index::filter::Scope;
+    use crate::model::{Origin, Privacy, Scene, Stage, Subject};
+
+    /// How long a test waits for something that must happen, not a timing assertion.
+    const BOUND: Duration = Duration::from_secs(30);
+
+    fn memory(id: &str, scene: &str, text: &str, expires_ms: Option<i64>) -> Memory {
+        Memory {
+            id: id.into(),
+            origin: Origin::Fact,
+            doc_id: None,
+            path: None,
+            ts: DateTime::from_timestamp_millis(1_700_000_000_000).unwrap(),
+            scene: Scene::parse(scene).unwrap(),
+            kind: "note".into(),
+            stage: Stage::Long,
+            title: None,
+            text: text.into(),
+            tags: Vec::new(),
+            privacy: Privacy::Normal,
+            subject: Subject::Owner,
+            source: "test".into(),
+            importance: 0.5,
+            tier: None,
+            supersedes: None,
+            expires_at: expires_ms.map(|ms| DateTime::from_timestamp_millis(ms).unwrap()),
+        }
+    }
+
+    /// The indexed form of one word (normalised and stemmed as the index does).
+    fn word(w: &str) -> Term {
+        let mut terms = crate::index::tokenizer::tokenize(w);
+        assert_eq!(terms.len(), 1, "{w} is one term");
+        terms.remove(0)
+    }
+
+    fn ids(hits: &[TextHit]) -> Vec<&str> {
+        hits.iter().map(|h| h.id.as_str()).collect()
+    }
+
+    fn at(ms: i64) -> Filter {
+        Filter::scope(Scope {
+            unexpired_at: DateTime::<Utc>::from_timestamp_millis(ms),
+            ..Scope::default()
+        })
+    }
+
+    #[test]
+    fn changes_queue_while_a_commit_holds_the_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let idx = TextIndex::open(dir.path(), true).unwrap();
+        let cursor = Cursor {
+            offset: 42,
+            lines: 1,
+        };
+        std::thread::scope(|s| {
+            // What a commit in progress holds.
+            let held = idx.writer().unwrap();
+            let (done_tx, done_rx) = mpsc::channel();
+            let idx = &idx;
+            let writing = s.spawn(move || {
+                let out = idx
+                    .upsert(&memory("a", "main", "the lighthouse keeper", None))
+                    .map(|()| idx.note_cursors(&[("dev/2026-11.jsonl".into(), cursor)]));
+                let _ = done_tx.send(());
+                out
+            });
+            let queued = done_rx.recv_timeout(BOUND);
+            // Release before asserting, so a failure never leaves the thread stuck.
+            drop(held);
+            assert_eq!(queued, Ok(()), "the change waited for the commit");
+            writing.join().unwrap().unwrap();
+        });
+        assert!(
+            idx.search(&[word("lighthouse")], &Filter::all(), true, 10)
+                .unwrap()
+                .is_empty(),
+            "queued changes are not visible before a commit"
+        );
+        idx.commit().unwrap();
+        let hits = idx
+            .search(&[word("lighthouse")], &Filter::all(), true, 10)
+            .unwrap();
+        assert_eq!(ids(&hits), ["a"]);
+        drop(idx);
+        let reopened = TextIndex::open(dir.path(), true).unwrap();
+        assert_eq!(
+            reopened.applied_cursors().get("dev/2026-11.jsonl"),
+            Some(&cursor),
+            "the commit stored the cursors of what it committed"
+        );
+    }
+
+    #[test]
+    fn a_queued_upsert_replaces_and_a_queued_remove_removes() {
+        let dir = tempfile::tempdir().unwrap();
+        let idx = TextIndex::open(dir.path(), true).unwrap();
+        idx.upsert(&memory("a", "main", "plum jam", None)).unwrap();
+        idx.upsert(&memory("b", "main", "plum cake", None)).unwrap();
+        idx.commit().unwrap();
+        idx.upsert(&memory("a", "main", "apple jam", None)).unwrap();
+        idx.remove("b").unwrap();
+        idx.commit().unwrap();
+        let plum = idx
+            .search(&[word("plum")], &Filter::all(), true, 10)
+            .unwrap();
+        assert!(plum.is_empty(), "{plum:?}");
+        let apple = idx
+            .search(&[word("apple")], &Filter::all(), true, 10)
+            .unwrap();
+        assert_eq!(ids(&apple), ["a"]);
+        assert_eq!(idx.num_docs(), 1);
+    }
+
+    #[test]
+    fn a_long_queue_goes_to_the_writer_without_a_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let idx = TextIndex::open(dir.path(), true).unwrap();
+        for i in 0..QUEUE_LIMIT + 1 {
+            idx.upsert(&memory(&format!("m{i:05}"), "main", "bulk", None))
+                .unwrap();
+        }
+        assert!(
+            idx.commit_state.lock().unwrap().queue.len() < QUEUE_LIMIT,
+            "the queue was handed over"
+        );
+        idx.commit().unwrap();
+        assert_eq!(idx.num_docs(), QUEUE_LIMIT as u64 + 1);
+    }
+
+    #[test]
+    fn a_reset_drops_the_queue_and_rewinds_to_the_last_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let idx = TextIndex::open(dir.path(), true).unwrap();
+        let file = "dev/2026-11.jsonl".to_string();
+        let first = Cursor {
+            offset: 10,
+            lines: 1,
+        };
+        idx.upsert(&memory("a", "main", "first", None)).unwrap();
+        idx.note_cursors(&[(file.clone(), first)]);
+        idx.commit().unwrap();
+        idx.upsert(&memory("b", "main", "second", None)).unwrap();
+        idx.note_cursors(&[(
+            file.clone(),
+            Cursor {
+                offset: 20,
+                lines: 2,
+            },
+        )]);
+        idx.reset_writer().unwrap();
+        assert_eq!(idx.applied_cursors().get(&file), Some(&first));
+        idx.commit().unwrap();
+        assert_eq!(
+            idx.num_docs(),
+            1,
+            "the dropped change is applied again by catch-up, not by the queue"
+        );
+    }
+
+    #[test]
+    fn cached_statistics_follow_commits_and_filters() {
+        let dir = tempfile::tempdir().unwrap();
+        let idx = TextIndex::open(dir.path(), true).unwrap();
+        idx.upsert(&memory("a", "main", "harbour boats", None))
+            .unwrap();
+        idx.upsert(&memory("b", "group:x", "harbour ships", None))
+            .unwrap();
+        idx.commit().unwrap();
+        let main = Filter::scope(Scope {
+            scenes: vec![Scene::parse("main").unwrap()],
+            ..Scope::default()
+        });
+        let terms = [word("harbour")];
+        assert_eq!(idx.doc_freqs(&terms, &main).unwrap(), (vec![1], 1));
+        assert_eq!(idx.doc_freqs(&terms, &Filter::all()).unwrap(), (vec![2], 2));
+        // Asked again (from the cache), the same answers.
+        assert_eq!(idx.doc_freqs(&terms, &main).unwrap(), (vec![1], 1));
+        idx.upsert(&memory("c", "main", "harbour lights", None))
+            .unwrap();
+        idx.commit().unwrap();
+        assert_eq!(
+            idx.doc_freqs(&terms, &main).unwrap(),
+            (vec![2], 2),
+            "a commit makes new statistics"
+        );
+        // Scores from the cache equal scores computed afresh.
+        let cached = idx.search(&terms, &main, true, 10).unwrap();
+        let searcher = idx.reader.searcher();
+        let fresh = crate::index::scoped_stats::ScopedStats::new(
+            &searcher,
+            idx.filter_query(&main).as_deref(),
+        )
+        .unwrap();
+        let cached_stats = idx
+            .stats
+            .scoped(&searcher, &main, idx.filter_query(&main).as_deref())
+            .unwrap();
+        let body = TTerm::from_field_text(idx.f.body, &word("harbour").text);
+        assert_eq!(
+            fresh.doc_freq(&body).unwrap(),
+            cached_stats.doc_freq(&body).unwrap()
+        );
+        assert_eq!(
+            fresh.total_num_tokens(idx.f.body).unwrap(),
+            cached_stats.total_num_tokens(idx.f.body).unwrap()
+        );
+        assert_eq!(ids(&cached), ["a", "c"]);
+    }
+
+    #[test]
+    fn cached_statistics_see_a_memory_expire() {
+        let dir = tempfile::tempdir().unwrap();
+        let idx = TextIndex::open(dir.path(), true).unwrap();
+        let t = 1_800_000_000_000;
+        idx.upsert(&memory("a", "main", "tide table", Some(t)))
+            .unwrap();
+        idx.upsert(&memory("b", "main", "tide clock", None))
+            .unwrap();
+        idx.commit().unwrap();
+        let terms = [word("tide")];
+        // Instants before the expiry share an entry and see both.
+        assert_eq!(idx.doc_freqs(&terms, &at(t - 1000)).unwrap(), (vec![2], 2));
+        assert_eq!(idx.doc_freqs(&terms, &at(t - 1)).unwrap(), (vec![2], 2));
+        // From the expiry on (`expires > instant`), only the other one.
+        assert_eq!(idx.doc_freqs(&terms, &at(t)).unwrap(), (vec![1], 1));
+        assert_eq!(idx.doc_freqs(&terms, &at(t + 1)).unwrap(), (vec![1], 1));
+        assert_eq!(idx.doc_freqs(&terms, &at(t - 1)).unwrap(), (vec![2], 2));
+        let hits = idx.search(&terms, &at(t + 5), true, 10).unwrap();
+        assert_eq!(ids(&hits), ["b"]);
+    }
 }
