@@ -28,8 +28,9 @@
 //! → append one JSON line per record to this device's journal file → `fsync`
 //! (one per group of concurrent writes) → read the appended bytes back (a
 //! failure truncates the file to its previous length) → acknowledge after the same catch-up that
-//! runs at startup has applied the new lines to SQLite and tantivy (whose
-//! commit is lazy: before the next search, or within a second). Vectors are
+//! runs at startup has applied the new lines to SQLite and tantivy (queued for
+//! tantivy's next commit, which is lazy and coalesced: before the next search,
+//! or within a second; a commit never holds up a write, see [`index::text`]). Vectors are
 //! computed off the write path: in the background, by reindex, and before any
 //! semantic or hybrid search (from the cache where possible).
 //!

@@ -307,6 +307,8 @@ impl Index {
         if batch.is_empty() {
             return Ok(());
         }
+        // A reset of the text writer from here on drops what this batch queues.
+        let epoch = self.text.epoch();
         // Documents are not journaled: their text changes commit before SQLite.
         let mut documents = false;
         for change in &batch.changes {
@@ -369,9 +371,10 @@ impl Index {
         changed.sort();
         changed.dedup();
         self.follow_rows(&changed)?;
-        // Noted only now: a failure above leaves tantivy's cursors behind, and
-        // catch-up applies these lines again.
-        self.text.note_cursors(&batch.cursors);
+        // Noted only now: a failure above, or a reset of the text writer by
+        // another thread's failed commit since `epoch`, leaves tantivy's
+        // cursors behind, and catch-up applies these lines again.
+        self.text.note_cursors(epoch, &batch.cursors)?;
         if !batch.changes.is_empty() {
             self.text.mark_dirty();
         }

@@ -124,6 +124,9 @@ struct CommitState {
     queue: Vec<Queued>,
     /// Bumped by every change and cursor note: what a commit must reach.
     seq: u64,
+    /// Bumped by every [`TextIndex::reset_writer`]: a batch queued before a
+    /// reset lost its changes and must not note its cursors.
+    epoch: u64,
 }
 
 /// Changes queued beyond this are handed to tantivy's writer by the thread
@@ -254,6 +257,7 @@ impl TextIndex {
         // Dropping releases the directory lock, so a new writer can take it.
         *guard = None;
         state.queue.clear();
+        state.epoch += 1;
         state.cursors = self
             .index
             .load_metas()?
@@ -366,17 +370,35 @@ impl TextIndex {
         self.enqueue(Queued::RemoveDoc(doc_id.to_string()))
     }
 
+    /// The current writer epoch: take it before queueing a batch's changes
+    /// and pass it to [`TextIndex::note_cursors`].
+    pub fn epoch(&self) -> u64 {
+        self.commit_state
+            .lock()
+            .expect("commit state poisoned")
+            .epoch
+    }
+
     /// Records that the journal has been applied up to these cursors; they are
-    /// stored with the next commit.
-    pub fn note_cursors(&self, cursors: &[(String, Cursor)]) {
-        if cursors.is_empty() {
-            return;
-        }
+    /// stored with the next commit. `epoch` is [`TextIndex::epoch`] from
+    /// before the batch's changes were queued: if the writer was reset since
+    /// (another thread's commit failed), those changes were dropped, so the
+    /// cursors are refused and catch-up applies the lines again.
+    pub fn note_cursors(&self, epoch: u64, cursors: &[(String, Cursor)]) -> Result<()> {
         let mut state = self.commit_state.lock().expect("commit state poisoned");
+        if state.epoch != epoch {
+            return Err(crate::error::Error::Internal(
+                "the full-text writer was reset while a batch was applied".into(),
+            ));
+        }
+        if cursors.is_empty() {
+            return Ok(());
+        }
         for (file, c) in cursors {
             state.cursors.insert(file.clone(), *c);
         }
         state.seq += 1;
+        Ok(())
     }
 
     /// Marks uncommitted changes that carry no journal cursor (documents).
@@ -722,7 +744,7 @@ mod tests {
             let writing = s.spawn(move || {
                 let out = idx
                     .upsert(&memory("a", "main", "the lighthouse keeper", None))
-                    .map(|()| idx.note_cursors(&[("dev/2026-11.jsonl".into(), cursor)]));
+                    .and_then(|()| idx.note_cursors(0, &[("dev/2026-11.jsonl".into(), cursor)]));
                 let _ = done_tx.send(());
                 out
             });
@@ -799,16 +821,21 @@ mod tests {
             lines: 1,
         };
         idx.upsert(&memory("a", "main", "first", None)).unwrap();
-        idx.note_cursors(&[(file.clone(), first)]);
+        idx.note_cursors(idx.epoch(), &[(file.clone(), first)])
+            .unwrap();
         idx.commit().unwrap();
         idx.upsert(&memory("b", "main", "second", None)).unwrap();
-        idx.note_cursors(&[(
-            file.clone(),
-            Cursor {
-                offset: 20,
-                lines: 2,
-            },
-        )]);
+        idx.note_cursors(
+            idx.epoch(),
+            &[(
+                file.clone(),
+                Cursor {
+                    offset: 20,
+                    lines: 2,
+                },
+            )],
+        )
+        .unwrap();
         idx.reset_writer().unwrap();
         assert_eq!(idx.applied_cursors().get(&file), Some(&first));
         idx.commit().unwrap();
@@ -817,6 +844,36 @@ mod tests {
             1,
             "the dropped change is applied again by catch-up, not by the queue"
         );
+    }
+
+    #[test]
+    fn a_batch_queued_across_a_reset_cannot_note_its_cursors() {
+        let dir = tempfile::tempdir().unwrap();
+        let idx = TextIndex::open(dir.path(), true).unwrap();
+        let file = "dev/2026-11.jsonl".to_string();
+        // The writer thread takes the epoch and queues its change...
+        let epoch = idx.epoch();
+        idx.upsert(&memory("a", "main", "queued before the reset", None))
+            .unwrap();
+        // ...another thread's commit fails and resets the writer...
+        idx.reset_writer().unwrap();
+        // ...so the batch's cursors are refused: its change was dropped.
+        let later = Cursor {
+            offset: 30,
+            lines: 1,
+        };
+        assert!(idx.note_cursors(epoch, &[(file.clone(), later)]).is_err());
+        assert_eq!(
+            idx.applied_cursors().get(&file),
+            None,
+            "catch-up starts over"
+        );
+        idx.commit().unwrap();
+        assert_eq!(idx.num_docs(), 0);
+        // A batch started after the reset notes as usual.
+        idx.note_cursors(idx.epoch(), &[(file.clone(), later)])
+            .unwrap();
+        assert_eq!(idx.applied_cursors().get(&file), Some(&later));
     }
 
     #[test]
