@@ -68,8 +68,8 @@
 //! - [`sync`]: Syncthing glue for several devices (`.stignore`, folder and
 //!   peers over its REST API, status); [`migrate`]: `memd import --from memory-hub`.
 //! - [`backup`], [`transfer`], [`doctor`]: backups with signed, checksummed manifests,
-//!   import/export, readiness checks; [`disk`], [`loopback`]: free space and
-//!   the CLI's HTTP client for a running daemon.
+//!   import/export, readiness checks; [`disk`], [`client`]: free space and
+//!   the one outbound HTTP client (daemon, Syncthing, model endpoint).
 //! - [`policy`]: content normalisation, credential refusal over text, title and
 //!   tags (NFKC + confusables; secret writes are exempt), tier assignment.
 //! - [`hub`]: the application service every surface calls: the single writer
@@ -137,6 +137,7 @@
 pub mod audit;
 pub mod auth;
 pub mod backup;
+pub mod client;
 pub mod cmd;
 pub mod config;
 pub mod console;
@@ -151,7 +152,6 @@ pub mod hub;
 pub mod ids;
 pub mod index;
 pub mod lifecycle;
-pub mod loopback;
 pub mod mcp;
 pub mod migrate;
 pub mod model;

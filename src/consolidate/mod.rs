@@ -95,7 +95,7 @@ impl Default for SleepConfig {
 pub enum ModelKind {
     /// No model: the deterministic pass only.
     None,
-    /// An OpenAI-compatible `POST {baseUrl}/chat/completions` (plain `http://` only).
+    /// An OpenAI-compatible `POST {baseUrl}/chat/completions` (`http://` or `https://`).
     Openai,
     /// An external command: JSON on stdin, JSON operations on stdout.
     Command,
@@ -159,9 +159,14 @@ impl SleepConfig {
             ));
         }
         match self.model.kind {
-            ModelKind::Openai if !self.model.base_url.starts_with("http://") => Err(
-                Error::invalid("sleep.model.baseUrl must be a plain http:// URL (a local server)"),
-            ),
+            ModelKind::Openai
+                if !(self.model.base_url.starts_with("http://")
+                    || self.model.base_url.starts_with("https://")) =>
+            {
+                Err(Error::invalid(
+                    "sleep.model.baseUrl must be an http:// or https:// URL",
+                ))
+            }
             ModelKind::Command if self.model.command.is_empty() => Err(Error::invalid(
                 "sleep.model.command must name the program to run",
             )),
@@ -461,7 +466,7 @@ fn apply_folds(hub: &Hub, view: &JournalView, run_id: &str, report: &mut RunRepo
                     before: h.last.clone(),
                 }),
                 // Forgotten or expired meanwhile: nothing left to fold.
-                Err(Error::NotFound(_)) => {}
+                Err(Error::NotFound { .. }) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -600,7 +605,9 @@ mod tests {
         cfg = SleepConfig::default();
         cfg.model.kind = ModelKind::Openai;
         cfg.model.base_url = "https://example.invalid/v1".into();
-        assert!(cfg.validate().unwrap_err().to_string().contains("http://"));
+        cfg.validate().unwrap();
+        cfg.model.base_url = "ftp://example.invalid/v1".into();
+        assert!(cfg.validate().unwrap_err().to_string().contains("https://"));
         cfg.model.kind = ModelKind::Command;
         assert!(cfg.validate().is_err());
     }
