@@ -34,6 +34,7 @@ mod scale;
 mod semantic;
 mod serve;
 mod side_channels;
+mod tidy;
 mod transfer;
 mod watch;
 mod write_rules;
