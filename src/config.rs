@@ -212,7 +212,7 @@ impl Default for SleepConfig {
 pub enum ModelKind {
     /// No model: the deterministic pass only.
     None,
-    /// An OpenAI-compatible `POST {baseUrl}/chat/completions` (plain `http://` only).
+    /// An OpenAI-compatible `POST {baseUrl}/chat/completions` (`http://` or `https://`).
     Openai,
     /// An external command: JSON on stdin, JSON operations on stdout.
     Command,
@@ -277,9 +277,14 @@ impl SleepConfig {
             ));
         }
         match self.model.kind {
-            ModelKind::Openai if !self.model.base_url.starts_with("http://") => Err(
-                Error::invalid("sleep.model.baseUrl must be a plain http:// URL (a local server)"),
-            ),
+            ModelKind::Openai
+                if !(self.model.base_url.starts_with("http://")
+                    || self.model.base_url.starts_with("https://")) =>
+            {
+                Err(Error::invalid(
+                    "sleep.model.baseUrl must be an http:// or https:// URL",
+                ))
+            }
             ModelKind::Command if self.model.command.is_empty() => Err(Error::invalid(
                 "sleep.model.command must name the program to run",
             )),

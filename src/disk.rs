@@ -4,24 +4,10 @@
 use std::path::Path;
 
 /// Bytes free for unprivileged users and total bytes, or `None` if the OS
-/// cannot tell.
-#[allow(unsafe_code)]
-// The statvfs field types are narrower than u64 on some platforms.
-#[allow(clippy::unnecessary_cast)]
+/// cannot tell (the path does not exist, or the platform has no such call).
 pub fn space(path: &Path) -> Option<(u64, u64)> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
-    let mut st = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
-    // SAFETY: `c` is a valid NUL-terminated path and `st` points to writable
-    // memory of the right size; statvfs only writes into it.
-    let rc = unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) };
-    if rc != 0 {
-        return None;
-    }
-    // SAFETY: statvfs returned 0, so it filled the whole struct.
-    let st = unsafe { st.assume_init() };
-    let frsize = st.f_frsize as u64;
-    Some((st.f_bavail as u64 * frsize, st.f_blocks as u64 * frsize))
+    let stats = fs4::statvfs(path).ok()?;
+    Some((stats.available_space(), stats.total_space()))
 }
 
 #[cfg(test)]

@@ -593,7 +593,7 @@ fn documents(layout: &Layout, config: Option<&Config>) -> Check {
 /// Sends `GET /v1/health` to the configured address.
 fn daemon(listen: &str) -> Check {
     let hint = Some("start it with `memd serve` (or the systemd unit in scripts/)");
-    match crate::loopback::get(listen, "/v1/health", None, Duration::from_secs(2)) {
+    match crate::client::get(listen, "/v1/health", None, Duration::from_secs(2)) {
         Ok(r) if r.status == 200 => check(
             "daemon",
             Status::Ok,

@@ -30,6 +30,13 @@ pub enum ErrorCode {
     /// The disk (or the user's quota) holding the root is full; nothing was
     /// stored. Retry once space is freed.
     StorageFull,
+    /// A service this operation depends on (the memd daemon, the
+    /// consolidation model server) could not be reached or did not answer in
+    /// time; nothing was changed by this call. Retry later.
+    Unavailable,
+    /// A service this operation depends on answered with something unusable
+    /// (not HTTP, too large, not the expected JSON).
+    UpstreamInvalid,
     /// An invariant broke; the log has the details.
     Internal,
 }
@@ -46,6 +53,8 @@ impl ErrorCode {
         ErrorCode::RateLimited,
         ErrorCode::Storage,
         ErrorCode::StorageFull,
+        ErrorCode::Unavailable,
+        ErrorCode::UpstreamInvalid,
         ErrorCode::Internal,
     ];
 
@@ -61,7 +70,45 @@ impl ErrorCode {
             ErrorCode::RateLimited => "RATE_LIMITED",
             ErrorCode::Storage => "STORAGE",
             ErrorCode::StorageFull => "STORAGE_FULL",
+            ErrorCode::Unavailable => "UNAVAILABLE",
+            ErrorCode::UpstreamInvalid => "UPSTREAM_INVALID",
             ErrorCode::Internal => "INTERNAL",
+        }
+    }
+
+    /// The code with this wire name, e.g. `INVALID_INPUT`.
+    pub fn parse(name: &str) -> Option<ErrorCode> {
+        ErrorCode::ALL.iter().copied().find(|c| c.as_str() == name)
+    }
+
+    /// The HTTP status of this code. The one status ↔ code table: the server
+    /// answers with it, and clients read it back with [`ErrorCode::from_status`].
+    pub fn http_status(self) -> u16 {
+        match self {
+            ErrorCode::InvalidInput => 400,
+            ErrorCode::Unauthorized => 401,
+            ErrorCode::Forbidden => 403,
+            ErrorCode::NotFound => 404,
+            ErrorCode::RateLimited => 429,
+            ErrorCode::RootLocked | ErrorCode::EmbeddingUnavailable | ErrorCode::Unavailable => 503,
+            ErrorCode::UpstreamInvalid => 502,
+            ErrorCode::StorageFull => 507,
+            ErrorCode::Storage | ErrorCode::Internal => 500,
+        }
+    }
+
+    /// The code of an error reply that carries no readable envelope: the
+    /// first code of the table with this status, `UNAVAILABLE` for other
+    /// 503s and gateway timeouts, `INTERNAL` for anything else.
+    pub fn from_status(status: u16) -> ErrorCode {
+        match status {
+            503 | 504 => ErrorCode::Unavailable,
+            502 => ErrorCode::UpstreamInvalid,
+            _ => ErrorCode::ALL
+                .iter()
+                .copied()
+                .find(|c| c.http_status() == status && *c != ErrorCode::Storage)
+                .unwrap_or(ErrorCode::Internal),
         }
     }
 
@@ -74,6 +121,7 @@ impl ErrorCode {
                 | ErrorCode::StorageFull
                 | ErrorCode::EmbeddingUnavailable
                 | ErrorCode::RateLimited
+                | ErrorCode::Unavailable
         )
     }
 
@@ -87,6 +135,8 @@ impl ErrorCode {
             ErrorCode::EmbeddingUnavailable => 6,
             ErrorCode::RateLimited => 7,
             ErrorCode::StorageFull => 8,
+            ErrorCode::Unavailable => 9,
+            ErrorCode::UpstreamInvalid => 10,
             ErrorCode::Storage | ErrorCode::Internal => 1,
         }
     }
@@ -98,9 +148,14 @@ pub enum Error {
     /// Input was rejected; the message says why.
     #[error("{0}")]
     Invalid(String),
-    /// No visible memory has this id.
-    #[error("no memory with id {0:?}")]
-    NotFound(String),
+    /// Nothing visible to the caller has this id.
+    #[error("no {what} with id {id:?}")]
+    NotFound {
+        /// What kind of thing was looked for: "memory", "consolidation run", …
+        what: &'static str,
+        /// The id that was asked for.
+        id: String,
+    },
     /// The caller may not do this.
     #[error("{0}")]
     Forbidden(String),
@@ -139,6 +194,37 @@ pub enum Error {
          Free some space and retry"
     )]
     StorageFull(String),
+    /// A service this operation depends on could not be reached or did not
+    /// answer in time.
+    #[error("{service} is unavailable: {reason}")]
+    Unavailable {
+        /// Who did not answer, e.g. "the memd daemon at 127.0.0.1:8787".
+        service: String,
+        /// What happened, in a few words ("connection refused").
+        reason: String,
+        /// The transport error, if there was one.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
+    /// A service this operation depends on answered with something unusable.
+    #[error("{service} sent an unusable answer: {reason}")]
+    UpstreamInvalid {
+        /// Who answered.
+        service: String,
+        /// What was wrong with the answer.
+        reason: String,
+        /// The transport or decoding error, if there was one.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
+    /// A memd daemon answered a request with this error envelope.
+    #[error("{message}")]
+    Reply {
+        /// The envelope's stable code (or the one its HTTP status stands for).
+        code: ErrorCode,
+        /// The envelope's message.
+        message: String,
+    },
     /// An invariant broke.
     #[error("internal error: {0}")]
     Internal(String),
@@ -149,7 +235,7 @@ impl Error {
     pub fn code(&self) -> ErrorCode {
         match self {
             Error::Invalid(_) => ErrorCode::InvalidInput,
-            Error::NotFound(_) => ErrorCode::NotFound,
+            Error::NotFound { .. } => ErrorCode::NotFound,
             Error::Forbidden(_) => ErrorCode::Forbidden,
             Error::RootLocked { .. } => ErrorCode::RootLocked,
             Error::EmbeddingUnavailable(_) => ErrorCode::EmbeddingUnavailable,
@@ -158,6 +244,9 @@ impl Error {
                 ErrorCode::StorageFull
             }
             Error::Io { .. } | Error::Sqlite(_) | Error::Tantivy(_) => ErrorCode::Storage,
+            Error::Unavailable { .. } => ErrorCode::Unavailable,
+            Error::UpstreamInvalid { .. } => ErrorCode::UpstreamInvalid,
+            Error::Reply { code, .. } => *code,
             Error::Internal(_) => ErrorCode::Internal,
         }
     }
@@ -201,6 +290,32 @@ impl Error {
             },
             _ => Error::Internal(format!("write not stored: {self}")),
         }
+    }
+
+    /// "No `what` with id `id`".
+    pub fn not_found(what: &'static str, id: impl Into<String>) -> Self {
+        Error::NotFound {
+            what,
+            id: id.into(),
+        }
+    }
+
+    /// A daemon's error reply read back: the envelope's code and message, or
+    /// the code the status stands for when the body is no envelope.
+    pub fn from_reply(status: u16, body: &str) -> Self {
+        let value: Option<serde_json::Value> = serde_json::from_str(body).ok();
+        let envelope = value.as_ref().and_then(|v| v.get("error"));
+        let code = envelope
+            .and_then(|e| e.get("code"))
+            .and_then(serde_json::Value::as_str)
+            .and_then(ErrorCode::parse)
+            .unwrap_or_else(|| ErrorCode::from_status(status));
+        let message = envelope
+            .and_then(|e| e.get("message"))
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("HTTP status {status}"));
+        Error::Reply { code, message }
     }
 
     /// Shorthand for an input error.
@@ -274,10 +389,58 @@ mod tests {
     use super::*;
 
     #[test]
+    fn not_found_names_what_was_missing() {
+        let e = Error::not_found("consolidation run", "run-1");
+        assert_eq!(e.to_string(), r#"no consolidation run with id "run-1""#);
+        assert_eq!(
+            Error::not_found("memory", "f-1").to_string(),
+            r#"no memory with id "f-1""#
+        );
+    }
+
+    #[test]
+    fn status_table_reads_back() {
+        for &code in ErrorCode::ALL {
+            assert_eq!(ErrorCode::parse(code.as_str()), Some(code));
+            let back = ErrorCode::from_status(code.http_status());
+            // Codes that share a status read back as the first of them.
+            assert_eq!(back.http_status(), code.http_status(), "{code:?}");
+        }
+        assert_eq!(ErrorCode::from_status(500), ErrorCode::Internal);
+        assert_eq!(ErrorCode::from_status(418), ErrorCode::Internal);
+        assert_eq!(ErrorCode::parse("NOPE"), None);
+    }
+
+    #[test]
     fn codes_are_stable_strings() {
         let table = [
             (Error::invalid("x"), "INVALID_INPUT", false),
-            (Error::NotFound("a".into()), "NOT_FOUND", false),
+            (Error::not_found("memory", "a"), "NOT_FOUND", false),
+            (
+                Error::Unavailable {
+                    service: "the memd daemon at 127.0.0.1:9".into(),
+                    reason: "connection refused".into(),
+                    source: None,
+                },
+                "UNAVAILABLE",
+                true,
+            ),
+            (
+                Error::UpstreamInvalid {
+                    service: "the consolidation model".into(),
+                    reason: "more than 1 MiB".into(),
+                    source: None,
+                },
+                "UPSTREAM_INVALID",
+                false,
+            ),
+            (
+                Error::from_reply(401, r#"{"error":{"code":"UNAUTHORIZED","message":"no"}}"#),
+                "UNAUTHORIZED",
+                false,
+            ),
+            (Error::from_reply(503, "<html>"), "UNAVAILABLE", true),
+            (Error::from_reply(404, ""), "NOT_FOUND", false),
             (Error::Forbidden("f".into()), "FORBIDDEN", false),
             (
                 Error::RootLocked {

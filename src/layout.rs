@@ -141,11 +141,7 @@ pub fn tighten_tree(path: &Path) -> std::io::Result<()> {
 /// `memd` calls it first thing; libraries embedding the hub may too.
 #[allow(unsafe_code)]
 pub fn private_umask() {
-    // SAFETY: umask only swaps the process's file-creation mask; it cannot
-    // fail and touches no memory.
-    unsafe {
-        libc::umask(0o077);
-    }
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
 }
 
 /// Creates (or truncates) `path` readable and writable by its owner only,

@@ -55,7 +55,7 @@
 //!  search   relevance                            ranking over the index
 //!  index    query   embed   sync                 derived index, query plans, embedders
 //!  store    lifecycle   policy   schedule        source of truth and pure rules
-//!  error model ids layout analysis disk loopback foundation: types, paths, text analysis
+//!  error model ids layout analysis disk client foundation: types, paths, text analysis
 //! ```
 //!
 //! A sub-config lives with the module it configures when that module sits
@@ -74,7 +74,7 @@
 //! | `layout` | `error` |
 //! | `analysis` | — |
 //! | `disk` | `error` |
-//! | `loopback` | `error` |
+//! | `client` | `error` |
 //! | `policy` | `error`, `model` |
 //! | `lifecycle` | `error`, `ids`, `model` |
 //! | `schedule` | `error`, `layout` |
@@ -82,7 +82,7 @@
 //! | `embed` | `analysis`, `error`, `layout` |
 //! | `query` | `analysis` |
 //! | `index` | `analysis`, `embed`, `error`, `layout`, `lifecycle`, `model`, `store` |
-//! | `sync` | `error`, `layout`, `loopback`, `store` |
+//! | `sync` | `error`, `layout`, `client`, `store` |
 //! | `search` | `analysis`, `embed`, `error`, `index`, `lifecycle`, `model`, `query` |
 //! | `relevance` | `analysis`, `embed`, `error`, `index`, `query`, `search` |
 //! | `auth` | `error`, `ids`, `index`, `layout`, `model`, `store` |
@@ -93,7 +93,7 @@
 //! | `transfer` | `error`, `hub`, `layout`, `model`, `store` |
 //! | `migrate` | `error`, `hub`, `model`, `store`, `transfer` |
 //! | `backup` | `config`, `error`, `ids`, `layout`, `model`, `store` |
-//! | `doctor` | `config`, `embed`, `error`, `index`, `layout`, `loopback`, `model`, `store` |
+//! | `doctor` | `config`, `embed`, `error`, `index`, `layout`, `client`, `model`, `store` |
 //! | `eval` | `config`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `search` |
 //! | `consolidate` | `analysis`, `config`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `policy`, `schedule`, `store` |
 //! | `scheduler` | `backup`, `config`, `consolidate`, `error`, `hub`, `layout`, `schedule` |
@@ -143,8 +143,8 @@
 //! - [`sync`]: Syncthing glue for several devices (`.stignore`, folder and
 //!   peers over its REST API, status); [`migrate`]: `memd import --from memory-hub`.
 //! - [`backup`], [`transfer`], [`doctor`]: backups with signed, checksummed manifests,
-//!   import/export, readiness checks; [`disk`], [`loopback`]: free space and
-//!   the CLI's HTTP client for a running daemon.
+//!   import/export, readiness checks; [`disk`], [`client`]: free space and
+//!   the one outbound HTTP client (daemon, Syncthing, model endpoint).
 //! - [`policy`]: content normalisation, credential refusal over text, title and
 //!   tags (NFKC + confusables; secret writes are exempt), tier assignment.
 //! - [`hub`]: the application service every surface calls: the single writer
@@ -217,6 +217,7 @@ pub mod analysis;
 pub mod audit;
 pub mod auth;
 pub mod backup;
+pub mod client;
 pub mod cmd;
 pub mod config;
 pub mod console;
@@ -232,7 +233,6 @@ pub mod ids;
 pub mod index;
 pub mod layout;
 pub mod lifecycle;
-pub mod loopback;
 pub mod mcp;
 pub mod migrate;
 pub mod model;

@@ -15,9 +15,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::client;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
-use crate::loopback;
 use crate::store::syncfiles;
 
 const TIMEOUT: Duration = Duration::from_secs(5);
@@ -68,14 +68,16 @@ impl Syncthing {
 
     fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Value> {
         let body = body.map(Value::to_string);
-        let r = loopback::request(
-            &self.addr,
+        let url = format!("http://{}{path}", self.addr);
+        let r = client::send(&client::Request {
+            service: "Syncthing",
             method,
-            path,
-            &[("X-API-Key", &self.key)],
-            body.as_deref(),
-            TIMEOUT,
-        )?;
+            url: &url,
+            headers: &[("X-API-Key", &self.key)],
+            json: body.as_deref().map(str::as_bytes),
+            timeout: TIMEOUT,
+            body_limit: client::LOOPBACK_BODY_LIMIT,
+        })?;
         if !(200..300).contains(&r.status) {
             return Err(Error::Internal(format!(
                 "Syncthing answered {method} {path} with HTTP {}: {}",

@@ -363,7 +363,7 @@ pub fn revoke(path: &Path, name: &str) -> Result<TokenInfo> {
         .tokens
         .iter_mut()
         .find(|t| t.name == name && t.revoked_at.is_none())
-        .ok_or_else(|| Error::NotFound(name.to_string()))?;
+        .ok_or_else(|| Error::not_found("token", name))?;
     token.revoked_at = Some(Utc::now());
     let info = TokenInfo::from(&*token);
     write_file(path, &file)?;

@@ -19,20 +19,21 @@ pub struct Args {
 
 pub(super) fn run(cli: &super::Cli, config: &Config, args: &Args) -> anyhow::Result<()> {
     let addr = args.addr.clone().unwrap_or_else(|| config.listen.clone());
-    let response = crate::loopback::get(
+    let response = crate::client::get(
         &addr,
         "/v1/health",
         args.token.as_deref(),
         Duration::from_secs(5),
     )?;
-    let body: serde_json::Value = serde_json::from_str(&response.body)
-        .map_err(|e| crate::Error::Internal(format!("{addr} did not answer JSON: {e}")))?;
     if response.status != 200 {
-        anyhow::bail!(crate::Error::Internal(format!(
-            "{addr} answered HTTP {}: {body}",
-            response.status
-        )));
+        anyhow::bail!(crate::Error::from_reply(response.status, &response.body));
     }
+    let body: serde_json::Value =
+        serde_json::from_str(&response.body).map_err(|e| crate::Error::UpstreamInvalid {
+            service: format!("the memd daemon at {addr}"),
+            reason: "its health answer is not JSON".into(),
+            source: Some(Box::new(e)),
+        })?;
     if cli.json {
         return super::print_json(&body);
     }

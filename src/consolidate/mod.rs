@@ -335,7 +335,7 @@ fn apply_folds(hub: &Hub, view: &JournalView, run_id: &str, report: &mut RunRepo
                     before: h.last.clone(),
                 }),
                 // Forgotten or expired meanwhile: nothing left to fold.
-                Err(Error::NotFound(_)) => {}
+                Err(Error::NotFound { .. }) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -448,7 +448,9 @@ mod tests {
         cfg = SleepConfig::default();
         cfg.model.kind = ModelKind::Openai;
         cfg.model.base_url = "https://example.invalid/v1".into();
-        assert!(cfg.validate().unwrap_err().to_string().contains("http://"));
+        cfg.validate().unwrap();
+        cfg.model.base_url = "ftp://example.invalid/v1".into();
+        assert!(cfg.validate().unwrap_err().to_string().contains("https://"));
         cfg.model.kind = ModelKind::Command;
         assert!(cfg.validate().is_err());
     }

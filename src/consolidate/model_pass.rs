@@ -3,9 +3,8 @@
 //! through the normal write path.
 //!
 //! Two transports: an OpenAI-compatible `POST {baseUrl}/chat/completions`
-//! (a local llama.cpp or Ollama server; a minimal HTTP/1.1 client over
-//! `TcpStream`, plain `http://` only — there is no TLS, so point it at a
-//! server on this machine or a trusted network), or an external command that
+//! (a local llama.cpp or Ollama server, or a hosted API over `https://`; see
+//! [`crate::client`] for TLS, timeouts and limits), or an external command that
 //! reads `{"instructions", "scene", "memories"}` as JSON on stdin and prints
 //! `{"operations": [...]}` on stdout.
 //!
@@ -32,8 +31,7 @@
 //! A refused operation is listed in the report with its reason and never applied.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -172,7 +170,9 @@ pub(crate) fn run(
         let owner_scene = privacy.sensitive_audiences.contains(&scene);
         if let Err(e) = run_scene(hub, cfg, opts, &scene, owner_scene, &shown, run_id, report) {
             tracing::warn!(sleep.run = run_id, sleep.scene = %scene, error = %e, "consolidation model pass failed for a scene");
-            first_error.get_or_insert(Error::Internal(format!("scene {scene}: {e}")));
+            // The error keeps its code (a model server that is down stays
+            // retryable UNAVAILABLE); the log above names the scene.
+            first_error.get_or_insert(e);
         }
     }
     first_error.map_or(Ok(()), Err)
@@ -557,114 +557,33 @@ fn ask_openai(cfg: &ModelConfig, scene: &Scene, memories: &[InputMemory]) -> Res
         })
 }
 
-/// POSTs JSON over plain HTTP/1.1 and returns the status and body.
+/// Largest answer read from the model endpoint, in bytes.
+const MODEL_BODY_LIMIT: u64 = 8 * 1024 * 1024;
+
+/// POSTs JSON to the model endpoint (`http://` or `https://`) and returns the
+/// status and body. A server that is down or too slow is `UNAVAILABLE`
+/// (retryable); an answer over 8 MiB is `UPSTREAM_INVALID`.
 pub fn post_json(
     url: &str,
     body: &serde_json::Value,
     bearer: Option<&str>,
     timeout: Duration,
 ) -> Result<(u16, String)> {
-    let fail = |what: String| Error::Internal(format!("{url}: {what}"));
-    let rest = url
-        .strip_prefix("http://")
-        .ok_or_else(|| Error::invalid(format!("{url}: only plain http:// URLs are supported")))?;
-    let (authority, path) = match rest.find('/') {
-        Some(i) => (&rest[..i], &rest[i..]),
-        None => (rest, "/"),
-    };
-    let host_port = if authority.contains(':') && !authority.ends_with(']') {
-        authority.to_string()
-    } else {
-        format!("{authority}:80")
-    };
-    let addr = host_port
-        .to_socket_addrs()
-        .map_err(|e| fail(format!("cannot resolve {authority}: {e}")))?
-        .next()
-        .ok_or_else(|| fail(format!("no address for {authority}")))?;
-    let mut stream =
-        TcpStream::connect_timeout(&addr, timeout).map_err(|e| fail(format!("connect: {e}")))?;
-    stream
-        .set_read_timeout(Some(timeout))
-        .and_then(|()| stream.set_write_timeout(Some(timeout)))
-        .map_err(|e| fail(format!("socket: {e}")))?;
     let payload = serde_json::to_vec(body).expect("JSON serialises");
-    let mut head = format!(
-        "POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n\
-         Accept: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
-        payload.len()
-    );
-    if let Some(key) = bearer {
-        head.push_str(&format!("Authorization: Bearer {key}\r\n"));
-    }
-    head.push_str("\r\n");
-    stream
-        .write_all(head.as_bytes())
-        .and_then(|()| stream.write_all(&payload))
-        .map_err(|e| fail(format!("send: {e}")))?;
-    let mut reader = BufReader::new(stream);
-    let mut line = String::new();
-    reader
-        .read_line(&mut line)
-        .map_err(|e| fail(format!("read: {e}")))?;
-    let status: u16 = line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| fail(format!("not an HTTP answer: {:?}", line.trim())))?;
-    let mut length: Option<usize> = None;
-    let mut chunked = false;
-    loop {
-        line.clear();
-        reader
-            .read_line(&mut line)
-            .map_err(|e| fail(format!("read: {e}")))?;
-        let header = line.trim();
-        if header.is_empty() {
-            break;
-        }
-        if let Some((name, value)) = header.split_once(':') {
-            let (name, value) = (name.trim().to_ascii_lowercase(), value.trim());
-            if name == "content-length" {
-                length = value.parse().ok();
-            } else if name == "transfer-encoding" && value.eq_ignore_ascii_case("chunked") {
-                chunked = true;
-            }
-        }
-    }
-    let mut bytes = Vec::new();
-    if chunked {
-        loop {
-            line.clear();
-            reader
-                .read_line(&mut line)
-                .map_err(|e| fail(format!("read: {e}")))?;
-            let size = usize::from_str_radix(line.trim().split(';').next().unwrap_or(""), 16)
-                .map_err(|_| fail(format!("bad chunk size {:?}", line.trim())))?;
-            if size == 0 {
-                break;
-            }
-            let start = bytes.len();
-            bytes.resize(start + size, 0);
-            reader
-                .read_exact(&mut bytes[start..])
-                .map_err(|e| fail(format!("read: {e}")))?;
-            line.clear();
-            reader
-                .read_line(&mut line)
-                .map_err(|e| fail(format!("read: {e}")))?;
-        }
-    } else if let Some(n) = length {
-        bytes.resize(n, 0);
-        reader
-            .read_exact(&mut bytes)
-            .map_err(|e| fail(format!("read: {e}")))?;
-    } else {
-        reader
-            .read_to_end(&mut bytes)
-            .map_err(|e| fail(format!("read: {e}")))?;
-    }
-    Ok((status, String::from_utf8_lossy(&bytes).into_owned()))
+    let auth = bearer.map(|key| format!("Bearer {key}"));
+    let mut headers = vec![("Accept", "application/json")];
+    headers.extend(auth.as_deref().map(|a| ("Authorization", a)));
+    let service = format!("the consolidation model at {url}");
+    let r = crate::client::send(&crate::client::Request {
+        service: &service,
+        method: "POST",
+        url,
+        headers: &headers,
+        json: Some(&payload),
+        timeout,
+        body_limit: MODEL_BODY_LIMIT,
+    })?;
+    Ok((r.status, r.body))
 }
 
 #[cfg(test)]

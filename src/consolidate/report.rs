@@ -248,7 +248,7 @@ pub fn load(layout: &Layout, run: &str) -> Result<RunReport> {
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(Error::NotFound(format!("consolidation run {run}")));
+            return Err(Error::not_found("consolidation run", run.to_string()));
         }
         Err(e) => return Err(e).ctx("cannot read", &path),
     };

@@ -115,7 +115,7 @@ pub fn rollback(hub: &Hub, target: &Target, dry_run: bool) -> Result<RollbackRep
         && to_restore.is_empty()
         && report::load(hub.layout(), run).is_err()
     {
-        return Err(Error::NotFound(format!("consolidation run {run}")));
+        return Err(Error::not_found("consolidation run", run.to_string()));
     }
     let mut out = RollbackReport {
         target: target.to_string(),
@@ -133,7 +133,7 @@ pub fn rollback(hub: &Hub, target: &Target, dry_run: bool) -> Result<RollbackRep
         match hub.forget(&id, Some(reason.clone()), ROLLBACK_SOURCE, &Filter::all()) {
             Ok(()) => out.forgotten.push(id),
             // Forgotten meanwhile by someone else: nothing left to undo.
-            Err(Error::NotFound(_)) => {}
+            Err(Error::NotFound { .. }) => {}
             Err(e) => return Err(e),
         }
     }

@@ -10,20 +10,10 @@ use axum::response::{IntoResponse, Response};
 
 use crate::error::{Error, ErrorCode};
 
-/// The HTTP status of each stable code. The only place this mapping exists.
+/// The HTTP status of each stable code, from the one table in
+/// [`ErrorCode::http_status`].
 pub fn status_of(code: ErrorCode) -> StatusCode {
-    match code {
-        ErrorCode::InvalidInput => StatusCode::BAD_REQUEST,
-        ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
-        ErrorCode::Forbidden => StatusCode::FORBIDDEN,
-        ErrorCode::NotFound => StatusCode::NOT_FOUND,
-        ErrorCode::RootLocked => StatusCode::SERVICE_UNAVAILABLE,
-        ErrorCode::EmbeddingUnavailable => StatusCode::SERVICE_UNAVAILABLE,
-        ErrorCode::RateLimited => StatusCode::TOO_MANY_REQUESTS,
-        ErrorCode::Storage => StatusCode::INTERNAL_SERVER_ERROR,
-        ErrorCode::StorageFull => StatusCode::INSUFFICIENT_STORAGE,
-        ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
-    }
+    StatusCode::from_u16(code.http_status()).expect("the table holds valid statuses")
 }
 
 /// An error on its way to becoming a response.
@@ -128,6 +118,8 @@ mod tests {
             (ErrorCode::RateLimited, 429),
             (ErrorCode::Storage, 500),
             (ErrorCode::StorageFull, 507),
+            (ErrorCode::Unavailable, 503),
+            (ErrorCode::UpstreamInvalid, 502),
             (ErrorCode::Internal, 500),
         ] {
             assert_eq!(status_of(code).as_u16(), status, "{code:?}");

@@ -130,6 +130,15 @@ fn preview(body: &str) -> String {
     p
 }
 
+/// "No category with id `name`" when the category is not visible; any other
+/// failure (storage, index) stays what it is.
+fn missing_category(e: Error, name: &str) -> Error {
+    match e {
+        Error::NotFound { .. } => Error::not_found("category", name),
+        other => other,
+    }
+}
+
 impl Hub {
     /// Reads one category visible under `filter`.
     fn read_category(&self, name: &str, filter: &Filter, full: bool) -> Result<Category> {
@@ -138,7 +147,7 @@ impl Hub {
         let doc_id = ids::doc_id(&rel);
         let visible = self
             .get(&doc_id, filter)
-            .map_err(|_| Error::NotFound(format!("category {name}")))?;
+            .map_err(|e| missing_category(e, name))?;
         let path = self.layout().memories().join(&rel);
         let text = std::fs::read_to_string(&path).ctx("cannot read category", &path)?;
         let updated_at = std::fs::metadata(&path)
@@ -182,7 +191,7 @@ impl Hub {
         for name in names {
             match self.read_category(&name, filter, false) {
                 Ok(c) => out.push(c),
-                Err(Error::NotFound(_)) => {}
+                Err(Error::NotFound { .. }) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -224,9 +233,13 @@ impl Hub {
         let path = self.layout().memories().join(&rel);
         if path.exists() {
             // Replacing needs the right to forget what is there now.
-            self.get(&ids::doc_id(&rel), writable).map_err(|_| {
-                Error::Forbidden(format!("category {name} belongs to another scene"))
-            })?;
+            self.get(&ids::doc_id(&rel), writable)
+                .map_err(|e| match e {
+                    Error::NotFound { .. } => {
+                        Error::Forbidden(format!("category {name} belongs to another scene"))
+                    }
+                    other => other,
+                })?;
         }
         let file = format!(
             "---\ntitle: \"{name}\"\nkind: category\ntags: [category, {slot}]\nscene: \"{scene}\"\n\
@@ -254,7 +267,7 @@ impl Hub {
         check_name(name)?;
         let rel = rel_path(name);
         self.get(&ids::doc_id(&rel), writable)
-            .map_err(|_| Error::NotFound(format!("category {name}")))?;
+            .map_err(|e| missing_category(e, name))?;
         let path = self.layout().memories().join(&rel);
         std::fs::remove_file(&path).ctx("cannot remove category", &path)?;
         self.sync_documents()?;

@@ -213,12 +213,12 @@ impl Hub {
             .get_many(&[id.to_string()], filter)?
             .remove(id)
             .filter(|m| m.origin == Origin::Fact)
-            .ok_or_else(|| Error::NotFound(id.to_string()))?;
+            .ok_or_else(|| Error::not_found("memory", id))?;
         let extras = self
             .index
             .meta
             .fact_extras(id)?
-            .ok_or_else(|| Error::NotFound(id.to_string()))?;
+            .ok_or_else(|| Error::not_found("memory", id))?;
         // An edit is recorded by this device and is not part of the run that wrote the fact.
         Ok(super::fact_from_row(m, extras, self.device.clone()))
     }

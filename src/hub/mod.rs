@@ -301,7 +301,7 @@ impl Hub {
             let first = chunks
                 .first()
                 .cloned()
-                .ok_or_else(|| Error::NotFound(id.to_string()))?;
+                .ok_or_else(|| Error::not_found("memory", id))?;
             let text = chunks
                 .iter()
                 .map(|c| c.text.as_str())
@@ -323,7 +323,7 @@ impl Hub {
             .meta
             .get_many(&[id.to_string()], filter)?
             .remove(id)
-            .ok_or_else(|| Error::NotFound(id.to_string()))?;
+            .ok_or_else(|| Error::not_found("memory", id))?;
         self.note_access([&m]);
         Ok(m)
     }

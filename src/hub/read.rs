@@ -300,7 +300,7 @@ impl Hub {
         });
         match self.get(&doc, &filter) {
             Ok(m) => Ok(Some(m)),
-            Err(Error::NotFound(_)) => Ok(None),
+            Err(Error::NotFound { .. }) => Ok(None),
             Err(e) => Err(e),
         }
     }
@@ -317,7 +317,7 @@ impl Hub {
     ) -> Result<Bootstrap> {
         let identity = match self.get(&ids::doc_id("user/identity.md"), filter) {
             Ok(m) => Some(m),
-            Err(Error::NotFound(_)) => None,
+            Err(Error::NotFound { .. }) => None,
             Err(e) => return Err(e),
         };
         let recent_titles = self

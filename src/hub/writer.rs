@@ -302,7 +302,7 @@ impl Hub {
                     if forgotten_in_batch.contains(&fact.id)
                         || self.index.meta.fact_state(&fact.id).ok().flatten() != Some(true)
                     {
-                        Err(Error::NotFound(fact.id.clone()))
+                        Err(Error::not_found("memory", fact.id.clone()))
                     } else if let Err(e) = fact.validate(&Self::pins(&self.config())) {
                         Err(e)
                     } else {
@@ -524,7 +524,7 @@ impl Hub {
         if let Some(old) = &req.supersedes
             && (self.index.meta.fact_state(old)? != Some(true) || forgotten_in_batch.contains(old))
         {
-            return Err(Error::NotFound(old.clone()));
+            return Err(Error::not_found("memory", old.clone()));
         }
         let now = self.now();
         // Exact duplicates of a live long-term memory reuse its id (NOOP).
@@ -618,14 +618,14 @@ impl Hub {
             )));
         }
         if forgotten_in_batch.contains(id) {
-            return Err(Error::NotFound(id.to_string()));
+            return Err(Error::not_found("memory", id));
         }
         if written_in_batch.contains(id) {
             return Ok(());
         }
         let visible = self.index.meta.get_many(&[id.to_string()], filter)?;
         if visible.is_empty() {
-            return Err(Error::NotFound(id.to_string()));
+            return Err(Error::not_found("memory", id));
         }
         Ok(())
     }

@@ -149,7 +149,7 @@ impl Upstream {
             } => {
                 let unreachable = |e: &dyn std::fmt::Display| {
                     CallError::new(
-                        ErrorCode::Storage,
+                        ErrorCode::Unavailable,
                         format!("the memd daemon at {base} did not answer: {e}"),
                     )
                 };
@@ -170,7 +170,15 @@ impl Upstream {
                 let status = res.status().as_u16();
                 let body = axum::body::to_bytes(Body::new(res.into_body()), MAX_RESPONSE_BYTES)
                     .await
-                    .map_err(|e| unreachable(&e))?;
+                    .map_err(|e| {
+                        CallError::new(
+                            ErrorCode::UpstreamInvalid,
+                            format!(
+                                "the memd daemon at {base} sent an unreadable answer \
+                                 (over {MAX_RESPONSE_BYTES} bytes, or cut short): {e}"
+                            ),
+                        )
+                    })?;
                 (status, body)
             }
             Upstream::InProcess(router) => {
@@ -207,14 +215,7 @@ fn decode(status: u16, body: &[u8]) -> Result<Value, CallError> {
     let code = envelope
         .and_then(|e| e.get("code"))
         .and_then(Value::as_str)
-        .unwrap_or(match status {
-            400 => "INVALID_INPUT",
-            401 => "UNAUTHORIZED",
-            403 => "FORBIDDEN",
-            404 => "NOT_FOUND",
-            507 => "STORAGE_FULL",
-            _ => "INTERNAL",
-        });
+        .unwrap_or(ErrorCode::from_status(status).as_str());
     let message = envelope
         .and_then(|e| e.get("message"))
         .and_then(Value::as_str)
@@ -240,6 +241,9 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.to_string(), "INVALID_INPUT: text must not be empty");
         assert_eq!(decode(403, b"").unwrap_err().code, "FORBIDDEN");
-        assert_eq!(decode(502, b"<html>").unwrap_err().code, "INTERNAL");
+        assert_eq!(decode(500, b"<html>").unwrap_err().code, "INTERNAL");
+        assert_eq!(decode(502, b"<html>").unwrap_err().code, "UPSTREAM_INVALID");
+        assert_eq!(decode(503, b"").unwrap_err().code, "UNAVAILABLE");
+        assert_eq!(decode(507, b"").unwrap_err().code, "STORAGE_FULL");
     }
 }

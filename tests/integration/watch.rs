@@ -126,7 +126,7 @@ fn a_changed_config_file_applies_editable_keys_without_restart() {
         .unwrap()
         .to_string();
     let limit = || {
-        let r = memory_hub::loopback::get(
+        let r = memory_hub::client::get(
             &addr,
             "/v1/config-state",
             Some(&token),
