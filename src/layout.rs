@@ -139,7 +139,6 @@ pub fn tighten_tree(path: &Path) -> std::io::Result<()> {
 /// Makes every file and directory this process creates private to its user
 /// (umask 077): SQLite, tantivy, the journal, backups and temp files alike.
 /// `memd` calls it first thing; libraries embedding the hub may too.
-#[allow(unsafe_code)]
 pub fn private_umask() {
     rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
 }

@@ -95,7 +95,7 @@
 //! | `backup` | `config`, `error`, `ids`, `layout`, `model`, `store` |
 //! | `doctor` | `config`, `embed`, `error`, `index`, `layout`, `client`, `model`, `store` |
 //! | `eval` | `config`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `search` |
-//! | `consolidate` | `analysis`, `config`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `policy`, `schedule`, `store` |
+//! | `consolidate` | `analysis`, `client`, `config`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `policy`, `schedule`, `store` |
 //! | `scheduler` | `backup`, `config`, `consolidate`, `error`, `hub`, `layout`, `schedule` |
 //! | `console` | — |
 //! | `http` | `audit`, `auth`, `config`, `consolidate`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `search`, `store` |
