@@ -164,5 +164,6 @@ pub mod store;
 pub mod sync;
 pub mod transfer;
 pub mod watch;
+pub mod when;
 
 pub use error::{Error, ErrorCode, Result};

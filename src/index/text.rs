@@ -33,6 +33,33 @@ use crate::store::journal::Cursor;
 /// How much a title match weighs against a body match.
 const TITLE_BOOST: f32 = 1.5;
 
+/// How much a match in the neighbouring turns of the same session weighs
+/// (see [`crate::index::neighbours`]).
+const CONTEXT_BOOST: f32 = 0.3;
+
+/// How much a match in the speaker's name weighs.
+const SPEAKER_BOOST: f32 = 0.5;
+
+/// How much a match in the event time's words (`8 May 2023`) weighs.
+const WHEN_BOOST: f32 = 0.5;
+
+/// The weights of the context, speaker and date fields; `MEMD_FIELD_WEIGHTS`
+/// (`context,speaker,when`) overrides them for weight tuning with `memd eval`.
+fn setting_boosts() -> [f32; 3] {
+    static W: std::sync::LazyLock<[f32; 3]> = std::sync::LazyLock::new(|| {
+        let mut w = [CONTEXT_BOOST, SPEAKER_BOOST, WHEN_BOOST];
+        if let Ok(v) = std::env::var("MEMD_FIELD_WEIGHTS") {
+            for (slot, x) in w.iter_mut().zip(v.split(',')) {
+                if let Ok(x) = x.trim().parse::<f32>() {
+                    *slot = x;
+                }
+            }
+        }
+        w
+    });
+    *W
+}
+
 /// Hits fetched beyond the limit so that ties at the cut are decided by id.
 const TIE_MARGIN: usize = 16;
 
@@ -50,6 +77,9 @@ struct Fields {
     title: Field,
     body: Field,
     chars: Field,
+    context: Field,
+    speaker: Field,
+    when: Field,
     ts: Field,
     expires: Field,
 }
@@ -76,6 +106,10 @@ fn schema() -> (Schema, Fields) {
         title: b.add_text_field("title", text(TEXT_TOKENIZER)),
         body: b.add_text_field("body", text(TEXT_TOKENIZER)),
         chars: b.add_text_field("chars", text(CHARS_TOKENIZER)),
+        // Neighbouring turns, speaker and event date: lower-weight fields.
+        context: b.add_text_field("context", text(TEXT_TOKENIZER)),
+        speaker: b.add_text_field("speaker", text(TEXT_TOKENIZER)),
+        when: b.add_text_field("when", text(TEXT_TOKENIZER)),
         ts: b.add_i64_field("ts", INDEXED),
         // Milliseconds; `i64::MAX` for memories that never expire.
         expires: b.add_i64_field("expires", INDEXED | FAST),
@@ -227,8 +261,10 @@ impl TextIndex {
         Ok(())
     }
 
-    /// Replaces (or adds) the document for `m`. Visible after [`TextIndex::commit`].
-    pub fn upsert(&self, m: &Memory) -> Result<()> {
+    /// Replaces (or adds) the document for `m`, with `context` (its
+    /// neighbours' text, see [`crate::index::neighbours`]) in a field of its
+    /// own. Visible after [`TextIndex::commit`].
+    pub fn upsert(&self, m: &Memory, context: &str) -> Result<()> {
         let mut guard = self.writer()?;
         let w = guard.as_mut().expect("opened by writer()");
         let f = &self.f;
@@ -260,6 +296,15 @@ impl TextIndex {
             format!("{}\n{body}", m.title.as_deref().unwrap_or("")),
         );
         doc.add_text(f.body, &body);
+        if !context.is_empty() {
+            doc.add_text(f.context, context);
+        }
+        if let Some(s) = &m.setting.speaker {
+            doc.add_text(f.speaker, s);
+        }
+        if let Some(when) = when_words(m) {
+            doc.add_text(f.when, when);
+        }
         doc.add_i64(f.ts, m.ts.timestamp_millis());
         doc.add_i64(
             f.expires,
@@ -378,25 +423,36 @@ impl TextIndex {
                 idx,
             ));
         }
-        Box::new(BooleanQuery::new(vec![
-            (
-                Occur::Should,
-                Box::new(TermQuery::new(
-                    TTerm::from_field_text(f.body, &term.text),
-                    idx,
-                )),
-            ),
-            (
-                Occur::Should,
-                Box::new(BoostQuery::new(
-                    Box::new(TermQuery::new(
-                        TTerm::from_field_text(f.title, &term.text),
-                        idx,
+        let [context, speaker, when] = setting_boosts();
+        let mut fields: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        for (field, boost) in [(f.context, context), (f.speaker, speaker), (f.when, when)] {
+            if boost > 0.0 {
+                fields.push((
+                    Occur::Should,
+                    Box::new(BoostQuery::new(
+                        Box::new(TermQuery::new(
+                            TTerm::from_field_text(field, &term.text),
+                            idx,
+                        )),
+                        boost,
                     )),
-                    TITLE_BOOST,
-                )),
-            ),
-        ]))
+                ));
+            }
+        }
+        let body: Box<dyn Query> = Box::new(TermQuery::new(
+            TTerm::from_field_text(f.body, &term.text),
+            idx,
+        ));
+        let title: Box<dyn Query> = Box::new(BoostQuery::new(
+            Box::new(TermQuery::new(
+                TTerm::from_field_text(f.title, &term.text),
+                idx,
+            )),
+            TITLE_BOOST,
+        ));
+        let mut clauses = vec![(Occur::Should, body), (Occur::Should, title)];
+        clauses.extend(fields);
+        Box::new(BooleanQuery::new(clauses))
     }
 
     fn filter_query(&self, filter: &Filter) -> Option<Box<dyn Query>> {
@@ -543,6 +599,20 @@ impl TextIndex {
         hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
         hits.truncate(limit);
         Ok(hits)
+    }
+}
+
+/// The words of a memory's event time for the `when` field: the time as
+/// given, and its date spelled out (`8 May 2023 2023-05-08`) when parsed.
+fn when_words(m: &Memory) -> Option<String> {
+    let s = &m.setting;
+    let spelled = s
+        .time_at
+        .map(|t| t.format("%-d %B %Y %Y-%m-%d").to_string());
+    match (&s.time, spelled) {
+        (Some(t), Some(d)) => Some(format!("{t} {d}")),
+        (Some(t), None) => Some(t.clone()),
+        (None, d) => d,
     }
 }
 

@@ -648,6 +648,7 @@ mod tests {
                 device: String::new(),
                 accesses: 0,
                 run: None,
+                setting: Default::default(),
             },
         }
     }

@@ -8,6 +8,7 @@ mod backup;
 mod cli;
 mod console;
 mod consolidate;
+mod context;
 mod crash;
 mod diskfull;
 mod doctor;
