@@ -780,6 +780,50 @@ mod tests {
     }
 
     #[test]
+    fn event_time_session_and_speaker_round_trip_and_are_validated() {
+        let put = r#"{"op":"put","v":1,"id":"fact-main-x-1","ts":"2026-01-02T03:04:05Z","scene":"main","kind":"note","stage":"long","text":"t","privacy":"normal","subject":"owner","source":"cli","importance":0.5,"time":"1:56 pm on 8 May, 2023","time_at":"2023-05-08T13:56:00Z","session":"1","speaker":"Mel"}"#;
+        let r: Record = serde_json::from_str(put).unwrap();
+        let Record::Put { fact, .. } = &r else {
+            panic!("a put")
+        };
+        assert_eq!(
+            fact.setting,
+            Setting::from_input(Some(" 1:56 pm on 8 May, 2023 "), Some("1"), Some("Mel"))
+        );
+        assert_eq!(serde_json::to_string(&r).unwrap(), put);
+        let pins = Pins {
+            sensitive: &[],
+            secret: &[],
+        };
+        r.validate(&pins).unwrap();
+        assert_eq!(
+            Setting::from_input(Some(" "), Some(""), None),
+            Setting::default()
+        );
+        for bad in [
+            Setting {
+                time: Some("x".repeat(MAX_SETTING_BYTES + 1)),
+                ..Setting::default()
+            },
+            Setting {
+                speaker: Some("a\nb".into()),
+                ..Setting::default()
+            },
+            Setting {
+                time_at: fact.setting.time_at,
+                ..Setting::default()
+            },
+        ] {
+            let mut f = fact.clone();
+            f.setting = bad;
+            assert_eq!(
+                f.validate(&pins).unwrap_err().code(),
+                crate::error::ErrorCode::InvalidInput
+            );
+        }
+    }
+
+    #[test]
     fn tags_and_kind() {
         assert_eq!(parse_tags(["a", " b ", "a", ""]).unwrap(), vec!["a", "b"]);
         assert!(parse_tags(["x".repeat(65)]).is_err());

@@ -272,3 +272,51 @@ async fn http_write_keeps_the_event_time_session_and_speaker_and_refuses_bad_one
         assert_eq!(err["error"]["code"], "INVALID_INPUT", "{err}");
     }
 }
+
+fn ingest(hub: &Hub, id: &str, text: &str, sent_at: &str) -> String {
+    let sent_at = chrono::DateTime::parse_from_rfc3339(sent_at)
+        .unwrap()
+        .with_timezone(&chrono::Utc);
+    hub.ingest(memory_hub::hub::IngestRequest {
+        scene: scene("qq:group:1"),
+        message_id: id.into(),
+        text: text.into(),
+        sender_id: Some("42".into()),
+        sender_name: Some("Li".into()),
+        from_owner: false,
+        from_self: false,
+        sent_at: Some(sent_at),
+        ttl: chrono::Duration::hours(24 * 7),
+        source: "qq".into(),
+        session: None,
+    })
+    .unwrap()
+    .id
+    .unwrap()
+}
+
+#[test]
+fn ingested_chat_of_one_day_in_one_scene_is_one_session() {
+    let root = TempRoot::new();
+    let hub = root.hub();
+    let now = chrono::Utc::now();
+    let day = |d: i64| {
+        (now - chrono::Duration::days(d))
+            .format("%Y-%m-%dT09:00:00Z")
+            .to_string()
+    };
+    let asked = ingest(&hub, "m1", "周末去不去爬山", &day(2));
+    let answer = ingest(&hub, "m2", "好啊，几点出发", &day(2));
+    let next_day = ingest(&hub, "m3", "早上八点", &day(1));
+    let got = hub.get(&answer, &Filter::all()).unwrap();
+    assert_eq!(got.setting.speaker.as_deref(), Some("Li"));
+    assert_eq!(got.setting.session, Some(day(2)[..10].to_string()));
+    assert!(got.setting.time_at.is_some());
+    let hits = search_ids(&hub, "爬山", 10);
+    assert_eq!(hits.first(), Some(&asked), "{hits:?}");
+    assert!(hits.contains(&answer), "{hits:?}");
+    assert!(
+        !hits.contains(&next_day),
+        "another day is another session: {hits:?}"
+    );
+}
