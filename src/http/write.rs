@@ -268,7 +268,7 @@ pub struct IngestBody {
     /// Hours to keep it searchable (default `ingest.ttlHours`, at most 168).
     #[serde(default)]
     ttl_hours: Option<u32>,
-    /// The conversation it belongs to (default: the scene's day).
+    /// The conversation it belongs to (default: none, the message stands alone).
     #[serde(default)]
     session: Option<String>,
 }

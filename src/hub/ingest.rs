@@ -44,8 +44,9 @@ pub struct IngestRequest {
     pub ttl: Duration,
     /// Who reports it (recorded as the source).
     pub source: String,
-    /// The conversation it belongs to; default: its scene's day (UTC date
-    /// of `sent_at`, else of now), so one day's chat in a scene is one session.
+    /// The conversation it belongs to, if the caller knows one (a thread, or
+    /// the scene's day); messages of one session are each other's search
+    /// context. Without it a message is a session of its own.
     pub session: Option<String>,
 }
 
@@ -207,16 +208,11 @@ impl Hub {
             w.tags = crate::model::parse_tags([format!("from:{sender}")])?;
         }
         w.expires_at = Some(expires_at);
-        let said = req.sent_at.map_or(now, |t| t.min(now));
-        let session = req
-            .session
-            .clone()
-            .unwrap_or_else(|| said.format("%Y-%m-%d").to_string());
         w.setting = crate::model::Setting::from_input(
             req.sent_at
                 .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
                 .as_deref(),
-            Some(&session),
+            req.session.as_deref(),
             req.sender_name.as_deref().or(req.sender_id.as_deref()),
         );
         w.source_message_id = Some(smid.clone());

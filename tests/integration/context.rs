@@ -273,7 +273,7 @@ async fn http_write_keeps_the_event_time_session_and_speaker_and_refuses_bad_one
     }
 }
 
-fn ingest(hub: &Hub, id: &str, text: &str, sent_at: &str) -> String {
+fn ingest(hub: &Hub, id: &str, text: &str, sent_at: &str, session: Option<&str>) -> String {
     let sent_at = chrono::DateTime::parse_from_rfc3339(sent_at)
         .unwrap()
         .with_timezone(&chrono::Utc);
@@ -288,7 +288,7 @@ fn ingest(hub: &Hub, id: &str, text: &str, sent_at: &str) -> String {
         sent_at: Some(sent_at),
         ttl: chrono::Duration::hours(24 * 7),
         source: "qq".into(),
-        session: None,
+        session: session.map(String::from),
     })
     .unwrap()
     .id
@@ -296,7 +296,7 @@ fn ingest(hub: &Hub, id: &str, text: &str, sent_at: &str) -> String {
 }
 
 #[test]
-fn ingested_chat_of_one_day_in_one_scene_is_one_session() {
+fn ingested_chat_given_a_session_is_context_for_its_neighbours() {
     let root = TempRoot::new();
     let hub = root.hub();
     let now = chrono::Utc::now();
@@ -305,18 +305,25 @@ fn ingested_chat_of_one_day_in_one_scene_is_one_session() {
             .format("%Y-%m-%dT09:00:00Z")
             .to_string()
     };
-    let asked = ingest(&hub, "m1", "周末去不去爬山", &day(2));
-    let answer = ingest(&hub, "m2", "好啊，几点出发", &day(2));
-    let next_day = ingest(&hub, "m3", "早上八点", &day(1));
+    let session = &day(2)[..10];
+    let asked = ingest(&hub, "m1", "周末去不去爬山", &day(2), Some(session));
+    let answer = ingest(&hub, "m2", "好啊，几点出发", &day(2), Some(session));
+    let next_day = ingest(&hub, "m3", "早上八点", &day(1), Some(&day(1)[..10]));
+    let alone = ingest(&hub, "m4", "我也去", &day(2), None);
     let got = hub.get(&answer, &Filter::all()).unwrap();
     assert_eq!(got.setting.speaker.as_deref(), Some("Li"));
-    assert_eq!(got.setting.session, Some(day(2)[..10].to_string()));
+    assert_eq!(got.setting.session.as_deref(), Some(session));
+    assert_eq!(
+        hub.get(&alone, &Filter::all()).unwrap().setting.session,
+        None
+    );
     assert!(got.setting.time_at.is_some());
     let hits = search_ids(&hub, "爬山", 10);
     assert_eq!(hits.first(), Some(&asked), "{hits:?}");
     assert!(hits.contains(&answer), "{hits:?}");
+    assert!(!hits.contains(&next_day), "another session: {hits:?}");
     assert!(
-        !hits.contains(&next_day),
-        "another day is another session: {hits:?}"
+        !hits.contains(&alone),
+        "no session, no neighbours: {hits:?}"
     );
 }
