@@ -9,9 +9,9 @@
 //! [`Hub::search`], restricted to the query's scene when it names one, once per
 //! requested mode. The temporary root is removed afterwards.
 //!
-//! Memories are written as plain text: the corpus `time`, `speaker` and
-//! `session` are not passed (LoCoMo turns already start with the speaker's
-//! name; the write path has no field for the others yet).
+//! The corpus `time`, `speaker` and `session` go through the normal write
+//! path as the memory's event time, speaker and session
+//! ([`crate::model::Setting`]), as an import of real history would.
 //!
 //! [`EvalOptions`] adds two things for inspection and speed: a per-query
 //! JSONL file (each query's ranked ids, relevant ids and the rank of the first
@@ -45,6 +45,14 @@ struct CorpusLine {
     text: String,
     #[serde(default)]
     scene: Option<String>,
+    /// When it happened (free text or ISO), written as the event time.
+    #[serde(default)]
+    time: Option<String>,
+    #[serde(default)]
+    speaker: Option<String>,
+    /// A number or a string.
+    #[serde(default)]
+    session: Option<serde_json::Value>,
 }
 
 /// Optional extras of [`run_with`].
@@ -217,11 +225,18 @@ pub fn run_with(
     for chunk in corpus.chunks(LOAD_BATCH) {
         let mut reqs = Vec::with_capacity(chunk.len());
         for line in chunk {
-            reqs.push(WriteRequest::new(
-                scene_of(line.scene.as_deref())?,
-                line.text.clone(),
-                "eval",
-            ));
+            let session = line.session.as_ref().map(|s| match s {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            });
+            let mut req =
+                WriteRequest::new(scene_of(line.scene.as_deref())?, line.text.clone(), "eval");
+            req.setting = crate::model::Setting::from_input(
+                line.time.as_deref(),
+                session.as_deref(),
+                line.speaker.as_deref(),
+            );
+            reqs.push(req);
         }
         for (line, outcome) in chunk.iter().zip(hub.write_batch(reqs)?) {
             let outcome = outcome

@@ -55,7 +55,8 @@
 //!  search   relevance                            ranking over the index
 //!  index    query   embed   sync                 derived index, query plans, embedders
 //!  store    lifecycle   policy   schedule        source of truth and pure rules
-//!  error model ids layout analysis disk client foundation: types, paths, text analysis
+//!  error model ids layout analysis disk client foundation: types, paths, text analysis,
+//!  when                                          dates, the outbound HTTP client
 //! ```
 //!
 //! A sub-config lives with the module it configures when that module sits
@@ -69,7 +70,8 @@
 //! | module | may import |
 //! |---|---|
 //! | `error` | — |
-//! | `model` | `error` |
+//! | `when` | — |
+//! | `model` | `error`, `when` |
 //! | `ids` | `error`, `model` |
 //! | `layout` | `error` |
 //! | `analysis` | — |
@@ -83,7 +85,7 @@
 //! | `query` | `analysis` |
 //! | `index` | `analysis`, `embed`, `error`, `layout`, `lifecycle`, `model`, `store` |
 //! | `sync` | `error`, `layout`, `client`, `store` |
-//! | `search` | `analysis`, `embed`, `error`, `index`, `lifecycle`, `model`, `query` |
+//! | `search` | `analysis`, `embed`, `error`, `index`, `lifecycle`, `model`, `query`, `when` |
 //! | `relevance` | `analysis`, `embed`, `error`, `index`, `query`, `search` |
 //! | `auth` | `error`, `ids`, `index`, `layout`, `model`, `store` |
 //! | `config` | `embed`, `error`, `layout`, `lifecycle`, `policy`, `schedule`, `search`, `store`, `sync` |
@@ -111,6 +113,8 @@
 //! - [`config`]: the typed `config.json`: composes the sub-configs of the
 //!   modules it configures (each defined by its owner below it) and validates the file.
 //! - [`model`], [`ids`]: plain domain types and id schemes; no IO.
+//! - [`when`]: dates in memories and queries (ISO, English and Chinese free
+//!   text; relative expressions such as last week / 上周 / 去年五月); no IO.
 //! - [`store`]: the only writer of `memories/`: [`store::journal`] (per-device
 //!   files), [`store::device`] (the device id), [`store::syncfiles`] (sync
 //!   conflict copies and temporary files), [`store::markdown`] (strict front
@@ -121,7 +125,8 @@
 //!   [`index::vector`] (sqlite-vec), [`index::fusion`], the tokenizer (from [`analysis`]),
 //!   [`index::filter`], [`index::merge`] (device merge rules: later
 //!   `(at, device)` wins, forgets beat older puts), [`index::scoped_stats`] (BM25 statistics over what the
-//!   caller may read), [`index::lifecycle`] (supersede marks, `touch` replay).
+//!   caller may read), [`index::neighbours`] (session neighbours as a lower-weight
+//!   context field), [`index::lifecycle`] (supersede marks, `touch` replay).
 //! - [`embed`]: the [`embed::Embedder`] trait, the ONNX model
 //!   ([`embed::onnx`]), a deterministic test embedder ([`embed::hash`]) and the
 //!   vector cache under `data/cache/` ([`embed::cache`]).
@@ -208,6 +213,10 @@
 //!   never write synchronously; accesses are journaled within a few seconds.
 //! - A superseded memory never matches a search (its expiry in tantivy and
 //!   vec0 is the epoch); expired memories never match any caller's query.
+//! - A memory's `context` field holds only text of neighbours that any reader
+//!   of the memory may read (same scene, session, privacy, stage, kind and
+//!   subject); forgetting or superseding a turn removes its words from its
+//!   neighbours' context.
 //! - An archived journal month reads exactly as the plain file did.
 //! - Consolidation changes memories only through the writer (`source: sleep`,
 //!   the run id on every fact it writes); a rollback appends compensating lines
@@ -246,5 +255,6 @@ pub mod store;
 pub mod sync;
 pub mod transfer;
 pub mod watch;
+pub mod when;
 
 pub use error::{Error, ErrorCode, Result};

@@ -138,6 +138,7 @@ fn record(line: NodeLine) -> Result<Record> {
         device: String::new(),
         accesses: 0,
         run: None,
+        setting: Default::default(),
     };
     Ok(Record::Put {
         v: JOURNAL_VERSION,

@@ -251,6 +251,78 @@ impl Pins<'_> {
     }
 }
 
+/// Longest accepted `time`, `session` or `speaker`, in bytes.
+pub const MAX_SETTING_BYTES: usize = 200;
+
+/// Where and when a memory happened, beside its text: the event time (as
+/// given, and parsed when it could be), the conversation or session it belongs
+/// to, and who said it. All optional; old journal lines have none. These are
+/// indexed as their own lower-weight fields, never mixed into the text.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Setting {
+    /// When it happened, as given (ISO 8601 or free text such as
+    /// `1:56 pm on 8 May, 2023` or `2023年5月8日`). `ts` stays when it was written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<String>,
+    /// `time` as a timestamp, when it could be parsed (see [`crate::when`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_at: Option<DateTime<Utc>>,
+    /// The conversation or session it belongs to (one per ingest call unless
+    /// given); turns of one session in one scene are each other's neighbours.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// Who said it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speaker: Option<String>,
+}
+
+impl Setting {
+    /// A setting from what a caller gave: trimmed, empty values dropped,
+    /// `time` parsed when possible (the original is kept either way).
+    pub fn from_input(time: Option<&str>, session: Option<&str>, speaker: Option<&str>) -> Setting {
+        let clean = |v: Option<&str>| {
+            v.map(str::trim)
+                .filter(|v| !v.is_empty())
+                .map(str::to_string)
+        };
+        let time = clean(time);
+        Setting {
+            time_at: time.as_deref().and_then(crate::when::parse_time),
+            time,
+            session: clean(session),
+            speaker: clean(speaker),
+        }
+    }
+
+    /// Whether nothing is set.
+    pub fn is_empty(&self) -> bool {
+        *self == Setting::default()
+    }
+
+    /// Each field at most [`MAX_SETTING_BYTES`] without control characters.
+    pub fn validate(&self) -> Result<()> {
+        for (name, value) in [
+            ("time", &self.time),
+            ("session", &self.session),
+            ("speaker", &self.speaker),
+        ] {
+            if let Some(v) = value
+                && (v.trim().is_empty()
+                    || v.len() > MAX_SETTING_BYTES
+                    || v.chars().any(char::is_control))
+            {
+                return Err(Error::invalid(format!(
+                    "{name} must be 1-{MAX_SETTING_BYTES} bytes without control characters"
+                )));
+            }
+        }
+        if self.time_at.is_some() && self.time.is_none() {
+            return Err(Error::invalid("time_at needs the time it was parsed from"));
+        }
+        Ok(())
+    }
+}
+
 /// One fact as it is stored in a journal `put` line and in the index.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Fact {
@@ -305,6 +377,9 @@ pub struct Fact {
     /// The consolidation run that wrote it (`memd rollback --run`); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<String>,
+    /// Event time, session and speaker (absent in lines written before them).
+    #[serde(flatten)]
+    pub setting: Setting,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -383,6 +458,9 @@ impl Fact {
                 )));
             }
         }
+        self.setting
+            .validate()
+            .map_err(|e| Error::invalid(format!("{id}: {e}")))?;
         pins.check(self.privacy, &self.scene)
             .map_err(|e| Error::invalid(format!("{id}: {e}")))
     }
@@ -537,6 +615,9 @@ pub struct Memory {
     /// Expiry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<DateTime<Utc>>,
+    /// Event time, session and speaker.
+    #[serde(flatten)]
+    pub setting: Setting,
 }
 
 impl From<&Fact> for Memory {
@@ -560,6 +641,7 @@ impl From<&Fact> for Memory {
             tier: f.tier,
             supersedes: f.supersedes.clone(),
             expires_at: f.expires_at,
+            setting: f.setting.clone(),
         }
     }
 }
@@ -695,6 +777,50 @@ mod tests {
         let mut secret = ok.clone();
         secret.privacy = Privacy::Secret;
         assert!(secret.validate(&pins).is_err(), "secret pinned nowhere");
+    }
+
+    #[test]
+    fn event_time_session_and_speaker_round_trip_and_are_validated() {
+        let put = r#"{"op":"put","v":1,"id":"fact-main-x-1","ts":"2026-01-02T03:04:05Z","scene":"main","kind":"note","stage":"long","text":"t","privacy":"normal","subject":"owner","source":"cli","importance":0.5,"time":"1:56 pm on 8 May, 2023","time_at":"2023-05-08T13:56:00Z","session":"1","speaker":"Mel"}"#;
+        let r: Record = serde_json::from_str(put).unwrap();
+        let Record::Put { fact, .. } = &r else {
+            panic!("a put")
+        };
+        assert_eq!(
+            fact.setting,
+            Setting::from_input(Some(" 1:56 pm on 8 May, 2023 "), Some("1"), Some("Mel"))
+        );
+        assert_eq!(serde_json::to_string(&r).unwrap(), put);
+        let pins = Pins {
+            sensitive: &[],
+            secret: &[],
+        };
+        r.validate(&pins).unwrap();
+        assert_eq!(
+            Setting::from_input(Some(" "), Some(""), None),
+            Setting::default()
+        );
+        for bad in [
+            Setting {
+                time: Some("x".repeat(MAX_SETTING_BYTES + 1)),
+                ..Setting::default()
+            },
+            Setting {
+                speaker: Some("a\nb".into()),
+                ..Setting::default()
+            },
+            Setting {
+                time_at: fact.setting.time_at,
+                ..Setting::default()
+            },
+        ] {
+            let mut f = fact.clone();
+            f.setting = bad;
+            assert_eq!(
+                f.validate(&pins).unwrap_err().code(),
+                crate::error::ErrorCode::InvalidInput
+            );
+        }
     }
 
     #[test]

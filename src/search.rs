@@ -189,6 +189,16 @@ pub fn search(
         (m, Some(e)) => (m, Some(e)),
     };
     let plan = crate::query::plan(&req.query);
+    // A time the query names ("in May 2023", "last week", "去年五月") ranks
+    // memories from then higher; the ranking reaches deeper so that they can
+    // come up from below the cut.
+    let range = crate::when::query_range(&req.query, chrono::Utc::now());
+    let wanted = limit;
+    let limit = if range.is_some() {
+        HYBRID_DEPTH.max(limit)
+    } else {
+        limit
+    };
     let term_texts = plan.terms.iter().map(|w| w.term.text.clone()).collect();
     let mut mode = mode;
     let mut fallback = None;
@@ -227,6 +237,11 @@ pub fn search(
     };
     let ids: Vec<String> = scored.iter().map(|(id, _, _)| id.clone()).collect();
     let mut rows = index.meta.get_many(&ids, &req.filter)?;
+    let mut scored = scored;
+    if let Some(range) = range {
+        time_boost(&mut scored, &rows, range, mode == SearchMode::Fulltext);
+    }
+    scored.truncate(wanted);
     let hits = scored
         .into_iter()
         .filter_map(|(id, score, pass)| {
@@ -248,6 +263,40 @@ pub fn search(
             (mode != requested).then(|| format!("{requested} search needs an embedder; ran {mode}"))
         }),
     })
+}
+
+/// A hit whose event time (else its write time) lies in the range the query
+/// names scores `1 + TIME_BOOST` times as much. Chosen by 5-fold
+/// cross-validation by conversation on LoCoMo dev (0.25, 0.5, 1.0 tried;
+/// 1.0 chosen in four folds of five; full text 0.586 → 0.596, the 102
+/// questions that name a time 0.650 → 0.723).
+pub const TIME_BOOST: f32 = 1.0;
+
+/// Multiplies the score of hits from within `range` by `1 + TIME_BOOST`
+/// and re-sorts (ties by id; in full text, AND hits stay before OR hits).
+/// A boost, not a filter: nothing is dropped.
+fn time_boost(
+    scored: &mut [(String, f32, Pass)],
+    rows: &std::collections::HashMap<String, Memory>,
+    range: crate::when::TimeRange,
+    fulltext: bool,
+) {
+    let factor = 1.0 + TIME_BOOST;
+    for (id, score, _) in scored.iter_mut() {
+        if rows
+            .get(id)
+            .is_some_and(|m| range.contains(m.setting.time_at.unwrap_or(m.ts)))
+        {
+            *score *= factor;
+        }
+    }
+    let group = |p: Pass| u8::from(fulltext && p == Pass::Or);
+    scored.sort_by(|a, b| {
+        group(a.2)
+            .cmp(&group(b.2))
+            .then_with(|| b.1.total_cmp(&a.1))
+            .then_with(|| a.0.cmp(&b.0))
+    });
 }
 
 /// The full-text ranking with a fusion weight per hit: `search.fulltextWeight`,

@@ -118,6 +118,10 @@ struct LooseLine {
     importance: Option<f32>,
     #[serde(default, alias = "ts")]
     time: Option<String>,
+    #[serde(default)]
+    session: Option<String>,
+    #[serde(default)]
+    speaker: Option<String>,
 }
 
 /// Parses a free-form time: RFC 3339 or `YYYY-MM-DD`.
@@ -152,7 +156,17 @@ fn loose_request(line: LooseLine, defaults: &ImportDefaults) -> Result<WriteRequ
         req.importance = i;
     }
     req.title = line.title;
-    req.ts = line.time.as_deref().and_then(parse_time);
+    // The event time is kept as given (and parsed, free text too); the
+    // memory also counts as written then, as before.
+    req.setting = crate::model::Setting::from_input(
+        line.time.as_deref(),
+        line.session.as_deref(),
+        line.speaker.as_deref(),
+    );
+    req.ts = req
+        .setting
+        .time_at
+        .or_else(|| line.time.as_deref().and_then(parse_time));
     // A source id makes re-importing the same file a no-op.
     req.idempotency_key = line.id.map(|id| format!("import:{id}"));
     Ok(req)

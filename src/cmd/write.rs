@@ -39,6 +39,15 @@ pub struct Args {
     /// Makes retries of the same write return the same id.
     #[arg(long)]
     idempotency_key: Option<String>,
+    /// When it happened: ISO 8601 or free text ("8 May 2023", "2023年5月8日").
+    #[arg(long)]
+    time: Option<String>,
+    /// The conversation or session it belongs to.
+    #[arg(long)]
+    session: Option<String>,
+    /// Who said it.
+    #[arg(long)]
+    speaker: Option<String>,
 }
 
 pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()> {
@@ -52,6 +61,11 @@ pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()>
     req.tier = args.tier.as_deref().map(str::parse).transpose()?;
     req.supersedes = args.supersedes.clone();
     req.idempotency_key = args.idempotency_key.clone();
+    req.setting = crate::model::Setting::from_input(
+        args.time.as_deref(),
+        args.session.as_deref(),
+        args.speaker.as_deref(),
+    );
     let outcome = hub.write(req)?;
     if cli.json {
         super::print_json(&outcome)

@@ -114,6 +114,16 @@ pub struct WriteBody {
     /// Who writes it (only tokens with `*`).
     #[serde(default)]
     source: Option<String>,
+    /// When it happened: ISO 8601 or free text (`1:56 pm on 8 May, 2023`,
+    /// `2023年5月8日`); kept as given, parsed when possible.
+    #[serde(default)]
+    time: Option<String>,
+    /// The conversation or session it belongs to (its turns are each other's context).
+    #[serde(default)]
+    session: Option<String>,
+    /// Who said it.
+    #[serde(default)]
+    speaker: Option<String>,
 }
 
 /// `POST /v1/write`.
@@ -151,6 +161,11 @@ pub async fn write(
         req.expires_at = Some(st.now() + Duration::hours(ttl));
     }
     req.supersedes = body.supersedes;
+    req.setting = crate::model::Setting::from_input(
+        body.time.as_deref(),
+        body.session.as_deref(),
+        body.speaker.as_deref(),
+    );
     // Keys are namespaced by token and scene: a key names one caller's
     // retry, so another token using the same key can neither squat it (make
     // this caller's write answer NOOP with someone else's id, storing
@@ -253,6 +268,9 @@ pub struct IngestBody {
     /// Hours to keep it searchable (default `ingest.ttlHours`, at most 168).
     #[serde(default)]
     ttl_hours: Option<u32>,
+    /// The conversation it belongs to (default: none, the message stands alone).
+    #[serde(default)]
+    session: Option<String>,
 }
 
 /// `POST /v1/ingest`.
@@ -291,6 +309,7 @@ pub async fn ingest(
         from_self: body.from_self,
         sent_at: body.sent_at,
         ttl: Duration::hours(i64::from(ttl_hours)),
+        session: body.session,
     };
     let out = st.run(move |hub| hub.ingest(req)).await?;
     Ok(reply(&out, note(&scene, out.id.clone())))

@@ -44,6 +44,10 @@ pub struct IngestRequest {
     pub ttl: Duration,
     /// Who reports it (recorded as the source).
     pub source: String,
+    /// The conversation it belongs to, if the caller knows one (a thread, or
+    /// the scene's day); messages of one session are each other's search
+    /// context. Without it a message is a session of its own.
+    pub session: Option<String>,
 }
 
 /// What ingest did.
@@ -204,6 +208,13 @@ impl Hub {
             w.tags = crate::model::parse_tags([format!("from:{sender}")])?;
         }
         w.expires_at = Some(expires_at);
+        w.setting = crate::model::Setting::from_input(
+            req.sent_at
+                .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+                .as_deref(),
+            req.session.as_deref(),
+            req.sender_name.as_deref().or(req.sender_id.as_deref()),
+        );
         w.source_message_id = Some(smid.clone());
         // The scene is part of the key so one conversation can never learn
         // that a message id exists in another.

@@ -396,5 +396,6 @@ fn fact_from_row(m: Memory, extras: FactExtras, device: String) -> Fact {
         device,
         accesses: extras.accesses,
         run: None,
+        setting: m.setting,
     }
 }

@@ -506,6 +506,7 @@ fn document_chunks(doc: &markdown::Document) -> Vec<Memory> {
             tier: doc.tier,
             supersedes: None,
             expires_at: None,
+            setting: Default::default(),
         })
         .collect()
 }

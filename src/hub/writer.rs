@@ -79,6 +79,8 @@ pub struct WriteRequest {
     pub ts: Option<DateTime<Utc>>,
     /// The consolidation run writing it, if any.
     pub run: Option<String>,
+    /// Event time, session and speaker (see [`crate::model::Setting`]).
+    pub setting: crate::model::Setting,
 }
 
 impl WriteRequest {
@@ -103,6 +105,7 @@ impl WriteRequest {
             idempotency_key: None,
             ts: None,
             run: None,
+            setting: Default::default(),
         }
     }
 }
@@ -593,6 +596,7 @@ impl Hub {
             device: self.device.clone(),
             accesses: 0,
             run: req.run,
+            setting: req.setting,
         };
         fact.validate(&Self::pins(&self.config()))?;
         if let Some(h) = hash {

@@ -302,6 +302,7 @@ mod tests {
             tier: Some(Tier::T3),
             supersedes: None,
             expires_at: cfg.expiry(Tier::T3, at),
+            setting: Default::default(),
         };
         db.write(|t| {
             mtx::upsert_memory(t, &m, None, &FactExtras::default())?;

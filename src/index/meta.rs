@@ -112,10 +112,19 @@ CREATE TABLE touches (
     PRIMARY KEY (id, file, line)
 );
 "#,
+    // Event time, session and speaker (see `model::Setting`); sessions find
+    // their turns' neighbours through the index.
+    r#"
+ALTER TABLE memories ADD COLUMN event_time TEXT;
+ALTER TABLE memories ADD COLUMN event_at INTEGER;
+ALTER TABLE memories ADD COLUMN session TEXT;
+ALTER TABLE memories ADD COLUMN speaker TEXT;
+CREATE INDEX memories_session ON memories(scene, session) WHERE session IS NOT NULL;
+"#,
 ];
 
 pub(crate) const MEMORY_COLUMNS: &str = "id, origin, doc_id, path, ts, scene, kind, stage, privacy, subject, tier, \
-     source, importance, title, text, tags, supersedes, expires_at";
+     source, importance, title, text, tags, supersedes, expires_at, event_time, event_at, session, speaker";
 
 /// Extra per-fact columns that are not part of [`Memory`].
 #[derive(Debug, Clone, Default)]
@@ -226,6 +235,12 @@ pub(crate) fn row_to_memory(r: &Row<'_>) -> rusqlite::Result<Memory> {
         tags: serde_json::from_str(&tags).unwrap_or_default(),
         supersedes: r.get(16)?,
         expires_at: r.get::<_, Option<i64>>(17)?.map(millis),
+        setting: crate::model::Setting {
+            time: r.get(18)?,
+            time_at: r.get::<_, Option<i64>>(19)?.map(millis),
+            session: r.get(20)?,
+            speaker: r.get(21)?,
+        },
     })
 }
 
@@ -544,8 +559,8 @@ pub mod tx {
             "INSERT OR REPLACE INTO memories (id, origin, doc_id, path, ord, ts, scene, kind, stage, \
              privacy, subject, tier, source, importance, title, text, tags, supersedes, expires_at, \
              source_message_id, idempotency_key, device, journal_file, journal_line, forgotten_at, \
-             content_hash, accesses) \
-             VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,NULL,?,?)",
+             content_hash, accesses, event_time, event_at, session, speaker) \
+             VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,NULL,?,?,?,?,?,?)",
         )?
         .execute(params![
             m.id,
@@ -574,6 +589,10 @@ pub mod tx {
             extras.journal.as_ref().map(|j| j.1 as i64),
             extras.content_hash,
             i64::from(extras.accesses),
+            m.setting.time,
+            m.setting.time_at.map(|t| t.timestamp_millis()),
+            m.setting.session,
+            m.setting.speaker,
         ])?;
         if m.origin == crate::model::Origin::Fact {
             crate::index::lifecycle::after_upsert(tx, m)?;
@@ -683,6 +702,7 @@ mod tests {
             tier: None,
             supersedes: None,
             expires_at: None,
+            setting: Default::default(),
         }
     }
 

@@ -22,6 +22,7 @@ pub mod lifecycle;
 pub mod merge;
 pub mod meta;
 pub mod meta_read;
+pub mod neighbours;
 pub mod scoped_stats;
 pub mod text;
 pub mod vector;
@@ -49,7 +50,7 @@ use tokenizer::Term;
 const VECTOR_BATCH: usize = 256;
 
 /// Bumped whenever the on-disk index layout changes; a mismatch triggers a rebuild.
-pub const INDEX_FORMAT: &str = "5";
+pub const INDEX_FORMAT: &str = "6";
 
 /// One change to apply.
 #[derive(Debug, Clone)]
@@ -317,7 +318,7 @@ impl Index {
                     documents = true;
                     self.text.remove_doc(&row.doc_id)?;
                     for c in chunks {
-                        self.text.upsert(c)?;
+                        self.text.upsert(c, "")?;
                     }
                 }
                 Change::RemoveDocument { doc_id, .. } => {
@@ -384,22 +385,42 @@ impl Index {
     /// Makes tantivy show each of `ids` as its SQLite row is: live rows
     /// (hidden from searches while superseded) are upserted, forgotten or
     /// missing ones removed.
+    ///
+    /// The session neighbours of each changed fact follow too: their context
+    /// field holds its text (see [`neighbours`]).
     fn follow_rows(&self, ids: &[String]) -> Result<()> {
-        for chunk in ids.chunks(500) {
+        let mut all: Vec<String> = ids.to_vec();
+        self.meta.with_reader(|c| {
+            for id in ids {
+                all.extend(neighbours::around(c, id)?);
+            }
+            Ok(())
+        })?;
+        all.sort();
+        all.dedup();
+        for chunk in all.chunks(500) {
             let rows = self.meta.get_many(chunk, &Filter::all())?;
             for id in chunk {
                 match rows.get(id) {
-                    Some(m) => {
-                        let superseded = self
-                            .meta
-                            .with_reader(|c| lifecycle::is_superseded(c, &m.id))?;
-                        self.text.upsert(&lifecycle::effective(m, superseded))?;
-                    }
+                    Some(m) => self.upsert_text(m)?,
                     None => self.text.remove(id)?,
                 }
             }
         }
         Ok(())
+    }
+
+    /// Indexes a live row's text as search should see it: hidden while
+    /// superseded, with its session context.
+    fn upsert_text(&self, m: &Memory) -> Result<()> {
+        let (superseded, context) = self.meta.with_reader(|c| {
+            Ok((
+                lifecycle::is_superseded(c, &m.id)?,
+                neighbours::context_text(c, &m.id)?,
+            ))
+        })?;
+        self.text
+            .upsert(&lifecycle::effective(m, superseded), &context)
     }
 
     /// Clears the expiry of long-term facts indexed with one (tier expiry
@@ -411,10 +432,7 @@ impl Index {
         }
         let rows = self.meta.get_many(&ids, &Filter::all())?;
         for m in rows.values() {
-            let superseded = self
-                .meta
-                .with_reader(|c| lifecycle::is_superseded(c, &m.id))?;
-            self.text.upsert(&lifecycle::effective(m, superseded))?;
+            self.upsert_text(m)?;
         }
         self.text.mark_dirty();
         Ok(ids.len())

@@ -271,6 +271,15 @@ pub struct WriteParams {
     /// Origin label (e.g. `sleep` for nightly consolidation). Only root tokens (`*`) may set it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+    /// When it happened, if not now: ISO 8601 (`2023-05-08`) or a plain date (`8 May 2023`, `2023年5月8日`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<String>,
+    /// The conversation or session it belongs to, when saving several turns of one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// Who said it, when it is a quote.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speaker: Option<String>,
 }
 
 /// `memory_forget` parameters.

@@ -615,6 +615,7 @@ mod tests {
                 device: String::new(),
                 accesses: 0,
                 run: None,
+                setting: Default::default(),
             },
         }
     }

@@ -484,6 +484,7 @@ async fn random_memories_match_the_privacy_model() {
             device: "test".into(),
             accesses: 0,
             run: None,
+            setting: Default::default(),
         };
         written.push((fact.id.clone(), scene, privacy, subject, expired));
         lines.push_str(

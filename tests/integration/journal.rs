@@ -45,6 +45,7 @@ fn foreign_line(text: &str) -> (String, Vec<u8>) {
         device: "phone".into(),
         accesses: 0,
         run: None,
+        setting: Default::default(),
     };
     let id = fact.id.clone();
     let mut line = serde_json::to_vec(&Record::Put {
@@ -339,6 +340,7 @@ fn a_damaged_membership_table_never_loses_a_chat_message() {
             sent_at: None,
             ttl: Duration::hours(24),
             source: "qq-group-1".into(),
+            session: None,
         })
         .unwrap();
     assert_eq!(out.action, memory_hub::hub::IngestAction::Add);

@@ -103,6 +103,7 @@ fn chat(hub: &Hub, id: &str, text: &str, now: DateTime<Utc>) -> String {
         sent_at: Some(now),
         ttl: Duration::hours(24),
         source: "qq".into(),
+        session: None,
     })
     .unwrap()
     .id

@@ -9,6 +9,7 @@ mod cli;
 mod client;
 mod console;
 mod consolidate;
+mod context;
 mod crash;
 mod diskfull;
 mod doctor;

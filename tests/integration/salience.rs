@@ -139,6 +139,7 @@ fn chat_to_memory(hub: &Hub) -> (f64, f64) {
                 sent_at: None,
                 ttl: Duration::hours(24),
                 source: "qq".into(),
+                session: None,
             })
             .unwrap();
         if out.action == IngestAction::Add {
@@ -230,6 +231,7 @@ fn ingest(hub: &Hub, id: &str, text: &str) -> memory_hub::hub::IngestOutcome {
         sent_at: None,
         ttl: Duration::hours(24),
         source: "qq".into(),
+        session: None,
     })
     .unwrap()
 }

@@ -461,6 +461,7 @@ fn opting_into_tier_expiry_restores_it_and_short_term_chat_still_expires() {
             sent_at: Some(clock.now()),
             ttl: Duration::hours(24),
             source: "qq".into(),
+            session: None,
         })
         .unwrap()
         .id

@@ -1,0 +1,117 @@
+//! Session neighbours: the turns around a memory in its conversation.
+//!
+//! A fact with a `session` (see [`crate::model::Setting`]) has neighbours:
+//! the live, not superseded facts of the same scene and session, ordered by
+//! event time (`time_at`, else the write time `ts`), then `ts`, then journal
+//! position and id. Its full-text document carries the text of up to
+//! [`WINDOW`] neighbours on each side in a separate, lower-weight `context`
+//! field, never in the stored text.
+//!
+//! Privacy: a neighbour's text enters a memory's context only when the
+//! neighbour has the same scene, privacy, stage, kind and subject — every
+//! field a visibility filter can select on — so a caller who may read the
+//! memory may read the neighbour too, and no token finds a memory by words of
+//! one it may not read. (An expired short-term neighbour may still lend its
+//! words until it is forgotten: expiry hides a memory from everyone alike and
+//! is not a privacy boundary.)
+//!
+//! Keeping it exact: a memory's context depends only on its neighbours, so
+//! whenever a fact's row changes (put, rewrite, forget, supersede) the facts
+//! [`around`] it — computed after the change, also for a forgotten fact — are
+//! indexed again. A rebuilt index therefore equals the incrementally kept one.
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::error::Result;
+
+/// Neighbours on each side whose text enters the context field.
+pub const WINDOW: usize = 1;
+
+/// The ordering key of a row, as SQL over table alias `m`, one part each.
+const KEY_PARTS: [&str; 5] = [
+    "COALESCE(m.event_at, m.ts)",
+    "m.ts",
+    "COALESCE(m.journal_file, '')",
+    "COALESCE(m.journal_line, 0)",
+    "m.id",
+];
+
+/// Live, unsuperseded facts, as SQL over alias `m`.
+const LIVE: &str = "m.forgotten_at IS NULL AND m.origin = 'fact' AND NOT EXISTS \
+     (SELECT 1 FROM memories s WHERE s.supersedes = m.id AND s.origin = 'fact' AND s.forgotten_at IS NULL)";
+
+struct Neighbour {
+    id: String,
+    text: String,
+    filter_key: String,
+}
+
+/// The facts up to `window` places before and after `id` in its session
+/// (closest first on each side), whatever their privacy. Empty when `id` has
+/// no session or no row.
+fn neighbours(conn: &Connection, id: &str, window: usize) -> Result<Vec<Neighbour>> {
+    if window == 0 {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for (cmp, order) in [("<", "DESC"), (">", "ASC")] {
+        let key = KEY_PARTS.join(", ");
+        let order_by = KEY_PARTS
+            .iter()
+            .map(|k| format!("{k} {order}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!(
+            "SELECT m.id, m.text, m.privacy || '|' || m.stage || '|' || m.kind || '|' || m.subject \
+             FROM memories m, (SELECT scene, session, COALESCE(event_at, ts) AS k1, ts AS k2, \
+             COALESCE(journal_file, '') AS k3, COALESCE(journal_line, 0) AS k4, id AS k5 \
+             FROM memories WHERE id = ?1 AND session IS NOT NULL) me \
+             WHERE m.scene = me.scene AND m.session = me.session AND {LIVE} \
+             AND ({key}) {cmp} (me.k1, me.k2, me.k3, me.k4, me.k5) \
+             ORDER BY {order_by} LIMIT ?2"
+        );
+        let mut stmt = conn.prepare_cached(&sql)?;
+        let rows = stmt.query_map(params![id, window as i64], |r| {
+            Ok(Neighbour {
+                id: r.get(0)?,
+                text: r.get(1)?,
+                filter_key: r.get(2)?,
+            })
+        })?;
+        for row in rows {
+            out.push(row?);
+        }
+    }
+    Ok(out)
+}
+
+/// Ids whose context may change when `id`'s row changes: its neighbours in
+/// the current state (the row itself may be forgotten by now).
+pub fn around(conn: &Connection, id: &str) -> Result<Vec<String>> {
+    Ok(neighbours(conn, id, WINDOW)?
+        .into_iter()
+        .map(|n| n.id)
+        .collect())
+}
+
+/// The context text of `id`: its neighbours' texts that any reader of `id`
+/// may read as well (same privacy, stage, kind and subject; scene and
+/// session are the same by construction). Empty without a session.
+pub fn context_text(conn: &Connection, id: &str) -> Result<String> {
+    let own: Option<String> = conn
+        .prepare_cached(
+            "SELECT privacy || '|' || stage || '|' || kind || '|' || subject FROM memories \
+             WHERE id = ?1 AND session IS NOT NULL",
+        )?
+        .query_row([id], |r| r.get(0))
+        .optional()?;
+    let Some(own) = own else {
+        return Ok(String::new());
+    };
+    let texts: Vec<String> = neighbours(conn, id, WINDOW)?
+        .into_iter()
+        .filter(|n| n.filter_key == own)
+        .map(|n| n.text)
+        .collect();
+    Ok(texts.join("\n"))
+}
