@@ -134,6 +134,7 @@
 //!   the run id on every fact it writes); a rollback appends compensating lines
 //!   and never edits the journal.
 
+pub mod api;
 pub mod audit;
 pub mod auth;
 pub mod backup;

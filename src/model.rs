@@ -67,6 +67,24 @@ macro_rules! wire_enum {
             }
         }
 
+        impl schemars::JsonSchema for $name {
+            fn inline_schema() -> bool {
+                true
+            }
+
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                stringify!($name).into()
+            }
+
+            /// The canonical spellings, then the accepted aliases.
+            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                schemars::json_schema!({
+                    "type": "string",
+                    "enum": [$($wire),+ $($(, $alias)*)+]
+                })
+            }
+        }
+
         impl<'de> Deserialize<'de> for $name {
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
                 let s = String::deserialize(d)?;
