@@ -68,12 +68,9 @@ macro_rules! wire_enum {
         }
 
         impl schemars::JsonSchema for $name {
-            fn inline_schema() -> bool {
-                true
-            }
-
+            /// Named as the MCP tool schemas have always published it (`PrivacyArg`, …).
             fn schema_name() -> std::borrow::Cow<'static, str> {
-                stringify!($name).into()
+                concat!(stringify!($name), "Arg").into()
             }
 
             /// The canonical spellings, then the accepted aliases.
