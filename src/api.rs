@@ -21,7 +21,7 @@ use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Memory, Privacy, Scene, Stage, Subject, Tier};
+use crate::model::{CATEGORY_SLOTS, Memory, Privacy, Scene, Stage, Subject, Tier};
 use crate::search::SearchMode;
 
 fn is_false(b: &bool) -> bool {
@@ -514,7 +514,9 @@ pub struct CategoriesBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// Slot for set: company-values, architecture, coding-requirements or custom (default).
+    /// Any other word is refused with `INVALID_INPUT` by the route, so it stays a string here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "slot_schema")]
     pub slot: Option<String>,
     /// Markdown content for set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -523,6 +525,11 @@ pub struct CategoriesBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Scene>")]
     pub scene: Option<String>,
+}
+
+/// The schema of a category slot: one of [`CATEGORY_SLOTS`].
+fn slot_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "string", "enum": CATEGORY_SLOTS})
 }
 
 /// `POST /v1/tags`.
@@ -542,13 +549,21 @@ pub struct TagsBody {
     pub importance: Option<f32>,
 }
 
+/// What an edit did: a successful edit always rewrites the fact in place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum EditAction {
+    /// A new `put` line with the same id.
+    #[serde(rename = "UPDATE")]
+    Update,
+}
+
 /// `POST /v1/tags` reply.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct TagsReply {
     /// The fact (same id).
     pub id: String,
-    /// UPDATE.
-    pub action: String,
+    /// Always UPDATE.
+    pub action: EditAction,
     /// The tags now.
     pub tags: Vec<String>,
     /// The importance now.

@@ -24,6 +24,14 @@ pub const MAX_ID_BYTES: usize = 200;
 /// Longest accepted title, in bytes.
 pub const MAX_TITLE_BYTES: usize = 300;
 
+/// The slots a category may fill (`/v1/categories`).
+pub const CATEGORY_SLOTS: &[&str] = &[
+    "company-values",
+    "architecture",
+    "coding-requirements",
+    "custom",
+];
+
 /// Longest accepted bookkeeping field (source, keys, device, run), in bytes.
 pub const MAX_FIELD_BYTES: usize = 1024;
 

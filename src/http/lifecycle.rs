@@ -13,7 +13,7 @@ use axum::response::Response;
 use super::error::ApiError;
 use super::extract::{ApiJson, Caller};
 use super::{AppState, AuditNote, reply};
-use crate::api::{ArchiveSearchBody, ItemsReply, RestoreBody, TagsBody, TagsReply};
+use crate::api::{ArchiveSearchBody, EditAction, ItemsReply, RestoreBody, TagsBody, TagsReply};
 use crate::auth::policy;
 use crate::auth::scope;
 use crate::hub::EditRequest;
@@ -52,11 +52,8 @@ pub async fn tags(
     Ok(reply(
         &TagsReply {
             id: out.id.clone(),
-            // The wire spelling of the hub's action (UPDATE).
-            action: serde_json::to_value(out.action)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
+            // An edit that succeeds rewrites the fact in place.
+            action: EditAction::Update,
             tags: m.tags,
             importance: m.importance,
         },
