@@ -289,7 +289,7 @@ pub struct DiscloseBody {
 }
 
 /// `POST /v1/disclose` reply: the group's recent memories, oldest first.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct DiscloseReply {
     /// The group.
     pub group: Scene,
@@ -315,7 +315,7 @@ pub struct AudienceBody {
 }
 
 /// `POST /v1/audience` reply.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct AudienceReply {
     /// Whose card it is.
     pub audience: Scene,
@@ -323,8 +323,26 @@ pub struct AudienceReply {
     pub card: Option<Memory>,
 }
 
-/// `POST /v1/recent` and `POST /v1/archive/search` reply.
-#[derive(Debug, Serialize)]
+/// `POST /v1/get` reply: the memory, and what replaced it.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct GetReply {
+    /// The memory.
+    #[serde(flatten)]
+    pub memory: Memory,
+    /// The memories that replace this one (those the caller may read).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub superseded_by: Vec<String>,
+}
+
+/// `POST /v1/archive/search` reply.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ArchiveReply {
+    /// Expired memories, newest first.
+    pub items: Vec<Memory>,
+}
+
+/// `POST /v1/recent` reply.
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct ItemsReply {
     /// The memories, newest first.
     pub items: Vec<Memory>,
@@ -675,12 +693,27 @@ pub fn operations() -> Vec<Operation> {
         op("POST", "/v1/tokens/revoke", request::<RevokeBody>(), None),
         op("POST", "/v1/bootstrap", request::<BootstrapBody>(), None),
         op("POST", "/v1/search", request::<SearchBody>(), None),
-        op("POST", "/v1/get", request::<GetBody>(), None),
-        op("POST", "/v1/recent", request::<RecentBody>(), None),
+        op("POST", "/v1/get", request::<GetBody>(), reply::<GetReply>()),
+        op(
+            "POST",
+            "/v1/recent",
+            request::<RecentBody>(),
+            reply::<ItemsReply>(),
+        ),
         op("POST", "/v1/recall", request::<RecallBody>(), None),
         op("POST", "/v1/timeline", request::<TimelineBody>(), None),
-        op("POST", "/v1/disclose", request::<DiscloseBody>(), None),
-        op("POST", "/v1/audience", request::<AudienceBody>(), None),
+        op(
+            "POST",
+            "/v1/disclose",
+            request::<DiscloseBody>(),
+            reply::<DiscloseReply>(),
+        ),
+        op(
+            "POST",
+            "/v1/audience",
+            request::<AudienceBody>(),
+            reply::<AudienceReply>(),
+        ),
         op("POST", "/v1/write", request::<WriteBody>(), None),
         op(
             "POST",
@@ -706,13 +739,13 @@ pub fn operations() -> Vec<Operation> {
             "POST",
             "/v1/archive/search",
             request::<ArchiveSearchBody>(),
-            None,
+            reply::<ArchiveReply>(),
         ),
         op(
             "POST",
             "/v1/archive/restore",
             request::<RestoreBody>(),
-            None,
+            reply::<Memory>(),
         ),
         op(
             "POST",

@@ -81,12 +81,14 @@ macro_rules! wire_enum {
                 concat!(stringify!($name), "Arg").into()
             }
 
-            /// The canonical spellings, then the accepted aliases.
-            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-                schemars::json_schema!({
-                    "type": "string",
-                    "enum": [$($wire),+ $($(, $alias)*)+]
-                })
+            /// The canonical spellings; what is read also takes the aliases.
+            fn json_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                #[allow(unused_mut)]
+                let mut values: Vec<&str> = vec![$($wire),+];
+                if matches!(g.contract(), schemars::generate::Contract::Deserialize) {
+                    $($(values.push($alias);)*)+
+                }
+                schemars::json_schema!({"type": "string", "enum": values})
             }
         }
 
@@ -514,7 +516,7 @@ impl Record {
 }
 
 /// A searchable unit as the index sees it: a fact or a document chunk.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Memory {
     /// Fact id or `doc-<hash8>#<n>` chunk id.
     pub id: String,

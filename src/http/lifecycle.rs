@@ -13,7 +13,7 @@ use axum::response::Response;
 use super::error::ApiError;
 use super::extract::{ApiJson, Caller};
 use super::{AppState, AuditNote, reply};
-use crate::api::{ArchiveSearchBody, EditAction, ItemsReply, RestoreBody, TagsBody, TagsReply};
+use crate::api::{ArchiveReply, ArchiveSearchBody, EditAction, RestoreBody, TagsBody, TagsReply};
 use crate::auth::policy;
 use crate::auth::scope;
 use crate::hub::EditRequest;
@@ -78,7 +78,7 @@ pub async fn archive_search(
         .run(move |hub| hub.search_expired(&body.query, limit, &filter))
         .await?;
     let ids: Vec<String> = items.iter().map(|m| m.id.clone()).collect();
-    Ok(reply(&ItemsReply { items, block: None }, note(ids)))
+    Ok(reply(&ArchiveReply { items }, note(ids)))
 }
 
 /// `POST /v1/archive/restore` (`*`, `read` and `write`): brings an expired

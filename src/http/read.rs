@@ -12,7 +12,7 @@ use super::extract::{ApiJson, Caller};
 use super::{AppState, AuditNote, reply};
 use crate::api::{
     AudienceBody, AudienceReply, BootstrapBody, DiscloseBody, DiscloseReply, Format, GetBody,
-    ItemsReply, RecallBody, RecentBody, SearchBody, TimelineBody, Turn,
+    GetReply, ItemsReply, RecallBody, RecentBody, SearchBody, TimelineBody, Turn,
 };
 use crate::auth::policy::{self, ReadOptions};
 use crate::hub::{RecallRequest, TimelineQuery, narrow, render_recent_block};
@@ -179,11 +179,10 @@ pub async fn get(
         })
         .await?;
     let audit = note(&scene, [memory.id.clone()]);
-    let mut body = serde_json::to_value(&memory)
-        .map_err(|e| ApiError::from(crate::Error::Internal(e.to_string())))?;
-    if !replaced_by.is_empty() {
-        body["superseded_by"] = serde_json::json!(replaced_by);
-    }
+    let body = GetReply {
+        memory,
+        superseded_by: replaced_by,
+    };
     Ok(reply(&body, audit))
 }
 

@@ -186,7 +186,32 @@ fn shape(root: &Value, v: &Value) -> Value {
         let target = resolve(root, r).unwrap_or_else(|| panic!("dangling $ref {r}"));
         return shape(root, target);
     }
-    for key in ["allOf", "anyOf", "oneOf"] {
+    if let Some(parts) = obj.get("allOf").and_then(Value::as_array) {
+        // All of several objects: one object with every property.
+        let mut merged = Map::new();
+        let (mut props, mut required) = (Map::new(), BTreeSet::new());
+        for part in parts.iter().map(|p| shape(root, p)) {
+            props.extend(part["properties"].as_object().cloned().unwrap_or_default());
+            required.extend(
+                part["required"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|r| r.as_str().map(str::to_string)),
+            );
+            for (k, v) in part.as_object().into_iter().flatten() {
+                merged.insert(k.clone(), v.clone());
+            }
+        }
+        if !props.is_empty() {
+            merged.insert("properties".into(), Value::Object(props));
+        }
+        if !required.is_empty() {
+            merged.insert("required".into(), json!(required));
+        }
+        return Value::Object(merged);
+    }
+    for key in ["anyOf", "oneOf"] {
         let Some(list) = obj.get(key).and_then(Value::as_array) else {
             continue;
         };
@@ -195,7 +220,7 @@ fn shape(root: &Value, v: &Value) -> Value {
             .map(|s| shape(root, s))
             .filter(|s| s != &json!({"type": "null"}))
             .collect();
-        if alternatives.iter().all(|a| a.get("enum").is_some()) && key != "allOf" {
+        if alternatives.iter().all(|a| a.get("enum").is_some()) {
             let mut values: Vec<Value> = alternatives
                 .iter()
                 .flat_map(|a| a["enum"].as_array().cloned().unwrap_or_default())
