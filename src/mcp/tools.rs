@@ -325,6 +325,52 @@ mod tests {
         }
     }
 
+    /// Each tool that maps to one `/v1` operation offers exactly the fields
+    /// of that operation's api type, so a field added there reaches MCP.
+    #[tokio::test]
+    async fn tool_parameters_are_the_api_types() {
+        fn fields<T: JsonSchema>() -> Vec<String> {
+            let schema = schemars::SchemaGenerator::default().into_root_schema_for::<T>();
+            let mut keys: Vec<String> = schema.as_value()["properties"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect();
+            keys.sort();
+            keys
+        }
+        let upstream = std::sync::Arc::new(super::super::Upstream::loopback("http://127.0.0.1:9"));
+        let tools = MemoryServer::new(upstream, None).tools();
+        for (tool, want) in [
+            ("memory_bootstrap", fields::<BootstrapBody>()),
+            ("memory_search", fields::<SearchBody>()),
+            ("memory_timeline", fields::<TimelineBody>()),
+            ("memory_get", fields::<GetBody>()),
+            ("memory_recent", fields::<RecentBody>()),
+            ("memory_recall", fields::<RecallBody>()),
+            ("memory_write", fields::<WriteBody>()),
+            ("memory_forget", fields::<ForgetBody>()),
+            ("memory_category", fields::<CategoriesBody>()),
+        ] {
+            let t = tools.iter().find(|t| t.name == tool).unwrap();
+            let mut got: Vec<String> = t.input_schema["properties"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect();
+            got.sort();
+            assert_eq!(got, want, "{tool}");
+        }
+        let search = tools.iter().find(|t| t.name == "memory_search").unwrap();
+        assert!(
+            search.input_schema["properties"]
+                .get("from_owner")
+                .is_some()
+        );
+    }
+
     #[test]
     fn write_params_are_the_api_body() {
         let p: WriteBody = serde_json::from_value(json!({
