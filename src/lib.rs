@@ -51,7 +51,7 @@
 //!  doctor watch audit
 //!  hub                                           the application service, single writer,
 //!                                                owner of the live Config
-//!  config   auth                                 composes the sub-configs; tokens → Filter
+//!  config   auth   api                           composes the sub-configs; tokens → Filter; /v1 wire types
 //!  search   relevance                            ranking over the index
 //!  index    query   embed   sync                 derived index, query plans, embedders
 //!  store    lifecycle   policy   schedule        source of truth and pure rules
@@ -78,6 +78,7 @@
 //! | `disk` | `error` |
 //! | `client` | `error` |
 //! | `policy` | `error`, `model` |
+//! | `api` | `error`, `model`, `search` |
 //! | `lifecycle` | `error`, `ids`, `model` |
 //! | `schedule` | `error`, `layout` |
 //! | `store` | `error`, `ids`, `layout`, `model`, `policy` |
@@ -100,8 +101,8 @@
 //! | `consolidate` | `analysis`, `client`, `config`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `policy`, `schedule`, `store` |
 //! | `scheduler` | `backup`, `config`, `consolidate`, `error`, `hub`, `layout`, `schedule` |
 //! | `console` | — |
-//! | `http` | `audit`, `auth`, `config`, `consolidate`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `search`, `store` |
-//! | `mcp` | `auth`, `config`, `error`, `http`, `layout` |
+//! | `http` | `api`, `audit`, `auth`, `config`, `consolidate`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `search`, `store` |
+//! | `mcp` | `api`, `auth`, `config`, `error`, `http`, `layout` |
 //! | `cmd` | `*` (the binary side may use every module) |
 //!
 //! ## Code map
@@ -157,6 +158,11 @@
 //!   self-healing open (`heal.rs`); reads, recall, ingest, categories in their own files.
 //! - [`auth`]: tokens (hashed in `tokens.json`, presets) and [`auth::policy`], which
 //!   turns a token and a request into the [`index::filter::Filter`] of every query.
+//! - [`api`]: the `/v1` wire types: one request body per operation (and reply
+//!   types where the reply is not a domain type), with serde and JSON Schema;
+//!   the axum handlers read them, the MCP tools take them as their parameters,
+//!   the CLI prints them, and `tests/integration/openapi.rs` checks
+//!   `openapi.yaml` against them.
 //! - [`http`]: the `/v1` API (axum on its own hyper accept loop: header-read
 //!   and idle timeouts, loopback Host check); the only module that knows its wire format.
 //! - [`console`]: the web console at `/`: embedded static files, strict CSP;
@@ -223,6 +229,7 @@
 //!   and never edits the journal.
 
 pub mod analysis;
+pub mod api;
 pub mod audit;
 pub mod auth;
 pub mod backup;

@@ -24,6 +24,14 @@ pub const MAX_ID_BYTES: usize = 200;
 /// Longest accepted title, in bytes.
 pub const MAX_TITLE_BYTES: usize = 300;
 
+/// The slots a category may fill (`/v1/categories`).
+pub const CATEGORY_SLOTS: &[&str] = &[
+    "company-values",
+    "architecture",
+    "coding-requirements",
+    "custom",
+];
+
 /// Longest accepted bookkeeping field (source, keys, device, run), in bytes.
 pub const MAX_FIELD_BYTES: usize = 1024;
 
@@ -64,6 +72,23 @@ macro_rules! wire_enum {
         impl Serialize for $name {
             fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
                 s.serialize_str(self.as_str())
+            }
+        }
+
+        impl schemars::JsonSchema for $name {
+            /// Named as the MCP tool schemas have always published it (`PrivacyArg`, …).
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                concat!(stringify!($name), "Arg").into()
+            }
+
+            /// The canonical spellings; what is read also takes the aliases.
+            fn json_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                #[allow(unused_mut)]
+                let mut values: Vec<&str> = vec![$($wire),+];
+                if matches!(g.contract(), schemars::generate::Contract::Deserialize) {
+                    $($(values.push($alias);)*)+
+                }
+                schemars::json_schema!({"type": "string", "enum": values})
             }
         }
 
@@ -258,7 +283,7 @@ pub const MAX_SETTING_BYTES: usize = 200;
 /// given, and parsed when it could be), the conversation or session it belongs
 /// to, and who said it. All optional; old journal lines have none. These are
 /// indexed as their own lower-weight fields, never mixed into the text.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Setting {
     /// When it happened, as given (ISO 8601 or free text such as
     /// `1:56 pm on 8 May, 2023` or `2023年5月8日`). `ts` stays when it was written.
@@ -569,7 +594,7 @@ impl Record {
 }
 
 /// A searchable unit as the index sees it: a fact or a document chunk.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Memory {
     /// Fact id or `doc-<hash8>#<n>` chunk id.
     pub id: String,

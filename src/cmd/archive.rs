@@ -50,7 +50,8 @@ pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()>
         Some(Action::Search { query, limit }) => {
             let items = hub.search_expired(query, *limit, &crate::index::filter::Filter::all())?;
             if cli.json {
-                return super::print_json(&serde_json::json!({ "items": items }));
+                // The same object as `POST /v1/archive/search`.
+                return super::print_json(&crate::api::ArchiveReply { items });
             }
             for m in items {
                 let expired = m.expires_at.map(|t| t.to_rfc3339()).unwrap_or_default();

@@ -16,7 +16,10 @@ pub struct Args {
 pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()> {
     hub.forget(&args.id, args.reason.clone(), "cli", &Filter::all())?;
     if cli.json {
-        super::print_json(&serde_json::json!({ "id": args.id, "forgotten": true }))
+        super::print_json(&crate::api::ForgetReply {
+            id: args.id.clone(),
+            forgotten: true,
+        })
     } else {
         outln!("forgot {}", args.id);
         Ok(())

@@ -8,11 +8,12 @@
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::error::ApiError;
 use super::extract::{ApiJson, Caller, MAX_BODY_BYTES};
 use super::{AppState, AuditNote, reply, route_table};
+use crate::api::RevokeBody;
 use crate::auth::{TokenInfo, policy, scope};
 use crate::config::Config;
 use crate::error::Error;
@@ -363,14 +364,6 @@ pub async fn tokens(State(st): State<AppState>, caller: Caller) -> Result<Respon
     let store = st.tokens.clone();
     let tokens = st.run(move |_| store.list()).await?;
     Ok(reply(&TokenList { tokens }, AuditNote::default()))
-}
-
-/// `POST /v1/tokens/revoke` body.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RevokeBody {
-    /// Token name.
-    name: String,
 }
 
 /// `POST /v1/tokens/revoke` (admin): revokes a token from the next request on.

@@ -7,34 +7,15 @@
 
 use axum::extract::State;
 use axum::response::Response;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::error::ApiError;
 use super::extract::{ApiJson, Caller};
 use super::{AppState, AuditNote, reply};
+use crate::api::{CategoriesBody, CategoryAction};
 use crate::auth::policy::{self, ReadOptions};
 use crate::hub::categories::Category;
 use crate::model::Privacy;
-
-/// `POST /v1/categories` body.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CategoriesBody {
-    /// list, get, set or delete.
-    action: String,
-    /// The category (get, set, delete).
-    #[serde(default)]
-    name: Option<String>,
-    /// company-values, architecture, coding-requirements or custom (set; default custom).
-    #[serde(default)]
-    slot: Option<String>,
-    /// Markdown content (set).
-    #[serde(default)]
-    content: Option<String>,
-    /// The scene the caller acts in; a new category lives there.
-    #[serde(default)]
-    scene: Option<String>,
-}
 
 #[derive(Serialize)]
 struct Listing {
@@ -58,17 +39,17 @@ pub async fn categories(
     let note = |hits: Vec<String>| AuditNote {
         scene: Some(scene.to_string()),
         hits,
-        extra: Some(serde_json::json!({"action": body.action})),
+        extra: Some(serde_json::json!({"action": body.action.as_str()})),
     };
     let name = || {
-        body.name
-            .clone()
-            .ok_or_else(|| ApiError::invalid(format!("action {:?} needs a name", body.action)))
+        body.name.clone().ok_or_else(|| {
+            ApiError::invalid(format!("action {:?} needs a name", body.action.as_str()))
+        })
     };
-    match body.action.as_str() {
-        "list" | "get" => {
+    match body.action {
+        CategoryAction::List | CategoryAction::Get => {
             let filter = policy::read_filter(grant, &ReadOptions::default(), st.now())?;
-            if body.action == "list" {
+            if body.action == CategoryAction::List {
                 let categories = st.run(move |hub| hub.categories(&filter)).await?;
                 let ids = categories.iter().map(|c| c.doc_id.clone()).collect();
                 Ok(reply(&Listing { categories }, note(ids)))
@@ -79,7 +60,7 @@ pub async fn categories(
                 Ok(reply(&c, note(ids)))
             }
         }
-        "set" => {
+        CategoryAction::Set => {
             // Categories are injected into every session: standing policy is
             // set by the owner's full-rights token only.
             policy::require(grant, crate::auth::scope::ALL)?;
@@ -98,7 +79,7 @@ pub async fn categories(
             let ids = vec![c.doc_id.clone()];
             Ok(reply(&c, note(ids)))
         }
-        "delete" => {
+        CategoryAction::Delete => {
             policy::require(grant, crate::auth::scope::ALL)?;
             let writable = policy::forget_filter(grant)?;
             let name = name()?;
@@ -107,8 +88,5 @@ pub async fn categories(
                 .await?;
             Ok(reply(&Deleted { ok: true, name }, note(Vec::new())))
         }
-        other => Err(ApiError::invalid(format!(
-            "action must be list, get, set or delete; got {other:?}"
-        ))),
     }
 }

@@ -4,12 +4,12 @@
 
 use axum::extract::State;
 use axum::response::Response;
-use chrono::{DateTime, NaiveDate, Utc};
-use serde::Deserialize;
+use chrono::NaiveDate;
 
 use super::error::ApiError;
 use super::extract::{ApiJson, Caller, RequiredJson};
 use super::{AppState, AuditNote, reply};
+use crate::api::{ReportBody, RollbackBody, RunBody};
 use crate::auth::{policy, scope};
 use crate::consolidate::rollback::{self, Target};
 use crate::consolidate::{self, RunOptions, Window, report};
@@ -29,14 +29,6 @@ pub async fn runs(State(st): State<AppState>, caller: Caller) -> Result<Response
     ))
 }
 
-/// Body of `POST /v1/consolidation/report`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ReportBody {
-    /// Run id.
-    run: String,
-}
-
 /// `POST /v1/consolidation/report`: one run's full report.
 pub async fn run_report(
     State(st): State<AppState>,
@@ -47,18 +39,6 @@ pub async fn run_report(
     let run = body.run;
     let report = st.run(move |hub| report::load(hub.layout(), &run)).await?;
     Ok(reply(&report, AuditNote::default()))
-}
-
-/// Body of `POST /v1/consolidation/run`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RunBody {
-    /// A local day `YYYY-MM-DD`; default: the configured period ending now.
-    #[serde(default)]
-    date: Option<String>,
-    /// Plan and report only.
-    #[serde(default)]
-    dry_run: bool,
 }
 
 /// `POST /v1/consolidation/run`: run consolidation now (what `memd consolidate`
@@ -91,24 +71,6 @@ pub async fn run_now(
         ..AuditNote::default()
     };
     Ok(reply(&report, note))
-}
-
-/// Body of `POST /v1/consolidation/rollback`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RollbackBody {
-    /// A run id; or `source` and `since`.
-    #[serde(default)]
-    run: Option<String>,
-    /// Undo what this source wrote or forgot since `since`.
-    #[serde(default)]
-    source: Option<String>,
-    /// RFC 3339.
-    #[serde(default)]
-    since: Option<DateTime<Utc>>,
-    /// Say what would be undone; change nothing.
-    #[serde(default)]
-    dry_run: bool,
 }
 
 /// `POST /v1/consolidation/rollback`: what `memd rollback` does, while the

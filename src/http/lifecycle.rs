@@ -9,15 +9,14 @@
 
 use axum::extract::State;
 use axum::response::Response;
-use serde::{Deserialize, Serialize};
 
 use super::error::ApiError;
 use super::extract::{ApiJson, Caller};
 use super::{AppState, AuditNote, reply};
+use crate::api::{ArchiveReply, ArchiveSearchBody, EditAction, RestoreBody, TagsBody, TagsReply};
 use crate::auth::policy;
 use crate::auth::scope;
 use crate::hub::EditRequest;
-use crate::model::Memory;
 
 fn note(ids: impl IntoIterator<Item = String>) -> AuditNote {
     AuditNote {
@@ -25,23 +24,6 @@ fn note(ids: impl IntoIterator<Item = String>) -> AuditNote {
         hits: ids.into_iter().collect(),
         extra: None,
     }
-}
-
-/// `POST /v1/tags` body.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TagsBody {
-    /// The fact to edit.
-    id: String,
-    /// Tags to add.
-    #[serde(default)]
-    add: Vec<String>,
-    /// Tags to remove.
-    #[serde(default)]
-    remove: Vec<String>,
-    /// New importance, 0-1.
-    #[serde(default)]
-    importance: Option<f32>,
 }
 
 /// `POST /v1/tags`: adds/removes tags and sets importance (a new `put` line, same id).
@@ -68,25 +50,15 @@ pub async fn tags(
             .await?
     };
     Ok(reply(
-        &serde_json::json!({"id": out.id, "action": out.action, "tags": m.tags, "importance": m.importance}),
+        &TagsReply {
+            id: out.id.clone(),
+            // An edit that succeeds rewrites the fact in place.
+            action: EditAction::Update,
+            tags: m.tags,
+            importance: m.importance,
+        },
         note([out.id.clone()]),
     ))
-}
-
-/// `POST /v1/archive/search` body.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ArchiveSearchBody {
-    /// Text the expired memory contains.
-    query: String,
-    /// At most this many (1-100, default 20).
-    #[serde(default)]
-    limit: Option<usize>,
-}
-
-#[derive(Serialize)]
-struct ArchiveReply {
-    items: Vec<Memory>,
 }
 
 /// `POST /v1/archive/search` (`*` and `read`): expired memories the journal
@@ -107,14 +79,6 @@ pub async fn archive_search(
         .await?;
     let ids: Vec<String> = items.iter().map(|m| m.id.clone()).collect();
     Ok(reply(&ArchiveReply { items }, note(ids)))
-}
-
-/// `POST /v1/archive/restore` body.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RestoreBody {
-    /// The expired fact.
-    id: String,
 }
 
 /// `POST /v1/archive/restore` (`*`, `read` and `write`): brings an expired

@@ -6,16 +6,18 @@
 use axum::extract::State;
 use axum::response::Response;
 use chrono::Duration;
-use serde::{Deserialize, Serialize};
 
 use super::error::ApiError;
 use super::extract::{ApiJson, Caller};
 use super::{AppState, AuditNote, reply};
+use crate::api::{
+    AudienceBody, AudienceReply, BootstrapBody, DiscloseBody, DiscloseReply, Format, GetBody,
+    GetReply, ItemsReply, RecallBody, RecentBody, SearchBody, TimelineBody, Turn,
+};
 use crate::auth::policy::{self, ReadOptions};
 use crate::hub::{RecallRequest, TimelineQuery, narrow, render_recent_block};
 use crate::index::filter::{Filter, Scope};
 use crate::model::{Memory, Scene, Stage, parse_kind};
-use crate::search::SearchMode;
 use crate::search::SearchRequest;
 
 /// Fields every read request carries (each body lists them itself, because
@@ -70,60 +72,13 @@ fn note(scene: &Scene, hits: impl IntoIterator<Item = String>) -> AuditNote {
     }
 }
 
-/// Whether a `format` field asks for a rendered block.
-fn wants_block(format: &Option<String>) -> Result<bool, ApiError> {
-    match format.as_deref() {
-        None | Some("json") => Ok(false),
-        Some("block") => Ok(true),
-        Some(other) => Err(ApiError::invalid(format!(
-            "format must be \"json\" or \"block\"; got {other:?}"
-        ))),
-    }
-}
-
-/// `POST /v1/search` body.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SearchBody {
-    /// Free text.
-    query: String,
-    /// Hits wanted.
-    #[serde(default)]
-    limit: Option<usize>,
-    /// Only this stage.
-    #[serde(default)]
-    stage: Option<Stage>,
-    /// Only these kinds.
-    #[serde(default)]
-    kinds: Option<Vec<String>>,
-    /// fulltext, semantic or hybrid (default: config `search.mode`).
-    #[serde(default)]
-    mode: Option<String>,
-    /// Relevance floor, 0–1 (see [`crate::relevance`]); none unless given.
-    #[serde(default)]
-    min_score: Option<f32>,
-    /// The scene the caller acts in (default: the token's first).
-    #[serde(default)]
-    scene: Option<String>,
-    /// Scenes to read (default: every scene the token may read).
-    #[serde(default)]
-    scenes: Option<Vec<String>>,
-    /// The owner is the one asking (needs the `from_owner` scope).
-    #[serde(default)]
-    from_owner: bool,
-}
-
 /// `POST /v1/search`.
 pub async fn search(
     State(st): State<AppState>,
     caller: Caller,
     ApiJson(body): ApiJson<SearchBody>,
 ) -> Result<Response, ApiError> {
-    let mode = body
-        .mode
-        .as_deref()
-        .map(str::parse::<SearchMode>)
-        .transpose()?;
+    let mode = body.mode;
     let (scene, filter) = access(
         &st,
         &caller,
@@ -197,23 +152,6 @@ fn with_clamp(mut res: Response, clamped: Option<String>) -> Response {
     res
 }
 
-/// `POST /v1/get` body.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GetBody {
-    /// Fact id, chunk id or document id.
-    id: String,
-    /// The scene the caller acts in (default: the token's first).
-    #[serde(default)]
-    scene: Option<String>,
-    /// Scenes to read (default: every scene the token may read).
-    #[serde(default)]
-    scenes: Option<Vec<String>>,
-    /// The owner is the one asking (needs the `from_owner` scope).
-    #[serde(default)]
-    from_owner: bool,
-}
-
 /// `POST /v1/get`.
 pub async fn get(
     State(st): State<AppState>,
@@ -240,43 +178,11 @@ pub async fn get(
         })
         .await?;
     let audit = note(&scene, [memory.id.clone()]);
-    let mut body = serde_json::to_value(&memory)
-        .map_err(|e| ApiError::from(crate::Error::Internal(e.to_string())))?;
-    if !replaced_by.is_empty() {
-        body["superseded_by"] = serde_json::json!(replaced_by);
-    }
+    let body = GetReply {
+        memory,
+        superseded_by: replaced_by,
+    };
     Ok(reply(&body, audit))
-}
-
-/// `POST /v1/recent` body.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RecentBody {
-    /// short or long (default: both).
-    #[serde(default)]
-    stage: Option<Stage>,
-    /// How many (default 8, at most 100).
-    #[serde(default)]
-    limit: Option<usize>,
-    /// "json" (default) or "block".
-    #[serde(default)]
-    format: Option<String>,
-    /// The scene the caller acts in (default: the token's first).
-    #[serde(default)]
-    scene: Option<String>,
-    /// Scenes to read (default: every scene the token may read).
-    #[serde(default)]
-    scenes: Option<Vec<String>>,
-    /// The owner is the one asking (needs the `from_owner` scope).
-    #[serde(default)]
-    from_owner: bool,
-}
-
-#[derive(Serialize)]
-struct Items {
-    items: Vec<Memory>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    block: Option<String>,
 }
 
 /// `POST /v1/recent`.
@@ -285,7 +191,7 @@ pub async fn recent(
     caller: Caller,
     ApiJson(body): ApiJson<RecentBody>,
 ) -> Result<Response, ApiError> {
-    let block = wants_block(&body.format)?;
+    let block = Format::is_block(body.format);
     let (scene, filter) = access(
         &st,
         &caller,
@@ -295,72 +201,7 @@ pub async fn recent(
     let items = st.run(move |hub| hub.recent(&filter, stage, limit)).await?;
     let block = block.then(|| render_recent_block(&items));
     let ids: Vec<String> = items.iter().map(|m| m.id.clone()).collect();
-    Ok(reply(&Items { items, block }, note(&scene, ids)))
-}
-
-/// A conversation turn: plain text, or a message object whose `text` is used
-/// (other keys such as `role` and `name` are accepted and ignored).
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-pub enum Turn {
-    /// Just the text.
-    Text(String),
-    /// A message.
-    Message {
-        /// What was said.
-        text: String,
-    },
-}
-
-/// The `live` side channel of `/v1/recall`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LiveBody {
-    /// Lines wanted (default 6, at most 50).
-    #[serde(default)]
-    k: Option<usize>,
-    /// Window in minutes (default 30, at most 1440).
-    #[serde(default)]
-    minutes: Option<u32>,
-    /// Scenes to read live chat from (default: the request's scenes).
-    #[serde(default)]
-    scenes: Option<Vec<String>>,
-}
-
-/// `POST /v1/recall` body.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RecallBody {
-    /// The recent conversation, oldest first.
-    #[serde(default)]
-    messages: Vec<Turn>,
-    /// An explicit query instead of one built from `messages`.
-    #[serde(default)]
-    query: Option<String>,
-    /// Hits wanted.
-    #[serde(default)]
-    limit: Option<usize>,
-    /// Relevance floor, 0–1 (default [`crate::relevance::DEFAULT_FLOOR`] with the calibrated model; 0 turns it off).
-    #[serde(default)]
-    min_score: Option<f32>,
-    /// Recent short-term chat to add.
-    #[serde(default)]
-    live: Option<LiveBody>,
-    /// The person the conversation is with (provider user id).
-    #[serde(default)]
-    person: Option<String>,
-    /// "json" (default) or "block".
-    #[serde(default)]
-    format: Option<String>,
-    /// The scene the caller acts in (default: the token's first).
-    #[serde(default)]
-    scene: Option<String>,
-    /// Scenes to read (default: every scene the token may read).
-    #[serde(default)]
-    scenes: Option<Vec<String>>,
-    /// The owner is the one asking (needs the `from_owner` scope).
-    #[serde(default)]
-    from_owner: bool,
+    Ok(reply(&ItemsReply { items, block }, note(&scene, ids)))
 }
 
 /// `POST /v1/recall`.
@@ -369,7 +210,7 @@ pub async fn recall(
     caller: Caller,
     ApiJson(body): ApiJson<RecallBody>,
 ) -> Result<Response, ApiError> {
-    let block = wants_block(&body.format)?;
+    let block = Format::is_block(body.format);
     let (scene, filter) = access(
         &st,
         &caller,
@@ -396,14 +237,7 @@ pub async fn recall(
     };
     let (recall_limit, clamped) = clamp_limit(body.limit, st.settings().search.max_limit);
     let req = RecallRequest {
-        turns: body
-            .messages
-            .into_iter()
-            .map(|t| match t {
-                Turn::Text(s) => s,
-                Turn::Message { text, .. } => text,
-            })
-            .collect(),
+        turns: body.messages.into_iter().map(Turn::into_text).collect(),
         query: body.query,
         filter,
         limit: recall_limit,
@@ -442,33 +276,6 @@ pub async fn recall(
     Ok(with_clamp(reply(&out, note(&scene, ids)), clamped))
 }
 
-/// `POST /v1/timeline` body.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TimelineBody {
-    /// A `next_before` cursor or an RFC 3339 time.
-    #[serde(default)]
-    before: Option<String>,
-    /// `YYYY-MM`: one month only.
-    #[serde(default)]
-    month: Option<String>,
-    /// Items per page (default 20, at most 100).
-    #[serde(default)]
-    limit: Option<usize>,
-    /// short or long (default: both).
-    #[serde(default)]
-    stage: Option<Stage>,
-    /// The scene the caller acts in (default: the token's first).
-    #[serde(default)]
-    scene: Option<String>,
-    /// Scenes to read (default: every scene the token may read).
-    #[serde(default)]
-    scenes: Option<Vec<String>>,
-    /// The owner is the one asking (needs the `from_owner` scope).
-    #[serde(default)]
-    from_owner: bool,
-}
-
 /// `POST /v1/timeline`.
 pub async fn timeline(
     State(st): State<AppState>,
@@ -499,24 +306,6 @@ pub async fn timeline(
         .flat_map(|m| m.items.iter().map(|i| i.memory.id.clone()))
         .collect();
     Ok(reply(&page, note(&scene, ids)))
-}
-
-/// `POST /v1/bootstrap` body.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BootstrapBody {
-    /// Recent titles and `self` memories to include (default 8, at most 50).
-    #[serde(default)]
-    recent: Option<usize>,
-    /// The scene the caller acts in (default: the token's first).
-    #[serde(default)]
-    scene: Option<String>,
-    /// Scenes to read (default: every scene the token may read).
-    #[serde(default)]
-    scenes: Option<Vec<String>>,
-    /// The owner is the one asking (needs the `from_owner` scope).
-    #[serde(default)]
-    from_owner: bool,
 }
 
 /// `POST /v1/bootstrap`.
@@ -550,25 +339,6 @@ pub async fn bootstrap(
     Ok(reply(&out, note(&scene, ids)))
 }
 
-/// `POST /v1/audience` body.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AudienceBody {
-    /// Whose card (default: the request's scene). Tokens without `*` may only
-    /// read the cards of their own scenes.
-    #[serde(default)]
-    audience: Option<String>,
-    /// The scene the caller acts in.
-    #[serde(default)]
-    scene: Option<String>,
-}
-
-#[derive(Serialize)]
-struct AudienceReply {
-    audience: Scene,
-    card: Option<Memory>,
-}
-
 /// `POST /v1/audience`.
 pub async fn audience(
     State(st): State<AppState>,
@@ -595,43 +365,13 @@ pub async fn audience(
     Ok(reply(&AudienceReply { audience, card }, note(&scene, ids)))
 }
 
-/// `POST /v1/disclose` body.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DiscloseBody {
-    /// The group whose recent chat is asked about (`qq:group:<id>`).
-    group: String,
-    /// The member asking, in private (provider user id).
-    asker: String,
-    /// Window in minutes (default 180, at most 1440).
-    #[serde(default)]
-    minutes: Option<u32>,
-    /// Lines (default 20, at most 50).
-    #[serde(default)]
-    limit: Option<usize>,
-    /// "json" (default) or "block".
-    #[serde(default)]
-    format: Option<String>,
-    /// The scene the caller acts in.
-    #[serde(default)]
-    scene: Option<String>,
-}
-
-#[derive(Serialize)]
-struct DiscloseReply {
-    group: Scene,
-    items: Vec<Memory>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    block: Option<String>,
-}
-
 /// `POST /v1/disclose`: one group's recent chat and notes, for a known member only.
 pub async fn disclose(
     State(st): State<AppState>,
     caller: Caller,
     ApiJson(body): ApiJson<DiscloseBody>,
 ) -> Result<Response, ApiError> {
-    let block = wants_block(&body.format)?;
+    let block = Format::is_block(body.format);
     let scene = policy::resolve_scene(&caller.0, body.scene.as_deref())?;
     let group = Scene::parse(&body.group)?;
     let now = st.now();

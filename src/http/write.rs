@@ -6,12 +6,14 @@
 
 use axum::extract::State;
 use axum::response::Response;
-use chrono::{DateTime, Duration, Utc};
-use serde::{Deserialize, Serialize};
+use chrono::Duration;
 
 use super::error::ApiError;
 use super::extract::{ApiJson, Caller};
 use super::{AppState, AuditNote, reply};
+use crate::api::{
+    ForgetBody, ForgetReply, IngestBody, MembersBody, MembersReply, Sender, WriteBody,
+};
 use crate::auth::{Grant, policy, scope};
 use crate::hub::{IngestRequest, WriteRequest};
 use crate::model::{Privacy, Scene, Stage, Subject, Tier, parse_kind, parse_tags};
@@ -69,61 +71,6 @@ fn subject_for(grant: &Grant, scene: &Scene, asked: Option<Subject>) -> Result<S
              others (subject \"other\", the default), never as the owner or the agent itself"
         ))),
     }
-}
-
-/// `POST /v1/write` body.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct WriteBody {
-    /// The memory.
-    text: String,
-    /// The scene it lives in (default: the token's first).
-    #[serde(default)]
-    scene: Option<String>,
-    /// Kind word (default note).
-    #[serde(default)]
-    kind: Option<String>,
-    /// Optional title.
-    #[serde(default)]
-    title: Option<String>,
-    /// Tags.
-    #[serde(default)]
-    tags: Vec<String>,
-    /// normal (default), personal, sensitive, secret.
-    #[serde(default)]
-    privacy: Option<Privacy>,
-    /// owner, self, other (default: owner for tokens with `*`, else other;
-    /// only `*` may claim owner or self, the pet may write self in `pet`).
-    #[serde(default)]
-    subject: Option<Subject>,
-    /// 0-1 (default 0.5).
-    #[serde(default)]
-    importance: Option<f32>,
-    /// Retention tier.
-    #[serde(default)]
-    tier: Option<Tier>,
-    /// long (default) or short (expires after `ingest.ttlHours`).
-    #[serde(default)]
-    stage: Option<Stage>,
-    /// The id this memory replaces.
-    #[serde(default)]
-    supersedes: Option<String>,
-    /// Makes retries return the same id.
-    #[serde(default)]
-    idempotency_key: Option<String>,
-    /// Who writes it (only tokens with `*`).
-    #[serde(default)]
-    source: Option<String>,
-    /// When it happened: ISO 8601 or free text (`1:56 pm on 8 May, 2023`,
-    /// `2023年5月8日`); kept as given, parsed when possible.
-    #[serde(default)]
-    time: Option<String>,
-    /// The conversation or session it belongs to (its turns are each other's context).
-    #[serde(default)]
-    session: Option<String>,
-    /// Who said it.
-    #[serde(default)]
-    speaker: Option<String>,
 }
 
 /// `POST /v1/write`.
@@ -189,26 +136,6 @@ pub async fn write(
     Ok(reply(&outcome, note(&scene, [outcome.id.clone()])))
 }
 
-/// `POST /v1/forget` body.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ForgetBody {
-    /// The fact id.
-    id: String,
-    /// Why.
-    #[serde(default)]
-    reason: Option<String>,
-    /// The scene the caller acts in.
-    #[serde(default)]
-    scene: Option<String>,
-}
-
-#[derive(Serialize)]
-struct Forgotten {
-    id: String,
-    forgotten: bool,
-}
-
 /// `POST /v1/forget`: appends a tombstone for a memory the token may write.
 pub async fn forget(
     State(st): State<AppState>,
@@ -223,54 +150,12 @@ pub async fn forget(
     st.run(move |hub| hub.forget(&id, reason, &source, &filter))
         .await?;
     Ok(reply(
-        &Forgotten {
+        &ForgetReply {
             id: body.id.clone(),
             forgotten: true,
         },
         note(&scene, [body.id]),
     ))
-}
-
-/// Who sent an ingested message.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Sender {
-    /// Provider user id.
-    id: String,
-    /// Display name.
-    #[serde(default)]
-    name: Option<String>,
-}
-
-/// `POST /v1/ingest` body.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct IngestBody {
-    /// The provider's message id.
-    message_id: String,
-    /// What was said.
-    text: String,
-    /// The scene it was said in (default: the token's first).
-    #[serde(default)]
-    scene: Option<String>,
-    /// Who said it.
-    #[serde(default)]
-    sender: Option<Sender>,
-    /// The owner said it.
-    #[serde(default)]
-    from_owner: bool,
-    /// The agent said it.
-    #[serde(default)]
-    from_self: bool,
-    /// When it was said (RFC 3339); the TTL counts from here.
-    #[serde(default)]
-    sent_at: Option<DateTime<Utc>>,
-    /// Hours to keep it searchable (default `ingest.ttlHours`, at most 168).
-    #[serde(default)]
-    ttl_hours: Option<u32>,
-    /// The conversation it belongs to (default: none, the message stands alone).
-    #[serde(default)]
-    session: Option<String>,
 }
 
 /// `POST /v1/ingest`.
@@ -315,45 +200,6 @@ pub async fn ingest(
     Ok(reply(&out, note(&scene, out.id.clone())))
 }
 
-/// A member to add.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MemberBody {
-    /// Provider user id.
-    id: String,
-    /// Display name.
-    #[serde(default)]
-    name: Option<String>,
-}
-
-/// `POST /v1/members` body.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MembersBody {
-    /// The group (`qq:group:<id>`); default: the request's scene.
-    #[serde(default)]
-    group: Option<String>,
-    /// The full member list, replacing what is known (daily reconciliation).
-    #[serde(default)]
-    set: Option<Vec<MemberBody>>,
-    /// Members who joined.
-    #[serde(default)]
-    add: Vec<MemberBody>,
-    /// Member ids who left.
-    #[serde(default)]
-    remove: Vec<String>,
-    /// The scene the caller acts in.
-    #[serde(default)]
-    scene: Option<String>,
-}
-
-#[derive(Serialize)]
-struct MembersReply {
-    group: Scene,
-    added: usize,
-    removed: usize,
-}
-
 /// `POST /v1/members`: membership events of a group (the group's own token, or `*`).
 pub async fn members(
     State(st): State<AppState>,
@@ -372,7 +218,7 @@ pub async fn members(
             "group {group} is not one of this token's scenes"
         )));
     }
-    let pairs = |list: Vec<MemberBody>| -> Vec<(String, Option<String>)> {
+    let pairs = |list: Vec<Sender>| -> Vec<(String, Option<String>)> {
         list.into_iter().map(|m| (m.id, m.name)).collect()
     };
     let set = body.set.map(pairs);

@@ -19,12 +19,7 @@ use crate::model::Scene;
 use crate::store::atomic::write_atomic;
 
 /// The slots a category may fill.
-pub const SLOTS: &[&str] = &[
-    "company-values",
-    "architecture",
-    "coding-requirements",
-    "custom",
-];
+pub const SLOTS: &[&str] = crate::model::CATEGORY_SLOTS;
 
 /// Largest category content, in characters.
 pub const MAX_CONTENT_CHARS: usize = 100_000;

@@ -37,7 +37,7 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 pub use upstream::{CallError, Upstream};
 
@@ -131,19 +131,16 @@ impl MemoryServer {
                 p.id
             )));
         }
-        if p.add.is_empty() && p.remove.is_empty() {
-            return Err(CallError::invalid("give tags to `add` and/or `remove`"));
+        if p.add.is_empty() && p.remove.is_empty() && p.importance.is_none() {
+            return Err(CallError::invalid(
+                "give tags to `add` and/or `remove`, or an `importance`",
+            ));
         }
         // The fact keeps its id: /v1/tags appends a new put line with the
         // changed tags (the token must be allowed to write its scene).
-        let _ = &p.scene;
-        self.send(
-            ctx,
-            "POST",
-            "/v1/tags",
-            Some(json!({"id": p.id, "add": p.add, "remove": p.remove})),
-        )
-        .await
+        let body =
+            serde_json::to_value(p.into_body()).map_err(|e| CallError::invalid(e.to_string()))?;
+        self.send(ctx, "POST", "/v1/tags", Some(body)).await
     }
 }
 

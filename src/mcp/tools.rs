@@ -1,9 +1,10 @@
 //! The MCP tools: one per `/v1` operation an agent needs, plus tags,
 //! categories and a generic `memory_call`.
 //!
-//! Each tool's parameters are a struct whose JSON Schema (from `schemars`) is
-//! what the model sees, and whose serde form is exactly the `/v1` request
-//! body, so validation, privacy and audit stay in one place: the API.
+//! Each tool's parameters are the `/v1` request type from [`crate::api`]: its
+//! JSON Schema (from `schemars`) is what the model sees, and its serde form is
+//! exactly the `/v1` request body, so validation, privacy and audit stay in
+//! one place: the API. A field added to an api type shows up here as is.
 
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
@@ -15,286 +16,10 @@ use serde_json::{Value, json};
 
 use super::MemoryServer;
 use super::upstream::CallError;
-
-/// Sensitivity of a memory. `work` and `financial` are accepted as aliases of `sensitive`.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum PrivacyArg {
-    /// Ordinary memory, readable in its scene.
-    Normal,
-    /// About the owner's private life; readable in its scene.
-    Personal,
-    /// Health, money, work secrets: pinned to the sensitive audiences, needs `sensitive:read`.
-    Sensitive,
-    /// Never shown outside `main`; needs `secret:read`/`secret:write`. Stored as plain text.
-    Secret,
-    /// Alias of `sensitive`.
-    Work,
-    /// Alias of `sensitive`.
-    Financial,
-}
-
-/// Memory stage.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum StageArg {
-    /// Short-term chat that expires by itself (24 h by default).
-    Short,
-    /// Long-term memory.
-    Long,
-}
-
-/// Whose memory it is.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum SubjectArg {
-    /// About the owner (default).
-    Owner,
-    /// The agent's own view or decision.
-    #[serde(rename = "self")]
-    SelfSubject,
-    /// About someone else.
-    Other,
-}
-
-/// Retention tier of a long-term memory.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
-pub enum TierArg {
-    /// Foundational: ranked up, never expires.
-    T0,
-    /// Long-lived.
-    T1,
-    /// The usual default.
-    T2,
-    /// Transient (ranked down; expires only if the server opts into tier expiry).
-    T3,
-}
-
-/// Search algorithm.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum ModeArg {
-    /// Keyword (BM25) search.
-    Fulltext,
-    /// Nearest neighbours of the query's meaning.
-    Semantic,
-    /// Both, fused (the usual default).
-    Hybrid,
-}
-
-/// Output format of recent/recall.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum FormatArg {
-    /// Structured items only.
-    Json,
-    /// Also a rendered text block ready to put into a prompt.
-    Block,
-}
-
-/// `memory_bootstrap` parameters.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct BootstrapParams {
-    /// How many recent titles and recent `self` memories to include (1-50, default 8).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub recent: Option<usize>,
-    /// The scene you act in (default: your token's first scene, usually `main`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scene: Option<String>,
-}
-
-/// `memory_search` parameters.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SearchParams {
-    /// What to look for: keywords or a short natural-language question (Chinese or English).
-    pub query: String,
-    /// Maximum number of hits (default 5, capped by the server, usually at 10).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit: Option<usize>,
-    /// fulltext, semantic or hybrid (default: the server's, usually hybrid).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mode: Option<ModeArg>,
-    /// Only `short` (recent chat) or only `long` (durable) memories.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stage: Option<StageArg>,
-    /// Only these kinds, e.g. ["preference", "event"].
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kinds: Option<Vec<String>>,
-    /// The scene you act in (default: your token's first scene).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scene: Option<String>,
-    /// Narrow the search to these scenes (default: every scene your token may read).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scenes: Option<Vec<String>>,
-}
-
-/// `memory_timeline` parameters.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct TimelineParams {
-    /// Page cursor: the `next_before` of the previous page, or an RFC 3339 time.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub before: Option<String>,
-    /// One month only, `YYYY-MM`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub month: Option<String>,
-    /// Items per page (1-100, default 20).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit: Option<usize>,
-    /// Only `short` or only `long` memories.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stage: Option<StageArg>,
-    /// The scene you act in (default: your token's first scene).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scene: Option<String>,
-    /// Only these scenes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scenes: Option<Vec<String>>,
-}
-
-/// `memory_get` parameters.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct GetParams {
-    /// A fact id (`fact-main-…`), a document chunk id (`doc-1a2b3c4d#0`) or a document id.
-    pub id: String,
-    /// The scene you act in (default: your token's first scene).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scene: Option<String>,
-}
-
-/// `memory_recent` parameters.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RecentParams {
-    /// Only `short` or only `long` memories (default: both).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stage: Option<StageArg>,
-    /// How many (1-100, default 8).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit: Option<usize>,
-    /// `block` adds a rendered text block.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub format: Option<FormatArg>,
-    /// The scene you act in (default: your token's first scene).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scene: Option<String>,
-    /// Only these scenes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scenes: Option<Vec<String>>,
-}
-
-/// The `live` side channel of `memory_recall`.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct LiveParams {
-    /// Lines of recent chat (1-50, default 6).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub k: Option<usize>,
-    /// Window in minutes (1-1440, default 30).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub minutes: Option<u32>,
-    /// Scenes to read live chat from.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scenes: Option<Vec<String>>,
-}
-
-/// `memory_recall` parameters.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RecallParams {
-    /// The last few conversation turns, oldest first (plain strings).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub messages: Vec<String>,
-    /// An explicit query instead of one built from `messages`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub query: Option<String>,
-    /// Maximum number of memories.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit: Option<usize>,
-    /// Also return recent short-term chat.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub live: Option<LiveParams>,
-    /// `block` adds a rendered text block ready for a prompt.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub format: Option<FormatArg>,
-    /// The scene you act in (default: your token's first scene).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scene: Option<String>,
-    /// Only these scenes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scenes: Option<Vec<String>>,
-}
-
-/// `memory_write` parameters.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct WriteParams {
-    /// The memory itself: one self-contained fact, preference, decision or event, written so it
-    /// makes sense without the conversation around it. Never put passwords, API keys or tokens here.
-    pub text: String,
-    /// The scene it lives in (default: your token's first scene).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scene: Option<String>,
-    /// What it is: note (default), fact, preference, event, todo, decision, …
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
-    /// A short title.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub title: Option<String>,
-    /// Free-form tags (letters, digits, `-`, `_`, `:`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tags: Vec<String>,
-    /// normal (default), personal, sensitive, secret; `work` and `financial` mean sensitive.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub privacy: Option<PrivacyArg>,
-    /// owner (default): about the user; self: your own judgement; other: about someone else.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub subject: Option<SubjectArg>,
-    /// 0-1, default 0.5.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub importance: Option<f32>,
-    /// Retention tier T0-T3 (default: chosen by the server).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tier: Option<TierArg>,
-    /// long (default) or short (expires like chat).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stage: Option<StageArg>,
-    /// The id of the memory this one replaces (the user changed their mind, a fact was corrected).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub supersedes: Option<String>,
-    /// Any unique string; retrying with the same key returns the same id instead of a duplicate.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub idempotency_key: Option<String>,
-    /// Origin label (e.g. `sleep` for nightly consolidation). Only root tokens (`*`) may set it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source: Option<String>,
-    /// When it happened, if not now: ISO 8601 (`2023-05-08`) or a plain date (`8 May 2023`, `2023年5月8日`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub time: Option<String>,
-    /// The conversation or session it belongs to, when saving several turns of one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session: Option<String>,
-    /// Who said it, when it is a quote.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub speaker: Option<String>,
-}
-
-/// `memory_forget` parameters.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ForgetParams {
-    /// The fact id to forget.
-    pub id: String,
-    /// Why (kept in the journal).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// The scene you act in (default: your token's first scene).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scene: Option<String>,
-}
+use crate::api::{
+    BootstrapBody, CategoriesBody, ForgetBody, GetBody, RecallBody, RecentBody, SearchBody,
+    TagsBody, TimelineBody, WriteBody,
+};
 
 /// `memory_call` parameters.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
@@ -307,7 +32,7 @@ pub struct CallParams {
     pub body: Option<Value>,
 }
 
-/// `memory_tag` parameters.
+/// `memory_tag` parameters: `/v1/tags` plus a `scene` older clients send.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TagParams {
@@ -319,43 +44,24 @@ pub struct TagParams {
     /// Tags to remove.
     #[serde(default)]
     pub remove: Vec<String>,
+    /// New importance, 0-1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub importance: Option<f32>,
     /// Unused (the fact's own scene decides); accepted for compatibility.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scene: Option<String>,
 }
 
-/// What `memory_category` does.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum CategoryAction {
-    /// List categories with a preview.
-    List,
-    /// One category's full content.
-    Get,
-    /// Create or replace a category.
-    Set,
-    /// Remove a category.
-    Delete,
-}
-
-/// `memory_category` parameters.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CategoryParams {
-    /// list, get, set or delete.
-    pub action: CategoryAction,
-    /// Category name for get/set/delete: lowercase letters, digits and `-` (e.g. `coding-standards`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// Slot for set: company-values, architecture, coding-requirements or custom (default).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub slot: Option<String>,
-    /// Markdown content for set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub content: Option<String>,
-    /// The scene the category belongs to (default: your token's first scene).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scene: Option<String>,
+impl TagParams {
+    /// The `/v1/tags` body.
+    pub fn into_body(self) -> TagsBody {
+        TagsBody {
+            id: self.id,
+            add: self.add,
+            remove: self.remove,
+            importance: self.importance,
+        }
+    }
 }
 
 /// A successful tool result: the JSON as text (for every client) and as structured content.
@@ -393,7 +99,7 @@ impl MemoryServer {
     )]
     async fn memory_bootstrap(
         &self,
-        Parameters(p): Parameters<BootstrapParams>,
+        Parameters(p): Parameters<BootstrapBody>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         finish(self.post(&ctx, "/v1/bootstrap", body_of(&p)).await)
@@ -405,7 +111,7 @@ impl MemoryServer {
     )]
     async fn memory_search(
         &self,
-        Parameters(p): Parameters<SearchParams>,
+        Parameters(p): Parameters<SearchBody>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         finish(self.post(&ctx, "/v1/search", body_of(&p)).await)
@@ -417,7 +123,7 @@ impl MemoryServer {
     )]
     async fn memory_timeline(
         &self,
-        Parameters(p): Parameters<TimelineParams>,
+        Parameters(p): Parameters<TimelineBody>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         finish(self.post(&ctx, "/v1/timeline", body_of(&p)).await)
@@ -429,7 +135,7 @@ impl MemoryServer {
     )]
     async fn memory_get(
         &self,
-        Parameters(p): Parameters<GetParams>,
+        Parameters(p): Parameters<GetBody>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         finish(self.post(&ctx, "/v1/get", body_of(&p)).await)
@@ -441,7 +147,7 @@ impl MemoryServer {
     )]
     async fn memory_recent(
         &self,
-        Parameters(p): Parameters<RecentParams>,
+        Parameters(p): Parameters<RecentBody>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         finish(self.post(&ctx, "/v1/recent", body_of(&p)).await)
@@ -453,7 +159,7 @@ impl MemoryServer {
     )]
     async fn memory_recall(
         &self,
-        Parameters(p): Parameters<RecallParams>,
+        Parameters(p): Parameters<RecallBody>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         finish(self.post(&ctx, "/v1/recall", body_of(&p)).await)
@@ -470,7 +176,7 @@ impl MemoryServer {
     )]
     async fn memory_write(
         &self,
-        Parameters(p): Parameters<WriteParams>,
+        Parameters(p): Parameters<WriteBody>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         finish(self.post(&ctx, "/v1/write", body_of(&p)).await)
@@ -487,7 +193,7 @@ impl MemoryServer {
     )]
     async fn memory_forget(
         &self,
-        Parameters(p): Parameters<ForgetParams>,
+        Parameters(p): Parameters<ForgetBody>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         finish(self.post(&ctx, "/v1/forget", body_of(&p)).await)
@@ -517,7 +223,7 @@ impl MemoryServer {
     }
 
     #[tool(
-        description = "Add and/or remove tags on a memory (fact id) you may write. The memory keeps its id (a new journal line records the change); the answer gives the resulting tags. Documents (`doc-…`) are tagged in their front matter instead.",
+        description = "Add and/or remove tags, or set the importance, of a memory (fact id) you may write. The memory keeps its id (a new journal line records the change); the answer gives the resulting tags. Documents (`doc-…`) are tagged in their front matter instead.",
         annotations(
             read_only_hint = false,
             destructive_hint = false,
@@ -538,7 +244,7 @@ impl MemoryServer {
     )]
     async fn memory_category(
         &self,
-        Parameters(p): Parameters<CategoryParams>,
+        Parameters(p): Parameters<CategoriesBody>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         finish(self.post(&ctx, "/v1/categories", body_of(&p)).await)
@@ -619,16 +325,62 @@ mod tests {
         }
     }
 
+    /// Each tool that maps to one `/v1` operation offers exactly the fields
+    /// of that operation's api type, so a field added there reaches MCP.
+    #[tokio::test]
+    async fn tool_parameters_are_the_api_types() {
+        fn fields<T: JsonSchema>() -> Vec<String> {
+            let schema = schemars::SchemaGenerator::default().into_root_schema_for::<T>();
+            let mut keys: Vec<String> = schema.as_value()["properties"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect();
+            keys.sort();
+            keys
+        }
+        let upstream = std::sync::Arc::new(super::super::Upstream::loopback("http://127.0.0.1:9"));
+        let tools = MemoryServer::new(upstream, None).tools();
+        for (tool, want) in [
+            ("memory_bootstrap", fields::<BootstrapBody>()),
+            ("memory_search", fields::<SearchBody>()),
+            ("memory_timeline", fields::<TimelineBody>()),
+            ("memory_get", fields::<GetBody>()),
+            ("memory_recent", fields::<RecentBody>()),
+            ("memory_recall", fields::<RecallBody>()),
+            ("memory_write", fields::<WriteBody>()),
+            ("memory_forget", fields::<ForgetBody>()),
+            ("memory_category", fields::<CategoriesBody>()),
+        ] {
+            let t = tools.iter().find(|t| t.name == tool).unwrap();
+            let mut got: Vec<String> = t.input_schema["properties"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect();
+            got.sort();
+            assert_eq!(got, want, "{tool}");
+        }
+        let search = tools.iter().find(|t| t.name == "memory_search").unwrap();
+        assert!(
+            search.input_schema["properties"]
+                .get("from_owner")
+                .is_some()
+        );
+    }
+
     #[test]
     fn write_params_are_the_api_body() {
-        let p: WriteParams = serde_json::from_value(json!({
+        let p: WriteBody = serde_json::from_value(json!({
             "text": "x", "privacy": "work", "subject": "self", "tier": "T1"
         }))
         .unwrap();
         assert_eq!(
             body_of(&p).unwrap(),
-            json!({"text": "x", "privacy": "work", "subject": "self", "tier": "T1"})
+            json!({"text": "x", "privacy": "sensitive", "subject": "self", "tier": "t1"})
         );
-        assert!(serde_json::from_value::<WriteParams>(json!({"text": "x", "nope": 1})).is_err());
+        assert!(serde_json::from_value::<WriteBody>(json!({"text": "x", "nope": 1})).is_err());
     }
 }

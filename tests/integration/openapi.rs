@@ -142,3 +142,216 @@ async fn every_post_body_refuses_unknown_fields() {
         assert_eq!(v["error"]["code"], "INVALID_INPUT", "{}", route.path);
     }
 }
+
+/// The parts of a JSON Schema the contract is about: types, enums,
+/// properties, required fields, items and closed objects. References are
+/// resolved, `null` alternatives dropped (an optional field may be sent as
+/// null: the API reads that as absent), one-of-constants read as an enum,
+/// and descriptions, defaults, formats and bounds left out.
+fn shape(root: &Value, v: &Value) -> Value {
+    use serde_json::{Map, json};
+    let Some(obj) = v.as_object() else {
+        return v.clone();
+    };
+    if let Some(r) = obj.get("$ref").and_then(Value::as_str) {
+        let target = resolve(root, r).unwrap_or_else(|| panic!("dangling $ref {r}"));
+        return shape(root, target);
+    }
+    if let Some(parts) = obj.get("allOf").and_then(Value::as_array) {
+        // All of several objects: one object with every property.
+        let mut merged = Map::new();
+        let (mut props, mut required) = (Map::new(), BTreeSet::new());
+        for part in parts.iter().map(|p| shape(root, p)) {
+            props.extend(part["properties"].as_object().cloned().unwrap_or_default());
+            required.extend(
+                part["required"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|r| r.as_str().map(str::to_string)),
+            );
+            for (k, v) in part.as_object().into_iter().flatten() {
+                merged.insert(k.clone(), v.clone());
+            }
+        }
+        if !props.is_empty() {
+            merged.insert("properties".into(), Value::Object(props));
+        }
+        if !required.is_empty() {
+            merged.insert("required".into(), json!(required));
+        }
+        return Value::Object(merged);
+    }
+    for key in ["anyOf", "oneOf"] {
+        let Some(list) = obj.get(key).and_then(Value::as_array) else {
+            continue;
+        };
+        let mut alternatives: Vec<Value> = list
+            .iter()
+            .map(|s| shape(root, s))
+            .filter(|s| s != &json!({"type": "null"}))
+            .collect();
+        if alternatives.iter().all(|a| a.get("enum").is_some()) {
+            let mut values: Vec<Value> = alternatives
+                .iter()
+                .flat_map(|a| a["enum"].as_array().cloned().unwrap_or_default())
+                .collect();
+            values.sort_by_key(Value::to_string);
+            return json!({"type": "string", "enum": values});
+        }
+        if alternatives.len() == 1 {
+            return alternatives.remove(0);
+        }
+        alternatives.sort_by_key(Value::to_string);
+        return json!({ "anyOf": alternatives });
+    }
+    let mut out = Map::new();
+    if let Some(t) = obj.get("type") {
+        let types: Vec<&str> = match t {
+            Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
+            other => other.as_str().into_iter().collect(),
+        };
+        let types: Vec<&str> = match types.as_slice() {
+            ["null"] => vec!["null"],
+            _ => types.into_iter().filter(|t| *t != "null").collect(),
+        };
+        if let [one] = types.as_slice() {
+            out.insert("type".into(), json!(one));
+        } else {
+            out.insert("type".into(), json!(types));
+        }
+    }
+    let consts = obj.get("const").map(|c| vec![c.clone()]);
+    if let Some(mut values) = obj
+        .get("enum")
+        .and_then(Value::as_array)
+        .cloned()
+        .or(consts)
+    {
+        values.retain(|v| !v.is_null());
+        values.sort_by_key(Value::to_string);
+        out.insert("type".into(), json!("string"));
+        out.insert("enum".into(), json!(values));
+    }
+    if let Some(props) = obj.get("properties").and_then(Value::as_object) {
+        let props: Map<String, Value> = props
+            .iter()
+            .map(|(k, s)| (k.clone(), shape(root, s)))
+            .collect();
+        out.insert("properties".into(), Value::Object(props));
+    }
+    if let Some(req) = obj.get("required").and_then(Value::as_array) {
+        let mut req: Vec<&str> = req.iter().filter_map(Value::as_str).collect();
+        req.sort_unstable();
+        if !req.is_empty() {
+            out.insert("required".into(), json!(req));
+        }
+    }
+    if obj.get("additionalProperties") == Some(&Value::Bool(false)) {
+        out.insert("closed".into(), json!(true));
+    }
+    if let Some(items) = obj.get("items") {
+        out.insert("items".into(), shape(root, items));
+    }
+    Value::Object(out)
+}
+
+/// Where two shapes differ, one line per difference.
+fn differences(at: &str, spec: &Value, code: &Value, out: &mut Vec<String>) {
+    match (spec, code) {
+        (Value::Object(a), Value::Object(b)) => {
+            let keys: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+            for k in keys {
+                match (a.get(k), b.get(k)) {
+                    (Some(x), Some(y)) => differences(&format!("{at}.{k}"), x, y, out),
+                    (Some(x), None) => {
+                        out.push(format!("{at}.{k}: spec has {x}, the api type not"))
+                    }
+                    (None, Some(y)) => {
+                        out.push(format!("{at}.{k}: the api type has {y}, spec not"))
+                    }
+                    (None, None) => {}
+                }
+            }
+        }
+        (a, b) if a != b => out.push(format!("{at}: spec {a}, api type {b}")),
+        _ => {}
+    }
+}
+
+fn spec_request<'a>(spec: &'a Value, method: &str, path: &str) -> &'a Value {
+    &spec["paths"][path][method.to_lowercase()]["requestBody"]["content"]["application/json"]["schema"]
+}
+
+fn spec_reply<'a>(spec: &'a Value, method: &str, path: &str) -> &'a Value {
+    &spec["paths"][path][method.to_lowercase()]["responses"]["200"]["content"]["application/json"]["schema"]
+}
+
+/// Each operation's request (and, where it has its own api type, reply)
+/// schema in `openapi.yaml` has the same fields, types, enums and required
+/// fields as the `memory_hub::api` type the handlers and MCP tools use.
+#[test]
+fn openapi_bodies_equal_the_api_types() {
+    let spec = spec();
+    let mut problems = Vec::new();
+    let ops = memory_hub::api::operations();
+    for op in &ops {
+        let name = format!("{} {}", op.method, op.path);
+        for (what, schema, documented) in [
+            (
+                "request",
+                &op.request,
+                spec_request(&spec, op.method, op.path),
+            ),
+            ("reply", &op.reply, spec_reply(&spec, op.method, op.path)),
+        ] {
+            let Some(schema) = schema else { continue };
+            assert!(
+                documented.is_object(),
+                "{name}: the spec has no {what} schema"
+            );
+            let code = schema.as_value();
+            differences(
+                &format!("{name} {what}"),
+                &shape(&spec, documented),
+                &shape(code, code),
+                &mut problems,
+            );
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "openapi.yaml and memory_hub::api differ:\n{}",
+        problems.join("\n")
+    );
+    // Every POST route but /v1/config (its keys are the config's editable
+    // table) has its request type.
+    let typed: BTreeSet<&str> = ops.iter().map(|o| o.path).collect();
+    for route in route_table().iter().filter(|r| r.method == "POST") {
+        assert!(
+            typed.contains(route.path) || route.path == "/v1/config",
+            "{} has no api request type",
+            route.path
+        );
+    }
+}
+
+/// The comparison sees a field the spec lacks.
+#[test]
+fn a_field_missing_from_the_spec_is_seen() {
+    let spec = spec();
+    let documented = shape(&spec, spec_request(&spec, "POST", "/v1/forget"));
+    let mut code = memory_hub::api::operations()
+        .into_iter()
+        .find(|o| o.path == "/v1/forget")
+        .and_then(|o| o.request)
+        .unwrap()
+        .to_value();
+    code["properties"]["time"] = serde_json::json!({"type": "string"});
+    let mut problems = Vec::new();
+    differences("forget", &documented, &shape(&code, &code), &mut problems);
+    assert_eq!(
+        problems,
+        vec![r#"forget.properties.time: the api type has {"type":"string"}, spec not"#]
+    );
+}
