@@ -33,5 +33,6 @@ mod semantic;
 mod serve;
 mod side_channels;
 mod transfer;
+mod vectors_coarse;
 mod watch;
 mod write_rules;
