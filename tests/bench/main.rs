@@ -7,12 +7,15 @@
 //! (the embedder behind the hybrid figures; `auto` uses the installed e5 model
 //! up to 10k facts and the deterministic hash embedder above), `--no-http`,
 //! `--writes N` single writes timed alone and under 8 hybrid readers (default
-//! 200; 0 skips them, see `writes.rs` for `--writes-embed-ms`), `--writes-only`.
+//! 200; 0 skips them, see `writes.rs` for `--writes-embed-ms`), `--writes-only`,
+//! `--no-vectors` / `--vectors-only` (vector search at scale: recall of the
+//! int8 pass, KNN and hybrid latency, disk breakdown; see `vectors.rs`).
 #![allow(clippy::print_stdout)]
 
 mod baseline;
 mod corpus;
 mod http;
+mod vectors;
 mod writes;
 
 use std::io::Write;
@@ -315,6 +318,8 @@ fn main() {
     let model_arg = arg("--model").unwrap_or_else(|| "auto".into());
     let with_http = !std::env::args().any(|a| a == "--no-http");
     let writes_only = std::env::args().any(|a| a == "--writes-only");
+    let vectors_only = std::env::args().any(|a| a == "--vectors-only");
+    let with_vectors = !std::env::args().any(|a| a == "--no-vectors");
     let writes: usize =
         arg("--writes").map_or(200, |s| s.parse().expect("--writes takes a number"));
     let embed_ms: u64 = arg("--writes-embed-ms")
@@ -329,7 +334,19 @@ fn main() {
         println!("\n## {n} facts, {nq} queries\n");
         println!("| figure | memd | baseline (same run) | ratio |");
         println!("|---|---|---|---|");
+        if vectors_only {
+            for r in vectors::run(n, nq) {
+                println!(
+                    "| {} | {} | {} | {} |",
+                    r.name, r.value, r.baseline, r.ratio
+                );
+            }
+            continue;
+        }
         let mut rows = if writes_only { Vec::new() } else { run(n, nq) };
+        if with_vectors && !writes_only {
+            rows.extend(vectors::run(n, nq));
+        }
         if writes > 0 {
             rows.extend(writes::run(n, writes, model_arg == "real", embed_ms));
         }
