@@ -306,6 +306,9 @@ impl MetaDb {
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        // Vector search scans every int8 vector: reading the pages through a
+        // memory map instead of one read call per page makes it ~1.5x faster.
+        conn.pragma_update(None, "mmap_size", 2i64 << 30)?;
         Ok(conn)
     }
 

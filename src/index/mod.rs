@@ -576,6 +576,18 @@ impl Index {
         })
     }
 
+    /// [`Index::vector_search`] by exact KNN over every float vector, without
+    /// the coarse int8 pass: the reference its recall is measured against.
+    pub fn vector_search_exact(
+        &self,
+        query: &[f32],
+        filter: &Filter,
+        k: usize,
+    ) -> Result<Vec<(String, f32)>> {
+        self.meta
+            .with_reader(|c| vector::knn_exact(c, query, filter, k))
+    }
+
     /// The stored vectors of these memory ids, if they are of `model`
     /// (an empty map when the index holds another model's vectors).
     pub fn vectors_of(

@@ -9,6 +9,19 @@
 //! the KNN but not `OR` across columns, so a filter with several scopes runs
 //! one KNN per scope and the results are merged by distance.
 //!
+//! Search is two passes inside SQLite. Each row also holds `coarse`, an
+//! int8 copy of its vector (each vector scaled so its largest component is
+//! ±127): a KNN on `coarse` under the same filter clauses picks
+//! [`candidates`] rows (a quarter of the bytes to scan, integer arithmetic),
+//! and those are ranked again by the exact float cosine distance, which is
+//! the distance returned. When no more than that many rows are visible the
+//! coarse pass returns them all and the result is exact; on a large index the
+//! coarse pass can miss a true neighbour whose int8 distance ranks it just
+//! outside the candidates (recall of the coarse pass against exact KNN is
+//! measured by `cargo bench --bench memd -- --vectors-only`). A table created
+//! before the coarse column existed is searched exactly until `memd reindex`
+//! rebuilds it.
+//!
 //! Which rows still need a vector is tracked by `memories.vector_model`
 //! (`NULL` = not embedded by the current model): every upsert of a memory
 //! resets it, forgetting or removing a memory deletes its vector, and the hub
@@ -33,6 +46,37 @@ const TIE_MARGIN: usize = 32;
 
 /// The vec0 table.
 const TABLE: &str = "memory_vectors";
+
+/// How many rows the coarse (int8) pass hands to exact rescoring for `k`
+/// neighbours: twice `k` plus the tie margin, so a true neighbour ranked a
+/// little lower by the int8 distance is still rescored.
+pub fn candidates(k: usize) -> usize {
+    (2 * k + TIE_MARGIN).min(MAX_K)
+}
+
+/// The int8 copy of a vector the coarse pass scans: scaled so its largest
+/// component is ±127 (cosine distance ignores the scale), rounded.
+pub fn quantize(v: &[f32]) -> Vec<u8> {
+    let max = v.iter().fold(0f32, |m, x| m.max(x.abs()));
+    if max == 0.0 || !max.is_finite() {
+        return vec![0; v.len()];
+    }
+    let scale = 127.0 / max;
+    v.iter()
+        .map(|x| (x * scale).round().clamp(-127.0, 127.0) as i8 as u8)
+        .collect()
+}
+
+/// How the table is laid out: `None` when it does not exist yet,
+/// `Some(true)` with the coarse int8 column, `Some(false)` for a table made
+/// before it (searched exactly).
+fn layout(conn: &Connection) -> Result<Option<bool>> {
+    let sql: Option<String> = conn
+        .prepare_cached("SELECT sql FROM sqlite_master WHERE name = ?")?
+        .query_row([TABLE], |r| r.get(0))
+        .optional()?;
+    Ok(sql.map(|s| s.contains(" coarse int8[")))
+}
 
 /// Registers sqlite-vec with every SQLite connection this process opens from now on.
 #[allow(unsafe_code)]
@@ -82,6 +126,7 @@ pub fn ensure_model(tx: &Transaction<'_>, model: &str, dim: usize) -> Result<boo
         "CREATE VIRTUAL TABLE {TABLE} USING vec0(\
          id TEXT PRIMARY KEY, \
          embedding float[{dim}] distance_metric=cosine, \
+         coarse int8[{dim}] distance_metric=cosine, \
          scene TEXT, privacy TEXT, stage TEXT, kind TEXT, subject TEXT, origin TEXT, \
          expires INTEGER)"
     ))?;
@@ -94,9 +139,7 @@ pub fn ensure_model(tx: &Transaction<'_>, model: &str, dim: usize) -> Result<boo
 }
 
 fn table_exists(conn: &Connection) -> Result<bool> {
-    Ok(conn
-        .prepare_cached("SELECT 1 FROM sqlite_master WHERE name = ?")?
-        .exists([TABLE])?)
+    Ok(layout(conn)?.is_some())
 }
 
 /// Deletes the vectors of these memory ids (a no-op for ids without one).
@@ -174,10 +217,18 @@ pub fn passage_text(title: Option<&str>, text: &str) -> String {
 pub fn store(tx: &Transaction<'_>, model: &str, rows: &[(&Pending, &[f32])]) -> Result<u64> {
     let mut current = tx.prepare_cached(&format!("{PENDING_COLUMNS} AND id = ?"))?;
     let mut del = tx.prepare_cached(&format!("DELETE FROM {TABLE} WHERE id = ?"))?;
-    let mut ins = tx.prepare_cached(&format!(
-        "INSERT INTO {TABLE} (id, embedding, scene, privacy, stage, kind, subject, origin, expires) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-    ))?;
+    let coarse = layout(tx)? == Some(true);
+    let mut ins = tx.prepare_cached(&if coarse {
+        format!(
+            "INSERT INTO {TABLE} (id, embedding, scene, privacy, stage, kind, subject, origin, \
+             expires, coarse) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, vec_int8(?))"
+        )
+    } else {
+        format!(
+            "INSERT INTO {TABLE} (id, embedding, scene, privacy, stage, kind, subject, origin, \
+             expires) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        )
+    })?;
     let mut mark = tx.prepare_cached(
         "UPDATE memories SET vector_model = ? WHERE id = ? AND forgotten_at IS NULL",
     )?;
@@ -191,17 +242,21 @@ pub fn store(tx: &Transaction<'_>, model: &str, rows: &[(&Pending, &[f32])]) -> 
         }
         del.execute([&p.id])?;
         let [scene, privacy, stage, kind, subject, origin] = &p.columns;
-        ins.execute(params![
-            p.id,
-            to_bytes(v),
-            scene,
-            privacy,
-            stage,
-            kind,
-            subject,
-            origin,
-            p.expires
-        ])?;
+        let mut values: Vec<rusqlite::types::Value> = vec![
+            p.id.clone().into(),
+            to_bytes(v).into(),
+            scene.clone().into(),
+            privacy.clone().into(),
+            stage.clone().into(),
+            kind.clone().into(),
+            subject.clone().into(),
+            origin.clone().into(),
+            p.expires.into(),
+        ];
+        if coarse {
+            values.push(quantize(v).into());
+        }
+        ins.execute(params_from_iter(values))?;
         mark.execute(params![model, p.id])?;
         stored += 1;
     }
@@ -209,26 +264,60 @@ pub fn store(tx: &Transaction<'_>, model: &str, rows: &[(&Pending, &[f32])]) -> 
 }
 
 /// The `k` nearest visible memories to `query` as `(id, cosine distance)`,
-/// nearest first, ties by id. The filter is applied inside each KNN.
+/// nearest first, ties by id. The filter is applied inside each KNN, the
+/// coarse one included (see the module docs for the two passes).
 pub fn knn(
     conn: &Connection,
     query: &[f32],
     filter: &Filter,
     k: usize,
 ) -> Result<Vec<(String, f32)>> {
+    match layout(conn)? {
+        None => Ok(Vec::new()),
+        Some(coarse) => knn_with(conn, query, filter, k, coarse),
+    }
+}
+
+/// The exact `k` nearest visible memories, scanning every float vector under
+/// the filter: the reference the coarse pass is measured against.
+pub fn knn_exact(
+    conn: &Connection,
+    query: &[f32],
+    filter: &Filter,
+    k: usize,
+) -> Result<Vec<(String, f32)>> {
+    if !table_exists(conn)? {
+        return Ok(Vec::new());
+    }
+    knn_with(conn, query, filter, k, false)
+}
+
+fn knn_with(
+    conn: &Connection,
+    query: &[f32],
+    filter: &Filter,
+    k: usize,
+    coarse: bool,
+) -> Result<Vec<(String, f32)>> {
     let k = k.min(MAX_K);
-    if k == 0 || filter.is_empty() || !table_exists(conn)? {
+    if k == 0 || filter.is_empty() {
         return Ok(Vec::new());
     }
     // Fetch a margin beyond `k` so that equal distances at the cut are
     // decided by id, not by the order rows happened to be inserted in; widen
-    // it while the tie reaches the margin's end.
-    let blob = to_bytes(query);
+    // it while the tie reaches the margin's end. The coarse pass widens on
+    // ties of its own (int8) distance the same way.
+    let exact_blob = to_bytes(query);
+    let (blob, first) = if coarse {
+        (quantize(query), candidates(k))
+    } else {
+        (exact_blob.clone(), (k + TIE_MARGIN).min(MAX_K))
+    };
     let mut best: HashMap<String, f32> = HashMap::new();
     for scope in &filter.any_of {
-        let mut fetch = (k + TIE_MARGIN).min(MAX_K);
+        let mut fetch = first;
         let rows = loop {
-            let rows = knn_scope(conn, &blob, scope, fetch)?;
+            let rows = knn_scope(conn, coarse, &blob, &exact_blob, scope, fetch)?;
             let tie_at_end = rows.len() == fetch
                 && fetch < MAX_K
                 && rows.get(k - 1).map(|r| r.1) == rows.last().map(|r| r.1);
@@ -237,7 +326,7 @@ pub fn knn(
             }
             fetch = (fetch * 2).min(MAX_K);
         };
-        for (id, d) in rows {
+        for (id, _, d) in rows {
             let e = best.entry(id).or_insert(d);
             *e = e.min(d);
         }
@@ -248,15 +337,30 @@ pub fn knn(
     Ok(out)
 }
 
-/// One KNN under one scope: `fetch` rows, nearest first.
+/// One KNN under one scope: `fetch` rows, nearest first, as `(id, distance
+/// the KNN ranked by, exact cosine distance)`. The coarse KNN ranks by the
+/// int8 distance and computes the exact one for the rows it returns, in the
+/// same statement (so under the same filter and the same snapshot).
 fn knn_scope(
     conn: &Connection,
+    coarse: bool,
     blob: &[u8],
+    exact_blob: &[u8],
     scope: &crate::index::filter::Scope,
     fetch: usize,
-) -> Result<Vec<(String, f32)>> {
-    let mut sql = format!("SELECT id, distance FROM {TABLE} WHERE embedding MATCH ? AND k = ?");
-    let mut values: Vec<rusqlite::types::Value> = vec![blob.to_vec().into(), (fetch as i64).into()];
+) -> Result<Vec<(String, f32, f32)>> {
+    let mut values: Vec<rusqlite::types::Value> = Vec::new();
+    let mut sql = if coarse {
+        values.push(exact_blob.to_vec().into());
+        format!(
+            "SELECT id, distance, vec_distance_cosine(embedding, ?) FROM {TABLE} \
+             WHERE coarse MATCH vec_int8(?) AND k = ?"
+        )
+    } else {
+        format!("SELECT id, distance, distance FROM {TABLE} WHERE embedding MATCH ? AND k = ?")
+    };
+    values.push(blob.to_vec().into());
+    values.push((fetch as i64).into());
     for (col, allowed) in Filter::field_sets(scope) {
         let marks = vec!["?"; allowed.len()].join(",");
         sql.push_str(&format!(" AND {col} IN ({marks})"));
@@ -270,7 +374,11 @@ fn knn_scope(
     sql.push_str(" ORDER BY distance");
     let mut stmt = conn.prepare_cached(&sql)?;
     let rows = stmt.query_map(params_from_iter(values), |r| {
-        Ok((r.get::<_, String>(0)?, r.get::<_, f64>(1)? as f32))
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, f64>(1)? as f32,
+            r.get::<_, f64>(2)? as f32,
+        ))
     })?;
     rows.map(|r| r.map_err(Error::from)).collect()
 }

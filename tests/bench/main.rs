@@ -8,12 +8,15 @@
 //! up to 10k facts and the deterministic hash embedder above), `--no-http`,
 //! `--writes N` single writes timed alone and under 8 hybrid readers (default
 //! 200; 0 skips them, see `writes.rs` for `--writes-embed-ms`), `--writes-only`,
-//! `--http-fulltext-only` (only the HTTP full-text figures, see `http.rs`).
+//! `--http-fulltext-only` (only the HTTP full-text figures, see `http.rs`),
+//! `--no-vectors` / `--vectors-only` (vector search at scale: recall of the
+//! int8 pass, KNN and hybrid latency, disk breakdown; see `vectors.rs`).
 #![allow(clippy::print_stdout)]
 
 mod baseline;
 mod corpus;
 mod http;
+mod vectors;
 mod writes;
 
 use std::io::Write;
@@ -317,6 +320,8 @@ fn main() {
     let with_http = !std::env::args().any(|a| a == "--no-http");
     let writes_only = std::env::args().any(|a| a == "--writes-only");
     let fulltext_only = std::env::args().any(|a| a == "--http-fulltext-only");
+    let vectors_only = std::env::args().any(|a| a == "--vectors-only");
+    let with_vectors = !std::env::args().any(|a| a == "--no-vectors");
     let writes: usize =
         arg("--writes").map_or(200, |s| s.parse().expect("--writes takes a number"));
     let embed_ms: u64 = arg("--writes-embed-ms")
@@ -331,8 +336,15 @@ fn main() {
         println!("\n## {n} facts, {nq} queries\n");
         println!("| figure | memd | baseline (same run) | ratio |");
         println!("|---|---|---|---|");
-        if fulltext_only {
-            for r in http::run_fulltext(n, nq) {
+        let only = if fulltext_only {
+            Some(http::run_fulltext(n, nq))
+        } else if vectors_only {
+            Some(vectors::run(n, nq))
+        } else {
+            None
+        };
+        if let Some(rows) = only {
+            for r in rows {
                 println!(
                     "| {} | {} | {} | {} |",
                     r.name, r.value, r.baseline, r.ratio
@@ -341,6 +353,9 @@ fn main() {
             continue;
         }
         let mut rows = if writes_only { Vec::new() } else { run(n, nq) };
+        if with_vectors && !writes_only {
+            rows.extend(vectors::run(n, nq));
+        }
         if writes > 0 {
             rows.extend(writes::run(n, writes, model_arg == "real", embed_ms));
         }

@@ -38,5 +38,6 @@ mod serve;
 mod side_channels;
 mod tidy;
 mod transfer;
+mod vectors_coarse;
 mod watch;
 mod write_rules;
