@@ -161,6 +161,25 @@ impl Hub {
         self.search_with(req, &self.config.search)
     }
 
+    /// The candidates of a hybrid search with the learned-fusion features of
+    /// each ([`search::hybrid_candidates`]), for `memd eval --features`.
+    pub fn hybrid_candidates(&self, req: &SearchRequest) -> Result<Vec<search::Candidate>> {
+        let embedder = self.embedder.get()?;
+        self.refresh_vectors(embedder.as_ref())?;
+        self.index.refresh()?;
+        let req = crate::lifecycle::rank::without_superseded(req);
+        let plan = crate::query::plan(&req.query);
+        let limit = req.limit.unwrap_or(self.config.search.default_limit);
+        search::hybrid_candidates(
+            &self.index,
+            embedder.as_ref(),
+            &plan,
+            &req,
+            &self.config.search,
+            limit,
+        )
+    }
+
     /// [`Hub::search`] with search settings given by the caller (hot-reloaded config).
     pub fn search_with(
         &self,

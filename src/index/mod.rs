@@ -46,7 +46,7 @@ use tokenizer::Term;
 const VECTOR_BATCH: usize = 256;
 
 /// Bumped whenever the on-disk index layout changes; a mismatch triggers a rebuild.
-pub const INDEX_FORMAT: &str = "5";
+pub const INDEX_FORMAT: &str = "6";
 
 /// One change to apply.
 #[derive(Debug, Clone)]

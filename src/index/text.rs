@@ -26,7 +26,9 @@ use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, Term as TTerm};
 use crate::error::Result;
 use crate::index::filter::Filter;
 use crate::index::scoped_stats::ScopedStats;
-use crate::index::tokenizer::{CHARS_TOKENIZER, MemdTokenizer, TEXT_TOKENIZER, Term, TermKind};
+use crate::index::tokenizer::{
+    CHARS_TOKENIZER, MemdTokenizer, TEXT_TOKENIZER, Term, TermKind, WORDS_TOKENIZER,
+};
 use crate::model::Memory;
 use crate::store::journal::Cursor;
 
@@ -50,6 +52,7 @@ struct Fields {
     title: Field,
     body: Field,
     chars: Field,
+    words: Field,
     ts: Field,
     expires: Field,
 }
@@ -76,6 +79,8 @@ fn schema() -> (Schema, Fields) {
         title: b.add_text_field("title", text(TEXT_TOKENIZER)),
         body: b.add_text_field("body", text(TEXT_TOKENIZER)),
         chars: b.add_text_field("chars", text(CHARS_TOKENIZER)),
+        // jieba words of title and body, beside the bigrams ([`TermKind::Segment`]).
+        words: b.add_text_field("words", text(WORDS_TOKENIZER)),
         ts: b.add_i64_field("ts", INDEXED),
         // Milliseconds; `i64::MAX` for memories that never expire.
         expires: b.add_i64_field("expires", INDEXED | FAST),
@@ -158,6 +163,9 @@ impl TextIndex {
         index
             .tokenizers()
             .register(CHARS_TOKENIZER, MemdTokenizer::chars());
+        index
+            .tokenizers()
+            .register(WORDS_TOKENIZER, MemdTokenizer::words());
         let reader = index
             .reader_builder()
             .reload_policy(if writable {
@@ -255,10 +263,9 @@ impl TextIndex {
             body.push('\n');
             body.push_str(tag);
         }
-        doc.add_text(
-            f.chars,
-            format!("{}\n{body}", m.title.as_deref().unwrap_or("")),
-        );
+        let titled = format!("{}\n{body}", m.title.as_deref().unwrap_or(""));
+        doc.add_text(f.words, &titled);
+        doc.add_text(f.chars, titled);
         doc.add_text(f.body, &body);
         doc.add_i64(f.ts, m.ts.timestamp_millis());
         doc.add_i64(
@@ -378,6 +385,12 @@ impl TextIndex {
                 idx,
             ));
         }
+        if term.kind == TermKind::Segment {
+            return Box::new(TermQuery::new(
+                TTerm::from_field_text(f.words, &term.text),
+                idx,
+            ));
+        }
         Box::new(BooleanQuery::new(vec![
             (
                 Occur::Should,
@@ -438,7 +451,8 @@ impl TextIndex {
         Some(Box::new(BooleanQuery::new(alternatives)))
     }
 
-    /// Scores `terms` under `filter`. `all_terms` requires every term (AND pass);
+    /// Scores `terms` under `filter`. `all_terms` requires every term but jieba
+    /// words (AND pass);
     /// otherwise any term may match (OR pass). Ties are broken by id.
     pub fn search(
         &self,
@@ -461,10 +475,10 @@ impl TextIndex {
         let dfs = terms
             .iter()
             .map(|t| {
-                let field = if t.kind == TermKind::Single {
-                    self.f.chars
-                } else {
-                    self.f.body
+                let field = match t.kind {
+                    TermKind::Single => self.f.chars,
+                    TermKind::Segment => self.f.words,
+                    TermKind::Word | TermKind::Bigram => self.f.body,
                 };
                 Ok(stats.count(&TTerm::from_field_text(field, &t.text))?)
             })
@@ -483,14 +497,16 @@ impl TextIndex {
         if terms.is_empty() || filter.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
-        let occur = if all_terms {
-            Occur::Must
-        } else {
-            Occur::Should
-        };
         let text: Vec<(Occur, Box<dyn Query>)> = terms
             .iter()
             .map(|(t, w)| {
+                // A jieba word only adds score: the bigrams it is made of
+                // already decide whether a memory passes AND.
+                let occur = if all_terms && t.kind != TermKind::Segment {
+                    Occur::Must
+                } else {
+                    Occur::Should
+                };
                 let q = self.term_query(t);
                 let q: Box<dyn Query> = if *w == 1.0 {
                     q
