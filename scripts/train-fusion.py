@@ -54,7 +54,7 @@ def load(paths):
     return list(queries.values())
 
 
-def fit(qs, l2, iters=3000, lr=0.5):
+def fit(qs, l2, iters=25):
     x = np.concatenate([q["x"] for q in qs])
     y = np.concatenate([q["y"] for q in qs])
     # Each query weighs 1 / (its dataset's query count), spread over its candidates.
@@ -68,15 +68,20 @@ def fit(qs, l2, iters=3000, lr=0.5):
     mean = x.mean(axis=0)
     scale = x.std(axis=0)
     scale[scale < 1e-6] = 1.0
-    z = (x - mean) / scale
+    z = np.hstack([(x - mean) / scale, np.ones((len(x), 1))])
     beta = np.zeros(z.shape[1])
-    bias = 0.0
+    reg = np.full(z.shape[1], l2)
+    reg[-1] = 0.0  # the intercept is not shrunk
+    # Newton's method (IRLS) on the weighted, L2-regularised log loss.
     for _ in range(iters):
-        p = 1.0 / (1.0 + np.exp(-(z @ beta + bias)))
-        g = w * (p - y)
-        beta -= lr * (z.T @ g + l2 * beta)
-        bias -= lr * g.sum()
-    return {"mean": mean, "scale": scale, "weights": beta, "bias": bias}
+        p = 1.0 / (1.0 + np.exp(-(z @ beta)))
+        grad = z.T @ (w * (p - y)) + reg * beta
+        hess = (z * (w * p * (1 - p))[:, None]).T @ z + np.diag(reg)
+        step = np.linalg.solve(hess, grad)
+        beta -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    return {"mean": mean, "scale": scale, "weights": beta[:-1], "bias": beta[-1]}
 
 
 def score(model, x):

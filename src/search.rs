@@ -382,18 +382,21 @@ pub fn hybrid_candidates(
                 None => m.text.clone(),
             };
             let differs = crate::query::scripts_differ(query_share, crate::query::cjk_share(&body));
+            // Full-text evidence for a memory in another script is void (see
+            // `text_weights`): it can only have matched a name or a number.
+            let text_evidence = if differs { 0.0 } else { 1.0 };
             let features = [
                 text_rrf,
                 sem_rrf,
-                t.map_or(0.0, |i| text[i].1 / best_text),
+                text_evidence * t.map_or(0.0, |i| text[i].1 / best_text),
                 cosine.unwrap_or(0.0),
                 cosine.map_or(-1.0, |c| c - best_cos),
-                f32::from(t.is_some_and(|i| text[i].2 == Pass::And)),
+                text_evidence * f32::from(t.is_some_and(|i| text[i].2 == Pass::And)),
                 f32::from(differs),
-                coverage.of(&body),
+                text_evidence * coverage.of(&body),
                 if plan.conversational { text_rrf } else { 0.0 },
                 query_share * sem_rrf,
-                f32::from(t.is_some() && s.is_some()),
+                text_evidence * f32::from(t.is_some() && s.is_some()),
             ];
             Some(Candidate {
                 pass: t.map_or(Pass::Semantic, |i| text[i].2),

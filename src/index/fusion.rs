@@ -67,7 +67,9 @@ pub const FEATURES: [&str; N_FEATURES] = [
     "text_rrf",
     // 60 / (60 + semantic rank).
     "sem_rrf",
-    // The full-text score over the best full-text score of the query.
+    // The full-text score over the best full-text score of the query. This
+    // and every other full-text feature but `text_rrf` is 0 for a memory in
+    // another script than the query.
     "text_score",
     // Cosine similarity of query and memory embeddings (0 without a vector).
     "cosine",

@@ -306,3 +306,53 @@ fn features_file_lists_every_hybrid_candidate_with_every_feature() {
     }
     assert!(labelled_relevant > 0, "some hit is relevant in the fixture");
 }
+
+#[test]
+fn hybrid_search_orders_its_candidates_by_the_checked_in_fusion() {
+    use crate::support::{TempRoot, write};
+    use memory_hub::index::filter::Filter;
+    use memory_hub::index::fusion::learned;
+    use memory_hub::search::SearchRequest;
+    let root = TempRoot::new();
+    let hub = root.hub_with(Arc::new(memory_hub::embed::hash::HashEmbedder::new(384)));
+    for text in [
+        "the garden budget review is on thursday",
+        "garden party with the neighbours",
+        "budget spreadsheet for the quarter",
+        "review the pull request before lunch",
+        "我们周末去公园散步",
+        "thursday piano lesson moved",
+    ] {
+        write(&hub, "main", text);
+    }
+    let req = SearchRequest {
+        query: "garden budget thursday".into(),
+        filter: Filter::all(),
+        limit: Some(5),
+        mode: Some(SearchMode::Hybrid),
+    };
+    let candidates = hub.hybrid_candidates(&req).unwrap();
+    assert!(candidates.len() >= 5);
+    let model = learned().expect("the checked-in weights parse");
+    let mut want: Vec<(String, f32)> = candidates
+        .iter()
+        .map(|c| {
+            if model.enabled {
+                (c.id.clone(), model.score(&c.features))
+            } else {
+                // Reciprocal rank fusion: text_rrf + sem_rrf, both × 60.
+                (c.id.clone(), c.features[0] + c.features[1])
+            }
+        })
+        .collect();
+    want.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let got: Vec<String> = hub
+        .search(&req)
+        .unwrap()
+        .hits
+        .into_iter()
+        .map(|h| h.memory.id)
+        .collect();
+    let want: Vec<String> = want.into_iter().take(5).map(|(id, _)| id).collect();
+    assert_eq!(got, want);
+}
