@@ -29,7 +29,7 @@ import numpy as np
 
 FEATURES = [
     "text_rrf", "sem_rrf", "text_score", "cosine", "cosine_gap", "and_pass",
-    "script_differs", "coverage", "long_query_text", "cjk_query_sem", "in_both",
+    "coverage", "long_query_text", "cjk_query_sem", "in_both",
 ]
 
 

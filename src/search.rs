@@ -392,7 +392,6 @@ pub fn hybrid_candidates(
                 cosine.unwrap_or(0.0),
                 cosine.map_or(-1.0, |c| c - best_cos),
                 text_evidence * f32::from(t.is_some_and(|i| text[i].2 == Pass::And)),
-                f32::from(differs),
                 text_evidence * coverage.of(&body),
                 if plan.conversational { text_rrf } else { 0.0 },
                 query_share * sem_rrf,

@@ -68,8 +68,11 @@ pub const FEATURES: [&str; N_FEATURES] = [
     // 60 / (60 + semantic rank).
     "sem_rrf",
     // The full-text score over the best full-text score of the query. This
-    // and every other full-text feature but `text_rrf` is 0 for a memory in
-    // another script than the query.
+    // and every other full-text feature is 0 for a memory in another script
+    // than the query (mostly CJK against mostly Latin). Whether the scripts
+    // differ is no feature itself: on the dev sets it is the same for every
+    // candidate of a query, so its weight would be learned from nothing and
+    // would decide alone in a store that mixes languages.
     "text_score",
     // Cosine similarity of query and memory embeddings (0 without a vector).
     "cosine",
@@ -77,8 +80,6 @@ pub const FEATURES: [&str; N_FEATURES] = [
     "cosine_gap",
     // 1 when the memory passed the AND pass.
     "and_pass",
-    // 1 when the memory is written in another script than the query.
-    "script_differs",
     // The share of the query's weight × IDF the memory contains.
     "coverage",
     // `text_rrf` for a conversational (long) query, else 0.
@@ -90,7 +91,7 @@ pub const FEATURES: [&str; N_FEATURES] = [
 ];
 
 /// Number of learned-fusion features.
-pub const N_FEATURES: usize = 11;
+pub const N_FEATURES: usize = 10;
 
 /// A logistic model over [`FEATURES`], trained by `scripts/train-fusion.py`
 /// with k-fold cross-validation by conversation; `enabled` only when its
