@@ -201,7 +201,13 @@ pub fn search(
                 Ok(candidates) => {
                     let mut scored: Vec<(String, f32, Pass)> = candidates
                         .into_iter()
-                        .map(|c| (c.id, model.score(&c.features), c.pass))
+                        // Quantised like BM25 scores: features that differ by
+                        // a few ulps between an incremental and a rebuilt
+                        // index must not reorder hits (ties go by id).
+                        .map(|c| {
+                            let score = crate::index::text::quantise(model.score(&c.features));
+                            (c.id, score, c.pass)
+                        })
                         .collect();
                     scored.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
                     scored.truncate(limit);
