@@ -65,6 +65,31 @@ pub struct EvalOptions {
     /// Hits fetched per query when more than ten (the per-query file lists
     /// them all; the metrics look at the top ten).
     pub depth: Option<usize>,
+    /// Write every hybrid candidate of every query with its learned-fusion
+    /// features here ([`FeatureRecord`], JSONL), for `scripts/train-fusion.py`.
+    pub features: Option<PathBuf>,
+}
+
+/// One candidate of one query, as written to the features file.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FeatureRecord {
+    /// Dataset directory name.
+    pub dataset: String,
+    /// The query id.
+    pub qid: String,
+    /// The query's scene, if it names one.
+    pub scene: Option<String>,
+    /// Number of relevant corpus ids of the query (recall's denominator).
+    pub relevant_total: usize,
+    /// The candidate's corpus id.
+    pub id: String,
+    /// Whether it is labelled relevant.
+    pub relevant: bool,
+    /// Feature name → value ([`crate::index::fusion::FEATURES`]).
+    pub features: serde_json::Map<String, serde_json::Value>,
+    /// The candidate beyond the features (ranks, importance, tier, stage, age).
+    pub candidate: crate::search::Candidate,
 }
 
 /// One query's outcome in one mode, as written to the per-query file.
@@ -178,6 +203,62 @@ fn copy_atomic(from: &Path, to: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The query's filter: its scene when it names one, else everything.
+fn query_filter(q: &QueryLine) -> Result<Filter> {
+    Ok(match &q.scene {
+        Some(s) => Filter::scope(Scope {
+            scenes: vec![scene_of(Some(s))?],
+            ..Scope::default()
+        }),
+        None => Filter::all(),
+    })
+}
+
+/// Writes every hybrid candidate of every query with its features (JSONL).
+fn write_features(
+    hub: &Hub,
+    dataset: &str,
+    queries: &[QueryLine],
+    corpus_id_of: &HashMap<String, String>,
+    path: &Path,
+) -> Result<()> {
+    use std::io::Write;
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path).ctx("cannot create", path)?);
+    for q in queries {
+        let candidates = hub.hybrid_candidates(&SearchRequest {
+            query: q.query.clone(),
+            filter: query_filter(q)?,
+            limit: Some(TOP),
+            mode: Some(SearchMode::Hybrid),
+        })?;
+        for c in candidates {
+            let Some(id) = corpus_id_of.get(&c.id) else {
+                continue;
+            };
+            let features = crate::index::fusion::FEATURES
+                .iter()
+                .zip(c.features)
+                .map(|(name, v)| (name.to_string(), serde_json::json!(v)))
+                .collect();
+            let record = FeatureRecord {
+                dataset: dataset.to_string(),
+                qid: q.qid.clone(),
+                scene: q.scene.clone(),
+                relevant_total: q.relevant.len(),
+                id: id.clone(),
+                relevant: q.relevant.iter().any(|r| r == id),
+                features,
+                candidate: c,
+            };
+            let line = serde_json::to_string(&record)
+                .map_err(|e| Error::Internal(format!("feature record: {e}")))?;
+            writeln!(out, "{line}").ctx("cannot write", path)?;
+        }
+    }
+    out.flush().ctx("cannot write", path)?;
+    Ok(())
+}
+
 /// [`run`] with [`EvalOptions`].
 pub fn run_with(
     dir: &Path,
@@ -246,6 +327,10 @@ pub fn run_with(
     }
     let load_ms = started.elapsed().as_millis() as u64;
 
+    if let Some(path) = &options.features {
+        write_features(&hub, &dataset, &queries, &corpus_id_of, path)?;
+    }
+
     let mut reports = Vec::new();
     for &mode in modes {
         let mut recall5 = 0.0;
@@ -254,13 +339,7 @@ pub fn run_with(
         let mut latencies = Vec::with_capacity(queries.len());
         let mut ran = mode;
         for q in &queries {
-            let filter = match &q.scene {
-                Some(s) => Filter::scope(Scope {
-                    scenes: vec![scene_of(Some(s))?],
-                    ..Scope::default()
-                }),
-                None => Filter::all(),
-            };
+            let filter = query_filter(q)?;
             let t = Instant::now();
             let results = hub.search(&SearchRequest {
                 query: q.query.clone(),

@@ -19,7 +19,7 @@
 //!   are re-ranked by how much of the query a memory covers
 //!   ([`crate::search`]).
 
-use crate::index::tokenizer::{Term, is_stop_word, tokenize};
+use crate::index::tokenizer::{Term, TermKind, cjk_words, is_stop_word, tokenize};
 
 /// Weight lost per turn counted back from the last one.
 pub const TURN_DECAY: f32 = 0.85;
@@ -40,9 +40,12 @@ const ZH_FUNCTION: &str = "我你他她它们是在有这那就都也还很不�
 /// Weight factor for low-signal Chinese bigrams.
 pub const ZH_FUNCTION_WEIGHT: f32 = 0.5;
 
-/// Whether a CJK bigram is mostly grammar (`你知`, `我要`, `好吗`).
+/// Weight factor of a jieba word against the bigrams it overlaps.
+pub const SEGMENT_WEIGHT: f32 = 1.0;
+
+/// Whether a CJK bigram or jieba word is mostly grammar (`你知`, `我要`, `好吗`, `我们`).
 fn low_signal(term: &Term) -> bool {
-    term.kind == crate::index::tokenizer::TermKind::Bigram
+    matches!(term.kind, TermKind::Bigram | TermKind::Segment)
         && (term.text.chars().any(|c| ZH_PARTICLES.contains(c))
             || term.text.chars().all(|c| ZH_FUNCTION.contains(c)))
 }
@@ -194,13 +197,25 @@ pub fn plan(query: &str) -> QueryPlan {
             Some(s) => format!("{s} {}", turn.text),
             None => turn.text.clone(),
         };
-        for term in tokenize(&text) {
+        let mut turn_terms: Vec<(Term, f32)> =
+            tokenize(&text).into_iter().map(|t| (t, weight)).collect();
+        turn_terms.extend(cjk_words(&text).into_iter().map(|text| {
+            let term = Term {
+                text,
+                kind: TermKind::Segment,
+            };
+            (term, weight * SEGMENT_WEIGHT)
+        }));
+        for (term, weight) in turn_terms {
             let weight = if low_signal(&term) {
                 weight * ZH_FUNCTION_WEIGHT
             } else {
                 weight
             };
-            match all.iter_mut().find(|w| w.term.text == term.text) {
+            match all
+                .iter_mut()
+                .find(|w| w.term.text == term.text && w.term.kind == term.kind)
+            {
                 Some(w) => w.weight = w.weight.max(weight),
                 None => all.push(WeightedTerm { term, weight }),
             }
@@ -212,8 +227,13 @@ pub fn plan(query: &str) -> QueryPlan {
         .cloned()
         .collect();
     let terms = if content.is_empty() { all } else { content };
+    // jieba words restate the bigrams: they do not make a query longer.
+    let counted = terms
+        .iter()
+        .filter(|w| w.term.kind != TermKind::Segment)
+        .count();
     QueryPlan {
-        conversational: terms.len() > LONG_QUERY_TERMS,
+        conversational: counted > LONG_QUERY_TERMS,
         dialogue: n > 1,
         semantic: semantic_text(query),
         terms,
@@ -325,6 +345,16 @@ mod tests {
         assert_eq!(w("公园"), 1.0);
         assert!(w("我要") < 1.0);
         assert!(w("园吗") < 1.0);
+        let segment = |s: &str| {
+            p.terms
+                .iter()
+                .find(|w| w.term.text == s && w.term.kind == TermKind::Segment)
+                .map(|w| w.weight)
+        };
+        assert_eq!(segment("公园"), Some(SEGMENT_WEIGHT));
+        let short = plan("公园散步");
+        assert!(short.terms.iter().any(|w| w.term.kind == TermKind::Segment));
+        assert!(!short.conversational, "jieba words do not lengthen a query");
     }
 
     #[test]

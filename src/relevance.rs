@@ -53,7 +53,7 @@ use crate::embed::Embedder;
 use crate::error::{Error, Result};
 use crate::index::Index;
 use crate::index::filter::Filter;
-use crate::index::tokenizer::{Term, TermKind, cjk_chars, tokenize};
+use crate::index::tokenizer::{Term, TermKind, cjk_chars, cjk_words, tokenize};
 use crate::search::SearchHit;
 
 /// The model the cosine thresholds were calibrated for: cosines of any
@@ -174,16 +174,20 @@ pub fn evidence(
             };
             let words: HashSet<String> = tokenize(&text).into_iter().map(|t| t.text).collect();
             let chars: HashSet<String> = cjk_chars(&text).into_iter().collect();
+            let segments: HashSet<String> =
+                if plan.terms.iter().any(|w| w.term.kind == TermKind::Segment) {
+                    cjk_words(&text).into_iter().collect()
+                } else {
+                    HashSet::new()
+                };
             let covered: f32 = plan
                 .terms
                 .iter()
                 .zip(&signal)
-                .filter(|(w, _)| {
-                    if w.term.kind == TermKind::Single {
-                        chars.contains(&w.term.text)
-                    } else {
-                        words.contains(&w.term.text)
-                    }
+                .filter(|(w, _)| match w.term.kind {
+                    TermKind::Single => chars.contains(&w.term.text),
+                    TermKind::Segment => segments.contains(&w.term.text),
+                    TermKind::Word | TermKind::Bigram => words.contains(&w.term.text),
                 })
                 .map(|(_, s)| *s)
                 .sum();

@@ -26,7 +26,7 @@ use crate::error::{Error, Result};
 use crate::index::Index;
 use crate::index::filter::Filter;
 use crate::index::fusion;
-use crate::index::tokenizer::{Term, is_stop_word, tokenize};
+use crate::index::tokenizer::{Term, TermKind, is_stop_word, tokenize};
 use crate::model::Memory;
 use crate::query::{QueryPlan, WeightedTerm};
 
@@ -204,6 +204,32 @@ pub fn search(
     let mut fallback = None;
     let scored: Vec<(String, f32, Pass)> = match (mode, embedder) {
         (SearchMode::Semantic, Some(e)) => semantic_ranking(index, e, &plan, req, limit)?,
+        (SearchMode::Hybrid, Some(e)) if fusion::learned().is_some_and(|m| m.enabled) => {
+            let model = fusion::learned().expect("checked in the guard");
+            match hybrid_candidates(index, e, &plan, req, cfg, limit) {
+                Ok(candidates) => {
+                    let mut scored: Vec<(String, f32, Pass)> = candidates
+                        .into_iter()
+                        // Quantised like BM25 scores: features that differ by
+                        // a few ulps between an incremental and a rebuilt
+                        // index must not reorder hits (ties go by id).
+                        .map(|c| {
+                            let score = crate::index::text::quantise(model.score(&c.features));
+                            (c.id, score, c.pass)
+                        })
+                        .collect();
+                    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+                    scored.truncate(limit);
+                    scored
+                }
+                Err(err) if err.code() == crate::error::ErrorCode::EmbeddingUnavailable => {
+                    mode = SearchMode::Fulltext;
+                    fallback = Some(err.to_string());
+                    fulltext_ranking(index, &plan, &req.filter, limit, cfg)?
+                }
+                Err(err) => return Err(err),
+            }
+        }
         (SearchMode::Hybrid, Some(e)) => {
             let depth = HYBRID_DEPTH.max(limit);
             let text = fulltext_ranking(index, &plan, &req.filter, depth, cfg)?;
@@ -331,6 +357,179 @@ fn text_weights(
         .collect())
 }
 
+/// One hybrid candidate: a memory from either ranking with the features the
+/// learned fusion reads ([`fusion::FEATURES`]) and what describes it beyond
+/// them (exported by `memd eval --features`, not used by the model).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Candidate {
+    /// Memory id.
+    pub id: String,
+    /// The pass that found it (`semantic` when only the vector index did).
+    pub pass: Pass,
+    /// Values in the order of [`fusion::FEATURES`] (exported by name, not here).
+    #[serde(skip)]
+    pub features: [f32; fusion::N_FEATURES],
+    /// Rank (from 1) in the full-text list, if there.
+    pub text_rank: Option<usize>,
+    /// Rank (from 1) in the semantic list, if there.
+    pub semantic_rank: Option<usize>,
+    /// The memory's importance.
+    pub importance: f32,
+    /// The memory's tier, if it has one.
+    pub tier: Option<String>,
+    /// The memory's stage.
+    pub stage: String,
+    /// Days between the memory's time and the newest candidate's.
+    pub age_days: f32,
+}
+
+/// The candidates of a hybrid search (the full-text and semantic lists,
+/// each `HYBRID_DEPTH.max(limit)` deep) with their features, full-text
+/// hits first in their order, then semantic-only hits in theirs.
+pub fn hybrid_candidates(
+    index: &Index,
+    embedder: &dyn Embedder,
+    plan: &QueryPlan,
+    req: &SearchRequest,
+    cfg: &SearchConfig,
+    limit: usize,
+) -> Result<Vec<Candidate>> {
+    let req = &without_superseded(req);
+    let depth = HYBRID_DEPTH.max(limit);
+    let text = fulltext_ranking(index, plan, &req.filter, depth, cfg)?;
+    let qvec = embedder
+        .embed_queries(&[plan.semantic.as_str()])?
+        .pop()
+        .ok_or_else(|| Error::Internal("embedder returned no vector".into()))?;
+    let semantic: Vec<(String, f32)> = index
+        .vector_search(&qvec, embedder.model_id(), &req.filter, depth)?
+        .into_iter()
+        .map(|(id, distance)| (id, 1.0 - distance))
+        .collect();
+    let text_weighted = text_weights(index, &req.query, &text, &req.filter, cfg)?;
+    let mut ids: Vec<String> = text.iter().map(|h| h.0.clone()).collect();
+    for (id, _) in &semantic {
+        if !ids.contains(id) {
+            ids.push(id.clone());
+        }
+    }
+    let rows = index.meta.get_many(&ids, &req.filter)?;
+    let vectors = index.vectors_of(&ids, embedder.model_id())?;
+    let best_text = text.iter().map(|h| h.1).fold(f32::EPSILON, f32::max);
+    let best_cos = semantic.first().map_or(0.0, |h| h.1);
+    let query_share = crate::query::cjk_share(&req.query);
+    let coverage = Coverage::new(index, &plan.terms, &req.filter)?;
+    let newest = rows.values().map(|m| m.ts).max();
+    let rrf = |rank: usize| cfg.rrf_k / (cfg.rrf_k + rank as f32);
+    Ok(ids
+        .into_iter()
+        .filter_map(|id| {
+            let m = rows.get(&id)?;
+            let t = text.iter().position(|h| h.0 == id);
+            let s = semantic.iter().position(|h| h.0 == id);
+            let text_weight = t.map_or(0.0, |i| text_weighted[i].1);
+            let text_rrf = t.map_or(0.0, |i| text_weight * rrf(i + 1));
+            let sem_rrf = s.map_or(0.0, |i| cfg.semantic_weight * rrf(i + 1));
+            let cosine = vectors.get(&id).map(|v| dot(&qvec, v));
+            let body = match &m.title {
+                Some(title) => format!("{title}\n{}", m.text),
+                None => m.text.clone(),
+            };
+            let differs = crate::query::scripts_differ(query_share, crate::query::cjk_share(&body));
+            // Full-text evidence for a memory in another script is void (see
+            // `text_weights`): it can only have matched a name or a number.
+            let text_evidence = if differs { 0.0 } else { 1.0 };
+            let features = [
+                text_rrf,
+                sem_rrf,
+                text_evidence * t.map_or(0.0, |i| text[i].1 / best_text),
+                cosine.unwrap_or(0.0),
+                cosine.map_or(-1.0, |c| c - best_cos),
+                text_evidence * f32::from(t.is_some_and(|i| text[i].2 == Pass::And)),
+                text_evidence * coverage.of(&body),
+                if plan.conversational { text_rrf } else { 0.0 },
+                query_share * sem_rrf,
+                text_evidence * f32::from(t.is_some() && s.is_some()),
+            ];
+            Some(Candidate {
+                pass: t.map_or(Pass::Semantic, |i| text[i].2),
+                features,
+                text_rank: t.map(|i| i + 1),
+                semantic_rank: s.map(|i| i + 1),
+                importance: m.importance,
+                tier: m.tier.map(|t| t.as_str().to_string()),
+                stage: m.stage.as_str().to_string(),
+                age_days: newest.map_or(0.0, |n| (n - m.ts).num_seconds() as f32 / 86400.0),
+                id,
+            })
+        })
+        .collect())
+}
+
+/// The cosine similarity of two vectors (0 when either is zero).
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let d: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    let n =
+        a.iter().map(|x| x * x).sum::<f32>().sqrt() * b.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if n > 0.0 { d / n } else { 0.0 }
+}
+
+/// The share of a query's weight × IDF that a text contains.
+struct Coverage<'a> {
+    terms: &'a [WeightedTerm],
+    signal: Vec<f32>,
+    total: f32,
+}
+
+impl<'a> Coverage<'a> {
+    fn new(index: &Index, terms: &'a [WeightedTerm], filter: &Filter) -> Result<Self> {
+        let plain: Vec<Term> = terms.iter().map(|w| w.term.clone()).collect();
+        let (dfs, n) = index.text_doc_freqs(&plain, filter)?;
+        let signal: Vec<f32> = terms
+            .iter()
+            .zip(&dfs)
+            .map(|(w, &df)| {
+                let idf = ((n as f32 - df as f32 + 0.5) / (df as f32 + 0.5) + 1.0).ln();
+                w.weight * idf
+            })
+            .collect();
+        let total = signal.iter().sum::<f32>().max(f32::EPSILON);
+        Ok(Coverage {
+            terms,
+            signal,
+            total,
+        })
+    }
+
+    fn of(&self, text: &str) -> f32 {
+        let words: std::collections::HashSet<String> =
+            tokenize(text).into_iter().map(|t| t.text).collect();
+        let chars: std::collections::HashSet<String> = crate::index::tokenizer::cjk_chars(text)
+            .into_iter()
+            .collect();
+        let segments: std::collections::HashSet<String> =
+            if self.terms.iter().any(|w| w.term.kind == TermKind::Segment) {
+                crate::index::tokenizer::cjk_words(text)
+                    .into_iter()
+                    .collect()
+            } else {
+                Default::default()
+            };
+        self.terms
+            .iter()
+            .zip(&self.signal)
+            .filter(|(w, _)| match w.term.kind {
+                TermKind::Single => chars.contains(&w.term.text),
+                TermKind::Segment => segments.contains(&w.term.text),
+                TermKind::Word | TermKind::Bigram => words.contains(&w.term.text),
+            })
+            .map(|(_, s)| *s)
+            .sum::<f32>()
+            / self.total
+    }
+}
+
 /// Long conversational queries: how far the OR pass reaches before the coverage re-rank.
 pub const COVERAGE_DEPTH: usize = 200;
 /// Weight of query coverage against normalised BM25 in the re-rank (seed: 6.0).
@@ -391,50 +590,18 @@ fn coverage_rerank(
     if hits.is_empty() {
         return Ok(Vec::new());
     }
-    let plain: Vec<Term> = terms.iter().map(|w| w.term.clone()).collect();
-    let (dfs, n) = index.text_doc_freqs(&plain, filter)?;
-    let signal: Vec<f32> = terms
-        .iter()
-        .zip(&dfs)
-        .map(|(w, &df)| {
-            let idf = ((n as f32 - df as f32 + 0.5) / (df as f32 + 0.5) + 1.0).ln();
-            w.weight * idf
-        })
-        .collect();
-    let total: f32 = signal.iter().sum::<f32>().max(f32::EPSILON);
+    let coverage = Coverage::new(index, terms, filter)?;
     let ids: Vec<String> = hits.iter().map(|h| h.id.clone()).collect();
     let rows = index.meta.get_many(&ids, filter)?;
     let best = hits.iter().map(|h| h.score).fold(f32::EPSILON, f32::max);
-    let boost = COVERAGE_BOOST;
     let mut scored: Vec<(String, f32, Pass)> = hits
         .into_iter()
         .map(|h| {
-            let coverage = rows.get(&h.id).map_or(0.0, |m| {
-                let text = match &m.title {
-                    Some(t) => format!("{t}\n{}", m.text),
-                    None => m.text.clone(),
-                };
-                let words: std::collections::HashSet<String> =
-                    tokenize(&text).into_iter().map(|t| t.text).collect();
-                let chars: std::collections::HashSet<String> =
-                    crate::index::tokenizer::cjk_chars(&text)
-                        .into_iter()
-                        .collect();
-                terms
-                    .iter()
-                    .zip(&signal)
-                    .filter(|(w, _)| {
-                        if w.term.kind == crate::index::tokenizer::TermKind::Single {
-                            chars.contains(&w.term.text)
-                        } else {
-                            words.contains(&w.term.text)
-                        }
-                    })
-                    .map(|(_, s)| *s)
-                    .sum::<f32>()
-                    / total
+            let covered = rows.get(&h.id).map_or(0.0, |m| match &m.title {
+                Some(t) => coverage.of(&format!("{t}\n{}", m.text)),
+                None => coverage.of(&m.text),
             });
-            (h.id, h.score / best + boost * coverage, Pass::Or)
+            (h.id, h.score / best + COVERAGE_BOOST * covered, Pass::Or)
         })
         .collect();
     scored.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));

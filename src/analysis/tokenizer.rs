@@ -11,6 +11,13 @@
 //!   so a one-character query (`猫`) still matches inside longer runs.
 //! - Everything else that is alphanumeric forms words (`GPT-4o` → `gpt`, `4o`);
 //!   English words other than stop words are lightly stemmed ([`super::stem`]).
+//! - Every run of Han characters is also segmented into dictionary words by
+//!   jieba ([`cjk_words`], search mode: `公园散步` → `公园`, `散步`) for a third
+//!   field; only words of two characters or more are kept (single characters
+//!   are the chars field's job). Bigrams keep recall where the dictionary
+//!   segments differently on the two sides; words reward true word
+//!   boundaries over bigrams that straddle two words (`园散`). The jieba
+//!   dictionary is loaded once, on first use.
 
 use tantivy::tokenizer::{Token, TokenStream, Tokenizer};
 use unicode_normalization::UnicodeNormalization;
@@ -24,6 +31,8 @@ pub enum TermKind {
     Bigram,
     /// A CJK character standing alone in its run.
     Single,
+    /// A jieba dictionary word of two or more CJK characters (the words field).
+    Segment,
 }
 
 /// One term of a text.
@@ -115,6 +124,36 @@ pub fn cjk_chars(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// The jieba segmenter with its default dictionary, built on first use.
+static JIEBA: std::sync::LazyLock<jieba_rs::Jieba> = std::sync::LazyLock::new(jieba_rs::Jieba::new);
+
+/// The jieba words (search mode, HMM for unknown words) of every CJK run of
+/// normalised `text` that are at least two characters long, in order.
+pub fn cjk_words(text: &str) -> Vec<String> {
+    let norm = normalize(text);
+    let mut out = Vec::new();
+    let mut run = String::new();
+    let flush = |run: &mut String, out: &mut Vec<String>| {
+        if run.chars().nth(1).is_some() {
+            for token in JIEBA.cut_for_search(run, true) {
+                if token.word.chars().nth(1).is_some() && token.word.chars().all(is_cjk) {
+                    out.push(token.word.to_string());
+                }
+            }
+        }
+        run.clear();
+    };
+    for c in norm.chars() {
+        if is_cjk(c) {
+            run.push(c);
+        } else {
+            flush(&mut run, &mut out);
+        }
+    }
+    flush(&mut run, &mut out);
+    out
+}
+
 /// English function words dropped from queries (the index keeps them).
 const STOP_WORDS: &[&str] = &[
     "a", "about", "am", "an", "and", "are", "as", "at", "be", "been", "but", "by", "can", "could",
@@ -133,22 +172,41 @@ pub fn is_stop_word(term: &Term) -> bool {
 pub const TEXT_TOKENIZER: &str = "memd_text";
 /// The tantivy name of the single-character tokenizer.
 pub const CHARS_TOKENIZER: &str = "memd_chars";
+/// The tantivy name of the jieba word tokenizer.
+pub const WORDS_TOKENIZER: &str = "memd_words";
 
-/// tantivy adapter over [`tokenize`] (`chars == false`) or [`cjk_chars`] (`chars == true`).
+/// Which of our term functions a tantivy tokenizer applies.
+#[derive(Clone, Copy, Debug)]
+enum Split {
+    Text,
+    Chars,
+    Words,
+}
+
+/// tantivy adapter over [`tokenize`], [`cjk_chars`] or [`cjk_words`].
 #[derive(Clone, Debug)]
 pub struct MemdTokenizer {
-    chars: bool,
+    split: Split,
 }
 
 impl MemdTokenizer {
     /// The main text tokenizer.
     pub fn text() -> Self {
-        MemdTokenizer { chars: false }
+        MemdTokenizer { split: Split::Text }
     }
 
     /// The single-CJK-character tokenizer.
     pub fn chars() -> Self {
-        MemdTokenizer { chars: true }
+        MemdTokenizer {
+            split: Split::Chars,
+        }
+    }
+
+    /// The jieba word tokenizer.
+    pub fn words() -> Self {
+        MemdTokenizer {
+            split: Split::Words,
+        }
     }
 }
 
@@ -162,10 +220,10 @@ impl Tokenizer for MemdTokenizer {
     type TokenStream<'a> = VecTokenStream;
 
     fn token_stream<'a>(&'a mut self, text: &'a str) -> VecTokenStream {
-        let terms: Vec<String> = if self.chars {
-            cjk_chars(text)
-        } else {
-            tokenize(text).into_iter().map(|t| t.text).collect()
+        let terms: Vec<String> = match self.split {
+            Split::Chars => cjk_chars(text),
+            Split::Words => cjk_words(text),
+            Split::Text => tokenize(text).into_iter().map(|t| t.text).collect(),
         };
         let tokens = terms
             .into_iter()
@@ -226,6 +284,18 @@ mod tests {
         check("Café naïve", &["café", "naïve"]);
         check("すし と ラーメン", &["すし", "と", "ラー", "ーメ", "メン"]);
         check("", &[]);
+    }
+
+    #[test]
+    fn jieba_words() {
+        assert_eq!(cjk_words("我今天去公园散步了"), ["今天", "公园", "散步"]);
+        // Search mode also offers the parts of a long word; Latin text and
+        // single characters are left to the other fields.
+        let words = cjk_words("中华人民共和国 GPT 猫");
+        assert!(words.contains(&"中华人民共和国".to_string()), "{words:?}");
+        assert!(words.contains(&"共和国".to_string()), "{words:?}");
+        assert!(words.iter().all(|w| w.chars().count() >= 2), "{words:?}");
+        assert!(cjk_words("hello 猫").is_empty());
     }
 
     #[test]

@@ -25,6 +25,10 @@ pub struct Args {
     /// Hits fetched per query (at least 10; deeper lists go to the per-query file).
     #[arg(long, value_name = "N")]
     depth: Option<usize>,
+    /// Write every hybrid candidate with its learned-fusion features here
+    /// (JSONL, for scripts/train-fusion.py; needs the embedder).
+    #[arg(long, value_name = "FILE")]
+    features: Option<PathBuf>,
 }
 
 pub(super) fn run(cli: &super::Cli, config: Config, args: &Args) -> anyhow::Result<()> {
@@ -41,7 +45,7 @@ pub(super) fn run(cli: &super::Cli, config: Config, args: &Args) -> anyhow::Resu
         ];
     }
     // Full text alone needs no vectors; skip loading the model and embedding the corpus.
-    let slot = if modes.iter().all(|m| *m == SearchMode::Fulltext) {
+    let slot = if args.features.is_none() && modes.iter().all(|m| *m == SearchMode::Fulltext) {
         EmbedderSlot::none("not needed for a full-text evaluation")
     } else {
         EmbedderSlot::from_config(&config.embedder)
@@ -50,6 +54,7 @@ pub(super) fn run(cli: &super::Cli, config: Config, args: &Args) -> anyhow::Resu
         per_query: args.per_query.clone(),
         vector_cache: args.vector_cache.clone(),
         depth: args.depth,
+        features: args.features.clone(),
     };
     let reports = crate::eval::run_with(&args.dataset, &modes, &config, slot, &options)?;
     if cli.json {

@@ -153,6 +153,25 @@ impl Hub {
         Ok(())
     }
 
+    /// The candidates of a hybrid search with the learned-fusion features of
+    /// each ([`search::hybrid_candidates`]), for `memd eval --features`.
+    pub fn hybrid_candidates(&self, req: &SearchRequest) -> Result<Vec<search::Candidate>> {
+        let embedder = self.embedder.get()?;
+        self.refresh_vectors(embedder.as_ref())?;
+        self.index.refresh()?;
+        let plan = crate::query::plan(&req.query);
+        let config = self.config();
+        let limit = req.limit.unwrap_or(config.search.default_limit);
+        search::hybrid_candidates(
+            &self.index,
+            embedder.as_ref(),
+            &plan,
+            req,
+            &config.search,
+            limit,
+        )
+    }
+
     /// Search under the request's filter, in the request's mode (default
     /// `search.mode`). Hybrid falls back to full text when no embedder is
     /// available and says so in [`SearchResults::mode`]; semantic answers

@@ -4,6 +4,13 @@
 //! id it contains; ids are ordered by the sum, ties by id so the result is
 //! deterministic. Only ranks matter, so BM25 scores and cosine distances never
 //! have to be put on one scale.
+//!
+//! [`LearnedFusion`] is the alternative: a logistic model over a few features
+//! of each candidate ([`FEATURES`]), trained offline on the dev sets with
+//! k-fold cross-validation (`scripts/train-fusion.py`, from the features
+//! `memd eval --features` exports) and checked in as `fusion_weights.json`.
+//! Hybrid search uses it only when the file says `enabled`, which the script
+//! sets only when the cross-validated recall@5 beats reciprocal rank fusion.
 
 use std::collections::HashMap;
 
@@ -51,8 +58,104 @@ pub fn rrf_weighted(rankings: &[&[(String, f32)]], k: f32) -> Vec<(String, f32)>
     out
 }
 
+/// The features of one hybrid candidate that the learned fusion reads, in
+/// this order (see [`FEATURES`]). Ranks count from 1 in lists
+/// `search::HYBRID_DEPTH` deep; a candidate absent from a list has 0 there.
+pub const FEATURES: [&str; N_FEATURES] = [
+    // 60 / (60 + full-text rank) × the full-text fusion weight (0 when the
+    // memory is written in another script than the query).
+    "text_rrf",
+    // 60 / (60 + semantic rank).
+    "sem_rrf",
+    // The full-text score over the best full-text score of the query. This
+    // and every other full-text feature is 0 for a memory in another script
+    // than the query (mostly CJK against mostly Latin). Whether the scripts
+    // differ is no feature itself: on the dev sets it is the same for every
+    // candidate of a query, so its weight would be learned from nothing and
+    // would decide alone in a store that mixes languages.
+    "text_score",
+    // Cosine similarity of query and memory embeddings (0 without a vector).
+    "cosine",
+    // Cosine minus the best semantic hit's cosine (-1 without a vector).
+    "cosine_gap",
+    // 1 when the memory passed the AND pass.
+    "and_pass",
+    // The share of the query's weight × IDF the memory contains.
+    "coverage",
+    // `text_rrf` for a conversational (long) query, else 0.
+    "long_query_text",
+    // The query's CJK share × `sem_rrf`.
+    "cjk_query_sem",
+    // 1 when both lists hold the memory.
+    "in_both",
+];
+
+/// Number of learned-fusion features.
+pub const N_FEATURES: usize = 10;
+
+/// A logistic model over [`FEATURES`], trained by `scripts/train-fusion.py`
+/// with k-fold cross-validation by conversation; `enabled` only when its
+/// cross-validated recall@5 beat reciprocal rank fusion on the dev sets.
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct LearnedFusion {
+    /// Whether hybrid search uses the model (else reciprocal rank fusion).
+    pub enabled: bool,
+    /// Feature names, in the order of [`FEATURES`].
+    pub features: Vec<String>,
+    /// Mean subtracted from each feature before weighting.
+    pub mean: Vec<f32>,
+    /// Scale each centred feature is divided by.
+    pub scale: Vec<f32>,
+    /// One weight per feature.
+    pub weights: Vec<f32>,
+    /// Intercept.
+    pub bias: f32,
+}
+
+/// The checked-in weights (written by `scripts/train-fusion.py`).
+const WEIGHTS_JSON: &str = include_str!("fusion_weights.json");
+
+/// The checked-in learned fusion, parsed once. `None` when the file does not
+/// match [`FEATURES`] (a test keeps them in step).
+pub fn learned() -> Option<&'static LearnedFusion> {
+    static MODEL: std::sync::LazyLock<Option<LearnedFusion>> = std::sync::LazyLock::new(|| {
+        let m: LearnedFusion = serde_json::from_str(WEIGHTS_JSON).ok()?;
+        let n = FEATURES.len();
+        (m.features == FEATURES
+            && m.mean.len() == n
+            && m.scale.len() == n
+            && m.weights.len() == n
+            && m.scale.iter().all(|s| *s > 0.0))
+        .then_some(m)
+    });
+    MODEL.as_ref()
+}
+
+impl LearnedFusion {
+    /// The model's probability that a candidate is relevant, in (0, 1).
+    pub fn score(&self, x: &[f32; N_FEATURES]) -> f32 {
+        let z: f32 = x
+            .iter()
+            .zip(&self.mean)
+            .zip(&self.scale)
+            .zip(&self.weights)
+            .map(|(((x, m), s), w)| (x - m) / s * w)
+            .sum::<f32>()
+            + self.bias;
+        1.0 / (1.0 + (-z).exp())
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn checked_in_weights_match_the_features() {
+        let m = learned().expect("fusion_weights.json parses and names FEATURES in order");
+        let zero = [0.0; N_FEATURES];
+        let s = m.score(&zero);
+        assert!(s > 0.0 && s < 1.0);
+    }
+
     use super::*;
 
     fn ids(v: &[&str]) -> Vec<String> {

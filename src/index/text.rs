@@ -36,7 +36,9 @@ use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, Term as TTerm};
 use crate::error::Result;
 use crate::index::filter::Filter;
 use crate::index::scoped_stats::StatsCache;
-use crate::index::tokenizer::{CHARS_TOKENIZER, MemdTokenizer, TEXT_TOKENIZER, Term, TermKind};
+use crate::index::tokenizer::{
+    CHARS_TOKENIZER, MemdTokenizer, TEXT_TOKENIZER, Term, TermKind, WORDS_TOKENIZER,
+};
 use crate::model::Memory;
 use crate::store::journal::Cursor;
 
@@ -79,6 +81,7 @@ struct Fields {
     context: Field,
     speaker: Field,
     when: Field,
+    words: Field,
     ts: Field,
     expires: Field,
 }
@@ -109,6 +112,8 @@ fn schema() -> (Schema, Fields) {
         context: b.add_text_field("context", text(TEXT_TOKENIZER)),
         speaker: b.add_text_field("speaker", text(TEXT_TOKENIZER)),
         when: b.add_text_field("when", text(TEXT_TOKENIZER)),
+        // jieba words of title and body, beside the bigrams ([`TermKind::Segment`]).
+        words: b.add_text_field("words", text(WORDS_TOKENIZER)),
         ts: b.add_i64_field("ts", INDEXED),
         // Milliseconds; `i64::MAX` for memories that never expire.
         expires: b.add_i64_field(EXPIRES, INDEXED | FAST),
@@ -215,6 +220,9 @@ impl TextIndex {
         index
             .tokenizers()
             .register(CHARS_TOKENIZER, MemdTokenizer::chars());
+        index
+            .tokenizers()
+            .register(WORDS_TOKENIZER, MemdTokenizer::words());
         let reader = index
             .reader_builder()
             .reload_policy(if writable {
@@ -369,10 +377,9 @@ impl TextIndex {
             body.push('\n');
             body.push_str(tag);
         }
-        doc.add_text(
-            f.chars,
-            format!("{}\n{body}", m.title.as_deref().unwrap_or("")),
-        );
+        let titled = format!("{}\n{body}", m.title.as_deref().unwrap_or(""));
+        doc.add_text(f.words, &titled);
+        doc.add_text(f.chars, titled);
         doc.add_text(f.body, &body);
         if !context.is_empty() {
             doc.add_text(f.context, context);
@@ -523,6 +530,12 @@ impl TextIndex {
                 idx,
             ));
         }
+        if term.kind == TermKind::Segment {
+            return Box::new(TermQuery::new(
+                TTerm::from_field_text(f.words, &term.text),
+                idx,
+            ));
+        }
         // Neighbouring turns, speaker and date: lower-weight fields of their own.
         let fields = [
             (f.context, CONTEXT_BOOST),
@@ -596,7 +609,8 @@ impl TextIndex {
         Some(Box::new(BooleanQuery::new(alternatives)))
     }
 
-    /// Scores `terms` under `filter`. `all_terms` requires every term (AND pass);
+    /// Scores `terms` under `filter`. `all_terms` requires every term but jieba
+    /// words (AND pass);
     /// otherwise any term may match (OR pass). Ties are broken by id.
     pub fn search(
         &self,
@@ -619,10 +633,10 @@ impl TextIndex {
         let dfs = terms
             .iter()
             .map(|t| {
-                let field = if t.kind == TermKind::Single {
-                    self.f.chars
-                } else {
-                    self.f.body
+                let field = match t.kind {
+                    TermKind::Single => self.f.chars,
+                    TermKind::Segment => self.f.words,
+                    TermKind::Word | TermKind::Bigram => self.f.body,
                 };
                 Ok(stats.count(&TTerm::from_field_text(field, &t.text))?)
             })
@@ -641,14 +655,16 @@ impl TextIndex {
         if terms.is_empty() || filter.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
-        let occur = if all_terms {
-            Occur::Must
-        } else {
-            Occur::Should
-        };
         let text: Vec<(Occur, Box<dyn Query>)> = terms
             .iter()
             .map(|(t, w)| {
+                // A jieba word only adds score: the bigrams it is made of
+                // already decide whether a memory passes AND.
+                let occur = if all_terms && t.kind != TermKind::Segment {
+                    Occur::Must
+                } else {
+                    Occur::Should
+                };
                 let q = self.term_query(t);
                 let q: Box<dyn Query> = if *w == 1.0 {
                     q

@@ -134,6 +134,7 @@ fn per_query_file_lists_ranked_and_relevant_ids_and_the_first_hit() {
         per_query: Some(file.clone()),
         vector_cache: Some(cache.clone()),
         depth: Some(20),
+        features: None,
     };
     let modes = [SearchMode::Fulltext, SearchMode::Hybrid];
     let reports = run_with(&dataset, &modes, &Config::default(), embedder(), &options).unwrap();
@@ -232,8 +233,147 @@ fn hybrid_gives_no_vote_to_full_text_hits_in_another_script() {
         expected, plain,
         "the case tells the two fusions apart: text {text:?} semantic {semantic:?} english {english}"
     );
-    assert_eq!(hybrid, expected);
+    if memory_hub::index::fusion::learned().is_some_and(|m| m.enabled) {
+        // The learned fusion sees no full-text evidence for the English
+        // memory: every full-text feature is 0, as if full text had not found it.
+        let candidates = hub
+            .hybrid_candidates(&memory_hub::search::SearchRequest {
+                query: query.into(),
+                filter: memory_hub::index::filter::Filter::all(),
+                limit: Some(10),
+                mode: Some(SearchMode::Hybrid),
+            })
+            .unwrap();
+        let c = candidates.iter().find(|c| c.id == english).unwrap();
+        assert!(c.text_rank.is_some(), "full text found it");
+        let names = memory_hub::index::fusion::FEATURES;
+        for (name, value) in names.iter().zip(c.features) {
+            if !matches!(*name, "sem_rrf" | "cosine" | "cosine_gap" | "cjk_query_sem") {
+                assert_eq!(value, 0.0, "{name}");
+            }
+        }
+    } else {
+        assert_eq!(hybrid, expected);
+    }
     // Within one script, the same name match does vote.
     let latin = search_ids_in(&hub, "Bart", 10, SearchMode::Hybrid);
     assert_eq!(latin[0], english);
+}
+
+#[test]
+fn features_file_lists_every_hybrid_candidate_with_every_feature() {
+    let dataset = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/eval-tiny");
+    let root = crate::support::TempRoot::new();
+    let features = root.path().join("features.jsonl");
+    let per_query = root.path().join("per-query.jsonl");
+    let options = EvalOptions {
+        per_query: Some(per_query.clone()),
+        features: Some(features.clone()),
+        ..EvalOptions::default()
+    };
+    let embedder = EmbedderSlot::ready(Arc::new(memory_hub::embed::hash::HashEmbedder::new(384)));
+    let reports = run_with(
+        &dataset,
+        &[SearchMode::Hybrid],
+        &Config::default(),
+        embedder,
+        &options,
+    )
+    .unwrap();
+    let read = |path: &PathBuf| -> Vec<serde_json::Value> {
+        std::fs::read_to_string(path)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let lines = read(&features);
+    let names = memory_hub::index::fusion::FEATURES;
+    for l in &lines {
+        let f = l["features"].as_object().unwrap();
+        assert_eq!(f.len(), names.len(), "{l}");
+        for name in names {
+            assert!(f[name].as_f64().unwrap().is_finite(), "{name} in {l}");
+        }
+        // A candidate in a list has that list's reciprocal rank, else none.
+        let c = &l["candidate"];
+        assert_eq!(
+            c["semanticRank"].is_null(),
+            f["sem_rrf"].as_f64() == Some(0.0),
+            "{l}"
+        );
+        if c["textRank"].is_null() {
+            assert_eq!(f["text_rrf"].as_f64(), Some(0.0), "{l}");
+        }
+        let relevant = l["relevant"].as_bool().unwrap();
+        assert!(relevant || l["relevantTotal"].as_u64().unwrap() >= 1);
+    }
+    // Every hit hybrid search returns is among the query's candidates, labelled alike.
+    let queries = read(&per_query);
+    assert_eq!(queries.len(), reports[0].queries);
+    let mut labelled_relevant = 0;
+    for q in &queries {
+        let qid = q["qid"].as_str().unwrap();
+        let mine: Vec<&serde_json::Value> = lines.iter().filter(|l| l["qid"] == qid).collect();
+        for id in q["ranked"].as_array().unwrap() {
+            let c = mine
+                .iter()
+                .find(|l| l["id"] == *id)
+                .unwrap_or_else(|| panic!("{qid}: hit {id} is not a candidate"));
+            let relevant = q["relevant"].as_array().unwrap().contains(id);
+            assert_eq!(c["relevant"].as_bool(), Some(relevant));
+            labelled_relevant += usize::from(relevant);
+        }
+    }
+    assert!(labelled_relevant > 0, "some hit is relevant in the fixture");
+}
+
+#[test]
+fn hybrid_search_orders_its_candidates_by_the_checked_in_fusion() {
+    use crate::support::{TempRoot, write};
+    use memory_hub::index::filter::Filter;
+    use memory_hub::index::fusion::learned;
+    use memory_hub::search::SearchRequest;
+    let root = TempRoot::new();
+    let hub = root.hub_with(Arc::new(memory_hub::embed::hash::HashEmbedder::new(384)));
+    for text in [
+        "the garden budget review is on thursday",
+        "garden party with the neighbours",
+        "budget spreadsheet for the quarter",
+        "review the pull request before lunch",
+        "我们周末去公园散步",
+        "thursday piano lesson moved",
+    ] {
+        write(&hub, "main", text);
+    }
+    let req = SearchRequest {
+        query: "garden budget thursday".into(),
+        filter: Filter::all(),
+        limit: Some(5),
+        mode: Some(SearchMode::Hybrid),
+    };
+    let candidates = hub.hybrid_candidates(&req).unwrap();
+    assert!(candidates.len() >= 5);
+    let model = learned().expect("the checked-in weights parse");
+    let mut want: Vec<(String, f32)> = candidates
+        .iter()
+        .map(|c| {
+            if model.enabled {
+                (c.id.clone(), model.score(&c.features))
+            } else {
+                // Reciprocal rank fusion: text_rrf + sem_rrf, both × 60.
+                (c.id.clone(), c.features[0] + c.features[1])
+            }
+        })
+        .collect();
+    want.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let got: Vec<String> = hub
+        .search(&req)
+        .unwrap()
+        .hits
+        .into_iter()
+        .map(|h| h.memory.id)
+        .collect();
+    let want: Vec<String> = want.into_iter().take(5).map(|(id, _)| id).collect();
+    assert_eq!(got, want);
 }

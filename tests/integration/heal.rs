@@ -386,6 +386,7 @@ fn ranking_queries() -> Vec<String> {
         "doctor report",
         "what did we say about the coffee and the garden budget at the meeting last weekend",
         "周末 去 公园 散步 喝 咖啡 然后 开 项目 会议",
+        "周末去公园散步喝咖啡",
     ]
     .iter()
     .map(|s| s.to_string())

@@ -183,3 +183,18 @@ fn corrupt_lines_are_reported_with_file_and_line_and_neighbours_survive() {
         "{issues:?}"
     );
 }
+
+/// A Chinese word beats the same two characters straddling two words: `和服`
+/// (kimono) is a word in the first memory, `和` + `服务员` in the second. The
+/// bigram field scores both alike; the jieba words field decides.
+#[test]
+fn a_chinese_word_outranks_the_same_bigram_across_a_word_boundary() {
+    use crate::support::{TempRoot, search_ids, write};
+    let root = TempRoot::new();
+    let hub = root.hub();
+    // Written first, so it has the smaller id and would win a tie.
+    let across = write(&hub, "main", "我和服务员聊天");
+    let word = write(&hub, "main", "她穿着和服拍照");
+    assert!(across < word);
+    assert_eq!(search_ids(&hub, "和服", 2), [word, across]);
+}
