@@ -25,8 +25,8 @@ use std::sync::{Condvar, Mutex, OnceLock};
 use ort::session::Session;
 use ort::session::builder::GraphOptimizationLevel;
 use ort::value::Tensor;
-use tokenizers::Tokenizer;
 
+use super::unigram::{self, LoadedTokenizer};
 use super::{EmbedError, Embedder, Pooling, normalize};
 use crate::config::EmbedderConfig;
 
@@ -104,7 +104,7 @@ impl SessionPool {
 /// An ONNX encoder with its tokenizer and a pool of sessions.
 pub struct OnnxEmbedder {
     model_id: String,
-    tokenizer: Tokenizer,
+    tokenizer: LoadedTokenizer,
     pool: SessionPool,
     sessions: usize,
     pad_id: i64,
@@ -130,7 +130,7 @@ impl OnnxEmbedder {
                 ))
             })?;
         let tokenizer_path = dir.join(TOKENIZER_FILE);
-        let mut tokenizer = Tokenizer::from_file(&tokenizer_path).map_err(|e| {
+        let mut tokenizer = unigram::load(&tokenizer_path).map_err(|e| {
             EmbedError::Unavailable(format!(
                 "cannot read tokenizer {}: {e}",
                 tokenizer_path.display()
@@ -196,11 +196,11 @@ impl OnnxEmbedder {
 
     /// The token ids fed to the model for `text` (special tokens added, truncated).
     pub fn token_ids(&self, text: &str) -> Result<Vec<i64>, EmbedError> {
-        let enc = self
+        let ids = self
             .tokenizer
-            .encode(text, true)
+            .encode_ids(text, true)
             .map_err(|e| EmbedError::Inference(format!("tokenizer: {e}")))?;
-        Ok(enc.get_ids().iter().map(|&i| i as i64).collect())
+        Ok(ids.into_iter().map(i64::from).collect())
     }
 
     /// Runs one padded batch and pools each row.

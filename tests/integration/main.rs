@@ -32,6 +32,7 @@ mod scale;
 mod semantic;
 mod serve;
 mod side_channels;
+mod tokenizer;
 mod transfer;
 mod watch;
 mod write_rules;
