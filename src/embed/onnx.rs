@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
 
 use ort::session::Session;
-use ort::session::builder::GraphOptimizationLevel;
+use ort::session::builder::{GraphOptimizationLevel, PrepackedWeights};
 use ort::value::Tensor;
 
 use super::unigram::{self, LoadedTokenizer};
@@ -64,8 +64,11 @@ fn build_session(
     env: &ort::environment::Environment,
     model: &Path,
     threads: usize,
+    prepacked: &PrepackedWeights,
 ) -> ort::Result<Session> {
     Session::builder(env)?
+        // The sessions of the pool share one copy of the packed weight matrices.
+        .with_prepacked_weights(prepacked)?
         .with_optimization_level(GraphOptimizationLevel::All)?
         .with_intra_threads(threads)?
         .with_inter_threads(1)?
@@ -150,11 +153,14 @@ impl OnnxEmbedder {
         let env = environment(&config.resolved_runtime_path())?;
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let threads = (cores / config.sessions).max(1);
+        let prepacked = PrepackedWeights::new();
         let mut sessions = Vec::with_capacity(config.sessions);
         for _ in 0..config.sessions {
-            sessions.push(build_session(&env, &model, threads).map_err(|e| {
-                EmbedError::Unavailable(format!("cannot load model {}: {e}", model.display()))
-            })?);
+            sessions.push(
+                build_session(&env, &model, threads, &prepacked).map_err(|e| {
+                    EmbedError::Unavailable(format!("cannot load model {}: {e}", model.display()))
+                })?,
+            );
         }
         let size = std::fs::metadata(&model).map(|m| m.len()).unwrap_or(0);
         let name = dir

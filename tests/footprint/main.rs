@@ -57,7 +57,12 @@ fn cpu_seconds() -> f64 {
     // Fields after the command name (which may hold spaces) start at field 3.
     let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
     // utime and stime are fields 14 and 15, i.e. 11 and 12 after the name.
     (ticks(11) + ticks(12)) / 100.0
 }
@@ -121,8 +126,8 @@ fn main() {
 
     // 2. The model loaded beside it, and used.
     let t = Instant::now();
-    let e5 = OnnxEmbedder::load(&config.embedder)
-        .expect("the model is installed by scripts/setup.sh");
+    let e5 =
+        OnnxEmbedder::load(&config.embedder).expect("the model is installed by scripts/setup.sh");
     let load = t.elapsed();
     let rss_loaded = status_mib("VmRSS:");
     let q: Vec<&str> = queries.iter().map(String::as_str).collect();
