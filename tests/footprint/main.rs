@@ -1,4 +1,4 @@
-//! `cargo bench --bench footprint` (or `scripts/bench.sh --footprint`): the
+//! `cargo bench --bench footprint -- [--facts N] [--embed M] [--sessions S]`: the
 //! memory footprint of the local embedder beside a hub holding many memories,
 //! and cold embedding throughput, on the seeded synthetic zh/en corpus of the
 //! `memd` bench. Needs the model installed by `scripts/setup.sh`.
