@@ -129,7 +129,8 @@
 //!   caller may read), [`index::neighbours`] (session neighbours as a lower-weight
 //!   context field), [`index::lifecycle`] (supersede marks, `touch` replay).
 //! - [`embed`]: the [`embed::Embedder`] trait, the ONNX model
-//!   ([`embed::onnx`]), a deterministic test embedder ([`embed::hash`]) and the
+//!   ([`embed::onnx`]) with a compact Unigram tokenizer model ([`embed::unigram`]:
+//!   the same token ids as `tokenizers` in ~7 MiB instead of ~280), a deterministic test embedder ([`embed::hash`]) and the
 //!   vector cache under `data/cache/` ([`embed::cache`]).
 //! - [`search`]: query planning and ranking in three modes; [`relevance`]:
 //!   the relevance floor of recall (script-aware cosine, else term coverage).

@@ -14,6 +14,7 @@
 pub mod cache;
 pub mod hash;
 pub mod onnx;
+pub mod unigram;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};

@@ -37,6 +37,7 @@ mod semantic;
 mod serve;
 mod side_channels;
 mod tidy;
+mod tokenizer;
 mod transfer;
 mod vectors_coarse;
 mod watch;

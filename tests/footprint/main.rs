@@ -1,0 +1,187 @@
+//! `cargo bench --bench footprint -- [--facts N] [--embed M] [--sessions S]`: the
+//! memory footprint of the local embedder beside a hub holding many memories,
+//! and cold embedding throughput, on the seeded synthetic zh/en corpus of the
+//! `memd` bench. Needs the model installed by `scripts/setup.sh`.
+//!
+//! One process, in order (RSS is the kernel's `VmRSS`, peak is `VmHWM`):
+//! 1. `--facts N` memories (default 100000) written and given vectors by the
+//!    deterministic hash embedder (same 384 dimensions as e5), then 200 hybrid
+//!    searches: the baseline, a hub at this size without the model.
+//! 2. The e5 model (the installed one, `embedder.sessions` from
+//!    `--sessions`, default the config's) loaded in the same process, then 200
+//!    queries and 1000 memories embedded with it: RSS with the model and N memories.
+//! 3. `--embed M` facts (default 10000) embedded cold by `Hub::embed_pending`
+//!    through the real model in a fresh hub (wall and CPU time).
+#![allow(clippy::print_stdout)]
+
+#[path = "../bench/corpus.rs"]
+#[allow(dead_code)]
+mod corpus;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use memory_hub::config::{Config, Layout};
+use memory_hub::embed::hash::HashEmbedder;
+use memory_hub::embed::onnx::OnnxEmbedder;
+use memory_hub::embed::{Embedder, EmbedderSlot};
+use memory_hub::hub::{Hub, Mode, WriteRequest};
+use memory_hub::index::filter::Filter;
+use memory_hub::model::Scene;
+use memory_hub::search::{SearchMode, SearchRequest};
+
+fn arg(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+/// A `/proc/self/status` figure in MiB (`VmRSS:` now, `VmHWM:` peak).
+fn status_mib(key: &str) -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(key))
+                .and_then(|l| l.split_whitespace().nth(1).map(str::to_string))
+        })
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// CPU seconds used by this process so far (user + system, from
+/// `/proc/self/stat`; clock ticks are 1/100 s on Linux).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start at field 3.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // utime and stime are fields 14 and 15, i.e. 11 and 12 after the name.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+fn write_all(hub: &Hub, items: &[corpus::Item]) {
+    for chunk in items.chunks(1000) {
+        let reqs = chunk
+            .iter()
+            .map(|i| WriteRequest::new(Scene::parse(i.scene).unwrap(), i.text.clone(), "bench"))
+            .collect();
+        for r in hub.write_batch(reqs).unwrap() {
+            r.unwrap();
+        }
+    }
+}
+
+fn main() {
+    let n: usize = arg("--facts").map_or(100_000, |v| v.parse().expect("--facts N"));
+    let m: usize = arg("--embed").map_or(10_000, |v| v.parse().expect("--embed M"));
+    let mut config = Config::default();
+    if let Some(s) = arg("--sessions") {
+        config.embedder.sessions = s.parse().expect("--sessions N");
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    println!(
+        "footprint bench: {n} facts, {m} embedded cold, {} embedder session(s), {cores} cores",
+        config.embedder.sessions
+    );
+    let rss_start = status_mib("VmRSS:");
+
+    // 1. The hub at size n, no model.
+    let tmp = tempfile::tempdir().unwrap();
+    let layout = Layout::new(tmp.path().join("root"));
+    let (hub, _) = Hub::open_with(
+        layout,
+        config.clone(),
+        Mode::Write,
+        EmbedderSlot::ready(Arc::new(HashEmbedder::new(384))),
+        &mut |_| {},
+    )
+    .unwrap();
+    let items = corpus::generate(n, 42);
+    let t = Instant::now();
+    write_all(&hub, &items);
+    let written = t.elapsed();
+    assert_eq!(hub.embed_pending(usize::MAX) as usize, n);
+    let queries = corpus::queries(200, 7);
+    for q in &queries {
+        hub.search(&SearchRequest {
+            query: q.clone(),
+            filter: Filter::all(),
+            limit: Some(10),
+            mode: Some(SearchMode::Hybrid),
+        })
+        .unwrap();
+    }
+    let passages: Vec<String> = items.iter().take(1000).map(|i| i.text.clone()).collect();
+    drop(items);
+    let rss_hub = status_mib("VmRSS:");
+    let peak_hub = status_mib("VmHWM:");
+
+    // 2. The model loaded beside it, and used.
+    let t = Instant::now();
+    let e5 =
+        OnnxEmbedder::load(&config.embedder).expect("the model is installed by scripts/setup.sh");
+    let load = t.elapsed();
+    let rss_loaded = status_mib("VmRSS:");
+    let q: Vec<&str> = queries.iter().map(String::as_str).collect();
+    for chunk in q.chunks(8) {
+        e5.embed_queries(chunk).unwrap();
+    }
+    let passages: Vec<&str> = passages.iter().map(String::as_str).collect();
+    for chunk in passages.chunks(64) {
+        e5.embed_passages(chunk).unwrap();
+    }
+    let rss_used = status_mib("VmRSS:");
+    let peak_used = status_mib("VmHWM:");
+    drop(e5);
+
+    println!("| figure | value | baseline |");
+    println!("|---|---|---|");
+    println!(
+        "| RSS, {n} memories (hash vectors, 200 hybrid searches), no model | {rss_hub:.0} MiB (peak {peak_hub:.0}) | {rss_start:.0} MiB at start; written in {:.1} s |",
+        written.as_secs_f64()
+    );
+    println!(
+        "| RSS, {n} memories + e5 loaded | {rss_loaded:.0} MiB | {rss_hub:.0} MiB without the model; load {:.2} s |",
+        load.as_secs_f64()
+    );
+    println!(
+        "| RSS, {n} memories + e5 after 200 queries and 1000 memories embedded | {rss_used:.0} MiB (peak {peak_used:.0}) | +{:.0} MiB over the hub alone |",
+        rss_used - rss_hub
+    );
+    drop(hub);
+
+    // 3. Cold embedding throughput through the hub's own path.
+    if m > 0 {
+        let tmp = tempfile::tempdir().unwrap();
+        let layout = Layout::new(tmp.path().join("root"));
+        let (hub, _) = Hub::open_with(
+            layout,
+            config.clone(),
+            Mode::Write,
+            EmbedderSlot::from_config(&config.embedder),
+            &mut |_| {},
+        )
+        .unwrap();
+        write_all(&hub, &corpus::generate(m, 43));
+        // Load outside the timing (the hub loads lazily).
+        hub.embedder().unwrap();
+        let cpu = cpu_seconds();
+        let t = Instant::now();
+        assert_eq!(hub.embed_pending(usize::MAX) as usize, m);
+        let wall = t.elapsed().as_secs_f64();
+        let cpu = cpu_seconds() - cpu;
+        println!(
+            "| embed {m} facts cold (e5, Hub::embed_pending) | {wall:.1} s | {:.2} ms per fact; {cpu:.1} CPU s ({:.1} of {cores} cores busy) |",
+            wall * 1000.0 / m as f64,
+            cpu / wall
+        );
+    }
+}
