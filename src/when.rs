@@ -140,18 +140,18 @@ pub struct TimeRange {
 }
 
 impl TimeRange {
-    fn days(from: NaiveDate, days: i64) -> TimeRange {
+    fn days(from: NaiveDate, days: i64) -> Option<TimeRange> {
         let from = at_midnight(from);
-        TimeRange {
+        Some(TimeRange {
             from,
-            to: from + Duration::days(days),
-        }
+            to: from.checked_add_signed(Duration::days(days))?,
+        })
     }
 
     fn month(year: i32, month: u32) -> Option<TimeRange> {
         let from = NaiveDate::from_ymd_opt(year, month, 1)?;
         let next = if month == 12 {
-            NaiveDate::from_ymd_opt(year + 1, 1, 1)?
+            NaiveDate::from_ymd_opt(year.checked_add(1)?, 1, 1)?
         } else {
             NaiveDate::from_ymd_opt(year, month + 1, 1)?
         };
@@ -164,7 +164,7 @@ impl TimeRange {
     fn year(year: i32) -> Option<TimeRange> {
         Some(TimeRange {
             from: at_midnight(NaiveDate::from_ymd_opt(year, 1, 1)?),
-            to: at_midnight(NaiveDate::from_ymd_opt(year + 1, 1, 1)?),
+            to: at_midnight(NaiveDate::from_ymd_opt(year.checked_add(1)?, 1, 1)?),
         })
     }
 
@@ -234,20 +234,31 @@ fn en_count(s: &str) -> Option<i64> {
     })
 }
 
+/// The largest count of units a relative expression may go back ("3 days ago");
+/// anything larger names no time memd could hold, so it is ignored.
+const MAX_AGO: i64 = 10_000;
+
 /// `count` units back from `anchor`, widened to the whole unit around that point.
+/// `None` for counts outside `0..=MAX_AGO` and dates outside the calendar.
 fn ago(anchor: DateTime<Utc>, count: i64, unit: &str) -> Option<TimeRange> {
+    if !(0..=MAX_AGO).contains(&count) {
+        return None;
+    }
     let today = anchor.date_naive();
     match unit {
-        "day" => Some(TimeRange::days(today - Duration::days(count), 1)),
+        "day" => TimeRange::days(today.checked_sub_signed(Duration::days(count))?, 1),
         "week" => {
-            let monday = today - Duration::days(i64::from(today.weekday().num_days_from_monday()));
-            Some(TimeRange::days(monday - Duration::weeks(count), 7))
+            let monday = today.checked_sub_signed(Duration::days(i64::from(
+                today.weekday().num_days_from_monday(),
+            )))?;
+            TimeRange::days(monday.checked_sub_signed(Duration::weeks(count))?, 7)
         }
         "month" => {
-            let total = today.year() * 12 + today.month0() as i32 - count as i32;
-            TimeRange::month(total.div_euclid(12), total.rem_euclid(12) as u32 + 1)
+            let total = i64::from(today.year()) * 12 + i64::from(today.month0()) - count;
+            let year = i32::try_from(total.div_euclid(12)).ok()?;
+            TimeRange::month(year, u32::try_from(total.rem_euclid(12)).ok()? + 1)
         }
-        "year" => TimeRange::year(today.year() - count as i32),
+        "year" => TimeRange::year(today.year().checked_sub(i32::try_from(count).ok()?)?),
         _ => None,
     }
 }
@@ -271,20 +282,17 @@ pub fn query_range(query: &str, anchor: DateTime<Utc>) -> Option<TimeRange> {
     if let Some(c) = ZH_DATE.captures(query) {
         let (y, m) = (c[1].parse().ok()?, c[2].parse().ok()?);
         return match c.get(3) {
-            Some(d) => Some(TimeRange::days(
-                NaiveDate::from_ymd_opt(y, m, d.as_str().parse().ok()?)?,
-                1,
-            )),
+            Some(d) => TimeRange::days(NaiveDate::from_ymd_opt(y, m, d.as_str().parse().ok()?)?, 1),
             None => TimeRange::month(y, m),
         };
     }
     if let Some(c) = EN_DAY_MONTH_YEAR.captures(query) {
         let d = NaiveDate::from_ymd_opt(c[3].parse().ok()?, month_of(&c[2])?, c[1].parse().ok()?)?;
-        return Some(TimeRange::days(d, 1));
+        return TimeRange::days(d, 1);
     }
     if let Some(c) = EN_MONTH_DAY_YEAR.captures(query) {
         let d = NaiveDate::from_ymd_opt(c[3].parse().ok()?, month_of(&c[1])?, c[2].parse().ok()?)?;
-        return Some(TimeRange::days(d, 1));
+        return TimeRange::days(d, 1);
     }
     if let Some(c) = EN_MONTH_YEAR.captures(query) {
         return TimeRange::month(c[2].parse().ok()?, month_of(&c[1])?);
@@ -455,6 +463,36 @@ mod tests {
             ),
         ] {
             assert_eq!(query_range(q, now), range(from, to), "{q}");
+        }
+    }
+
+    #[test]
+    fn counts_beyond_the_calendar_name_no_time_and_never_panic() {
+        let now = t("2023-05-10T15:00:00Z");
+        for q in [
+            "99999999999 days ago",
+            "99999999999 weeks ago",
+            "2147483648 years ago",
+            "2147483648 months ago",
+            "2147483648年前",
+            "9223372036854775807 days ago",
+            "10001 days ago",
+        ] {
+            assert_eq!(query_range(q, now), None, "{q}");
+        }
+        // The largest count still works.
+        assert!(query_range("10000 days ago", now).is_some());
+        // Near the end of chrono's calendar nothing overflows either.
+        let far = DateTime::<Utc>::MAX_UTC;
+        for q in [
+            "yesterday",
+            "last week",
+            "next year",
+            "last year",
+            "3 months ago",
+            "上周",
+        ] {
+            let _ = query_range(q, far);
         }
     }
 
