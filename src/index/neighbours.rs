@@ -7,11 +7,11 @@
 //! [`WINDOW`] neighbours on each side in a separate, lower-weight `context`
 //! field, never in the stored text.
 //!
-//! Privacy: a neighbour's text enters a memory's context only when the
-//! neighbour has the same scene, privacy, stage, kind and subject — every
-//! field a visibility filter can select on — so a caller who may read the
-//! memory may read the neighbour too, and no token finds a memory by words of
-//! one it may not read. (An expired short-term neighbour may still lend its
+//! Privacy: neighbours are counted within one class of scene, privacy,
+//! stage, kind and subject — every field a visibility filter can select on —
+//! so a caller who may read the memory may read the neighbour too, no token
+//! finds a memory by words of one it may not read, and a hidden memory
+//! between two turns does not change which turns are neighbours. (An expired short-term neighbour may still lend its
 //! words until it is forgotten: expiry hides a memory from everyone alike and
 //! is not a privacy boundary.)
 //!
@@ -20,7 +20,7 @@
 //! [`around`] it — computed after the change, also for a forgotten fact — are
 //! indexed again. A rebuilt index therefore equals the incrementally kept one.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, params};
 
 use crate::error::Result;
 
@@ -40,20 +40,31 @@ const KEY_PARTS: [&str; 5] = [
 const LIVE: &str = "m.forgotten_at IS NULL AND m.origin = 'fact' AND NOT EXISTS \
      (SELECT 1 FROM memories s WHERE s.supersedes = m.id AND s.origin = 'fact' AND s.forgotten_at IS NULL)";
 
-struct Neighbour {
-    id: String,
-    text: String,
-    filter_key: String,
-}
-
-/// The facts up to `window` places before and after `id` in its session
-/// (closest first on each side), whatever their privacy. Empty when `id` has
-/// no session or no row.
-fn neighbours(conn: &Connection, id: &str, window: usize) -> Result<Vec<Neighbour>> {
+/// The facts up to `window` places before and after `id` in its session,
+/// closest first on each side, counted separately within each class of
+/// privacy, stage, kind and subject (the fields a visibility filter selects
+/// on). With `own_class` only `id`'s own class is returned. Empty when `id`
+/// has no session or no row.
+///
+/// Counting per class matters for privacy: a memory's neighbours never depend
+/// on memories of another class, so whether a hidden memory sits between two
+/// turns changes nothing a reader of those turns can observe.
+fn neighbours(
+    conn: &Connection,
+    id: &str,
+    window: usize,
+    own_class: bool,
+) -> Result<Vec<(String, String)>> {
     if window == 0 {
         return Ok(Vec::new());
     }
     let mut out = Vec::new();
+    let class_filter = if own_class {
+        "AND m.privacy = me.privacy AND m.stage = me.stage AND m.kind = me.kind \
+         AND m.subject = me.subject"
+    } else {
+        ""
+    };
     for (cmp, order) in [("<", "DESC"), (">", "ASC")] {
         let key = KEY_PARTS.join(", ");
         let order_by = KEY_PARTS
@@ -62,22 +73,18 @@ fn neighbours(conn: &Connection, id: &str, window: usize) -> Result<Vec<Neighbou
             .collect::<Vec<_>>()
             .join(", ");
         let sql = format!(
-            "SELECT m.id, m.text, m.privacy || '|' || m.stage || '|' || m.kind || '|' || m.subject \
-             FROM memories m, (SELECT scene, session, COALESCE(event_at, ts) AS k1, ts AS k2, \
+            "SELECT id, text FROM (SELECT m.id AS id, m.text AS text, ROW_NUMBER() OVER \
+             (PARTITION BY m.privacy, m.stage, m.kind, m.subject ORDER BY {order_by}) AS n \
+             FROM memories m, (SELECT scene, session, privacy, stage, kind, subject, \
+             COALESCE(event_at, ts) AS k1, ts AS k2, \
              COALESCE(journal_file, '') AS k3, COALESCE(journal_line, 0) AS k4, id AS k5 \
              FROM memories WHERE id = ?1 AND session IS NOT NULL) me \
-             WHERE m.scene = me.scene AND m.session = me.session AND {LIVE} \
-             AND ({key}) {cmp} (me.k1, me.k2, me.k3, me.k4, me.k5) \
-             ORDER BY {order_by} LIMIT ?2"
+             WHERE m.scene = me.scene AND m.session = me.session AND {LIVE} {class_filter} \
+             AND ({key}) {cmp} (me.k1, me.k2, me.k3, me.k4, me.k5)) \
+             WHERE n <= ?2 ORDER BY n, id"
         );
         let mut stmt = conn.prepare_cached(&sql)?;
-        let rows = stmt.query_map(params![id, window as i64], |r| {
-            Ok(Neighbour {
-                id: r.get(0)?,
-                text: r.get(1)?,
-                filter_key: r.get(2)?,
-            })
-        })?;
+        let rows = stmt.query_map(params![id, window as i64], |r| Ok((r.get(0)?, r.get(1)?)))?;
         for row in rows {
             out.push(row?);
         }
@@ -86,32 +93,23 @@ fn neighbours(conn: &Connection, id: &str, window: usize) -> Result<Vec<Neighbou
 }
 
 /// Ids whose context may change when `id`'s row changes: its neighbours in
-/// the current state (the row itself may be forgotten by now).
+/// the current state, in every class (the row itself may be forgotten by now,
+/// or have changed class).
 pub fn around(conn: &Connection, id: &str) -> Result<Vec<String>> {
-    Ok(neighbours(conn, id, WINDOW)?
+    Ok(neighbours(conn, id, WINDOW, false)?
         .into_iter()
-        .map(|n| n.id)
+        .map(|(id, _)| id)
         .collect())
 }
 
-/// The context text of `id`: its neighbours' texts that any reader of `id`
-/// may read as well (same privacy, stage, kind and subject; scene and
-/// session are the same by construction). Empty without a session.
+/// The context text of `id`: the texts of its neighbours of its own class
+/// (same privacy, stage, kind and subject; scene and session are the same by
+/// construction), which any reader of `id` may read as well. Empty without a
+/// session.
 pub fn context_text(conn: &Connection, id: &str) -> Result<String> {
-    let own: Option<String> = conn
-        .prepare_cached(
-            "SELECT privacy || '|' || stage || '|' || kind || '|' || subject FROM memories \
-             WHERE id = ?1 AND session IS NOT NULL",
-        )?
-        .query_row([id], |r| r.get(0))
-        .optional()?;
-    let Some(own) = own else {
-        return Ok(String::new());
-    };
-    let texts: Vec<String> = neighbours(conn, id, WINDOW)?
+    let texts: Vec<String> = neighbours(conn, id, WINDOW, true)?
         .into_iter()
-        .filter(|n| n.filter_key == own)
-        .map(|n| n.text)
+        .map(|(_, text)| text)
         .collect();
     Ok(texts.join("\n"))
 }
