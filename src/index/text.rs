@@ -24,8 +24,8 @@ use std::ops::Bound;
 use tantivy::collector::TopDocs;
 
 use tantivy::query::{
-    Bm25StatisticsProvider, BooleanQuery, BoostQuery, Occur, Query, RangeQuery, TermQuery,
-    TermSetQuery,
+    Bm25StatisticsProvider, BooleanQuery, BoostQuery, ConstScoreQuery, Occur, Query, RangeQuery,
+    TermQuery, TermSetQuery,
 };
 use tantivy::schema::{
     FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TantivyDocument,
@@ -682,7 +682,10 @@ impl TextIndex {
         // depend on memories the caller cannot read.
         let stats = self.stats.scoped(&searcher, filter, fq.as_deref())?;
         if let Some(fq) = fq {
-            clauses.push((Occur::Must, fq));
+            // The filter selects and never scores: a document matching several
+            // of the caller's scopes (or a stored field that differs between
+            // build paths) must not add a constant to its BM25 score.
+            clauses.push((Occur::Must, Box::new(ConstScoreQuery::new(fq, 0.0))));
         }
         let query = BooleanQuery::new(clauses);
         // Fetch a margin beyond `limit` so that ties at the cut are ordered by
@@ -801,6 +804,39 @@ mod tests {
             unexpired_at: DateTime::<Utc>::from_timestamp_millis(ms),
             ..Scope::default()
         })
+    }
+
+    /// Red team: a memory matching more of the caller's scopes (or more
+    /// filter clauses) scored a constant more; the filter must select only.
+    #[test]
+    fn the_filter_selects_and_never_scores() {
+        let dir = tempfile::tempdir().unwrap();
+        let idx = TextIndex::open(dir.path(), true).unwrap();
+        idx.upsert(&memory("a", "main", "heron pond", None), "")
+            .unwrap();
+        idx.upsert(&memory("b", "other", "heron pond", None), "")
+            .unwrap();
+        idx.commit().unwrap();
+        let both = Filter {
+            any_of: vec![
+                Scope {
+                    scenes: vec![Scene::parse("main").unwrap()],
+                    ..Scope::default()
+                },
+                Scope {
+                    privacy: vec![Privacy::Normal],
+                    unexpired_at: DateTime::<Utc>::from_timestamp_millis(1),
+                    ..Scope::default()
+                },
+            ],
+        };
+        let hits = idx.search(&[word("heron")], &both, true, 10).unwrap();
+        assert_eq!(ids(&hits), vec!["a", "b"]);
+        assert_eq!(hits[0].score, hits[1].score, "{hits:?}");
+        let unfiltered = idx
+            .search(&[word("heron")], &Filter::all(), true, 10)
+            .unwrap();
+        assert_eq!(hits[0].score, unfiltered[0].score);
     }
 
     #[test]

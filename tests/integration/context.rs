@@ -45,8 +45,16 @@ fn a_hidden_turn_between_two_readable_ones_changes_nothing_a_reader_sees() {
         req.setting = Setting::from_input(Some(time), Some("p"), Some("Mel"));
         hub.write(req).unwrap().id
     };
-    at("2023-05-08T10:00:00Z", "a grey heron on the pond", Privacy::Normal);
-    at("2023-05-08T10:02:00Z", "it flew off over the reeds", Privacy::Normal);
+    at(
+        "2023-05-08T10:00:00Z",
+        "a grey heron on the pond",
+        Privacy::Normal,
+    );
+    at(
+        "2023-05-08T10:02:00Z",
+        "it flew off over the reeds",
+        Privacy::Normal,
+    );
     let before = scored(&hub, "heron", normal_only());
     assert_eq!(before.len(), 2, "{before:?}");
     at(
