@@ -285,6 +285,15 @@ impl SleepConfig {
                     "sleep.model.baseUrl must be an http:// or https:// URL",
                 ))
             }
+            // Credentials belong in `apiKeyEnv`, never in a URL that is logged
+            // and stored in run reports; `{baseUrl}/chat/completions` needs a
+            // URL without query or fragment.
+            ModelKind::Openai if base_url_carries_more(&self.model.base_url) => {
+                Err(Error::invalid(
+                    "sleep.model.baseUrl may not hold a user name, password, query or fragment \
+                     (put the key in the variable named by apiKeyEnv)",
+                ))
+            }
             ModelKind::Command if self.model.command.is_empty() => Err(Error::invalid(
                 "sleep.model.command must name the program to run",
             )),
@@ -422,4 +431,11 @@ mod tests {
         let layout = Layout::new(dir.path());
         assert_eq!(Config::load(&layout).unwrap(), Config::default());
     }
+}
+
+/// Whether a model URL carries user info (`user:pass@`), a query or a fragment.
+fn base_url_carries_more(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split('/').next().unwrap_or("");
+    authority.contains('@') || rest.contains('?') || rest.contains('#')
 }

@@ -451,6 +451,21 @@ mod tests {
         cfg.validate().unwrap();
         cfg.model.base_url = "ftp://example.invalid/v1".into();
         assert!(cfg.validate().unwrap_err().to_string().contains("https://"));
+        // Red team: credentials in the URL end up in logs and run reports.
+        for url in [
+            "http://user:pa55word@127.0.0.1:8080/v1",
+            "https://h.invalid/v1?key=SECRET",
+            "https://h.invalid/v1#frag",
+        ] {
+            cfg.model.base_url = url.into();
+            let e = cfg.validate().unwrap_err().to_string();
+            assert!(
+                e.contains("apiKeyEnv") && !e.contains("pa55word"),
+                "{url}: {e}"
+            );
+        }
+        cfg.model.base_url = "http://127.0.0.1:8080/v1/path@x".into();
+        cfg.validate().unwrap();
         cfg.model.kind = ModelKind::Command;
         assert!(cfg.validate().is_err());
     }

@@ -538,22 +538,42 @@ fn ask_openai(cfg: &ModelConfig, scene: &Scene, memories: &[InputMemory]) -> Res
         .filter(|k| !k.is_empty());
     let timeout = Duration::from_secs(cfg.timeout_seconds.max(1));
     let (status, text) = post_json(&url, &body, key.as_deref(), timeout)?;
+    let service = "the consolidation model".to_string();
     if !(200..300).contains(&status) {
-        return Err(Error::Internal(format!(
-            "the consolidation model answered HTTP {status}: {}",
-            text.chars().take(300).collect::<String>()
-        )));
+        // The answer is quoted for the operator, never with the key in it
+        // (some servers and proxies echo the Authorization header).
+        let mut quoted: String = text.chars().take(300).collect();
+        if let Some(k) = &key {
+            quoted = quoted.replace(k.as_str(), "[redacted]");
+        }
+        let reason = format!("HTTP {status}: {quoted}");
+        return Err(if status == 429 || status >= 500 {
+            Error::Unavailable {
+                service,
+                reason,
+                source: None,
+            }
+        } else {
+            Error::UpstreamInvalid {
+                service,
+                reason,
+                source: None,
+            }
+        });
     }
-    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-        Error::Internal(format!("the consolidation model's answer is not JSON: {e}"))
-    })?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| Error::UpstreamInvalid {
+            service: service.clone(),
+            reason: "the answer is not JSON".into(),
+            source: Some(Box::new(e)),
+        })?;
     value["choices"][0]["message"]["content"]
         .as_str()
         .map(String::from)
-        .ok_or_else(|| {
-            Error::Internal(
-                "the consolidation model's answer has no choices[0].message.content".into(),
-            )
+        .ok_or_else(|| Error::UpstreamInvalid {
+            service,
+            reason: "the answer has no choices[0].message.content".into(),
+            source: None,
         })
 }
 

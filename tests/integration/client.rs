@@ -333,6 +333,37 @@ fn redirects_are_not_followed_so_the_api_key_stays_home() {
     }
 }
 
+/// Red team: a model server (or proxy) that echoes the Authorization header in
+/// an error put the API key into the error, the CLI output and the run report.
+#[test]
+fn a_model_error_that_echoes_the_key_never_shows_it() {
+    let root = TempRoot::new();
+    let hub = root.hub();
+    chat(&hub, "remember the plants");
+    let (addr, _) = plain_server(1, |seen| {
+        let auth = seen.header("authorization").unwrap_or_default().to_string();
+        http_answer(
+            "401 Unauthorized",
+            "",
+            &format!("{{\"error\":\"bad key {auth}\"}}"),
+        )
+    });
+    let mut cfg = model_cfg(format!("http://{addr}/v1"), 5);
+    cfg.model.api_key_env = "PATH".into(); // any variable that is set
+    let key = std::env::var("PATH").unwrap();
+    let err = consolidate::run(&hub, &cfg, &options()).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::UpstreamInvalid, "{err}");
+    assert!(err.to_string().contains("401"), "{err}");
+    assert!(!err.to_string().contains(&key), "{err}");
+    assert!(err.to_string().contains("[redacted]"), "{err}");
+    // An overloaded server is worth a retry.
+    let (addr, _) = plain_server(1, |_| http_answer("503 Service Unavailable", "", "busy"));
+    let err =
+        consolidate::run(&hub, &model_cfg(format!("http://{addr}/v1"), 5), &options()).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Unavailable, "{err}");
+    assert!(err.code().retryable());
+}
+
 #[test]
 fn cli_health_against_a_dead_daemon_is_unavailable() {
     let root = TempRoot::new();
