@@ -391,6 +391,13 @@ impl Config {
     }
 }
 
+/// Whether a model URL carries user info (`user:pass@`), a query or a fragment.
+fn base_url_carries_more(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split('/').next().unwrap_or("");
+    authority.contains('@') || rest.contains('?') || rest.contains('#')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -431,11 +438,4 @@ mod tests {
         let layout = Layout::new(dir.path());
         assert_eq!(Config::load(&layout).unwrap(), Config::default());
     }
-}
-
-/// Whether a model URL carries user info (`user:pass@`), a query or a fragment.
-fn base_url_carries_more(url: &str) -> bool {
-    let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    let authority = rest.split('/').next().unwrap_or("");
-    authority.contains('@') || rest.contains('?') || rest.contains('#')
 }
