@@ -324,6 +324,36 @@ impl Setting {
         *self == Setting::default()
     }
 
+    /// A label taken from other data (a chat sender's display name) made to
+    /// fit the rules: control characters become spaces, runs of whitespace one
+    /// space, and it is cut at a character boundary to [`MAX_SETTING_BYTES`].
+    /// A message is never refused over its sender's name.
+    pub fn fit_label(v: &str) -> Option<String> {
+        let spaced: String = v
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
+        let mut out = String::new();
+        for word in spaced.split_whitespace() {
+            let sep = usize::from(!out.is_empty());
+            if out.len() + sep + word.len() > MAX_SETTING_BYTES {
+                for c in std::iter::once(' ').take(sep).chain(word.chars()) {
+                    if out.len() + c.len_utf8() > MAX_SETTING_BYTES {
+                        break;
+                    }
+                    out.push(c);
+                }
+                break;
+            }
+            if sep == 1 {
+                out.push(' ');
+            }
+            out.push_str(word);
+        }
+        let out = out.trim_end().to_string();
+        (!out.is_empty()).then_some(out)
+    }
+
     /// Each field at most [`MAX_SETTING_BYTES`] without control characters.
     pub fn validate(&self) -> Result<()> {
         for (name, value) in [
@@ -802,6 +832,25 @@ mod tests {
         let mut secret = ok.clone();
         secret.privacy = Privacy::Secret;
         assert!(secret.validate(&pins).is_err(), "secret pinned nowhere");
+    }
+
+    #[test]
+    fn a_senders_name_always_fits_the_speaker_rules() {
+        let long = "名".repeat(100);
+        for name in ["Ann\u{7}\nLee", long.as_str(), " \t ", "a\u{0}b"] {
+            let fitted = Setting::fit_label(name);
+            let setting = Setting::from_input(None, None, fitted.as_deref());
+            setting.validate().unwrap();
+            if let Some(f) = &fitted {
+                assert!(f.len() <= MAX_SETTING_BYTES, "{f}");
+            }
+        }
+        assert_eq!(
+            Setting::fit_label("Ann\u{7}\nLee").as_deref(),
+            Some("Ann Lee")
+        );
+        assert_eq!(Setting::fit_label(" \t "), None);
+        assert_eq!(Setting::fit_label(&long).unwrap().chars().count(), 66);
     }
 
     #[test]

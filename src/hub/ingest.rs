@@ -196,7 +196,12 @@ impl Hub {
         w.origin = "chat".into();
         w.kind = "chat".into();
         w.stage = Stage::Short;
-        w.title = req.sender_name.clone();
+        // The sender's name, fitted (never a reason to refuse the message).
+        let name = req
+            .sender_name
+            .as_deref()
+            .and_then(crate::model::Setting::fit_label);
+        w.title = name.clone();
         w.subject = if req.from_owner {
             Subject::Owner
         } else if req.from_self {
@@ -213,7 +218,12 @@ impl Hub {
                 .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
                 .as_deref(),
             req.session.as_deref(),
-            req.sender_name.as_deref().or(req.sender_id.as_deref()),
+            name.or_else(|| {
+                req.sender_id
+                    .as_deref()
+                    .and_then(crate::model::Setting::fit_label)
+            })
+            .as_deref(),
         );
         w.source_message_id = Some(smid.clone());
         // The scene is part of the key so one conversation can never learn

@@ -379,3 +379,34 @@ fn ingested_chat_given_a_session_is_context_for_its_neighbours() {
         "no session, no neighbours: {hits:?}"
     );
 }
+
+/// Red team: a display name over 200 bytes or with a control character made
+/// the whole chat message fail; the name is fitted, the message kept.
+#[test]
+fn a_chat_message_is_never_refused_over_its_senders_name() {
+    let root = TempRoot::new();
+    let hub = root.hub();
+    for (i, name) in ["名".repeat(120), "Ann\u{7}\nLee".to_string()]
+        .into_iter()
+        .enumerate()
+    {
+        let out = hub
+            .ingest(memory_hub::hub::IngestRequest {
+                scene: scene("qq:group:1"),
+                message_id: format!("m{i}"),
+                text: format!("the kettle is broken {i}"),
+                sender_id: Some("42".into()),
+                sender_name: Some(name),
+                from_owner: false,
+                from_self: false,
+                sent_at: None,
+                ttl: chrono::Duration::hours(24),
+                source: "qq".into(),
+                session: None,
+            })
+            .unwrap();
+        let got = hub.get(&out.id.unwrap(), &Filter::all()).unwrap();
+        let speaker = got.setting.speaker.unwrap();
+        assert!(speaker.len() <= 200 && !speaker.chars().any(char::is_control));
+    }
+}
