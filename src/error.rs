@@ -99,11 +99,13 @@ impl ErrorCode {
 
     /// The code of an error reply that carries no readable envelope: the
     /// first code of the table with this status, `UNAVAILABLE` for other
-    /// 503s and gateway timeouts, `INTERNAL` for anything else.
+    /// 503s and gateway timeouts, `UPSTREAM_INVALID` for redirects and bad
+    /// gateways, `INTERNAL` for anything else.
     pub fn from_status(status: u16) -> ErrorCode {
         match status {
             503 | 504 => ErrorCode::Unavailable,
-            502 => ErrorCode::UpstreamInvalid,
+            // A redirect (never followed) or a gateway error: not an answer.
+            300..=399 | 502 => ErrorCode::UpstreamInvalid,
             _ => ErrorCode::ALL
                 .iter()
                 .copied()
@@ -408,6 +410,8 @@ mod tests {
         }
         assert_eq!(ErrorCode::from_status(500), ErrorCode::Internal);
         assert_eq!(ErrorCode::from_status(418), ErrorCode::Internal);
+        assert_eq!(ErrorCode::from_status(302), ErrorCode::UpstreamInvalid);
+        assert_eq!(ErrorCode::from_status(307), ErrorCode::UpstreamInvalid);
         assert_eq!(ErrorCode::parse("NOPE"), None);
     }
 
