@@ -40,7 +40,7 @@ pub enum Format {
 
 impl Format {
     /// Whether a rendered block is wanted.
-    pub fn is_block(format: Option<Format>) -> bool {
+    pub(crate) fn is_block(format: Option<Format>) -> bool {
         format == Some(Format::Block)
     }
 }
@@ -55,7 +55,7 @@ fn mode_from_str<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Search
 /// `POST /v1/bootstrap`.
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct BootstrapBody {
+pub(crate) struct BootstrapBody {
     /// How many recent titles and recent `self` memories to include (1-50, default 8).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recent: Option<usize>,
@@ -75,7 +75,7 @@ pub struct BootstrapBody {
 /// `POST /v1/search`.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct SearchBody {
+pub(crate) struct SearchBody {
     /// What to look for: keywords or a short natural-language question (Chinese or English).
     pub query: String,
     /// Hits wanted (default `search.defaultLimit`; above `search.maxLimit` it is lowered to it).
@@ -113,7 +113,7 @@ pub struct SearchBody {
 /// `POST /v1/get`.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct GetBody {
+pub(crate) struct GetBody {
     /// A fact id (`fact-main-…`), a document chunk id (`doc-1a2b3c4d#0`) or a document id.
     pub id: String,
     /// The scene you act in (default: the token's first scene).
@@ -132,7 +132,7 @@ pub struct GetBody {
 /// `POST /v1/recent`.
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RecentBody {
+pub(crate) struct RecentBody {
     /// Only `short` (recent chat) or only `long` memories (default: both).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stage: Option<Stage>,
@@ -158,7 +158,7 @@ pub struct RecentBody {
 /// A conversation turn: plain text, or a message object whose `text` is used.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
-pub enum Turn {
+pub(crate) enum Turn {
     /// Just the text.
     Text(String),
     /// A chat message (other keys are accepted and ignored).
@@ -176,7 +176,7 @@ pub enum Turn {
 
 impl Turn {
     /// The turn's text.
-    pub fn into_text(self) -> String {
+    pub(crate) fn into_text(self) -> String {
         match self {
             Turn::Text(s) | Turn::Message { text: s, .. } => s,
         }
@@ -186,7 +186,7 @@ impl Turn {
 /// The `live` side channel of `/v1/recall`: recent short-term chat.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct LiveBody {
+pub(crate) struct LiveBody {
     /// Lines of recent chat (1-50, default 6).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub k: Option<usize>,
@@ -201,7 +201,7 @@ pub struct LiveBody {
 /// `POST /v1/recall`.
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RecallBody {
+pub(crate) struct RecallBody {
     /// The last few conversation turns, oldest first (strings or `{text}` messages).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub messages: Vec<Turn>,
@@ -239,7 +239,7 @@ pub struct RecallBody {
 /// `POST /v1/timeline`.
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct TimelineBody {
+pub(crate) struct TimelineBody {
     /// Page cursor: the `next_before` of the previous page, or an RFC 3339 time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub before: Option<String>,
@@ -268,7 +268,7 @@ pub struct TimelineBody {
 /// `POST /v1/disclose`.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct DiscloseBody {
+pub(crate) struct DiscloseBody {
     /// The group whose recent chat is asked about (`qq:group:<id>`).
     pub group: String,
     /// The member asking, in private (provider user id); must be a known member of the group.
@@ -290,7 +290,7 @@ pub struct DiscloseBody {
 
 /// `POST /v1/disclose` reply: the group's recent memories, oldest first.
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct DiscloseReply {
+pub(crate) struct DiscloseReply {
     /// The group.
     pub group: Scene,
     /// Oldest first.
@@ -303,7 +303,7 @@ pub struct DiscloseReply {
 /// `POST /v1/audience`.
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct AudienceBody {
+pub(crate) struct AudienceBody {
     /// Whose card (default: the request's scene); tokens without `*` may only read their own scenes' cards.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Scene>")]
@@ -316,7 +316,7 @@ pub struct AudienceBody {
 
 /// `POST /v1/audience` reply.
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct AudienceReply {
+pub(crate) struct AudienceReply {
     /// Whose card it is.
     pub audience: Scene,
     /// The card, or null.
@@ -325,7 +325,7 @@ pub struct AudienceReply {
 
 /// `POST /v1/get` reply: the memory, and what replaced it.
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct GetReply {
+pub(crate) struct GetReply {
     /// The memory.
     #[serde(flatten)]
     pub memory: Memory,
@@ -336,14 +336,14 @@ pub struct GetReply {
 
 /// `POST /v1/archive/search` reply.
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct ArchiveReply {
+pub(crate) struct ArchiveReply {
     /// Expired memories, newest first.
     pub items: Vec<Memory>,
 }
 
 /// `POST /v1/recent` reply.
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct ItemsReply {
+pub(crate) struct ItemsReply {
     /// The memories, newest first.
     pub items: Vec<Memory>,
     /// The rendered block, when asked for.
@@ -354,7 +354,7 @@ pub struct ItemsReply {
 /// `POST /v1/write`.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct WriteBody {
+pub(crate) struct WriteBody {
     /// The memory itself: one self-contained fact, preference, decision or event, written so it
     /// makes sense without the conversation around it. Never put passwords, API keys or tokens here.
     pub text: String,
@@ -412,7 +412,7 @@ pub struct WriteBody {
 /// `POST /v1/forget`.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ForgetBody {
+pub(crate) struct ForgetBody {
     /// The fact id to forget.
     pub id: String,
     /// Why (kept in the journal).
@@ -426,7 +426,7 @@ pub struct ForgetBody {
 
 /// `POST /v1/forget` reply (also `memd forget --json`).
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
-pub struct ForgetReply {
+pub(crate) struct ForgetReply {
     /// The forgotten fact.
     pub id: String,
     /// Always true.
@@ -447,7 +447,7 @@ pub struct Sender {
 /// `POST /v1/ingest`.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct IngestBody {
+pub(crate) struct IngestBody {
     /// The provider's message id.
     pub message_id: String,
     /// What was said.
@@ -470,7 +470,7 @@ pub struct IngestBody {
     pub sent_at: Option<DateTime<Utc>>,
     /// Hours to keep it searchable (1-168, default `ingest.ttlHours`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ttl_hours: Option<u32>,
+    pub(crate) ttl_hours: Option<u32>,
     /// The conversation it belongs to (default: none, the message stands alone).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
@@ -479,7 +479,7 @@ pub struct IngestBody {
 /// `POST /v1/members`.
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct MembersBody {
+pub(crate) struct MembersBody {
     /// The group (`qq:group:<id>`); default: the request's scene.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
@@ -500,7 +500,7 @@ pub struct MembersBody {
 
 /// `POST /v1/members` reply.
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct MembersReply {
+pub(crate) struct MembersReply {
     /// The group.
     pub group: Scene,
     /// Members added.
@@ -512,7 +512,7 @@ pub struct MembersReply {
 /// What `/v1/categories` does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum CategoryAction {
+pub(crate) enum CategoryAction {
     /// List categories with a preview.
     List,
     /// One category's full content.
@@ -538,7 +538,7 @@ impl CategoryAction {
 /// `POST /v1/categories`.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct CategoriesBody {
+pub(crate) struct CategoriesBody {
     /// list, get, set or delete.
     pub action: CategoryAction,
     /// Category name for get/set/delete: lowercase letters, digits and `-` (e.g. `coding-standards`).
@@ -566,7 +566,7 @@ fn slot_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 /// `POST /v1/tags`.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct TagsBody {
+pub(crate) struct TagsBody {
     /// The fact id to edit.
     pub id: String,
     /// Tags to add.
@@ -582,7 +582,7 @@ pub struct TagsBody {
 
 /// What an edit did: a successful edit always rewrites the fact in place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub enum EditAction {
+pub(crate) enum EditAction {
     /// A new `put` line with the same id.
     #[serde(rename = "UPDATE")]
     Update,
@@ -590,7 +590,7 @@ pub enum EditAction {
 
 /// `POST /v1/tags` reply.
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct TagsReply {
+pub(crate) struct TagsReply {
     /// The fact (same id).
     pub id: String,
     /// Always UPDATE.
@@ -604,7 +604,7 @@ pub struct TagsReply {
 /// `POST /v1/archive/search`.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ArchiveSearchBody {
+pub(crate) struct ArchiveSearchBody {
     /// Text the expired memory contains.
     pub query: String,
     /// At most this many (1-100, default 20).
@@ -615,7 +615,7 @@ pub struct ArchiveSearchBody {
 /// `POST /v1/archive/restore`.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RestoreBody {
+pub(crate) struct RestoreBody {
     /// The expired fact.
     pub id: String,
 }
@@ -623,7 +623,7 @@ pub struct RestoreBody {
 /// `POST /v1/consolidation/report`.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ReportBody {
+pub(crate) struct ReportBody {
     /// Run id.
     pub run: String,
 }
@@ -631,7 +631,7 @@ pub struct ReportBody {
 /// `POST /v1/consolidation/run`.
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RunBody {
+pub(crate) struct RunBody {
     /// A local day `YYYY-MM-DD`; default: the configured period ending now.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub date: Option<String>,
@@ -643,7 +643,7 @@ pub struct RunBody {
 /// `POST /v1/consolidation/rollback`.
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RollbackBody {
+pub(crate) struct RollbackBody {
     /// A run id; or `source` and `since`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<String>,
@@ -661,7 +661,7 @@ pub struct RollbackBody {
 /// `POST /v1/tokens/revoke`.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RevokeBody {
+pub(crate) struct RevokeBody {
     /// Token name.
     pub name: String,
 }

@@ -16,11 +16,11 @@ use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 
 /// How long one audit file is used before it is rotated.
-pub const RETENTION_DAYS: i64 = 30;
+pub(crate) const RETENTION_DAYS: i64 = 30;
 
 /// One audit line.
 #[derive(Debug, Clone, Serialize)]
-pub struct AuditEntry {
+pub(crate) struct AuditEntry {
     /// When the request arrived.
     pub ts: DateTime<Utc>,
     /// `METHOD /v1/path`.
@@ -39,7 +39,7 @@ pub struct AuditEntry {
     /// HTTP status.
     pub status: u16,
     /// Duration in milliseconds.
-    pub duration_ms: u64,
+    pub(crate) duration_ms: u64,
     /// Route-specific facts (disclosure: group and asker).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub extra: Option<serde_json::Value>,
@@ -51,7 +51,7 @@ struct Current {
 }
 
 /// Appends audit lines, rotating by age.
-pub struct AuditLog {
+pub(crate) struct AuditLog {
     path: PathBuf,
     current: Mutex<Current>,
 }
@@ -66,11 +66,6 @@ impl AuditLog {
                 started: None,
             }),
         }
-    }
-
-    /// The file written to.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     fn first_ts(path: &Path) -> Option<DateTime<Utc>> {
@@ -185,14 +180,14 @@ mod tests {
         log.record(&entry(t0));
         log.record(&entry(t0 + Duration::days(1)));
         assert_eq!(
-            std::fs::read_to_string(log.path()).unwrap().lines().count(),
+            std::fs::read_to_string(&log.path).unwrap().lines().count(),
             2
         );
         let fresh = AuditLog::new(dir.path().join("audit.jsonl"));
         fresh.record(&entry(t0 + Duration::days(31)));
         assert!(dir.path().join("audit-20260101.jsonl").exists());
         assert_eq!(
-            std::fs::read_to_string(log.path()).unwrap().lines().count(),
+            std::fs::read_to_string(&log.path).unwrap().lines().count(),
             1
         );
     }

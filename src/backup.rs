@@ -47,14 +47,14 @@ use crate::store::journal;
 use crate::store::lock::WriterLock;
 
 /// Version of the archive layout: 2 adds the signed `manifest.mac` entry.
-pub const BACKUP_FORMAT: u32 = 2;
+pub(crate) const BACKUP_FORMAT: u32 = 2;
 /// The oldest layout this build still reads (unsigned, so always foreign).
 const OLDEST_FORMAT: u32 = 1;
 
 const MANIFEST: &str = "manifest.json";
 const MAC: &str = "manifest.mac";
 /// The per-root signing key, next to `memories/` and never archived.
-pub const KEY_FILE: &str = "backup.key";
+pub(crate) const KEY_FILE: &str = "backup.key";
 /// Top-level items a backup may contain.
 const ITEMS: &[&str] = &["memories", "tokens.json", "config.json"];
 /// Prefix of the staging directories a restore makes under the root.
@@ -96,7 +96,7 @@ pub enum Origin {
 
 impl Origin {
     /// How the CLI says it.
-    pub fn describe(self) -> &'static str {
+    pub(crate) fn describe(self) -> &'static str {
         match self {
             Origin::ThisRoot => "made on this root",
             Origin::Foreign => "NOT made on this root (signed with another key)",
@@ -155,7 +155,7 @@ fn damaged(what: impl std::fmt::Display) -> Error {
 }
 
 /// The path of this root's signing key.
-pub fn key_path(layout: &Layout) -> PathBuf {
+pub(crate) fn key_path(layout: &Layout) -> PathBuf {
     layout.root.join(KEY_FILE)
 }
 
@@ -683,7 +683,7 @@ fn read_manifest(archive: &Path) -> Result<Manifest> {
 }
 
 /// Deletes archives in `dir` older than `keep_days`; returns what was removed.
-pub fn prune(dir: &Path, keep_days: u32, now: DateTime<Utc>) -> Result<Vec<PathBuf>> {
+pub(crate) fn prune(dir: &Path, keep_days: u32, now: DateTime<Utc>) -> Result<Vec<PathBuf>> {
     let cutoff = now - chrono::Duration::days(i64::from(keep_days));
     let mut removed = Vec::new();
     for (path, manifest) in list(dir)? {
@@ -699,9 +699,9 @@ pub fn prune(dir: &Path, keep_days: u32, now: DateTime<Utc>) -> Result<Vec<PathB
 #[derive(Debug, Clone, Default)]
 pub struct RestoreOptions {
     /// Replace `tokens.json` with the archive's (otherwise this root's stays).
-    pub with_tokens: bool,
+    pub(crate) with_tokens: bool,
     /// Replace `config.json` with the archive's (otherwise this root's stays).
-    pub with_config: bool,
+    pub(crate) with_config: bool,
     /// Accept an archive not signed by this root's key.
     pub foreign: bool,
     /// Size caps.

@@ -25,7 +25,7 @@ use ureq::tls::{Certificate, PemItem, RootCerts, TlsConfig};
 use crate::error::{Error, Result};
 
 /// Largest response body read from a local daemon or Syncthing, in bytes.
-pub const LOOPBACK_BODY_LIMIT: u64 = 16 * 1024 * 1024;
+pub(crate) const LOOPBACK_BODY_LIMIT: u64 = 16 * 1024 * 1024;
 
 /// A response: status code and body text.
 #[derive(Debug, Clone)]
@@ -52,7 +52,7 @@ pub struct Request<'a> {
     /// The whole call, from resolving the host to the last body byte.
     pub timeout: Duration,
     /// Largest body accepted, in bytes.
-    pub body_limit: u64,
+    pub(crate) body_limit: u64,
 }
 
 /// `GET path` on the daemon at `addr` (`host:port`) with an optional bearer token.

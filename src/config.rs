@@ -27,7 +27,7 @@ pub struct Config {
     pub listen: String,
     /// Whether `memd serve` may listen beyond loopback (it then also needs at
     /// least one active token). Off: a non-loopback `listen` is refused.
-    pub allow_remote: bool,
+    pub(crate) allow_remote: bool,
     /// Name recorded as the writing device; empty means the host name.
     pub device: String,
     /// Search tuning.
@@ -84,7 +84,7 @@ impl Default for McpConfig {
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct HttpConfig {
     /// Requests one token may send per minute; 0 means no limit.
-    pub rate_limit_per_minute: u32,
+    pub(crate) rate_limit_per_minute: u32,
 }
 
 impl Default for HttpConfig {
@@ -100,7 +100,7 @@ impl Default for HttpConfig {
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct IngestConfig {
     /// Hours an ingested message stays searchable (1-168).
-    pub ttl_hours: u32,
+    pub(crate) ttl_hours: u32,
     /// Provider user ids of the owner: an ingested message whose sender is
     /// one of them is the owner's (`subject: owner`), as with `from_owner`.
     pub owner_ids: Vec<String>,
@@ -145,7 +145,7 @@ pub struct BackupConfig {
     /// Whether `memd serve` makes one backup per day.
     pub daily: bool,
     /// Archives older than this many days are deleted after a daily backup.
-    pub keep_days: u32,
+    pub(crate) keep_days: u32,
 }
 
 impl Default for BackupConfig {
@@ -160,7 +160,7 @@ impl Default for BackupConfig {
 
 impl BackupConfig {
     /// The backup directory for a root.
-    pub fn dir_for(&self, layout: &Layout) -> PathBuf {
+    pub(crate) fn dir_for(&self, layout: &Layout) -> PathBuf {
         if self.dir.is_empty() {
             layout.root.join("backups")
         } else {
@@ -240,7 +240,7 @@ pub struct ModelConfig {
     /// `privacy.sensitiveAudiences` (the owner's own audiences).
     pub send_sensitive: bool,
     /// At most this many memories are sent per run.
-    pub max_memories: usize,
+    pub(crate) max_memories: usize,
 }
 
 impl Default for ModelConfig {
@@ -309,7 +309,7 @@ impl Config {
     }
 
     /// Reads a config file, or the defaults if it does not exist.
-    pub fn load_file(path: &Path) -> Result<Config> {
+    pub(crate) fn load_file(path: &Path) -> Result<Config> {
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
@@ -371,14 +371,6 @@ impl Config {
         }
         self.sleep.validate()?;
         Ok(())
-    }
-
-    /// The device name to record: `device`, else the host name, else `unknown`.
-    pub fn device_name(&self) -> String {
-        if !self.device.is_empty() {
-            return self.device.clone();
-        }
-        crate::store::device::host_name()
     }
 }
 

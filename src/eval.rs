@@ -81,7 +81,7 @@ pub struct FeatureRecord {
     /// The query's scene, if it names one.
     pub scene: Option<String>,
     /// Number of relevant corpus ids of the query (recall's denominator).
-    pub relevant_total: usize,
+    pub(crate) relevant_total: usize,
     /// The candidate's corpus id.
     pub id: String,
     /// Whether it is labelled relevant.
@@ -113,7 +113,7 @@ pub struct QueryRecord {
     /// The corpus ids labelled relevant.
     pub relevant: Vec<String>,
     /// Rank (from 1) of the first relevant hit, if any is in the list.
-    pub first_hit_rank: Option<usize>,
+    pub(crate) first_hit_rank: Option<usize>,
     /// |relevant ∩ top 5| / |relevant|.
     pub recall_at_5: f64,
 }
@@ -152,7 +152,7 @@ pub struct EvalReport {
     /// 95th percentile search latency in milliseconds.
     pub latency_p95_ms: f64,
     /// Time to write and index the corpus, in milliseconds.
-    pub load_ms: u64,
+    pub(crate) load_ms: u64,
 }
 
 /// Removes the temporary root when dropped.

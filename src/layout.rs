@@ -67,7 +67,7 @@ impl Layout {
 
     /// Creates `memories/facts/` and `data/` if missing, and makes the root's
     /// own files private (see [`Layout::tighten`]).
-    pub fn create_dirs(&self) -> Result<()> {
+    pub(crate) fn create_dirs(&self) -> Result<()> {
         for dir in [self.facts(), self.data()] {
             std::fs::create_dir_all(&dir).ctx("cannot create directory", &dir)?;
         }
@@ -77,7 +77,7 @@ impl Layout {
 
     /// What memd keeps under the root and must be readable by its user only:
     /// directories (walked) and single files.
-    pub fn private_paths(&self) -> Vec<PathBuf> {
+    pub(crate) fn private_paths(&self) -> Vec<PathBuf> {
         vec![
             self.memories(),
             self.data(),
@@ -94,7 +94,7 @@ impl Layout {
     /// an older memd), so this costs one `stat` per path on every open.
     /// Failures (a file owned by someone else) are logged, not fatal:
     /// `memd doctor` reports what is left.
-    pub fn tighten(&self) {
+    pub(crate) fn tighten(&self) {
         for path in self.private_paths() {
             match open_mode(&path) {
                 Some(mode) if mode & 0o077 != 0 => {

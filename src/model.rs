@@ -19,13 +19,13 @@ pub const JOURNAL_VERSION: u32 = 1;
 pub const MAX_TEXT_BYTES: usize = 32 * 1024;
 
 /// Longest accepted fact id, in bytes.
-pub const MAX_ID_BYTES: usize = 200;
+pub(crate) const MAX_ID_BYTES: usize = 200;
 
 /// Longest accepted title, in bytes.
 pub const MAX_TITLE_BYTES: usize = 300;
 
 /// The slots a category may fill (`/v1/categories`).
-pub const CATEGORY_SLOTS: &[&str] = &[
+pub(crate) const CATEGORY_SLOTS: &[&str] = &[
     "company-values",
     "architecture",
     "coding-requirements",
@@ -33,7 +33,7 @@ pub const CATEGORY_SLOTS: &[&str] = &[
 ];
 
 /// Longest accepted bookkeeping field (source, keys, device, run), in bytes.
-pub const MAX_FIELD_BYTES: usize = 1024;
+pub(crate) const MAX_FIELD_BYTES: usize = 1024;
 
 macro_rules! wire_enum {
     ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $wire:literal $(| $alias:literal)*),+ $(,)? }) => {
@@ -197,7 +197,7 @@ impl Scene {
     }
 
     /// The scene with `:` replaced by `-`, as used inside ids.
-    pub fn id_part(&self) -> String {
+    pub(crate) fn id_part(&self) -> String {
         self.0.replace(':', "-")
     }
 }
@@ -672,7 +672,7 @@ impl From<&Fact> for Memory {
 }
 
 /// Validates a kind word: lowercase ASCII letters, digits, `_` and `-`, 1–32 bytes.
-pub fn parse_kind(s: &str) -> Result<String> {
+pub(crate) fn parse_kind(s: &str) -> Result<String> {
     let s = s.trim().to_ascii_lowercase();
     if !s.is_empty()
         && s.len() <= 32
@@ -688,7 +688,7 @@ pub fn parse_kind(s: &str) -> Result<String> {
 }
 
 /// Validates and normalises tags: trimmed, non-empty, at most 64 bytes each, at most 32, deduplicated.
-pub fn parse_tags<I: IntoIterator<Item = S>, S: AsRef<str>>(tags: I) -> Result<Vec<String>> {
+pub(crate) fn parse_tags<I: IntoIterator<Item = S>, S: AsRef<str>>(tags: I) -> Result<Vec<String>> {
     let mut out: Vec<String> = Vec::new();
     for t in tags {
         let t = t.as_ref().trim();

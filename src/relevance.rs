@@ -205,7 +205,7 @@ pub fn evidence(
 }
 
 /// Empties `hits` when none has [`Evidence::relevance`] of at least `floor`.
-pub fn apply_floor(
+pub(crate) fn apply_floor(
     index: &Index,
     embedder: Option<&dyn Embedder>,
     query: &str,

@@ -45,7 +45,7 @@ pub struct WatchCounts {
     /// Document syncs run.
     pub document_syncs: u64,
     /// Journal catch-ups run.
-    pub journal_catch_ups: u64,
+    pub(crate) journal_catch_ups: u64,
     /// `config.json` changes handled (config watcher only).
     pub config_reloads: u64,
 }

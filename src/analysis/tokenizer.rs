@@ -45,7 +45,7 @@ pub struct Term {
 }
 
 /// Whether `c` belongs to a CJK script we cut into bigrams.
-pub fn is_cjk(c: char) -> bool {
+pub(crate) fn is_cjk(c: char) -> bool {
     matches!(c as u32,
         0x3040..=0x30FF   // Hiragana, Katakana
         | 0x3400..=0x4DBF // CJK Extension A
@@ -164,16 +164,16 @@ const STOP_WORDS: &[&str] = &[
 ];
 
 /// Whether a query term carries no signal.
-pub fn is_stop_word(term: &Term) -> bool {
+pub(crate) fn is_stop_word(term: &Term) -> bool {
     term.kind == TermKind::Word && STOP_WORDS.binary_search(&term.text.as_str()).is_ok()
 }
 
 /// The tantivy name of the main text tokenizer.
 pub const TEXT_TOKENIZER: &str = "memd_text";
 /// The tantivy name of the single-character tokenizer.
-pub const CHARS_TOKENIZER: &str = "memd_chars";
+pub(crate) const CHARS_TOKENIZER: &str = "memd_chars";
 /// The tantivy name of the jieba word tokenizer.
-pub const WORDS_TOKENIZER: &str = "memd_words";
+pub(crate) const WORDS_TOKENIZER: &str = "memd_words";
 
 /// Which of our term functions a tantivy tokenizer applies.
 #[derive(Clone, Copy, Debug)]

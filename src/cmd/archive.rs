@@ -16,7 +16,7 @@ pub struct Args {
 
 /// `memd archive` actions.
 #[derive(Debug, clap::Subcommand)]
-pub enum Action {
+pub(crate) enum Action {
     /// Expired memories whose text contains QUERY (the journal still holds them).
     Search {
         /// Text to look for.

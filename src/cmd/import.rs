@@ -31,7 +31,7 @@ pub struct Args {
 
 /// Systems `memd import --from` migrates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum From {
+pub(crate) enum From {
     /// The Node memory-hub: `memories/facts/*.jsonl` and Markdown.
     MemoryHub,
 }

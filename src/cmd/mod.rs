@@ -182,7 +182,7 @@ pub(crate) fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
 /// The reader of stdout went away (a broken pipe): the command stops quietly.
 #[derive(Debug, thiserror::Error)]
 #[error("stdout was closed by its reader")]
-pub struct StdoutClosed;
+pub(crate) struct StdoutClosed;
 
 /// Exit code for a closed stdout: 128 + SIGPIPE, as a shell reports a process
 /// killed by the signal.

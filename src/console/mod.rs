@@ -80,7 +80,8 @@ pub fn router() -> Router {
 }
 
 /// The names of the embedded assets (tests).
-pub fn asset_names() -> impl Iterator<Item = &'static str> {
+#[cfg(test)]
+pub(crate) fn asset_names() -> impl Iterator<Item = &'static str> {
     ASSETS.iter().map(|a| a.name)
 }
 

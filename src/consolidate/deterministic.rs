@@ -23,7 +23,7 @@ const MAX_STALE: usize = 200;
 
 /// A planned promotion.
 #[derive(Debug, Clone)]
-pub struct PlannedPromotion {
+pub(crate) struct PlannedPromotion {
     /// The short-term id it comes from.
     pub from: String,
     /// The write that promotes it.
@@ -34,9 +34,9 @@ pub struct PlannedPromotion {
 
 /// What the deterministic pass would do.
 #[derive(Debug, Clone, Default)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// Writes of new long-term facts.
-    pub promotions: Vec<PlannedPromotion>,
+    pub(crate) promotions: Vec<PlannedPromotion>,
     /// Folded near-duplicates.
     pub folded: Vec<Fold>,
     /// Short-term lines left to expire.
@@ -56,7 +56,7 @@ pub fn terms(text: &str) -> HashSet<String> {
 }
 
 /// Jaccard index of two term sets; two empty sets are identical.
-pub fn jaccard(a: &HashSet<String>, b: &HashSet<String>) -> f32 {
+pub(crate) fn jaccard(a: &HashSet<String>, b: &HashSet<String>) -> f32 {
     if a.is_empty() && b.is_empty() {
         return 1.0;
     }

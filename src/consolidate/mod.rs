@@ -48,10 +48,10 @@ pub use crate::config::{ModelConfig, ModelKind, SleepConfig};
 pub use report::{RunReport, RunSummary};
 
 /// The scheduler name of the consolidation job (key in `data/scheduler.json`).
-pub const JOB_NAME: &str = "sleep";
+pub(crate) const JOB_NAME: &str = "sleep";
 
 /// The `source` of everything consolidation writes or forgets.
-pub const SOURCE: &str = "sleep";
+pub(crate) const SOURCE: &str = "sleep";
 
 /// The time range whose short-term chat a run consolidates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -80,7 +80,7 @@ impl Window {
     }
 
     /// The period that ends at `now` (the last day, week, month or year).
-    pub fn ending(period: Period, now: DateTime<Utc>) -> Window {
+    pub(crate) fn ending(period: Period, now: DateTime<Utc>) -> Window {
         let days = match period {
             Period::Day => 1,
             Period::Week => 7,
@@ -96,7 +96,7 @@ impl Window {
     /// The period ending at `now`, reaching back to `last_success` if that is
     /// earlier (the daemon was down), but never more than the longest
     /// short-term lifetime further: older chat cannot still be live.
-    pub fn since_last_run(
+    pub(crate) fn since_last_run(
         period: Period,
         last_success: Option<DateTime<Utc>>,
         now: DateTime<Utc>,
@@ -224,7 +224,7 @@ impl JournalView {
 }
 
 /// A new run id: `run-<UTC yyyymmddThhmmss>-<4 hex>`.
-pub fn new_run_id(now: DateTime<Utc>) -> String {
+pub(crate) fn new_run_id(now: DateTime<Utc>) -> String {
     let rand4: u16 = rand::Rng::random(&mut rand::rng());
     format!("run-{}-{rand4:04x}", now.format("%Y%m%dT%H%M%S"))
 }
@@ -380,7 +380,7 @@ pub struct Status {
     pub enabled: bool,
     /// Last attempt.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_run: Option<DateTime<Utc>>,
+    pub(crate) last_run: Option<DateTime<Utc>>,
     /// `ok` or `error` (details: `GET /v1/consolidation/runs`, `data/scheduler.json`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub result: Option<&'static str>,

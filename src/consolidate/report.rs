@@ -44,7 +44,7 @@ pub struct Stale {
     /// Fact id.
     pub id: String,
     /// Last written or rewritten.
-    pub last_touched: DateTime<Utc>,
+    pub(crate) last_touched: DateTime<Utc>,
     /// Importance.
     pub importance: f32,
 }
@@ -129,7 +129,7 @@ pub struct RunReport {
     pub accepted: Vec<serde_json::Value>,
     /// Why the model pass failed, if it did (the deterministic pass still counts).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model_error: Option<String>,
+    pub(crate) model_error: Option<String>,
     /// Set once the run was rolled back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rolled_back: Option<DateTime<Utc>>,
@@ -185,7 +185,7 @@ impl RunReport {
     }
 
     /// Counts only.
-    pub fn summary(&self) -> RunSummary {
+    pub(crate) fn summary(&self) -> RunSummary {
         RunSummary {
             run: self.run.clone(),
             started: self.started,
@@ -200,7 +200,7 @@ impl RunReport {
     }
 
     /// One line for logs and the scheduler state.
-    pub fn summary_line(&self) -> String {
+    pub(crate) fn summary_line(&self) -> String {
         format!(
             "{}: {} promoted, {} folded, {} written, {} forgotten, {} rejected, {} stale",
             self.run,
@@ -233,7 +233,7 @@ fn check_run_id(run: &str) -> Result<()> {
 }
 
 /// Writes `data/consolidation/<run>.json` atomically.
-pub fn save(layout: &Layout, report: &RunReport) -> Result<()> {
+pub(crate) fn save(layout: &Layout, report: &RunReport) -> Result<()> {
     check_run_id(&report.run)?;
     let dir = dir(layout);
     std::fs::create_dir_all(&dir).ctx("cannot create directory", &dir)?;

@@ -38,19 +38,6 @@ use regex::Regex;
 use crate::embed::Embedder;
 use crate::model::Subject;
 
-/// A personal-fact category (or an explicit cue).
-pub const CATEGORIES: [&str; 9] = [
-    "cue",
-    "health",
-    "preference",
-    "date",
-    "relationship",
-    "place",
-    "plan",
-    "decision",
-    "work",
-];
-
 fn re(p: &str) -> Regex {
     Regex::new(p).expect("salience patterns compile")
 }
@@ -137,17 +124,17 @@ static RULES: LazyLock<Vec<(&'static str, Regex)>> = LazyLock::new(|| {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Features {
     /// An explicit "remember this" cue (outside a question).
-    pub cue: bool,
+    pub(crate) cue: bool,
     /// The first personal-fact category whose pattern matches.
     pub category: Option<&'static str>,
     /// About the speaker or someone they know (first person, kin words).
-    pub anchored: bool,
+    pub(crate) anchored: bool,
     /// A question or a request to look something up.
-    pub question: bool,
+    pub(crate) question: bool,
     /// "Don't remember that", "never mind", "just kidding".
-    pub retracted: bool,
+    pub(crate) retracted: bool,
     /// Laughter or joke markers.
-    pub banter: bool,
+    pub(crate) banter: bool,
     /// Fewer than 4 letters or CJK characters.
     pub tiny: bool,
 }
@@ -342,7 +329,7 @@ pub fn signals(texts: &[&str], embedder: Option<&dyn Embedder>) -> Vec<Signals> 
 
 /// Whether the shipped calibration holds for this embedder (it was tuned on
 /// multilingual-e5-small; other models' similarities are on another scale).
-pub fn calibrated_for(model_id: &str) -> bool {
+pub(crate) fn calibrated_for(model_id: &str) -> bool {
     model_id.contains("multilingual-e5-small")
 }
 

@@ -26,7 +26,7 @@ use crate::error::Error;
 /// How the token vectors of the encoder's last layer become one vector.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum Pooling {
+pub(crate) enum Pooling {
     /// Average over the tokens the attention mask keeps (e5, bge-m3).
     Mean,
     /// The first token's vector (bge).
@@ -201,7 +201,7 @@ pub fn to_bytes(v: &[f32]) -> Vec<u8> {
 }
 
 /// The inverse of [`to_bytes`]; `None` if the length is not a multiple of 4.
-pub fn from_bytes(b: &[u8]) -> Option<Vec<f32>> {
+pub(crate) fn from_bytes(b: &[u8]) -> Option<Vec<f32>> {
     if !b.len().is_multiple_of(4) {
         return None;
     }
@@ -228,15 +228,15 @@ pub struct EmbedderConfig {
     pub model_dir: String,
     /// The ONNX Runtime shared library; empty means `onnxruntime/libonnxruntime.so`
     /// in the models directory.
-    pub runtime_path: String,
+    pub(crate) runtime_path: String,
     /// Prepended to every query before embedding.
-    pub query_prefix: String,
+    pub(crate) query_prefix: String,
     /// Prepended to every memory before embedding.
-    pub passage_prefix: String,
+    pub(crate) passage_prefix: String,
     /// How token vectors become one vector: `mean` (over the attention mask) or `cls`.
-    pub pooling: Pooling,
+    pub(crate) pooling: Pooling,
     /// Longer inputs are truncated to this many tokens (special tokens included).
-    pub max_tokens: usize,
+    pub(crate) max_tokens: usize,
     /// Inference sessions run in parallel (each holds its own copy of the graph).
     pub sessions: usize,
 }
@@ -258,7 +258,7 @@ impl Default for EmbedderConfig {
 
 impl EmbedderConfig {
     /// `$MEMD_MODELS_DIR`, else `~/.cache/memory-hub/models`.
-    pub fn models_dir() -> PathBuf {
+    pub(crate) fn models_dir() -> PathBuf {
         if let Some(dir) = std::env::var_os("MEMD_MODELS_DIR").filter(|d| !d.is_empty()) {
             return PathBuf::from(dir);
         }
@@ -276,7 +276,7 @@ impl EmbedderConfig {
     }
 
     /// The ONNX Runtime library in force.
-    pub fn resolved_runtime_path(&self) -> PathBuf {
+    pub(crate) fn resolved_runtime_path(&self) -> PathBuf {
         if self.runtime_path.is_empty() {
             Self::models_dir().join("onnxruntime/libonnxruntime.so")
         } else {

@@ -21,7 +21,7 @@ use crate::model::MAX_TEXT_BYTES;
 use crate::store::atomic::write_atomic;
 
 /// Keys `POST /v1/config` may change: `(dotted key, minimum, maximum, description)`.
-pub const EDITABLE: &[(&str, u64, u64, &str)] = &[
+pub(crate) const EDITABLE: &[(&str, u64, u64, &str)] = &[
     (
         "search.defaultLimit",
         1,
@@ -217,7 +217,7 @@ pub async fn capabilities(State(st): State<AppState>, caller: Caller) -> Respons
 /// `GET /v1/config-schema`: the JSON Schema of `config.json`, generated from
 /// the config types (doc comments become descriptions); the keys that
 /// `POST /v1/config` may change are listed in `x-editable` with their bounds.
-pub async fn config_schema(_caller: Caller) -> Response {
+pub(crate) async fn config_schema(_caller: Caller) -> Response {
     let mut schema =
         serde_json::to_value(schemars::schema_for!(Config)).expect("schema serialises");
     let editable: serde_json::Map<String, serde_json::Value> = EDITABLE
@@ -246,7 +246,7 @@ fn editable_values(cfg: &Config) -> serde_json::Value {
 }
 
 /// `GET /v1/config-state` (admin): the editable keys and their values.
-pub async fn config_state(
+pub(crate) async fn config_state(
     State(st): State<AppState>,
     caller: Caller,
 ) -> Result<Response, ApiError> {
@@ -292,7 +292,7 @@ fn set_dotted(root: &mut serde_json::Value, key: &str, value: serde_json::Value)
 }
 
 /// `POST /v1/config` (admin): `{ "<dotted key>": value, … }` for whitelisted keys.
-pub async fn set_config(
+pub(crate) async fn set_config(
     State(st): State<AppState>,
     caller: Caller,
     ApiJson(body): ApiJson<serde_json::Map<String, serde_json::Value>>,

@@ -18,7 +18,7 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
 
 /// An error on its way to becoming a response.
 #[derive(Debug, Clone)]
-pub struct ApiError {
+pub(crate) struct ApiError {
     /// Stable code.
     pub code: ErrorCode,
     /// What the caller sees.
@@ -40,7 +40,7 @@ impl ApiError {
     }
 
     /// 401 UNAUTHORIZED.
-    pub fn unauthorized() -> Self {
+    pub(crate) fn unauthorized() -> Self {
         Self::new(
             ErrorCode::Unauthorized,
             "missing or unknown token: send Authorization: Bearer <token>",
@@ -48,12 +48,12 @@ impl ApiError {
     }
 
     /// 403 FORBIDDEN.
-    pub fn forbidden(message: impl Into<String>) -> Self {
+    pub(crate) fn forbidden(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::Forbidden, message)
     }
 
     /// 404 NOT_FOUND for a path that is not a route.
-    pub fn no_route() -> Self {
+    pub(crate) fn no_route() -> Self {
         Self::new(
             ErrorCode::NotFound,
             "no such route; see GET /v1/capabilities",

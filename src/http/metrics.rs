@@ -33,7 +33,7 @@ struct Inner {
 
 /// Counters shared by every request.
 #[derive(Default)]
-pub struct Metrics {
+pub(crate) struct Metrics {
     inner: Mutex<Inner>,
 }
 

@@ -23,7 +23,7 @@ use crate::search::SearchRequest;
 /// Fields every read request carries (each body lists them itself, because
 /// serde's `flatten` does not work with `deny_unknown_fields`).
 #[derive(Debug, Default)]
-pub struct Visibility {
+pub(crate) struct Visibility {
     /// The scene the caller acts in (default: the token's first).
     pub scene: Option<String>,
     /// Scenes to read (default: every scene the token may read).
@@ -130,7 +130,7 @@ fn check_min_score(min: Option<f32>) -> Result<Option<f32>, ApiError> {
 }
 
 /// The header that says a `limit` was lowered to `search.maxLimit`.
-pub const LIMIT_CLAMPED: &str = "x-memd-limit-clamped";
+pub(crate) const LIMIT_CLAMPED: &str = "x-memd-limit-clamped";
 
 /// A `limit` above `max` is lowered to `max` rather than refused (as the
 /// Node memory-hub did, so its clients keep working); the second value is

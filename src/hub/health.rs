@@ -109,7 +109,7 @@ impl Hub {
     }
 
     /// Where the embedder stands, without loading it.
-    pub fn embedder_status(&self) -> EmbedderStatus {
+    pub(crate) fn embedder_status(&self) -> EmbedderStatus {
         self.embedder.status()
     }
 

@@ -27,12 +27,12 @@ use crate::model::{Fact, JOURNAL_VERSION, Memory, Origin, Record, Stage, Tier, p
 pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
 
 /// The system clock.
-pub fn system_clock() -> Clock {
+pub(crate) fn system_clock() -> Clock {
     Arc::new(Utc::now)
 }
 
 /// Longest time an access waits in memory before it is journaled.
-pub const ACCESS_WINDOW: StdDuration = StdDuration::from_secs(4);
+pub(crate) const ACCESS_WINDOW: StdDuration = StdDuration::from_secs(4);
 
 /// Retrievals not yet journaled.
 #[derive(Default)]
@@ -67,7 +67,7 @@ pub struct TierCount {
     /// The configured budget.
     pub budget: u64,
     /// Whether `count` exceeds the budget.
-    pub over_budget: bool,
+    pub(crate) over_budget: bool,
 }
 
 /// Counts per tier, for health.
@@ -98,7 +98,7 @@ impl Hub {
     }
 
     /// Counts one retrieval of each long-term fact among `memories` (no IO).
-    pub fn note_access<'a>(&self, memories: impl IntoIterator<Item = &'a Memory>) {
+    pub(crate) fn note_access<'a>(&self, memories: impl IntoIterator<Item = &'a Memory>) {
         if !self.is_writer()
             || !self
                 .track_accesses

@@ -31,13 +31,10 @@ mod writer;
 pub use health::{Component, HealthReport};
 pub use ingest::{IngestAction, IngestOutcome, IngestRequest};
 pub use lifecycle::{ArchivedMonth, Clock, EditRequest, TierCount, TierReport};
-pub use read::{
-    Bootstrap, MAX_PAGE, RecentTitle, Timeline, TimelineEntry, TimelineMonth, TimelineQuery,
-    narrow, one_line,
-};
-pub use recall::{
-    RecallHit, RecallOutcome, RecallRequest, recall_query, render_recall_block, render_recent_block,
-};
+pub use read::TimelineQuery;
+pub(crate) use read::{narrow, one_line};
+pub use recall::RecallRequest;
+pub(crate) use recall::render_recent_block;
 pub use replay::{CatchUpReport, Progress};
 pub use ttl::MAX_SHORT_TTL_HOURS;
 use writer::{Pending, WriterState};
@@ -83,7 +80,7 @@ pub struct Stats {
     /// Journal month files.
     pub journal_files: usize,
     /// Journal bytes.
-    pub journal_bytes: u64,
+    pub(crate) journal_bytes: u64,
     /// Index bytes on disk.
     pub index_bytes: u64,
     /// Documents in the text index (facts + chunks).
@@ -124,7 +121,7 @@ impl Hub {
     }
 
     /// Opens and reports catch-up progress.
-    pub fn open_with_progress(
+    pub(crate) fn open_with_progress(
         layout: Layout,
         config: Config,
         mode: Mode,
@@ -275,7 +272,7 @@ impl Hub {
     }
 
     /// Whether this hub holds the writer lock.
-    pub fn is_writer(&self) -> bool {
+    pub(crate) fn is_writer(&self) -> bool {
         self.writer.is_some()
     }
 

@@ -18,7 +18,7 @@ use crate::index::meta_read::Latest;
 use crate::model::{Memory, Origin, Privacy, Scene, Stage, Subject};
 
 /// Largest page of `recent` and `timeline`.
-pub const MAX_PAGE: usize = 100;
+pub(crate) const MAX_PAGE: usize = 100;
 
 /// `have ∩ want` where an empty `have` means "anything"; `None` if nothing is left.
 fn intersect<T: PartialEq + Clone>(have: &[T], want: &[T]) -> Option<Vec<T>> {
@@ -34,7 +34,7 @@ fn intersect<T: PartialEq + Clone>(have: &[T], want: &[T]) -> Option<Vec<T>> {
 
 /// The filter restricted to `want` in every alternative (an intersection: it
 /// can only make fewer memories visible). Alternatives left empty are dropped.
-pub fn narrow(filter: &Filter, want: &Scope) -> Filter {
+pub(crate) fn narrow(filter: &Filter, want: &Scope) -> Filter {
     let any_of = filter
         .any_of
         .iter()
@@ -168,7 +168,7 @@ pub struct RecentTitle {
 }
 
 /// First `max` characters of `text` on one line, with `…` when cut.
-pub fn one_line(text: &str, max: usize) -> String {
+pub(crate) fn one_line(text: &str, max: usize) -> String {
     let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
     if flat.chars().count() <= max {
         flat
@@ -291,7 +291,7 @@ impl Hub {
     /// The caller must already be allowed to act in `scene`: a card describes
     /// its own audience, so it is read whatever scene its front matter names,
     /// but never if it is marked sensitive or secret.
-    pub fn audience_card(&self, scene: &Scene) -> Result<Option<Memory>> {
+    pub(crate) fn audience_card(&self, scene: &Scene) -> Result<Option<Memory>> {
         let doc = ids::doc_id(&format!("audiences/{}.md", scene.id_part()));
         let filter = Filter::scope(Scope {
             origins: vec![Origin::Doc],

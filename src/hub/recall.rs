@@ -40,7 +40,7 @@ const BLOCK_LIVE_CHARS: usize = 120;
 
 /// The search query for a conversation: the last few non-empty turns, one a line
 /// (so [`crate::query::plan`] weighs them as turns), newest text kept.
-pub fn recall_query(turns: &[String]) -> String {
+pub(crate) fn recall_query(turns: &[String]) -> String {
     let recent: Vec<&str> = turns
         .iter()
         .map(|t| t.trim())
@@ -91,7 +91,11 @@ fn mentioned_by(m: &Memory, person: Option<&str>) -> bool {
 }
 
 /// Renders the recall block; empty sections are left out, and an empty string means nothing to say.
-pub fn render_recall_block(live: &[Memory], live_minutes: u32, hits: &[RecallHit]) -> String {
+pub(crate) fn render_recall_block(
+    live: &[Memory],
+    live_minutes: u32,
+    hits: &[RecallHit],
+) -> String {
     let mut out = String::new();
     if !live.is_empty() {
         out.push_str(&format!(
@@ -156,7 +160,7 @@ fn memory_line(m: &Memory, self_mentioned: bool) -> String {
 }
 
 /// Renders the `recent` block.
-pub fn render_recent_block(items: &[Memory]) -> String {
+pub(crate) fn render_recent_block(items: &[Memory]) -> String {
     if items.is_empty() {
         return String::new();
     }
@@ -197,7 +201,7 @@ impl Hub {
     /// [`crate::relevance::DEFAULT_FLOOR`] when the search ran with the
     /// calibrated model and no floor otherwise. Cosines count only when the
     /// search ran with an embedder.
-    pub fn apply_floor(
+    pub(crate) fn apply_floor(
         &self,
         results: &mut SearchResults,
         query: &str,

@@ -50,11 +50,11 @@ pub struct CatchUpReport {
     /// Documents (re)indexed.
     pub documents_indexed: u64,
     /// Documents removed from the index.
-    pub documents_removed: u64,
+    pub(crate) documents_removed: u64,
     /// Document files read (unchanged files are not read again).
     pub documents_read: u64,
     /// Documents found invalid (bad front matter, too large, links).
-    pub documents_invalid: u64,
+    pub(crate) documents_invalid: u64,
 }
 
 impl Hub {

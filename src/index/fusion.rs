@@ -91,7 +91,7 @@ pub const FEATURES: [&str; N_FEATURES] = [
 ];
 
 /// Number of learned-fusion features.
-pub const N_FEATURES: usize = 10;
+pub(crate) const N_FEATURES: usize = 10;
 
 /// A logistic model over [`FEATURES`], trained by `scripts/train-fusion.py`
 /// with k-fold cross-validation by conversation; `enabled` only when its
@@ -109,7 +109,7 @@ pub struct LearnedFusion {
     /// One weight per feature.
     pub weights: Vec<f32>,
     /// Intercept.
-    pub bias: f32,
+    pub(crate) bias: f32,
 }
 
 /// The checked-in weights (written by `scripts/train-fusion.py`).

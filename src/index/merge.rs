@@ -53,7 +53,7 @@ use crate::store::journal;
 
 /// The merge order of `put` lines for one id.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct PutVersion {
+pub(crate) struct PutVersion {
     /// When the line was written (ms).
     pub at: i64,
     /// The writing device.
@@ -197,7 +197,7 @@ fn hide(t: &Transaction<'_>, id: &str, gone: i64) -> Result<()> {
 /// Recomputes the supersede mark of `id` from the live facts naming it: the
 /// oldest by `(ts, id)`. A changed mark drops the vector (re-stored with the
 /// new expiry by the next embedding pass).
-pub fn remark(t: &Transaction<'_>, id: &str) -> Result<()> {
+pub(crate) fn remark(t: &Transaction<'_>, id: &str) -> Result<()> {
     let row: Option<Option<String>> = t
         .prepare_cached("SELECT superseded_by FROM memories WHERE id = ? AND origin = 'fact'")?
         .query_row([id], |r| r.get(0))

@@ -138,7 +138,7 @@ pub struct FactExtras {
     /// Journal file and 1-based line of the `put`.
     pub journal: Option<(String, u64)>,
     /// Dedup key ([`crate::lifecycle::content_hash`]).
-    pub content_hash: Option<String>,
+    pub(crate) content_hash: Option<String>,
     /// Accesses since the last promotion.
     pub accesses: u32,
 }
@@ -172,13 +172,13 @@ pub struct MetaCounts {
     /// Documents.
     pub documents: u64,
     /// Active memories by stage.
-    pub by_stage: HashMap<String, u64>,
+    pub(crate) by_stage: HashMap<String, u64>,
     /// Active memories by scene.
     pub by_scene: HashMap<String, u64>,
     /// Active memories by privacy.
     pub by_privacy: HashMap<String, u64>,
     /// Active memories by retention tier (`none` for short-term chat and untiered documents).
-    pub by_tier: HashMap<String, u64>,
+    pub(crate) by_tier: HashMap<String, u64>,
 }
 
 /// The SQLite store: one write connection (writer mode) and a pool of readers.
@@ -313,7 +313,7 @@ impl MetaDb {
     }
 
     /// Runs `f` on a pooled read-only connection.
-    pub fn with_reader<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+    pub(crate) fn with_reader<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         let conn = self.reader()?;
         let out = f(&conn);
         self.readers
@@ -337,7 +337,7 @@ impl MetaDb {
     }
 
     /// `PRAGMA quick_check`: the database file is structurally sound.
-    pub fn quick_check(&self) -> Result<()> {
+    pub(crate) fn quick_check(&self) -> Result<()> {
         let problems: Vec<String> = self.with_reader(|c| {
             let mut stmt = c.prepare("PRAGMA quick_check")?;
             let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
@@ -358,7 +358,7 @@ impl MetaDb {
     }
 
     /// Number of searchable memories (facts not forgotten, and document chunks).
-    pub fn live_count(&self) -> Result<u64> {
+    pub(crate) fn live_count(&self) -> Result<u64> {
         self.with_reader(|c| {
             Ok(c.query_row(
                 "SELECT COUNT(*) FROM memories WHERE forgotten_at IS NULL",
@@ -369,7 +369,11 @@ impl MetaDb {
     }
 
     /// Visible memories among `ids`, keyed by id.
-    pub fn get_many(&self, ids: &[String], filter: &Filter) -> Result<HashMap<String, Memory>> {
+    pub(crate) fn get_many(
+        &self,
+        ids: &[String],
+        filter: &Filter,
+    ) -> Result<HashMap<String, Memory>> {
         if ids.is_empty() {
             return Ok(HashMap::new());
         }
@@ -393,7 +397,7 @@ impl MetaDb {
     }
 
     /// Visible chunks of a document, in order.
-    pub fn doc_chunks(&self, doc_id: &str, filter: &Filter) -> Result<Vec<Memory>> {
+    pub(crate) fn doc_chunks(&self, doc_id: &str, filter: &Filter) -> Result<Vec<Memory>> {
         let (where_sql, params) = filter_sql(filter);
         let sql = format!(
             "SELECT {MEMORY_COLUMNS} FROM memories WHERE doc_id = ? AND {where_sql} ORDER BY ord"
@@ -408,7 +412,7 @@ impl MetaDb {
     }
 
     /// The state of a fact id: `None` unknown, `Some(true)` active, `Some(false)` forgotten.
-    pub fn fact_state(&self, id: &str) -> Result<Option<bool>> {
+    pub(crate) fn fact_state(&self, id: &str) -> Result<Option<bool>> {
         self.with_reader(|c| {
             Ok(c.query_row(
                 "SELECT forgotten_at IS NULL FROM memories WHERE id = ? AND origin = 'fact'",
@@ -420,7 +424,7 @@ impl MetaDb {
     }
 
     /// The active fact written with this idempotency key, if any.
-    pub fn find_idempotent(&self, key: &str) -> Result<Option<String>> {
+    pub(crate) fn find_idempotent(&self, key: &str) -> Result<Option<String>> {
         self.with_reader(|c| {
             Ok(c.query_row(
                 "SELECT id FROM memories WHERE idempotency_key = ? AND forgotten_at IS NULL",
@@ -432,7 +436,7 @@ impl MetaDb {
     }
 
     /// How far each journal file has been applied.
-    pub fn cursors(&self) -> Result<HashMap<String, Cursor>> {
+    pub(crate) fn cursors(&self) -> Result<HashMap<String, Cursor>> {
         self.with_reader(|c| {
             let mut stmt = c.prepare("SELECT file, offset, lines FROM journal_cursors")?;
             let rows = stmt.query_map([], |r| {
@@ -471,7 +475,7 @@ impl MetaDb {
     }
 
     /// Document issues: path relative to `memories/` → message.
-    pub fn document_issues(&self) -> Result<HashMap<String, String>> {
+    pub(crate) fn document_issues(&self) -> Result<HashMap<String, String>> {
         self.with_reader(|c| {
             let mut stmt = c.prepare("SELECT path, message FROM document_issues")?;
             let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
@@ -548,7 +552,7 @@ pub mod tx {
     use super::*;
 
     /// Inserts or replaces a memory row.
-    pub fn upsert_memory(
+    pub(crate) fn upsert_memory(
         tx: &Transaction<'_>,
         m: &Memory,
         ord: Option<usize>,
@@ -615,7 +619,7 @@ pub mod tx {
     }
 
     /// Records how far a journal file has been applied.
-    pub fn set_cursor(tx: &Transaction<'_>, file: &str, c: Cursor) -> Result<()> {
+    pub(crate) fn set_cursor(tx: &Transaction<'_>, file: &str, c: Cursor) -> Result<()> {
         tx.prepare_cached(
             "INSERT OR REPLACE INTO journal_cursors (file, offset, lines) VALUES (?,?,?)",
         )?
@@ -624,7 +628,7 @@ pub mod tx {
     }
 
     /// Records a bad journal line.
-    pub fn add_issue(tx: &Transaction<'_>, issue: &LineIssue) -> Result<()> {
+    pub(crate) fn add_issue(tx: &Transaction<'_>, issue: &LineIssue) -> Result<()> {
         tx.prepare_cached(
             "INSERT OR REPLACE INTO journal_issues (file, line, message) VALUES (?,?,?)",
         )?
@@ -633,7 +637,7 @@ pub mod tx {
     }
 
     /// Replaces a document's row and chunk rows.
-    pub fn replace_document(
+    pub(crate) fn replace_document(
         tx: &Transaction<'_>,
         row: &DocumentRow,
         chunks: &[Memory],
@@ -651,7 +655,7 @@ pub mod tx {
     }
 
     /// Removes a document and its chunks.
-    pub fn remove_document(tx: &Transaction<'_>, doc_id: &str) -> Result<()> {
+    pub(crate) fn remove_document(tx: &Transaction<'_>, doc_id: &str) -> Result<()> {
         let chunk_ids = tx
             .prepare_cached("SELECT id FROM memories WHERE doc_id = ?")?
             .query_map([doc_id], |r| r.get::<_, String>(0))?
@@ -663,7 +667,7 @@ pub mod tx {
     }
 
     /// Records (or clears, with `None`) a problem with a document file.
-    pub fn set_document_issue(
+    pub(crate) fn set_document_issue(
         tx: &Transaction<'_>,
         path: &str,
         message: Option<&str>,

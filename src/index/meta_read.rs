@@ -96,7 +96,7 @@ impl MetaDb {
 
 impl MetaDb {
     /// The columns of a fact that are not part of [`Memory`], if the fact is known.
-    pub fn fact_extras(&self, id: &str) -> Result<Option<crate::index::meta::FactExtras>> {
+    pub(crate) fn fact_extras(&self, id: &str) -> Result<Option<crate::index::meta::FactExtras>> {
         use rusqlite::OptionalExtension;
         self.with_reader(|c| {
             Ok(c.query_row(
@@ -121,7 +121,7 @@ impl MetaDb {
 
 /// Expired, not forgotten facts visible under `filter` whose text or title
 /// contains `query`, newest first. The filter is part of the `WHERE`.
-pub fn expired_matching(
+pub(crate) fn expired_matching(
     conn: &rusqlite::Connection,
     query: &str,
     now: DateTime<Utc>,

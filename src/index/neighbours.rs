@@ -97,7 +97,7 @@ pub fn around(conn: &Connection, id: &str) -> Result<Vec<String>> {
 /// The context text of `id`: its neighbours' texts that any reader of `id`
 /// may read as well (same privacy, stage, kind and subject; scene and
 /// session are the same by construction). Empty without a session.
-pub fn context_text(conn: &Connection, id: &str) -> Result<String> {
+pub(crate) fn context_text(conn: &Connection, id: &str) -> Result<String> {
     let own: Option<String> = conn
         .prepare_cached(
             "SELECT privacy || '|' || stage || '|' || kind || '|' || subject FROM memories \

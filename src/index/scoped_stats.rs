@@ -60,6 +60,7 @@ pub struct ScopedStats<'a> {
 
 impl<'a> ScopedStats<'a> {
     /// The documents of `searcher` that match `filter` (every live document when `None`).
+    #[cfg(test)]
     pub fn new(searcher: &'a Searcher, filter: Option<&dyn Query>) -> tantivy::Result<Self> {
         Ok(ScopedStats {
             searcher,
@@ -181,7 +182,7 @@ impl StatsCache {
         }
     }
 
-    /// [`ScopedStats::new`] for `filter` (whose query is `query`), from the
+    /// The [`ScopedStats`] of `filter` (whose query is `query`), from the
     /// cache when the same filter was seen in this searcher generation.
     ///
     /// Each scope's expiry instant enters the key as the newest document

@@ -404,13 +404,13 @@ impl TextIndex {
     }
 
     /// Removes every chunk of a document.
-    pub fn remove_doc(&self, doc_id: &str) -> Result<()> {
+    pub(crate) fn remove_doc(&self, doc_id: &str) -> Result<()> {
         self.enqueue(Queued::RemoveDoc(doc_id.to_string()))
     }
 
     /// The current writer epoch: take it before queueing a batch's changes
     /// and pass it to [`TextIndex::note_cursors`].
-    pub fn epoch(&self) -> u64 {
+    pub(crate) fn epoch(&self) -> u64 {
         self.commit_state
             .lock()
             .expect("commit state poisoned")
@@ -422,7 +422,7 @@ impl TextIndex {
     /// before the batch's changes were queued: if the writer was reset since
     /// (another thread's commit failed), those changes were dropped, so the
     /// cursors are refused and catch-up applies the lines again.
-    pub fn note_cursors(&self, epoch: u64, cursors: &[(String, Cursor)]) -> Result<()> {
+    pub(crate) fn note_cursors(&self, epoch: u64, cursors: &[(String, Cursor)]) -> Result<()> {
         let mut state = self.commit_state.lock().expect("commit state poisoned");
         if state.epoch != epoch {
             return Err(crate::error::Error::Internal(
@@ -440,13 +440,13 @@ impl TextIndex {
     }
 
     /// Marks uncommitted changes that carry no journal cursor (documents).
-    pub fn mark_dirty(&self) {
+    pub(crate) fn mark_dirty(&self) {
         self.commit_state.lock().expect("commit state poisoned").seq += 1;
     }
 
     /// The journal cursors of everything added to the index, committed or not.
     /// Right after open these are the ones stored with the last commit.
-    pub fn applied_cursors(&self) -> BTreeMap<String, Cursor> {
+    pub(crate) fn applied_cursors(&self) -> BTreeMap<String, Cursor> {
         self.commit_state
             .lock()
             .expect("commit state poisoned")
@@ -516,7 +516,7 @@ impl TextIndex {
     }
 
     /// Number of live documents.
-    pub fn num_docs(&self) -> u64 {
+    pub(crate) fn num_docs(&self) -> u64 {
         self.reader.searcher().num_docs()
     }
 
@@ -626,7 +626,7 @@ impl TextIndex {
     /// Documents visible under `filter` containing each term (the chars field
     /// for lone CJK characters), and the number of visible documents. Counts
     /// never include memories the filter hides (see [`crate::index::scoped_stats`]).
-    pub fn doc_freqs(&self, terms: &[Term], filter: &Filter) -> Result<(Vec<u64>, u64)> {
+    pub(crate) fn doc_freqs(&self, terms: &[Term], filter: &Filter) -> Result<(Vec<u64>, u64)> {
         let searcher = self.reader.searcher();
         let fq = self.filter_query(filter);
         let stats = self.stats.scoped(&searcher, filter, fq.as_deref())?;
@@ -645,7 +645,7 @@ impl TextIndex {
     }
 
     /// [`TextIndex::search`] with a boost per term (1.0 is neutral).
-    pub fn search_weighted(
+    pub(crate) fn search_weighted(
         &self,
         terms: &[(Term, f32)],
         filter: &Filter,
@@ -743,7 +743,7 @@ const NOISE_BITS: u32 = 11;
 /// list ends first), so the same document can score a few ulps apart in an
 /// incrementally built index and a rebuilt one; quantised, equal documents
 /// tie exactly and are ordered by id.
-pub fn quantise(score: f32) -> f32 {
+pub(crate) fn quantise(score: f32) -> f32 {
     f32::from_bits(score.to_bits() & !((1u32 << NOISE_BITS) - 1))
 }
 

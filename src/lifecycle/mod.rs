@@ -31,9 +31,9 @@ use crate::model::Tier;
 /// Days a memory of each tier lives after its last access (T0 never expires).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
-pub struct TierDays {
+pub(crate) struct TierDays {
     /// T1 (long-lived).
-    pub t1: u32,
+    pub(crate) t1: u32,
     /// T2 (the default tier).
     pub t2: u32,
     /// T3 (transient).
@@ -53,11 +53,11 @@ impl Default for TierDays {
 /// Most active memories wanted per tier; health reports the tiers over budget.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
-pub struct TierBudgets {
+pub(crate) struct TierBudgets {
     /// T0.
     pub t0: u64,
     /// T1.
-    pub t1: u64,
+    pub(crate) t1: u64,
     /// T2.
     pub t2: u64,
     /// T3.
@@ -80,13 +80,13 @@ impl Default for TierBudgets {
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct LifecycleConfig {
     /// Days per tier.
-    pub tier_days: TierDays,
+    pub(crate) tier_days: TierDays,
     /// Accesses after which T3 → T2 and T2 → T1 (0 turns promotion off).
-    pub promote_after: u32,
+    pub(crate) promote_after: u32,
     /// Results expiring within this many days carry `expiring_soon`.
-    pub expiring_soon_days: u32,
+    pub(crate) expiring_soon_days: u32,
     /// Per-tier budgets.
-    pub budgets: TierBudgets,
+    pub(crate) budgets: TierBudgets,
     /// Whether long-term memories expire `tierDays` after their last access
     /// (opt-in; default off: only short-term chat expires). Not hot-editable.
     /// Turning it off takes effect for every memory on the next start;
@@ -97,9 +97,9 @@ pub struct LifecycleConfig {
     /// so that config files written for older builds load.
     #[serde(default, skip_serializing)]
     #[schemars(skip)]
-    pub dedup_threshold: Option<serde_json::Value>,
+    pub(crate) dedup_threshold: Option<serde_json::Value>,
     /// Journal months older than this many months are compressed (0 = never).
-    pub archive_after_months: u32,
+    pub(crate) archive_after_months: u32,
 }
 
 impl Default for LifecycleConfig {

@@ -42,7 +42,7 @@ use serde_json::Value;
 pub use upstream::{CallError, Upstream};
 
 /// What the server tells the agent at `initialize`.
-pub const INSTRUCTIONS: &str = "\
+pub(crate) const INSTRUCTIONS: &str = "\
 memory-hub is your long-term memory about the user and your work with them. It outlives this session.
 
 - At the start of every session call memory_bootstrap once (or read the resource memory://inject, \

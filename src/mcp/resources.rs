@@ -15,9 +15,9 @@ use super::MemoryServer;
 use super::upstream::CallError;
 
 /// Default character budget of `memory://inject`.
-pub const INJECT_DEFAULT_CHARS: usize = 8_000;
+pub(crate) const INJECT_DEFAULT_CHARS: usize = 8_000;
 /// Largest budget a client may ask for with `?max_chars=`.
-pub const INJECT_MAX_CHARS: usize = 100_000;
+pub(crate) const INJECT_MAX_CHARS: usize = 100_000;
 
 /// Static resources.
 pub fn list() -> Vec<Resource> {

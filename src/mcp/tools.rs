@@ -24,7 +24,7 @@ use crate::api::{
 /// `memory_call` parameters.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct CallParams {
+pub(crate) struct CallParams {
     /// The `/v1` route: `"POST /v1/audience"`, `"/v1/capabilities"` or just `"capabilities"`.
     pub route: String,
     /// The JSON request body (for POST routes).
@@ -35,7 +35,7 @@ pub struct CallParams {
 /// `memory_tag` parameters: `/v1/tags` plus a `scene` older clients send.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct TagParams {
+pub(crate) struct TagParams {
     /// The fact id to retag.
     pub id: String,
     /// Tags to add.

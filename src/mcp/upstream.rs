@@ -59,7 +59,7 @@ impl std::fmt::Display for CallError {
 }
 
 /// Brings the daemon back after a refused connection; true when it answers again.
-pub type Revive = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = bool> + Send>> + Send + Sync>;
+pub(crate) type Revive = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = bool> + Send>> + Send + Sync>;
 
 /// The `/v1` API as the MCP tools see it.
 #[derive(Clone)]
@@ -96,7 +96,7 @@ impl Upstream {
     }
 
     /// Sets what to do when a loopback daemon refuses connections.
-    pub fn with_revive(mut self, hook: Revive) -> Self {
+    pub(crate) fn with_revive(mut self, hook: Revive) -> Self {
         if let Upstream::Loopback { revive, .. } = &mut self {
             *revive = Some(hook);
         }

@@ -81,7 +81,7 @@ pub fn members(path: &Path, group: &Scene) -> Result<BTreeMap<String, Member>> {
 
 /// Adds and removes members; writes the file only if something changed.
 /// Returns `(added, removed)` counts.
-pub fn update(
+pub(crate) fn update(
     path: &Path,
     group: &Scene,
     add: &[(String, Option<String>)],

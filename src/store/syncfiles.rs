@@ -15,19 +15,14 @@
 use std::path::Path;
 
 /// The marker in a Syncthing conflict copy's name.
-pub const CONFLICT_MARK: &str = ".sync-conflict-";
+pub(crate) const CONFLICT_MARK: &str = ".sync-conflict-";
 
 /// The ignore file [`stignore`] writes below `memories/`.
-pub const STIGNORE: &str = ".stignore";
+pub(crate) const STIGNORE: &str = ".stignore";
 
 /// Whether a file name is a sync conflict copy.
-pub fn is_conflict_name(name: &str) -> bool {
+pub(crate) fn is_conflict_name(name: &str) -> bool {
     name.contains(CONFLICT_MARK)
-}
-
-/// Whether a file name is a file-sync tool's temporary file.
-pub fn is_temp_name(name: &str) -> bool {
-    (name.starts_with(".syncthing.") || name.starts_with("~syncthing~")) && name.ends_with(".tmp")
 }
 
 /// Conflict copies below `memories/` (journals included), as paths relative
@@ -95,9 +90,6 @@ mod tests {
             "2026-11.sync-conflict-20261130-101010-ABCDEFG.jsonl"
         ));
         assert!(!is_conflict_name("notes.md"));
-        assert!(is_temp_name(".syncthing.notes.md.tmp"));
-        assert!(is_temp_name("~syncthing~notes.md.tmp"));
-        assert!(!is_temp_name("notes.md"));
     }
 
     #[test]
