@@ -29,29 +29,29 @@ pub struct Config {
     /// least one active token). Off: a non-loopback `listen` is refused.
     pub(crate) allow_remote: bool,
     /// Name recorded as the writing device; empty means the host name.
-    pub device: String,
+    pub(crate) device: String,
     /// Search tuning.
     pub search: SearchConfig,
     /// Audiences that sensitive and secret memories are pinned to.
-    pub privacy: PrivacyConfig,
+    pub(crate) privacy: PrivacyConfig,
     /// Markdown documents.
-    pub docs: DocsConfig,
+    pub(crate) docs: DocsConfig,
     /// Backups.
-    pub backup: BackupConfig,
+    pub(crate) backup: BackupConfig,
     /// Short-term chat from `/v1/ingest`.
     pub ingest: IngestConfig,
     /// The HTTP server.
-    pub http: HttpConfig,
+    pub(crate) http: HttpConfig,
     /// The local embedding model for semantic search.
     pub embedder: EmbedderConfig,
     /// Retention tiers, promotion, dedup and archive.
     pub lifecycle: crate::lifecycle::LifecycleConfig,
     /// Nightly consolidation of short-term chat into long-term memory.
-    pub sleep: SleepConfig,
+    pub(crate) sleep: SleepConfig,
     /// MCP sessions at `/mcp` of `memd serve`.
-    pub mcp: McpConfig,
+    pub(crate) mcp: McpConfig,
     /// The local Syncthing that replicates `memories/` (`memd sync`).
-    pub sync: SyncConfig,
+    pub(crate) sync: SyncConfig,
 }
 
 /// MCP sessions at `/mcp` of `memd serve` (read at start).
@@ -82,7 +82,7 @@ impl Default for McpConfig {
 /// The HTTP server.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
-pub struct HttpConfig {
+pub(crate) struct HttpConfig {
     /// Requests one token may send per minute; 0 means no limit.
     pub(crate) rate_limit_per_minute: u32,
 }
@@ -139,11 +139,11 @@ impl Default for Config {
 /// Backups of `memories/`, tokens and config.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
-pub struct BackupConfig {
+pub(crate) struct BackupConfig {
     /// Where archives go; empty means `ROOT/backups`.
-    pub dir: String,
+    pub(crate) dir: String,
     /// Whether `memd serve` makes one backup per day.
-    pub daily: bool,
+    pub(crate) daily: bool,
     /// Archives older than this many days are deleted after a daily backup.
     pub(crate) keep_days: u32,
 }
@@ -293,7 +293,7 @@ impl SleepConfig {
     }
 
     /// The scheduler's view of `at`, `period` and `retryMinutes`.
-    pub fn schedule(&self) -> Result<Schedule> {
+    pub(crate) fn schedule(&self) -> Result<Schedule> {
         Ok(Schedule {
             at: crate::schedule::parse_at(&self.at)?,
             period: self.period,

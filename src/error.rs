@@ -319,12 +319,12 @@ impl Error {
     }
 
     /// Shorthand for an input error.
-    pub fn invalid(msg: impl Into<String>) -> Self {
+    pub(crate) fn invalid(msg: impl Into<String>) -> Self {
         Error::Invalid(msg.into())
     }
 
     /// The `{error:{code,message,retryable}}` envelope used on every surface.
-    pub fn envelope(&self) -> serde_json::Value {
+    pub(crate) fn envelope(&self) -> serde_json::Value {
         let code = self.code();
         serde_json::json!({
             "error": {

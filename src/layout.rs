@@ -11,7 +11,7 @@ use crate::error::{IoContext, Result};
 #[derive(Debug, Clone)]
 pub struct Layout {
     /// The root directory.
-    pub root: PathBuf,
+    pub(crate) root: PathBuf,
 }
 
 impl Layout {
@@ -21,7 +21,7 @@ impl Layout {
     }
 
     /// `memories/`: documents and the fact journal.
-    pub fn memories(&self) -> PathBuf {
+    pub(crate) fn memories(&self) -> PathBuf {
         self.root.join("memories")
     }
 
@@ -31,7 +31,7 @@ impl Layout {
     }
 
     /// `data/`: derived files only.
-    pub fn data(&self) -> PathBuf {
+    pub(crate) fn data(&self) -> PathBuf {
         self.root.join("data")
     }
 
@@ -41,7 +41,7 @@ impl Layout {
     }
 
     /// `data/cache/`: derived caches that survive `memd reindex` (vectors).
-    pub fn cache(&self) -> PathBuf {
+    pub(crate) fn cache(&self) -> PathBuf {
         self.data().join("cache")
     }
 
@@ -61,7 +61,7 @@ impl Layout {
     }
 
     /// The writer lock file.
-    pub fn lock(&self) -> PathBuf {
+    pub(crate) fn lock(&self) -> PathBuf {
         self.root.join(".memd.lock")
     }
 

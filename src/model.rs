@@ -46,7 +46,7 @@ macro_rules! wire_enum {
             pub const ALL: &'static [$name] = &[$($name::$variant),+];
 
             /// The canonical wire spelling.
-            pub fn as_str(self) -> &'static str {
+            pub(crate) fn as_str(self) -> &'static str {
                 match self { $($name::$variant => $wire),+ }
             }
         }
@@ -250,14 +250,14 @@ fn finite_importance<S: serde::Serializer>(v: &f32, s: S) -> std::result::Result
 #[derive(Debug, Clone, Copy)]
 pub struct Pins<'a> {
     /// Scenes a `sensitive` memory may live in.
-    pub sensitive: &'a [Scene],
+    pub(crate) sensitive: &'a [Scene],
     /// Scenes a `secret` memory may live in.
-    pub secret: &'a [Scene],
+    pub(crate) secret: &'a [Scene],
 }
 
 impl Pins<'_> {
     /// Refuses sensitive and secret memories outside their pinned audiences.
-    pub fn check(&self, privacy: Privacy, scene: &Scene) -> Result<()> {
+    pub(crate) fn check(&self, privacy: Privacy, scene: &Scene) -> Result<()> {
         let pinned = match privacy {
             Privacy::Sensitive => Some(("sensitive", self.sensitive)),
             Privacy::Secret => Some(("secret", self.secret)),
@@ -277,7 +277,7 @@ impl Pins<'_> {
 }
 
 /// Longest accepted `time`, `session` or `speaker`, in bytes.
-pub const MAX_SETTING_BYTES: usize = 200;
+pub(crate) const MAX_SETTING_BYTES: usize = 200;
 
 /// Where and when a memory happened, beside its text: the event time (as
 /// given, and parsed when it could be), the conversation or session it belongs
@@ -288,7 +288,7 @@ pub struct Setting {
     /// When it happened, as given (ISO 8601 or free text such as
     /// `1:56 pm on 8 May, 2023` or `2023年5月8日`). `ts` stays when it was written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub time: Option<String>,
+    pub(crate) time: Option<String>,
     /// `time` as a timestamp, when it could be parsed (see [`crate::when`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_at: Option<DateTime<Utc>>,
@@ -319,13 +319,8 @@ impl Setting {
         }
     }
 
-    /// Whether nothing is set.
-    pub fn is_empty(&self) -> bool {
-        *self == Setting::default()
-    }
-
     /// Each field at most [`MAX_SETTING_BYTES`] without control characters.
-    pub fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         for (name, value) in [
             ("time", &self.time),
             ("session", &self.session),
@@ -569,7 +564,7 @@ pub enum Record {
 
 impl Record {
     /// The id the record is about.
-    pub fn id(&self) -> &str {
+    pub(crate) fn id(&self) -> &str {
         match self {
             Record::Put { fact, .. } => &fact.id,
             Record::Forget { id, .. } => id,
@@ -578,7 +573,7 @@ impl Record {
     }
 
     /// When the record was written.
-    pub fn ts(&self) -> DateTime<Utc> {
+    pub(crate) fn ts(&self) -> DateTime<Utc> {
         match self {
             Record::Put { fact, .. } => fact.ts,
             Record::Forget { ts, .. } | Record::Touch { ts, .. } => *ts,
@@ -586,7 +581,7 @@ impl Record {
     }
 
     /// The format version of the line.
-    pub fn version(&self) -> u32 {
+    pub(crate) fn version(&self) -> u32 {
         match self {
             Record::Put { v, .. } | Record::Forget { v, .. } | Record::Touch { v, .. } => *v,
         }
@@ -599,10 +594,10 @@ pub struct Memory {
     /// Fact id or `doc-<hash8>#<n>` chunk id.
     pub id: String,
     /// fact or doc.
-    pub origin: Origin,
+    pub(crate) origin: Origin,
     /// For chunks, the document id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub doc_id: Option<String>,
+    pub(crate) doc_id: Option<String>,
     /// For chunks, the path relative to `memories/`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
@@ -627,7 +622,7 @@ pub struct Memory {
     /// Whose memory it is.
     pub subject: Subject,
     /// Who wrote it.
-    pub source: String,
+    pub(crate) source: String,
     /// 0–1.
     #[serde(serialize_with = "finite_importance")]
     pub importance: f32,

@@ -337,17 +337,17 @@ const EPISODIC_KINDS: &[&str] = &["event", "chat", "episode"];
 #[derive(Debug, Clone, Copy)]
 pub struct TierInput<'a> {
     /// A tier the caller asked for.
-    pub explicit: Option<Tier>,
+    pub(crate) explicit: Option<Tier>,
     /// Whether the memory fills a category slot.
-    pub category: bool,
+    pub(crate) category: bool,
     /// Who writes it (`cli`, `main`, `qq`, `sleep`, `import`, …).
-    pub source: &'a str,
+    pub(crate) source: &'a str,
     /// The kind word.
-    pub kind: &'a str,
+    pub(crate) kind: &'a str,
     /// The normalised text.
-    pub text: &'a str,
+    pub(crate) text: &'a str,
     /// Its tags.
-    pub tags: &'a [String],
+    pub(crate) tags: &'a [String],
 }
 
 /// Picks the retention tier of a long-term memory.

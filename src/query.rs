@@ -52,11 +52,11 @@ fn low_signal(term: &Term) -> bool {
 
 /// One turn of a dialogue query.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Turn {
+pub(crate) struct Turn {
     /// The speaker tag, if the line had one.
-    pub speaker: Option<String>,
+    pub(crate) speaker: Option<String>,
     /// What was said, without tag and quotes.
-    pub text: String,
+    pub(crate) text: String,
 }
 
 impl Turn {
@@ -73,20 +73,20 @@ impl Turn {
 
 /// A term with its weight in the full-text query.
 #[derive(Debug, Clone, PartialEq)]
-pub struct WeightedTerm {
+pub(crate) struct WeightedTerm {
     /// The term.
-    pub term: Term,
+    pub(crate) term: Term,
     /// Its boost (1.0 for the last turn).
-    pub weight: f32,
+    pub(crate) weight: f32,
 }
 
 /// What a query searches for.
 #[derive(Debug, Clone, PartialEq)]
 pub struct QueryPlan {
     /// Full-text terms, deduplicated, stop words dropped (unless nothing else is left).
-    pub terms: Vec<WeightedTerm>,
+    pub(crate) terms: Vec<WeightedTerm>,
     /// The text to embed for the semantic ranking.
-    pub semantic: String,
+    pub(crate) semantic: String,
     /// Whether the query is long enough to skip the AND pass and get the coverage re-rank.
     pub(crate) conversational: bool,
     /// Whether the query had more than one turn.
@@ -128,7 +128,7 @@ fn unquote(text: &str) -> &str {
 }
 
 /// The turns of a query: one per non-empty line. A single-line query is one turn.
-pub fn turns(query: &str) -> Vec<Turn> {
+pub(crate) fn turns(query: &str) -> Vec<Turn> {
     let lines: Vec<&str> = query.lines().filter(|l| !l.trim().is_empty()).collect();
     if lines.len() <= 1 {
         let (speaker, text) = split_tag(query);

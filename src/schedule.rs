@@ -34,11 +34,11 @@ pub enum Period {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Schedule {
     /// Local time of day after which the job is due.
-    pub at: NaiveTime,
+    pub(crate) at: NaiveTime,
     /// Once per this period.
-    pub period: Period,
+    pub(crate) period: Period,
     /// First retry delay after a failure; doubles per failure, at most a day.
-    pub retry_minutes: u32,
+    pub(crate) retry_minutes: u32,
 }
 
 /// What is remembered about a job.
@@ -49,14 +49,14 @@ pub struct JobState {
     /// Last attempt, successful or not.
     pub(crate) last_attempt: Option<DateTime<Utc>>,
     /// Failures since the last success.
-    pub failures: u32,
+    pub(crate) failures: u32,
     /// Last error message.
     pub(crate) last_error: Option<String>,
     /// Summary of the last successful run.
     pub(crate) last_result: Option<String>,
     /// When the job will next run (as of the last tick).
     #[serde(default)]
-    pub next_run: Option<DateTime<Utc>>,
+    pub(crate) next_run: Option<DateTime<Utc>>,
 }
 
 /// Parses `HH:MM`.
@@ -156,7 +156,7 @@ pub(crate) fn save_states(path: &Path, states: &BTreeMap<String, JobState>) -> R
 }
 
 /// The scheduler state file of a root.
-pub fn state_path(layout: &Layout) -> PathBuf {
+pub(crate) fn state_path(layout: &Layout) -> PathBuf {
     layout.data().join("scheduler.json")
 }
 

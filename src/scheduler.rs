@@ -28,11 +28,11 @@ pub(crate) type JobFn = Box<dyn Fn(&Hub) -> Result<String> + Send>;
 /// A job: a name, a schedule and what to do.
 pub struct Job {
     /// Stable name (the key in `data/scheduler.json`).
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// When.
-    pub schedule: Schedule,
+    pub(crate) schedule: Schedule,
     /// What.
-    pub run: JobFn,
+    pub(crate) run: JobFn,
 }
 
 /// Runs every due job once at `now`; returns the names that ran.
@@ -79,7 +79,7 @@ pub fn state_path(hub: &Hub) -> PathBuf {
 }
 
 /// A running scheduler; stops when dropped.
-pub struct SchedulerHandle {
+pub(crate) struct SchedulerHandle {
     stop: Arc<AtomicBool>,
     /// Dropping it wakes the runner from its wait between rounds.
     wake: Option<mpsc::Sender<()>>,
@@ -105,7 +105,7 @@ const EMBED_GROUP: usize = 16;
 /// Dropping the handle stops it at once: the wait between rounds ends, a
 /// backlog being embedded stops after its current group, and the first load
 /// of the model happens on a thread of its own that nobody waits for.
-pub fn spawn(hub: Arc<Hub>, jobs: Vec<Job>) -> Result<SchedulerHandle> {
+pub(crate) fn spawn(hub: Arc<Hub>, jobs: Vec<Job>) -> Result<SchedulerHandle> {
     spawn_every(hub, jobs, Duration::from_secs(1))
 }
 

@@ -112,7 +112,7 @@ pub struct SearchHit {
     #[serde(flatten)]
     pub memory: Memory,
     /// Relevance score (higher is better; comparable within one response only).
-    pub score: f32,
+    pub(crate) score: f32,
     /// The pass that found it.
     pub pass: Pass,
     /// Whether it expires within `lifecycle.expiringSoonDays` (set by the hub).
@@ -126,7 +126,7 @@ pub struct SearchResults {
     /// Hits, best first.
     pub hits: Vec<SearchHit>,
     /// The query terms that were searched for.
-    pub terms: Vec<String>,
+    pub(crate) terms: Vec<String>,
     /// The mode that ran (`fulltext` when hybrid fell back for want of an embedder).
     pub mode: SearchMode,
     /// Why the mode that ran differs from the one asked for, if it does.
@@ -152,7 +152,7 @@ pub(crate) const MAX_QUERY_CHARS: usize = 2000;
 
 /// Runs a search. `embedder` is `None` when none is available: hybrid then
 /// runs as fulltext and semantic fails with `EMBEDDING_UNAVAILABLE`.
-pub fn search(
+pub(crate) fn search(
     index: &Index,
     embedder: Option<&dyn Embedder>,
     req: &SearchRequest,
@@ -369,7 +369,7 @@ pub struct Candidate {
     /// Memory id.
     pub id: String,
     /// The pass that found it (`semantic` when only the vector index did).
-    pub pass: Pass,
+    pub(crate) pass: Pass,
     /// Values in the order of [`fusion::FEATURES`] (exported by name, not here).
     #[serde(skip)]
     pub features: [f32; fusion::N_FEATURES],
@@ -378,11 +378,11 @@ pub struct Candidate {
     /// Rank (from 1) in the semantic list, if there.
     pub(crate) semantic_rank: Option<usize>,
     /// The memory's importance.
-    pub importance: f32,
+    pub(crate) importance: f32,
     /// The memory's tier, if it has one.
-    pub tier: Option<String>,
+    pub(crate) tier: Option<String>,
     /// The memory's stage.
-    pub stage: String,
+    pub(crate) stage: String,
     /// Days between the memory's time and the newest candidate's.
     pub(crate) age_days: f32,
 }
@@ -673,7 +673,7 @@ pub struct SearchConfig {
     /// When the AND pass finds fewer hits than this, an OR pass fills up.
     pub(crate) or_fallback_min_hits: usize,
     /// Mode of a request that names none: `fulltext`, `semantic` or `hybrid`.
-    pub mode: SearchMode,
+    pub(crate) mode: SearchMode,
     /// The `K` of reciprocal rank fusion: `score = Σ weight / (K + rank)`.
     pub(crate) rrf_k: f32,
     /// Weight of the full-text ranking in hybrid fusion.

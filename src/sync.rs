@@ -44,14 +44,14 @@ pub(crate) fn write_stignore(layout: &Layout) -> Result<bool> {
 }
 
 /// A Syncthing REST client for one loopback address and API key.
-pub struct Syncthing {
+pub(crate) struct Syncthing {
     addr: String,
     key: String,
 }
 
 impl Syncthing {
     /// A client from the config; `None` without an API key.
-    pub fn from_config(cfg: &SyncConfig) -> Result<Option<Syncthing>> {
+    pub(crate) fn from_config(cfg: &SyncConfig) -> Result<Option<Syncthing>> {
         if cfg.syncthing_api_key.trim().is_empty() {
             return Ok(None);
         }
@@ -150,7 +150,7 @@ impl Syncthing {
     /// Peers of `folder`: connected, last seen and bytes they still need
     /// from us... and we from them is not reported (Syncthing reports what
     /// each remote needs).
-    pub fn peers(&self, folder: &str) -> Result<Vec<Peer>> {
+    pub(crate) fn peers(&self, folder: &str) -> Result<Vec<Peer>> {
         let me = self.my_id()?;
         let cfg = self.call("GET", &format!("/rest/config/folders/{folder}"), None)?;
         let conns = self.call("GET", "/rest/system/connections", None)?;
@@ -186,7 +186,7 @@ impl Syncthing {
 
 /// One Syncthing peer of the memories folder.
 #[derive(Debug, Clone, Serialize)]
-pub struct Peer {
+pub(crate) struct Peer {
     /// Syncthing device id.
     pub(crate) device_id: String,
     /// Connected now.
@@ -196,7 +196,7 @@ pub struct Peer {
     /// Bytes of the folder the peer still needs (behind).
     pub(crate) need_bytes: Option<u64>,
     /// Percent of the folder the peer has.
-    pub completion: Option<f64>,
+    pub(crate) completion: Option<f64>,
 }
 
 /// The local Syncthing that replicates `memories/` between devices.

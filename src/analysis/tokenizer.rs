@@ -24,7 +24,7 @@ use unicode_normalization::UnicodeNormalization;
 
 /// The kind of a term.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TermKind {
+pub(crate) enum TermKind {
     /// A Latin/other-script word or number.
     Word,
     /// Two adjacent CJK characters.
@@ -41,7 +41,7 @@ pub struct Term {
     /// The normalised term text.
     pub text: String,
     /// What kind of term it is.
-    pub kind: TermKind,
+    pub(crate) kind: TermKind,
 }
 
 /// Whether `c` belongs to a CJK script we cut into bigrams.
@@ -56,7 +56,7 @@ pub(crate) fn is_cjk(c: char) -> bool {
 }
 
 /// NFKC + lowercase.
-pub fn normalize(text: &str) -> String {
+pub(crate) fn normalize(text: &str) -> String {
     text.nfkc().flat_map(char::to_lowercase).collect()
 }
 
@@ -196,14 +196,14 @@ impl MemdTokenizer {
     }
 
     /// The single-CJK-character tokenizer.
-    pub fn chars() -> Self {
+    pub(crate) fn chars() -> Self {
         MemdTokenizer {
             split: Split::Chars,
         }
     }
 
     /// The jieba word tokenizer.
-    pub fn words() -> Self {
+    pub(crate) fn words() -> Self {
         MemdTokenizer {
             split: Split::Words,
         }

@@ -34,7 +34,7 @@ pub mod scope {
     /// Write, forget and ingest in the token's scenes.
     pub(crate) const WRITE: &str = "write";
     /// Read every scene (the whole library), not only the token's own.
-    pub const ALL: &str = "*";
+    pub(crate) const ALL: &str = "*";
     /// Read `sensitive` memories.
     pub(crate) const SENSITIVE_READ: &str = "sensitive:read";
     /// Read `secret` memories.
@@ -77,18 +77,18 @@ pub(crate) const PRESETS: &[&str] = &[
 #[serde(deny_unknown_fields)]
 pub(crate) struct TokenRecord {
     /// Unique name, shown in audit lines and logs.
-    pub name: String,
+    pub(crate) name: String,
     /// Lowercase hex sha256 of the secret.
-    pub hash: String,
+    pub(crate) hash: String,
     /// Scopes, see [`scope`].
-    pub scopes: Vec<String>,
+    pub(crate) scopes: Vec<String>,
     /// Scenes the token may act in; the first is the default.
-    pub scenes: Vec<Scene>,
+    pub(crate) scenes: Vec<Scene>,
     /// The preset it was issued from, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub preset: Option<String>,
+    pub(crate) preset: Option<String>,
     /// When it was issued.
-    pub created_at: DateTime<Utc>,
+    pub(crate) created_at: DateTime<Utc>,
     /// When it was revoked; a revoked token authenticates nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) revoked_at: Option<DateTime<Utc>>,
@@ -98,16 +98,16 @@ pub(crate) struct TokenRecord {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TokenInfo {
     /// Name.
-    pub name: String,
+    pub(crate) name: String,
     /// Scopes.
-    pub scopes: Vec<String>,
+    pub(crate) scopes: Vec<String>,
     /// Scenes.
-    pub scenes: Vec<Scene>,
+    pub(crate) scenes: Vec<Scene>,
     /// Preset, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub preset: Option<String>,
+    pub(crate) preset: Option<String>,
     /// Issued at.
-    pub created_at: DateTime<Utc>,
+    pub(crate) created_at: DateTime<Utc>,
     /// Revoked at, if revoked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) revoked_at: Option<DateTime<Utc>>,
@@ -135,21 +135,21 @@ struct TokenFile {
 
 /// The rights of an authenticated caller.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Grant {
+pub(crate) struct Grant {
     /// Token name (safe to log).
-    pub name: String,
+    pub(crate) name: String,
     /// Scopes.
-    pub scopes: BTreeSet<String>,
+    pub(crate) scopes: BTreeSet<String>,
     /// Scenes, the first being the default.
-    pub scenes: Vec<Scene>,
+    pub(crate) scenes: Vec<Scene>,
     /// Scenes it may write, forget and edit in: its scenes minus the ones its
     /// preset only reads ([`preset_read_only`]); the first is the default.
-    pub write_scenes: Vec<Scene>,
+    pub(crate) write_scenes: Vec<Scene>,
 }
 
 impl Grant {
     /// Whether the token carries `scope`.
-    pub fn has(&self, scope: &str) -> bool {
+    pub(crate) fn has(&self, scope: &str) -> bool {
         self.scopes.contains(scope)
     }
 
@@ -175,7 +175,7 @@ impl Grant {
 /// only in `pet`. Derived from the preset name at authentication, so tokens
 /// issued before this rule follow it too; scenes added to a preset with
 /// `--scene` stay writable.
-pub fn preset_read_only(preset: &str) -> &'static [&'static str] {
+pub(crate) fn preset_read_only(preset: &str) -> &'static [&'static str] {
     match preset {
         "pet" => &["main", "qq:owner"],
         _ => &[],
@@ -371,7 +371,7 @@ pub fn revoke(path: &Path, name: &str) -> Result<TokenInfo> {
 }
 
 /// Every token, revoked ones included, without hashes.
-pub fn list(path: &Path) -> Result<Vec<TokenInfo>> {
+pub(crate) fn list(path: &Path) -> Result<Vec<TokenInfo>> {
     Ok(read_file(path)?
         .tokens
         .iter()
@@ -394,7 +394,7 @@ pub(crate) struct TokenStore {
 
 impl TokenStore {
     /// A store over `ROOT/tokens.json` (which may not exist yet).
-    pub fn new(path: impl Into<PathBuf>) -> Self {
+    pub(crate) fn new(path: impl Into<PathBuf>) -> Self {
         TokenStore {
             path: path.into(),
             loaded: RwLock::new(Loaded::default()),
@@ -434,12 +434,12 @@ impl TokenStore {
     }
 
     /// Every token, without hashes.
-    pub fn list(&self) -> Result<Vec<TokenInfo>> {
+    pub(crate) fn list(&self) -> Result<Vec<TokenInfo>> {
         list(&self.path)
     }
 
     /// Revokes a token; the next request sees the change.
-    pub fn revoke(&self, name: &str) -> Result<TokenInfo> {
+    pub(crate) fn revoke(&self, name: &str) -> Result<TokenInfo> {
         revoke(&self.path, name)
     }
 }

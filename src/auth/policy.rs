@@ -97,7 +97,7 @@ fn list(scenes: &[Scene]) -> String {
 }
 
 /// Fails with `FORBIDDEN` unless the token carries `scope`.
-pub fn require(grant: &Grant, scope: &str) -> Result<()> {
+pub(crate) fn require(grant: &Grant, scope: &str) -> Result<()> {
     if grant.has(scope) {
         Ok(())
     } else {
@@ -124,9 +124,9 @@ pub(crate) fn readable_privacy(grant: &Grant) -> Vec<Privacy> {
 pub(crate) struct ReadOptions {
     /// Scenes to read (each must be the token's, unless it has `*`); `None`
     /// means every scene the token may read.
-    pub scenes: Option<Vec<Scene>>,
+    pub(crate) scenes: Option<Vec<Scene>>,
     /// The owner is the one asking: open the owner's own memories for this request.
-    pub from_owner: bool,
+    pub(crate) from_owner: bool,
 }
 
 /// The filter of a read by `grant` at `now`.

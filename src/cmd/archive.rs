@@ -5,7 +5,7 @@ use crate::hub::Hub;
 
 /// Arguments of `memd archive`.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// What to do (default: compress old months).
     #[command(subcommand)]
     action: Option<Action>,

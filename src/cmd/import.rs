@@ -12,7 +12,7 @@ use crate::transfer::{self, Format, ImportDefaults};
 
 /// Arguments of `memd import`.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// File or directory to import.
     path: PathBuf,
     /// Input format.

@@ -53,18 +53,18 @@ use crate::hub::{Hub, Mode};
 pub struct Cli {
     /// Root directory holding memories/, data/ and config.json.
     #[arg(long, global = true, env = "MEMD_ROOT")]
-    pub root: Option<PathBuf>,
+    pub(crate) root: Option<PathBuf>,
     /// Print one JSON document on stdout.
     #[arg(long, global = true)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// What to do.
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
 }
 
 /// Subcommands.
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Append a memory to the journal and index it (needs the writer lock).
     Write(write::Args),
     /// Full-text search (safe next to a running server: reads its index).

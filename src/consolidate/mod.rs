@@ -64,7 +64,7 @@ pub struct Window {
 
 impl Window {
     /// One local calendar day.
-    pub fn day(date: NaiveDate) -> Window {
+    pub(crate) fn day(date: NaiveDate) -> Window {
         let start = |d: NaiveDate| {
             let naive = d.and_hms_opt(0, 0, 0).expect("midnight exists");
             Local
@@ -113,7 +113,7 @@ impl Window {
     }
 
     /// Whether `ts` falls inside.
-    pub fn contains(&self, ts: DateTime<Utc>) -> bool {
+    pub(crate) fn contains(&self, ts: DateTime<Utc>) -> bool {
         ts >= self.from && ts < self.to
     }
 }
@@ -133,18 +133,18 @@ pub struct RunOptions {
 #[derive(Debug, Clone)]
 pub(crate) struct History {
     /// The first `put`.
-    pub first: Fact,
+    pub(crate) first: Fact,
     /// The latest `put`.
-    pub last: Fact,
+    pub(crate) last: Fact,
     /// How many `put` lines.
-    pub puts: u32,
+    pub(crate) puts: u32,
     /// Whether the latest record is a tombstone.
-    pub forgotten: bool,
+    pub(crate) forgotten: bool,
 }
 
 impl History {
     /// A short-term line whose expiry was pushed out later (a recall extends its TTL).
-    pub fn recalled(&self) -> bool {
+    pub(crate) fn recalled(&self) -> bool {
         self.puts > 1
             && match (self.first.expires_at, self.last.expires_at) {
                 (Some(a), Some(b)) => b > a,
@@ -157,15 +157,15 @@ impl History {
 /// The journal replayed into per-id histories, in first-seen order.
 #[derive(Debug, Default)]
 pub(crate) struct JournalView {
-    pub order: Vec<String>,
-    pub facts: HashMap<String, History>,
+    pub(crate) order: Vec<String>,
+    pub(crate) facts: HashMap<String, History>,
     /// Tombstones in file order: (the record, the last `put` before it).
-    pub forgets: Vec<(Record, Option<Fact>)>,
+    pub(crate) forgets: Vec<(Record, Option<Fact>)>,
 }
 
 impl JournalView {
     /// Reads every journal file of the root (bad lines are skipped; the index reports them).
-    pub fn read(facts_dir: &Path) -> Result<JournalView> {
+    pub(crate) fn read(facts_dir: &Path) -> Result<JournalView> {
         let mut view = JournalView::default();
         if !facts_dir.exists() {
             return Ok(view);
@@ -215,7 +215,7 @@ impl JournalView {
     }
 
     /// Live histories in first-seen order.
-    pub fn live(&self) -> impl Iterator<Item = &History> {
+    pub(crate) fn live(&self) -> impl Iterator<Item = &History> {
         self.order
             .iter()
             .filter_map(|id| self.facts.get(id))
@@ -377,7 +377,7 @@ fn judge_salience(
 #[derive(Debug, Clone, Serialize)]
 pub struct Status {
     /// Whether the scheduler runs it.
-    pub enabled: bool,
+    pub(crate) enabled: bool,
     /// Last attempt.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) last_run: Option<DateTime<Utc>>,
@@ -385,7 +385,7 @@ pub struct Status {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub result: Option<&'static str>,
     /// Failures since the last success.
-    pub failures: u32,
+    pub(crate) failures: u32,
     /// When it runs next (absent when disabled).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_run: Option<DateTime<Utc>>,

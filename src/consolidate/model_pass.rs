@@ -60,19 +60,19 @@ Use only ids you were given. An empty list is fine.";
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct InputMemory {
     /// Fact id.
-    pub id: String,
+    pub(crate) id: String,
     /// Scene.
-    pub scene: String,
+    pub(crate) scene: String,
     /// short or long.
-    pub stage: Stage,
+    pub(crate) stage: Stage,
     /// Kind.
-    pub kind: String,
+    pub(crate) kind: String,
     /// Sensitivity.
-    pub privacy: Privacy,
+    pub(crate) privacy: Privacy,
     /// When.
-    pub ts: chrono::DateTime<chrono::Utc>,
+    pub(crate) ts: chrono::DateTime<chrono::Utc>,
     /// Text.
-    pub text: String,
+    pub(crate) text: String,
 }
 
 /// One proposed operation.

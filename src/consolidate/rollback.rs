@@ -65,9 +65,9 @@ fn reason_names_run(reason: Option<&str>, run: &str) -> bool {
 #[derive(Debug, Clone, Serialize)]
 pub struct RollbackReport {
     /// What was undone.
-    pub target: String,
+    pub(crate) target: String,
     /// Nothing was changed.
-    pub dry_run: bool,
+    pub(crate) dry_run: bool,
     /// Ids the run wrote, now forgotten.
     pub forgotten: Vec<String>,
     /// Ids the run forgot, now back with their earlier content.

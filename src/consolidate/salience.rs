@@ -126,7 +126,7 @@ pub struct Features {
     /// An explicit "remember this" cue (outside a question).
     pub(crate) cue: bool,
     /// The first personal-fact category whose pattern matches.
-    pub category: Option<&'static str>,
+    pub(crate) category: Option<&'static str>,
     /// About the speaker or someone they know (first person, kin words).
     pub(crate) anchored: bool,
     /// A question or a request to look something up.
@@ -136,12 +136,12 @@ pub struct Features {
     /// Laughter or joke markers.
     pub(crate) banter: bool,
     /// Fewer than 4 letters or CJK characters.
-    pub tiny: bool,
+    pub(crate) tiny: bool,
 }
 
 impl Features {
     /// Reads the features of `text`.
-    pub fn of(text: &str) -> Features {
+    pub(crate) fn of(text: &str) -> Features {
         let question = QUESTION_END.is_match(text) || QUESTION_WORD.is_match(text);
         let words = text.chars().filter(|c| c.is_alphanumeric()).count();
         Features {
@@ -159,7 +159,7 @@ impl Features {
     }
 
     /// The rules' share of the score.
-    pub fn score(&self) -> f32 {
+    pub(crate) fn score(&self) -> f32 {
         let mut s = 0.0;
         if self.cue {
             s += 1.0;
@@ -291,7 +291,7 @@ fn max_cos(v: &[f32], set: &[Vec<f32>]) -> f32 {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Signals {
     /// The rules.
-    pub features: Features,
+    pub(crate) features: Features,
     /// Similarity to keep prototypes minus similarity to drop prototypes
     /// (absent without an embedder).
     pub margin: Option<f32>,
@@ -299,7 +299,7 @@ pub struct Signals {
 
 impl Signals {
     /// The score under `cal` (the margin counts 0 when absent).
-    pub fn score(&self, cal: Calibration) -> f32 {
+    pub(crate) fn score(&self, cal: Calibration) -> f32 {
         self.features.score() + cal.weight * self.margin.unwrap_or(0.0)
     }
 }
@@ -334,7 +334,7 @@ pub(crate) fn calibrated_for(model_id: &str) -> bool {
 }
 
 /// The calibration for these signals: with margins, [`WITH_EMBEDDER`].
-pub fn shipped(with_embedder: bool) -> Calibration {
+pub(crate) fn shipped(with_embedder: bool) -> Calibration {
     if with_embedder {
         WITH_EMBEDDER
     } else {
@@ -350,7 +350,7 @@ pub struct Verdict {
     /// The score.
     pub score: f32,
     /// Why, for the report: `cue`, a category, or `similar to kept facts`.
-    pub reason: String,
+    pub(crate) reason: String,
 }
 
 /// Judges one line.
@@ -377,7 +377,7 @@ pub struct Figures {
     /// Kept lines that should be kept / lines that should be kept.
     pub recall: f64,
     /// Lines judged.
-    pub n: usize,
+    pub(crate) n: usize,
 }
 
 /// Precision and recall of `cal` over labelled signals.

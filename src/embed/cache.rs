@@ -28,7 +28,7 @@ pub struct VectorCache {
 
 impl VectorCache {
     /// Opens (creating if needed) the cache database at `path`.
-    pub fn open(path: &Path) -> Result<VectorCache> {
+    pub(crate) fn open(path: &Path) -> Result<VectorCache> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).ctx("cannot create cache directory", dir)?;
         }
@@ -46,7 +46,7 @@ impl VectorCache {
     }
 
     /// The key of `passage` embedded by `model_id`.
-    pub fn key(model_id: &str, passage: &str) -> CacheKey {
+    pub(crate) fn key(model_id: &str, passage: &str) -> CacheKey {
         let mut h = Sha256::new();
         h.update(model_id.as_bytes());
         h.update([0u8]);

@@ -35,7 +35,7 @@ pub(crate) enum Pooling {
 
 impl Pooling {
     /// The config spelling.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Pooling::Mean => "mean",
             Pooling::Cls => "cls",
@@ -80,7 +80,7 @@ pub trait Embedder: Send + Sync {
 }
 
 /// Scales `v` to unit L2 norm (a zero vector stays zero).
-pub fn normalize(v: &mut [f32]) {
+pub(crate) fn normalize(v: &mut [f32]) {
     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
     if norm > 0.0 {
         for x in v.iter_mut() {
@@ -91,7 +91,7 @@ pub fn normalize(v: &mut [f32]) {
 
 /// Where an [`EmbedderSlot`] stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum EmbedderStatus {
+pub(crate) enum EmbedderStatus {
     /// Loaded: the model id.
     Loaded(String),
     /// Loading failed or is disabled: why.
@@ -142,7 +142,7 @@ impl EmbedderSlot {
     }
 
     /// Where the embedder stands, without starting to load it.
-    pub fn status(&self) -> EmbedderStatus {
+    pub(crate) fn status(&self) -> EmbedderStatus {
         match self.loaded.get() {
             Some(Ok(e)) => EmbedderStatus::Loaded(e.model_id().to_string()),
             Some(Err(reason)) => EmbedderStatus::Unavailable(reason.clone()),
@@ -154,20 +154,20 @@ impl EmbedderSlot {
     /// concurrent searches would otherwise all embed the same memories. This
     /// is not the writer: writes never take it, so they never wait for
     /// embedding.
-    pub fn pass(&self) -> MutexGuard<'_, ()> {
+    pub(crate) fn pass(&self) -> MutexGuard<'_, ()> {
         self.pass
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The embedder if it is already loaded; never starts loading it.
-    pub fn loaded(&self) -> Option<Arc<dyn Embedder>> {
+    pub(crate) fn loaded(&self) -> Option<Arc<dyn Embedder>> {
         self.loaded.get().and_then(|r| r.as_ref().ok().cloned())
     }
 
     /// The embedder, loading it on the first call; an `EMBEDDING_UNAVAILABLE`
     /// error says why there is none. A failed load is not retried.
-    pub fn get(&self) -> Result<Arc<dyn Embedder>, Error> {
+    pub(crate) fn get(&self) -> Result<Arc<dyn Embedder>, Error> {
         let loaded = self.loaded.get_or_init(|| {
             let Some(config) = &self.config else {
                 return Err("no embedder configured".to_string());
@@ -196,7 +196,7 @@ impl EmbedderSlot {
 }
 
 /// A vector as little-endian `f32` bytes (the layout sqlite-vec reads).
-pub fn to_bytes(v: &[f32]) -> Vec<u8> {
+pub(crate) fn to_bytes(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
@@ -221,7 +221,7 @@ pub(crate) fn from_bytes(b: &[u8]) -> Option<Vec<f32>> {
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct EmbedderConfig {
     /// Whether to load the model at all.
-    pub enabled: bool,
+    pub(crate) enabled: bool,
     /// Directory with `model_int8.onnx` (or `model.onnx`) and `tokenizer.json`;
     /// empty means `$MEMD_MODELS_DIR/multilingual-e5-small`, with
     /// `$MEMD_MODELS_DIR` defaulting to `~/.cache/memory-hub/models`.

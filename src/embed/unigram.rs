@@ -173,7 +173,7 @@ pub struct CompactUnigram {
 
 impl CompactUnigram {
     /// Builds the table from `(piece, score)` pairs in id order.
-    pub fn new(
+    pub(crate) fn new(
         vocab: Vec<(String, f64)>,
         unk_id: Option<usize>,
         byte_fallback: bool,

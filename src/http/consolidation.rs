@@ -20,7 +20,7 @@ fn admin(caller: &Caller) -> Result<(), ApiError> {
 }
 
 /// `GET /v1/consolidation/runs`: every saved run, newest first.
-pub async fn runs(State(st): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
+pub(crate) async fn runs(State(st): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
     admin(&caller)?;
     let runs = st.run(|hub| report::list(hub.layout())).await?;
     Ok(reply(
@@ -75,7 +75,7 @@ pub(crate) async fn run_now(
 
 /// `POST /v1/consolidation/rollback`: what `memd rollback` does, while the
 /// daemon holds the writer lock.
-pub async fn rollback(
+pub(crate) async fn rollback(
     State(st): State<AppState>,
     caller: Caller,
     ApiJson(body): ApiJson<RollbackBody>,

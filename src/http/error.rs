@@ -20,14 +20,14 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
 #[derive(Debug, Clone)]
 pub(crate) struct ApiError {
     /// Stable code.
-    pub code: ErrorCode,
+    pub(crate) code: ErrorCode,
     /// What the caller sees.
-    pub message: String,
+    pub(crate) message: String,
 }
 
 impl ApiError {
     /// An error with this code and message.
-    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+    pub(crate) fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         ApiError {
             code,
             message: message.into(),
@@ -35,7 +35,7 @@ impl ApiError {
     }
 
     /// 400 INVALID_INPUT.
-    pub fn invalid(message: impl Into<String>) -> Self {
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::InvalidInput, message)
     }
 
@@ -61,7 +61,7 @@ impl ApiError {
     }
 
     /// The JSON envelope.
-    pub fn envelope(&self) -> serde_json::Value {
+    pub(crate) fn envelope(&self) -> serde_json::Value {
         serde_json::json!({
             "error": {
                 "code": self.code.as_str(),

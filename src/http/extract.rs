@@ -56,7 +56,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for RequiredJson<T> {
 /// How long a client may take to send a request body once its headers are in.
 /// A body that trickles in (or never comes) would otherwise hold its
 /// connection and a task for as long as the client likes.
-pub const BODY_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+pub(crate) const BODY_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 async fn read_body<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
     let read = tokio::time::timeout(BODY_READ_TIMEOUT, Bytes::from_request(req, state))

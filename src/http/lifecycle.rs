@@ -27,7 +27,7 @@ fn note(ids: impl IntoIterator<Item = String>) -> AuditNote {
 }
 
 /// `POST /v1/tags`: adds/removes tags and sets importance (a new `put` line, same id).
-pub async fn tags(
+pub(crate) async fn tags(
     State(st): State<AppState>,
     caller: Caller,
     ApiJson(body): ApiJson<TagsBody>,

@@ -49,7 +49,7 @@ use error::ApiError;
 use extract::{Caller, MAX_BODY_BYTES};
 
 /// The current time; injectable so tests can move the clock.
-pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
+pub(crate) type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
 
 /// Shared state of the HTTP server.
 #[derive(Clone)]
@@ -94,7 +94,7 @@ impl AppState {
     }
 
     /// The hub.
-    pub fn hub(&self) -> &Arc<Hub> {
+    pub(crate) fn hub(&self) -> &Arc<Hub> {
         &self.hub
     }
 
@@ -149,11 +149,11 @@ pub struct Route {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct AuditNote {
     /// Scene acted in.
-    pub scene: Option<String>,
+    pub(crate) scene: Option<String>,
     /// Ids returned or changed.
-    pub hits: Vec<String>,
+    pub(crate) hits: Vec<String>,
     /// Route-specific facts.
-    pub extra: Option<serde_json::Value>,
+    pub(crate) extra: Option<serde_json::Value>,
 }
 
 /// A JSON response carrying its audit note.

@@ -28,18 +28,18 @@ pub(crate) const MAX_CONTENT_CHARS: usize = 100_000;
 #[derive(Debug, Clone, Serialize)]
 pub struct Category {
     /// Unique name, e.g. `coding-standards`.
-    pub name: String,
+    pub(crate) name: String,
     /// One of [`SLOTS`].
     pub slot: String,
     /// The scene it belongs to.
-    pub scene: Scene,
+    pub(crate) scene: Scene,
     /// Its document id.
     pub doc_id: String,
     /// When the file was last written.
     pub(crate) updated_at: DateTime<Utc>,
     /// The first 200 characters (list).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub preview: Option<String>,
+    pub(crate) preview: Option<String>,
     /// The full Markdown content (get/set).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,

@@ -63,9 +63,9 @@ pub struct TierCount {
     /// Expired ones still in the journal (restorable).
     pub expired: u64,
     /// Ones expiring within `lifecycle.expiringSoonDays`.
-    pub expiring_soon: u64,
+    pub(crate) expiring_soon: u64,
     /// The configured budget.
-    pub budget: u64,
+    pub(crate) budget: u64,
     /// Whether `count` exceeds the budget.
     pub(crate) over_budget: bool,
 }
@@ -76,12 +76,12 @@ pub struct TierReport {
     /// T0..T3.
     pub tiers: Vec<TierCount>,
     /// Whether some tier is over its budget.
-    pub over_capacity: bool,
+    pub(crate) over_capacity: bool,
 }
 
 impl Hub {
     /// Now, by the hub's clock.
-    pub fn now(&self) -> DateTime<Utc> {
+    pub(crate) fn now(&self) -> DateTime<Utc> {
         (self.clock.read().expect("clock poisoned"))()
     }
 
@@ -309,7 +309,7 @@ pub struct ArchivedMonth {
     /// The journal file: `<device>/YYYY-MM.jsonl`, or `YYYY-MM.jsonl` (legacy).
     pub month: String,
     /// Lines compressed.
-    pub lines: u64,
+    pub(crate) lines: u64,
 }
 
 impl Hub {

@@ -73,7 +73,7 @@ pub enum Mode {
 #[derive(Debug, Clone, Serialize)]
 pub struct Stats {
     /// The root.
-    pub root: String,
+    pub(crate) root: String,
     /// Index counts.
     #[serde(flatten)]
     pub counts: MetaCounts,
@@ -82,17 +82,17 @@ pub struct Stats {
     /// Journal bytes.
     pub(crate) journal_bytes: u64,
     /// Index bytes on disk.
-    pub index_bytes: u64,
+    pub(crate) index_bytes: u64,
     /// Documents in the text index (facts + chunks).
     pub text_documents: u64,
     /// Bad journal lines and unreadable documents.
     pub issues: Vec<String>,
     /// Whether this process holds the writer lock.
-    pub writer: bool,
+    pub(crate) writer: bool,
     /// Stored vectors (memories searchable semantically).
     pub vectors: u64,
     /// Memories waiting for their vector (embedded in the background).
-    pub pending_vectors: u64,
+    pub(crate) pending_vectors: u64,
 }
 
 /// The memory service over one root.
@@ -279,7 +279,7 @@ impl Hub {
     /// Commits pending index changes so that every reader sees them. Searches
     /// do this by themselves; a server also calls it on a timer so that other
     /// processes reading the index see recent writes.
-    pub fn flush(&self) -> Result<()> {
+    pub(crate) fn flush(&self) -> Result<()> {
         if self.writer.is_some() {
             if self.index.behind().is_some() {
                 self.try_recover_index();

@@ -71,7 +71,7 @@ pub struct TimelineEntry {
 #[derive(Debug, Clone, Serialize)]
 pub struct TimelineMonth {
     /// `YYYY-MM` (UTC).
-    pub month: String,
+    pub(crate) month: String,
     /// Items.
     pub items: Vec<TimelineEntry>,
 }
@@ -83,7 +83,7 @@ pub struct Timeline {
     pub months: Vec<TimelineMonth>,
     /// Pass as `before` to get the next page; absent on the last page.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub next_before: Option<String>,
+    pub(crate) next_before: Option<String>,
 }
 
 /// Which page of the timeline to read.
@@ -139,32 +139,32 @@ fn parse_before(before: &str) -> Result<(DateTime<Utc>, String)> {
 #[derive(Debug, Clone, Serialize)]
 pub struct Bootstrap {
     /// The scene the caller acts in.
-    pub scene: Scene,
+    pub(crate) scene: Scene,
     /// `memories/user/identity.md`, if the caller may see it.
-    pub identity: Option<Memory>,
+    pub(crate) identity: Option<Memory>,
     /// The audience card for the scene, if there is one.
-    pub audience: Option<Memory>,
+    pub(crate) audience: Option<Memory>,
     /// Titles (or openings) of the newest long-term memories.
-    pub recent_titles: Vec<RecentTitle>,
+    pub(crate) recent_titles: Vec<RecentTitle>,
     /// The newest memories about the agent itself (`subject: self`) written
     /// in the caller's own (write) scenes: what another audience's token
     /// wrote never shows up as the agent's own note.
-    pub recent_self: Vec<Memory>,
+    pub(crate) recent_self: Vec<Memory>,
     /// The category slots (always injected policy), as far as the caller may see them.
     pub categories: Vec<super::categories::Category>,
 }
 
 /// A one-line pointer to a memory.
 #[derive(Debug, Clone, Serialize)]
-pub struct RecentTitle {
+pub(crate) struct RecentTitle {
     /// Id, for `get`.
-    pub id: String,
+    pub(crate) id: String,
     /// When.
-    pub ts: DateTime<Utc>,
+    pub(crate) ts: DateTime<Utc>,
     /// The scene (audience) it lives in.
-    pub scene: Scene,
+    pub(crate) scene: Scene,
     /// Title, or the first 40 characters of the text.
-    pub title: String,
+    pub(crate) title: String,
 }
 
 /// First `max` characters of `text` on one line, with `…` when cut.
@@ -181,7 +181,7 @@ pub(crate) fn one_line(text: &str, max: usize) -> String {
 
 impl Hub {
     /// The newest facts visible under `filter`, optionally of one stage.
-    pub fn recent(
+    pub(crate) fn recent(
         &self,
         filter: &Filter,
         stage: Option<Stage>,
@@ -207,7 +207,7 @@ impl Hub {
     }
 
     /// Visible memories written in `[since, now]`, newest first (live chat, disclosure).
-    pub fn since(
+    pub(crate) fn since(
         &self,
         filter: &Filter,
         since: DateTime<Utc>,

@@ -56,12 +56,12 @@ pub(crate) fn recall_query(turns: &[String]) -> String {
 #[derive(Debug, Clone, Serialize)]
 pub struct RecallOutcome {
     /// The query that was searched for.
-    pub query: String,
+    pub(crate) query: String,
     /// Long-term (and short-term) memories for the conversation, best first.
-    pub hits: Vec<RecallHit>,
+    pub(crate) hits: Vec<RecallHit>,
     /// Recent short-term chat from the live side channel, oldest first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub live: Vec<Memory>,
+    pub(crate) live: Vec<Memory>,
     /// The rendered block, when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub block: Option<String>,
@@ -69,12 +69,12 @@ pub struct RecallOutcome {
 
 /// A recall hit.
 #[derive(Debug, Clone, Serialize)]
-pub struct RecallHit {
+pub(crate) struct RecallHit {
     /// The search hit.
     #[serde(flatten)]
-    pub hit: SearchHit,
+    pub(crate) hit: SearchHit,
     /// The person recall is for brought this up themselves.
-    pub self_mentioned: bool,
+    pub(crate) self_mentioned: bool,
 }
 
 /// Whether `m` is something `person` said themselves: ingested from them

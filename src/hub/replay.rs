@@ -33,9 +33,9 @@ const CATCH_UP_BATCH: usize = 5000;
 #[derive(Debug, Clone, Copy)]
 pub struct Progress {
     /// Journal bytes processed so far.
-    pub done: u64,
+    pub(crate) done: u64,
     /// Journal bytes to process in total.
-    pub total: u64,
+    pub(crate) total: u64,
 }
 
 /// What opening or a catch-up did.

@@ -56,7 +56,7 @@ impl Filter {
     }
 
     /// Whether nothing at all is visible.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.any_of.is_empty()
     }
 

@@ -101,13 +101,13 @@ pub struct LearnedFusion {
     /// Whether hybrid search uses the model (else reciprocal rank fusion).
     pub enabled: bool,
     /// Feature names, in the order of [`FEATURES`].
-    pub features: Vec<String>,
+    pub(crate) features: Vec<String>,
     /// Mean subtracted from each feature before weighting.
-    pub mean: Vec<f32>,
+    pub(crate) mean: Vec<f32>,
     /// Scale each centred feature is divided by.
-    pub scale: Vec<f32>,
+    pub(crate) scale: Vec<f32>,
     /// One weight per feature.
-    pub weights: Vec<f32>,
+    pub(crate) weights: Vec<f32>,
     /// Intercept.
     pub(crate) bias: f32,
 }

@@ -234,7 +234,8 @@ pub(crate) fn tier_counts(
 }
 
 /// Access counts of facts.
-pub fn accesses(conn: &rusqlite::Connection, id: &str) -> Result<u32> {
+#[cfg(test)]
+pub(crate) fn accesses(conn: &rusqlite::Connection, id: &str) -> Result<u32> {
     Ok(conn
         .prepare_cached("SELECT accesses FROM memories WHERE id = ?")?
         .query_row([id], |r| r.get::<_, i64>(0))

@@ -128,34 +128,34 @@ pub(crate) const MEMORY_COLUMNS: &str = "id, origin, doc_id, path, ts, scene, ki
 
 /// Extra per-fact columns that are not part of [`Memory`].
 #[derive(Debug, Clone, Default)]
-pub struct FactExtras {
+pub(crate) struct FactExtras {
     /// Ingest idempotency key.
-    pub source_message_id: Option<String>,
+    pub(crate) source_message_id: Option<String>,
     /// Client idempotency key.
-    pub idempotency_key: Option<String>,
+    pub(crate) idempotency_key: Option<String>,
     /// Writing device.
-    pub device: String,
+    pub(crate) device: String,
     /// Journal file and 1-based line of the `put`.
-    pub journal: Option<(String, u64)>,
+    pub(crate) journal: Option<(String, u64)>,
     /// Dedup key ([`crate::lifecycle::content_hash`]).
     pub(crate) content_hash: Option<String>,
     /// Accesses since the last promotion.
-    pub accesses: u32,
+    pub(crate) accesses: u32,
 }
 
 /// A document's bookkeeping row.
 #[derive(Debug, Clone, PartialEq)]
-pub struct DocumentRow {
+pub(crate) struct DocumentRow {
     /// `doc-<hash8>`.
-    pub doc_id: String,
+    pub(crate) doc_id: String,
     /// Path relative to `memories/`.
-    pub path: String,
+    pub(crate) path: String,
     /// sha256 of the file.
-    pub hash: String,
+    pub(crate) hash: String,
     /// Title.
-    pub title: String,
+    pub(crate) title: String,
     /// Number of chunks.
-    pub chunks: usize,
+    pub(crate) chunks: usize,
 }
 
 /// Counts for `memd stats`.
@@ -168,15 +168,15 @@ pub struct MetaCounts {
     /// Forgotten facts.
     pub forgotten: u64,
     /// Document chunks.
-    pub chunks: u64,
+    pub(crate) chunks: u64,
     /// Documents.
     pub documents: u64,
     /// Active memories by stage.
     pub(crate) by_stage: HashMap<String, u64>,
     /// Active memories by scene.
-    pub by_scene: HashMap<String, u64>,
+    pub(crate) by_scene: HashMap<String, u64>,
     /// Active memories by privacy.
-    pub by_privacy: HashMap<String, u64>,
+    pub(crate) by_privacy: HashMap<String, u64>,
     /// Active memories by retention tier (`none` for short-term chat and untiered documents).
     pub(crate) by_tier: HashMap<String, u64>,
 }
@@ -274,7 +274,7 @@ pub(crate) fn filter_sql(filter: &Filter) -> (String, Vec<String>) {
 
 impl MetaDb {
     /// Opens the database at `path`; `writable` also migrates and keeps a write connection.
-    pub fn open(path: &Path, writable: bool) -> Result<MetaDb> {
+    pub(crate) fn open(path: &Path, writable: bool) -> Result<MetaDb> {
         crate::index::vector::register_extension();
         let writer = if writable {
             let mut conn = Connection::open(path)?;
@@ -453,7 +453,7 @@ impl MetaDb {
     }
 
     /// Documents as last indexed, by path.
-    pub fn documents(&self) -> Result<HashMap<String, DocumentRow>> {
+    pub(crate) fn documents(&self) -> Result<HashMap<String, DocumentRow>> {
         self.with_reader(|c| {
             let mut stmt = c.prepare("SELECT doc_id, path, hash, title, chunks FROM documents")?;
             let rows = stmt.query_map([], |r| {
@@ -485,7 +485,7 @@ impl MetaDb {
     }
 
     /// Journal line issues and document issues, as `file:line: message` strings.
-    pub fn issues(&self) -> Result<Vec<String>> {
+    pub(crate) fn issues(&self) -> Result<Vec<String>> {
         self.with_reader(|c| {
             let mut out = Vec::new();
             let mut stmt =
@@ -517,7 +517,7 @@ impl MetaDb {
     }
 
     /// Counts for statistics.
-    pub fn counts(&self) -> Result<MetaCounts> {
+    pub(crate) fn counts(&self) -> Result<MetaCounts> {
         self.with_reader(|c| {
             let one = |sql: &str| -> Result<u64> {
                 Ok(c.query_row(sql, [], |r| r.get::<_, i64>(0))? as u64)
@@ -608,7 +608,8 @@ pub mod tx {
     }
 
     /// Marks a fact forgotten. Returns whether an active fact was found.
-    pub fn forget(tx: &Transaction<'_>, id: &str, at: DateTime<Utc>) -> Result<bool> {
+    #[cfg(test)]
+    pub(crate) fn forget(tx: &Transaction<'_>, id: &str, at: DateTime<Utc>) -> Result<bool> {
         let n = tx
             .prepare_cached(
                 "UPDATE memories SET forgotten_at = ? WHERE id = ? AND forgotten_at IS NULL",

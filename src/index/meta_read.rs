@@ -21,11 +21,11 @@ use crate::model::Memory;
 #[derive(Debug, Clone, Default)]
 pub struct Latest {
     /// At most this many rows.
-    pub limit: usize,
+    pub(crate) limit: usize,
     /// Only rows strictly before this `(ts, id)` position (a paging cursor).
-    pub before: Option<(DateTime<Utc>, String)>,
+    pub(crate) before: Option<(DateTime<Utc>, String)>,
     /// Only rows written at or after this instant.
-    pub since: Option<DateTime<Utc>>,
+    pub(crate) since: Option<DateTime<Utc>>,
     /// Also superseded rows: the history view (timeline), where a memory and
     /// what replaced it are shown side by side. Every other list leaves it off.
     pub history: bool,
@@ -63,7 +63,7 @@ impl MetaDb {
     }
 
     /// For each of `ids`, the visible memories that name it in `supersedes`.
-    pub fn superseded_by(
+    pub(crate) fn superseded_by(
         &self,
         ids: &[String],
         filter: &Filter,

@@ -54,7 +54,7 @@ pub(crate) const INDEX_FORMAT: &str = "6";
 
 /// One change to apply.
 #[derive(Debug, Clone)]
-pub enum Change {
+pub(crate) enum Change {
     /// A fact was written (or rewritten with the same id).
     PutFact {
         /// The fact as a searchable memory.
@@ -102,16 +102,16 @@ pub enum Change {
 #[derive(Debug, Default)]
 pub struct Batch {
     /// The changes, in order.
-    pub changes: Vec<Change>,
+    pub(crate) changes: Vec<Change>,
     /// New cursor per journal file.
     pub(crate) cursors: Vec<(String, Cursor)>,
     /// Bad journal lines found while reading.
-    pub issues: Vec<LineIssue>,
+    pub(crate) issues: Vec<LineIssue>,
 }
 
 impl Batch {
     /// Whether there is nothing to apply.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.changes.is_empty() && self.cursors.is_empty() && self.issues.is_empty()
     }
 }
@@ -182,9 +182,9 @@ const KEEP_BROKEN: usize = 2;
 pub struct Index {
     dir: PathBuf,
     /// Full-text index.
-    pub text: TextIndex,
+    pub(crate) text: TextIndex,
     /// Metadata store.
-    pub meta: MetaDb,
+    pub(crate) meta: MetaDb,
     lifecycle: std::sync::RwLock<crate::lifecycle::LifecycleConfig>,
     /// Why the index is behind the journal after a failed apply or commit, until caught up.
     /// (failures so far, why it is behind now).
@@ -194,7 +194,7 @@ pub struct Index {
 impl Index {
     /// Opens the index in `dir`. In writable mode a missing or outdated index is
     /// created empty (the caller then catches up from the files).
-    pub fn open(dir: &Path, writable: bool) -> Result<Index> {
+    pub(crate) fn open(dir: &Path, writable: bool) -> Result<Index> {
         let marker = dir.join("FORMAT");
         if writable {
             let current = std::fs::read_to_string(&marker).ok();
@@ -290,14 +290,14 @@ impl Index {
 
     /// Why the index is behind the journal (after a storage error), if it
     /// is, with the number of failures so far (for [`Index::caught_up`]).
-    pub fn behind(&self) -> Option<(u64, String)> {
+    pub(crate) fn behind(&self) -> Option<(u64, String)> {
         let behind = self.behind.lock().expect("index state poisoned");
         behind.1.clone().map(|reason| (behind.0, reason))
     }
 
     /// Records that a full catch-up and commit, started when `failures`
     /// failures had happened, succeeded; a failure since keeps it behind.
-    pub fn caught_up(&self, failures: u64) {
+    pub(crate) fn caught_up(&self, failures: u64) {
         let mut behind = self.behind.lock().expect("index state poisoned");
         if behind.0 == failures {
             behind.1 = None;

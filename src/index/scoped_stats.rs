@@ -61,7 +61,7 @@ pub struct ScopedStats<'a> {
 impl<'a> ScopedStats<'a> {
     /// The documents of `searcher` that match `filter` (every live document when `None`).
     #[cfg(test)]
-    pub fn new(searcher: &'a Searcher, filter: Option<&dyn Query>) -> tantivy::Result<Self> {
+    pub(crate) fn new(searcher: &'a Searcher, filter: Option<&dyn Query>) -> tantivy::Result<Self> {
         Ok(ScopedStats {
             searcher,
             visible: Arc::new(Visible::compute(searcher, filter)?),
@@ -69,7 +69,7 @@ impl<'a> ScopedStats<'a> {
     }
 
     /// Visible documents containing `term`.
-    pub fn count(&self, term: &Term) -> tantivy::Result<u64> {
+    pub(crate) fn count(&self, term: &Term) -> tantivy::Result<u64> {
         if let Some(n) = self.visible.dfs.lock().expect("stats poisoned").get(term) {
             return Ok(*n);
         }
@@ -175,7 +175,7 @@ struct CacheState {
 impl StatsCache {
     /// An empty cache; `expires` names the fast field the filters' expiry
     /// conditions test (`expires > instant`).
-    pub fn new(expires: &'static str) -> Self {
+    pub(crate) fn new(expires: &'static str) -> Self {
         StatsCache {
             expires,
             state: Mutex::default(),

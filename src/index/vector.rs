@@ -143,7 +143,7 @@ fn table_exists(conn: &Connection) -> Result<bool> {
 }
 
 /// Deletes the vectors of these memory ids (a no-op for ids without one).
-pub fn delete(tx: &Transaction<'_>, ids: &[String]) -> Result<()> {
+pub(crate) fn delete(tx: &Transaction<'_>, ids: &[String]) -> Result<()> {
     if ids.is_empty() || !table_exists(tx)? {
         return Ok(());
     }
@@ -156,16 +156,16 @@ pub fn delete(tx: &Transaction<'_>, ids: &[String]) -> Result<()> {
 
 /// A memory waiting for its vector: id, text to embed and visibility columns.
 #[derive(Debug, Clone)]
-pub struct Pending {
+pub(crate) struct Pending {
     /// Memory id.
-    pub id: String,
+    pub(crate) id: String,
     /// Title and text, as embedded.
-    pub text: String,
+    pub(crate) text: String,
     /// Visibility values in [`Filter::field_sets`] order: scene, privacy,
     /// stage, kind, subject, origin.
     pub(crate) columns: [String; 6],
     /// Expiry in milliseconds since the epoch, `i64::MAX` for none.
-    pub expires: i64,
+    pub(crate) expires: i64,
 }
 
 /// The columns of a memory waiting for its vector (`pending_row` reads them).
@@ -192,7 +192,7 @@ fn pending_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Pending> {
 }
 
 /// Up to `limit` searchable memories without a vector of the current model.
-pub fn pending(conn: &Connection, limit: usize) -> Result<Vec<Pending>> {
+pub(crate) fn pending(conn: &Connection, limit: usize) -> Result<Vec<Pending>> {
     let mut stmt = conn.prepare_cached(&format!("{PENDING_COLUMNS} ORDER BY id LIMIT ?"))?;
     let rows = stmt.query_map([limit as i64], pending_row)?;
     rows.map(|r| r.map_err(Error::from)).collect()
@@ -214,7 +214,7 @@ pub(crate) fn passage_text(title: Option<&str>, text: &str) -> String {
 /// storing transaction. A memory forgotten or already embedded meanwhile
 /// gets nothing; one whose text changed stays pending for the next pass; the
 /// visibility columns stored are the current ones, never the ones read before.
-pub fn store(tx: &Transaction<'_>, model: &str, rows: &[(&Pending, &[f32])]) -> Result<u64> {
+pub(crate) fn store(tx: &Transaction<'_>, model: &str, rows: &[(&Pending, &[f32])]) -> Result<u64> {
     let mut current = tx.prepare_cached(&format!("{PENDING_COLUMNS} AND id = ?"))?;
     let mut del = tx.prepare_cached(&format!("DELETE FROM {TABLE} WHERE id = ?"))?;
     let coarse = layout(tx)? == Some(true);
@@ -409,7 +409,7 @@ pub(crate) fn pending_count(conn: &Connection) -> Result<u64> {
 }
 
 /// Number of stored vectors (0 when the table does not exist yet).
-pub fn count(conn: &Connection) -> Result<u64> {
+pub(crate) fn count(conn: &Connection) -> Result<u64> {
     if !table_exists(conn)? {
         return Ok(0);
     }

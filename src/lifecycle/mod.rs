@@ -35,9 +35,9 @@ pub(crate) struct TierDays {
     /// T1 (long-lived).
     pub(crate) t1: u32,
     /// T2 (the default tier).
-    pub t2: u32,
+    pub(crate) t2: u32,
     /// T3 (transient).
-    pub t3: u32,
+    pub(crate) t3: u32,
 }
 
 impl Default for TierDays {
@@ -55,13 +55,13 @@ impl Default for TierDays {
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub(crate) struct TierBudgets {
     /// T0.
-    pub t0: u64,
+    pub(crate) t0: u64,
     /// T1.
     pub(crate) t1: u64,
     /// T2.
-    pub t2: u64,
+    pub(crate) t2: u64,
     /// T3.
-    pub t3: u64,
+    pub(crate) t3: u64,
 }
 
 impl Default for TierBudgets {
@@ -118,7 +118,7 @@ impl Default for LifecycleConfig {
 
 impl LifecycleConfig {
     /// Checks the settings once, at load.
-    pub fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         let d = &self.tier_days;
         if d.t1 == 0 || d.t2 == 0 || d.t3 == 0 || d.t1 > 36_500 || d.t2 > 36_500 || d.t3 > 36_500 {
             return Err(Error::invalid(
@@ -130,7 +130,7 @@ impl LifecycleConfig {
 
     /// How long a long-term memory of `tier` lives after its last access;
     /// `None` (never expires) for T0 and for every tier unless `tierExpiry` is on.
-    pub fn lifetime(&self, tier: Tier) -> Option<Duration> {
+    pub(crate) fn lifetime(&self, tier: Tier) -> Option<Duration> {
         if !self.tier_expiry {
             return None;
         }
@@ -144,12 +144,12 @@ impl LifecycleConfig {
     }
 
     /// The expiry of a memory of `tier` last accessed (or written) at `at`.
-    pub fn expiry(&self, tier: Tier, at: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    pub(crate) fn expiry(&self, tier: Tier, at: DateTime<Utc>) -> Option<DateTime<Utc>> {
         self.lifetime(tier).map(|d| at + d)
     }
 
     /// The budget of a tier.
-    pub fn budget(&self, tier: Tier) -> u64 {
+    pub(crate) fn budget(&self, tier: Tier) -> u64 {
         match tier {
             Tier::T0 => self.budgets.t0,
             Tier::T1 => self.budgets.t1,
@@ -190,11 +190,11 @@ impl LifecycleConfig {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TouchState {
     /// Retention tier.
-    pub tier: Tier,
+    pub(crate) tier: Tier,
     /// Accesses since the last promotion.
-    pub accesses: u32,
+    pub(crate) accesses: u32,
     /// When it leaves the index.
-    pub expires_at: Option<DateTime<Utc>>,
+    pub(crate) expires_at: Option<DateTime<Utc>>,
 }
 
 /// The dedup key of a long-term memory: sha256 over scene (its audience),
@@ -218,7 +218,7 @@ pub fn content_hash(
 }
 
 /// Whether `expires_at` falls within the warning window after `now`.
-pub fn expiring_soon(
+pub(crate) fn expiring_soon(
     expires_at: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
     cfg: &LifecycleConfig,

@@ -62,7 +62,7 @@ retrying unchanged. Your token decides which scenes and privacy levels you can s
 
 /// The memory-hub MCP server. Cheap to clone: one per MCP session.
 #[derive(Clone)]
-pub struct MemoryServer {
+pub(crate) struct MemoryServer {
     upstream: Arc<Upstream>,
     /// The token used when the request itself carries none (stdio).
     token: Option<Arc<str>>,
@@ -72,7 +72,7 @@ pub struct MemoryServer {
 impl MemoryServer {
     /// A server calling `upstream`; `token` is the bearer token of every call
     /// unless the MCP request arrived over HTTP with its own.
-    pub fn new(upstream: Arc<Upstream>, token: Option<String>) -> Self {
+    pub(crate) fn new(upstream: Arc<Upstream>, token: Option<String>) -> Self {
         MemoryServer {
             upstream,
             token: token.map(Arc::from),
@@ -81,7 +81,8 @@ impl MemoryServer {
     }
 
     /// The tools, as listed to clients.
-    pub fn tools(&self) -> Vec<Tool> {
+    #[cfg(test)]
+    pub(crate) fn tools(&self) -> Vec<Tool> {
         self.tool_router.list_all()
     }
 

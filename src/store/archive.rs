@@ -66,7 +66,7 @@ pub(crate) fn archived_months(facts: &Path) -> Result<Vec<String>> {
 }
 
 /// The decompressed bytes of a month's archive (empty if it has none).
-pub fn read(facts: &Path, month_file: &str) -> Result<Vec<u8>> {
+pub(crate) fn read(facts: &Path, month_file: &str) -> Result<Vec<u8>> {
     let path = archive_path(facts, month_file);
     let f = match std::fs::File::open(&path) {
         Ok(f) => f,
@@ -81,7 +81,7 @@ pub fn read(facts: &Path, month_file: &str) -> Result<Vec<u8>> {
 }
 
 /// The decompressed length of a month's archive, from the gzip trailer (0 if none).
-pub fn len(facts: &Path, month_file: &str) -> Result<u64> {
+pub(crate) fn len(facts: &Path, month_file: &str) -> Result<u64> {
     use std::io::{Seek, SeekFrom};
     let path = archive_path(facts, month_file);
     let mut f = match std::fs::File::open(&path) {

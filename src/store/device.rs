@@ -105,7 +105,7 @@ pub(crate) fn sanitize(name: &str) -> Option<String> {
 /// `config.json`, empty for none). With `create` (the writer),
 /// a missing or unreadable `device.json` is (re)written with a new id;
 /// without it, an id that cannot be read is reported as `unknown`.
-pub fn resolve(layout: &Layout, configured: &str, create: bool) -> Result<String> {
+pub(crate) fn resolve(layout: &Layout, configured: &str, create: bool) -> Result<String> {
     if !configured.trim().is_empty() {
         if let Some(id) = sanitize(configured) {
             return Ok(id);

@@ -144,22 +144,22 @@ pub(crate) fn content_len(facts: &Path, file: &str) -> Result<u64> {
 /// How far a file has been read: the byte offset after the last complete line
 /// and the number of lines before it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Cursor {
+pub(crate) struct Cursor {
     /// Byte offset just after the last consumed newline.
-    pub offset: u64,
+    pub(crate) offset: u64,
     /// Lines consumed so far (the next line is `lines + 1`).
-    pub lines: u64,
+    pub(crate) lines: u64,
 }
 
 /// A line that could not be used, with its location.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LineIssue {
+pub(crate) struct LineIssue {
     /// Journal file name.
-    pub file: String,
+    pub(crate) file: String,
     /// 1-based line number.
-    pub line: u64,
+    pub(crate) line: u64,
     /// What is wrong with it.
-    pub message: String,
+    pub(crate) message: String,
 }
 
 impl std::fmt::Display for LineIssue {
@@ -172,9 +172,9 @@ impl std::fmt::Display for LineIssue {
 #[derive(Debug)]
 pub(crate) struct ScanItem {
     /// The parsed record, or what was wrong with the line.
-    pub entry: std::result::Result<Record, LineIssue>,
+    pub(crate) entry: std::result::Result<Record, LineIssue>,
     /// Position after this line.
-    pub cursor: Cursor,
+    pub(crate) cursor: Cursor,
 }
 
 /// Parses one journal line.
@@ -318,7 +318,7 @@ impl JournalWriter {
     /// becomes one reported corrupt line.
     ///
     /// Returns the writer and the torn tails it terminated.
-    pub fn open(facts: &Path, device: &str) -> Result<(Self, Vec<LineIssue>)> {
+    pub(crate) fn open(facts: &Path, device: &str) -> Result<(Self, Vec<LineIssue>)> {
         if !device::is_device_name(device) {
             return Err(Error::Internal(format!(
                 "{device:?} is not usable as a journal directory name"
@@ -346,7 +346,7 @@ impl JournalWriter {
     }
 
     /// Forgets open file handles (after months were archived) and repeats [`JournalWriter::open`].
-    pub fn reopen(&mut self) -> Result<Vec<LineIssue>> {
+    pub(crate) fn reopen(&mut self) -> Result<Vec<LineIssue>> {
         let (fresh, repaired) = JournalWriter::open(&self.facts, &self.device)?;
         *self = fresh;
         Ok(repaired)
@@ -435,7 +435,7 @@ impl JournalWriter {
     /// file is fsync'd once and read back. Returns the end offset of each
     /// touched file. On any failure every file of the group is truncated back
     /// to where it was, and nothing of the group is stored.
-    pub fn append(&mut self, records: &[Record]) -> Result<AppendEnds> {
+    pub(crate) fn append(&mut self, records: &[Record]) -> Result<AppendEnds> {
         let mut by_file: BTreeMap<String, Vec<u8>> = BTreeMap::new();
         for r in records {
             let mut line = serde_json::to_vec(r)

@@ -63,44 +63,44 @@ pub(crate) const SYMLINK_ISSUE: &str =
 
 /// A parsed document, ready to index.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Document {
+pub(crate) struct Document {
     /// Path relative to `memories/`, with `/` separators.
     pub(crate) rel_path: String,
     /// `doc-<pathHash8>`, or `doc-id-<id>` when the front matter gives `id`.
-    pub doc_id: String,
+    pub(crate) doc_id: String,
     /// Front matter title, else the first heading, else the file stem.
-    pub title: String,
+    pub(crate) title: String,
     /// Audience.
-    pub scene: Scene,
+    pub(crate) scene: Scene,
     /// Sensitivity.
-    pub privacy: Privacy,
+    pub(crate) privacy: Privacy,
     /// Kind word (`doc`, `identity`, `audience`, or the front matter's).
-    pub kind: String,
+    pub(crate) kind: String,
     /// Whose memory it is.
-    pub subject: Subject,
+    pub(crate) subject: Subject,
     /// Tags.
-    pub tags: Vec<String>,
+    pub(crate) tags: Vec<String>,
     /// 0–1.
-    pub importance: f32,
+    pub(crate) importance: f32,
     /// Retention tier, if given.
-    pub tier: Option<Tier>,
+    pub(crate) tier: Option<Tier>,
     /// Last modification time of the file.
     pub(crate) modified: DateTime<Utc>,
     /// sha256 of the file bytes.
-    pub hash: String,
+    pub(crate) hash: String,
     /// The chunks, in order.
-    pub chunks: Vec<Chunk>,
+    pub(crate) chunks: Vec<Chunk>,
 }
 
 /// One indexed piece of a document.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Chunk {
+pub(crate) struct Chunk {
     /// 0-based position.
     pub(crate) ord: usize,
     /// The heading the chunk sits under, if any.
-    pub heading: Option<String>,
+    pub(crate) heading: Option<String>,
     /// The chunk text, heading included.
-    pub text: String,
+    pub(crate) text: String,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -140,10 +140,10 @@ enum TagList {
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct Listing {
     /// Markdown files (not under `facts/`), relative, `/`-separated, sorted.
-    pub documents: Vec<String>,
+    pub(crate) documents: Vec<String>,
     /// Symbolic links that discovery did not follow: links named `*.md` and
     /// links to directories (they could hold documents), sorted.
-    pub links: Vec<String>,
+    pub(crate) links: Vec<String>,
 }
 
 /// Markdown files below `memories/` (not under `facts/`), as relative paths, sorted.
@@ -250,7 +250,7 @@ fn too_large(len: u64) -> Result<()> {
 }
 
 /// Reads and parses the document at `memories/<rel_path>`.
-pub fn load(
+pub(crate) fn load(
     memories: &Path,
     rel_path: &str,
     cfg: &DocsConfig,
@@ -458,7 +458,7 @@ fn front_matter(text: &str) -> Result<(FrontMatter, &str)> {
 }
 
 /// Parses document text (no IO). `modified` and `hash` are left empty.
-pub fn parse(
+pub(crate) fn parse(
     rel_path: &str,
     text: &str,
     cfg: &DocsConfig,

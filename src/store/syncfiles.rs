@@ -27,7 +27,7 @@ pub(crate) fn is_conflict_name(name: &str) -> bool {
 
 /// Conflict copies below `memories/` (journals included), as paths relative
 /// to it, sorted; at most `limit`, plus the total found.
-pub fn conflict_copies(memories: &Path, limit: usize) -> (Vec<String>, usize) {
+pub(crate) fn conflict_copies(memories: &Path, limit: usize) -> (Vec<String>, usize) {
     fn walk(
         base: &Path,
         dir: &Path,
@@ -66,7 +66,7 @@ pub fn conflict_copies(memories: &Path, limit: usize) -> (Vec<String>, usize) {
 /// `memories/`, so the index (`data/`), tokens, config and the device file,
 /// which live beside it, are never offered; this keeps temporary and
 /// conflict files and editor litter from travelling.
-pub fn stignore() -> &'static str {
+pub(crate) fn stignore() -> &'static str {
     "// Written by `memd sync init`: the Syncthing folder is memories/.\n\
      // data/, tokens.json, config.json and device.json live outside it and never sync.\n\
      (?d).DS_Store\n\
