@@ -31,7 +31,7 @@ fn is_false(b: &bool) -> bool {
 /// Output format of recent, recall and disclose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum Format {
+pub(crate) enum Format {
     /// Structured items only (the default).
     Json,
     /// Also a rendered text block, ready to put into a prompt.
@@ -40,7 +40,7 @@ pub enum Format {
 
 impl Format {
     /// Whether a rendered block is wanted.
-    pub fn is_block(format: Option<Format>) -> bool {
+    pub(crate) fn is_block(format: Option<Format>) -> bool {
         format == Some(Format::Block)
     }
 }
@@ -55,110 +55,110 @@ fn mode_from_str<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Search
 /// `POST /v1/bootstrap`.
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct BootstrapBody {
+pub(crate) struct BootstrapBody {
     /// How many recent titles and recent `self` memories to include (1-50, default 8).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub recent: Option<usize>,
+    pub(crate) recent: Option<usize>,
     /// The scene you act in (default: the token's first scene, usually `main`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Scene>")]
-    pub scene: Option<String>,
+    pub(crate) scene: Option<String>,
     /// Scenes to read (default: every scene the token may read).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Vec<Scene>>")]
-    pub scenes: Option<Vec<String>>,
+    pub(crate) scenes: Option<Vec<String>>,
     /// The owner is the one asking: adds the owner's own normal/personal memories (scope `from_owner`).
     #[serde(default, skip_serializing_if = "is_false")]
-    pub from_owner: bool,
+    pub(crate) from_owner: bool,
 }
 
 /// `POST /v1/search`.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct SearchBody {
+pub(crate) struct SearchBody {
     /// What to look for: keywords or a short natural-language question (Chinese or English).
-    pub query: String,
+    pub(crate) query: String,
     /// Hits wanted (default `search.defaultLimit`; above `search.maxLimit` it is lowered to it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit: Option<usize>,
+    pub(crate) limit: Option<usize>,
     /// Only `short` (recent chat) or only `long` (durable) memories.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stage: Option<Stage>,
+    pub(crate) stage: Option<Stage>,
     /// Only these kinds, e.g. ["preference", "event"].
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kinds: Option<Vec<String>>,
+    pub(crate) kinds: Option<Vec<String>>,
     /// fulltext, semantic or hybrid (default: the server's `search.mode`).
     #[serde(
         default,
         deserialize_with = "mode_from_str",
         skip_serializing_if = "Option::is_none"
     )]
-    pub mode: Option<SearchMode>,
+    pub(crate) mode: Option<SearchMode>,
     /// Relevance floor, 0-1: when the best hit has less evidence, no hits are returned (none unless given).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub min_score: Option<f32>,
+    pub(crate) min_score: Option<f32>,
     /// The scene you act in (default: the token's first scene).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Scene>")]
-    pub scene: Option<String>,
+    pub(crate) scene: Option<String>,
     /// Scenes to read (default: every scene the token may read).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Vec<Scene>>")]
-    pub scenes: Option<Vec<String>>,
+    pub(crate) scenes: Option<Vec<String>>,
     /// The owner is the one asking: adds the owner's own normal/personal memories (scope `from_owner`).
     #[serde(default, skip_serializing_if = "is_false")]
-    pub from_owner: bool,
+    pub(crate) from_owner: bool,
 }
 
 /// `POST /v1/get`.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct GetBody {
+pub(crate) struct GetBody {
     /// A fact id (`fact-main-…`), a document chunk id (`doc-1a2b3c4d#0`) or a document id.
-    pub id: String,
+    pub(crate) id: String,
     /// The scene you act in (default: the token's first scene).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Scene>")]
-    pub scene: Option<String>,
+    pub(crate) scene: Option<String>,
     /// Scenes to read (default: every scene the token may read).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Vec<Scene>>")]
-    pub scenes: Option<Vec<String>>,
+    pub(crate) scenes: Option<Vec<String>>,
     /// The owner is the one asking: adds the owner's own normal/personal memories (scope `from_owner`).
     #[serde(default, skip_serializing_if = "is_false")]
-    pub from_owner: bool,
+    pub(crate) from_owner: bool,
 }
 
 /// `POST /v1/recent`.
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RecentBody {
+pub(crate) struct RecentBody {
     /// Only `short` (recent chat) or only `long` memories (default: both).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stage: Option<Stage>,
+    pub(crate) stage: Option<Stage>,
     /// How many (1-100, default 8).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit: Option<usize>,
+    pub(crate) limit: Option<usize>,
     /// `block` adds a rendered text block.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub format: Option<Format>,
+    pub(crate) format: Option<Format>,
     /// The scene you act in (default: the token's first scene).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Scene>")]
-    pub scene: Option<String>,
+    pub(crate) scene: Option<String>,
     /// Scenes to read (default: every scene the token may read).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Vec<Scene>>")]
-    pub scenes: Option<Vec<String>>,
+    pub(crate) scenes: Option<Vec<String>>,
     /// The owner is the one asking: adds the owner's own normal/personal memories (scope `from_owner`).
     #[serde(default, skip_serializing_if = "is_false")]
-    pub from_owner: bool,
+    pub(crate) from_owner: bool,
 }
 
 /// A conversation turn: plain text, or a message object whose `text` is used.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
-pub enum Turn {
+pub(crate) enum Turn {
     /// Just the text.
     Text(String),
     /// A chat message (other keys are accepted and ignored).
@@ -176,7 +176,7 @@ pub enum Turn {
 
 impl Turn {
     /// The turn's text.
-    pub fn into_text(self) -> String {
+    pub(crate) fn into_text(self) -> String {
         match self {
             Turn::Text(s) | Turn::Message { text: s, .. } => s,
         }
@@ -186,333 +186,333 @@ impl Turn {
 /// The `live` side channel of `/v1/recall`: recent short-term chat.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct LiveBody {
+pub(crate) struct LiveBody {
     /// Lines of recent chat (1-50, default 6).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub k: Option<usize>,
+    pub(crate) k: Option<usize>,
     /// Window in minutes (1-1440, default 30).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub minutes: Option<u32>,
+    pub(crate) minutes: Option<u32>,
     /// Scenes to read live chat from (default: the request's scenes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scenes: Option<Vec<String>>,
+    pub(crate) scenes: Option<Vec<String>>,
 }
 
 /// `POST /v1/recall`.
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RecallBody {
+pub(crate) struct RecallBody {
     /// The last few conversation turns, oldest first (strings or `{text}` messages).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub messages: Vec<Turn>,
+    pub(crate) messages: Vec<Turn>,
     /// An explicit query instead of one built from `messages`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub query: Option<String>,
+    pub(crate) query: Option<String>,
     /// Maximum number of memories (above `search.maxLimit` it is lowered to it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit: Option<usize>,
+    pub(crate) limit: Option<usize>,
     /// Relevance floor, 0-1 (default 0.5 with the calibrated model, none without it; 0 turns it off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub min_score: Option<f32>,
+    pub(crate) min_score: Option<f32>,
     /// Also return recent short-term chat.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub live: Option<LiveBody>,
+    pub(crate) live: Option<LiveBody>,
     /// The person the conversation is with (provider user id): what they said themselves is marked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub person: Option<String>,
+    pub(crate) person: Option<String>,
     /// `block` adds a rendered text block ready for a prompt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub format: Option<Format>,
+    pub(crate) format: Option<Format>,
     /// The scene you act in (default: the token's first scene).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Scene>")]
-    pub scene: Option<String>,
+    pub(crate) scene: Option<String>,
     /// Scenes to read (default: every scene the token may read).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Vec<Scene>>")]
-    pub scenes: Option<Vec<String>>,
+    pub(crate) scenes: Option<Vec<String>>,
     /// The owner is the one asking: adds the owner's own normal/personal memories (scope `from_owner`).
     #[serde(default, skip_serializing_if = "is_false")]
-    pub from_owner: bool,
+    pub(crate) from_owner: bool,
 }
 
 /// `POST /v1/timeline`.
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct TimelineBody {
+pub(crate) struct TimelineBody {
     /// Page cursor: the `next_before` of the previous page, or an RFC 3339 time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub before: Option<String>,
+    pub(crate) before: Option<String>,
     /// One month only, `YYYY-MM`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub month: Option<String>,
+    pub(crate) month: Option<String>,
     /// Items per page (1-100, default 20).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit: Option<usize>,
+    pub(crate) limit: Option<usize>,
     /// Only `short` or only `long` memories (default: both).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stage: Option<Stage>,
+    pub(crate) stage: Option<Stage>,
     /// The scene you act in (default: the token's first scene).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Scene>")]
-    pub scene: Option<String>,
+    pub(crate) scene: Option<String>,
     /// Scenes to read (default: every scene the token may read).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Vec<Scene>>")]
-    pub scenes: Option<Vec<String>>,
+    pub(crate) scenes: Option<Vec<String>>,
     /// The owner is the one asking: adds the owner's own normal/personal memories (scope `from_owner`).
     #[serde(default, skip_serializing_if = "is_false")]
-    pub from_owner: bool,
+    pub(crate) from_owner: bool,
 }
 
 /// `POST /v1/disclose`.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct DiscloseBody {
+pub(crate) struct DiscloseBody {
     /// The group whose recent chat is asked about (`qq:group:<id>`).
-    pub group: String,
+    pub(crate) group: String,
     /// The member asking, in private (provider user id); must be a known member of the group.
-    pub asker: String,
+    pub(crate) asker: String,
     /// Window in minutes (1-1440, default 180).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub minutes: Option<u32>,
+    pub(crate) minutes: Option<u32>,
     /// Lines (1-50, default 20).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit: Option<usize>,
+    pub(crate) limit: Option<usize>,
     /// `block` adds a rendered text block.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub format: Option<Format>,
+    pub(crate) format: Option<Format>,
     /// The scene you act in (default: the token's first scene).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Scene>")]
-    pub scene: Option<String>,
+    pub(crate) scene: Option<String>,
 }
 
 /// `POST /v1/disclose` reply: the group's recent memories, oldest first.
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct DiscloseReply {
+pub(crate) struct DiscloseReply {
     /// The group.
-    pub group: Scene,
+    pub(crate) group: Scene,
     /// Oldest first.
-    pub items: Vec<Memory>,
+    pub(crate) items: Vec<Memory>,
     /// The rendered block, when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub block: Option<String>,
+    pub(crate) block: Option<String>,
 }
 
 /// `POST /v1/audience`.
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct AudienceBody {
+pub(crate) struct AudienceBody {
     /// Whose card (default: the request's scene); tokens without `*` may only read their own scenes' cards.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Scene>")]
-    pub audience: Option<String>,
+    pub(crate) audience: Option<String>,
     /// The scene you act in (default: the token's first scene).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Scene>")]
-    pub scene: Option<String>,
+    pub(crate) scene: Option<String>,
 }
 
 /// `POST /v1/audience` reply.
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct AudienceReply {
+pub(crate) struct AudienceReply {
     /// Whose card it is.
-    pub audience: Scene,
+    pub(crate) audience: Scene,
     /// The card, or null.
-    pub card: Option<Memory>,
+    pub(crate) card: Option<Memory>,
 }
 
 /// `POST /v1/get` reply: the memory, and what replaced it.
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct GetReply {
+pub(crate) struct GetReply {
     /// The memory.
     #[serde(flatten)]
-    pub memory: Memory,
+    pub(crate) memory: Memory,
     /// The memories that replace this one (those the caller may read).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub superseded_by: Vec<String>,
+    pub(crate) superseded_by: Vec<String>,
 }
 
 /// `POST /v1/archive/search` reply.
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct ArchiveReply {
+pub(crate) struct ArchiveReply {
     /// Expired memories, newest first.
-    pub items: Vec<Memory>,
+    pub(crate) items: Vec<Memory>,
 }
 
 /// `POST /v1/recent` reply.
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct ItemsReply {
+pub(crate) struct ItemsReply {
     /// The memories, newest first.
-    pub items: Vec<Memory>,
+    pub(crate) items: Vec<Memory>,
     /// The rendered block, when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub block: Option<String>,
+    pub(crate) block: Option<String>,
 }
 
 /// `POST /v1/write`.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct WriteBody {
+pub(crate) struct WriteBody {
     /// The memory itself: one self-contained fact, preference, decision or event, written so it
     /// makes sense without the conversation around it. Never put passwords, API keys or tokens here.
-    pub text: String,
+    pub(crate) text: String,
     /// The scene it lives in (default: the token's first scene).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Scene>")]
-    pub scene: Option<String>,
+    pub(crate) scene: Option<String>,
     /// What it is: note (default), fact, preference, event, todo, decision, …
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
+    pub(crate) kind: Option<String>,
     /// A short title.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub title: Option<String>,
+    pub(crate) title: Option<String>,
     /// Free-form tags (letters, digits, `-`, `_`, `:`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tags: Vec<String>,
+    pub(crate) tags: Vec<String>,
     /// normal (default), personal, sensitive, secret; `work` and `financial` mean sensitive.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub privacy: Option<Privacy>,
+    pub(crate) privacy: Option<Privacy>,
     /// owner: about the user; self: the agent's own judgement; other: about someone else.
     /// Default owner for tokens with `*`, else other; only `*` may claim owner or self
     /// (the pet may write self in scene `pet`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub subject: Option<Subject>,
+    pub(crate) subject: Option<Subject>,
     /// 0-1, default 0.5.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub importance: Option<f32>,
+    pub(crate) importance: Option<f32>,
     /// Retention tier t0-t3 (default: chosen by the server; t0 needs `*`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tier: Option<Tier>,
+    pub(crate) tier: Option<Tier>,
     /// long (default) or short (expires like chat, after `ingest.ttlHours`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stage: Option<Stage>,
+    pub(crate) stage: Option<Stage>,
     /// The id of the memory this one replaces (the user changed their mind, a fact was corrected).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub supersedes: Option<String>,
+    pub(crate) supersedes: Option<String>,
     /// Any unique string (1-200 bytes); retrying with the same key returns the same id instead of a duplicate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub idempotency_key: Option<String>,
+    pub(crate) idempotency_key: Option<String>,
     /// Origin label (e.g. `sleep` for nightly consolidation); only tokens with `*` may set it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source: Option<String>,
+    pub(crate) source: Option<String>,
     /// When it happened: ISO 8601 or free text (`1:56 pm on 8 May, 2023`,
     /// `2023年5月8日`); kept as given, parsed when possible.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub time: Option<String>,
+    pub(crate) time: Option<String>,
     /// The conversation or session it belongs to (its turns are each other's context).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session: Option<String>,
+    pub(crate) session: Option<String>,
     /// Who said it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub speaker: Option<String>,
+    pub(crate) speaker: Option<String>,
 }
 
 /// `POST /v1/forget`.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ForgetBody {
+pub(crate) struct ForgetBody {
     /// The fact id to forget.
-    pub id: String,
+    pub(crate) id: String,
     /// Why (kept in the journal).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
     /// The scene you act in (default: the token's first scene).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Scene>")]
-    pub scene: Option<String>,
+    pub(crate) scene: Option<String>,
 }
 
 /// `POST /v1/forget` reply (also `memd forget --json`).
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
-pub struct ForgetReply {
+pub(crate) struct ForgetReply {
     /// The forgotten fact.
-    pub id: String,
+    pub(crate) id: String,
     /// Always true.
-    pub forgotten: bool,
+    pub(crate) forgotten: bool,
 }
 
 /// Who sent an ingested message.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct Sender {
+pub(crate) struct Sender {
     /// Provider user id.
-    pub id: String,
+    pub(crate) id: String,
     /// Display name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
 }
 
 /// `POST /v1/ingest`.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct IngestBody {
+pub(crate) struct IngestBody {
     /// The provider's message id.
-    pub message_id: String,
+    pub(crate) message_id: String,
     /// What was said.
-    pub text: String,
+    pub(crate) text: String,
     /// The scene it was said in (default: the token's first scene).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Scene>")]
-    pub scene: Option<String>,
+    pub(crate) scene: Option<String>,
     /// Who said it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sender: Option<Sender>,
+    pub(crate) sender: Option<Sender>,
     /// The owner said it.
     #[serde(default, skip_serializing_if = "is_false")]
-    pub from_owner: bool,
+    pub(crate) from_owner: bool,
     /// The agent said it.
     #[serde(default, skip_serializing_if = "is_false")]
-    pub from_self: bool,
+    pub(crate) from_self: bool,
     /// When it was said (RFC 3339); the TTL counts from here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sent_at: Option<DateTime<Utc>>,
+    pub(crate) sent_at: Option<DateTime<Utc>>,
     /// Hours to keep it searchable (1-168, default `ingest.ttlHours`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ttl_hours: Option<u32>,
+    pub(crate) ttl_hours: Option<u32>,
     /// The conversation it belongs to (default: none, the message stands alone).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session: Option<String>,
+    pub(crate) session: Option<String>,
 }
 
 /// `POST /v1/members`.
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct MembersBody {
+pub(crate) struct MembersBody {
     /// The group (`qq:group:<id>`); default: the request's scene.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub group: Option<String>,
+    pub(crate) group: Option<String>,
     /// The full member list, replacing what is known (daily reconciliation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub set: Option<Vec<Sender>>,
+    pub(crate) set: Option<Vec<Sender>>,
     /// Members who joined.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub add: Vec<Sender>,
+    pub(crate) add: Vec<Sender>,
     /// Ids of members who left.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub remove: Vec<String>,
+    pub(crate) remove: Vec<String>,
     /// The scene you act in (default: the token's first scene).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Scene>")]
-    pub scene: Option<String>,
+    pub(crate) scene: Option<String>,
 }
 
 /// `POST /v1/members` reply.
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct MembersReply {
+pub(crate) struct MembersReply {
     /// The group.
-    pub group: Scene,
+    pub(crate) group: Scene,
     /// Members added.
-    pub added: usize,
+    pub(crate) added: usize,
     /// Members removed.
-    pub removed: usize,
+    pub(crate) removed: usize,
 }
 
 /// What `/v1/categories` does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum CategoryAction {
+pub(crate) enum CategoryAction {
     /// List categories with a preview.
     List,
     /// One category's full content.
@@ -525,7 +525,7 @@ pub enum CategoryAction {
 
 impl CategoryAction {
     /// The wire spelling.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             CategoryAction::List => "list",
             CategoryAction::Get => "get",
@@ -538,24 +538,24 @@ impl CategoryAction {
 /// `POST /v1/categories`.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct CategoriesBody {
+pub(crate) struct CategoriesBody {
     /// list, get, set or delete.
-    pub action: CategoryAction,
+    pub(crate) action: CategoryAction,
     /// Category name for get/set/delete: lowercase letters, digits and `-` (e.g. `coding-standards`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
     /// Slot for set: company-values, architecture, coding-requirements or custom (default).
     /// Any other word is refused with `INVALID_INPUT` by the route, so it stays a string here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "slot_schema")]
-    pub slot: Option<String>,
+    pub(crate) slot: Option<String>,
     /// Markdown content for set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub content: Option<String>,
+    pub(crate) content: Option<String>,
     /// The scene you act in (default: the token's first scene); a new category lives there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Scene>")]
-    pub scene: Option<String>,
+    pub(crate) scene: Option<String>,
 }
 
 /// The schema of a category slot: one of [`CATEGORY_SLOTS`].
@@ -566,23 +566,23 @@ fn slot_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 /// `POST /v1/tags`.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct TagsBody {
+pub(crate) struct TagsBody {
     /// The fact id to edit.
-    pub id: String,
+    pub(crate) id: String,
     /// Tags to add.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub add: Vec<String>,
+    pub(crate) add: Vec<String>,
     /// Tags to remove.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub remove: Vec<String>,
+    pub(crate) remove: Vec<String>,
     /// New importance, 0-1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub importance: Option<f32>,
+    pub(crate) importance: Option<f32>,
 }
 
 /// What an edit did: a successful edit always rewrites the fact in place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub enum EditAction {
+pub(crate) enum EditAction {
     /// A new `put` line with the same id.
     #[serde(rename = "UPDATE")]
     Update,
@@ -590,80 +590,80 @@ pub enum EditAction {
 
 /// `POST /v1/tags` reply.
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct TagsReply {
+pub(crate) struct TagsReply {
     /// The fact (same id).
-    pub id: String,
+    pub(crate) id: String,
     /// Always UPDATE.
-    pub action: EditAction,
+    pub(crate) action: EditAction,
     /// The tags now.
-    pub tags: Vec<String>,
+    pub(crate) tags: Vec<String>,
     /// The importance now.
-    pub importance: f32,
+    pub(crate) importance: f32,
 }
 
 /// `POST /v1/archive/search`.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ArchiveSearchBody {
+pub(crate) struct ArchiveSearchBody {
     /// Text the expired memory contains.
-    pub query: String,
+    pub(crate) query: String,
     /// At most this many (1-100, default 20).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit: Option<usize>,
+    pub(crate) limit: Option<usize>,
 }
 
 /// `POST /v1/archive/restore`.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RestoreBody {
+pub(crate) struct RestoreBody {
     /// The expired fact.
-    pub id: String,
+    pub(crate) id: String,
 }
 
 /// `POST /v1/consolidation/report`.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ReportBody {
+pub(crate) struct ReportBody {
     /// Run id.
-    pub run: String,
+    pub(crate) run: String,
 }
 
 /// `POST /v1/consolidation/run`.
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RunBody {
+pub(crate) struct RunBody {
     /// A local day `YYYY-MM-DD`; default: the configured period ending now.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub date: Option<String>,
+    pub(crate) date: Option<String>,
     /// Plan and report only.
     #[serde(default, skip_serializing_if = "is_false")]
-    pub dry_run: bool,
+    pub(crate) dry_run: bool,
 }
 
 /// `POST /v1/consolidation/rollback`.
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RollbackBody {
+pub(crate) struct RollbackBody {
     /// A run id; or `source` and `since`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run: Option<String>,
+    pub(crate) run: Option<String>,
     /// Undo what this source wrote or forgot since `since`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source: Option<String>,
+    pub(crate) source: Option<String>,
     /// RFC 3339.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub since: Option<DateTime<Utc>>,
+    pub(crate) since: Option<DateTime<Utc>>,
     /// Say what would be undone; change nothing.
     #[serde(default, skip_serializing_if = "is_false")]
-    pub dry_run: bool,
+    pub(crate) dry_run: bool,
 }
 
 /// `POST /v1/tokens/revoke`.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RevokeBody {
+pub(crate) struct RevokeBody {
     /// Token name.
-    pub name: String,
+    pub(crate) name: String,
 }
 
 /// One `/v1` operation's wire types, as JSON Schema.

@@ -16,33 +16,33 @@ use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 
 /// How long one audit file is used before it is rotated.
-pub const RETENTION_DAYS: i64 = 30;
+pub(crate) const RETENTION_DAYS: i64 = 30;
 
 /// One audit line.
 #[derive(Debug, Clone, Serialize)]
-pub struct AuditEntry {
+pub(crate) struct AuditEntry {
     /// When the request arrived.
-    pub ts: DateTime<Utc>,
+    pub(crate) ts: DateTime<Utc>,
     /// `METHOD /v1/path`.
-    pub route: String,
+    pub(crate) route: String,
     /// Token name, if one was presented and valid.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub token: Option<String>,
+    pub(crate) token: Option<String>,
     /// Scene acted in, when known.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub scene: Option<String>,
+    pub(crate) scene: Option<String>,
     /// Ids returned or changed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub hits: Vec<String>,
+    pub(crate) hits: Vec<String>,
     /// 1 when the request was refused (401/403), else 0.
-    pub denied: u32,
+    pub(crate) denied: u32,
     /// HTTP status.
-    pub status: u16,
+    pub(crate) status: u16,
     /// Duration in milliseconds.
-    pub duration_ms: u64,
+    pub(crate) duration_ms: u64,
     /// Route-specific facts (disclosure: group and asker).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub extra: Option<serde_json::Value>,
+    pub(crate) extra: Option<serde_json::Value>,
 }
 
 struct Current {
@@ -51,14 +51,14 @@ struct Current {
 }
 
 /// Appends audit lines, rotating by age.
-pub struct AuditLog {
+pub(crate) struct AuditLog {
     path: PathBuf,
     current: Mutex<Current>,
 }
 
 impl AuditLog {
     /// A log at `path` (normally `data/audit.jsonl`).
-    pub fn new(path: impl Into<PathBuf>) -> Self {
+    pub(crate) fn new(path: impl Into<PathBuf>) -> Self {
         AuditLog {
             path: path.into(),
             current: Mutex::new(Current {
@@ -66,11 +66,6 @@ impl AuditLog {
                 started: None,
             }),
         }
-    }
-
-    /// The file written to.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     fn first_ts(path: &Path) -> Option<DateTime<Utc>> {
@@ -85,7 +80,7 @@ impl AuditLog {
 
     /// Appends one entry. Failures are logged, never returned: auditing must
     /// not turn a served request into an error.
-    pub fn record(&self, entry: &AuditEntry) {
+    pub(crate) fn record(&self, entry: &AuditEntry) {
         if let Err(e) = self.append(entry) {
             tracing::error!(audit.path = %self.path.display(), error = %e, "cannot write audit line");
         }
@@ -149,7 +144,7 @@ impl AuditLog {
     }
 
     /// Flushes and fsyncs the current file.
-    pub fn sync(&self) {
+    pub(crate) fn sync(&self) {
         let cur = self.current.lock().expect("audit log poisoned");
         if let Some(f) = &cur.file {
             let _ = f.sync_all();
@@ -185,14 +180,14 @@ mod tests {
         log.record(&entry(t0));
         log.record(&entry(t0 + Duration::days(1)));
         assert_eq!(
-            std::fs::read_to_string(log.path()).unwrap().lines().count(),
+            std::fs::read_to_string(&log.path).unwrap().lines().count(),
             2
         );
         let fresh = AuditLog::new(dir.path().join("audit.jsonl"));
         fresh.record(&entry(t0 + Duration::days(31)));
         assert!(dir.path().join("audit-20260101.jsonl").exists());
         assert_eq!(
-            std::fs::read_to_string(log.path()).unwrap().lines().count(),
+            std::fs::read_to_string(&log.path).unwrap().lines().count(),
             1
         );
     }

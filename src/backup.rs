@@ -47,14 +47,14 @@ use crate::store::journal;
 use crate::store::lock::WriterLock;
 
 /// Version of the archive layout: 2 adds the signed `manifest.mac` entry.
-pub const BACKUP_FORMAT: u32 = 2;
+pub(crate) const BACKUP_FORMAT: u32 = 2;
 /// The oldest layout this build still reads (unsigned, so always foreign).
 const OLDEST_FORMAT: u32 = 1;
 
 const MANIFEST: &str = "manifest.json";
 const MAC: &str = "manifest.mac";
 /// The per-root signing key, next to `memories/` and never archived.
-pub const KEY_FILE: &str = "backup.key";
+pub(crate) const KEY_FILE: &str = "backup.key";
 /// Top-level items a backup may contain.
 const ITEMS: &[&str] = &["memories", "tokens.json", "config.json"];
 /// Prefix of the staging directories a restore makes under the root.
@@ -85,7 +85,7 @@ impl Default for Limits {
 /// Where an archive comes from, as far as its signature tells.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Origin {
+pub(crate) enum Origin {
     /// Signed with this root's `backup.key`.
     ThisRoot,
     /// Signed with another key (another root, or a lost key).
@@ -96,7 +96,7 @@ pub enum Origin {
 
 impl Origin {
     /// How the CLI says it.
-    pub fn describe(self) -> &'static str {
+    pub(crate) fn describe(self) -> &'static str {
         match self {
             Origin::ThisRoot => "made on this root",
             Origin::Foreign => "NOT made on this root (signed with another key)",
@@ -107,34 +107,34 @@ impl Origin {
 
 /// One file in the archive.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ManifestFile {
+pub(crate) struct ManifestFile {
     /// Path relative to the root, `/`-separated.
-    pub path: String,
+    pub(crate) path: String,
     /// Size in bytes.
-    pub size: u64,
+    pub(crate) size: u64,
     /// Lowercase hex sha256.
-    pub sha256: String,
+    pub(crate) sha256: String,
 }
 
 /// What a backup holds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Manifest {
+pub(crate) struct Manifest {
     /// Archive layout version.
-    pub format: u32,
+    pub(crate) format: u32,
     /// Journal line format version of the writer.
-    pub journal_version: u32,
+    pub(crate) journal_version: u32,
     /// The memd version that wrote it.
-    pub memd_version: String,
+    pub(crate) memd_version: String,
     /// When it was made.
-    pub created: DateTime<Utc>,
+    pub(crate) created: DateTime<Utc>,
     /// Every file, sorted by path.
-    pub files: Vec<ManifestFile>,
+    pub(crate) files: Vec<ManifestFile>,
     /// Journal month files.
-    pub journal_files: usize,
+    pub(crate) journal_files: usize,
     /// Journal lines.
-    pub journal_lines: u64,
+    pub(crate) journal_lines: u64,
     /// Markdown documents.
-    pub documents: usize,
+    pub(crate) documents: usize,
 }
 
 /// The `manifest.mac` entry: which key signed the manifest, and the signature.
@@ -155,7 +155,7 @@ fn damaged(what: impl std::fmt::Display) -> Error {
 }
 
 /// The path of this root's signing key.
-pub fn key_path(layout: &Layout) -> PathBuf {
+pub(crate) fn key_path(layout: &Layout) -> PathBuf {
     layout.root.join(KEY_FILE)
 }
 
@@ -349,7 +349,7 @@ fn manifest_for(files: &[(String, Vec<u8>)]) -> Manifest {
 }
 
 /// Writes a new archive into `out_dir`; returns its path and manifest.
-pub fn create(layout: &Layout, out_dir: &Path) -> Result<(PathBuf, Manifest)> {
+pub(crate) fn create(layout: &Layout, out_dir: &Path) -> Result<(PathBuf, Manifest)> {
     let key = key_or_create(layout)?;
     let files = collect(layout)?;
     let manifest = manifest_for(&files);
@@ -427,9 +427,9 @@ impl<R: Read> Read for Capped<R> {
 #[derive(Debug, Clone)]
 pub struct Checked {
     /// The manifest.
-    pub manifest: Manifest,
+    pub(crate) manifest: Manifest,
     /// Who made it.
-    pub origin: Origin,
+    pub(crate) origin: Origin,
     /// sha256 of the manifest's bytes (two reads of one archive must agree).
     manifest_sha256: String,
 }
@@ -641,7 +641,7 @@ pub fn verify_with(layout: &Layout, archive: &Path, limits: &Limits) -> Result<C
 }
 
 /// Archives in `dir` (newest first) with their manifests; unreadable ones are skipped with a warning.
-pub fn list(dir: &Path) -> Result<Vec<(PathBuf, Manifest)>> {
+pub(crate) fn list(dir: &Path) -> Result<Vec<(PathBuf, Manifest)>> {
     let mut out = Vec::new();
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
@@ -683,7 +683,7 @@ fn read_manifest(archive: &Path) -> Result<Manifest> {
 }
 
 /// Deletes archives in `dir` older than `keep_days`; returns what was removed.
-pub fn prune(dir: &Path, keep_days: u32, now: DateTime<Utc>) -> Result<Vec<PathBuf>> {
+pub(crate) fn prune(dir: &Path, keep_days: u32, now: DateTime<Utc>) -> Result<Vec<PathBuf>> {
     let cutoff = now - chrono::Duration::days(i64::from(keep_days));
     let mut removed = Vec::new();
     for (path, manifest) in list(dir)? {
@@ -697,63 +697,63 @@ pub fn prune(dir: &Path, keep_days: u32, now: DateTime<Utc>) -> Result<Vec<PathB
 
 /// How a restore is asked for.
 #[derive(Debug, Clone, Default)]
-pub struct RestoreOptions {
+pub(crate) struct RestoreOptions {
     /// Replace `tokens.json` with the archive's (otherwise this root's stays).
-    pub with_tokens: bool,
+    pub(crate) with_tokens: bool,
     /// Replace `config.json` with the archive's (otherwise this root's stays).
-    pub with_config: bool,
+    pub(crate) with_config: bool,
     /// Accept an archive not signed by this root's key.
-    pub foreign: bool,
+    pub(crate) foreign: bool,
     /// Size caps.
-    pub limits: Limits,
+    pub(crate) limits: Limits,
 }
 
 /// A token whose entry a restore adds, removes or changes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct TokenChange {
+pub(crate) struct TokenChange {
     /// Token name.
-    pub name: String,
+    pub(crate) name: String,
     /// `added`, `removed` or `changed`.
-    pub change: &'static str,
+    pub(crate) change: &'static str,
     /// Scopes after the restore (before, for a removed token).
-    pub scopes: Vec<String>,
+    pub(crate) scopes: Vec<String>,
     /// Scenes after the restore (before, for a removed token).
-    pub scenes: Vec<String>,
+    pub(crate) scenes: Vec<String>,
     /// For `changed`: which fields differ (`scopes`, `scenes`, `secret`, `revoked_at`, …).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub fields: Vec<String>,
+    pub(crate) fields: Vec<String>,
 }
 
 /// A config key whose effective value a restore changes.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ConfigChange {
+pub(crate) struct ConfigChange {
     /// Dotted key, e.g. `sleep.model.command`.
-    pub key: String,
+    pub(crate) key: String,
     /// The value on this root now.
-    pub before: serde_json::Value,
+    pub(crate) before: serde_json::Value,
     /// The value from the archive.
-    pub after: serde_json::Value,
+    pub(crate) after: serde_json::Value,
 }
 
 /// What a restore does, shown before anything moves.
 #[derive(Debug, Clone, Serialize)]
-pub struct RestorePlan {
+pub(crate) struct RestorePlan {
     /// Who made the archive.
-    pub origin: Origin,
+    pub(crate) origin: Origin,
     /// Files this root lacks, added from the archive.
-    pub added: Vec<String>,
+    pub(crate) added: Vec<String>,
     /// Journal files the archive holds a longer copy of (this root's is a prefix of it).
-    pub extended: Vec<String>,
+    pub(crate) extended: Vec<String>,
     /// Archive files identical to this root's, or that this root holds a longer journal of.
-    pub unchanged: usize,
+    pub(crate) unchanged: usize,
     /// `tokens.json` changes (only with `with_tokens`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub tokens: Option<Vec<TokenChange>>,
+    pub(crate) tokens: Option<Vec<TokenChange>>,
     /// `config.json` changes (only with `with_config`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub config: Option<Vec<ConfigChange>>,
+    pub(crate) config: Option<Vec<ConfigChange>>,
     /// Items in the archive left as they are on this root, and why.
-    pub not_restored: Vec<String>,
+    pub(crate) not_restored: Vec<String>,
 }
 
 /// A staging directory under the root, removed when dropped (on every path out).
@@ -784,7 +784,7 @@ fn remove_stale_stages(root: &Path) -> Result<()> {
 /// Merges an archive into the root. Needs the writer lock (refused with
 /// `ROOT_LOCKED` while a server runs); the index must be rebuilt afterwards.
 /// `announce` sees the plan after every check passed and before anything moves.
-pub fn restore(
+pub(crate) fn restore(
     layout: &Layout,
     archive: &Path,
     opts: &RestoreOptions,

@@ -25,7 +25,7 @@ use ureq::tls::{Certificate, PemItem, RootCerts, TlsConfig};
 use crate::error::{Error, Result};
 
 /// Largest response body read from a local daemon or Syncthing, in bytes.
-pub const LOOPBACK_BODY_LIMIT: u64 = 16 * 1024 * 1024;
+pub(crate) const LOOPBACK_BODY_LIMIT: u64 = 16 * 1024 * 1024;
 
 /// A response: status code and body text.
 #[derive(Debug, Clone)]
@@ -38,21 +38,21 @@ pub struct Response {
 
 /// One request.
 #[derive(Debug, Clone, Copy)]
-pub struct Request<'a> {
+pub(crate) struct Request<'a> {
     /// Who is called, for error messages, e.g. "the memd daemon at 127.0.0.1:8787".
-    pub service: &'a str,
+    pub(crate) service: &'a str,
     /// `GET`, `POST`, `PUT`, …
-    pub method: &'a str,
+    pub(crate) method: &'a str,
     /// `http://` or `https://` URL.
-    pub url: &'a str,
+    pub(crate) url: &'a str,
     /// Extra headers (`Authorization`, `X-API-Key`, …).
-    pub headers: &'a [(&'a str, &'a str)],
+    pub(crate) headers: &'a [(&'a str, &'a str)],
     /// A JSON body, sent with `Content-Type: application/json`.
-    pub json: Option<&'a [u8]>,
+    pub(crate) json: Option<&'a [u8]>,
     /// The whole call, from resolving the host to the last body byte.
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
     /// Largest body accepted, in bytes.
-    pub body_limit: u64,
+    pub(crate) body_limit: u64,
 }
 
 /// `GET path` on the daemon at `addr` (`host:port`) with an optional bearer token.
@@ -76,7 +76,7 @@ pub fn get(addr: &str, path: &str, token: Option<&str>, timeout: Duration) -> Re
 }
 
 /// Sends `req` and returns the answer, whatever its status.
-pub fn send(req: &Request<'_>) -> Result<Response> {
+pub(crate) fn send(req: &Request<'_>) -> Result<Response> {
     let scheme = req.url.split_once("://").map(|(s, _)| s);
     if !matches!(scheme, Some("http" | "https")) {
         return Err(Error::invalid(format!(

@@ -27,31 +27,31 @@ pub struct Config {
     pub listen: String,
     /// Whether `memd serve` may listen beyond loopback (it then also needs at
     /// least one active token). Off: a non-loopback `listen` is refused.
-    pub allow_remote: bool,
+    pub(crate) allow_remote: bool,
     /// Name recorded as the writing device; empty means the host name.
-    pub device: String,
+    pub(crate) device: String,
     /// Search tuning.
     pub search: SearchConfig,
     /// Audiences that sensitive and secret memories are pinned to.
-    pub privacy: PrivacyConfig,
+    pub(crate) privacy: PrivacyConfig,
     /// Markdown documents.
-    pub docs: DocsConfig,
+    pub(crate) docs: DocsConfig,
     /// Backups.
-    pub backup: BackupConfig,
+    pub(crate) backup: BackupConfig,
     /// Short-term chat from `/v1/ingest`.
     pub ingest: IngestConfig,
     /// The HTTP server.
-    pub http: HttpConfig,
+    pub(crate) http: HttpConfig,
     /// The local embedding model for semantic search.
     pub embedder: EmbedderConfig,
     /// Retention tiers, promotion, dedup and archive.
     pub lifecycle: crate::lifecycle::LifecycleConfig,
     /// Nightly consolidation of short-term chat into long-term memory.
-    pub sleep: SleepConfig,
+    pub(crate) sleep: SleepConfig,
     /// MCP sessions at `/mcp` of `memd serve`.
-    pub mcp: McpConfig,
+    pub(crate) mcp: McpConfig,
     /// The local Syncthing that replicates `memories/` (`memd sync`).
-    pub sync: SyncConfig,
+    pub(crate) sync: SyncConfig,
 }
 
 /// MCP sessions at `/mcp` of `memd serve` (read at start).
@@ -82,9 +82,9 @@ impl Default for McpConfig {
 /// The HTTP server.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
-pub struct HttpConfig {
+pub(crate) struct HttpConfig {
     /// Requests one token may send per minute; 0 means no limit.
-    pub rate_limit_per_minute: u32,
+    pub(crate) rate_limit_per_minute: u32,
 }
 
 impl Default for HttpConfig {
@@ -100,7 +100,7 @@ impl Default for HttpConfig {
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct IngestConfig {
     /// Hours an ingested message stays searchable (1-168).
-    pub ttl_hours: u32,
+    pub(crate) ttl_hours: u32,
     /// Provider user ids of the owner: an ingested message whose sender is
     /// one of them is the owner's (`subject: owner`), as with `from_owner`.
     pub owner_ids: Vec<String>,
@@ -139,13 +139,13 @@ impl Default for Config {
 /// Backups of `memories/`, tokens and config.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
-pub struct BackupConfig {
+pub(crate) struct BackupConfig {
     /// Where archives go; empty means `ROOT/backups`.
-    pub dir: String,
+    pub(crate) dir: String,
     /// Whether `memd serve` makes one backup per day.
-    pub daily: bool,
+    pub(crate) daily: bool,
     /// Archives older than this many days are deleted after a daily backup.
-    pub keep_days: u32,
+    pub(crate) keep_days: u32,
 }
 
 impl Default for BackupConfig {
@@ -160,7 +160,7 @@ impl Default for BackupConfig {
 
 impl BackupConfig {
     /// The backup directory for a root.
-    pub fn dir_for(&self, layout: &Layout) -> PathBuf {
+    pub(crate) fn dir_for(&self, layout: &Layout) -> PathBuf {
         if self.dir.is_empty() {
             layout.root.join("backups")
         } else {
@@ -240,7 +240,7 @@ pub struct ModelConfig {
     /// `privacy.sensitiveAudiences` (the owner's own audiences).
     pub send_sensitive: bool,
     /// At most this many memories are sent per run.
-    pub max_memories: usize,
+    pub(crate) max_memories: usize,
 }
 
 impl Default for ModelConfig {
@@ -302,7 +302,7 @@ impl SleepConfig {
     }
 
     /// The scheduler's view of `at`, `period` and `retryMinutes`.
-    pub fn schedule(&self) -> Result<Schedule> {
+    pub(crate) fn schedule(&self) -> Result<Schedule> {
         Ok(Schedule {
             at: crate::schedule::parse_at(&self.at)?,
             period: self.period,
@@ -318,7 +318,7 @@ impl Config {
     }
 
     /// Reads a config file, or the defaults if it does not exist.
-    pub fn load_file(path: &Path) -> Result<Config> {
+    pub(crate) fn load_file(path: &Path) -> Result<Config> {
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
@@ -380,14 +380,6 @@ impl Config {
         }
         self.sleep.validate()?;
         Ok(())
-    }
-
-    /// The device name to record: `device`, else the host name, else `unknown`.
-    pub fn device_name(&self) -> String {
-        if !self.device.is_empty() {
-            return self.device.clone();
-        }
-        crate::store::device::host_name()
     }
 }
 

@@ -5,7 +5,7 @@ use std::path::Path;
 
 /// Bytes free for unprivileged users and total bytes, or `None` if the OS
 /// cannot tell (the path does not exist, or the platform has no such call).
-pub fn space(path: &Path) -> Option<(u64, u64)> {
+pub(crate) fn space(path: &Path) -> Option<(u64, u64)> {
     let stats = fs4::statvfs(path).ok()?;
     Some((stats.available_space(), stats.total_space()))
 }

@@ -18,7 +18,7 @@ use crate::store::lock::WriterLock;
 /// Outcome of one check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Status {
+pub(crate) enum Status {
     /// Fine.
     Ok,
     /// Works, but look at it.
@@ -29,25 +29,25 @@ pub enum Status {
 
 /// One check.
 #[derive(Debug, Clone, Serialize)]
-pub struct Check {
+pub(crate) struct Check {
     /// Short name.
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// Outcome.
-    pub status: Status,
+    pub(crate) status: Status,
     /// What was found.
-    pub detail: String,
+    pub(crate) detail: String,
     /// What to do about it (absent when ok).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub hint: Option<String>,
+    pub(crate) hint: Option<String>,
 }
 
 /// The whole report.
 #[derive(Debug, Clone, Serialize)]
-pub struct Report {
+pub(crate) struct Report {
     /// No check failed.
-    pub ready: bool,
+    pub(crate) ready: bool,
     /// Every check, in order.
-    pub checks: Vec<Check>,
+    pub(crate) checks: Vec<Check>,
 }
 
 fn check(
@@ -69,7 +69,7 @@ fn check(
 }
 
 /// Runs every check on `layout`.
-pub fn run(layout: &Layout, shallow: bool) -> Report {
+pub(crate) fn run(layout: &Layout, shallow: bool) -> Report {
     let mut checks = Vec::new();
     let config = match Config::load(layout) {
         Ok(c) => {

@@ -128,7 +128,7 @@ impl ErrorCode {
     }
 
     /// The process exit code the CLI uses for this error.
-    pub fn exit_code(self) -> i32 {
+    pub(crate) fn exit_code(self) -> i32 {
         match self {
             ErrorCode::InvalidInput => 2,
             ErrorCode::NotFound => 3,
@@ -255,7 +255,7 @@ impl Error {
 
     /// Whether the cause is a full disk or quota (ENOSPC, EDQUOT, SQLITE_FULL),
     /// anywhere in the chain of causes.
-    pub fn is_storage_full(&self) -> bool {
+    pub(crate) fn is_storage_full(&self) -> bool {
         match self {
             Error::StorageFull(_) => true,
             Error::Io { source, .. } => io_is_full(source),
@@ -276,7 +276,7 @@ impl Error {
 
     /// A copy of this error for one more caller of a failed group commit:
     /// the same code and message (the cause is logged once by the writer).
-    pub fn for_caller(&self) -> Error {
+    pub(crate) fn for_caller(&self) -> Error {
         match self.code() {
             ErrorCode::StorageFull => Error::StorageFull(match self {
                 Error::StorageFull(what) => what.clone(),
@@ -295,7 +295,7 @@ impl Error {
     }
 
     /// "No `what` with id `id`".
-    pub fn not_found(what: &'static str, id: impl Into<String>) -> Self {
+    pub(crate) fn not_found(what: &'static str, id: impl Into<String>) -> Self {
         Error::NotFound {
             what,
             id: id.into(),
@@ -304,7 +304,7 @@ impl Error {
 
     /// A daemon's error reply read back: the envelope's code and message, or
     /// the code the status stands for when the body is no envelope.
-    pub fn from_reply(status: u16, body: &str) -> Self {
+    pub(crate) fn from_reply(status: u16, body: &str) -> Self {
         let value: Option<serde_json::Value> = serde_json::from_str(body).ok();
         let envelope = value.as_ref().and_then(|v| v.get("error"));
         let code = envelope
@@ -321,12 +321,12 @@ impl Error {
     }
 
     /// Shorthand for an input error.
-    pub fn invalid(msg: impl Into<String>) -> Self {
+    pub(crate) fn invalid(msg: impl Into<String>) -> Self {
         Error::Invalid(msg.into())
     }
 
     /// The `{error:{code,message,retryable}}` envelope used on every surface.
-    pub fn envelope(&self) -> serde_json::Value {
+    pub(crate) fn envelope(&self) -> serde_json::Value {
         let code = self.code();
         serde_json::json!({
             "error": {
@@ -369,7 +369,7 @@ fn chain_is_full(e: &(dyn std::error::Error + 'static)) -> bool {
 }
 
 /// Attaches a path-bearing context to an IO error.
-pub trait IoContext<T> {
+pub(crate) trait IoContext<T> {
     /// Wraps the error with "`what` `path`".
     fn ctx(self, what: &str, path: &std::path::Path) -> Result<T>;
 }

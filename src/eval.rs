@@ -75,21 +75,21 @@ pub struct EvalOptions {
 #[serde(rename_all = "camelCase")]
 pub struct FeatureRecord {
     /// Dataset directory name.
-    pub dataset: String,
+    pub(crate) dataset: String,
     /// The query id.
-    pub qid: String,
+    pub(crate) qid: String,
     /// The query's scene, if it names one.
-    pub scene: Option<String>,
+    pub(crate) scene: Option<String>,
     /// Number of relevant corpus ids of the query (recall's denominator).
-    pub relevant_total: usize,
+    pub(crate) relevant_total: usize,
     /// The candidate's corpus id.
-    pub id: String,
+    pub(crate) id: String,
     /// Whether it is labelled relevant.
-    pub relevant: bool,
+    pub(crate) relevant: bool,
     /// Feature name → value ([`crate::index::fusion::FEATURES`]).
-    pub features: serde_json::Map<String, serde_json::Value>,
+    pub(crate) features: serde_json::Map<String, serde_json::Value>,
     /// The candidate beyond the features (ranks, importance, tier, stage, age).
-    pub candidate: crate::search::Candidate,
+    pub(crate) candidate: crate::search::Candidate,
 }
 
 /// One query's outcome in one mode, as written to the per-query file.
@@ -97,25 +97,25 @@ pub struct FeatureRecord {
 #[serde(rename_all = "camelCase")]
 pub struct QueryRecord {
     /// Dataset directory name.
-    pub dataset: String,
+    pub(crate) dataset: String,
     /// The mode asked for.
-    pub mode: SearchMode,
+    pub(crate) mode: SearchMode,
     /// The query id.
-    pub qid: String,
+    pub(crate) qid: String,
     /// The query text.
-    pub query: String,
+    pub(crate) query: String,
     /// Corpus ids of the hits, best first.
-    pub ranked: Vec<String>,
+    pub(crate) ranked: Vec<String>,
     /// The score of each hit (comparable within one query and mode only).
-    pub scores: Vec<f32>,
+    pub(crate) scores: Vec<f32>,
     /// The pass that found each hit.
-    pub passes: Vec<crate::search::Pass>,
+    pub(crate) passes: Vec<crate::search::Pass>,
     /// The corpus ids labelled relevant.
-    pub relevant: Vec<String>,
+    pub(crate) relevant: Vec<String>,
     /// Rank (from 1) of the first relevant hit, if any is in the list.
-    pub first_hit_rank: Option<usize>,
+    pub(crate) first_hit_rank: Option<usize>,
     /// |relevant ∩ top 5| / |relevant|.
-    pub recall_at_5: f64,
+    pub(crate) recall_at_5: f64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -132,7 +132,7 @@ struct QueryLine {
 #[serde(rename_all = "camelCase")]
 pub struct EvalReport {
     /// Dataset directory name.
-    pub dataset: String,
+    pub(crate) dataset: String,
     /// The mode asked for.
     pub mode: SearchMode,
     /// The mode that ran (differs when hybrid fell back to full text).
@@ -152,7 +152,7 @@ pub struct EvalReport {
     /// 95th percentile search latency in milliseconds.
     pub latency_p95_ms: f64,
     /// Time to write and index the corpus, in milliseconds.
-    pub load_ms: u64,
+    pub(crate) load_ms: u64,
 }
 
 /// Removes the temporary root when dropped.

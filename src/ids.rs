@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 use crate::model::Scene;
 
 /// Formats `n` in lowercase base 36.
-pub fn base36(mut n: u64) -> String {
+pub(crate) fn base36(mut n: u64) -> String {
     const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
     let mut buf = Vec::new();
     loop {
@@ -40,7 +40,7 @@ pub fn fact_id(origin: &str, scene: &Scene, ts: DateTime<Utc>) -> String {
 }
 
 /// Lowercase hex sha256 of `bytes`.
-pub fn sha256_hex(bytes: &[u8]) -> String {
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     let digest = Sha256::digest(bytes);
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -68,12 +68,12 @@ pub fn valid_doc_key(key: &str) -> bool {
 }
 
 /// The id of chunk `n` of a document.
-pub fn chunk_id(doc_id: &str, n: usize) -> String {
+pub(crate) fn chunk_id(doc_id: &str, n: usize) -> String {
     format!("{doc_id}#{n}")
 }
 
 /// Whether an id names a document or one of its chunks.
-pub fn is_doc_id(id: &str) -> bool {
+pub(crate) fn is_doc_id(id: &str) -> bool {
     id.starts_with("doc-")
 }
 

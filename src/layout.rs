@@ -11,7 +11,7 @@ use crate::error::{IoContext, Result};
 #[derive(Debug, Clone)]
 pub struct Layout {
     /// The root directory.
-    pub root: PathBuf,
+    pub(crate) root: PathBuf,
 }
 
 impl Layout {
@@ -21,7 +21,7 @@ impl Layout {
     }
 
     /// `memories/`: documents and the fact journal.
-    pub fn memories(&self) -> PathBuf {
+    pub(crate) fn memories(&self) -> PathBuf {
         self.root.join("memories")
     }
 
@@ -31,7 +31,7 @@ impl Layout {
     }
 
     /// `data/`: derived files only.
-    pub fn data(&self) -> PathBuf {
+    pub(crate) fn data(&self) -> PathBuf {
         self.root.join("data")
     }
 
@@ -41,7 +41,7 @@ impl Layout {
     }
 
     /// `data/cache/`: derived caches that survive `memd reindex` (vectors).
-    pub fn cache(&self) -> PathBuf {
+    pub(crate) fn cache(&self) -> PathBuf {
         self.data().join("cache")
     }
 
@@ -61,13 +61,13 @@ impl Layout {
     }
 
     /// The writer lock file.
-    pub fn lock(&self) -> PathBuf {
+    pub(crate) fn lock(&self) -> PathBuf {
         self.root.join(".memd.lock")
     }
 
     /// Creates `memories/facts/` and `data/` if missing, and makes the root's
     /// own files private (see [`Layout::tighten`]).
-    pub fn create_dirs(&self) -> Result<()> {
+    pub(crate) fn create_dirs(&self) -> Result<()> {
         for dir in [self.facts(), self.data()] {
             std::fs::create_dir_all(&dir).ctx("cannot create directory", &dir)?;
         }
@@ -77,7 +77,7 @@ impl Layout {
 
     /// What memd keeps under the root and must be readable by its user only:
     /// directories (walked) and single files.
-    pub fn private_paths(&self) -> Vec<PathBuf> {
+    pub(crate) fn private_paths(&self) -> Vec<PathBuf> {
         vec![
             self.memories(),
             self.data(),
@@ -94,7 +94,7 @@ impl Layout {
     /// an older memd), so this costs one `stat` per path on every open.
     /// Failures (a file owned by someone else) are logged, not fatal:
     /// `memd doctor` reports what is left.
-    pub fn tighten(&self) {
+    pub(crate) fn tighten(&self) {
         for path in self.private_paths() {
             match open_mode(&path) {
                 Some(mode) if mode & 0o077 != 0 => {

@@ -19,13 +19,13 @@ pub const JOURNAL_VERSION: u32 = 1;
 pub const MAX_TEXT_BYTES: usize = 32 * 1024;
 
 /// Longest accepted fact id, in bytes.
-pub const MAX_ID_BYTES: usize = 200;
+pub(crate) const MAX_ID_BYTES: usize = 200;
 
 /// Longest accepted title, in bytes.
 pub const MAX_TITLE_BYTES: usize = 300;
 
 /// The slots a category may fill (`/v1/categories`).
-pub const CATEGORY_SLOTS: &[&str] = &[
+pub(crate) const CATEGORY_SLOTS: &[&str] = &[
     "company-values",
     "architecture",
     "coding-requirements",
@@ -33,7 +33,7 @@ pub const CATEGORY_SLOTS: &[&str] = &[
 ];
 
 /// Longest accepted bookkeeping field (source, keys, device, run), in bytes.
-pub const MAX_FIELD_BYTES: usize = 1024;
+pub(crate) const MAX_FIELD_BYTES: usize = 1024;
 
 macro_rules! wire_enum {
     ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $wire:literal $(| $alias:literal)*),+ $(,)? }) => {
@@ -46,7 +46,7 @@ macro_rules! wire_enum {
             pub const ALL: &'static [$name] = &[$($name::$variant),+];
 
             /// The canonical wire spelling.
-            pub fn as_str(self) -> &'static str {
+            pub(crate) fn as_str(self) -> &'static str {
                 match self { $($name::$variant => $wire),+ }
             }
         }
@@ -197,7 +197,7 @@ impl Scene {
     }
 
     /// The scene with `:` replaced by `-`, as used inside ids.
-    pub fn id_part(&self) -> String {
+    pub(crate) fn id_part(&self) -> String {
         self.0.replace(':', "-")
     }
 }
@@ -250,14 +250,14 @@ fn finite_importance<S: serde::Serializer>(v: &f32, s: S) -> std::result::Result
 #[derive(Debug, Clone, Copy)]
 pub struct Pins<'a> {
     /// Scenes a `sensitive` memory may live in.
-    pub sensitive: &'a [Scene],
+    pub(crate) sensitive: &'a [Scene],
     /// Scenes a `secret` memory may live in.
-    pub secret: &'a [Scene],
+    pub(crate) secret: &'a [Scene],
 }
 
 impl Pins<'_> {
     /// Refuses sensitive and secret memories outside their pinned audiences.
-    pub fn check(&self, privacy: Privacy, scene: &Scene) -> Result<()> {
+    pub(crate) fn check(&self, privacy: Privacy, scene: &Scene) -> Result<()> {
         let pinned = match privacy {
             Privacy::Sensitive => Some(("sensitive", self.sensitive)),
             Privacy::Secret => Some(("secret", self.secret)),
@@ -277,7 +277,7 @@ impl Pins<'_> {
 }
 
 /// Longest accepted `time`, `session` or `speaker`, in bytes.
-pub const MAX_SETTING_BYTES: usize = 200;
+pub(crate) const MAX_SETTING_BYTES: usize = 200;
 
 /// Where and when a memory happened, beside its text: the event time (as
 /// given, and parsed when it could be), the conversation or session it belongs
@@ -288,7 +288,7 @@ pub struct Setting {
     /// When it happened, as given (ISO 8601 or free text such as
     /// `1:56 pm on 8 May, 2023` or `2023年5月8日`). `ts` stays when it was written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub time: Option<String>,
+    pub(crate) time: Option<String>,
     /// `time` as a timestamp, when it could be parsed (see [`crate::when`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_at: Option<DateTime<Utc>>,
@@ -319,16 +319,11 @@ impl Setting {
         }
     }
 
-    /// Whether nothing is set.
-    pub fn is_empty(&self) -> bool {
-        *self == Setting::default()
-    }
-
     /// A label taken from other data (a chat sender's display name) made to
     /// fit the rules: control characters become spaces, runs of whitespace one
     /// space, and it is cut at a character boundary to [`MAX_SETTING_BYTES`].
     /// A message is never refused over its sender's name.
-    pub fn fit_label(v: &str) -> Option<String> {
+    pub(crate) fn fit_label(v: &str) -> Option<String> {
         let spaced: String = v
             .chars()
             .map(|c| if c.is_control() { ' ' } else { c })
@@ -355,7 +350,7 @@ impl Setting {
     }
 
     /// Each field at most [`MAX_SETTING_BYTES`] without control characters.
-    pub fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         for (name, value) in [
             ("time", &self.time),
             ("session", &self.session),
@@ -599,7 +594,7 @@ pub enum Record {
 
 impl Record {
     /// The id the record is about.
-    pub fn id(&self) -> &str {
+    pub(crate) fn id(&self) -> &str {
         match self {
             Record::Put { fact, .. } => &fact.id,
             Record::Forget { id, .. } => id,
@@ -608,7 +603,7 @@ impl Record {
     }
 
     /// When the record was written.
-    pub fn ts(&self) -> DateTime<Utc> {
+    pub(crate) fn ts(&self) -> DateTime<Utc> {
         match self {
             Record::Put { fact, .. } => fact.ts,
             Record::Forget { ts, .. } | Record::Touch { ts, .. } => *ts,
@@ -616,7 +611,7 @@ impl Record {
     }
 
     /// The format version of the line.
-    pub fn version(&self) -> u32 {
+    pub(crate) fn version(&self) -> u32 {
         match self {
             Record::Put { v, .. } | Record::Forget { v, .. } | Record::Touch { v, .. } => *v,
         }
@@ -629,10 +624,10 @@ pub struct Memory {
     /// Fact id or `doc-<hash8>#<n>` chunk id.
     pub id: String,
     /// fact or doc.
-    pub origin: Origin,
+    pub(crate) origin: Origin,
     /// For chunks, the document id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub doc_id: Option<String>,
+    pub(crate) doc_id: Option<String>,
     /// For chunks, the path relative to `memories/`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
@@ -657,7 +652,7 @@ pub struct Memory {
     /// Whose memory it is.
     pub subject: Subject,
     /// Who wrote it.
-    pub source: String,
+    pub(crate) source: String,
     /// 0–1.
     #[serde(serialize_with = "finite_importance")]
     pub importance: f32,
@@ -702,7 +697,7 @@ impl From<&Fact> for Memory {
 }
 
 /// Validates a kind word: lowercase ASCII letters, digits, `_` and `-`, 1–32 bytes.
-pub fn parse_kind(s: &str) -> Result<String> {
+pub(crate) fn parse_kind(s: &str) -> Result<String> {
     let s = s.trim().to_ascii_lowercase();
     if !s.is_empty()
         && s.len() <= 32
@@ -718,7 +713,7 @@ pub fn parse_kind(s: &str) -> Result<String> {
 }
 
 /// Validates and normalises tags: trimmed, non-empty, at most 64 bytes each, at most 32, deduplicated.
-pub fn parse_tags<I: IntoIterator<Item = S>, S: AsRef<str>>(tags: I) -> Result<Vec<String>> {
+pub(crate) fn parse_tags<I: IntoIterator<Item = S>, S: AsRef<str>>(tags: I) -> Result<Vec<String>> {
     let mut out: Vec<String> = Vec::new();
     for t in tags {
         let t = t.as_ref().trim();

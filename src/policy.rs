@@ -104,7 +104,7 @@ fn confusable(c: char) -> Option<char> {
 /// letters, digits, colons and equals signs become ASCII), confusables mapped
 /// to ASCII, invisible characters (zero-width spaces and joiners, soft
 /// hyphens, BOM) removed, lowercased. Only ever used for matching.
-pub fn credential_view(text: &str) -> String {
+pub(crate) fn credential_view(text: &str) -> String {
     use unicode_normalization::UnicodeNormalization;
     text.nfkc()
         .filter(|c| !matches!(c, '\u{200b}'..='\u{200f}' | '\u{2060}'..='\u{2064}' | '\u{feff}' | '\u{00ad}' | '\u{034f}'))
@@ -281,7 +281,7 @@ pub fn detect_credential(text: &str) -> Option<&'static str> {
 
 /// If a memory's text, title or tags look like they contain a credential:
 /// which field and what kind. Tags are checked one by one and together.
-pub fn detect_credential_in(
+pub(crate) fn detect_credential_in(
     text: &str,
     title: Option<&str>,
     tags: &[String],
@@ -300,7 +300,7 @@ pub fn detect_credential_in(
 
 /// The refusal of a memory that holds a credential: names the field and the
 /// kind, never the value, and says how to keep it on purpose.
-pub fn credential_refusal(field: &str, what: &str) -> crate::Error {
+pub(crate) fn credential_refusal(field: &str, what: &str) -> crate::Error {
     crate::Error::invalid(format!(
         "the {field} appears to contain {what}; memories are kept in an append-only journal, \
          so credentials are refused unless written with privacy \"secret\" (needs the \
@@ -337,17 +337,17 @@ const EPISODIC_KINDS: &[&str] = &["event", "chat", "episode"];
 #[derive(Debug, Clone, Copy)]
 pub struct TierInput<'a> {
     /// A tier the caller asked for.
-    pub explicit: Option<Tier>,
+    pub(crate) explicit: Option<Tier>,
     /// Whether the memory fills a category slot.
-    pub category: bool,
+    pub(crate) category: bool,
     /// Who writes it (`cli`, `main`, `qq`, `sleep`, `import`, …).
-    pub source: &'a str,
+    pub(crate) source: &'a str,
     /// The kind word.
-    pub kind: &'a str,
+    pub(crate) kind: &'a str,
     /// The normalised text.
-    pub text: &'a str,
+    pub(crate) text: &'a str,
     /// Its tags.
-    pub tags: &'a [String],
+    pub(crate) tags: &'a [String],
 }
 
 /// Picks the retention tier of a long-term memory.
@@ -382,9 +382,9 @@ pub fn assign_tier(input: TierInput<'_>) -> Tier {
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct PrivacyConfig {
     /// Scenes a `sensitive` memory may live in.
-    pub sensitive_audiences: Vec<Scene>,
+    pub(crate) sensitive_audiences: Vec<Scene>,
     /// Scenes a `secret` memory may live in.
-    pub secret_audiences: Vec<Scene>,
+    pub(crate) secret_audiences: Vec<Scene>,
 }
 
 impl Default for PrivacyConfig {
@@ -399,7 +399,11 @@ impl Default for PrivacyConfig {
 
 impl PrivacyConfig {
     /// Refuses a `sensitive` or `secret` memory outside the audiences its level is pinned to.
-    pub fn check_pinned(&self, privacy: crate::model::Privacy, scene: &Scene) -> crate::Result<()> {
+    pub(crate) fn check_pinned(
+        &self,
+        privacy: crate::model::Privacy,
+        scene: &Scene,
+    ) -> crate::Result<()> {
         use crate::model::Privacy;
         let pinned = match privacy {
             Privacy::Sensitive => Some(("sensitive", &self.sensitive_audiences)),

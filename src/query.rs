@@ -24,7 +24,7 @@ use crate::index::tokenizer::{Term, TermKind, cjk_words, is_stop_word, tokenize}
 /// Weight lost per turn counted back from the last one.
 pub const TURN_DECAY: f32 = 0.85;
 /// The lowest weight a turn can decay to.
-pub const MIN_TURN_WEIGHT: f32 = 0.5;
+pub(crate) const MIN_TURN_WEIGHT: f32 = 0.5;
 /// Factor for turns spoken by the assistant (they echo rather than ask).
 pub const ASSISTANT_WEIGHT: f32 = 0.5;
 /// Characters of the query's end embedded for the semantic ranking (e5 reads 512 tokens).
@@ -38,10 +38,10 @@ const ZH_PARTICLES: &str = "的了吗呢吧啊呀嘛哦哈么啦";
 /// Chinese function characters: a bigram made only of these carries little signal.
 const ZH_FUNCTION: &str = "我你他她它们是在有这那就都也还很不要会说个一和对";
 /// Weight factor for low-signal Chinese bigrams.
-pub const ZH_FUNCTION_WEIGHT: f32 = 0.5;
+pub(crate) const ZH_FUNCTION_WEIGHT: f32 = 0.5;
 
 /// Weight factor of a jieba word against the bigrams it overlaps.
-pub const SEGMENT_WEIGHT: f32 = 1.0;
+pub(crate) const SEGMENT_WEIGHT: f32 = 1.0;
 
 /// Whether a CJK bigram or jieba word is mostly grammar (`你知`, `我要`, `好吗`, `我们`).
 fn low_signal(term: &Term) -> bool {
@@ -52,16 +52,16 @@ fn low_signal(term: &Term) -> bool {
 
 /// One turn of a dialogue query.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Turn {
+pub(crate) struct Turn {
     /// The speaker tag, if the line had one.
-    pub speaker: Option<String>,
+    pub(crate) speaker: Option<String>,
     /// What was said, without tag and quotes.
-    pub text: String,
+    pub(crate) text: String,
 }
 
 impl Turn {
     /// Whether the assistant (not the person) spoke this turn.
-    pub fn is_assistant(&self) -> bool {
+    pub(crate) fn is_assistant(&self) -> bool {
         self.speaker.as_deref().is_some_and(|s| {
             matches!(
                 s.trim().to_lowercase().as_str(),
@@ -73,24 +73,24 @@ impl Turn {
 
 /// A term with its weight in the full-text query.
 #[derive(Debug, Clone, PartialEq)]
-pub struct WeightedTerm {
+pub(crate) struct WeightedTerm {
     /// The term.
-    pub term: Term,
+    pub(crate) term: Term,
     /// Its boost (1.0 for the last turn).
-    pub weight: f32,
+    pub(crate) weight: f32,
 }
 
 /// What a query searches for.
 #[derive(Debug, Clone, PartialEq)]
 pub struct QueryPlan {
     /// Full-text terms, deduplicated, stop words dropped (unless nothing else is left).
-    pub terms: Vec<WeightedTerm>,
+    pub(crate) terms: Vec<WeightedTerm>,
     /// The text to embed for the semantic ranking.
-    pub semantic: String,
+    pub(crate) semantic: String,
     /// Whether the query is long enough to skip the AND pass and get the coverage re-rank.
-    pub conversational: bool,
+    pub(crate) conversational: bool,
     /// Whether the query had more than one turn.
-    pub dialogue: bool,
+    pub(crate) dialogue: bool,
 }
 
 /// Splits a speaker tag off a line: `<Bart>:"hi"`, `<Bart>: "hi"`, `Bart: hi`.
@@ -128,7 +128,7 @@ fn unquote(text: &str) -> &str {
 }
 
 /// The turns of a query: one per non-empty line. A single-line query is one turn.
-pub fn turns(query: &str) -> Vec<Turn> {
+pub(crate) fn turns(query: &str) -> Vec<Turn> {
     let lines: Vec<&str> = query.lines().filter(|l| !l.trim().is_empty()).collect();
     if lines.len() <= 1 {
         let (speaker, text) = split_tag(query);
@@ -243,7 +243,7 @@ pub fn plan(query: &str) -> QueryPlan {
 /// The share of a text's words that are CJK: CJK characters counted one
 /// each, Latin words (runs of ASCII letters) one each. A text with neither
 /// (digits, punctuation) is 0.5, neutral.
-pub fn cjk_share(text: &str) -> f32 {
+pub(crate) fn cjk_share(text: &str) -> f32 {
     let (mut cjk, mut latin, mut in_word) = (0u32, 0u32, false);
     for c in text.chars() {
         if crate::index::tokenizer::is_cjk(c) {
@@ -265,7 +265,7 @@ pub fn cjk_share(text: &str) -> f32 {
 /// Whether two texts are written mostly in different scripts (one mostly
 /// CJK, the other mostly Latin), given their [`cjk_share`]s. Full text can
 /// match such a pair only on names and numbers, never on what it says.
-pub fn scripts_differ(a: f32, b: f32) -> bool {
+pub(crate) fn scripts_differ(a: f32, b: f32) -> bool {
     (a - b).abs() > 0.5
 }
 

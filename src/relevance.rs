@@ -112,7 +112,7 @@ pub struct Evidence {
 
 impl Evidence {
     /// The cosine rescaled around its threshold, in `[0, 1]` (`None` without a cosine).
-    pub fn semantic(&self) -> Option<f32> {
+    pub(crate) fn semantic(&self) -> Option<f32> {
         self.cosine
             .map(|c| (DEFAULT_FLOOR + (c - self.threshold) / (2.0 * COSINE_BAND)).clamp(0.0, 1.0))
     }
@@ -205,7 +205,7 @@ pub fn evidence(
 }
 
 /// Empties `hits` when none has [`Evidence::relevance`] of at least `floor`.
-pub fn apply_floor(
+pub(crate) fn apply_floor(
     index: &Index,
     embedder: Option<&dyn Embedder>,
     query: &str,

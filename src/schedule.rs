@@ -34,29 +34,29 @@ pub enum Period {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Schedule {
     /// Local time of day after which the job is due.
-    pub at: NaiveTime,
+    pub(crate) at: NaiveTime,
     /// Once per this period.
-    pub period: Period,
+    pub(crate) period: Period,
     /// First retry delay after a failure; doubles per failure, at most a day.
-    pub retry_minutes: u32,
+    pub(crate) retry_minutes: u32,
 }
 
 /// What is remembered about a job.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct JobState {
     /// Last successful run.
-    pub last_success: Option<DateTime<Utc>>,
+    pub(crate) last_success: Option<DateTime<Utc>>,
     /// Last attempt, successful or not.
-    pub last_attempt: Option<DateTime<Utc>>,
+    pub(crate) last_attempt: Option<DateTime<Utc>>,
     /// Failures since the last success.
-    pub failures: u32,
+    pub(crate) failures: u32,
     /// Last error message.
-    pub last_error: Option<String>,
+    pub(crate) last_error: Option<String>,
     /// Summary of the last successful run.
-    pub last_result: Option<String>,
+    pub(crate) last_result: Option<String>,
     /// When the job will next run (as of the last tick).
     #[serde(default)]
-    pub next_run: Option<DateTime<Utc>>,
+    pub(crate) next_run: Option<DateTime<Utc>>,
 }
 
 /// Parses `HH:MM`.
@@ -148,7 +148,7 @@ pub fn load_states(path: &Path) -> BTreeMap<String, JobState> {
 }
 
 /// Replaces the saved states (write to a temporary file, then rename).
-pub fn save_states(path: &Path, states: &BTreeMap<String, JobState>) -> Result<()> {
+pub(crate) fn save_states(path: &Path, states: &BTreeMap<String, JobState>) -> Result<()> {
     let tmp = path.with_extension("json.tmp");
     let text = serde_json::to_vec_pretty(states).expect("job states serialise");
     std::fs::write(&tmp, text).ctx("cannot write", &tmp)?;
@@ -156,7 +156,7 @@ pub fn save_states(path: &Path, states: &BTreeMap<String, JobState>) -> Result<(
 }
 
 /// The scheduler state file of a root.
-pub fn state_path(layout: &Layout) -> PathBuf {
+pub(crate) fn state_path(layout: &Layout) -> PathBuf {
     layout.data().join("scheduler.json")
 }
 

@@ -23,16 +23,16 @@ use crate::schedule::save_states;
 pub use crate::schedule::{JobState, Period, Schedule, load_states, next_run, parse_at};
 
 /// What a job does; returns a one-line summary.
-pub type JobFn = Box<dyn Fn(&Hub) -> Result<String> + Send>;
+pub(crate) type JobFn = Box<dyn Fn(&Hub) -> Result<String> + Send>;
 
 /// A job: a name, a schedule and what to do.
 pub struct Job {
     /// Stable name (the key in `data/scheduler.json`).
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// When.
-    pub schedule: Schedule,
+    pub(crate) schedule: Schedule,
     /// What.
-    pub run: JobFn,
+    pub(crate) run: JobFn,
 }
 
 /// Runs every due job once at `now`; returns the names that ran.
@@ -79,7 +79,7 @@ pub fn state_path(hub: &Hub) -> PathBuf {
 }
 
 /// A running scheduler; stops when dropped.
-pub struct SchedulerHandle {
+pub(crate) struct SchedulerHandle {
     stop: Arc<AtomicBool>,
     /// Dropping it wakes the runner from its wait between rounds.
     wake: Option<mpsc::Sender<()>>,
@@ -105,12 +105,16 @@ const EMBED_GROUP: usize = 16;
 /// Dropping the handle stops it at once: the wait between rounds ends, a
 /// backlog being embedded stops after its current group, and the first load
 /// of the model happens on a thread of its own that nobody waits for.
-pub fn spawn(hub: Arc<Hub>, jobs: Vec<Job>) -> Result<SchedulerHandle> {
+pub(crate) fn spawn(hub: Arc<Hub>, jobs: Vec<Job>) -> Result<SchedulerHandle> {
     spawn_every(hub, jobs, Duration::from_secs(1))
 }
 
 /// [`spawn`] with the time between rounds (tests use a long one).
-pub fn spawn_every(hub: Arc<Hub>, jobs: Vec<Job>, round: Duration) -> Result<SchedulerHandle> {
+pub(crate) fn spawn_every(
+    hub: Arc<Hub>,
+    jobs: Vec<Job>,
+    round: Duration,
+) -> Result<SchedulerHandle> {
     let stop = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&stop);
     let (wake, woken) = mpsc::channel::<()>();
@@ -162,7 +166,7 @@ pub fn spawn_every(hub: Arc<Hub>, jobs: Vec<Job>, round: Duration) -> Result<Sch
 }
 
 /// The daily backup job from the backup config.
-pub fn backup_job(dir: PathBuf, keep_days: u32) -> Job {
+pub(crate) fn backup_job(dir: PathBuf, keep_days: u32) -> Job {
     Job {
         name: "backup",
         schedule: Schedule {
@@ -185,7 +189,7 @@ pub fn backup_job(dir: PathBuf, keep_days: u32) -> Job {
 
 /// The daily job that compresses journal months older than
 /// `lifecycle.archiveAfterMonths` (added only when that is not 0).
-pub fn archive_job() -> Job {
+pub(crate) fn archive_job() -> Job {
     Job {
         name: "archive",
         schedule: Schedule {

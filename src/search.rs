@@ -26,7 +26,9 @@ use crate::error::{Error, Result};
 use crate::index::Index;
 use crate::index::filter::Filter;
 use crate::index::fusion;
-use crate::index::tokenizer::{Term, TermKind, is_stop_word, tokenize};
+#[cfg(test)]
+use crate::index::tokenizer::is_stop_word;
+use crate::index::tokenizer::{Term, TermKind, tokenize};
 use crate::model::Memory;
 use crate::query::{QueryPlan, WeightedTerm};
 
@@ -76,7 +78,7 @@ impl std::fmt::Display for SearchMode {
 }
 
 /// How deep each ranking goes before hybrid fusion.
-pub const HYBRID_DEPTH: usize = 50;
+pub(crate) const HYBRID_DEPTH: usize = 50;
 
 /// Which pass found a hit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -124,7 +126,7 @@ pub struct SearchResults {
     /// Hits, best first.
     pub hits: Vec<SearchHit>,
     /// The query terms that were searched for.
-    pub terms: Vec<String>,
+    pub(crate) terms: Vec<String>,
     /// The mode that ran (`fulltext` when hybrid fell back for want of an embedder).
     pub mode: SearchMode,
     /// Why the mode that ran differs from the one asked for, if it does.
@@ -134,7 +136,8 @@ pub struct SearchResults {
 
 /// The terms a query searches for: tokenized, stop words dropped (unless that
 /// leaves nothing), duplicates removed.
-pub fn query_terms(query: &str) -> Vec<Term> {
+#[cfg(test)]
+pub(crate) fn query_terms(query: &str) -> Vec<Term> {
     let all = tokenize(query);
     let content: Vec<Term> = all.iter().filter(|t| !is_stop_word(t)).cloned().collect();
     let mut chosen = if content.is_empty() { all } else { content };
@@ -145,11 +148,11 @@ pub fn query_terms(query: &str) -> Vec<Term> {
 
 /// The longest query searched, in characters. Queries are questions or a
 /// few turns of conversation; a longer one costs CPU without finding more.
-pub const MAX_QUERY_CHARS: usize = 2000;
+pub(crate) const MAX_QUERY_CHARS: usize = 2000;
 
 /// Runs a search. `embedder` is `None` when none is available: hybrid then
 /// runs as fulltext and semantic fails with `EMBEDDING_UNAVAILABLE`.
-pub fn search(
+pub(crate) fn search(
     index: &Index,
     embedder: Option<&dyn Embedder>,
     req: &SearchRequest,
@@ -296,7 +299,7 @@ pub fn search(
 /// cross-validation by conversation on LoCoMo dev (0.25, 0.5, 1.0 tried;
 /// 1.0 chosen in four folds of five; full text 0.586 → 0.596, the 102
 /// questions that name a time 0.650 → 0.723).
-pub const TIME_BOOST: f32 = 1.0;
+pub(crate) const TIME_BOOST: f32 = 1.0;
 
 /// Multiplies the score of hits from within `range` by `1 + TIME_BOOST`
 /// and re-sorts (ties by id; in full text, AND hits stay before OR hits).
@@ -366,22 +369,22 @@ pub struct Candidate {
     /// Memory id.
     pub id: String,
     /// The pass that found it (`semantic` when only the vector index did).
-    pub pass: Pass,
+    pub(crate) pass: Pass,
     /// Values in the order of [`fusion::FEATURES`] (exported by name, not here).
     #[serde(skip)]
     pub features: [f32; fusion::N_FEATURES],
     /// Rank (from 1) in the full-text list, if there.
     pub text_rank: Option<usize>,
     /// Rank (from 1) in the semantic list, if there.
-    pub semantic_rank: Option<usize>,
+    pub(crate) semantic_rank: Option<usize>,
     /// The memory's importance.
-    pub importance: f32,
+    pub(crate) importance: f32,
     /// The memory's tier, if it has one.
-    pub tier: Option<String>,
+    pub(crate) tier: Option<String>,
     /// The memory's stage.
-    pub stage: String,
+    pub(crate) stage: String,
     /// Days between the memory's time and the newest candidate's.
-    pub age_days: f32,
+    pub(crate) age_days: f32,
 }
 
 /// The candidates of a hybrid search (the full-text and semantic lists,
@@ -531,9 +534,9 @@ impl<'a> Coverage<'a> {
 }
 
 /// Long conversational queries: how far the OR pass reaches before the coverage re-rank.
-pub const COVERAGE_DEPTH: usize = 200;
+pub(crate) const COVERAGE_DEPTH: usize = 200;
 /// Weight of query coverage against normalised BM25 in the re-rank (seed: 6.0).
-pub const COVERAGE_BOOST: f32 = 6.0;
+pub(crate) const COVERAGE_BOOST: f32 = 6.0;
 
 /// The AND pass, then the OR pass when AND finds fewer than
 /// `orFallbackMinHits`: `(id, score, pass)`, AND hits first. A conversational
@@ -666,19 +669,19 @@ pub struct SearchConfig {
     /// Results returned when the request gives no limit.
     pub default_limit: usize,
     /// Largest limit a request may ask for.
-    pub max_limit: usize,
+    pub(crate) max_limit: usize,
     /// When the AND pass finds fewer hits than this, an OR pass fills up.
-    pub or_fallback_min_hits: usize,
+    pub(crate) or_fallback_min_hits: usize,
     /// Mode of a request that names none: `fulltext`, `semantic` or `hybrid`.
-    pub mode: SearchMode,
+    pub(crate) mode: SearchMode,
     /// The `K` of reciprocal rank fusion: `score = Σ weight / (K + rank)`.
-    pub rrf_k: f32,
+    pub(crate) rrf_k: f32,
     /// Weight of the full-text ranking in hybrid fusion.
-    pub fulltext_weight: f32,
+    pub(crate) fulltext_weight: f32,
     /// Weight of the semantic ranking in hybrid fusion.
-    pub semantic_weight: f32,
+    pub(crate) semantic_weight: f32,
     /// Score multiplier of short-term hits (1 disables the penalty).
-    pub short_weight: f32,
+    pub(crate) short_weight: f32,
 }
 
 impl Default for SearchConfig {

@@ -24,7 +24,7 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Writes `memories/.stignore` unless a different one is there (kept: it is
 /// the user's). Returns whether it was written.
-pub fn write_stignore(layout: &Layout) -> Result<bool> {
+pub(crate) fn write_stignore(layout: &Layout) -> Result<bool> {
     let path = layout.memories().join(syncfiles::STIGNORE);
     let want = syncfiles::stignore();
     match std::fs::read_to_string(&path) {
@@ -44,14 +44,14 @@ pub fn write_stignore(layout: &Layout) -> Result<bool> {
 }
 
 /// A Syncthing REST client for one loopback address and API key.
-pub struct Syncthing {
+pub(crate) struct Syncthing {
     addr: String,
     key: String,
 }
 
 impl Syncthing {
     /// A client from the config; `None` without an API key.
-    pub fn from_config(cfg: &SyncConfig) -> Result<Option<Syncthing>> {
+    pub(crate) fn from_config(cfg: &SyncConfig) -> Result<Option<Syncthing>> {
         if cfg.syncthing_api_key.trim().is_empty() {
             return Ok(None);
         }
@@ -93,7 +93,7 @@ impl Syncthing {
     }
 
     /// This Syncthing's device id.
-    pub fn my_id(&self) -> Result<String> {
+    pub(crate) fn my_id(&self) -> Result<String> {
         let v = self.call("GET", "/rest/system/status", None)?;
         v["myID"]
             .as_str()
@@ -103,7 +103,7 @@ impl Syncthing {
 
     /// Shares `memories/` as folder `folder` with `peers` (added as devices
     /// if new). Existing folder settings are kept; peers are added to them.
-    pub fn configure(&self, layout: &Layout, folder: &str, peers: &[String]) -> Result<()> {
+    pub(crate) fn configure(&self, layout: &Layout, folder: &str, peers: &[String]) -> Result<()> {
         let me = self.my_id()?;
         for peer in peers {
             if peer == &me {
@@ -150,7 +150,7 @@ impl Syncthing {
     /// Peers of `folder`: connected, last seen and bytes they still need
     /// from us... and we from them is not reported (Syncthing reports what
     /// each remote needs).
-    pub fn peers(&self, folder: &str) -> Result<Vec<Peer>> {
+    pub(crate) fn peers(&self, folder: &str) -> Result<Vec<Peer>> {
         let me = self.my_id()?;
         let cfg = self.call("GET", &format!("/rest/config/folders/{folder}"), None)?;
         let conns = self.call("GET", "/rest/system/connections", None)?;
@@ -186,17 +186,17 @@ impl Syncthing {
 
 /// One Syncthing peer of the memories folder.
 #[derive(Debug, Clone, Serialize)]
-pub struct Peer {
+pub(crate) struct Peer {
     /// Syncthing device id.
-    pub device_id: String,
+    pub(crate) device_id: String,
     /// Connected now.
-    pub connected: bool,
+    pub(crate) connected: bool,
     /// Last seen (Syncthing's clock), if ever.
-    pub last_seen: Option<String>,
+    pub(crate) last_seen: Option<String>,
     /// Bytes of the folder the peer still needs (behind).
-    pub need_bytes: Option<u64>,
+    pub(crate) need_bytes: Option<u64>,
     /// Percent of the folder the peer has.
-    pub completion: Option<f64>,
+    pub(crate) completion: Option<f64>,
 }
 
 /// The local Syncthing that replicates `memories/` between devices.
@@ -204,12 +204,12 @@ pub struct Peer {
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct SyncConfig {
     /// Syncthing's REST address (plain http on loopback).
-    pub syncthing_url: String,
+    pub(crate) syncthing_url: String,
     /// Syncthing's API key (its GUI settings); empty: `memd sync` only writes
     /// `.stignore` and reports what memd itself knows.
-    pub syncthing_api_key: String,
+    pub(crate) syncthing_api_key: String,
     /// The Syncthing folder id used for `memories/`.
-    pub folder_id: String,
+    pub(crate) folder_id: String,
 }
 
 impl Default for SyncConfig {

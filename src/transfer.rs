@@ -50,7 +50,7 @@ pub struct ImportReport {
     /// Memories or records appended, or documents copied.
     pub added: u64,
     /// Already present (same id or idempotency key).
-    pub skipped: u64,
+    pub(crate) skipped: u64,
     /// Lines or files refused.
     pub failed: u64,
     /// The refusals, as `FILE:LINE: reason` or `PATH: reason` (the first
@@ -358,7 +358,7 @@ fn import_markdown(hub: &Hub, path: &Path) -> Result<ImportReport> {
 
 /// Output formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ExportFormat {
+pub(crate) enum ExportFormat {
     /// Journal `put` lines of the live facts (what `memd import` reads back with ids kept).
     Jsonl,
     /// One Markdown file per scene, plus a copy of every document.
@@ -395,7 +395,7 @@ pub fn live_facts(hub: &Hub, scenes: &[Scene]) -> Result<Vec<Fact>> {
 }
 
 /// Writes an export to `out` (a file for jsonl, a directory for markdown); returns facts written.
-pub fn export(hub: &Hub, format: ExportFormat, out: &Path, scenes: &[Scene]) -> Result<u64> {
+pub(crate) fn export(hub: &Hub, format: ExportFormat, out: &Path, scenes: &[Scene]) -> Result<u64> {
     let facts = live_facts(hub, scenes)?;
     match format {
         ExportFormat::Jsonl => {

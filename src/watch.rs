@@ -41,11 +41,11 @@ pub struct WatchHandle {
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct WatchCounts {
     /// Events that could change content (the rest are ignored).
-    pub events: u64,
+    pub(crate) events: u64,
     /// Document syncs run.
     pub document_syncs: u64,
     /// Journal catch-ups run.
-    pub journal_catch_ups: u64,
+    pub(crate) journal_catch_ups: u64,
     /// `config.json` changes handled (config watcher only).
     pub config_reloads: u64,
 }

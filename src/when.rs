@@ -134,9 +134,9 @@ fn at_midnight(d: NaiveDate) -> DateTime<Utc> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TimeRange {
     /// First instant inside.
-    pub from: DateTime<Utc>,
+    pub(crate) from: DateTime<Utc>,
     /// First instant after.
-    pub to: DateTime<Utc>,
+    pub(crate) to: DateTime<Utc>,
 }
 
 impl TimeRange {
@@ -169,7 +169,7 @@ impl TimeRange {
     }
 
     /// Whether `t` lies inside.
-    pub fn contains(&self, t: DateTime<Utc>) -> bool {
+    pub(crate) fn contains(&self, t: DateTime<Utc>) -> bool {
         self.from <= t && t < self.to
     }
 }

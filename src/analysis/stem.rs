@@ -8,7 +8,7 @@
 //! [`crate::analysis::tokenizer::tokenize`], so both sides agree.
 
 /// The stem of a lower-case word.
-pub fn stem(word: &str) -> String {
+pub(crate) fn stem(word: &str) -> String {
     if word.len() <= 3 || !word.bytes().all(|b| b.is_ascii_lowercase()) {
         return word.to_string();
     }

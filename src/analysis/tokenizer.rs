@@ -24,7 +24,7 @@ use unicode_normalization::UnicodeNormalization;
 
 /// The kind of a term.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TermKind {
+pub(crate) enum TermKind {
     /// A Latin/other-script word or number.
     Word,
     /// Two adjacent CJK characters.
@@ -41,11 +41,11 @@ pub struct Term {
     /// The normalised term text.
     pub text: String,
     /// What kind of term it is.
-    pub kind: TermKind,
+    pub(crate) kind: TermKind,
 }
 
 /// Whether `c` belongs to a CJK script we cut into bigrams.
-pub fn is_cjk(c: char) -> bool {
+pub(crate) fn is_cjk(c: char) -> bool {
     matches!(c as u32,
         0x3040..=0x30FF   // Hiragana, Katakana
         | 0x3400..=0x4DBF // CJK Extension A
@@ -56,7 +56,7 @@ pub fn is_cjk(c: char) -> bool {
 }
 
 /// NFKC + lowercase.
-pub fn normalize(text: &str) -> String {
+pub(crate) fn normalize(text: &str) -> String {
     text.nfkc().flat_map(char::to_lowercase).collect()
 }
 
@@ -164,16 +164,16 @@ const STOP_WORDS: &[&str] = &[
 ];
 
 /// Whether a query term carries no signal.
-pub fn is_stop_word(term: &Term) -> bool {
+pub(crate) fn is_stop_word(term: &Term) -> bool {
     term.kind == TermKind::Word && STOP_WORDS.binary_search(&term.text.as_str()).is_ok()
 }
 
 /// The tantivy name of the main text tokenizer.
 pub const TEXT_TOKENIZER: &str = "memd_text";
 /// The tantivy name of the single-character tokenizer.
-pub const CHARS_TOKENIZER: &str = "memd_chars";
+pub(crate) const CHARS_TOKENIZER: &str = "memd_chars";
 /// The tantivy name of the jieba word tokenizer.
-pub const WORDS_TOKENIZER: &str = "memd_words";
+pub(crate) const WORDS_TOKENIZER: &str = "memd_words";
 
 /// Which of our term functions a tantivy tokenizer applies.
 #[derive(Clone, Copy, Debug)]
@@ -196,14 +196,14 @@ impl MemdTokenizer {
     }
 
     /// The single-CJK-character tokenizer.
-    pub fn chars() -> Self {
+    pub(crate) fn chars() -> Self {
         MemdTokenizer {
             split: Split::Chars,
         }
     }
 
     /// The jieba word tokenizer.
-    pub fn words() -> Self {
+    pub(crate) fn words() -> Self {
         MemdTokenizer {
             split: Split::Words,
         }

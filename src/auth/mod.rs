@@ -30,26 +30,26 @@ use crate::store::atomic::write_atomic;
 /// Scope names a token may carry.
 pub mod scope {
     /// Search, get, recall, recent, timeline, bootstrap, audience in the token's scenes.
-    pub const READ: &str = "read";
+    pub(crate) const READ: &str = "read";
     /// Write, forget and ingest in the token's scenes.
-    pub const WRITE: &str = "write";
+    pub(crate) const WRITE: &str = "write";
     /// Read every scene (the whole library), not only the token's own.
-    pub const ALL: &str = "*";
+    pub(crate) const ALL: &str = "*";
     /// Read `sensitive` memories.
-    pub const SENSITIVE_READ: &str = "sensitive:read";
+    pub(crate) const SENSITIVE_READ: &str = "sensitive:read";
     /// Read `secret` memories.
-    pub const SECRET_READ: &str = "secret:read";
+    pub(crate) const SECRET_READ: &str = "secret:read";
     /// Write and forget `secret` memories.
-    pub const SECRET_WRITE: &str = "secret:write";
+    pub(crate) const SECRET_WRITE: &str = "secret:write";
     /// Read one group's recent chat for a member asking in private (`/v1/disclose`).
-    pub const DISCLOSE: &str = "disclose:group";
+    pub(crate) const DISCLOSE: &str = "disclose:group";
     /// Honour `from_owner`: the owner's own memories become readable in the scene for one request.
-    pub const FROM_OWNER: &str = "from_owner";
+    pub(crate) const FROM_OWNER: &str = "from_owner";
     /// Manage tokens and the configuration.
-    pub const ADMIN: &str = "admin";
+    pub(crate) const ADMIN: &str = "admin";
 
     /// Every scope name, for validation and documentation.
-    pub const KNOWN: &[&str] = &[
+    pub(crate) const KNOWN: &[&str] = &[
         READ,
         WRITE,
         ALL,
@@ -63,7 +63,7 @@ pub mod scope {
 }
 
 /// Preset names, as listed in help and errors (`<id>` is a QQ number).
-pub const PRESETS: &[&str] = &[
+pub(crate) const PRESETS: &[&str] = &[
     "dsh-desktop",
     "qq-owner",
     "pet",
@@ -75,42 +75,42 @@ pub const PRESETS: &[&str] = &[
 /// One token as stored in `tokens.json` (the hash, never the secret).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct TokenRecord {
+pub(crate) struct TokenRecord {
     /// Unique name, shown in audit lines and logs.
-    pub name: String,
+    pub(crate) name: String,
     /// Lowercase hex sha256 of the secret.
-    pub hash: String,
+    pub(crate) hash: String,
     /// Scopes, see [`scope`].
-    pub scopes: Vec<String>,
+    pub(crate) scopes: Vec<String>,
     /// Scenes the token may act in; the first is the default.
-    pub scenes: Vec<Scene>,
+    pub(crate) scenes: Vec<Scene>,
     /// The preset it was issued from, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub preset: Option<String>,
+    pub(crate) preset: Option<String>,
     /// When it was issued.
-    pub created_at: DateTime<Utc>,
+    pub(crate) created_at: DateTime<Utc>,
     /// When it was revoked; a revoked token authenticates nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub revoked_at: Option<DateTime<Utc>>,
+    pub(crate) revoked_at: Option<DateTime<Utc>>,
 }
 
 /// What a token shows about itself: everything but the hash.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TokenInfo {
     /// Name.
-    pub name: String,
+    pub(crate) name: String,
     /// Scopes.
-    pub scopes: Vec<String>,
+    pub(crate) scopes: Vec<String>,
     /// Scenes.
-    pub scenes: Vec<Scene>,
+    pub(crate) scenes: Vec<Scene>,
     /// Preset, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub preset: Option<String>,
+    pub(crate) preset: Option<String>,
     /// Issued at.
-    pub created_at: DateTime<Utc>,
+    pub(crate) created_at: DateTime<Utc>,
     /// Revoked at, if revoked.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub revoked_at: Option<DateTime<Utc>>,
+    pub(crate) revoked_at: Option<DateTime<Utc>>,
 }
 
 impl From<&TokenRecord> for TokenInfo {
@@ -135,26 +135,26 @@ struct TokenFile {
 
 /// The rights of an authenticated caller.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Grant {
+pub(crate) struct Grant {
     /// Token name (safe to log).
-    pub name: String,
+    pub(crate) name: String,
     /// Scopes.
-    pub scopes: BTreeSet<String>,
+    pub(crate) scopes: BTreeSet<String>,
     /// Scenes, the first being the default.
-    pub scenes: Vec<Scene>,
+    pub(crate) scenes: Vec<Scene>,
     /// Scenes it may write, forget and edit in: its scenes minus the ones its
     /// preset only reads ([`preset_read_only`]); the first is the default.
-    pub write_scenes: Vec<Scene>,
+    pub(crate) write_scenes: Vec<Scene>,
 }
 
 impl Grant {
     /// Whether the token carries `scope`.
-    pub fn has(&self, scope: &str) -> bool {
+    pub(crate) fn has(&self, scope: &str) -> bool {
         self.scopes.contains(scope)
     }
 
     /// A grant for a token record.
-    pub fn from_record(t: &TokenRecord) -> Grant {
+    pub(crate) fn from_record(t: &TokenRecord) -> Grant {
         let read_only = t.preset.as_deref().map(preset_read_only).unwrap_or(&[]);
         Grant {
             name: t.name.clone(),
@@ -175,7 +175,7 @@ impl Grant {
 /// only in `pet`. Derived from the preset name at authentication, so tokens
 /// issued before this rule follow it too; scenes added to a preset with
 /// `--scene` stay writable.
-pub fn preset_read_only(preset: &str) -> &'static [&'static str] {
+pub(crate) fn preset_read_only(preset: &str) -> &'static [&'static str] {
     match preset {
         "pet" => &["main", "qq:owner"],
         _ => &[],
@@ -238,12 +238,12 @@ fn validate_name(name: &str) -> Result<()> {
 }
 
 /// Hash of a presented secret, as stored.
-pub fn hash_secret(secret: &str) -> String {
+pub(crate) fn hash_secret(secret: &str) -> String {
     sha256_hex(secret.as_bytes())
 }
 
 /// Compares two byte strings without an early exit on the first difference.
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }
@@ -371,7 +371,7 @@ pub fn revoke(path: &Path, name: &str) -> Result<TokenInfo> {
 }
 
 /// Every token, revoked ones included, without hashes.
-pub fn list(path: &Path) -> Result<Vec<TokenInfo>> {
+pub(crate) fn list(path: &Path) -> Result<Vec<TokenInfo>> {
     Ok(read_file(path)?
         .tokens
         .iter()
@@ -387,23 +387,18 @@ struct Loaded {
 
 /// The token table of a running server, re-read when the file changes.
 #[derive(Debug)]
-pub struct TokenStore {
+pub(crate) struct TokenStore {
     path: PathBuf,
     loaded: RwLock<Loaded>,
 }
 
 impl TokenStore {
     /// A store over `ROOT/tokens.json` (which may not exist yet).
-    pub fn new(path: impl Into<PathBuf>) -> Self {
+    pub(crate) fn new(path: impl Into<PathBuf>) -> Self {
         TokenStore {
             path: path.into(),
             loaded: RwLock::new(Loaded::default()),
         }
-    }
-
-    /// The file it reads.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     fn stamp(&self) -> Option<(SystemTime, u64)> {
@@ -424,7 +419,7 @@ impl TokenStore {
     }
 
     /// The grant of the active token whose secret this is, if any.
-    pub fn authenticate(&self, secret: &str) -> Result<Option<Grant>> {
+    pub(crate) fn authenticate(&self, secret: &str) -> Result<Option<Grant>> {
         self.refresh()?;
         let presented = hash_secret(secret);
         let loaded = self.loaded.read().expect("token table poisoned");
@@ -439,12 +434,12 @@ impl TokenStore {
     }
 
     /// Every token, without hashes.
-    pub fn list(&self) -> Result<Vec<TokenInfo>> {
+    pub(crate) fn list(&self) -> Result<Vec<TokenInfo>> {
         list(&self.path)
     }
 
     /// Revokes a token; the next request sees the change.
-    pub fn revoke(&self, name: &str) -> Result<TokenInfo> {
+    pub(crate) fn revoke(&self, name: &str) -> Result<TokenInfo> {
         revoke(&self.path, name)
     }
 }

@@ -25,13 +25,13 @@ use crate::index::filter::{Filter, Scope};
 use crate::model::{Privacy, Scene, Subject};
 
 /// Scenes that belong to the owner: what `from_owner` opens up.
-pub const OWNER_SCENES: &[&str] = &["main", "qq:owner"];
+pub(crate) const OWNER_SCENES: &[&str] = &["main", "qq:owner"];
 
 /// The audience every token may read.
-pub const SHARED_SCENE: &str = "shared";
+pub(crate) const SHARED_SCENE: &str = "shared";
 
 /// The scenes a token without `*` may read: its own and `shared`.
-pub fn readable_scenes(grant: &Grant) -> Vec<Scene> {
+pub(crate) fn readable_scenes(grant: &Grant) -> Vec<Scene> {
     let mut out = grant.scenes.clone();
     let shared = Scene::parse(SHARED_SCENE).expect("built-in scene names are valid");
     if !out.contains(&shared) {
@@ -41,7 +41,7 @@ pub fn readable_scenes(grant: &Grant) -> Vec<Scene> {
 }
 
 /// The scene a request acts in: the one it names, else the token's first.
-pub fn resolve_scene(grant: &Grant, requested: Option<&str>) -> Result<Scene> {
+pub(crate) fn resolve_scene(grant: &Grant, requested: Option<&str>) -> Result<Scene> {
     match requested {
         None => grant
             .scenes
@@ -63,7 +63,7 @@ pub fn resolve_scene(grant: &Grant, requested: Option<&str>) -> Result<Scene> {
 
 /// The scene a write lands in: the one it names, which must be one of the
 /// token's write scenes ([`Grant::write_scenes`]), else the first of them.
-pub fn resolve_write_scene(grant: &Grant, requested: Option<&str>) -> Result<Scene> {
+pub(crate) fn resolve_write_scene(grant: &Grant, requested: Option<&str>) -> Result<Scene> {
     let scene = match requested {
         None => grant.write_scenes.first().cloned().ok_or_else(|| {
             Error::Forbidden(format!(
@@ -97,7 +97,7 @@ fn list(scenes: &[Scene]) -> String {
 }
 
 /// Fails with `FORBIDDEN` unless the token carries `scope`.
-pub fn require(grant: &Grant, scope: &str) -> Result<()> {
+pub(crate) fn require(grant: &Grant, scope: &str) -> Result<()> {
     if grant.has(scope) {
         Ok(())
     } else {
@@ -108,7 +108,7 @@ pub fn require(grant: &Grant, scope: &str) -> Result<()> {
 }
 
 /// Sensitivities a token may read.
-pub fn readable_privacy(grant: &Grant) -> Vec<Privacy> {
+pub(crate) fn readable_privacy(grant: &Grant) -> Vec<Privacy> {
     let mut out = vec![Privacy::Normal, Privacy::Personal];
     if grant.has(scope::SENSITIVE_READ) {
         out.push(Privacy::Sensitive);
@@ -121,16 +121,16 @@ pub fn readable_privacy(grant: &Grant) -> Vec<Privacy> {
 
 /// Options of a read request that shape its visibility.
 #[derive(Debug, Clone, Default)]
-pub struct ReadOptions {
+pub(crate) struct ReadOptions {
     /// Scenes to read (each must be the token's, unless it has `*`); `None`
     /// means every scene the token may read.
-    pub scenes: Option<Vec<Scene>>,
+    pub(crate) scenes: Option<Vec<Scene>>,
     /// The owner is the one asking: open the owner's own memories for this request.
-    pub from_owner: bool,
+    pub(crate) from_owner: bool,
 }
 
 /// The filter of a read by `grant` at `now`.
-pub fn read_filter(grant: &Grant, opts: &ReadOptions, now: DateTime<Utc>) -> Result<Filter> {
+pub(crate) fn read_filter(grant: &Grant, opts: &ReadOptions, now: DateTime<Utc>) -> Result<Filter> {
     require(grant, scope::READ)?;
     let all = grant.has(scope::ALL);
     let readable = readable_scenes(grant);
@@ -165,7 +165,7 @@ pub fn read_filter(grant: &Grant, opts: &ReadOptions, now: DateTime<Utc>) -> Res
 }
 
 /// The owner's own memories in the owner's scenes: never sensitive, never secret.
-pub fn owner_scope(now: DateTime<Utc>) -> Scope {
+pub(crate) fn owner_scope(now: DateTime<Utc>) -> Scope {
     Scope {
         scenes: OWNER_SCENES
             .iter()
@@ -179,7 +179,7 @@ pub fn owner_scope(now: DateTime<Utc>) -> Scope {
 }
 
 /// Checks a write of `privacy` into `scene` (already resolved against the token).
-pub fn check_write(grant: &Grant, privacy: Privacy) -> Result<()> {
+pub(crate) fn check_write(grant: &Grant, privacy: Privacy) -> Result<()> {
     require(grant, scope::WRITE)?;
     if privacy == Privacy::Secret {
         require(grant, scope::SECRET_WRITE)?;
@@ -195,7 +195,7 @@ pub fn check_write(grant: &Grant, privacy: Privacy) -> Result<()> {
 /// What a token may forget, supersede or edit: what it may write, in its
 /// write scenes (every scene with `*`). Handed to the lookup of the memory,
 /// so a memory outside it is `NOT_FOUND` whether or not it exists.
-pub fn forget_filter(grant: &Grant) -> Result<Filter> {
+pub(crate) fn forget_filter(grant: &Grant) -> Result<Filter> {
     require(grant, scope::WRITE)?;
     let mut privacy = vec![Privacy::Normal, Privacy::Personal];
     if grant.has(scope::SENSITIVE_READ) {
@@ -224,7 +224,7 @@ pub fn forget_filter(grant: &Grant) -> Result<Filter> {
 /// The filter of the archive of expired memories: the token's read filter
 /// (its scenes and privacy scopes) without the expiry condition. `restore`
 /// also rewrites the memory, so it keeps only what the token may write too.
-pub fn archive_filter(grant: &Grant, restore: bool, now: DateTime<Utc>) -> Result<Filter> {
+pub(crate) fn archive_filter(grant: &Grant, restore: bool, now: DateTime<Utc>) -> Result<Filter> {
     let mut filter = read_filter(grant, &ReadOptions::default(), now)?;
     let writable = if restore {
         forget_filter(grant)?.any_of.remove(0).privacy
@@ -241,7 +241,7 @@ pub fn archive_filter(grant: &Grant, restore: bool, now: DateTime<Utc>) -> Resul
 }
 
 /// The filter of a disclosure: one group's chat and notes, normal or personal, unexpired.
-pub fn disclose_filter(grant: &Grant, group: &Scene, now: DateTime<Utc>) -> Result<Filter> {
+pub(crate) fn disclose_filter(grant: &Grant, group: &Scene, now: DateTime<Utc>) -> Result<Filter> {
     require(grant, scope::DISCLOSE)?;
     if !group.as_str().starts_with("qq:group:") {
         return Err(Error::invalid(format!(

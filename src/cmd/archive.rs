@@ -5,7 +5,7 @@ use crate::hub::Hub;
 
 /// Arguments of `memd archive`.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// What to do (default: compress old months).
     #[command(subcommand)]
     action: Option<Action>,
@@ -16,7 +16,7 @@ pub struct Args {
 
 /// `memd archive` actions.
 #[derive(Debug, clap::Subcommand)]
-pub enum Action {
+pub(crate) enum Action {
     /// Expired memories whose text contains QUERY (the journal still holds them).
     Search {
         /// Text to look for.

@@ -14,7 +14,7 @@ use crate::hub::Hub;
 
 /// Backup subcommands.
 #[derive(Debug, clap::Subcommand)]
-pub enum Action {
+pub(crate) enum Action {
     /// Write a new archive of memories/, tokens.json and config.json.
     Create {
         /// Directory for the archive (default: config backup.dir, else ROOT/backups).

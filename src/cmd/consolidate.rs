@@ -10,7 +10,7 @@ use crate::hub::Hub;
 
 /// Arguments of `memd consolidate`.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Consolidate the short-term chat of this local day (YYYY-MM-DD);
     /// default: the period (`sleep.period`) that ends now.
     #[arg(long)]

@@ -5,7 +5,7 @@ use crate::layout::Layout;
 
 /// Arguments of `memd doctor`.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Look at files only: no index, no request to the daemon.
     #[arg(long)]
     shallow: bool,

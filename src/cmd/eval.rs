@@ -10,7 +10,7 @@ use crate::search::SearchMode;
 
 /// Arguments of `memd eval`.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Directory with corpus.jsonl and queries.jsonl.
     dataset: PathBuf,
     /// fulltext, semantic or hybrid (repeatable); all three when omitted.

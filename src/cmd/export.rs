@@ -8,7 +8,7 @@ use crate::transfer::{self, ExportFormat};
 
 /// Arguments of `memd export`.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Output file (jsonl) or directory (markdown).
     #[arg(long)]
     out: PathBuf,

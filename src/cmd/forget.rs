@@ -5,7 +5,7 @@ use crate::index::filter::Filter;
 
 /// Arguments of `memd forget`.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// The fact id.
     id: String,
     /// Why, kept in the tombstone line.

@@ -5,7 +5,7 @@ use crate::index::filter::{Filter, Scope};
 
 /// Arguments of `memd get`.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Fact id, chunk id (`doc-xxxxxxxx#n`) or document id (`doc-xxxxxxxx`).
     id: String,
 }

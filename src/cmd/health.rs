@@ -7,7 +7,7 @@ use crate::config::Config;
 
 /// Arguments of `memd health`.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Address of the daemon (default: config `listen`).
     #[arg(long)]
     addr: Option<String>,

@@ -12,7 +12,7 @@ use crate::transfer::{self, Format, ImportDefaults};
 
 /// Arguments of `memd import`.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// File or directory to import.
     path: PathBuf,
     /// Input format.
@@ -31,7 +31,7 @@ pub struct Args {
 
 /// Systems `memd import --from` migrates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum From {
+pub(crate) enum From {
     /// The Node memory-hub: `memories/facts/*.jsonl` and Markdown.
     MemoryHub,
 }

@@ -28,7 +28,7 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Arguments of `memd mcp`.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Bearer token for the daemon's /v1 API (issue one with `memd token issue`).
     #[arg(long, env = "MEMD_TOKEN", hide_env_values = true)]
     token: Option<String>,

@@ -53,18 +53,18 @@ use crate::hub::{Hub, Mode};
 pub struct Cli {
     /// Root directory holding memories/, data/ and config.json.
     #[arg(long, global = true, env = "MEMD_ROOT")]
-    pub root: Option<PathBuf>,
+    pub(crate) root: Option<PathBuf>,
     /// Print one JSON document on stdout.
     #[arg(long, global = true)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// What to do.
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
 }
 
 /// Subcommands.
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Append a memory to the journal and index it (needs the writer lock).
     Write(write::Args),
     /// Full-text search (safe next to a running server: reads its index).
@@ -182,7 +182,7 @@ pub(crate) fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
 /// The reader of stdout went away (a broken pipe): the command stops quietly.
 #[derive(Debug, thiserror::Error)]
 #[error("stdout was closed by its reader")]
-pub struct StdoutClosed;
+pub(crate) struct StdoutClosed;
 
 /// Exit code for a closed stdout: 128 + SIGPIPE, as a shell reports a process
 /// killed by the signal.

@@ -11,7 +11,7 @@ use crate::hub::Hub;
 
 /// Arguments of `memd rollback`.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// The run id (see `data/consolidation/` or `GET /v1/consolidation/runs`).
     #[arg(long, conflicts_with_all = ["source", "since"])]
     run: Option<String>,

@@ -7,7 +7,7 @@ use crate::search::{SearchMode, SearchRequest};
 
 /// Arguments of `memd search`.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// What to look for.
     query: String,
     /// Only these scenes (repeatable).

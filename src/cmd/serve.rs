@@ -20,7 +20,7 @@ use crate::scheduler;
 
 /// Arguments of `memd serve`.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Address to listen on (default: config `listen`, 127.0.0.1:8787). Port 0 picks a free port.
     #[arg(long)]
     listen: Option<String>,

@@ -6,7 +6,7 @@ use crate::sync::{Syncthing, write_stignore};
 
 /// Arguments of `memd sync`.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// What to do.
     #[command(subcommand)]
     action: Action,

@@ -8,7 +8,7 @@ use crate::layout::Layout;
 
 /// Arguments of `memd token`.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(subcommand)]
     action: Action,
 }

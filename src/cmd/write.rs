@@ -5,7 +5,7 @@ use crate::model::{Scene, parse_kind, parse_tags};
 
 /// Arguments of `memd write`.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Scene (audience) the memory lives in, e.g. main, qq:owner, qq:group:123.
     #[arg(long)]
     scene: String,

@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
 /// The Content-Security-Policy of every console response.
-pub const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+pub(crate) const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
 connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
 
 /// One embedded file: name under `/assets/`, media type, bytes.
@@ -73,14 +73,15 @@ const INDEX: &[u8] = include_bytes!("assets/index.html");
 
 /// The console's routes: `GET /` and `GET /assets/{name}` (HEAD too), no
 /// authentication (the files hold no data; the data comes from `/v1`).
-pub fn router() -> Router {
+pub(crate) fn router() -> Router {
     Router::new()
         .route("/", get(index))
         .route("/assets/{name}", get(asset))
 }
 
 /// The names of the embedded assets (tests).
-pub fn asset_names() -> impl Iterator<Item = &'static str> {
+#[cfg(test)]
+pub(crate) fn asset_names() -> impl Iterator<Item = &'static str> {
     ASSETS.iter().map(|a| a.name)
 }
 

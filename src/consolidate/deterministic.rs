@@ -23,32 +23,32 @@ const MAX_STALE: usize = 200;
 
 /// A planned promotion.
 #[derive(Debug, Clone)]
-pub struct PlannedPromotion {
+pub(crate) struct PlannedPromotion {
     /// The short-term id it comes from.
-    pub from: String,
+    pub(crate) from: String,
     /// The write that promotes it.
-    pub request: WriteRequest,
+    pub(crate) request: WriteRequest,
     /// recalled, important, salient (with its category), or several.
-    pub reason: String,
+    pub(crate) reason: String,
 }
 
 /// What the deterministic pass would do.
 #[derive(Debug, Clone, Default)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// Writes of new long-term facts.
-    pub promotions: Vec<PlannedPromotion>,
+    pub(crate) promotions: Vec<PlannedPromotion>,
     /// Folded near-duplicates.
-    pub folded: Vec<Fold>,
+    pub(crate) folded: Vec<Fold>,
     /// Short-term lines left to expire.
-    pub expiring: usize,
+    pub(crate) expiring: usize,
     /// Stale long-term memories.
-    pub stale: Vec<Stale>,
+    pub(crate) stale: Vec<Stale>,
     /// Left alone, and why.
-    pub skipped: Vec<Skipped>,
+    pub(crate) skipped: Vec<Skipped>,
 }
 
 /// The term set of a text (CJK bigrams, words, lone CJK characters).
-pub fn terms(text: &str) -> HashSet<String> {
+pub(crate) fn terms(text: &str) -> HashSet<String> {
     tokenizer::tokenize(text)
         .into_iter()
         .map(|t| t.text)
@@ -56,7 +56,7 @@ pub fn terms(text: &str) -> HashSet<String> {
 }
 
 /// Jaccard index of two term sets; two empty sets are identical.
-pub fn jaccard(a: &HashSet<String>, b: &HashSet<String>) -> f32 {
+pub(crate) fn jaccard(a: &HashSet<String>, b: &HashSet<String>) -> f32 {
     if a.is_empty() && b.is_empty() {
         return 1.0;
     }

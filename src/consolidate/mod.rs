@@ -48,10 +48,10 @@ pub use crate::config::{ModelConfig, ModelKind, SleepConfig};
 pub use report::{RunReport, RunSummary};
 
 /// The scheduler name of the consolidation job (key in `data/scheduler.json`).
-pub const JOB_NAME: &str = "sleep";
+pub(crate) const JOB_NAME: &str = "sleep";
 
 /// The `source` of everything consolidation writes or forgets.
-pub const SOURCE: &str = "sleep";
+pub(crate) const SOURCE: &str = "sleep";
 
 /// The time range whose short-term chat a run consolidates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -64,7 +64,7 @@ pub struct Window {
 
 impl Window {
     /// One local calendar day.
-    pub fn day(date: NaiveDate) -> Window {
+    pub(crate) fn day(date: NaiveDate) -> Window {
         let start = |d: NaiveDate| {
             let naive = d.and_hms_opt(0, 0, 0).expect("midnight exists");
             Local
@@ -80,7 +80,7 @@ impl Window {
     }
 
     /// The period that ends at `now` (the last day, week, month or year).
-    pub fn ending(period: Period, now: DateTime<Utc>) -> Window {
+    pub(crate) fn ending(period: Period, now: DateTime<Utc>) -> Window {
         let days = match period {
             Period::Day => 1,
             Period::Week => 7,
@@ -96,7 +96,7 @@ impl Window {
     /// The period ending at `now`, reaching back to `last_success` if that is
     /// earlier (the daemon was down), but never more than the longest
     /// short-term lifetime further: older chat cannot still be live.
-    pub fn since_last_run(
+    pub(crate) fn since_last_run(
         period: Period,
         last_success: Option<DateTime<Utc>>,
         now: DateTime<Utc>,
@@ -113,7 +113,7 @@ impl Window {
     }
 
     /// Whether `ts` falls inside.
-    pub fn contains(&self, ts: DateTime<Utc>) -> bool {
+    pub(crate) fn contains(&self, ts: DateTime<Utc>) -> bool {
         ts >= self.from && ts < self.to
     }
 }
@@ -133,18 +133,18 @@ pub struct RunOptions {
 #[derive(Debug, Clone)]
 pub(crate) struct History {
     /// The first `put`.
-    pub first: Fact,
+    pub(crate) first: Fact,
     /// The latest `put`.
-    pub last: Fact,
+    pub(crate) last: Fact,
     /// How many `put` lines.
-    pub puts: u32,
+    pub(crate) puts: u32,
     /// Whether the latest record is a tombstone.
-    pub forgotten: bool,
+    pub(crate) forgotten: bool,
 }
 
 impl History {
     /// A short-term line whose expiry was pushed out later (a recall extends its TTL).
-    pub fn recalled(&self) -> bool {
+    pub(crate) fn recalled(&self) -> bool {
         self.puts > 1
             && match (self.first.expires_at, self.last.expires_at) {
                 (Some(a), Some(b)) => b > a,
@@ -157,15 +157,15 @@ impl History {
 /// The journal replayed into per-id histories, in first-seen order.
 #[derive(Debug, Default)]
 pub(crate) struct JournalView {
-    pub order: Vec<String>,
-    pub facts: HashMap<String, History>,
+    pub(crate) order: Vec<String>,
+    pub(crate) facts: HashMap<String, History>,
     /// Tombstones in file order: (the record, the last `put` before it).
-    pub forgets: Vec<(Record, Option<Fact>)>,
+    pub(crate) forgets: Vec<(Record, Option<Fact>)>,
 }
 
 impl JournalView {
     /// Reads every journal file of the root (bad lines are skipped; the index reports them).
-    pub fn read(facts_dir: &Path) -> Result<JournalView> {
+    pub(crate) fn read(facts_dir: &Path) -> Result<JournalView> {
         let mut view = JournalView::default();
         if !facts_dir.exists() {
             return Ok(view);
@@ -215,7 +215,7 @@ impl JournalView {
     }
 
     /// Live histories in first-seen order.
-    pub fn live(&self) -> impl Iterator<Item = &History> {
+    pub(crate) fn live(&self) -> impl Iterator<Item = &History> {
         self.order
             .iter()
             .filter_map(|id| self.facts.get(id))
@@ -224,7 +224,7 @@ impl JournalView {
 }
 
 /// A new run id: `run-<UTC yyyymmddThhmmss>-<4 hex>`.
-pub fn new_run_id(now: DateTime<Utc>) -> String {
+pub(crate) fn new_run_id(now: DateTime<Utc>) -> String {
     let rand4: u16 = rand::Rng::random(&mut rand::rng());
     format!("run-{}-{rand4:04x}", now.format("%Y%m%dT%H%M%S"))
 }
@@ -377,15 +377,15 @@ fn judge_salience(
 #[derive(Debug, Clone, Serialize)]
 pub struct Status {
     /// Whether the scheduler runs it.
-    pub enabled: bool,
+    pub(crate) enabled: bool,
     /// Last attempt.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_run: Option<DateTime<Utc>>,
+    pub(crate) last_run: Option<DateTime<Utc>>,
     /// `ok` or `error` (details: `GET /v1/consolidation/runs`, `data/scheduler.json`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub result: Option<&'static str>,
     /// Failures since the last success.
-    pub failures: u32,
+    pub(crate) failures: u32,
     /// When it runs next (absent when disabled).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_run: Option<DateTime<Utc>>,

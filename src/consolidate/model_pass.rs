@@ -47,7 +47,7 @@ use crate::index::filter::Filter;
 use crate::model::{Privacy, Scene, Stage, Subject, Tier, parse_kind, parse_tags};
 
 /// What the model is told.
-pub const INSTRUCTIONS: &str = "You consolidate an assistant's memories overnight. You get the \
+pub(crate) const INSTRUCTIONS: &str = "You consolidate an assistant's memories overnight. You get the \
 period's memories of one scene as JSON (id, scene, stage short|long, kind, privacy, text). Turn what is worth \
 keeping into durable long-term facts, replace outdated facts, and drop noise. Answer with JSON only: \
 {\"operations\": [...]} where each operation is one of \
@@ -58,21 +58,21 @@ Use only ids you were given. An empty list is fine.";
 
 /// A memory as the model sees it.
 #[derive(Debug, Clone, Serialize)]
-pub struct InputMemory {
+pub(crate) struct InputMemory {
     /// Fact id.
-    pub id: String,
+    pub(crate) id: String,
     /// Scene.
-    pub scene: String,
+    pub(crate) scene: String,
     /// short or long.
-    pub stage: Stage,
+    pub(crate) stage: Stage,
     /// Kind.
-    pub kind: String,
+    pub(crate) kind: String,
     /// Sensitivity.
-    pub privacy: Privacy,
+    pub(crate) privacy: Privacy,
     /// When.
-    pub ts: chrono::DateTime<chrono::Utc>,
+    pub(crate) ts: chrono::DateTime<chrono::Utc>,
     /// Text.
-    pub text: String,
+    pub(crate) text: String,
 }
 
 /// One proposed operation.
@@ -583,7 +583,7 @@ const MODEL_BODY_LIMIT: u64 = 8 * 1024 * 1024;
 /// POSTs JSON to the model endpoint (`http://` or `https://`) and returns the
 /// status and body. A server that is down or too slow is `UNAVAILABLE`
 /// (retryable); an answer over 8 MiB is `UPSTREAM_INVALID`.
-pub fn post_json(
+pub(crate) fn post_json(
     url: &str,
     body: &serde_json::Value,
     bearer: Option<&str>,

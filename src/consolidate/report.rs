@@ -22,11 +22,11 @@ pub struct Promotion {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     /// Scene.
-    pub scene: String,
+    pub(crate) scene: String,
     /// Text.
-    pub text: String,
+    pub(crate) text: String,
     /// recalled, important, or both.
-    pub reason: String,
+    pub(crate) reason: String,
 }
 
 /// Near-duplicate short-term lines folded into one.
@@ -44,25 +44,25 @@ pub struct Stale {
     /// Fact id.
     pub id: String,
     /// Last written or rewritten.
-    pub last_touched: DateTime<Utc>,
+    pub(crate) last_touched: DateTime<Utc>,
     /// Importance.
-    pub importance: f32,
+    pub(crate) importance: f32,
 }
 
 /// Something left alone, and why.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Skipped {
+pub(crate) struct Skipped {
     /// Fact id.
-    pub id: String,
+    pub(crate) id: String,
     /// Why.
-    pub reason: String,
+    pub(crate) reason: String,
 }
 
 /// An operation refused by validation or by the write path.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Rejected {
     /// The operation as proposed.
-    pub operation: serde_json::Value,
+    pub(crate) operation: serde_json::Value,
     /// Why it was refused.
     pub reason: String,
 }
@@ -71,10 +71,10 @@ pub struct Rejected {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Forgotten {
     /// Fact id.
-    pub id: String,
+    pub(crate) id: String,
     /// Why the model forgot it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
     /// The fact as it was.
     pub before: Fact,
 }
@@ -85,7 +85,7 @@ pub struct Superseded {
     /// The replaced id (left in place; the new fact names it in `supersedes`).
     pub old: String,
     /// The new id.
-    pub new: String,
+    pub(crate) new: String,
 }
 
 /// Everything one run did.
@@ -96,11 +96,11 @@ pub struct RunReport {
     /// When it started.
     pub started: DateTime<Utc>,
     /// When it finished.
-    pub finished: DateTime<Utc>,
+    pub(crate) finished: DateTime<Utc>,
     /// Which chat it looked at.
-    pub window: Window,
+    pub(crate) window: Window,
     /// Nothing was changed.
-    pub dry_run: bool,
+    pub(crate) dry_run: bool,
     /// Short-term lines promoted.
     pub promoted: Vec<Promotion>,
     /// Near-duplicates folded.
@@ -118,7 +118,7 @@ pub struct RunReport {
     /// Operations refused.
     pub rejected: Vec<Rejected>,
     /// Left alone, and why.
-    pub skipped: Vec<Skipped>,
+    pub(crate) skipped: Vec<Skipped>,
     /// Long-term memories that look stale (reported only).
     pub stale: Vec<Stale>,
     /// Operations proposed by the model pass (also in a dry run).
@@ -129,7 +129,7 @@ pub struct RunReport {
     pub accepted: Vec<serde_json::Value>,
     /// Why the model pass failed, if it did (the deterministic pass still counts).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model_error: Option<String>,
+    pub(crate) model_error: Option<String>,
     /// Set once the run was rolled back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rolled_back: Option<DateTime<Utc>>,
@@ -139,29 +139,29 @@ pub struct RunReport {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunSummary {
     /// Run id.
-    pub run: String,
+    pub(crate) run: String,
     /// Started.
-    pub started: DateTime<Utc>,
+    pub(crate) started: DateTime<Utc>,
     /// Counts.
     pub promoted: usize,
     /// Folds.
-    pub folded: usize,
+    pub(crate) folded: usize,
     /// Facts written.
     pub written: usize,
     /// Facts forgotten.
-    pub forgotten: usize,
+    pub(crate) forgotten: usize,
     /// Operations rejected.
-    pub rejected: usize,
+    pub(crate) rejected: usize,
     /// Stale candidates.
-    pub stale: usize,
+    pub(crate) stale: usize,
     /// When it was rolled back, if it was.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub rolled_back: Option<DateTime<Utc>>,
+    pub(crate) rolled_back: Option<DateTime<Utc>>,
 }
 
 impl RunReport {
     /// An empty report for a run starting now.
-    pub fn new(run: &str, opts: &RunOptions) -> RunReport {
+    pub(crate) fn new(run: &str, opts: &RunOptions) -> RunReport {
         RunReport {
             run: run.to_string(),
             started: Utc::now(),
@@ -185,7 +185,7 @@ impl RunReport {
     }
 
     /// Counts only.
-    pub fn summary(&self) -> RunSummary {
+    pub(crate) fn summary(&self) -> RunSummary {
         RunSummary {
             run: self.run.clone(),
             started: self.started,
@@ -200,7 +200,7 @@ impl RunReport {
     }
 
     /// One line for logs and the scheduler state.
-    pub fn summary_line(&self) -> String {
+    pub(crate) fn summary_line(&self) -> String {
         format!(
             "{}: {} promoted, {} folded, {} written, {} forgotten, {} rejected, {} stale",
             self.run,
@@ -215,7 +215,7 @@ impl RunReport {
 }
 
 /// `data/consolidation/`.
-pub fn dir(layout: &Layout) -> PathBuf {
+pub(crate) fn dir(layout: &Layout) -> PathBuf {
     layout.data().join("consolidation")
 }
 
@@ -233,7 +233,7 @@ fn check_run_id(run: &str) -> Result<()> {
 }
 
 /// Writes `data/consolidation/<run>.json` atomically.
-pub fn save(layout: &Layout, report: &RunReport) -> Result<()> {
+pub(crate) fn save(layout: &Layout, report: &RunReport) -> Result<()> {
     check_run_id(&report.run)?;
     let dir = dir(layout);
     std::fs::create_dir_all(&dir).ctx("cannot create directory", &dir)?;

@@ -17,7 +17,7 @@ use crate::index::filter::Filter;
 use crate::model::{Fact, Record};
 
 /// The source recorded on rollback tombstones.
-pub const ROLLBACK_SOURCE: &str = "rollback";
+pub(crate) const ROLLBACK_SOURCE: &str = "rollback";
 
 /// What to undo.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,7 +45,7 @@ impl std::fmt::Display for Target {
 }
 
 /// The reason written on a tombstone made by run `run`.
-pub fn forget_reason(run: &str, why: Option<&str>) -> String {
+pub(crate) fn forget_reason(run: &str, why: Option<&str>) -> String {
     match why {
         Some(w) if !w.trim().is_empty() => format!("{SOURCE} {run}: {}", w.trim()),
         _ => format!("{SOURCE} {run}"),
@@ -65,9 +65,9 @@ fn reason_names_run(reason: Option<&str>, run: &str) -> bool {
 #[derive(Debug, Clone, Serialize)]
 pub struct RollbackReport {
     /// What was undone.
-    pub target: String,
+    pub(crate) target: String,
     /// Nothing was changed.
-    pub dry_run: bool,
+    pub(crate) dry_run: bool,
     /// Ids the run wrote, now forgotten.
     pub forgotten: Vec<String>,
     /// Ids the run forgot, now back with their earlier content.

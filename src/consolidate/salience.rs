@@ -38,19 +38,6 @@ use regex::Regex;
 use crate::embed::Embedder;
 use crate::model::Subject;
 
-/// A personal-fact category (or an explicit cue).
-pub const CATEGORIES: [&str; 9] = [
-    "cue",
-    "health",
-    "preference",
-    "date",
-    "relationship",
-    "place",
-    "plan",
-    "decision",
-    "work",
-];
-
 fn re(p: &str) -> Regex {
     Regex::new(p).expect("salience patterns compile")
 }
@@ -137,24 +124,24 @@ static RULES: LazyLock<Vec<(&'static str, Regex)>> = LazyLock::new(|| {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Features {
     /// An explicit "remember this" cue (outside a question).
-    pub cue: bool,
+    pub(crate) cue: bool,
     /// The first personal-fact category whose pattern matches.
-    pub category: Option<&'static str>,
+    pub(crate) category: Option<&'static str>,
     /// About the speaker or someone they know (first person, kin words).
-    pub anchored: bool,
+    pub(crate) anchored: bool,
     /// A question or a request to look something up.
-    pub question: bool,
+    pub(crate) question: bool,
     /// "Don't remember that", "never mind", "just kidding".
-    pub retracted: bool,
+    pub(crate) retracted: bool,
     /// Laughter or joke markers.
-    pub banter: bool,
+    pub(crate) banter: bool,
     /// Fewer than 4 letters or CJK characters.
-    pub tiny: bool,
+    pub(crate) tiny: bool,
 }
 
 impl Features {
     /// Reads the features of `text`.
-    pub fn of(text: &str) -> Features {
+    pub(crate) fn of(text: &str) -> Features {
         let question = QUESTION_END.is_match(text) || QUESTION_WORD.is_match(text);
         let words = text.chars().filter(|c| c.is_alphanumeric()).count();
         Features {
@@ -172,7 +159,7 @@ impl Features {
     }
 
     /// The rules' share of the score.
-    pub fn score(&self) -> f32 {
+    pub(crate) fn score(&self) -> f32 {
         let mut s = 0.0;
         if self.cue {
             s += 1.0;
@@ -304,7 +291,7 @@ fn max_cos(v: &[f32], set: &[Vec<f32>]) -> f32 {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Signals {
     /// The rules.
-    pub features: Features,
+    pub(crate) features: Features,
     /// Similarity to keep prototypes minus similarity to drop prototypes
     /// (absent without an embedder).
     pub margin: Option<f32>,
@@ -312,7 +299,7 @@ pub struct Signals {
 
 impl Signals {
     /// The score under `cal` (the margin counts 0 when absent).
-    pub fn score(&self, cal: Calibration) -> f32 {
+    pub(crate) fn score(&self, cal: Calibration) -> f32 {
         self.features.score() + cal.weight * self.margin.unwrap_or(0.0)
     }
 }
@@ -342,12 +329,12 @@ pub fn signals(texts: &[&str], embedder: Option<&dyn Embedder>) -> Vec<Signals> 
 
 /// Whether the shipped calibration holds for this embedder (it was tuned on
 /// multilingual-e5-small; other models' similarities are on another scale).
-pub fn calibrated_for(model_id: &str) -> bool {
+pub(crate) fn calibrated_for(model_id: &str) -> bool {
     model_id.contains("multilingual-e5-small")
 }
 
 /// The calibration for these signals: with margins, [`WITH_EMBEDDER`].
-pub fn shipped(with_embedder: bool) -> Calibration {
+pub(crate) fn shipped(with_embedder: bool) -> Calibration {
     if with_embedder {
         WITH_EMBEDDER
     } else {
@@ -363,7 +350,7 @@ pub struct Verdict {
     /// The score.
     pub score: f32,
     /// Why, for the report: `cue`, a category, or `similar to kept facts`.
-    pub reason: String,
+    pub(crate) reason: String,
 }
 
 /// Judges one line.
@@ -390,7 +377,7 @@ pub struct Figures {
     /// Kept lines that should be kept / lines that should be kept.
     pub recall: f64,
     /// Lines judged.
-    pub n: usize,
+    pub(crate) n: usize,
 }
 
 /// Precision and recall of `cal` over labelled signals.

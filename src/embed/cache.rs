@@ -19,7 +19,7 @@ use super::{Embedder, from_bytes, to_bytes};
 use crate::error::{Error, IoContext, Result};
 
 /// A cache key: sha256 of the model id and the passage text.
-pub type CacheKey = [u8; 32];
+pub(crate) type CacheKey = [u8; 32];
 
 /// The persistent cache of passage vectors.
 pub struct VectorCache {
@@ -28,7 +28,7 @@ pub struct VectorCache {
 
 impl VectorCache {
     /// Opens (creating if needed) the cache database at `path`.
-    pub fn open(path: &Path) -> Result<VectorCache> {
+    pub(crate) fn open(path: &Path) -> Result<VectorCache> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).ctx("cannot create cache directory", dir)?;
         }
@@ -46,7 +46,7 @@ impl VectorCache {
     }
 
     /// The key of `passage` embedded by `model_id`.
-    pub fn key(model_id: &str, passage: &str) -> CacheKey {
+    pub(crate) fn key(model_id: &str, passage: &str) -> CacheKey {
         let mut h = Sha256::new();
         h.update(model_id.as_bytes());
         h.update([0u8]);
@@ -55,7 +55,11 @@ impl VectorCache {
     }
 
     /// The cached vectors among `keys` that have `dim` components.
-    pub fn get_many(&self, keys: &[CacheKey], dim: usize) -> Result<HashMap<CacheKey, Vec<f32>>> {
+    pub(crate) fn get_many(
+        &self,
+        keys: &[CacheKey],
+        dim: usize,
+    ) -> Result<HashMap<CacheKey, Vec<f32>>> {
         let conn = self.conn.lock().expect("cache connection poisoned");
         let mut stmt = conn.prepare_cached("SELECT vector FROM vectors WHERE key = ?")?;
         let mut out = HashMap::new();
@@ -72,7 +76,7 @@ impl VectorCache {
     }
 
     /// Stores vectors.
-    pub fn put_many(&self, entries: &[(CacheKey, &[f32])]) -> Result<()> {
+    pub(crate) fn put_many(&self, entries: &[(CacheKey, &[f32])]) -> Result<()> {
         let mut conn = self.conn.lock().expect("cache connection poisoned");
         let tx = conn.transaction()?;
         {
@@ -85,22 +89,11 @@ impl VectorCache {
         tx.commit()?;
         Ok(())
     }
-
-    /// Number of cached vectors.
-    pub fn len(&self) -> Result<u64> {
-        let conn = self.conn.lock().expect("cache connection poisoned");
-        Ok(conn.query_row("SELECT COUNT(*) FROM vectors", [], |r| r.get::<_, i64>(0))? as u64)
-    }
-
-    /// Whether the cache is empty.
-    pub fn is_empty(&self) -> Result<bool> {
-        Ok(self.len()? == 0)
-    }
 }
 
 /// Embeds passages, taking every vector it can from `cache` and storing the
 /// new ones. A cache that fails to read or write is logged and bypassed.
-pub fn embed_passages_cached(
+pub(crate) fn embed_passages_cached(
     embedder: &dyn Embedder,
     cache: Option<&VectorCache>,
     texts: &[&str],

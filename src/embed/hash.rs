@@ -16,7 +16,6 @@ pub struct HashEmbedder {
     dim: usize,
     model_id: String,
     passages: AtomicUsize,
-    queries: AtomicUsize,
 }
 
 impl HashEmbedder {
@@ -26,18 +25,12 @@ impl HashEmbedder {
             dim: dim.max(1),
             model_id: format!("hash:{dim}"),
             passages: AtomicUsize::new(0),
-            queries: AtomicUsize::new(0),
         }
     }
 
     /// Passages embedded so far.
     pub fn passages_embedded(&self) -> usize {
         self.passages.load(Ordering::SeqCst)
-    }
-
-    /// Queries embedded so far.
-    pub fn queries_embedded(&self) -> usize {
-        self.queries.load(Ordering::SeqCst)
     }
 
     fn vector(&self, text: &str) -> Vec<f32> {
@@ -77,7 +70,6 @@ impl Embedder for HashEmbedder {
     }
 
     fn embed_queries(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        self.queries.fetch_add(texts.len(), Ordering::SeqCst);
         Ok(texts.iter().map(|t| self.vector(t)).collect())
     }
 

@@ -26,7 +26,7 @@ use crate::error::Error;
 /// How the token vectors of the encoder's last layer become one vector.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum Pooling {
+pub(crate) enum Pooling {
     /// Average over the tokens the attention mask keeps (e5, bge-m3).
     Mean,
     /// The first token's vector (bge).
@@ -35,7 +35,7 @@ pub enum Pooling {
 
 impl Pooling {
     /// The config spelling.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Pooling::Mean => "mean",
             Pooling::Cls => "cls",
@@ -80,7 +80,7 @@ pub trait Embedder: Send + Sync {
 }
 
 /// Scales `v` to unit L2 norm (a zero vector stays zero).
-pub fn normalize(v: &mut [f32]) {
+pub(crate) fn normalize(v: &mut [f32]) {
     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
     if norm > 0.0 {
         for x in v.iter_mut() {
@@ -91,7 +91,7 @@ pub fn normalize(v: &mut [f32]) {
 
 /// Where an [`EmbedderSlot`] stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum EmbedderStatus {
+pub(crate) enum EmbedderStatus {
     /// Loaded: the model id.
     Loaded(String),
     /// Loading failed or is disabled: why.
@@ -142,7 +142,7 @@ impl EmbedderSlot {
     }
 
     /// Where the embedder stands, without starting to load it.
-    pub fn status(&self) -> EmbedderStatus {
+    pub(crate) fn status(&self) -> EmbedderStatus {
         match self.loaded.get() {
             Some(Ok(e)) => EmbedderStatus::Loaded(e.model_id().to_string()),
             Some(Err(reason)) => EmbedderStatus::Unavailable(reason.clone()),
@@ -154,20 +154,20 @@ impl EmbedderSlot {
     /// concurrent searches would otherwise all embed the same memories. This
     /// is not the writer: writes never take it, so they never wait for
     /// embedding.
-    pub fn pass(&self) -> MutexGuard<'_, ()> {
+    pub(crate) fn pass(&self) -> MutexGuard<'_, ()> {
         self.pass
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The embedder if it is already loaded; never starts loading it.
-    pub fn loaded(&self) -> Option<Arc<dyn Embedder>> {
+    pub(crate) fn loaded(&self) -> Option<Arc<dyn Embedder>> {
         self.loaded.get().and_then(|r| r.as_ref().ok().cloned())
     }
 
     /// The embedder, loading it on the first call; an `EMBEDDING_UNAVAILABLE`
     /// error says why there is none. A failed load is not retried.
-    pub fn get(&self) -> Result<Arc<dyn Embedder>, Error> {
+    pub(crate) fn get(&self) -> Result<Arc<dyn Embedder>, Error> {
         let loaded = self.loaded.get_or_init(|| {
             let Some(config) = &self.config else {
                 return Err("no embedder configured".to_string());
@@ -196,12 +196,12 @@ impl EmbedderSlot {
 }
 
 /// A vector as little-endian `f32` bytes (the layout sqlite-vec reads).
-pub fn to_bytes(v: &[f32]) -> Vec<u8> {
+pub(crate) fn to_bytes(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
 /// The inverse of [`to_bytes`]; `None` if the length is not a multiple of 4.
-pub fn from_bytes(b: &[u8]) -> Option<Vec<f32>> {
+pub(crate) fn from_bytes(b: &[u8]) -> Option<Vec<f32>> {
     if !b.len().is_multiple_of(4) {
         return None;
     }
@@ -221,22 +221,22 @@ pub fn from_bytes(b: &[u8]) -> Option<Vec<f32>> {
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct EmbedderConfig {
     /// Whether to load the model at all.
-    pub enabled: bool,
+    pub(crate) enabled: bool,
     /// Directory with `model_int8.onnx` (or `model.onnx`) and `tokenizer.json`;
     /// empty means `$MEMD_MODELS_DIR/multilingual-e5-small`, with
     /// `$MEMD_MODELS_DIR` defaulting to `~/.cache/memory-hub/models`.
     pub model_dir: String,
     /// The ONNX Runtime shared library; empty means `onnxruntime/libonnxruntime.so`
     /// in the models directory.
-    pub runtime_path: String,
+    pub(crate) runtime_path: String,
     /// Prepended to every query before embedding.
-    pub query_prefix: String,
+    pub(crate) query_prefix: String,
     /// Prepended to every memory before embedding.
-    pub passage_prefix: String,
+    pub(crate) passage_prefix: String,
     /// How token vectors become one vector: `mean` (over the attention mask) or `cls`.
-    pub pooling: Pooling,
+    pub(crate) pooling: Pooling,
     /// Longer inputs are truncated to this many tokens (special tokens included).
-    pub max_tokens: usize,
+    pub(crate) max_tokens: usize,
     /// Inference sessions run in parallel (each holds its own copy of the graph).
     pub sessions: usize,
 }
@@ -258,7 +258,7 @@ impl Default for EmbedderConfig {
 
 impl EmbedderConfig {
     /// `$MEMD_MODELS_DIR`, else `~/.cache/memory-hub/models`.
-    pub fn models_dir() -> PathBuf {
+    pub(crate) fn models_dir() -> PathBuf {
         if let Some(dir) = std::env::var_os("MEMD_MODELS_DIR").filter(|d| !d.is_empty()) {
             return PathBuf::from(dir);
         }
@@ -276,7 +276,7 @@ impl EmbedderConfig {
     }
 
     /// The ONNX Runtime library in force.
-    pub fn resolved_runtime_path(&self) -> PathBuf {
+    pub(crate) fn resolved_runtime_path(&self) -> PathBuf {
         if self.runtime_path.is_empty() {
             Self::models_dir().join("onnxruntime/libonnxruntime.so")
         } else {

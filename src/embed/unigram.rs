@@ -31,7 +31,7 @@ use tokenizers::{
 const UNK_PENALTY: f64 = 10.0;
 
 /// The `tokenizers` pipeline around a [`CompactUnigram`].
-pub type CompactTokenizer = TokenizerImpl<
+pub(crate) type CompactTokenizer = TokenizerImpl<
     CompactUnigram,
     NormalizerWrapper,
     PreTokenizerWrapper,
@@ -58,7 +58,7 @@ impl LoadedTokenizer {
     }
 
     /// The id of a token of the vocabulary or the added tokens.
-    pub fn token_to_id(&self, token: &str) -> Option<u32> {
+    pub(crate) fn token_to_id(&self, token: &str) -> Option<u32> {
         match self {
             LoadedTokenizer::Compact(t) => t.token_to_id(token),
             LoadedTokenizer::Generic(t) => t.token_to_id(token),
@@ -173,7 +173,7 @@ pub struct CompactUnigram {
 
 impl CompactUnigram {
     /// Builds the table from `(piece, score)` pairs in id order.
-    pub fn new(
+    pub(crate) fn new(
         vocab: Vec<(String, f64)>,
         unk_id: Option<usize>,
         byte_fallback: bool,

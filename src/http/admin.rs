@@ -21,7 +21,7 @@ use crate::model::MAX_TEXT_BYTES;
 use crate::store::atomic::write_atomic;
 
 /// Keys `POST /v1/config` may change: `(dotted key, minimum, maximum, description)`.
-pub const EDITABLE: &[(&str, u64, u64, &str)] = &[
+pub(crate) const EDITABLE: &[(&str, u64, u64, &str)] = &[
     (
         "search.defaultLimit",
         1,
@@ -92,7 +92,7 @@ struct PublicComponent {
 /// status and each component's state; with an admin token also counts (by
 /// stage, scene, privacy, tier), pending vectors, scheduled jobs and
 /// consolidation. An unknown token is `UNAUTHORIZED`, not a quiet downgrade.
-pub async fn health(
+pub(crate) async fn health(
     State(st): State<AppState>,
     headers: axum::http::HeaderMap,
 ) -> Result<Response, ApiError> {
@@ -131,7 +131,10 @@ pub async fn health(
 
 /// `GET /metrics` (admin): Prometheus text. Global counts and per-route
 /// traffic describe every scene, so only admin tokens may scrape them.
-pub async fn metrics(State(st): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
+pub(crate) async fn metrics(
+    State(st): State<AppState>,
+    caller: Caller,
+) -> Result<Response, ApiError> {
     admin(&caller)?;
     let stats = st.run(|hub| hub.stats()).await?;
     let text = st.metrics.render(&[
@@ -175,7 +178,7 @@ pub async fn metrics(State(st): State<AppState>, caller: Caller) -> Result<Respo
 }
 
 /// `GET /v1/capabilities`: routes, limits, features and the caller's own rights.
-pub async fn capabilities(State(st): State<AppState>, caller: Caller) -> Response {
+pub(crate) async fn capabilities(State(st): State<AppState>, caller: Caller) -> Response {
     let cfg = st.settings();
     // Whether semantic search can run: loaded, or configured and not failed yet.
     let semantic = !matches!(
@@ -217,7 +220,7 @@ pub async fn capabilities(State(st): State<AppState>, caller: Caller) -> Respons
 /// `GET /v1/config-schema`: the JSON Schema of `config.json`, generated from
 /// the config types (doc comments become descriptions); the keys that
 /// `POST /v1/config` may change are listed in `x-editable` with their bounds.
-pub async fn config_schema(_caller: Caller) -> Response {
+pub(crate) async fn config_schema(_caller: Caller) -> Response {
     let mut schema =
         serde_json::to_value(schemars::schema_for!(Config)).expect("schema serialises");
     let editable: serde_json::Map<String, serde_json::Value> = EDITABLE
@@ -246,7 +249,7 @@ fn editable_values(cfg: &Config) -> serde_json::Value {
 }
 
 /// `GET /v1/config-state` (admin): the editable keys and their values.
-pub async fn config_state(
+pub(crate) async fn config_state(
     State(st): State<AppState>,
     caller: Caller,
 ) -> Result<Response, ApiError> {
@@ -292,7 +295,7 @@ fn set_dotted(root: &mut serde_json::Value, key: &str, value: serde_json::Value)
 }
 
 /// `POST /v1/config` (admin): `{ "<dotted key>": value, … }` for whitelisted keys.
-pub async fn set_config(
+pub(crate) async fn set_config(
     State(st): State<AppState>,
     caller: Caller,
     ApiJson(body): ApiJson<serde_json::Map<String, serde_json::Value>>,
@@ -359,7 +362,10 @@ struct TokenList {
 }
 
 /// `GET /v1/tokens` (admin): token metadata, never hashes or secrets.
-pub async fn tokens(State(st): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
+pub(crate) async fn tokens(
+    State(st): State<AppState>,
+    caller: Caller,
+) -> Result<Response, ApiError> {
     admin(&caller)?;
     let store = st.tokens.clone();
     let tokens = st.run(move |_| store.list()).await?;
@@ -367,7 +373,7 @@ pub async fn tokens(State(st): State<AppState>, caller: Caller) -> Result<Respon
 }
 
 /// `POST /v1/tokens/revoke` (admin): revokes a token from the next request on.
-pub async fn revoke(
+pub(crate) async fn revoke(
     State(st): State<AppState>,
     caller: Caller,
     ApiJson(body): ApiJson<RevokeBody>,

@@ -29,7 +29,7 @@ struct Deleted {
 }
 
 /// `POST /v1/categories`.
-pub async fn categories(
+pub(crate) async fn categories(
     State(st): State<AppState>,
     caller: Caller,
     ApiJson(body): ApiJson<CategoriesBody>,

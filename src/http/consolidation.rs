@@ -20,7 +20,7 @@ fn admin(caller: &Caller) -> Result<(), ApiError> {
 }
 
 /// `GET /v1/consolidation/runs`: every saved run, newest first.
-pub async fn runs(State(st): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
+pub(crate) async fn runs(State(st): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
     admin(&caller)?;
     let runs = st.run(|hub| report::list(hub.layout())).await?;
     Ok(reply(
@@ -30,7 +30,7 @@ pub async fn runs(State(st): State<AppState>, caller: Caller) -> Result<Response
 }
 
 /// `POST /v1/consolidation/report`: one run's full report.
-pub async fn run_report(
+pub(crate) async fn run_report(
     State(st): State<AppState>,
     caller: Caller,
     ApiJson(body): ApiJson<ReportBody>,
@@ -43,7 +43,7 @@ pub async fn run_report(
 
 /// `POST /v1/consolidation/run`: run consolidation now (what `memd consolidate`
 /// does, for when the daemon holds the writer lock).
-pub async fn run_now(
+pub(crate) async fn run_now(
     State(st): State<AppState>,
     caller: Caller,
     RequiredJson(body): RequiredJson<RunBody>,
@@ -75,7 +75,7 @@ pub async fn run_now(
 
 /// `POST /v1/consolidation/rollback`: what `memd rollback` does, while the
 /// daemon holds the writer lock.
-pub async fn rollback(
+pub(crate) async fn rollback(
     State(st): State<AppState>,
     caller: Caller,
     ApiJson(body): ApiJson<RollbackBody>,

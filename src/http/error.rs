@@ -18,16 +18,16 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
 
 /// An error on its way to becoming a response.
 #[derive(Debug, Clone)]
-pub struct ApiError {
+pub(crate) struct ApiError {
     /// Stable code.
-    pub code: ErrorCode,
+    pub(crate) code: ErrorCode,
     /// What the caller sees.
-    pub message: String,
+    pub(crate) message: String,
 }
 
 impl ApiError {
     /// An error with this code and message.
-    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+    pub(crate) fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         ApiError {
             code,
             message: message.into(),
@@ -35,12 +35,12 @@ impl ApiError {
     }
 
     /// 400 INVALID_INPUT.
-    pub fn invalid(message: impl Into<String>) -> Self {
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::InvalidInput, message)
     }
 
     /// 401 UNAUTHORIZED.
-    pub fn unauthorized() -> Self {
+    pub(crate) fn unauthorized() -> Self {
         Self::new(
             ErrorCode::Unauthorized,
             "missing or unknown token: send Authorization: Bearer <token>",
@@ -48,12 +48,12 @@ impl ApiError {
     }
 
     /// 403 FORBIDDEN.
-    pub fn forbidden(message: impl Into<String>) -> Self {
+    pub(crate) fn forbidden(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::Forbidden, message)
     }
 
     /// 404 NOT_FOUND for a path that is not a route.
-    pub fn no_route() -> Self {
+    pub(crate) fn no_route() -> Self {
         Self::new(
             ErrorCode::NotFound,
             "no such route; see GET /v1/capabilities",
@@ -61,7 +61,7 @@ impl ApiError {
     }
 
     /// The JSON envelope.
-    pub fn envelope(&self) -> serde_json::Value {
+    pub(crate) fn envelope(&self) -> serde_json::Value {
         serde_json::json!({
             "error": {
                 "code": self.code.as_str(),

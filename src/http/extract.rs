@@ -11,13 +11,13 @@ use super::error::ApiError;
 use crate::auth::Grant;
 
 /// Largest accepted request body, in bytes.
-pub const MAX_BODY_BYTES: usize = 256 * 1024;
+pub(crate) const MAX_BODY_BYTES: usize = 256 * 1024;
 
 /// A JSON body. Malformed JSON, wrong types, unknown fields and oversized
 /// bodies all become `400 INVALID_INPUT` envelopes. The content type is not
 /// checked, so `curl -d` works as is.
 #[derive(Debug)]
-pub struct ApiJson<T>(pub T);
+pub(crate) struct ApiJson<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     type Rejection = ApiError;
@@ -37,7 +37,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
 /// rather than `{}`. For routes that change state on their defaults (running
 /// consolidation), where a stray empty POST must do nothing.
 #[derive(Debug)]
-pub struct RequiredJson<T>(pub T);
+pub(crate) struct RequiredJson<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for RequiredJson<T> {
     type Rejection = ApiError;
@@ -56,7 +56,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for RequiredJson<T> {
 /// How long a client may take to send a request body once its headers are in.
 /// A body that trickles in (or never comes) would otherwise hold its
 /// connection and a task for as long as the client likes.
-pub const BODY_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+pub(crate) const BODY_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 async fn read_body<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
     let read = tokio::time::timeout(BODY_READ_TIMEOUT, Bytes::from_request(req, state))
@@ -110,7 +110,7 @@ fn normalise(value: &mut serde_json::Value) {
 
 /// The authenticated caller, put in place by the auth middleware.
 #[derive(Debug, Clone)]
-pub struct Caller(pub Grant);
+pub(crate) struct Caller(pub Grant);
 
 impl<S: Send + Sync> FromRequestParts<S> for Caller {
     type Rejection = ApiError;

@@ -27,7 +27,7 @@ fn note(ids: impl IntoIterator<Item = String>) -> AuditNote {
 }
 
 /// `POST /v1/tags`: adds/removes tags and sets importance (a new `put` line, same id).
-pub async fn tags(
+pub(crate) async fn tags(
     State(st): State<AppState>,
     caller: Caller,
     ApiJson(body): ApiJson<TagsBody>,
@@ -63,7 +63,7 @@ pub async fn tags(
 
 /// `POST /v1/archive/search` (`*` and `read`): expired memories the journal
 /// still holds, within the token's privacy scopes (part of the query).
-pub async fn archive_search(
+pub(crate) async fn archive_search(
     State(st): State<AppState>,
     caller: Caller,
     ApiJson(body): ApiJson<ArchiveSearchBody>,
@@ -83,7 +83,7 @@ pub async fn archive_search(
 
 /// `POST /v1/archive/restore` (`*`, `read` and `write`): brings an expired
 /// memory the token may read and write back for another tier lifetime.
-pub async fn archive_restore(
+pub(crate) async fn archive_restore(
     State(st): State<AppState>,
     caller: Caller,
     ApiJson(body): ApiJson<RestoreBody>,

@@ -33,13 +33,13 @@ struct Inner {
 
 /// Counters shared by every request.
 #[derive(Default)]
-pub struct Metrics {
+pub(crate) struct Metrics {
     inner: Mutex<Inner>,
 }
 
 impl Metrics {
     /// Counts one request to `route` that answered `status` after `seconds`.
-    pub fn record(&self, route: &str, status: u16, seconds: f64) {
+    pub(crate) fn record(&self, route: &str, status: u16, seconds: f64) {
         let mut m = self.inner.lock().expect("metrics poisoned");
         *m.requests.entry((route.to_string(), status)).or_default() += 1;
         let h = m.latency.entry(route.to_string()).or_default();
@@ -57,7 +57,7 @@ impl Metrics {
 
     /// Whether `token` may make another request in the minute `minute`
     /// (minutes since the epoch) under a limit of `per_minute` (0: none).
-    pub fn allow(&self, token: &str, minute: i64, per_minute: u32) -> bool {
+    pub(crate) fn allow(&self, token: &str, minute: i64, per_minute: u32) -> bool {
         if per_minute == 0 {
             return true;
         }
@@ -76,7 +76,7 @@ impl Metrics {
 
     /// The Prometheus text exposition of the counters plus `gauges`
     /// (`(name, help, value)`).
-    pub fn render(&self, gauges: &[(&str, &str, u64)]) -> String {
+    pub(crate) fn render(&self, gauges: &[(&str, &str, u64)]) -> String {
         let m = self.inner.lock().expect("metrics poisoned");
         let mut out = String::new();
         out.push_str("# HELP memd_http_requests_total Requests by route and status.\n");

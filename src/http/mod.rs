@@ -49,7 +49,7 @@ use error::ApiError;
 use extract::{Caller, MAX_BODY_BYTES};
 
 /// The current time; injectable so tests can move the clock.
-pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
+pub(crate) type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
 
 /// Shared state of the HTTP server.
 #[derive(Clone)]
@@ -94,13 +94,16 @@ impl AppState {
     }
 
     /// The hub.
-    pub fn hub(&self) -> &Arc<Hub> {
+    pub(crate) fn hub(&self) -> &Arc<Hub> {
         &self.hub
     }
 
     /// The grant of the request's bearer token: `None` without a token or for
     /// an unknown or revoked one (used by `/mcp`, which shares the tokens).
-    pub fn grant(&self, headers: &HeaderMap) -> Result<Option<crate::auth::Grant>, ApiError> {
+    pub(crate) fn grant(
+        &self,
+        headers: &HeaderMap,
+    ) -> Result<Option<crate::auth::Grant>, ApiError> {
         match bearer(headers) {
             None => Ok(None),
             Some(secret) => self.tokens.authenticate(secret).map_err(ApiError::from),
@@ -144,13 +147,13 @@ pub struct Route {
 
 /// What a handler tells the audit log besides status and timing.
 #[derive(Debug, Clone, Default)]
-pub struct AuditNote {
+pub(crate) struct AuditNote {
     /// Scene acted in.
-    pub scene: Option<String>,
+    pub(crate) scene: Option<String>,
     /// Ids returned or changed.
-    pub hits: Vec<String>,
+    pub(crate) hits: Vec<String>,
     /// Route-specific facts.
-    pub extra: Option<serde_json::Value>,
+    pub(crate) extra: Option<serde_json::Value>,
 }
 
 /// A JSON response carrying its audit note.
@@ -247,7 +250,7 @@ pub fn router(state: AppState) -> Router {
 }
 
 /// The token of an `Authorization: Bearer …` header (also used by `/mcp`).
-pub fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+pub(crate) fn bearer_token(headers: &HeaderMap) -> Option<&str> {
     bearer(headers)
 }
 
@@ -379,7 +382,7 @@ pub async fn serve(
 }
 
 /// [`serve`] with more routes beside `/v1` (the MCP endpoint `/mcp`).
-pub async fn serve_with(
+pub(crate) async fn serve_with(
     listener: tokio::net::TcpListener,
     state: AppState,
     extra: Router,

@@ -23,13 +23,13 @@ use crate::search::SearchRequest;
 /// Fields every read request carries (each body lists them itself, because
 /// serde's `flatten` does not work with `deny_unknown_fields`).
 #[derive(Debug, Default)]
-pub struct Visibility {
+pub(crate) struct Visibility {
     /// The scene the caller acts in (default: the token's first).
-    pub scene: Option<String>,
+    pub(crate) scene: Option<String>,
     /// Scenes to read (default: every scene the token may read).
-    pub scenes: Option<Vec<String>>,
+    pub(crate) scenes: Option<Vec<String>>,
     /// The owner is the one asking (needs the `from_owner` scope).
-    pub from_owner: bool,
+    pub(crate) from_owner: bool,
 }
 
 impl Visibility {
@@ -73,7 +73,7 @@ fn note(scene: &Scene, hits: impl IntoIterator<Item = String>) -> AuditNote {
 }
 
 /// `POST /v1/search`.
-pub async fn search(
+pub(crate) async fn search(
     State(st): State<AppState>,
     caller: Caller,
     ApiJson(body): ApiJson<SearchBody>,
@@ -130,7 +130,7 @@ fn check_min_score(min: Option<f32>) -> Result<Option<f32>, ApiError> {
 }
 
 /// The header that says a `limit` was lowered to `search.maxLimit`.
-pub const LIMIT_CLAMPED: &str = "x-memd-limit-clamped";
+pub(crate) const LIMIT_CLAMPED: &str = "x-memd-limit-clamped";
 
 /// A `limit` above `max` is lowered to `max` rather than refused (as the
 /// Node memory-hub did, so its clients keep working); the second value is
@@ -153,7 +153,7 @@ fn with_clamp(mut res: Response, clamped: Option<String>) -> Response {
 }
 
 /// `POST /v1/get`.
-pub async fn get(
+pub(crate) async fn get(
     State(st): State<AppState>,
     caller: Caller,
     ApiJson(body): ApiJson<GetBody>,
@@ -186,7 +186,7 @@ pub async fn get(
 }
 
 /// `POST /v1/recent`.
-pub async fn recent(
+pub(crate) async fn recent(
     State(st): State<AppState>,
     caller: Caller,
     ApiJson(body): ApiJson<RecentBody>,
@@ -205,7 +205,7 @@ pub async fn recent(
 }
 
 /// `POST /v1/recall`.
-pub async fn recall(
+pub(crate) async fn recall(
     State(st): State<AppState>,
     caller: Caller,
     ApiJson(body): ApiJson<RecallBody>,
@@ -277,7 +277,7 @@ pub async fn recall(
 }
 
 /// `POST /v1/timeline`.
-pub async fn timeline(
+pub(crate) async fn timeline(
     State(st): State<AppState>,
     caller: Caller,
     ApiJson(body): ApiJson<TimelineBody>,
@@ -309,7 +309,7 @@ pub async fn timeline(
 }
 
 /// `POST /v1/bootstrap`.
-pub async fn bootstrap(
+pub(crate) async fn bootstrap(
     State(st): State<AppState>,
     caller: Caller,
     ApiJson(body): ApiJson<BootstrapBody>,
@@ -340,7 +340,7 @@ pub async fn bootstrap(
 }
 
 /// `POST /v1/audience`.
-pub async fn audience(
+pub(crate) async fn audience(
     State(st): State<AppState>,
     caller: Caller,
     ApiJson(body): ApiJson<AudienceBody>,
@@ -366,7 +366,7 @@ pub async fn audience(
 }
 
 /// `POST /v1/disclose`: one group's recent chat and notes, for a known member only.
-pub async fn disclose(
+pub(crate) async fn disclose(
     State(st): State<AppState>,
     caller: Caller,
     ApiJson(body): ApiJson<DiscloseBody>,

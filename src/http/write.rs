@@ -74,7 +74,7 @@ fn subject_for(grant: &Grant, scene: &Scene, asked: Option<Subject>) -> Result<S
 }
 
 /// `POST /v1/write`.
-pub async fn write(
+pub(crate) async fn write(
     State(st): State<AppState>,
     caller: Caller,
     ApiJson(body): ApiJson<WriteBody>,
@@ -137,7 +137,7 @@ pub async fn write(
 }
 
 /// `POST /v1/forget`: appends a tombstone for a memory the token may write.
-pub async fn forget(
+pub(crate) async fn forget(
     State(st): State<AppState>,
     caller: Caller,
     ApiJson(body): ApiJson<ForgetBody>,
@@ -159,7 +159,7 @@ pub async fn forget(
 }
 
 /// `POST /v1/ingest`.
-pub async fn ingest(
+pub(crate) async fn ingest(
     State(st): State<AppState>,
     caller: Caller,
     ApiJson(body): ApiJson<IngestBody>,
@@ -201,7 +201,7 @@ pub async fn ingest(
 }
 
 /// `POST /v1/members`: membership events of a group (the group's own token, or `*`).
-pub async fn members(
+pub(crate) async fn members(
     State(st): State<AppState>,
     caller: Caller,
     ApiJson(body): ApiJson<MembersBody>,

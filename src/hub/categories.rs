@@ -22,24 +22,24 @@ use crate::store::atomic::write_atomic;
 pub const SLOTS: &[&str] = crate::model::CATEGORY_SLOTS;
 
 /// Largest category content, in characters.
-pub const MAX_CONTENT_CHARS: usize = 100_000;
+pub(crate) const MAX_CONTENT_CHARS: usize = 100_000;
 
 /// One category.
 #[derive(Debug, Clone, Serialize)]
 pub struct Category {
     /// Unique name, e.g. `coding-standards`.
-    pub name: String,
+    pub(crate) name: String,
     /// One of [`SLOTS`].
     pub slot: String,
     /// The scene it belongs to.
-    pub scene: Scene,
+    pub(crate) scene: Scene,
     /// Its document id.
     pub doc_id: String,
     /// When the file was last written.
-    pub updated_at: DateTime<Utc>,
+    pub(crate) updated_at: DateTime<Utc>,
     /// The first 200 characters (list).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub preview: Option<String>,
+    pub(crate) preview: Option<String>,
     /// The full Markdown content (get/set).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
@@ -48,7 +48,7 @@ pub struct Category {
 }
 
 /// Checks a category name: lowercase letters, digits and `-`, 1-64 bytes.
-pub fn check_name(name: &str) -> Result<()> {
+pub(crate) fn check_name(name: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= 64
         && !name.starts_with('-')

@@ -43,34 +43,36 @@ fn component(ok: bool, detail: String) -> Component {
 #[derive(Debug, Clone, Serialize)]
 pub struct HealthReport {
     /// `ok` when every component is, else `degraded`.
-    pub status: &'static str,
+    pub(crate) status: &'static str,
     /// Whether this process holds the writer lock.
-    pub writer: bool,
+    pub(crate) writer: bool,
     /// Searchable memories.
-    pub memories: u64,
+    pub(crate) memories: u64,
     /// Facts (not forgotten).
-    pub facts: u64,
+    pub(crate) facts: u64,
     /// Markdown documents.
-    pub documents: u64,
+    pub(crate) documents: u64,
     /// Unreadable journal lines and documents.
-    pub issues: usize,
+    pub(crate) issues: usize,
     /// Stored vectors.
-    pub vectors: u64,
+    pub(crate) vectors: u64,
     /// Memories waiting for a vector.
-    pub pending_vectors: u64,
+    pub(crate) pending_vectors: u64,
     /// journal, documents, index, embedder, disk.
     pub components: BTreeMap<&'static str, Component>,
     /// Active memories by stage, scene, privacy and tier.
-    pub counts: BTreeMap<&'static str, HashMap<String, u64>>,
+    pub(crate) counts: BTreeMap<&'static str, HashMap<String, u64>>,
     /// Scheduled jobs (daily backup, consolidation): last and next runs.
-    pub jobs: BTreeMap<String, JobState>,
+    pub(crate) jobs: BTreeMap<String, JobState>,
     /// Long-term memories per retention tier against their budgets.
-    pub tiers: super::TierReport,
+    pub(crate) tiers: super::TierReport,
 }
 
 /// Journal lines applied per device directory (`legacy` for flat files),
 /// from the index's cursors.
-pub fn lines_per_device(cursors: &HashMap<String, journal::Cursor>) -> BTreeMap<String, u64> {
+pub(crate) fn lines_per_device(
+    cursors: &HashMap<String, journal::Cursor>,
+) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
     for (file, c) in cursors {
         let dev = journal::device_of(file).unwrap_or("legacy").to_string();
@@ -109,7 +111,7 @@ impl Hub {
     }
 
     /// Where the embedder stands, without loading it.
-    pub fn embedder_status(&self) -> EmbedderStatus {
+    pub(crate) fn embedder_status(&self) -> EmbedderStatus {
         self.embedder.status()
     }
 

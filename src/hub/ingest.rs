@@ -71,16 +71,16 @@ pub struct IngestOutcome {
     /// What happened.
     pub action: IngestAction,
     /// The idempotency key.
-    pub source_message_id: String,
+    pub(crate) source_message_id: String,
     /// When the memory stops being searchable.
-    pub expires_at: DateTime<Utc>,
+    pub(crate) expires_at: DateTime<Utc>,
     /// Why it was skipped.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
 
 /// `<message id>#<first 12 hex of sha256(text)>`.
-pub fn source_message_id(message_id: &str, text: &str) -> String {
+pub(crate) fn source_message_id(message_id: &str, text: &str) -> String {
     format!("{message_id}#{}", &sha256_hex(text.as_bytes())[..12])
 }
 
@@ -107,7 +107,7 @@ static MENTION: LazyLock<Regex> =
 /// codes and placeholders (`[图片]`, `[表情]`, `[CQ:…]`) with nothing else, a
 /// link alone, bare @mentions, bare acknowledgements and laughter ("好", "嗯",
 /// "哈哈哈", "hhhh", "ok", "+1", full-width forms too), or no words at all.
-pub fn noise(text: &str) -> Option<&'static str> {
+pub(crate) fn noise(text: &str) -> Option<&'static str> {
     let text = text.trim();
     if text.starts_with('/') || BOT.is_match(text) {
         return Some("bot command");

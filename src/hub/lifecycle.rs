@@ -27,12 +27,12 @@ use crate::model::{Fact, JOURNAL_VERSION, Memory, Origin, Record, Stage, Tier, p
 pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
 
 /// The system clock.
-pub fn system_clock() -> Clock {
+pub(crate) fn system_clock() -> Clock {
     Arc::new(Utc::now)
 }
 
 /// Longest time an access waits in memory before it is journaled.
-pub const ACCESS_WINDOW: StdDuration = StdDuration::from_secs(4);
+pub(crate) const ACCESS_WINDOW: StdDuration = StdDuration::from_secs(4);
 
 /// Retrievals not yet journaled.
 #[derive(Default)]
@@ -63,11 +63,11 @@ pub struct TierCount {
     /// Expired ones still in the journal (restorable).
     pub expired: u64,
     /// Ones expiring within `lifecycle.expiringSoonDays`.
-    pub expiring_soon: u64,
+    pub(crate) expiring_soon: u64,
     /// The configured budget.
-    pub budget: u64,
+    pub(crate) budget: u64,
     /// Whether `count` exceeds the budget.
-    pub over_budget: bool,
+    pub(crate) over_budget: bool,
 }
 
 /// Counts per tier, for health.
@@ -76,12 +76,12 @@ pub struct TierReport {
     /// T0..T3.
     pub tiers: Vec<TierCount>,
     /// Whether some tier is over its budget.
-    pub over_capacity: bool,
+    pub(crate) over_capacity: bool,
 }
 
 impl Hub {
     /// Now, by the hub's clock.
-    pub fn now(&self) -> DateTime<Utc> {
+    pub(crate) fn now(&self) -> DateTime<Utc> {
         (self.clock.read().expect("clock poisoned"))()
     }
 
@@ -98,7 +98,7 @@ impl Hub {
     }
 
     /// Counts one retrieval of each long-term fact among `memories` (no IO).
-    pub fn note_access<'a>(&self, memories: impl IntoIterator<Item = &'a Memory>) {
+    pub(crate) fn note_access<'a>(&self, memories: impl IntoIterator<Item = &'a Memory>) {
         if !self.is_writer()
             || !self
                 .track_accesses
@@ -309,7 +309,7 @@ pub struct ArchivedMonth {
     /// The journal file: `<device>/YYYY-MM.jsonl`, or `YYYY-MM.jsonl` (legacy).
     pub month: String,
     /// Lines compressed.
-    pub lines: u64,
+    pub(crate) lines: u64,
 }
 
 impl Hub {

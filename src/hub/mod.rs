@@ -31,13 +31,10 @@ mod writer;
 pub use health::{Component, HealthReport};
 pub use ingest::{IngestAction, IngestOutcome, IngestRequest};
 pub use lifecycle::{ArchivedMonth, Clock, EditRequest, TierCount, TierReport};
-pub use read::{
-    Bootstrap, MAX_PAGE, RecentTitle, Timeline, TimelineEntry, TimelineMonth, TimelineQuery,
-    narrow, one_line,
-};
-pub use recall::{
-    RecallHit, RecallOutcome, RecallRequest, recall_query, render_recall_block, render_recent_block,
-};
+pub use read::TimelineQuery;
+pub(crate) use read::{narrow, one_line};
+pub use recall::RecallRequest;
+pub(crate) use recall::render_recent_block;
 pub use replay::{CatchUpReport, Progress};
 pub use ttl::MAX_SHORT_TTL_HOURS;
 use writer::{Pending, WriterState};
@@ -76,26 +73,26 @@ pub enum Mode {
 #[derive(Debug, Clone, Serialize)]
 pub struct Stats {
     /// The root.
-    pub root: String,
+    pub(crate) root: String,
     /// Index counts.
     #[serde(flatten)]
     pub counts: MetaCounts,
     /// Journal month files.
     pub journal_files: usize,
     /// Journal bytes.
-    pub journal_bytes: u64,
+    pub(crate) journal_bytes: u64,
     /// Index bytes on disk.
-    pub index_bytes: u64,
+    pub(crate) index_bytes: u64,
     /// Documents in the text index (facts + chunks).
     pub text_documents: u64,
     /// Bad journal lines and unreadable documents.
     pub issues: Vec<String>,
     /// Whether this process holds the writer lock.
-    pub writer: bool,
+    pub(crate) writer: bool,
     /// Stored vectors (memories searchable semantically).
     pub vectors: u64,
     /// Memories waiting for their vector (embedded in the background).
-    pub pending_vectors: u64,
+    pub(crate) pending_vectors: u64,
 }
 
 /// The memory service over one root.
@@ -124,7 +121,7 @@ impl Hub {
     }
 
     /// Opens and reports catch-up progress.
-    pub fn open_with_progress(
+    pub(crate) fn open_with_progress(
         layout: Layout,
         config: Config,
         mode: Mode,
@@ -275,14 +272,14 @@ impl Hub {
     }
 
     /// Whether this hub holds the writer lock.
-    pub fn is_writer(&self) -> bool {
+    pub(crate) fn is_writer(&self) -> bool {
         self.writer.is_some()
     }
 
     /// Commits pending index changes so that every reader sees them. Searches
     /// do this by themselves; a server also calls it on a timer so that other
     /// processes reading the index see recent writes.
-    pub fn flush(&self) -> Result<()> {
+    pub(crate) fn flush(&self) -> Result<()> {
         if self.writer.is_some() {
             if self.index.behind().is_some() {
                 self.try_recover_index();

@@ -18,7 +18,7 @@ use crate::index::meta_read::Latest;
 use crate::model::{Memory, Origin, Privacy, Scene, Stage, Subject};
 
 /// Largest page of `recent` and `timeline`.
-pub const MAX_PAGE: usize = 100;
+pub(crate) const MAX_PAGE: usize = 100;
 
 /// `have ∩ want` where an empty `have` means "anything"; `None` if nothing is left.
 fn intersect<T: PartialEq + Clone>(have: &[T], want: &[T]) -> Option<Vec<T>> {
@@ -34,7 +34,7 @@ fn intersect<T: PartialEq + Clone>(have: &[T], want: &[T]) -> Option<Vec<T>> {
 
 /// The filter restricted to `want` in every alternative (an intersection: it
 /// can only make fewer memories visible). Alternatives left empty are dropped.
-pub fn narrow(filter: &Filter, want: &Scope) -> Filter {
+pub(crate) fn narrow(filter: &Filter, want: &Scope) -> Filter {
     let any_of = filter
         .any_of
         .iter()
@@ -71,7 +71,7 @@ pub struct TimelineEntry {
 #[derive(Debug, Clone, Serialize)]
 pub struct TimelineMonth {
     /// `YYYY-MM` (UTC).
-    pub month: String,
+    pub(crate) month: String,
     /// Items.
     pub items: Vec<TimelineEntry>,
 }
@@ -83,7 +83,7 @@ pub struct Timeline {
     pub months: Vec<TimelineMonth>,
     /// Pass as `before` to get the next page; absent on the last page.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub next_before: Option<String>,
+    pub(crate) next_before: Option<String>,
 }
 
 /// Which page of the timeline to read.
@@ -139,36 +139,36 @@ fn parse_before(before: &str) -> Result<(DateTime<Utc>, String)> {
 #[derive(Debug, Clone, Serialize)]
 pub struct Bootstrap {
     /// The scene the caller acts in.
-    pub scene: Scene,
+    pub(crate) scene: Scene,
     /// `memories/user/identity.md`, if the caller may see it.
-    pub identity: Option<Memory>,
+    pub(crate) identity: Option<Memory>,
     /// The audience card for the scene, if there is one.
-    pub audience: Option<Memory>,
+    pub(crate) audience: Option<Memory>,
     /// Titles (or openings) of the newest long-term memories.
-    pub recent_titles: Vec<RecentTitle>,
+    pub(crate) recent_titles: Vec<RecentTitle>,
     /// The newest memories about the agent itself (`subject: self`) written
     /// in the caller's own (write) scenes: what another audience's token
     /// wrote never shows up as the agent's own note.
-    pub recent_self: Vec<Memory>,
+    pub(crate) recent_self: Vec<Memory>,
     /// The category slots (always injected policy), as far as the caller may see them.
     pub categories: Vec<super::categories::Category>,
 }
 
 /// A one-line pointer to a memory.
 #[derive(Debug, Clone, Serialize)]
-pub struct RecentTitle {
+pub(crate) struct RecentTitle {
     /// Id, for `get`.
-    pub id: String,
+    pub(crate) id: String,
     /// When.
-    pub ts: DateTime<Utc>,
+    pub(crate) ts: DateTime<Utc>,
     /// The scene (audience) it lives in.
-    pub scene: Scene,
+    pub(crate) scene: Scene,
     /// Title, or the first 40 characters of the text.
-    pub title: String,
+    pub(crate) title: String,
 }
 
 /// First `max` characters of `text` on one line, with `…` when cut.
-pub fn one_line(text: &str, max: usize) -> String {
+pub(crate) fn one_line(text: &str, max: usize) -> String {
     let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
     if flat.chars().count() <= max {
         flat
@@ -181,7 +181,7 @@ pub fn one_line(text: &str, max: usize) -> String {
 
 impl Hub {
     /// The newest facts visible under `filter`, optionally of one stage.
-    pub fn recent(
+    pub(crate) fn recent(
         &self,
         filter: &Filter,
         stage: Option<Stage>,
@@ -207,7 +207,7 @@ impl Hub {
     }
 
     /// Visible memories written in `[since, now]`, newest first (live chat, disclosure).
-    pub fn since(
+    pub(crate) fn since(
         &self,
         filter: &Filter,
         since: DateTime<Utc>,
@@ -291,7 +291,7 @@ impl Hub {
     /// The caller must already be allowed to act in `scene`: a card describes
     /// its own audience, so it is read whatever scene its front matter names,
     /// but never if it is marked sensitive or secret.
-    pub fn audience_card(&self, scene: &Scene) -> Result<Option<Memory>> {
+    pub(crate) fn audience_card(&self, scene: &Scene) -> Result<Option<Memory>> {
         let doc = ids::doc_id(&format!("audiences/{}.md", scene.id_part()));
         let filter = Filter::scope(Scope {
             origins: vec![Origin::Doc],

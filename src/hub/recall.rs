@@ -40,7 +40,7 @@ const BLOCK_LIVE_CHARS: usize = 120;
 
 /// The search query for a conversation: the last few non-empty turns, one a line
 /// (so [`crate::query::plan`] weighs them as turns), newest text kept.
-pub fn recall_query(turns: &[String]) -> String {
+pub(crate) fn recall_query(turns: &[String]) -> String {
     let recent: Vec<&str> = turns
         .iter()
         .map(|t| t.trim())
@@ -56,12 +56,12 @@ pub fn recall_query(turns: &[String]) -> String {
 #[derive(Debug, Clone, Serialize)]
 pub struct RecallOutcome {
     /// The query that was searched for.
-    pub query: String,
+    pub(crate) query: String,
     /// Long-term (and short-term) memories for the conversation, best first.
-    pub hits: Vec<RecallHit>,
+    pub(crate) hits: Vec<RecallHit>,
     /// Recent short-term chat from the live side channel, oldest first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub live: Vec<Memory>,
+    pub(crate) live: Vec<Memory>,
     /// The rendered block, when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub block: Option<String>,
@@ -69,12 +69,12 @@ pub struct RecallOutcome {
 
 /// A recall hit.
 #[derive(Debug, Clone, Serialize)]
-pub struct RecallHit {
+pub(crate) struct RecallHit {
     /// The search hit.
     #[serde(flatten)]
-    pub hit: SearchHit,
+    pub(crate) hit: SearchHit,
     /// The person recall is for brought this up themselves.
-    pub self_mentioned: bool,
+    pub(crate) self_mentioned: bool,
 }
 
 /// Whether `m` is something `person` said themselves: ingested from them
@@ -91,7 +91,11 @@ fn mentioned_by(m: &Memory, person: Option<&str>) -> bool {
 }
 
 /// Renders the recall block; empty sections are left out, and an empty string means nothing to say.
-pub fn render_recall_block(live: &[Memory], live_minutes: u32, hits: &[RecallHit]) -> String {
+pub(crate) fn render_recall_block(
+    live: &[Memory],
+    live_minutes: u32,
+    hits: &[RecallHit],
+) -> String {
     let mut out = String::new();
     if !live.is_empty() {
         out.push_str(&format!(
@@ -156,7 +160,7 @@ fn memory_line(m: &Memory, self_mentioned: bool) -> String {
 }
 
 /// Renders the `recent` block.
-pub fn render_recent_block(items: &[Memory]) -> String {
+pub(crate) fn render_recent_block(items: &[Memory]) -> String {
     if items.is_empty() {
         return String::new();
     }
@@ -197,7 +201,7 @@ impl Hub {
     /// [`crate::relevance::DEFAULT_FLOOR`] when the search ran with the
     /// calibrated model and no floor otherwise. Cosines count only when the
     /// search ran with an embedder.
-    pub fn apply_floor(
+    pub(crate) fn apply_floor(
         &self,
         results: &mut SearchResults,
         query: &str,

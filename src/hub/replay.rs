@@ -33,9 +33,9 @@ const CATCH_UP_BATCH: usize = 5000;
 #[derive(Debug, Clone, Copy)]
 pub struct Progress {
     /// Journal bytes processed so far.
-    pub done: u64,
+    pub(crate) done: u64,
     /// Journal bytes to process in total.
-    pub total: u64,
+    pub(crate) total: u64,
 }
 
 /// What opening or a catch-up did.
@@ -50,11 +50,11 @@ pub struct CatchUpReport {
     /// Documents (re)indexed.
     pub documents_indexed: u64,
     /// Documents removed from the index.
-    pub documents_removed: u64,
+    pub(crate) documents_removed: u64,
     /// Document files read (unchanged files are not read again).
     pub documents_read: u64,
     /// Documents found invalid (bad front matter, too large, links).
-    pub documents_invalid: u64,
+    pub(crate) documents_invalid: u64,
 }
 
 impl Hub {

@@ -22,7 +22,7 @@ use crate::store::journal::file_name_for;
 impl Hub {
     /// Re-appends `facts` (each an earlier `put` of its id) whose id is
     /// currently forgotten. Returns the ids restored.
-    pub fn restore_forgotten(&self, facts: Vec<Fact>) -> Result<Vec<String>> {
+    pub(crate) fn restore_forgotten(&self, facts: Vec<Fact>) -> Result<Vec<String>> {
         if facts.is_empty() {
             return Ok(Vec::new());
         }

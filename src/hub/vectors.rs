@@ -32,7 +32,7 @@ impl Hub {
     /// Whether memories wait for a vector while the configured model has
     /// neither loaded nor failed to load yet: [`Hub::embed_pending`] would
     /// first spend seconds loading it.
-    pub fn embedder_load_pending(&self) -> bool {
+    pub(crate) fn embedder_load_pending(&self) -> bool {
         matches!(
             self.embedder.status(),
             crate::embed::EmbedderStatus::NotLoaded
@@ -42,7 +42,7 @@ impl Hub {
     /// Loads the configured model on a thread of its own that holds only the
     /// model slot, so whoever asked (the server's scheduler) can stop at once
     /// while it loads. Searches that need the model meanwhile wait for this load.
-    pub fn load_embedder_in_background(&self) -> Result<()> {
+    pub(crate) fn load_embedder_in_background(&self) -> Result<()> {
         let slot = Arc::clone(&self.embedder);
         std::thread::Builder::new()
             .name("memd-embedder-load".into())

@@ -59,7 +59,7 @@ pub struct WriteRequest {
     /// Whose memory it is.
     pub subject: Subject,
     /// Who writes it.
-    pub source: String,
+    pub(crate) source: String,
     /// 0–1.
     pub importance: f32,
     /// Retention tier.
@@ -71,14 +71,14 @@ pub struct WriteRequest {
     /// refused otherwise, since it would replay as non-expiring).
     pub expires_at: Option<DateTime<Utc>>,
     /// Ingest key.
-    pub source_message_id: Option<String>,
+    pub(crate) source_message_id: Option<String>,
     /// Client idempotency key, already namespaced by the caller (HTTP uses
     /// `w|<token>|<scene>|<key>`), so one caller can never answer for another.
     pub idempotency_key: Option<String>,
     /// When it happened, for imports of older memories; `None` means now.
     pub ts: Option<DateTime<Utc>>,
     /// The consolidation run writing it, if any.
-    pub run: Option<String>,
+    pub(crate) run: Option<String>,
     /// Event time, session and speaker (see [`crate::model::Setting`]).
     pub setting: crate::model::Setting,
 }

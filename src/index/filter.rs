@@ -56,17 +56,17 @@ impl Filter {
     }
 
     /// Whether nothing at all is visible.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.any_of.is_empty()
     }
 
     /// Whether a scope restricts nothing at all.
-    pub fn is_unrestricted(scope: &Scope) -> bool {
+    pub(crate) fn is_unrestricted(scope: &Scope) -> bool {
         scope.unexpired_at.is_none() && Self::field_sets(scope).is_empty()
     }
 
     /// The raw `(field, allowed values)` sets of one scope; empty sets are omitted.
-    pub fn field_sets(scope: &Scope) -> Vec<(&'static str, Vec<String>)> {
+    pub(crate) fn field_sets(scope: &Scope) -> Vec<(&'static str, Vec<String>)> {
         fn strs<T: ToString>(v: &[T]) -> Vec<String> {
             v.iter().map(ToString::to_string).collect()
         }

@@ -91,7 +91,7 @@ pub const FEATURES: [&str; N_FEATURES] = [
 ];
 
 /// Number of learned-fusion features.
-pub const N_FEATURES: usize = 10;
+pub(crate) const N_FEATURES: usize = 10;
 
 /// A logistic model over [`FEATURES`], trained by `scripts/train-fusion.py`
 /// with k-fold cross-validation by conversation; `enabled` only when its
@@ -101,15 +101,15 @@ pub struct LearnedFusion {
     /// Whether hybrid search uses the model (else reciprocal rank fusion).
     pub enabled: bool,
     /// Feature names, in the order of [`FEATURES`].
-    pub features: Vec<String>,
+    pub(crate) features: Vec<String>,
     /// Mean subtracted from each feature before weighting.
-    pub mean: Vec<f32>,
+    pub(crate) mean: Vec<f32>,
     /// Scale each centred feature is divided by.
-    pub scale: Vec<f32>,
+    pub(crate) scale: Vec<f32>,
     /// One weight per feature.
-    pub weights: Vec<f32>,
+    pub(crate) weights: Vec<f32>,
     /// Intercept.
-    pub bias: f32,
+    pub(crate) bias: f32,
 }
 
 /// The checked-in weights (written by `scripts/train-fusion.py`).

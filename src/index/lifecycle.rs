@@ -22,12 +22,12 @@ use crate::lifecycle::{LifecycleConfig, TouchState};
 use crate::model::{Memory, Stage, Tier};
 
 /// The searchable expiry of a superseded memory.
-pub fn superseded_expiry() -> DateTime<Utc> {
+pub(crate) fn superseded_expiry() -> DateTime<Utc> {
     DateTime::<Utc>::UNIX_EPOCH
 }
 
 /// The memory as tantivy and vec0 should see it.
-pub fn effective(m: &Memory, superseded: bool) -> Memory {
+pub(crate) fn effective(m: &Memory, superseded: bool) -> Memory {
     let mut m = m.clone();
     if superseded {
         m.expires_at = Some(superseded_expiry());
@@ -37,7 +37,7 @@ pub fn effective(m: &Memory, superseded: bool) -> Memory {
 
 /// After a fact row was (re)written: recomputes its own supersede mark and, if
 /// it supersedes another fact, marks that one (whose vector is re-stored).
-pub fn after_upsert(tx: &Transaction<'_>, m: &Memory) -> Result<()> {
+pub(crate) fn after_upsert(tx: &Transaction<'_>, m: &Memory) -> Result<()> {
     tx.prepare_cached(
         "UPDATE memories SET superseded_by = (SELECT s.id FROM memories s \
          WHERE s.supersedes = ?1 AND s.origin = 'fact' AND s.forgotten_at IS NULL \
@@ -60,39 +60,13 @@ pub fn after_upsert(tx: &Transaction<'_>, m: &Memory) -> Result<()> {
 }
 
 /// Whether some live fact (applied so far) names `id` in `supersedes`.
-pub fn is_superseded(conn: &rusqlite::Connection, id: &str) -> Result<bool> {
+pub(crate) fn is_superseded(conn: &rusqlite::Connection, id: &str) -> Result<bool> {
     Ok(conn
         .prepare_cached(
             "SELECT 1 FROM memories WHERE supersedes = ? AND origin = 'fact' \
              AND forgotten_at IS NULL LIMIT 1",
         )?
         .exists([id])?)
-}
-
-/// After fact `id` was forgotten: the fact it superseded is searchable again
-/// unless another live fact still supersedes it. Returns that fact's id in
-/// that case, so the text index shows it again, even when its mark was
-/// already cleared: after a crash the text index can be behind SQLite, and a
-/// replay of the tombstone must still refresh it. A cleared mark also clears
-/// the vector, which the next embedding pass re-stores.
-pub fn after_forget(tx: &Transaction<'_>, id: &str) -> Result<Option<String>> {
-    let old: Option<String> = tx
-        .prepare_cached("SELECT supersedes FROM memories WHERE id = ? AND origin = 'fact'")?
-        .query_row([id], |r| r.get(0))
-        .optional()?
-        .flatten();
-    let Some(old) = old else {
-        return Ok(None);
-    };
-    if is_superseded(tx, &old)? {
-        return Ok(None);
-    }
-    tx.prepare_cached(
-        "UPDATE memories SET superseded_by = NULL, vector_model = NULL \
-         WHERE id = ? AND superseded_by IS NOT NULL",
-    )?
-    .execute([&old])?;
-    Ok(Some(old))
 }
 
 /// Applies one access at `at` to each of `ids`. Returns the ids tantivy must
@@ -200,7 +174,7 @@ pub(crate) fn set_vector_expiry(
 /// Clears the expiry of every long-term fact row that has one (used when
 /// `lifecycle.tierExpiry` is off, for rows indexed by builds that expired
 /// tiers by default). Returns the ids changed; tantivy must follow.
-pub fn clear_long_term_expiry(tx: &Transaction<'_>) -> Result<Vec<String>> {
+pub(crate) fn clear_long_term_expiry(tx: &Transaction<'_>) -> Result<Vec<String>> {
     let ids: Vec<String> = tx
         .prepare_cached(
             "SELECT id FROM memories WHERE origin = 'fact' AND stage = 'long' \
@@ -217,7 +191,7 @@ pub fn clear_long_term_expiry(tx: &Transaction<'_>) -> Result<Vec<String>> {
 }
 
 /// The active, unexpired fact with this content hash, if any.
-pub fn find_by_content(
+pub(crate) fn find_by_content(
     conn: &rusqlite::Connection,
     hash: &str,
     now: DateTime<Utc>,
@@ -233,7 +207,7 @@ pub fn find_by_content(
 }
 
 /// Active long-term facts per tier: `(tier, total, unexpired at now, expiring before soon)`.
-pub fn tier_counts(
+pub(crate) fn tier_counts(
     conn: &rusqlite::Connection,
     now: DateTime<Utc>,
     soon: DateTime<Utc>,
@@ -260,7 +234,8 @@ pub fn tier_counts(
 }
 
 /// Access counts of facts.
-pub fn accesses(conn: &rusqlite::Connection, id: &str) -> Result<u32> {
+#[cfg(test)]
+pub(crate) fn accesses(conn: &rusqlite::Connection, id: &str) -> Result<u32> {
     Ok(conn
         .prepare_cached("SELECT accesses FROM memories WHERE id = ?")?
         .query_row([id], |r| r.get::<_, i64>(0))

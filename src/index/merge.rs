@@ -53,20 +53,20 @@ use crate::store::journal;
 
 /// The merge order of `put` lines for one id.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct PutVersion {
+pub(crate) struct PutVersion {
     /// When the line was written (ms).
-    pub at: i64,
+    pub(crate) at: i64,
     /// The writing device.
-    pub device: String,
+    pub(crate) device: String,
     /// Journal file (relative to `facts/`).
-    pub file: String,
+    pub(crate) file: String,
     /// 1-based line.
-    pub line: u64,
+    pub(crate) line: u64,
 }
 
 impl PutVersion {
     /// The version of a put of `m` with `extras` written at `at` (ms).
-    pub fn of(at: i64, extras: &FactExtras) -> PutVersion {
+    pub(crate) fn of(at: i64, extras: &FactExtras) -> PutVersion {
         let (file, line) = extras.journal.clone().unwrap_or_default();
         let device =
             journal::device_of(&file).map_or_else(|| extras.device.clone(), str::to_string);
@@ -99,7 +99,7 @@ fn stored_version(t: &Transaction<'_>, id: &str) -> Result<Option<PutVersion>> {
 }
 
 /// The newest forget of `id` (ms), if any.
-pub fn tombstone(t: &rusqlite::Connection, id: &str) -> Result<Option<i64>> {
+pub(crate) fn tombstone(t: &rusqlite::Connection, id: &str) -> Result<Option<i64>> {
     Ok(t.prepare_cached("SELECT at FROM forgets WHERE id = ?")?
         .query_row([id], |r| r.get(0))
         .optional()?)
@@ -107,7 +107,7 @@ pub fn tombstone(t: &rusqlite::Connection, id: &str) -> Result<Option<i64>> {
 
 /// The newest time the writer has of `id`: its put's `at` or a forget,
 /// whichever is later. A new line about `id` must be stamped after it.
-pub fn floor(c: &rusqlite::Connection, id: &str) -> Result<Option<i64>> {
+pub(crate) fn floor(c: &rusqlite::Connection, id: &str) -> Result<Option<i64>> {
     let put: Option<i64> = c
         .prepare_cached(
             "SELECT COALESCE(put_at, ts) FROM memories WHERE id = ? AND origin = 'fact'",
@@ -119,7 +119,7 @@ pub fn floor(c: &rusqlite::Connection, id: &str) -> Result<Option<i64>> {
 
 /// Applies a `put` by the rules. Returns the ids whose row (or searchable
 /// state) changed, empty if a newer put of the id is already applied.
-pub fn put(
+pub(crate) fn put(
     t: &Transaction<'_>,
     m: &Memory,
     extras: &FactExtras,
@@ -162,7 +162,7 @@ pub fn put(
 }
 
 /// Applies a `forget` by the rules. Returns the ids whose row changed.
-pub fn forget(t: &Transaction<'_>, id: &str, at: DateTime<Utc>) -> Result<Vec<String>> {
+pub(crate) fn forget(t: &Transaction<'_>, id: &str, at: DateTime<Utc>) -> Result<Vec<String>> {
     t.prepare_cached(
         "INSERT INTO forgets (id, at) VALUES (?1, ?2) \
          ON CONFLICT(id) DO UPDATE SET at = max(at, excluded.at)",
@@ -197,7 +197,7 @@ fn hide(t: &Transaction<'_>, id: &str, gone: i64) -> Result<()> {
 /// Recomputes the supersede mark of `id` from the live facts naming it: the
 /// oldest by `(ts, id)`. A changed mark drops the vector (re-stored with the
 /// new expiry by the next embedding pass).
-pub fn remark(t: &Transaction<'_>, id: &str) -> Result<()> {
+pub(crate) fn remark(t: &Transaction<'_>, id: &str) -> Result<()> {
     let row: Option<Option<String>> = t
         .prepare_cached("SELECT superseded_by FROM memories WHERE id = ? AND origin = 'fact'")?
         .query_row([id], |r| r.get(0))
@@ -224,7 +224,7 @@ pub fn remark(t: &Transaction<'_>, id: &str) -> Result<()> {
 
 /// Applies a `touch` line (`file`, `line`) of `ids` at `at`. Returns the ids
 /// tantivy must refresh.
-pub fn touch(
+pub(crate) fn touch(
     t: &Transaction<'_>,
     ids: &[String],
     at: DateTime<Utc>,

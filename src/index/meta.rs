@@ -128,34 +128,34 @@ pub(crate) const MEMORY_COLUMNS: &str = "id, origin, doc_id, path, ts, scene, ki
 
 /// Extra per-fact columns that are not part of [`Memory`].
 #[derive(Debug, Clone, Default)]
-pub struct FactExtras {
+pub(crate) struct FactExtras {
     /// Ingest idempotency key.
-    pub source_message_id: Option<String>,
+    pub(crate) source_message_id: Option<String>,
     /// Client idempotency key.
-    pub idempotency_key: Option<String>,
+    pub(crate) idempotency_key: Option<String>,
     /// Writing device.
-    pub device: String,
+    pub(crate) device: String,
     /// Journal file and 1-based line of the `put`.
-    pub journal: Option<(String, u64)>,
+    pub(crate) journal: Option<(String, u64)>,
     /// Dedup key ([`crate::lifecycle::content_hash`]).
-    pub content_hash: Option<String>,
+    pub(crate) content_hash: Option<String>,
     /// Accesses since the last promotion.
-    pub accesses: u32,
+    pub(crate) accesses: u32,
 }
 
 /// A document's bookkeeping row.
 #[derive(Debug, Clone, PartialEq)]
-pub struct DocumentRow {
+pub(crate) struct DocumentRow {
     /// `doc-<hash8>`.
-    pub doc_id: String,
+    pub(crate) doc_id: String,
     /// Path relative to `memories/`.
-    pub path: String,
+    pub(crate) path: String,
     /// sha256 of the file.
-    pub hash: String,
+    pub(crate) hash: String,
     /// Title.
-    pub title: String,
+    pub(crate) title: String,
     /// Number of chunks.
-    pub chunks: usize,
+    pub(crate) chunks: usize,
 }
 
 /// Counts for `memd stats`.
@@ -168,17 +168,17 @@ pub struct MetaCounts {
     /// Forgotten facts.
     pub forgotten: u64,
     /// Document chunks.
-    pub chunks: u64,
+    pub(crate) chunks: u64,
     /// Documents.
     pub documents: u64,
     /// Active memories by stage.
-    pub by_stage: HashMap<String, u64>,
+    pub(crate) by_stage: HashMap<String, u64>,
     /// Active memories by scene.
-    pub by_scene: HashMap<String, u64>,
+    pub(crate) by_scene: HashMap<String, u64>,
     /// Active memories by privacy.
-    pub by_privacy: HashMap<String, u64>,
+    pub(crate) by_privacy: HashMap<String, u64>,
     /// Active memories by retention tier (`none` for short-term chat and untiered documents).
-    pub by_tier: HashMap<String, u64>,
+    pub(crate) by_tier: HashMap<String, u64>,
 }
 
 /// The SQLite store: one write connection (writer mode) and a pool of readers.
@@ -274,7 +274,7 @@ pub(crate) fn filter_sql(filter: &Filter) -> (String, Vec<String>) {
 
 impl MetaDb {
     /// Opens the database at `path`; `writable` also migrates and keeps a write connection.
-    pub fn open(path: &Path, writable: bool) -> Result<MetaDb> {
+    pub(crate) fn open(path: &Path, writable: bool) -> Result<MetaDb> {
         crate::index::vector::register_extension();
         let writer = if writable {
             let mut conn = Connection::open(path)?;
@@ -313,7 +313,7 @@ impl MetaDb {
     }
 
     /// Runs `f` on a pooled read-only connection.
-    pub fn with_reader<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+    pub(crate) fn with_reader<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         let conn = self.reader()?;
         let out = f(&conn);
         self.readers
@@ -337,7 +337,7 @@ impl MetaDb {
     }
 
     /// `PRAGMA quick_check`: the database file is structurally sound.
-    pub fn quick_check(&self) -> Result<()> {
+    pub(crate) fn quick_check(&self) -> Result<()> {
         let problems: Vec<String> = self.with_reader(|c| {
             let mut stmt = c.prepare("PRAGMA quick_check")?;
             let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
@@ -358,7 +358,7 @@ impl MetaDb {
     }
 
     /// Number of searchable memories (facts not forgotten, and document chunks).
-    pub fn live_count(&self) -> Result<u64> {
+    pub(crate) fn live_count(&self) -> Result<u64> {
         self.with_reader(|c| {
             Ok(c.query_row(
                 "SELECT COUNT(*) FROM memories WHERE forgotten_at IS NULL",
@@ -369,7 +369,11 @@ impl MetaDb {
     }
 
     /// Visible memories among `ids`, keyed by id.
-    pub fn get_many(&self, ids: &[String], filter: &Filter) -> Result<HashMap<String, Memory>> {
+    pub(crate) fn get_many(
+        &self,
+        ids: &[String],
+        filter: &Filter,
+    ) -> Result<HashMap<String, Memory>> {
         if ids.is_empty() {
             return Ok(HashMap::new());
         }
@@ -393,7 +397,7 @@ impl MetaDb {
     }
 
     /// Visible chunks of a document, in order.
-    pub fn doc_chunks(&self, doc_id: &str, filter: &Filter) -> Result<Vec<Memory>> {
+    pub(crate) fn doc_chunks(&self, doc_id: &str, filter: &Filter) -> Result<Vec<Memory>> {
         let (where_sql, params) = filter_sql(filter);
         let sql = format!(
             "SELECT {MEMORY_COLUMNS} FROM memories WHERE doc_id = ? AND {where_sql} ORDER BY ord"
@@ -408,7 +412,7 @@ impl MetaDb {
     }
 
     /// The state of a fact id: `None` unknown, `Some(true)` active, `Some(false)` forgotten.
-    pub fn fact_state(&self, id: &str) -> Result<Option<bool>> {
+    pub(crate) fn fact_state(&self, id: &str) -> Result<Option<bool>> {
         self.with_reader(|c| {
             Ok(c.query_row(
                 "SELECT forgotten_at IS NULL FROM memories WHERE id = ? AND origin = 'fact'",
@@ -420,7 +424,7 @@ impl MetaDb {
     }
 
     /// The active fact written with this idempotency key, if any.
-    pub fn find_idempotent(&self, key: &str) -> Result<Option<String>> {
+    pub(crate) fn find_idempotent(&self, key: &str) -> Result<Option<String>> {
         self.with_reader(|c| {
             Ok(c.query_row(
                 "SELECT id FROM memories WHERE idempotency_key = ? AND forgotten_at IS NULL",
@@ -432,7 +436,7 @@ impl MetaDb {
     }
 
     /// How far each journal file has been applied.
-    pub fn cursors(&self) -> Result<HashMap<String, Cursor>> {
+    pub(crate) fn cursors(&self) -> Result<HashMap<String, Cursor>> {
         self.with_reader(|c| {
             let mut stmt = c.prepare("SELECT file, offset, lines FROM journal_cursors")?;
             let rows = stmt.query_map([], |r| {
@@ -449,7 +453,7 @@ impl MetaDb {
     }
 
     /// Documents as last indexed, by path.
-    pub fn documents(&self) -> Result<HashMap<String, DocumentRow>> {
+    pub(crate) fn documents(&self) -> Result<HashMap<String, DocumentRow>> {
         self.with_reader(|c| {
             let mut stmt = c.prepare("SELECT doc_id, path, hash, title, chunks FROM documents")?;
             let rows = stmt.query_map([], |r| {
@@ -471,7 +475,7 @@ impl MetaDb {
     }
 
     /// Document issues: path relative to `memories/` → message.
-    pub fn document_issues(&self) -> Result<HashMap<String, String>> {
+    pub(crate) fn document_issues(&self) -> Result<HashMap<String, String>> {
         self.with_reader(|c| {
             let mut stmt = c.prepare("SELECT path, message FROM document_issues")?;
             let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
@@ -481,7 +485,7 @@ impl MetaDb {
     }
 
     /// Journal line issues and document issues, as `file:line: message` strings.
-    pub fn issues(&self) -> Result<Vec<String>> {
+    pub(crate) fn issues(&self) -> Result<Vec<String>> {
         self.with_reader(|c| {
             let mut out = Vec::new();
             let mut stmt =
@@ -513,7 +517,7 @@ impl MetaDb {
     }
 
     /// Counts for statistics.
-    pub fn counts(&self) -> Result<MetaCounts> {
+    pub(crate) fn counts(&self) -> Result<MetaCounts> {
         self.with_reader(|c| {
             let one = |sql: &str| -> Result<u64> {
                 Ok(c.query_row(sql, [], |r| r.get::<_, i64>(0))? as u64)
@@ -548,7 +552,7 @@ pub mod tx {
     use super::*;
 
     /// Inserts or replaces a memory row.
-    pub fn upsert_memory(
+    pub(crate) fn upsert_memory(
         tx: &Transaction<'_>,
         m: &Memory,
         ord: Option<usize>,
@@ -604,7 +608,8 @@ pub mod tx {
     }
 
     /// Marks a fact forgotten. Returns whether an active fact was found.
-    pub fn forget(tx: &Transaction<'_>, id: &str, at: DateTime<Utc>) -> Result<bool> {
+    #[cfg(test)]
+    pub(crate) fn forget(tx: &Transaction<'_>, id: &str, at: DateTime<Utc>) -> Result<bool> {
         let n = tx
             .prepare_cached(
                 "UPDATE memories SET forgotten_at = ? WHERE id = ? AND forgotten_at IS NULL",
@@ -615,7 +620,7 @@ pub mod tx {
     }
 
     /// Records how far a journal file has been applied.
-    pub fn set_cursor(tx: &Transaction<'_>, file: &str, c: Cursor) -> Result<()> {
+    pub(crate) fn set_cursor(tx: &Transaction<'_>, file: &str, c: Cursor) -> Result<()> {
         tx.prepare_cached(
             "INSERT OR REPLACE INTO journal_cursors (file, offset, lines) VALUES (?,?,?)",
         )?
@@ -624,7 +629,7 @@ pub mod tx {
     }
 
     /// Records a bad journal line.
-    pub fn add_issue(tx: &Transaction<'_>, issue: &LineIssue) -> Result<()> {
+    pub(crate) fn add_issue(tx: &Transaction<'_>, issue: &LineIssue) -> Result<()> {
         tx.prepare_cached(
             "INSERT OR REPLACE INTO journal_issues (file, line, message) VALUES (?,?,?)",
         )?
@@ -633,7 +638,7 @@ pub mod tx {
     }
 
     /// Replaces a document's row and chunk rows.
-    pub fn replace_document(
+    pub(crate) fn replace_document(
         tx: &Transaction<'_>,
         row: &DocumentRow,
         chunks: &[Memory],
@@ -651,7 +656,7 @@ pub mod tx {
     }
 
     /// Removes a document and its chunks.
-    pub fn remove_document(tx: &Transaction<'_>, doc_id: &str) -> Result<()> {
+    pub(crate) fn remove_document(tx: &Transaction<'_>, doc_id: &str) -> Result<()> {
         let chunk_ids = tx
             .prepare_cached("SELECT id FROM memories WHERE doc_id = ?")?
             .query_map([doc_id], |r| r.get::<_, String>(0))?
@@ -663,7 +668,7 @@ pub mod tx {
     }
 
     /// Records (or clears, with `None`) a problem with a document file.
-    pub fn set_document_issue(
+    pub(crate) fn set_document_issue(
         tx: &Transaction<'_>,
         path: &str,
         message: Option<&str>,

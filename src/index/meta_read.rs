@@ -21,11 +21,11 @@ use crate::model::Memory;
 #[derive(Debug, Clone, Default)]
 pub struct Latest {
     /// At most this many rows.
-    pub limit: usize,
+    pub(crate) limit: usize,
     /// Only rows strictly before this `(ts, id)` position (a paging cursor).
-    pub before: Option<(DateTime<Utc>, String)>,
+    pub(crate) before: Option<(DateTime<Utc>, String)>,
     /// Only rows written at or after this instant.
-    pub since: Option<DateTime<Utc>>,
+    pub(crate) since: Option<DateTime<Utc>>,
     /// Also superseded rows: the history view (timeline), where a memory and
     /// what replaced it are shown side by side. Every other list leaves it off.
     pub history: bool,
@@ -63,7 +63,7 @@ impl MetaDb {
     }
 
     /// For each of `ids`, the visible memories that name it in `supersedes`.
-    pub fn superseded_by(
+    pub(crate) fn superseded_by(
         &self,
         ids: &[String],
         filter: &Filter,
@@ -96,7 +96,7 @@ impl MetaDb {
 
 impl MetaDb {
     /// The columns of a fact that are not part of [`Memory`], if the fact is known.
-    pub fn fact_extras(&self, id: &str) -> Result<Option<crate::index::meta::FactExtras>> {
+    pub(crate) fn fact_extras(&self, id: &str) -> Result<Option<crate::index::meta::FactExtras>> {
         use rusqlite::OptionalExtension;
         self.with_reader(|c| {
             Ok(c.query_row(
@@ -121,7 +121,7 @@ impl MetaDb {
 
 /// Expired, not forgotten facts visible under `filter` whose text or title
 /// contains `query`, newest first. The filter is part of the `WHERE`.
-pub fn expired_matching(
+pub(crate) fn expired_matching(
     conn: &rusqlite::Connection,
     query: &str,
     now: DateTime<Utc>,

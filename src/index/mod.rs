@@ -50,11 +50,11 @@ use tokenizer::Term;
 const VECTOR_BATCH: usize = 256;
 
 /// Bumped whenever the on-disk index layout changes; a mismatch triggers a rebuild.
-pub const INDEX_FORMAT: &str = "6";
+pub(crate) const INDEX_FORMAT: &str = "6";
 
 /// One change to apply.
 #[derive(Debug, Clone)]
-pub enum Change {
+pub(crate) enum Change {
     /// A fact was written (or rewritten with the same id).
     PutFact {
         /// The fact as a searchable memory.
@@ -102,16 +102,16 @@ pub enum Change {
 #[derive(Debug, Default)]
 pub struct Batch {
     /// The changes, in order.
-    pub changes: Vec<Change>,
+    pub(crate) changes: Vec<Change>,
     /// New cursor per journal file.
-    pub cursors: Vec<(String, Cursor)>,
+    pub(crate) cursors: Vec<(String, Cursor)>,
     /// Bad journal lines found while reading.
-    pub issues: Vec<LineIssue>,
+    pub(crate) issues: Vec<LineIssue>,
 }
 
 impl Batch {
     /// Whether there is nothing to apply.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.changes.is_empty() && self.cursors.is_empty() && self.issues.is_empty()
     }
 }
@@ -119,7 +119,7 @@ impl Batch {
 /// Whether `e` says the index files themselves are damaged (as opposed to,
 /// say, a full disk): SQLite reports corruption, or tantivy cannot read its
 /// own files. Such an index is moved aside and rebuilt.
-pub fn is_damage(e: &Error) -> bool {
+pub(crate) fn is_damage(e: &Error) -> bool {
     use tantivy::TantivyError as T;
     match e {
         Error::Sqlite(rusqlite::Error::SqliteFailure(f, _)) => matches!(
@@ -141,7 +141,7 @@ pub fn is_damage(e: &Error) -> bool {
 /// Moves a damaged index directory to `data/index.broken-<timestamp>/`
 /// (for a post-mortem) and keeps only the two most recent of those.
 /// Returns where it went.
-pub fn move_aside(dir: &Path) -> Result<PathBuf> {
+pub(crate) fn move_aside(dir: &Path) -> Result<PathBuf> {
     let parent = dir.parent().unwrap_or(Path::new("."));
     let name = dir
         .file_name()
@@ -182,9 +182,9 @@ const KEEP_BROKEN: usize = 2;
 pub struct Index {
     dir: PathBuf,
     /// Full-text index.
-    pub text: TextIndex,
+    pub(crate) text: TextIndex,
     /// Metadata store.
-    pub meta: MetaDb,
+    pub(crate) meta: MetaDb,
     lifecycle: std::sync::RwLock<crate::lifecycle::LifecycleConfig>,
     /// Why the index is behind the journal after a failed apply or commit, until caught up.
     /// (failures so far, why it is behind now).
@@ -194,7 +194,7 @@ pub struct Index {
 impl Index {
     /// Opens the index in `dir`. In writable mode a missing or outdated index is
     /// created empty (the caller then catches up from the files).
-    pub fn open(dir: &Path, writable: bool) -> Result<Index> {
+    pub(crate) fn open(dir: &Path, writable: bool) -> Result<Index> {
         let marker = dir.join("FORMAT");
         if writable {
             let current = std::fs::read_to_string(&marker).ok();
@@ -226,7 +226,7 @@ impl Index {
     /// Opens the index for writing and checks it cheaply: tantivy's segment
     /// files are present with valid checksums and load, and SQLite passes
     /// `PRAGMA quick_check`. Any error means the index must be rebuilt.
-    pub fn open_verified(dir: &Path) -> Result<Index> {
+    pub(crate) fn open_verified(dir: &Path) -> Result<Index> {
         let index = Index::open(dir, true)?;
         index.text.verify()?;
         index.meta.quick_check()?;
@@ -236,7 +236,7 @@ impl Index {
     /// Whether the two stores disagree once both have applied the same
     /// journal lines: a description of the difference, or `None`. Commits the
     /// text index first. Only meaningful right after a catch-up.
-    pub fn disagreement(&self) -> Result<Option<String>> {
+    pub(crate) fn disagreement(&self) -> Result<Option<String>> {
         self.refresh()?;
         let text = self.text.num_docs();
         let meta = self.meta.live_count()?;
@@ -258,7 +258,7 @@ impl Index {
     }
 
     /// Sets the tier rules that `touch` records are replayed with.
-    pub fn set_lifecycle(&self, cfg: crate::lifecycle::LifecycleConfig) {
+    pub(crate) fn set_lifecycle(&self, cfg: crate::lifecycle::LifecycleConfig) {
         *self.lifecycle.write().expect("lifecycle config poisoned") = cfg;
     }
 
@@ -268,7 +268,7 @@ impl Index {
     /// last commit and the index is marked [`Index::behind`]: nothing is lost,
     /// because the journal lines are durable and catch-up applies them again
     /// from the cursors of the last successful commits.
-    pub fn apply(&self, batch: &Batch) -> Result<()> {
+    pub(crate) fn apply(&self, batch: &Batch) -> Result<()> {
         let out = self.apply_inner(batch);
         if let Err(e) = &out {
             self.fell_behind(e);
@@ -290,14 +290,14 @@ impl Index {
 
     /// Why the index is behind the journal (after a storage error), if it
     /// is, with the number of failures so far (for [`Index::caught_up`]).
-    pub fn behind(&self) -> Option<(u64, String)> {
+    pub(crate) fn behind(&self) -> Option<(u64, String)> {
         let behind = self.behind.lock().expect("index state poisoned");
         behind.1.clone().map(|reason| (behind.0, reason))
     }
 
     /// Records that a full catch-up and commit, started when `failures`
     /// failures had happened, succeeded; a failure since keeps it behind.
-    pub fn caught_up(&self, failures: u64) {
+    pub(crate) fn caught_up(&self, failures: u64) {
         let mut behind = self.behind.lock().expect("index state poisoned");
         if behind.0 == failures {
             behind.1 = None;
@@ -425,7 +425,7 @@ impl Index {
 
     /// Clears the expiry of long-term facts indexed with one (tier expiry
     /// off); see [`lifecycle::clear_long_term_expiry`]. Returns how many.
-    pub fn clear_long_term_expiry(&self) -> Result<usize> {
+    pub(crate) fn clear_long_term_expiry(&self) -> Result<usize> {
         let ids = self.meta.write(lifecycle::clear_long_term_expiry)?;
         if ids.is_empty() {
             return Ok(0);
@@ -449,7 +449,7 @@ impl Index {
 
     /// Where catch-up must resume per journal file: the older of the SQLite and
     /// tantivy cursors.
-    pub fn resume_cursors(&self) -> Result<std::collections::HashMap<String, Cursor>> {
+    pub(crate) fn resume_cursors(&self) -> Result<std::collections::HashMap<String, Cursor>> {
         let mut cursors = self.meta.cursors()?;
         let text = self.text.applied_cursors();
         for (file, c) in cursors.iter_mut() {
@@ -461,19 +461,8 @@ impl Index {
         Ok(cursors)
     }
 
-    /// Text search under a filter; see [`TextIndex::search`].
-    pub fn text_search(
-        &self,
-        terms: &[Term],
-        filter: &Filter,
-        all_terms: bool,
-        limit: usize,
-    ) -> Result<Vec<TextHit>> {
-        self.text.search(terms, filter, all_terms, limit)
-    }
-
-    /// [`Index::text_search`] with a boost per term.
-    pub fn text_search_weighted(
+    /// Text search under a filter with a boost per term; see [`TextIndex::search_weighted`].
+    pub(crate) fn text_search_weighted(
         &self,
         terms: &[(Term, f32)],
         filter: &Filter,
@@ -484,28 +473,32 @@ impl Index {
     }
 
     /// Visible documents (under `filter`) containing each term, and the number of visible documents.
-    pub fn text_doc_freqs(&self, terms: &[Term], filter: &Filter) -> Result<(Vec<u64>, u64)> {
+    pub(crate) fn text_doc_freqs(
+        &self,
+        terms: &[Term],
+        filter: &Filter,
+    ) -> Result<(Vec<u64>, u64)> {
         self.text.doc_freqs(terms, filter)
     }
 
     /// Whether some searchable memory has no vector of the current model yet.
-    pub fn vectors_pending(&self) -> Result<bool> {
+    pub(crate) fn vectors_pending(&self) -> Result<bool> {
         self.meta
             .with_reader(|c| Ok(!vector::pending(c, 1)?.is_empty()))
     }
 
     /// The model and dimension of the stored vectors, if any were stored.
-    pub fn vector_model(&self) -> Result<Option<(String, usize)>> {
+    pub(crate) fn vector_model(&self) -> Result<Option<(String, usize)>> {
         self.meta.with_reader(vector::stored_model)
     }
 
     /// Number of memories waiting for a vector.
-    pub fn vectors_pending_count(&self) -> Result<u64> {
+    pub(crate) fn vectors_pending_count(&self) -> Result<u64> {
         self.meta.with_reader(vector::pending_count)
     }
 
     /// Number of stored vectors.
-    pub fn vector_count(&self) -> Result<u64> {
+    pub(crate) fn vector_count(&self) -> Result<u64> {
         self.meta.with_reader(vector::count)
     }
 
@@ -590,7 +583,7 @@ impl Index {
 
     /// The stored vectors of these memory ids, if they are of `model`
     /// (an empty map when the index holds another model's vectors).
-    pub fn vectors_of(
+    pub(crate) fn vectors_of(
         &self,
         ids: &[String],
         model: &str,
@@ -602,7 +595,7 @@ impl Index {
     }
 
     /// Bytes used by the index on disk.
-    pub fn disk_bytes(&self) -> u64 {
+    pub(crate) fn disk_bytes(&self) -> u64 {
         fn walk(p: &Path) -> u64 {
             let Ok(entries) = std::fs::read_dir(p) else {
                 return 0;

@@ -106,7 +106,7 @@ pub fn around(conn: &Connection, id: &str) -> Result<Vec<String>> {
 /// (same privacy, stage, kind and subject; scene and session are the same by
 /// construction), which any reader of `id` may read as well. Empty without a
 /// session.
-pub fn context_text(conn: &Connection, id: &str) -> Result<String> {
+pub(crate) fn context_text(conn: &Connection, id: &str) -> Result<String> {
     let texts: Vec<String> = neighbours(conn, id, WINDOW, true)?
         .into_iter()
         .map(|(_, text)| text)

@@ -60,7 +60,8 @@ pub struct ScopedStats<'a> {
 
 impl<'a> ScopedStats<'a> {
     /// The documents of `searcher` that match `filter` (every live document when `None`).
-    pub fn new(searcher: &'a Searcher, filter: Option<&dyn Query>) -> tantivy::Result<Self> {
+    #[cfg(test)]
+    pub(crate) fn new(searcher: &'a Searcher, filter: Option<&dyn Query>) -> tantivy::Result<Self> {
         Ok(ScopedStats {
             searcher,
             visible: Arc::new(Visible::compute(searcher, filter)?),
@@ -68,7 +69,7 @@ impl<'a> ScopedStats<'a> {
     }
 
     /// Visible documents containing `term`.
-    pub fn count(&self, term: &Term) -> tantivy::Result<u64> {
+    pub(crate) fn count(&self, term: &Term) -> tantivy::Result<u64> {
         if let Some(n) = self.visible.dfs.lock().expect("stats poisoned").get(term) {
             return Ok(*n);
         }
@@ -174,14 +175,14 @@ struct CacheState {
 impl StatsCache {
     /// An empty cache; `expires` names the fast field the filters' expiry
     /// conditions test (`expires > instant`).
-    pub fn new(expires: &'static str) -> Self {
+    pub(crate) fn new(expires: &'static str) -> Self {
         StatsCache {
             expires,
             state: Mutex::default(),
         }
     }
 
-    /// [`ScopedStats::new`] for `filter` (whose query is `query`), from the
+    /// The [`ScopedStats`] of `filter` (whose query is `query`), from the
     /// cache when the same filter was seen in this searcher generation.
     ///
     /// Each scope's expiry instant enters the key as the newest document

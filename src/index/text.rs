@@ -123,11 +123,11 @@ fn schema() -> (Schema, Fields) {
 
 /// A scored id from the text index.
 #[derive(Debug, Clone, PartialEq)]
-pub struct TextHit {
+pub(crate) struct TextHit {
     /// Memory id.
-    pub id: String,
+    pub(crate) id: String,
     /// BM25 score.
-    pub score: f32,
+    pub(crate) score: f32,
 }
 
 /// A change waiting for the next commit.
@@ -167,7 +167,7 @@ const WRITER_HEAP: usize = 32 * 1024 * 1024;
 /// drops the writer and its uncommitted changes and rewinds the applied cursors
 /// to the last commit; a new writer is opened on next use, and catch-up
 /// re-applies the journal from the rewound cursors.
-pub struct TextIndex {
+pub(crate) struct TextIndex {
     index: Index,
     /// Taken only briefly, by writes (to queue) and by commits (to take the queue).
     commit_state: Mutex<CommitState>,
@@ -201,7 +201,7 @@ impl Drop for TextIndex {
 
 impl TextIndex {
     /// Opens (creating if needed) the index in `dir`; `writable` also opens the writer.
-    pub fn open(dir: &Path, writable: bool) -> Result<TextIndex> {
+    pub(crate) fn open(dir: &Path, writable: bool) -> Result<TextIndex> {
         let (schema, f) = schema();
         let index = if dir.join("meta.json").exists() {
             Index::open_in_dir(dir)?
@@ -275,7 +275,7 @@ impl TextIndex {
     /// killed it) and rewinds the applied cursors to the last commit, so that
     /// catch-up applies those journal lines again. A new writer is opened now
     /// if possible, else on next use.
-    pub fn reset_writer(&self) -> Result<()> {
+    pub(crate) fn reset_writer(&self) -> Result<()> {
         let Some(slot) = &self.writer else {
             return Ok(());
         };
@@ -353,7 +353,7 @@ impl TextIndex {
     /// Replaces (or adds) the document for `m`, with `context` (its
     /// neighbours' text, see [`crate::index::neighbours`]) in a field of its
     /// own. Visible after [`TextIndex::commit`].
-    pub fn upsert(&self, m: &Memory, context: &str) -> Result<()> {
+    pub(crate) fn upsert(&self, m: &Memory, context: &str) -> Result<()> {
         let f = &self.f;
         let mut doc = TantivyDocument::default();
         doc.add_text(f.id, &m.id);
@@ -399,18 +399,18 @@ impl TextIndex {
     }
 
     /// Removes the document with this memory id.
-    pub fn remove(&self, id: &str) -> Result<()> {
+    pub(crate) fn remove(&self, id: &str) -> Result<()> {
         self.enqueue(Queued::Remove(id.to_string()))
     }
 
     /// Removes every chunk of a document.
-    pub fn remove_doc(&self, doc_id: &str) -> Result<()> {
+    pub(crate) fn remove_doc(&self, doc_id: &str) -> Result<()> {
         self.enqueue(Queued::RemoveDoc(doc_id.to_string()))
     }
 
     /// The current writer epoch: take it before queueing a batch's changes
     /// and pass it to [`TextIndex::note_cursors`].
-    pub fn epoch(&self) -> u64 {
+    pub(crate) fn epoch(&self) -> u64 {
         self.commit_state
             .lock()
             .expect("commit state poisoned")
@@ -422,7 +422,7 @@ impl TextIndex {
     /// before the batch's changes were queued: if the writer was reset since
     /// (another thread's commit failed), those changes were dropped, so the
     /// cursors are refused and catch-up applies the lines again.
-    pub fn note_cursors(&self, epoch: u64, cursors: &[(String, Cursor)]) -> Result<()> {
+    pub(crate) fn note_cursors(&self, epoch: u64, cursors: &[(String, Cursor)]) -> Result<()> {
         let mut state = self.commit_state.lock().expect("commit state poisoned");
         if state.epoch != epoch {
             return Err(crate::error::Error::Internal(
@@ -440,13 +440,13 @@ impl TextIndex {
     }
 
     /// Marks uncommitted changes that carry no journal cursor (documents).
-    pub fn mark_dirty(&self) {
+    pub(crate) fn mark_dirty(&self) {
         self.commit_state.lock().expect("commit state poisoned").seq += 1;
     }
 
     /// The journal cursors of everything added to the index, committed or not.
     /// Right after open these are the ones stored with the last commit.
-    pub fn applied_cursors(&self) -> BTreeMap<String, Cursor> {
+    pub(crate) fn applied_cursors(&self) -> BTreeMap<String, Cursor> {
         self.commit_state
             .lock()
             .expect("commit state poisoned")
@@ -464,7 +464,7 @@ impl TextIndex {
     /// returns at once. Writes keep queueing during a commit (see
     /// [`TextIndex::upsert`]): a commit holds tantivy's writer, never the
     /// queue.
-    pub fn commit(&self) -> Result<()> {
+    pub(crate) fn commit(&self) -> Result<()> {
         let target = self.commit_state.lock().expect("commit state poisoned").seq;
         let mut committed = self.committed.lock().expect("commit lock poisoned");
         if *committed >= target {
@@ -493,7 +493,7 @@ impl TextIndex {
 
     /// Checks the committed segments: every file is present with a valid
     /// checksum, and a searcher opens every segment.
-    pub fn verify(&self) -> Result<()> {
+    pub(crate) fn verify(&self) -> Result<()> {
         let damaged = self.index.validate_checksum()?;
         if !damaged.is_empty() {
             let mut names: Vec<String> = damaged.iter().map(|p| p.display().to_string()).collect();
@@ -516,7 +516,7 @@ impl TextIndex {
     }
 
     /// Number of live documents.
-    pub fn num_docs(&self) -> u64 {
+    pub(crate) fn num_docs(&self) -> u64 {
         self.reader.searcher().num_docs()
     }
 
@@ -612,7 +612,8 @@ impl TextIndex {
     /// Scores `terms` under `filter`. `all_terms` requires every term but jieba
     /// words (AND pass);
     /// otherwise any term may match (OR pass). Ties are broken by id.
-    pub fn search(
+    #[cfg(test)]
+    pub(crate) fn search(
         &self,
         terms: &[Term],
         filter: &Filter,
@@ -626,7 +627,7 @@ impl TextIndex {
     /// Documents visible under `filter` containing each term (the chars field
     /// for lone CJK characters), and the number of visible documents. Counts
     /// never include memories the filter hides (see [`crate::index::scoped_stats`]).
-    pub fn doc_freqs(&self, terms: &[Term], filter: &Filter) -> Result<(Vec<u64>, u64)> {
+    pub(crate) fn doc_freqs(&self, terms: &[Term], filter: &Filter) -> Result<(Vec<u64>, u64)> {
         let searcher = self.reader.searcher();
         let fq = self.filter_query(filter);
         let stats = self.stats.scoped(&searcher, filter, fq.as_deref())?;
@@ -645,7 +646,7 @@ impl TextIndex {
     }
 
     /// [`TextIndex::search`] with a boost per term (1.0 is neutral).
-    pub fn search_weighted(
+    pub(crate) fn search_weighted(
         &self,
         terms: &[(Term, f32)],
         filter: &Filter,
@@ -746,7 +747,7 @@ const NOISE_BITS: u32 = 11;
 /// list ends first), so the same document can score a few ulps apart in an
 /// incrementally built index and a rebuilt one; quantised, equal documents
 /// tie exactly and are ordered by id.
-pub fn quantise(score: f32) -> f32 {
+pub(crate) fn quantise(score: f32) -> f32 {
     f32::from_bits(score.to_bits() & !((1u32 << NOISE_BITS) - 1))
 }
 

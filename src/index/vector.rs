@@ -39,7 +39,7 @@ use crate::error::{Error, Result};
 use crate::index::filter::Filter;
 
 /// sqlite-vec refuses larger `k`.
-pub const MAX_K: usize = 4096;
+pub(crate) const MAX_K: usize = 4096;
 
 /// Extra neighbours fetched per KNN so ties at the cut are broken by id.
 const TIE_MARGIN: usize = 32;
@@ -80,7 +80,7 @@ fn layout(conn: &Connection) -> Result<Option<bool>> {
 
 /// Registers sqlite-vec with every SQLite connection this process opens from now on.
 #[allow(unsafe_code)]
-pub fn register_extension() {
+pub(crate) fn register_extension() {
     static REGISTER: Once = Once::new();
     REGISTER.call_once(|| {
         // SAFETY: `sqlite3_vec_init` is the extension entry point sqlite-vec
@@ -104,7 +104,7 @@ pub fn register_extension() {
 }
 
 /// The model and dimension of the stored vectors, if the table exists.
-pub fn stored_model(conn: &Connection) -> Result<Option<(String, usize)>> {
+pub(crate) fn stored_model(conn: &Connection) -> Result<Option<(String, usize)>> {
     Ok(conn
         .query_row(
             "SELECT model, dim FROM vector_meta WHERE one = 1",
@@ -117,7 +117,7 @@ pub fn stored_model(conn: &Connection) -> Result<Option<(String, usize)>> {
 /// Makes sure the table holds vectors of `model` with `dim` components:
 /// creates it, or drops every vector of another model and marks all memories
 /// pending. Returns whether anything was reset.
-pub fn ensure_model(tx: &Transaction<'_>, model: &str, dim: usize) -> Result<bool> {
+pub(crate) fn ensure_model(tx: &Transaction<'_>, model: &str, dim: usize) -> Result<bool> {
     if stored_model(tx)?.is_some_and(|(m, d)| m == model && d == dim) {
         return Ok(false);
     }
@@ -143,7 +143,7 @@ fn table_exists(conn: &Connection) -> Result<bool> {
 }
 
 /// Deletes the vectors of these memory ids (a no-op for ids without one).
-pub fn delete(tx: &Transaction<'_>, ids: &[String]) -> Result<()> {
+pub(crate) fn delete(tx: &Transaction<'_>, ids: &[String]) -> Result<()> {
     if ids.is_empty() || !table_exists(tx)? {
         return Ok(());
     }
@@ -156,16 +156,16 @@ pub fn delete(tx: &Transaction<'_>, ids: &[String]) -> Result<()> {
 
 /// A memory waiting for its vector: id, text to embed and visibility columns.
 #[derive(Debug, Clone)]
-pub struct Pending {
+pub(crate) struct Pending {
     /// Memory id.
-    pub id: String,
+    pub(crate) id: String,
     /// Title and text, as embedded.
-    pub text: String,
+    pub(crate) text: String,
     /// Visibility values in [`Filter::field_sets`] order: scene, privacy,
     /// stage, kind, subject, origin.
-    pub columns: [String; 6],
+    pub(crate) columns: [String; 6],
     /// Expiry in milliseconds since the epoch, `i64::MAX` for none.
-    pub expires: i64,
+    pub(crate) expires: i64,
 }
 
 /// The columns of a memory waiting for its vector (`pending_row` reads them).
@@ -192,14 +192,14 @@ fn pending_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Pending> {
 }
 
 /// Up to `limit` searchable memories without a vector of the current model.
-pub fn pending(conn: &Connection, limit: usize) -> Result<Vec<Pending>> {
+pub(crate) fn pending(conn: &Connection, limit: usize) -> Result<Vec<Pending>> {
     let mut stmt = conn.prepare_cached(&format!("{PENDING_COLUMNS} ORDER BY id LIMIT ?"))?;
     let rows = stmt.query_map([limit as i64], pending_row)?;
     rows.map(|r| r.map_err(Error::from)).collect()
 }
 
 /// The text embedded for a memory: its title (if any) on the first line, then the text.
-pub fn passage_text(title: Option<&str>, text: &str) -> String {
+pub(crate) fn passage_text(title: Option<&str>, text: &str) -> String {
     match title.map(str::trim).filter(|t| !t.is_empty()) {
         Some(t) => format!("{t}\n{text}"),
         None => text.to_string(),
@@ -214,7 +214,7 @@ pub fn passage_text(title: Option<&str>, text: &str) -> String {
 /// storing transaction. A memory forgotten or already embedded meanwhile
 /// gets nothing; one whose text changed stays pending for the next pass; the
 /// visibility columns stored are the current ones, never the ones read before.
-pub fn store(tx: &Transaction<'_>, model: &str, rows: &[(&Pending, &[f32])]) -> Result<u64> {
+pub(crate) fn store(tx: &Transaction<'_>, model: &str, rows: &[(&Pending, &[f32])]) -> Result<u64> {
     let mut current = tx.prepare_cached(&format!("{PENDING_COLUMNS} AND id = ?"))?;
     let mut del = tx.prepare_cached(&format!("DELETE FROM {TABLE} WHERE id = ?"))?;
     let coarse = layout(tx)? == Some(true);
@@ -266,7 +266,7 @@ pub fn store(tx: &Transaction<'_>, model: &str, rows: &[(&Pending, &[f32])]) -> 
 /// The `k` nearest visible memories to `query` as `(id, cosine distance)`,
 /// nearest first, ties by id. The filter is applied inside each KNN, the
 /// coarse one included (see the module docs for the two passes).
-pub fn knn(
+pub(crate) fn knn(
     conn: &Connection,
     query: &[f32],
     filter: &Filter,
@@ -280,7 +280,7 @@ pub fn knn(
 
 /// The exact `k` nearest visible memories, scanning every float vector under
 /// the filter: the reference the coarse pass is measured against.
-pub fn knn_exact(
+pub(crate) fn knn_exact(
     conn: &Connection,
     query: &[f32],
     filter: &Filter,
@@ -384,7 +384,7 @@ fn knn_scope(
 }
 
 /// The stored vectors of these memory ids (ids without one are left out).
-pub fn vectors_of(conn: &Connection, ids: &[String]) -> Result<HashMap<String, Vec<f32>>> {
+pub(crate) fn vectors_of(conn: &Connection, ids: &[String]) -> Result<HashMap<String, Vec<f32>>> {
     let mut out = HashMap::new();
     if ids.is_empty() || !table_exists(conn)? {
         return Ok(out);
@@ -400,7 +400,7 @@ pub fn vectors_of(conn: &Connection, ids: &[String]) -> Result<HashMap<String, V
 }
 
 /// Number of searchable memories still waiting for a vector of the current model.
-pub fn pending_count(conn: &Connection) -> Result<u64> {
+pub(crate) fn pending_count(conn: &Connection) -> Result<u64> {
     Ok(conn.query_row(
         "SELECT COUNT(*) FROM memories WHERE vector_model IS NULL AND forgotten_at IS NULL",
         [],
@@ -409,7 +409,7 @@ pub fn pending_count(conn: &Connection) -> Result<u64> {
 }
 
 /// Number of stored vectors (0 when the table does not exist yet).
-pub fn count(conn: &Connection) -> Result<u64> {
+pub(crate) fn count(conn: &Connection) -> Result<u64> {
     if !table_exists(conn)? {
         return Ok(0);
     }

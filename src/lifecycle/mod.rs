@@ -31,13 +31,13 @@ use crate::model::Tier;
 /// Days a memory of each tier lives after its last access (T0 never expires).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
-pub struct TierDays {
+pub(crate) struct TierDays {
     /// T1 (long-lived).
-    pub t1: u32,
+    pub(crate) t1: u32,
     /// T2 (the default tier).
-    pub t2: u32,
+    pub(crate) t2: u32,
     /// T3 (transient).
-    pub t3: u32,
+    pub(crate) t3: u32,
 }
 
 impl Default for TierDays {
@@ -53,15 +53,15 @@ impl Default for TierDays {
 /// Most active memories wanted per tier; health reports the tiers over budget.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
-pub struct TierBudgets {
+pub(crate) struct TierBudgets {
     /// T0.
-    pub t0: u64,
+    pub(crate) t0: u64,
     /// T1.
-    pub t1: u64,
+    pub(crate) t1: u64,
     /// T2.
-    pub t2: u64,
+    pub(crate) t2: u64,
     /// T3.
-    pub t3: u64,
+    pub(crate) t3: u64,
 }
 
 impl Default for TierBudgets {
@@ -80,13 +80,13 @@ impl Default for TierBudgets {
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct LifecycleConfig {
     /// Days per tier.
-    pub tier_days: TierDays,
+    pub(crate) tier_days: TierDays,
     /// Accesses after which T3 → T2 and T2 → T1 (0 turns promotion off).
-    pub promote_after: u32,
+    pub(crate) promote_after: u32,
     /// Results expiring within this many days carry `expiring_soon`.
-    pub expiring_soon_days: u32,
+    pub(crate) expiring_soon_days: u32,
     /// Per-tier budgets.
-    pub budgets: TierBudgets,
+    pub(crate) budgets: TierBudgets,
     /// Whether long-term memories expire `tierDays` after their last access
     /// (opt-in; default off: only short-term chat expires). Not hot-editable.
     /// Turning it off takes effect for every memory on the next start;
@@ -97,9 +97,9 @@ pub struct LifecycleConfig {
     /// so that config files written for older builds load.
     #[serde(default, skip_serializing)]
     #[schemars(skip)]
-    pub dedup_threshold: Option<serde_json::Value>,
+    pub(crate) dedup_threshold: Option<serde_json::Value>,
     /// Journal months older than this many months are compressed (0 = never).
-    pub archive_after_months: u32,
+    pub(crate) archive_after_months: u32,
 }
 
 impl Default for LifecycleConfig {
@@ -118,7 +118,7 @@ impl Default for LifecycleConfig {
 
 impl LifecycleConfig {
     /// Checks the settings once, at load.
-    pub fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         let d = &self.tier_days;
         if d.t1 == 0 || d.t2 == 0 || d.t3 == 0 || d.t1 > 36_500 || d.t2 > 36_500 || d.t3 > 36_500 {
             return Err(Error::invalid(
@@ -130,7 +130,7 @@ impl LifecycleConfig {
 
     /// How long a long-term memory of `tier` lives after its last access;
     /// `None` (never expires) for T0 and for every tier unless `tierExpiry` is on.
-    pub fn lifetime(&self, tier: Tier) -> Option<Duration> {
+    pub(crate) fn lifetime(&self, tier: Tier) -> Option<Duration> {
         if !self.tier_expiry {
             return None;
         }
@@ -144,12 +144,12 @@ impl LifecycleConfig {
     }
 
     /// The expiry of a memory of `tier` last accessed (or written) at `at`.
-    pub fn expiry(&self, tier: Tier, at: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    pub(crate) fn expiry(&self, tier: Tier, at: DateTime<Utc>) -> Option<DateTime<Utc>> {
         self.lifetime(tier).map(|d| at + d)
     }
 
     /// The budget of a tier.
-    pub fn budget(&self, tier: Tier) -> u64 {
+    pub(crate) fn budget(&self, tier: Tier) -> u64 {
         match tier {
             Tier::T0 => self.budgets.t0,
             Tier::T1 => self.budgets.t1,
@@ -190,11 +190,11 @@ impl LifecycleConfig {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TouchState {
     /// Retention tier.
-    pub tier: Tier,
+    pub(crate) tier: Tier,
     /// Accesses since the last promotion.
-    pub accesses: u32,
+    pub(crate) accesses: u32,
     /// When it leaves the index.
-    pub expires_at: Option<DateTime<Utc>>,
+    pub(crate) expires_at: Option<DateTime<Utc>>,
 }
 
 /// The dedup key of a long-term memory: sha256 over scene (its audience),
@@ -218,7 +218,7 @@ pub fn content_hash(
 }
 
 /// Whether `expires_at` falls within the warning window after `now`.
-pub fn expiring_soon(
+pub(crate) fn expiring_soon(
     expires_at: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
     cfg: &LifecycleConfig,

@@ -6,10 +6,10 @@
 use crate::model::{Stage, Tier};
 
 /// Extra weight of a T0 (never-expiring, foundational) memory.
-pub const T0_BOOST: f32 = 1.1;
+pub(crate) const T0_BOOST: f32 = 1.1;
 
 /// The factor a hit's score is multiplied by.
-pub fn factor(stage: Stage, importance: f32, tier: Option<Tier>, short_weight: f32) -> f32 {
+pub(crate) fn factor(stage: Stage, importance: f32, tier: Option<Tier>, short_weight: f32) -> f32 {
     let stage = if stage == Stage::Short {
         short_weight
     } else {

@@ -42,7 +42,7 @@ use serde_json::Value;
 pub use upstream::{CallError, Upstream};
 
 /// What the server tells the agent at `initialize`.
-pub const INSTRUCTIONS: &str = "\
+pub(crate) const INSTRUCTIONS: &str = "\
 memory-hub is your long-term memory about the user and your work with them. It outlives this session.
 
 - At the start of every session call memory_bootstrap once (or read the resource memory://inject, \
@@ -62,7 +62,7 @@ retrying unchanged. Your token decides which scenes and privacy levels you can s
 
 /// The memory-hub MCP server. Cheap to clone: one per MCP session.
 #[derive(Clone)]
-pub struct MemoryServer {
+pub(crate) struct MemoryServer {
     upstream: Arc<Upstream>,
     /// The token used when the request itself carries none (stdio).
     token: Option<Arc<str>>,
@@ -72,7 +72,7 @@ pub struct MemoryServer {
 impl MemoryServer {
     /// A server calling `upstream`; `token` is the bearer token of every call
     /// unless the MCP request arrived over HTTP with its own.
-    pub fn new(upstream: Arc<Upstream>, token: Option<String>) -> Self {
+    pub(crate) fn new(upstream: Arc<Upstream>, token: Option<String>) -> Self {
         MemoryServer {
             upstream,
             token: token.map(Arc::from),
@@ -81,7 +81,8 @@ impl MemoryServer {
     }
 
     /// The tools, as listed to clients.
-    pub fn tools(&self) -> Vec<Tool> {
+    #[cfg(test)]
+    pub(crate) fn tools(&self) -> Vec<Tool> {
         self.tool_router.list_all()
     }
 

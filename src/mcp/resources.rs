@@ -15,12 +15,12 @@ use super::MemoryServer;
 use super::upstream::CallError;
 
 /// Default character budget of `memory://inject`.
-pub const INJECT_DEFAULT_CHARS: usize = 8_000;
+pub(crate) const INJECT_DEFAULT_CHARS: usize = 8_000;
 /// Largest budget a client may ask for with `?max_chars=`.
-pub const INJECT_MAX_CHARS: usize = 100_000;
+pub(crate) const INJECT_MAX_CHARS: usize = 100_000;
 
 /// Static resources.
-pub fn list() -> Vec<Resource> {
+pub(crate) fn list() -> Vec<Resource> {
     vec![
         Resource::new("memory://inject", "Session memory payload")
             .with_description(
@@ -42,7 +42,7 @@ pub fn list() -> Vec<Resource> {
 }
 
 /// Parameterised resources.
-pub fn templates() -> Vec<ResourceTemplate> {
+pub(crate) fn templates() -> Vec<ResourceTemplate> {
     vec![
         ResourceTemplate::new("memory://{id}", "Memory")
             .with_description("One memory in full, by fact id, chunk id or document id.")
@@ -112,7 +112,7 @@ fn json_contents(uri: &str, value: &Value) -> ReadResourceResult {
 }
 
 /// Reads one resource.
-pub async fn read(
+pub(crate) async fn read(
     server: &MemoryServer,
     ctx: &RequestContext<RoleServer>,
     uri: &str,

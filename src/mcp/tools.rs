@@ -24,37 +24,37 @@ use crate::api::{
 /// `memory_call` parameters.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct CallParams {
+pub(crate) struct CallParams {
     /// The `/v1` route: `"POST /v1/audience"`, `"/v1/capabilities"` or just `"capabilities"`.
-    pub route: String,
+    pub(crate) route: String,
     /// The JSON request body (for POST routes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub body: Option<Value>,
+    pub(crate) body: Option<Value>,
 }
 
 /// `memory_tag` parameters: `/v1/tags` plus a `scene` older clients send.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct TagParams {
+pub(crate) struct TagParams {
     /// The fact id to retag.
-    pub id: String,
+    pub(crate) id: String,
     /// Tags to add.
     #[serde(default)]
-    pub add: Vec<String>,
+    pub(crate) add: Vec<String>,
     /// Tags to remove.
     #[serde(default)]
-    pub remove: Vec<String>,
+    pub(crate) remove: Vec<String>,
     /// New importance, 0-1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub importance: Option<f32>,
+    pub(crate) importance: Option<f32>,
     /// Unused (the fact's own scene decides); accepted for compatibility.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scene: Option<String>,
+    pub(crate) scene: Option<String>,
 }
 
 impl TagParams {
     /// The `/v1/tags` body.
-    pub fn into_body(self) -> TagsBody {
+    pub(crate) fn into_body(self) -> TagsBody {
         TagsBody {
             id: self.id,
             add: self.add,

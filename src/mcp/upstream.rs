@@ -34,12 +34,12 @@ pub struct CallError {
     /// Stable code, e.g. `INVALID_INPUT`.
     pub code: String,
     /// What went wrong, for the model to read.
-    pub message: String,
+    pub(crate) message: String,
 }
 
 impl CallError {
     /// An error with one of the stable codes.
-    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+    pub(crate) fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         CallError {
             code: code.as_str().to_string(),
             message: message.into(),
@@ -47,7 +47,7 @@ impl CallError {
     }
 
     /// `INVALID_INPUT`.
-    pub fn invalid(message: impl Into<String>) -> Self {
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::InvalidInput, message)
     }
 }
@@ -59,7 +59,7 @@ impl std::fmt::Display for CallError {
 }
 
 /// Brings the daemon back after a refused connection; true when it answers again.
-pub type Revive = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = bool> + Send>> + Send + Sync>;
+pub(crate) type Revive = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = bool> + Send>> + Send + Sync>;
 
 /// The `/v1` API as the MCP tools see it.
 #[derive(Clone)]
@@ -96,7 +96,7 @@ impl Upstream {
     }
 
     /// Sets what to do when a loopback daemon refuses connections.
-    pub fn with_revive(mut self, hook: Revive) -> Self {
+    pub(crate) fn with_revive(mut self, hook: Revive) -> Self {
         if let Upstream::Loopback { revive, .. } = &mut self {
             *revive = Some(hook);
         }
@@ -104,7 +104,7 @@ impl Upstream {
     }
 
     /// The base URL of a loopback upstream.
-    pub fn base(&self) -> Option<&str> {
+    pub(crate) fn base(&self) -> Option<&str> {
         match self {
             Upstream::Loopback { base, .. } => Some(base),
             Upstream::InProcess(_) => None,

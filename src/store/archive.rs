@@ -27,10 +27,10 @@ use flate2::write::GzEncoder;
 use crate::error::{Error, IoContext, Result};
 
 /// The archive directory below `memories/facts/`.
-pub const DIR: &str = crate::store::device::ARCHIVE_DIR;
+pub(crate) const DIR: &str = crate::store::device::ARCHIVE_DIR;
 
 /// `archive/<file>.gz` for a journal file `<file>` (relative to `facts/`).
-pub fn archive_path(facts: &Path, month_file: &str) -> PathBuf {
+pub(crate) fn archive_path(facts: &Path, month_file: &str) -> PathBuf {
     facts.join(DIR).join(format!("{month_file}.gz"))
 }
 
@@ -51,7 +51,7 @@ fn archived_in(dir: &Path) -> Result<Vec<String>> {
 }
 
 /// Journal files (relative to `facts/`) that have an archive.
-pub fn archived_months(facts: &Path) -> Result<Vec<String>> {
+pub(crate) fn archived_months(facts: &Path) -> Result<Vec<String>> {
     let dir = facts.join(DIR);
     let mut out = archived_in(&dir)?;
     for dev in crate::store::device::device_dirs(&dir)? {
@@ -66,7 +66,7 @@ pub fn archived_months(facts: &Path) -> Result<Vec<String>> {
 }
 
 /// The decompressed bytes of a month's archive (empty if it has none).
-pub fn read(facts: &Path, month_file: &str) -> Result<Vec<u8>> {
+pub(crate) fn read(facts: &Path, month_file: &str) -> Result<Vec<u8>> {
     let path = archive_path(facts, month_file);
     let f = match std::fs::File::open(&path) {
         Ok(f) => f,
@@ -81,7 +81,7 @@ pub fn read(facts: &Path, month_file: &str) -> Result<Vec<u8>> {
 }
 
 /// The decompressed length of a month's archive, from the gzip trailer (0 if none).
-pub fn len(facts: &Path, month_file: &str) -> Result<u64> {
+pub(crate) fn len(facts: &Path, month_file: &str) -> Result<u64> {
     use std::io::{Seek, SeekFrom};
     let path = archive_path(facts, month_file);
     let mut f = match std::fs::File::open(&path) {

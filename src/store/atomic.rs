@@ -5,7 +5,7 @@ use std::path::Path;
 use crate::error::{IoContext, Result};
 
 /// Writes `bytes` to `path` through a temp file, fsync and rename.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     use std::io::Write;
     let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
     {

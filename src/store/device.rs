@@ -19,7 +19,7 @@ use crate::error::{IoContext, Result};
 use crate::layout::Layout;
 
 /// The file, directly under the root, that keeps the generated id.
-pub const FILE: &str = "device.json";
+pub(crate) const FILE: &str = "device.json";
 
 /// Longest device id.
 const MAX_LEN: usize = 64;
@@ -32,7 +32,7 @@ struct DeviceFile {
 
 /// The directory of compressed journal months below `memories/facts/`
 /// (see [`crate::store::archive`]); never a device id.
-pub const ARCHIVE_DIR: &str = "archive";
+pub(crate) const ARCHIVE_DIR: &str = "archive";
 
 /// Whether `name` looks like a journal month file.
 pub fn is_journal_name(name: &str) -> bool {
@@ -84,7 +84,7 @@ pub fn is_device_name(name: &str) -> bool {
 
 /// `name` made into a device id: unsafe characters become `-`, cut to 64
 /// bytes. `None` if nothing usable is left.
-pub fn sanitize(name: &str) -> Option<String> {
+pub(crate) fn sanitize(name: &str) -> Option<String> {
     let mut out: String = name
         .trim()
         .chars()
@@ -105,7 +105,7 @@ pub fn sanitize(name: &str) -> Option<String> {
 /// `config.json`, empty for none). With `create` (the writer),
 /// a missing or unreadable `device.json` is (re)written with a new id;
 /// without it, an id that cannot be read is reported as `unknown`.
-pub fn resolve(layout: &Layout, configured: &str, create: bool) -> Result<String> {
+pub(crate) fn resolve(layout: &Layout, configured: &str, create: bool) -> Result<String> {
     if !configured.trim().is_empty() {
         if let Some(id) = sanitize(configured) {
             return Ok(id);
@@ -143,7 +143,7 @@ pub fn resolve(layout: &Layout, configured: &str, create: bool) -> Result<String
 }
 
 /// The host name, else `unknown`.
-pub fn host_name() -> String {
+pub(crate) fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .or_else(|| std::env::var("HOSTNAME").ok())

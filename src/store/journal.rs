@@ -46,7 +46,7 @@ pub fn file_name_for(ts: DateTime<Utc>) -> String {
 
 /// Whether `rel` (relative to `facts/`) names a journal file: a legacy
 /// `YYYY-MM.jsonl` or `<device>/YYYY-MM.jsonl`.
-pub fn is_journal_path(rel: &str) -> bool {
+pub(crate) fn is_journal_path(rel: &str) -> bool {
     match rel.split_once('/') {
         None => is_journal_name(rel),
         Some((dev, name)) => device::is_device_name(dev) && is_journal_name(name),
@@ -54,12 +54,12 @@ pub fn is_journal_path(rel: &str) -> bool {
 }
 
 /// The month file name of a journal file (`YYYY-MM.jsonl`).
-pub fn month_of(rel: &str) -> &str {
+pub(crate) fn month_of(rel: &str) -> &str {
     rel.rsplit_once('/').map_or(rel, |(_, m)| m)
 }
 
 /// The device directory of a journal file; `None` for a legacy flat file.
-pub fn device_of(rel: &str) -> Option<&str> {
+pub(crate) fn device_of(rel: &str) -> Option<&str> {
     rel.split_once('/').map(|(d, _)| d)
 }
 
@@ -121,7 +121,7 @@ pub fn list_files(facts: &Path) -> Result<Vec<String>> {
 /// Every journal file with lines, in reading order: plain files and archived
 /// months alike. Scan them with [`scan_file`], which reads a month's archive
 /// and then its plain file as one stream (see [`crate::store::archive`]).
-pub fn list_all(facts: &Path) -> Result<Vec<String>> {
+pub(crate) fn list_all(facts: &Path) -> Result<Vec<String>> {
     let mut names = list_files(facts)?;
     names.extend(crate::store::archive::archived_months(facts)?);
     sort_files(&mut names);
@@ -129,7 +129,7 @@ pub fn list_all(facts: &Path) -> Result<Vec<String>> {
 }
 
 /// Bytes of a journal file's logical stream: its archive (decompressed) plus its plain file.
-pub fn content_len(facts: &Path, file: &str) -> Result<u64> {
+pub(crate) fn content_len(facts: &Path, file: &str) -> Result<u64> {
     let archived = crate::store::archive::len(facts, file)?;
     let path = facts.join(file);
     let plain = match std::fs::metadata(&path) {
@@ -144,22 +144,22 @@ pub fn content_len(facts: &Path, file: &str) -> Result<u64> {
 /// How far a file has been read: the byte offset after the last complete line
 /// and the number of lines before it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Cursor {
+pub(crate) struct Cursor {
     /// Byte offset just after the last consumed newline.
-    pub offset: u64,
+    pub(crate) offset: u64,
     /// Lines consumed so far (the next line is `lines + 1`).
-    pub lines: u64,
+    pub(crate) lines: u64,
 }
 
 /// A line that could not be used, with its location.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LineIssue {
+pub(crate) struct LineIssue {
     /// Journal file name.
-    pub file: String,
+    pub(crate) file: String,
     /// 1-based line number.
-    pub line: u64,
+    pub(crate) line: u64,
     /// What is wrong with it.
-    pub message: String,
+    pub(crate) message: String,
 }
 
 impl std::fmt::Display for LineIssue {
@@ -170,15 +170,15 @@ impl std::fmt::Display for LineIssue {
 
 /// One item of a scan: a record or an issue, with the cursor after it.
 #[derive(Debug)]
-pub struct ScanItem {
+pub(crate) struct ScanItem {
     /// The parsed record, or what was wrong with the line.
-    pub entry: std::result::Result<Record, LineIssue>,
+    pub(crate) entry: std::result::Result<Record, LineIssue>,
     /// Position after this line.
-    pub cursor: Cursor,
+    pub(crate) cursor: Cursor,
 }
 
 /// Parses one journal line.
-pub fn parse_line(line: &str) -> std::result::Result<Record, String> {
+pub(crate) fn parse_line(line: &str) -> std::result::Result<Record, String> {
     let record: Record = serde_json::from_str(line).map_err(|e| e.to_string())?;
     let v = record.version();
     if v == 0 || v > JOURNAL_VERSION {
@@ -193,7 +193,7 @@ pub fn parse_line(line: &str) -> std::result::Result<Record, String> {
 ///
 /// A trailing line without a newline is not consumed: it is returned as the
 /// torn tail (line number and length) so the caller can report it.
-pub fn scan_file(
+pub(crate) fn scan_file(
     dir: &Path,
     file: &str,
     from: Cursor,
@@ -275,7 +275,7 @@ pub fn scan_file(
 
 /// The single appender of the journal: appends only to this device's files.
 #[derive(Debug)]
-pub struct JournalWriter {
+pub(crate) struct JournalWriter {
     facts: PathBuf,
     device: String,
     open: BTreeMap<String, OwnFile>,
@@ -309,7 +309,7 @@ enum Inject {
 }
 
 /// Where a batch of appended lines ended, per file.
-pub type AppendEnds = BTreeMap<String, u64>;
+pub(crate) type AppendEnds = BTreeMap<String, u64>;
 
 impl JournalWriter {
     /// Opens `facts/<device>/` for appending, finishes an interrupted archive
@@ -318,7 +318,7 @@ impl JournalWriter {
     /// becomes one reported corrupt line.
     ///
     /// Returns the writer and the torn tails it terminated.
-    pub fn open(facts: &Path, device: &str) -> Result<(Self, Vec<LineIssue>)> {
+    pub(crate) fn open(facts: &Path, device: &str) -> Result<(Self, Vec<LineIssue>)> {
         if !device::is_device_name(device) {
             return Err(Error::Internal(format!(
                 "{device:?} is not usable as a journal directory name"
@@ -346,19 +346,14 @@ impl JournalWriter {
     }
 
     /// Forgets open file handles (after months were archived) and repeats [`JournalWriter::open`].
-    pub fn reopen(&mut self) -> Result<Vec<LineIssue>> {
+    pub(crate) fn reopen(&mut self) -> Result<Vec<LineIssue>> {
         let (fresh, repaired) = JournalWriter::open(&self.facts, &self.device)?;
         *self = fresh;
         Ok(repaired)
     }
 
-    /// This device's id (its directory below `facts/`).
-    pub fn device(&self) -> &str {
-        &self.device
-    }
-
     /// Plain files this writer may rewrite (archive): its own and the legacy flat ones.
-    pub fn owned_files(&self) -> Result<Vec<String>> {
+    pub(crate) fn owned_files(&self) -> Result<Vec<String>> {
         Ok(list_files(&self.facts)?
             .into_iter()
             .filter(|rel| device_of(rel).is_none_or(|d| d == self.device))
@@ -440,7 +435,7 @@ impl JournalWriter {
     /// file is fsync'd once and read back. Returns the end offset of each
     /// touched file. On any failure every file of the group is truncated back
     /// to where it was, and nothing of the group is stored.
-    pub fn append(&mut self, records: &[Record]) -> Result<AppendEnds> {
+    pub(crate) fn append(&mut self, records: &[Record]) -> Result<AppendEnds> {
         let mut by_file: BTreeMap<String, Vec<u8>> = BTreeMap::new();
         for r in records {
             let mut line = serde_json::to_vec(r)

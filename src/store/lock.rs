@@ -13,13 +13,13 @@ use crate::error::{Error, IoContext, Result};
 
 /// Holds the lock until dropped.
 #[derive(Debug)]
-pub struct WriterLock {
+pub(crate) struct WriterLock {
     _file: File,
 }
 
 impl WriterLock {
     /// Takes the lock or fails with `ROOT_LOCKED` naming the holder's pid.
-    pub fn acquire(root: &Path, lock_path: &Path) -> Result<WriterLock> {
+    pub(crate) fn acquire(root: &Path, lock_path: &Path) -> Result<WriterLock> {
         let mut file = OpenOptions::new()
             .read(true)
             .write(true)

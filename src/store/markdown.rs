@@ -58,49 +58,49 @@ pub const MAX_DOCUMENT_BYTES: u64 = 8 * 1024 * 1024;
 pub const MAX_YAML_DEPTH: usize = 16;
 
 /// What a document issue says about a symbolic link.
-pub const SYMLINK_ISSUE: &str =
+pub(crate) const SYMLINK_ISSUE: &str =
     "symbolic link, not followed (memd never follows links under memories/)";
 
 /// A parsed document, ready to index.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Document {
+pub(crate) struct Document {
     /// Path relative to `memories/`, with `/` separators.
-    pub rel_path: String,
+    pub(crate) rel_path: String,
     /// `doc-<pathHash8>`, or `doc-id-<id>` when the front matter gives `id`.
-    pub doc_id: String,
+    pub(crate) doc_id: String,
     /// Front matter title, else the first heading, else the file stem.
-    pub title: String,
+    pub(crate) title: String,
     /// Audience.
-    pub scene: Scene,
+    pub(crate) scene: Scene,
     /// Sensitivity.
-    pub privacy: Privacy,
+    pub(crate) privacy: Privacy,
     /// Kind word (`doc`, `identity`, `audience`, or the front matter's).
-    pub kind: String,
+    pub(crate) kind: String,
     /// Whose memory it is.
-    pub subject: Subject,
+    pub(crate) subject: Subject,
     /// Tags.
-    pub tags: Vec<String>,
+    pub(crate) tags: Vec<String>,
     /// 0–1.
-    pub importance: f32,
+    pub(crate) importance: f32,
     /// Retention tier, if given.
-    pub tier: Option<Tier>,
+    pub(crate) tier: Option<Tier>,
     /// Last modification time of the file.
-    pub modified: DateTime<Utc>,
+    pub(crate) modified: DateTime<Utc>,
     /// sha256 of the file bytes.
-    pub hash: String,
+    pub(crate) hash: String,
     /// The chunks, in order.
-    pub chunks: Vec<Chunk>,
+    pub(crate) chunks: Vec<Chunk>,
 }
 
 /// One indexed piece of a document.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Chunk {
+pub(crate) struct Chunk {
     /// 0-based position.
-    pub ord: usize,
+    pub(crate) ord: usize,
     /// The heading the chunk sits under, if any.
-    pub heading: Option<String>,
+    pub(crate) heading: Option<String>,
     /// The chunk text, heading included.
-    pub text: String,
+    pub(crate) text: String,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -138,22 +138,22 @@ enum TagList {
 
 /// What discovery found below a directory.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Listing {
+pub(crate) struct Listing {
     /// Markdown files (not under `facts/`), relative, `/`-separated, sorted.
-    pub documents: Vec<String>,
+    pub(crate) documents: Vec<String>,
     /// Symbolic links that discovery did not follow: links named `*.md` and
     /// links to directories (they could hold documents), sorted.
-    pub links: Vec<String>,
+    pub(crate) links: Vec<String>,
 }
 
 /// Markdown files below `memories/` (not under `facts/`), as relative paths, sorted.
 /// Symbolic links are not followed (see [`scan`] to hear about them).
-pub fn list_documents(memories: &Path) -> Result<Vec<String>> {
+pub(crate) fn list_documents(memories: &Path) -> Result<Vec<String>> {
     scan(memories).map(|l| l.documents)
 }
 
 /// Documents below `dir`, and the symbolic links skipped on the way.
-pub fn scan(dir: &Path) -> Result<Listing> {
+pub(crate) fn scan(dir: &Path) -> Result<Listing> {
     let mut out = Listing::default();
     walk(dir, dir, &mut out)?;
     out.documents.sort();
@@ -203,7 +203,7 @@ fn walk(base: &Path, dir: &Path, out: &mut Listing) -> Result<()> {
 
 /// The raw bytes of `memories/<rel_path>` and their modification time, read
 /// without following a link and never more than [`MAX_DOCUMENT_BYTES`].
-pub fn read_bounded(path: &Path) -> Result<(Vec<u8>, std::time::SystemTime)> {
+pub(crate) fn read_bounded(path: &Path) -> Result<(Vec<u8>, std::time::SystemTime)> {
     use std::os::unix::fs::OpenOptionsExt;
     let meta = std::fs::symlink_metadata(path).ctx("cannot stat document", path)?;
     if meta.file_type().is_symlink() {
@@ -250,7 +250,7 @@ fn too_large(len: u64) -> Result<()> {
 }
 
 /// Reads and parses the document at `memories/<rel_path>`.
-pub fn load(
+pub(crate) fn load(
     memories: &Path,
     rel_path: &str,
     cfg: &DocsConfig,
@@ -261,7 +261,7 @@ pub fn load(
 }
 
 /// Parses already-read document bytes (see [`read_bounded`]).
-pub fn from_bytes(
+pub(crate) fn from_bytes(
     rel_path: &str,
     bytes: &[u8],
     modified: std::time::SystemTime,
@@ -458,7 +458,7 @@ fn front_matter(text: &str) -> Result<(FrontMatter, &str)> {
 }
 
 /// Parses document text (no IO). `modified` and `hash` are left empty.
-pub fn parse(
+pub(crate) fn parse(
     rel_path: &str,
     text: &str,
     cfg: &DocsConfig,
@@ -650,9 +650,9 @@ fn split_long(text: &str, max: usize) -> Vec<String> {
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct DocsConfig {
     /// Scene of a document whose front matter names none.
-    pub default_scene: Scene,
+    pub(crate) default_scene: Scene,
     /// Sections longer than this many characters are split at paragraph breaks.
-    pub max_chunk_chars: usize,
+    pub(crate) max_chunk_chars: usize,
 }
 
 impl Default for DocsConfig {

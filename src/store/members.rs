@@ -20,14 +20,14 @@ use crate::model::Scene;
 /// One known member of a group.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Member {
+pub(crate) struct Member {
     /// Display name when last seen, if known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
     /// When membership was first recorded.
-    pub since: DateTime<Utc>,
+    pub(crate) since: DateTime<Utc>,
     /// How it was learned: `ingest` or `explicit`.
-    pub source: String,
+    pub(crate) source: String,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -42,7 +42,7 @@ struct MemberFile {
 static WRITE: Mutex<()> = Mutex::new(());
 
 /// `memories/groups/members.json` under a `memories/` directory.
-pub fn path(memories: &Path) -> PathBuf {
+pub(crate) fn path(memories: &Path) -> PathBuf {
     memories.join("groups").join("members.json")
 }
 
@@ -63,7 +63,7 @@ fn load(path: &Path) -> Result<MemberFile> {
 }
 
 /// Whether `user` is a known member of `group`. Errors (unreadable table) mean "no".
-pub fn is_member(path: &Path, group: &Scene, user: &str) -> Result<bool> {
+pub(crate) fn is_member(path: &Path, group: &Scene, user: &str) -> Result<bool> {
     Ok(load(path)?
         .groups
         .get(group.as_str())
@@ -71,7 +71,8 @@ pub fn is_member(path: &Path, group: &Scene, user: &str) -> Result<bool> {
 }
 
 /// The members of `group`, by user id.
-pub fn members(path: &Path, group: &Scene) -> Result<BTreeMap<String, Member>> {
+#[cfg(test)]
+pub(crate) fn members(path: &Path, group: &Scene) -> Result<BTreeMap<String, Member>> {
     Ok(load(path)?
         .groups
         .get(group.as_str())
@@ -81,7 +82,7 @@ pub fn members(path: &Path, group: &Scene) -> Result<BTreeMap<String, Member>> {
 
 /// Adds and removes members; writes the file only if something changed.
 /// Returns `(added, removed)` counts.
-pub fn update(
+pub(crate) fn update(
     path: &Path,
     group: &Scene,
     add: &[(String, Option<String>)],
@@ -121,7 +122,7 @@ pub fn update(
 
 /// Replaces the member list of `group` (a daily reconciliation against the
 /// provider's own list). Returns `(added, removed)` counts.
-pub fn replace(
+pub(crate) fn replace(
     path: &Path,
     group: &Scene,
     list: &[(String, Option<String>)],

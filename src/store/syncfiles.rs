@@ -15,24 +15,19 @@
 use std::path::Path;
 
 /// The marker in a Syncthing conflict copy's name.
-pub const CONFLICT_MARK: &str = ".sync-conflict-";
+pub(crate) const CONFLICT_MARK: &str = ".sync-conflict-";
 
 /// The ignore file [`stignore`] writes below `memories/`.
-pub const STIGNORE: &str = ".stignore";
+pub(crate) const STIGNORE: &str = ".stignore";
 
 /// Whether a file name is a sync conflict copy.
-pub fn is_conflict_name(name: &str) -> bool {
+pub(crate) fn is_conflict_name(name: &str) -> bool {
     name.contains(CONFLICT_MARK)
-}
-
-/// Whether a file name is a file-sync tool's temporary file.
-pub fn is_temp_name(name: &str) -> bool {
-    (name.starts_with(".syncthing.") || name.starts_with("~syncthing~")) && name.ends_with(".tmp")
 }
 
 /// Conflict copies below `memories/` (journals included), as paths relative
 /// to it, sorted; at most `limit`, plus the total found.
-pub fn conflict_copies(memories: &Path, limit: usize) -> (Vec<String>, usize) {
+pub(crate) fn conflict_copies(memories: &Path, limit: usize) -> (Vec<String>, usize) {
     fn walk(
         base: &Path,
         dir: &Path,
@@ -71,7 +66,7 @@ pub fn conflict_copies(memories: &Path, limit: usize) -> (Vec<String>, usize) {
 /// `memories/`, so the index (`data/`), tokens, config and the device file,
 /// which live beside it, are never offered; this keeps temporary and
 /// conflict files and editor litter from travelling.
-pub fn stignore() -> &'static str {
+pub(crate) fn stignore() -> &'static str {
     "// Written by `memd sync init`: the Syncthing folder is memories/.\n\
      // data/, tokens.json, config.json and device.json live outside it and never sync.\n\
      (?d).DS_Store\n\
@@ -95,9 +90,6 @@ mod tests {
             "2026-11.sync-conflict-20261130-101010-ABCDEFG.jsonl"
         ));
         assert!(!is_conflict_name("notes.md"));
-        assert!(is_temp_name(".syncthing.notes.md.tmp"));
-        assert!(is_temp_name("~syncthing~notes.md.tmp"));
-        assert!(!is_temp_name("notes.md"));
     }
 
     #[test]
