@@ -27,8 +27,13 @@ import sys
 
 import numpy as np
 
+# In the order of `index::fusion::FEATURES`. Every feature is a function of
+# ranks, vectors and document frequencies of the visible live corpus, so an
+# incrementally built index and a rebuilt one give the same values. (A BM25
+# ratio, `text_score`, was dropped: see `index::fusion`.) The features file may
+# name more features than these; only these are read.
 FEATURES = [
-    "text_rrf", "sem_rrf", "text_score", "cosine", "cosine_gap", "and_pass",
+    "text_rrf", "sem_rrf", "cosine", "cosine_gap", "and_pass",
     "coverage", "long_query_text", "cjk_query_sem", "in_both",
 ]
 
