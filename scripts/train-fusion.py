@@ -17,7 +17,9 @@ sorted order. Every query is scored by the model fitted without its group.
 
 The current rule (reciprocal rank fusion: text_rrf + sem_rrf) is scored on the
 same candidates. `enabled` is true only when the cross-validated recall@5 is at
-least the rule's on every dataset and higher on their mean.
+least the rule's on every dataset and higher on their mean, and the model fitted
+on all of dev (the one checked in) has recall@5 at least the rule's on every
+dataset as well.
 """
 
 import argparse
@@ -27,8 +29,13 @@ import sys
 
 import numpy as np
 
+# In the order of `index::fusion::FEATURES`. Every feature is a function of
+# ranks, vectors and document frequencies of the visible live corpus, so an
+# incrementally built index and a rebuilt one give the same values. (A BM25
+# ratio, `text_score`, was dropped: see `index::fusion`.) The features file may
+# name more features than these; only these are read.
 FEATURES = [
-    "text_rrf", "sem_rrf", "text_score", "cosine", "cosine_gap", "and_pass",
+    "text_rrf", "sem_rrf", "cosine", "cosine_gap", "and_pass",
     "coverage", "long_query_text", "cjk_query_sem", "in_both",
 ]
 
@@ -138,15 +145,30 @@ def main():
         "cv": table(qs, cv_scores),
         "full_dev": table(qs, [score(full, q["x"]) for q in qs]),
     }
-    better_everywhere = all(figures["cv"][d][0] >= figures["rule"][d][0] for d in figures["rule"])
+    at_least_rule = lambda t: all(figures[t][d][0] >= figures["rule"][d][0] for d in figures["rule"])
     mean = lambda t: float(np.mean([v[0] for v in t.values()]))
-    enabled = better_everywhere and mean(figures["cv"]) > mean(figures["rule"])
+    # The cross-validated figure estimates how the method generalises; the
+    # full-dev figure is the checked-in model itself, which is what hybrid
+    # search would run. Both must be at least the rule on every dataset.
+    reasons = []
+    if not at_least_rule("cv"):
+        reasons.append("cross-validated recall@5 is below the rule on some dataset")
+    if not mean(figures["cv"]) > mean(figures["rule"]):
+        reasons.append("cross-validated mean recall@5 does not beat the rule")
+    if not at_least_rule("full_dev"):
+        worse = [d for d in figures["rule"] if figures["full_dev"][d][0] < figures["rule"][d][0]]
+        reasons.append("the model fitted on all of dev (the one checked in) has recall@5 below the rule on "
+                       + ", ".join(worse))
+    enabled = not reasons
     print("recall@5 / recall@10 / MRR@10 per dataset (candidates = both lists)")
     print(f"{'dataset':18} {'rule (RRF)':>22} {'learned, CV':>22} {'learned, full dev':>22}")
     for d in figures["rule"]:
         f = lambda t: " / ".join(f"{v:.3f}" for v in figures[t][d])
         print(f"{d:18} {f('rule'):>22} {f('cv'):>22} {f('full_dev'):>22}")
-    print(f"mean recall@5: rule {mean(figures['rule']):.3f}, CV {mean(figures['cv']):.3f}; enabled = {enabled}")
+    print(f"mean recall@5: rule {mean(figures['rule']):.3f}, CV {mean(figures['cv']):.3f}, "
+          f"full dev {mean(figures['full_dev']):.3f}; enabled = {enabled}")
+    for r in reasons:
+        print("not enabled:", r)
     print("weights (standardised):", {n: round(float(w), 3) for n, w in zip(FEATURES, full["weights"])})
     if a.report:
         with open(a.report, "w") as f:
@@ -163,6 +185,8 @@ def main():
                 "trained_by": "scripts/train-fusion.sh",
                 "cv_recall_at_5": {d: v[0] for d, v in figures["cv"].items()},
                 "rule_recall_at_5": {d: v[0] for d, v in figures["rule"].items()},
+                "full_dev_recall_at_5": {d: v[0] for d, v in figures["full_dev"].items()},
+                **({"disabled_because": "; ".join(reasons)} if reasons else {}),
             }, f, indent=1)
             f.write("\n")
 

@@ -419,7 +419,6 @@ pub fn hybrid_candidates(
     }
     let rows = index.meta.get_many(&ids, &req.filter)?;
     let vectors = index.vectors_of(&ids, embedder.model_id())?;
-    let best_text = text.iter().map(|h| h.1).fold(f32::EPSILON, f32::max);
     let best_cos = semantic.first().map_or(0.0, |h| h.1);
     let query_share = crate::query::cjk_share(&req.query);
     let coverage = Coverage::new(index, &plan.terms, &req.filter)?;
@@ -446,7 +445,6 @@ pub fn hybrid_candidates(
             let features = [
                 text_rrf,
                 sem_rrf,
-                text_evidence * t.map_or(0.0, |i| text[i].1 / best_text),
                 cosine.unwrap_or(0.0),
                 cosine.map_or(-1.0, |c| c - best_cos),
                 text_evidence * f32::from(t.is_some_and(|i| text[i].2 == Pass::And)),

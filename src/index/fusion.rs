@@ -67,13 +67,19 @@ pub const FEATURES: [&str; N_FEATURES] = [
     "text_rrf",
     // 60 / (60 + semantic rank).
     "sem_rrf",
-    // The full-text score over the best full-text score of the query. This
-    // and every other full-text feature is 0 for a memory in another script
-    // than the query (mostly CJK against mostly Latin). Whether the scripts
-    // differ is no feature itself: on the dev sets it is the same for every
-    // candidate of a query, so its weight would be learned from nothing and
-    // would decide alone in a store that mixes languages.
-    "text_score",
+    // Every full-text feature is 0 for a memory in another script than the
+    // query (mostly CJK against mostly Latin). Whether the scripts differ is
+    // no feature itself: on the dev sets it is the same for every candidate
+    // of a query, so its weight would be learned from nothing and would
+    // decide alone in a store that mixes languages.
+    //
+    // No feature reads a BM25 value, only full-text ranks. BM25 scores of an
+    // incrementally kept index and a rebuilt one are equal only up to
+    // quantisation, and a document chunk was seen to score 1.0 higher after
+    // a rebuild with the same rank (`heal` tests); a feature that divides by
+    // the best score (the former `text_score`) carried that into every
+    // candidate's learned score and reordered hits. Ranks are what
+    // reciprocal rank fusion already relies on.
     // Cosine similarity of query and memory embeddings (0 without a vector).
     "cosine",
     // Cosine minus the best semantic hit's cosine (-1 without a vector).
@@ -91,7 +97,7 @@ pub const FEATURES: [&str; N_FEATURES] = [
 ];
 
 /// Number of learned-fusion features.
-pub(crate) const N_FEATURES: usize = 10;
+pub(crate) const N_FEATURES: usize = 9;
 
 /// A logistic model over [`FEATURES`], trained by `scripts/train-fusion.py`
 /// with k-fold cross-validation by conversation; `enabled` only when its
