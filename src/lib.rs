@@ -107,6 +107,11 @@
 //!
 //! ## Code map
 //!
+//! An item is `pub` only if the binary, `tests/` (integration, bench,
+//! footprint, calibration), a public signature, a re-export or a public doc
+//! link needs it; everything else is `pub(crate)`, so the dead-code lint
+//! reports unused code.
+//!
 //! - [`layout`]: root paths (`memories/`, `data/`, `config.json`, …) and private
 //!   file modes; the lowest layer. [`analysis`]: the tokenizer (words, CJK
 //!   bigrams) and light English stemmer shared by the index, query planning and
@@ -123,7 +128,8 @@
 //!   disclosure), [`store::archive`] (compressed journal months).
 //! - [`index`]: the only writer of `data/index/`: [`index::text`] (tantivy),
 //!   [`index::meta`] (SQLite), [`index::meta_read`] (time-ordered reads),
-//!   [`index::vector`] (sqlite-vec), [`index::fusion`], the tokenizer (from [`analysis`]),
+//!   [`index::vector`] (sqlite-vec: int8 coarse KNN + exact float rescoring, the filter
+//!   inside both), [`index::fusion`] (RRF; learned fusion, checked in disabled), the tokenizer (from [`analysis`]),
 //!   [`index::filter`], [`index::merge`] (device merge rules: later
 //!   `(at, device)` wins, forgets beat older puts), [`index::scoped_stats`] (BM25 statistics over what the
 //!   caller may read), [`index::neighbours`] (session neighbours as a lower-weight
