@@ -161,10 +161,11 @@ pub(crate) fn state_path(layout: &Layout) -> PathBuf {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn local(s: &str) -> DateTime<Utc> {
+    /// A local wall-clock time (`YYYY-MM-DD HH:MM`) as UTC.
+    pub(crate) fn local(s: &str) -> DateTime<Utc> {
         let naive = chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M").unwrap();
         Local
             .from_local_datetime(&naive)
@@ -173,7 +174,8 @@ mod tests {
             .with_timezone(&Utc)
     }
 
-    fn daily() -> Schedule {
+    /// Daily at 03:00, retried after 10 minutes.
+    pub(crate) fn daily() -> Schedule {
         Schedule {
             at: parse_at("03:00").unwrap(),
             period: Period::Day,

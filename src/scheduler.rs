@@ -233,24 +233,7 @@ pub fn sleep_job(cfg: SleepConfig) -> Result<Job> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono::{Local, TimeZone};
-
-    fn local(s: &str) -> DateTime<Utc> {
-        let naive = chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M").unwrap();
-        Local
-            .from_local_datetime(&naive)
-            .earliest()
-            .unwrap()
-            .with_timezone(&Utc)
-    }
-
-    fn daily() -> Schedule {
-        Schedule {
-            at: parse_at("03:00").unwrap(),
-            period: Period::Day,
-            retry_minutes: 10,
-        }
-    }
+    use crate::schedule::tests::{daily, local};
 
     #[test]
     fn tick_runs_due_jobs_once_and_remembers_across_restarts() {

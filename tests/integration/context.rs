@@ -67,17 +67,10 @@ fn a_hidden_turn_between_two_readable_ones_changes_nothing_a_reader_sees() {
 }
 
 fn search_with(hub: &Hub, query: &str, filter: Filter) -> Vec<String> {
-    hub.search(&SearchRequest {
-        query: query.into(),
-        filter,
-        limit: Some(10),
-        mode: Some(SearchMode::Fulltext),
-    })
-    .unwrap()
-    .hits
-    .into_iter()
-    .map(|h| h.memory.id)
-    .collect()
+    scored(hub, query, filter)
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect()
 }
 
 fn normal_only() -> Filter {
