@@ -288,8 +288,7 @@ impl Hub {
     fn commit(&self, state: &mut WriterState, batch: Vec<Pending>) {
         let mut records = Vec::new();
         let mut answers: Vec<(mpsc::Sender<Result<OpOutcome>>, Result<OpOutcome>)> = Vec::new();
-        // Idempotency key → (id, normalised text) of the write that used it.
-        let mut keys_in_batch: HashMap<String, (String, String)> = HashMap::new();
+        let mut keys_in_batch: HashMap<String, String> = HashMap::new();
         let mut written_in_batch: HashSet<String> = HashSet::new();
         let mut forgotten_in_batch: HashSet<String> = HashSet::new();
         if let Some(touch) = self.take_touch_record() {
@@ -341,7 +340,7 @@ impl Hub {
                             if let Record::Put { fact, .. } = &record
                                 && let Some(k) = &fact.idempotency_key
                             {
-                                keys_in_batch.insert(k.clone(), (id.clone(), fact.text.clone()));
+                                keys_in_batch.insert(k.clone(), id.clone());
                             }
                             written_in_batch.insert(id.clone());
                             records.push(record);
@@ -477,7 +476,7 @@ impl Hub {
     fn prepare_write(
         &self,
         req: WriteRequest,
-        keys_in_batch: &HashMap<String, (String, String)>,
+        keys_in_batch: &HashMap<String, String>,
         hashes_in_batch: &mut HashMap<String, String>,
         written_in_batch: &HashSet<String>,
         forgotten_in_batch: &HashSet<String>,
@@ -518,26 +517,11 @@ impl Hub {
                     "idempotency_key must be 1-{MAX_FIELD_BYTES} bytes"
                 )));
             }
-            // A retry returns the first write's id; the same key with other
-            // text is a different memory, refused rather than dropped silently.
-            if let Some((id, earlier)) = keys_in_batch.get(key) {
-                return if *earlier == text {
-                    Ok(Prepared::Existing(id.clone()))
-                } else {
-                    Err(idempotency_reuse(id))
-                };
+            if let Some(id) = keys_in_batch.get(key) {
+                return Ok(Prepared::Existing(id.clone()));
             }
             if let Some(id) = self.index.meta.find_idempotent(key)? {
-                let earlier = self
-                    .index
-                    .meta
-                    .get_many(std::slice::from_ref(&id), &Filter::all())?
-                    .remove(&id)
-                    .map(|m| policy::normalize_content(&m.text));
-                return match earlier {
-                    Some(earlier) if earlier != text => Err(idempotency_reuse(&id)),
-                    _ => Ok(Prepared::Existing(id)),
-                };
+                return Ok(Prepared::Existing(id));
             }
         }
         if let Some(old) = &req.supersedes
@@ -690,12 +674,4 @@ impl Hub {
 enum Prepared {
     Existing(String),
     Record(Record),
-}
-
-/// The error for an idempotency key reused with different text.
-fn idempotency_reuse(id: &str) -> Error {
-    Error::invalid(format!(
-        "idempotency_key was already used for a different memory ({id}); \
-         a retry must send the same text, a new memory needs a new key"
-    ))
 }

@@ -56,36 +56,6 @@ fn idempotency_key_returns_the_same_id() {
     assert_eq!(root.journal_lines().len(), 1);
 }
 
-/// A reused idempotency key with other text is refused, never a silent NOOP
-/// that drops the new text; an exact retry (also within one batch) is a NOOP.
-#[test]
-fn an_idempotency_key_reused_with_other_text_is_refused() {
-    let root = TempRoot::new();
-    let hub = root.hub();
-    let mut req = WriteRequest::new(scene("main"), "pay rent on the first", "test");
-    req.idempotency_key = Some("client-7".into());
-    let first = hub.write(req.clone()).unwrap();
-    let mut other = req.clone();
-    other.text = "pay rent on the fifth".into();
-    let err = hub.write(other.clone()).unwrap_err();
-    assert_eq!(err.code(), memory_hub::ErrorCode::InvalidInput);
-    assert!(err.to_string().contains(&first.id), "{err}");
-    // The same text, normalised alike, is still the retry it was.
-    let mut retry = req.clone();
-    retry.text = "  pay rent on the first ".into();
-    assert_eq!(hub.write(retry).unwrap().id, first.id);
-    // Within one group commit too.
-    let mut a = WriteRequest::new(scene("main"), "water the plants", "test");
-    a.idempotency_key = Some("client-8".into());
-    let mut b = a.clone();
-    b.text = "water the garden".into();
-    let out = hub.write_batch(vec![a.clone(), b, a]).unwrap();
-    assert!(out[0].is_ok());
-    assert!(out[1].is_err(), "{:?}", out[1]);
-    assert_eq!(out[2].as_ref().unwrap().id, out[0].as_ref().unwrap().id);
-    assert_eq!(root.journal_lines().len(), 2);
-}
-
 #[test]
 fn filters_restrict_search_and_get() {
     let root = TempRoot::new();
