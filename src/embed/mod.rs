@@ -238,6 +238,10 @@ pub struct EmbedderConfig {
     /// Longer inputs are truncated to this many tokens (special tokens included).
     pub(crate) max_tokens: usize,
     /// Inference sessions run in parallel (each holds its own copy of the graph).
+    /// One by default: at 100k memories a second session adds ~55–75 MiB of
+    /// anonymous memory (`cargo bench --bench footprint -- --sessions 2`) for
+    /// about the same CPU per embedded text; on an idle multi-core machine two
+    /// embed a cold backlog faster.
     pub sessions: usize,
 }
 
@@ -251,7 +255,7 @@ impl Default for EmbedderConfig {
             passage_prefix: "passage: ".into(),
             pooling: Pooling::Mean,
             max_tokens: 512,
-            sessions: 2,
+            sessions: 1,
         }
     }
 }

@@ -272,6 +272,9 @@ pub(crate) fn filter_sql(filter: &Filter) -> (String, Vec<String>) {
     (format!("({})", alternatives.join(" OR ")), params)
 }
 
+/// The write connection's page cache (SQLite's negative `cache_size`: KiB).
+const WRITER_CACHE_KIB: i64 = -8192;
+
 impl MetaDb {
     /// Opens the database at `path`; `writable` also migrates and keeps a write connection.
     pub(crate) fn open(path: &Path, writable: bool) -> Result<MetaDb> {
@@ -282,6 +285,12 @@ impl MetaDb {
             // The journal is the durable record; the index may lose its last
             // transactions in a power cut and catches up from the journal.
             conn.pragma_update(None, "synchronous", "NORMAL")?;
+            // Storing a vector writes into the newest sqlite-vec chunk, one
+            // blob of 1024 vectors (1.5 MiB float + 384 KiB int8) read by
+            // walking its overflow pages. SQLite's default 2 MiB page cache
+            // cannot hold that walk, so every store re-read the chunk with a
+            // read call per page; 8 MiB keeps it cached (half the store cost).
+            conn.pragma_update(None, "cache_size", WRITER_CACHE_KIB)?;
             conn.busy_timeout(std::time::Duration::from_secs(5))?;
             migrate(&mut conn)?;
             Some(Mutex::new(conn))
@@ -712,6 +721,18 @@ mod tests {
             expires_at: None,
             setting: Default::default(),
         }
+    }
+
+    #[test]
+    fn the_writer_page_cache_holds_a_vector_chunk() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = MetaDb::open(&dir.path().join("meta.db"), true).unwrap();
+        let kib = db
+            .write(|t| Ok(t.query_row("PRAGMA cache_size", [], |r| r.get::<_, i64>(0))?))
+            .unwrap();
+        // 1024 vectors of 384 floats and their int8 copies: the chunk being filled.
+        let chunk_kib = 1024 * 384 * (4 + 1) / 1024;
+        assert!(-kib >= chunk_kib, "cache {kib} KiB");
     }
 
     #[test]
