@@ -292,6 +292,8 @@ def group_flow(args):
         check("a group token sees only its scene", scenes == {args.group_scene}, scenes)
         shot(d, args, "17-group-search")
         go(d, args, "/timeline", "#timeline")
+        # The entries arrive after the page: wait for them, not only the list.
+        wait(d, "#timeline .b-scene")
         scenes = {b.text for b in d.find_elements(By.CSS_SELECTOR, "#timeline .b-scene")}
         check("a group token's timeline has only its scene", scenes == {args.group_scene}, scenes)
         d.execute_script("sessionStorage.clear()")
