@@ -246,6 +246,33 @@ pub(crate) fn row_to_memory(r: &Row<'_>) -> rusqlite::Result<Memory> {
 
 /// Builds `(sql, params)` for a visibility filter over the `memories` table.
 pub(crate) fn filter_sql(filter: &Filter) -> (String, Vec<String>) {
+    filter_clauses(filter, "")
+}
+
+/// [`filter_sql`] for a query whose rows are found by a key (`id IN (…)`,
+/// `doc_id = ?`): the filter is checked on each row found and never chosen
+/// as the way in. Without this SQLite may walk the scene index instead — at
+/// 100k memories that read every memory of the caller's scenes to return ten
+/// (a unary `+` keeps a column out of index selection; the text columns it
+/// is put on compare their text values exactly as before).
+pub(crate) fn filter_sql_on_rows(filter: &Filter) -> (String, Vec<String>) {
+    filter_clauses(filter, "+")
+}
+
+/// The statement [`MetaDb::get_many`] runs for `n` ids (bound first) and its filter parameters.
+fn by_ids_sql(n: usize, filter: &Filter) -> (String, Vec<String>) {
+    let (where_sql, params) = filter_sql_on_rows(filter);
+    let marks = vec!["?"; n].join(",");
+    (
+        format!(
+            "SELECT {MEMORY_COLUMNS} FROM memories \
+             WHERE forgotten_at IS NULL AND id IN ({marks}) AND {where_sql}"
+        ),
+        params,
+    )
+}
+
+fn filter_clauses(filter: &Filter, column_prefix: &str) -> (String, Vec<String>) {
     let mut params = Vec::new();
     let mut alternatives = Vec::new();
     for scope in &filter.any_of {
@@ -256,12 +283,14 @@ pub(crate) fn filter_sql(filter: &Filter) -> (String, Vec<String>) {
         let mut clauses = Vec::new();
         if let Some(at) = scope.unexpired_at {
             // The column has INTEGER affinity, so SQLite compares the bound text numerically.
+            // No prefix here: no index starts with it, and a `+` would drop
+            // the INTEGER affinity that makes the bound text compare as a number.
             clauses.push("(expires_at IS NULL OR expires_at > ?)".to_string());
             params.push(at.timestamp_millis().to_string());
         }
         for (col, values) in sets {
             let marks = vec!["?"; values.len()].join(",");
-            clauses.push(format!("{col} IN ({marks})"));
+            clauses.push(format!("{column_prefix}{col} IN ({marks})"));
             params.extend(values);
         }
         alternatives.push(format!("({})", clauses.join(" AND ")));
@@ -386,13 +415,9 @@ impl MetaDb {
         if ids.is_empty() {
             return Ok(HashMap::new());
         }
-        let (where_sql, mut params) = filter_sql(filter);
-        let marks = vec!["?"; ids.len()].join(",");
-        let sql = format!(
-            "SELECT {MEMORY_COLUMNS} FROM memories WHERE forgotten_at IS NULL AND id IN ({marks}) AND {where_sql}"
-        );
+        let (sql, params) = by_ids_sql(ids.len(), filter);
         let mut all: Vec<String> = ids.to_vec();
-        all.append(&mut params);
+        all.extend(params);
         self.with_reader(|c| {
             let mut stmt = c.prepare_cached(&sql)?;
             let rows = stmt.query_map(params_from_iter(all.iter()), row_to_memory)?;
@@ -407,7 +432,7 @@ impl MetaDb {
 
     /// Visible chunks of a document, in order.
     pub(crate) fn doc_chunks(&self, doc_id: &str, filter: &Filter) -> Result<Vec<Memory>> {
-        let (where_sql, params) = filter_sql(filter);
+        let (where_sql, params) = filter_sql_on_rows(filter);
         let sql = format!(
             "SELECT {MEMORY_COLUMNS} FROM memories WHERE doc_id = ? AND {where_sql} ORDER BY ord"
         );
@@ -736,6 +761,37 @@ mod tests {
     }
 
     #[test]
+    fn rows_by_id_are_found_by_id_whatever_the_filter() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = MetaDb::open(&dir.path().join("m.db"), true).unwrap();
+        let scoped = Filter::scope(Scope {
+            scenes: vec![Scene::parse("main").unwrap(), Scene::parse("pet").unwrap()],
+            privacy: vec![Privacy::Normal],
+            ..Scope::default()
+        });
+        for filter in [Filter::all(), scoped] {
+            let (sql, params) = by_ids_sql(10, &filter);
+            let plan: Vec<String> = db
+                .with_reader(|c| {
+                    let mut stmt = c.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?;
+                    let mut values: Vec<String> = (0..10).map(|i| i.to_string()).collect();
+                    values.extend(params.clone());
+                    let rows =
+                        stmt.query_map(params_from_iter(values), |r| r.get::<_, String>(3))?;
+                    rows.map(|r| r.map_err(Error::from)).collect()
+                })
+                .unwrap();
+            let plan = plan.join("; ");
+            // The primary key's index, one probe per id; never a walk of a scene.
+            assert!(
+                plan.contains("sqlite_autoindex_memories_1 (id=?)"),
+                "{plan}"
+            );
+            assert!(!plan.contains("memories_scene_ts"), "{plan}");
+        }
+    }
+
+    #[test]
     fn filters_are_part_of_the_sql() {
         let dir = tempfile::tempdir().unwrap();
         let db = MetaDb::open(&dir.path().join("m.db"), true).unwrap();
@@ -786,6 +842,25 @@ mod tests {
             &["a", "b"],
         );
         check(Filter { any_of: vec![] }, &[]);
+        // Expiry compares as a number on rows found by id too: "b" expired
+        // before the instant, "c" expires after it, "a" never does.
+        let at = DateTime::from_timestamp_millis(1_800_000_000_000).unwrap();
+        db.write(|tx| {
+            let mut b = memory("b", "qq:group:1", Privacy::Normal);
+            b.expires_at = Some(at - chrono::Duration::days(1));
+            tx::upsert_memory(tx, &b, None, &FactExtras::default())?;
+            let mut c = memory("c", "main", Privacy::Sensitive);
+            c.expires_at = Some(at + chrono::Duration::days(1));
+            tx::upsert_memory(tx, &c, None, &FactExtras::default())
+        })
+        .unwrap();
+        check(
+            Filter::scope(Scope {
+                unexpired_at: Some(at),
+                ..Scope::default()
+            }),
+            &["a", "c"],
+        );
         db.write(|tx| tx::forget(tx, "a", Utc::now())).unwrap();
         check(Filter::all(), &["b", "c"]);
         assert_eq!(db.fact_state("a").unwrap(), Some(false));

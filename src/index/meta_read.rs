@@ -14,7 +14,7 @@ use rusqlite::params_from_iter;
 
 use crate::error::{Error, Result};
 use crate::index::filter::Filter;
-use crate::index::meta::{MEMORY_COLUMNS, MetaDb, filter_sql, row_to_memory};
+use crate::index::meta::{MEMORY_COLUMNS, MetaDb, filter_sql, filter_sql_on_rows, row_to_memory};
 use crate::model::Memory;
 
 /// Which slice of the newest-first order to read.
@@ -71,7 +71,7 @@ impl MetaDb {
         if ids.is_empty() {
             return Ok(HashMap::new());
         }
-        let (where_sql, params) = filter_sql(filter);
+        let (where_sql, params) = filter_sql_on_rows(filter);
         let marks = vec!["?"; ids.len()].join(",");
         let sql = format!(
             "SELECT supersedes, id FROM memories WHERE forgotten_at IS NULL \

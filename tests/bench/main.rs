@@ -15,6 +15,7 @@
 
 mod baseline;
 mod corpus;
+mod filtered;
 mod http;
 mod vectors;
 mod writes;
@@ -321,6 +322,7 @@ fn main() {
     let writes_only = std::env::args().any(|a| a == "--writes-only");
     let fulltext_only = std::env::args().any(|a| a == "--http-fulltext-only");
     let vectors_only = std::env::args().any(|a| a == "--vectors-only");
+    let filtered_only = std::env::args().any(|a| a == "--filtered-only");
     let with_vectors = !std::env::args().any(|a| a == "--no-vectors");
     let writes: usize =
         arg("--writes").map_or(200, |s| s.parse().expect("--writes takes a number"));
@@ -340,6 +342,8 @@ fn main() {
             Some(http::run_fulltext(n, nq))
         } else if vectors_only {
             Some(vectors::run(n, nq))
+        } else if filtered_only {
+            Some(filtered::run(n, nq))
         } else {
             None
         };

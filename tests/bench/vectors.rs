@@ -136,7 +136,7 @@ fn derived(seeds: &[Vec<f32>], n: usize, seed: u64) -> Vec<Vec<f32>> {
         .collect()
 }
 
-fn thread_cpu() -> Duration {
+pub(crate) fn thread_cpu() -> Duration {
     let mut t = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -150,7 +150,7 @@ fn thread_cpu() -> Duration {
 }
 
 /// Wall and thread-CPU medians of `f` over `items`, on one thread.
-fn timed<T>(items: &[T], mut f: impl FnMut(&T)) -> (Duration, Duration) {
+pub(crate) fn timed<T>(items: &[T], mut f: impl FnMut(&T)) -> (Duration, Duration) {
     let (mut wall, mut cpu) = (Vec::new(), Vec::new());
     for it in items {
         let (t, c) = (Instant::now(), thread_cpu());
@@ -163,7 +163,7 @@ fn timed<T>(items: &[T], mut f: impl FnMut(&T)) -> (Duration, Duration) {
     (percentile(&wall, 0.5), percentile(&cpu, 0.5))
 }
 
-fn both(t: (Duration, Duration)) -> String {
+pub(crate) fn both(t: (Duration, Duration)) -> String {
     format!("{:.2} ms (CPU {:.2} ms)", ms(t.0), ms(t.1))
 }
 

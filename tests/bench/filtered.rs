@@ -1,0 +1,90 @@
+//! Full-text search under visibility filters (`--filtered-only`): what a
+//! token scoped to some scenes pays against the unrestricted operator's view.
+//! Every real client token is scoped, so this is the common case.
+//!
+//! Library calls (`Hub::search`, full text, top 10) on one thread; wall and
+//! thread-CPU medians, with the all-scenes figure of the same run as baseline.
+
+use memory_hub::config::{Config, Layout};
+use memory_hub::embed::EmbedderSlot;
+use memory_hub::hub::{Hub, Mode, WriteRequest};
+use memory_hub::index::filter::{Filter, Scope};
+use memory_hub::model::{Privacy, Scene};
+use memory_hub::search::{SearchMode, SearchRequest};
+
+use crate::vectors::{both, timed};
+use crate::{Row, corpus, ms, row};
+
+pub fn run(n: usize, nq: usize) -> Vec<Row> {
+    let items = corpus::generate(n, 42);
+    let queries = corpus::queries(nq, 7);
+    let tmp = tempfile::tempdir().unwrap();
+    let (hub, _) = Hub::open_with(
+        Layout::new(tmp.path().join("root")),
+        Config::default(),
+        Mode::Write,
+        EmbedderSlot::none("full-text bench"),
+        &mut |_| {},
+    )
+    .unwrap();
+    for chunk in items.chunks(1000) {
+        let reqs = chunk
+            .iter()
+            .map(|i| WriteRequest::new(Scene::parse(i.scene).unwrap(), i.text.clone(), "bench"))
+            .collect();
+        for r in hub.write_batch(reqs).unwrap() {
+            r.unwrap();
+        }
+    }
+    let scenes = |names: &[&str]| names.iter().map(|s| Scene::parse(s).unwrap()).collect();
+    let filters = [
+        (
+            "one scene",
+            Filter::scope(Scope {
+                scenes: scenes(&["main"]),
+                ..Scope::default()
+            }),
+        ),
+        (
+            "2 of 5 scenes",
+            Filter::scope(Scope {
+                scenes: scenes(&["main", "pet"]),
+                ..Scope::default()
+            }),
+        ),
+        (
+            "a group token (one scene, normal and personal)",
+            Filter::scope(Scope {
+                scenes: scenes(&["main"]),
+                privacy: vec![Privacy::Normal, Privacy::Personal],
+                ..Scope::default()
+            }),
+        ),
+    ];
+    let search = |filter: &Filter, q: &String| {
+        hub.search(&SearchRequest {
+            query: q.clone(),
+            filter: filter.clone(),
+            limit: Some(10),
+            mode: Some(SearchMode::Fulltext),
+        })
+        .unwrap();
+    };
+    // Warm both the unrestricted and the scoped statistics once.
+    for (_, f) in &filters {
+        search(f, &queries[0]);
+    }
+    search(&Filter::all(), &queries[0]);
+    let all = timed(&queries, |q| search(&Filter::all(), q));
+    let mut rows = Vec::new();
+    for (name, filter) in &filters {
+        let t = timed(&queries, |q| search(filter, q));
+        rows.push(row(
+            format!("full-text search p50 (library), {name}"),
+            both(t),
+            format!("{} all scenes", both(all)),
+            Some(ms(t.1) / ms(all.1).max(1e-6)),
+        ));
+    }
+    rows
+}
