@@ -40,6 +40,13 @@ const KEY_PARTS: [&str; 5] = [
 const LIVE: &str = "m.forgotten_at IS NULL AND m.origin = 'fact' AND NOT EXISTS \
      (SELECT 1 FROM memories s WHERE s.supersedes = m.id AND s.origin = 'fact' AND s.forgotten_at IS NULL)";
 
+/// The condition that keeps a neighbour in the memory's own class.
+const OWN_CLASS: &str = "AND m.privacy = me.privacy AND m.stage = me.stage AND m.kind = me.kind \
+     AND m.subject = me.subject";
+
+/// Before and after, each with the order that puts the closest first.
+const SIDES: [(&str, &str); 2] = [("<", "DESC"), (">", "ASC")];
+
 /// The facts up to `window` places before and after `id` in its session,
 /// closest first on each side, counted separately within each class of
 /// privacy, stage, kind and subject (the fields a visibility filter selects
@@ -59,30 +66,9 @@ fn neighbours(
         return Ok(Vec::new());
     }
     let mut out = Vec::new();
-    let class_filter = if own_class {
-        "AND m.privacy = me.privacy AND m.stage = me.stage AND m.kind = me.kind \
-         AND m.subject = me.subject"
-    } else {
-        ""
-    };
-    for (cmp, order) in [("<", "DESC"), (">", "ASC")] {
-        let key = KEY_PARTS.join(", ");
-        let order_by = KEY_PARTS
-            .iter()
-            .map(|k| format!("{k} {order}"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let sql = format!(
-            "SELECT id, text FROM (SELECT m.id AS id, m.text AS text, ROW_NUMBER() OVER \
-             (PARTITION BY m.privacy, m.stage, m.kind, m.subject ORDER BY {order_by}) AS n \
-             FROM memories m, (SELECT scene, session, privacy, stage, kind, subject, \
-             COALESCE(event_at, ts) AS k1, ts AS k2, \
-             COALESCE(journal_file, '') AS k3, COALESCE(journal_line, 0) AS k4, id AS k5 \
-             FROM memories WHERE id = ?1 AND session IS NOT NULL) me \
-             WHERE m.scene = me.scene AND m.session = me.session AND {LIVE} {class_filter} \
-             AND ({key}) {cmp} (me.k1, me.k2, me.k3, me.k4, me.k5)) \
-             WHERE n <= ?2 ORDER BY n, id"
-        );
+    let class_filter = if own_class { OWN_CLASS } else { "" };
+    for (cmp, order) in SIDES {
+        let sql = side_sql(cmp, order, class_filter);
         let mut stmt = conn.prepare_cached(&sql)?;
         let rows = stmt.query_map(params![id, window as i64], |r| Ok((r.get(0)?, r.get(1)?)))?;
         for row in rows {
@@ -90,6 +76,33 @@ fn neighbours(
         }
     }
     Ok(out)
+}
+
+/// The statement for one side (`cmp` `<` with `DESC`, `>` with `ASC`).
+///
+/// The memory's own row is a materialized CTE: as a subquery SQLite
+/// flattened it into the join and made the plan depend on the bound id, so
+/// the cached statement was compiled again on every call (half the cost of
+/// a batched write).
+fn side_sql(cmp: &str, order: &str, class_filter: &str) -> String {
+    let key = KEY_PARTS.join(", ");
+    let order_by = KEY_PARTS
+        .iter()
+        .map(|k| format!("{k} {order}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "WITH me AS MATERIALIZED (SELECT scene, session, privacy, stage, kind, subject, \
+         COALESCE(event_at, ts) AS k1, ts AS k2, \
+         COALESCE(journal_file, '') AS k3, COALESCE(journal_line, 0) AS k4, id AS k5 \
+         FROM memories WHERE id = ?1 AND session IS NOT NULL) \
+         SELECT id, text FROM (SELECT m.id AS id, m.text AS text, ROW_NUMBER() OVER \
+         (PARTITION BY m.privacy, m.stage, m.kind, m.subject ORDER BY {order_by}) AS n \
+         FROM memories m, me \
+         WHERE m.scene = me.scene AND m.session = me.session AND {LIVE} {class_filter} \
+         AND ({key}) {cmp} (me.k1, me.k2, me.k3, me.k4, me.k5)) \
+         WHERE n <= ?2 ORDER BY n, id"
+    )
 }
 
 /// Ids whose context may change when `id`'s row changes: its neighbours in
@@ -112,4 +125,31 @@ pub(crate) fn context_text(conn: &Connection, id: &str) -> Result<String> {
         .map(|(_, text)| text)
         .collect();
     Ok(texts.join("\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use rusqlite::StatementStatus;
+
+    use super::{OWN_CLASS, SIDES};
+
+    #[test]
+    fn the_statements_are_compiled_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = crate::index::meta::MetaDb::open(&dir.path().join("m.db"), true).unwrap();
+        db.write(|c| {
+            for i in 0..5 {
+                super::around(c, &format!("x{i}"))?;
+                super::context_text(c, &format!("x{i}"))?;
+            }
+            for own_class in ["", OWN_CLASS] {
+                for (cmp, order) in SIDES {
+                    let st = c.prepare_cached(&super::side_sql(cmp, order, own_class))?;
+                    assert_eq!(st.get_status(StatementStatus::RePrepare), 0);
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+    }
 }

@@ -68,6 +68,17 @@ impl<'a> ScopedStats<'a> {
         })
     }
 
+    /// Whether the filter admits document `doc` of segment `ord` (deleted
+    /// documents are never admitted).
+    pub(crate) fn admits(&self, ord: SegmentOrdinal, doc: DocId) -> bool {
+        self.visible.bits[ord as usize].contains(doc)
+    }
+
+    /// Whether the filter admits any document of segment `ord`.
+    pub(crate) fn admits_any(&self, ord: SegmentOrdinal) -> bool {
+        self.visible.bits[ord as usize].len() > 0
+    }
+
     /// Visible documents containing `term`.
     pub(crate) fn count(&self, term: &Term) -> tantivy::Result<u64> {
         if let Some(n) = self.visible.dfs.lock().expect("stats poisoned").get(term) {

@@ -3,8 +3,10 @@
 //! One tantivy document per searchable memory (fact or document chunk). The
 //! `id` is stored; everything else needed to show a hit lives in SQLite. Raw
 //! fields (`scene`, `privacy`, `stage`, `kind`, `subject`, `tier`, `origin`)
-//! are indexed untokenised so visibility filters are `Must` clauses of the
-//! same query that scores the text.
+//! are indexed untokenised: a visibility filter is a query over them, whose
+//! matching documents (cached per filter and index generation with the BM25
+//! statistics, [`crate::index::scoped_stats`]) are the only ones the scoring
+//! pass may collect.
 //!
 //! Writes never wait for a commit: upserts and removals are queued (a short
 //! lock) and handed to tantivy's writer by the next commit, which holds the
@@ -16,26 +18,28 @@
 //! and the commit payload still carries exactly the journal cursors of what
 //! it holds.
 
-use std::collections::BTreeMap;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
 use std::path::Path;
 use std::sync::Mutex;
 
 use std::ops::Bound;
-use tantivy::collector::TopDocs;
 
 use tantivy::query::{
-    Bm25StatisticsProvider, BooleanQuery, BoostQuery, ConstScoreQuery, Occur, Query, RangeQuery,
-    TermQuery, TermSetQuery,
+    Bm25StatisticsProvider, BooleanQuery, BoostQuery, EnableScoring, Occur, Query, RangeQuery,
+    TermQuery, TermSetQuery, Weight,
 };
 use tantivy::schema::{
     FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TantivyDocument,
     TextFieldIndexing, TextOptions, Value,
 };
-use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, Term as TTerm};
+use tantivy::{
+    DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, Score, SegmentOrdinal, Term as TTerm,
+};
 
 use crate::error::Result;
 use crate::index::filter::Filter;
-use crate::index::scoped_stats::StatsCache;
+use crate::index::scoped_stats::{ScopedStats, StatsCache};
 use crate::index::tokenizer::{
     CHARS_TOKENIZER, MemdTokenizer, TEXT_TOKENIZER, Term, TermKind, WORDS_TOKENIZER,
 };
@@ -675,29 +679,23 @@ impl TextIndex {
                 (occur, q)
             })
             .collect();
-        let mut clauses: Vec<(Occur, Box<dyn Query>)> =
-            vec![(Occur::Must, Box::new(BooleanQuery::new(text)))];
+        let query = BooleanQuery::new(text);
         let fq = self.filter_query(filter);
         let searcher = self.reader.searcher();
         // BM25 statistics over what the filter admits only: a score must not
-        // depend on memories the caller cannot read.
+        // depend on memories the caller cannot read. The same statistics
+        // hold the documents the filter admits, which is how the filter is
+        // applied: it selects and never scores, and costs one bit test per
+        // candidate instead of a second query intersected with the text.
         let stats = self.stats.scoped(&searcher, filter, fq.as_deref())?;
-        if let Some(fq) = fq {
-            // The filter selects and never scores: a document matching several
-            // of the caller's scopes (or a stored field that differs between
-            // build paths) must not add a constant to its BM25 score.
-            clauses.push((Occur::Must, Box::new(ConstScoreQuery::new(fq, 0.0))));
-        }
-        let query = BooleanQuery::new(clauses);
+        let weight = query.weight(EnableScoring::enabled_from_statistics_provider(
+            &stats, &searcher,
+        ))?;
         // Fetch a margin beyond `limit` so that ties at the cut are ordered by
         // id, not by segment; widen it while the tie reaches the margin's end.
         let mut fetch = limit + TIE_MARGIN;
         let top = loop {
-            let top = searcher.search_with_statistics_provider(
-                &query,
-                &TopDocs::with_limit(fetch).order_by_score(),
-                &stats,
-            )?;
+            let top = top_visible(&searcher, weight.as_ref(), &stats, fetch)?;
             let tie_at_end = top.len() == fetch
                 && top.get(limit - 1).map(|h| quantise(h.0)) == top.last().map(|h| quantise(h.0));
             if !tie_at_end {
@@ -722,6 +720,67 @@ impl TextIndex {
         hits.truncate(limit);
         Ok(hits)
     }
+}
+
+/// A candidate in [`top_visible`]'s heap, ordered by score (then by
+/// address, so the heap's order never depends on insertion order).
+#[derive(PartialEq)]
+struct Scored(Score, DocAddress);
+
+impl Eq for Scored {}
+
+impl PartialOrd for Scored {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Scored {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0
+            .total_cmp(&other.0)
+            .then_with(|| other.1.cmp(&self.1))
+    }
+}
+
+/// The `fetch` best-scoring documents of `weight` among those `stats`
+/// admits (live documents the caller's filter selects), best first.
+///
+/// tantivy hands over only documents scoring above the threshold, which is
+/// the `fetch`-th best visible score once that many are held, so documents
+/// that cannot enter are skipped unscored where the query allows it; hidden
+/// documents never raise the threshold. A document scoring exactly the
+/// threshold may be skipped: the caller widens `fetch` while a tie reaches
+/// the end.
+fn top_visible(
+    searcher: &tantivy::Searcher,
+    weight: &dyn Weight,
+    stats: &ScopedStats<'_>,
+    fetch: usize,
+) -> Result<Vec<(Score, DocAddress)>> {
+    let mut heap: BinaryHeap<Reverse<Scored>> = BinaryHeap::with_capacity(fetch + 1);
+    let mut threshold = Score::MIN;
+    for (ord, reader) in searcher.segment_readers().iter().enumerate() {
+        let ord = ord as SegmentOrdinal;
+        if !stats.admits_any(ord) {
+            continue;
+        }
+        weight.for_each_pruning(threshold, reader, &mut |doc, score| {
+            if stats.admits(ord, doc) {
+                heap.push(Reverse(Scored(score, DocAddress::new(ord, doc))));
+                if heap.len() > fetch {
+                    heap.pop();
+                }
+                if heap.len() == fetch {
+                    threshold = heap.peek().map_or(Score::MIN, |h| h.0.0);
+                }
+            }
+            threshold
+        })?;
+    }
+    let mut top: Vec<(Score, DocAddress)> = heap.into_iter().map(|Reverse(s)| (s.0, s.1)).collect();
+    top.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    Ok(top)
 }
 
 /// The words of a memory's event time for the `when` field: the time as
