@@ -202,8 +202,11 @@
 //!   snapshot); the `config.json` watcher and `POST /v1/config` swap its
 //!   editable keys; there is no second copy.
 //! - One process writes a root (`ROOT/.memd.lock`); a second writer gets `ROOT_LOCKED`.
-//! - Visibility filters are clauses of the tantivy query, of the SQL `WHERE`
-//!   and of the vec0 KNN, never a filter applied to results afterwards. HTTP
+//! - Visibility filters are part of every index query, never a filter applied
+//!   to results afterwards: in full text, the set of documents the filter
+//!   admits (computed with the BM25 statistics) is the only set the scoring
+//!   pass collects from; in SQL a `WHERE` (checked per row where rows are
+//!   found by id); in the vec0 KNN metadata constraints. HTTP
 //!   builds them from the token and the request ([`auth::policy`]); a request's
 //!   scene outside its token's scenes is `FORBIDDEN`, and expired short-term
 //!   memories never match.
