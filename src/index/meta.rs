@@ -121,6 +121,11 @@ ALTER TABLE memories ADD COLUMN session TEXT;
 ALTER TABLE memories ADD COLUMN speaker TEXT;
 CREATE INDEX memories_session ON memories(scene, session) WHERE session IS NOT NULL;
 "#,
+    // Every change to `memory_vectors`, written in the changing transaction:
+    // the in-process coarse pass catches up from it (see `index::vector_scan`).
+    r#"
+CREATE TABLE vector_log (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT);
+"#,
 ];
 
 pub(crate) const MEMORY_COLUMNS: &str = "id, origin, doc_id, path, ts, scene, kind, stage, privacy, subject, tier, \
