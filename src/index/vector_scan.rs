@@ -430,3 +430,379 @@ pub(crate) fn warm(conn: &Connection, coarse: &RwLock<CoarseVectors>) -> Result<
     held.catch_up(conn, &stored, bounds)?;
     Ok(held.len())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::filter::Scope;
+    use crate::index::meta::{FactExtras, MetaDb, tx as mtx};
+    use crate::model::{Memory, Origin, Privacy, Scene, Stage, Subject};
+    use chrono::{DateTime, Utc};
+
+    const DIM: usize = 16;
+
+    /// A deterministic pseudo-random unit vector.
+    fn unit(seed: u64, dim: usize) -> Vec<f32> {
+        let mut x = seed.wrapping_add(1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let v: Vec<f32> = (0..dim)
+            .map(|_| {
+                x ^= x >> 29;
+                x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                (x >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+            })
+            .collect();
+        let n = v.iter().map(|a| a * a).sum::<f32>().sqrt();
+        v.iter().map(|a| a / n).collect()
+    }
+
+    fn memory(id: &str, scene: &str, privacy: Privacy, expires: Option<i64>) -> Memory {
+        let at = DateTime::from_timestamp(1_780_000_000, 0).unwrap();
+        Memory {
+            id: id.into(),
+            origin: Origin::Fact,
+            doc_id: None,
+            path: None,
+            ts: at,
+            scene: Scene::parse(scene).unwrap(),
+            kind: "note".into(),
+            stage: Stage::Long,
+            title: None,
+            text: format!("text of {id}"),
+            tags: vec![],
+            privacy,
+            subject: Subject::Owner,
+            source: "test".into(),
+            importance: 0.5,
+            tier: None,
+            supersedes: None,
+            expires_at: expires.and_then(DateTime::from_timestamp_millis),
+            setting: Default::default(),
+        }
+    }
+
+    /// Writes `m` and stores `v` as its vector (model `m`), in one transaction.
+    fn put_in(t: &rusqlite::Transaction<'_>, m: &Memory, v: &[f32]) -> Result<u64> {
+        mtx::upsert_memory(t, m, None, &FactExtras::default())?;
+        vector::ensure_model(t, "m", v.len())?;
+        let pending = vector::pending(t, 100_000)?;
+        let rows: Vec<(&vector::Pending, &[f32])> = pending
+            .iter()
+            .filter(|p| p.id == m.id)
+            .map(|p| (p, v))
+            .collect();
+        vector::store(t, "m", &rows)
+    }
+
+    fn put(db: &MetaDb, m: &Memory, v: &[f32]) {
+        assert_eq!(db.write(|t| put_in(t, m, v)).unwrap(), 1);
+    }
+
+    struct Handle {
+        db: MetaDb,
+        coarse: RwLock<CoarseVectors>,
+    }
+
+    impl Handle {
+        fn open(path: &std::path::Path, writable: bool) -> Handle {
+            Handle {
+                db: MetaDb::open(path, writable).unwrap(),
+                coarse: RwLock::default(),
+            }
+        }
+        fn knn(&self, q: &[f32], filter: &Filter, k: usize) -> Vec<(String, f32)> {
+            self.db
+                .with_reader(|c| knn(c, &self.coarse, "m", q, filter, k))
+                .unwrap()
+        }
+        fn exact(&self, q: &[f32], filter: &Filter, k: usize) -> Vec<(String, f32)> {
+            self.db
+                .with_reader(|c| vector::knn_exact(c, q, filter, k))
+                .unwrap()
+        }
+        /// The in-process pass answers exactly what sqlite-vec's exact KNN does.
+        fn check(&self, q: &[f32], filter: &Filter, k: usize) -> Vec<(String, f32)> {
+            let got = self.knn(q, filter, k);
+            assert_eq!(got, self.exact(q, filter, k), "{filter:?}, k {k}");
+            got
+        }
+        fn held(&self) -> (usize, i64) {
+            let h = self.coarse.read().unwrap();
+            (h.len(), h.seq)
+        }
+    }
+
+    fn scenes(s: &[&str]) -> Scope {
+        Scope {
+            scenes: s.iter().map(|s| Scene::parse(s).unwrap()).collect(),
+            ..Scope::default()
+        }
+    }
+
+    /// 40 memories over three scenes, two privacy levels and some expiries.
+    fn fill(h: &Handle) -> Vec<String> {
+        let mut ids = Vec::new();
+        for i in 0..40u64 {
+            let scene = ["main", "pet", "work"][i as usize % 3];
+            let privacy = if i % 4 == 0 {
+                Privacy::Sensitive
+            } else {
+                Privacy::Normal
+            };
+            let expires = (i % 5 == 0).then_some(1_000 * i as i64);
+            let id = format!("fact-{i:02}");
+            put(&h.db, &memory(&id, scene, privacy, expires), &unit(i, DIM));
+            ids.push(id);
+        }
+        ids
+    }
+
+    #[test]
+    fn the_pass_returns_what_exact_knn_returns_under_filters() {
+        let dir = tempfile::tempdir().unwrap();
+        let h = Handle::open(&dir.path().join("m.db"), true);
+        fill(&h);
+        let normal_main = Scope {
+            privacy: vec![Privacy::Normal],
+            ..scenes(&["main"])
+        };
+        let unexpired = Scope {
+            unexpired_at: DateTime::<Utc>::from_timestamp_millis(15_000),
+            ..Scope::default()
+        };
+        let filters = [
+            Filter::all(),
+            Filter::scope(scenes(&["main"])),
+            Filter::scope(scenes(&["main", "work"])),
+            Filter::scope(normal_main.clone()),
+            Filter {
+                any_of: vec![normal_main, scenes(&["pet"])],
+            },
+            Filter::scope(unexpired.clone()),
+            Filter {
+                any_of: vec![
+                    Scope {
+                        privacy: vec![Privacy::Sensitive],
+                        ..unexpired
+                    },
+                    scenes(&["work"]),
+                ],
+            },
+        ];
+        for q in 100..104 {
+            let q = unit(q, DIM);
+            for f in &filters {
+                for k in [1, 5, 10, 40] {
+                    assert!(!h.check(&q, f, k).is_empty());
+                }
+            }
+        }
+        assert_eq!(h.held().0, 40, "served by the in-process copy");
+        let q = unit(7, DIM);
+        for nothing in [
+            Filter::scope(scenes(&["qq:owner"])),
+            Filter { any_of: vec![] },
+            Filter::scope(Scope {
+                privacy: vec![Privacy::Secret],
+                ..Scope::default()
+            }),
+        ] {
+            assert!(h.knn(&q, &nothing, 10).is_empty());
+        }
+    }
+
+    #[test]
+    fn privacy_changes_forgets_and_new_vectors_are_seen_by_the_next_knn() {
+        let dir = tempfile::tempdir().unwrap();
+        let h = Handle::open(&dir.path().join("m.db"), true);
+        fill(&h);
+        let normal = Filter::scope(Scope {
+            privacy: vec![Privacy::Normal],
+            ..Scope::default()
+        });
+        // fact-01 is the nearest normal memory to its own vector.
+        let q = unit(1, DIM);
+        assert_eq!(h.check(&q, &normal, 3)[0].0, "fact-01");
+        put(
+            &h.db,
+            &memory("fact-01", "pet", Privacy::Sensitive, None),
+            &unit(1, DIM),
+        );
+        let hits = h.check(&q, &normal, 40);
+        assert!(hits.iter().all(|(id, _)| id != "fact-01"));
+        assert_eq!(h.check(&q, &Filter::all(), 1)[0].0, "fact-01");
+        // Forgotten: gone for everyone.
+        h.db.write(|t| mtx::forget(t, "fact-01", Utc::now()))
+            .unwrap();
+        assert!(
+            h.check(&q, &Filter::all(), 40)
+                .iter()
+                .all(|(id, _)| id != "fact-01")
+        );
+        // Re-embedded with another vector: found by its new one.
+        let q2 = unit(999, DIM);
+        put(&h.db, &memory("fact-02", "pet", Privacy::Normal, None), &q2);
+        let top = h.check(&q2, &normal, 5);
+        assert_eq!(top[0].0, "fact-02");
+        assert!(top[0].1.abs() < 1e-5);
+        assert_eq!(h.held().0, 39);
+    }
+
+    #[test]
+    fn a_second_handle_catches_up_through_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.db");
+        let writer = Handle::open(&path, true);
+        let ids = fill(&writer);
+        let reader = Handle::open(&path, false);
+        let q = unit(500, DIM);
+        reader.check(&q, &Filter::all(), 10);
+        let (rows, seq) = reader.held();
+        assert_eq!(rows, 40);
+        put(
+            &writer.db,
+            &memory("fact-new", "main", Privacy::Normal, None),
+            &q,
+        );
+        writer
+            .db
+            .write(|t| mtx::forget(t, &ids[3], Utc::now()))
+            .unwrap();
+        let top = reader.check(&q, &Filter::all(), 40);
+        assert_eq!(top[0].0, "fact-new");
+        assert!(top.iter().all(|(id, _)| *id != ids[3]));
+        let (rows, seq2) = reader.held();
+        assert_eq!(rows, 40);
+        assert_eq!(seq2, seq + 2, "one log row per change, applied in place");
+        // The log pruned past the reader's position: a full reload.
+        for i in 0..3 {
+            put(
+                &writer.db,
+                &memory(&format!("late-{i}"), "work", Privacy::Normal, None),
+                &unit(700 + i, DIM),
+            );
+        }
+        writer
+            .db
+            .write(|t| {
+                t.execute("DELETE FROM vector_log WHERE seq <= ?", [seq2 + 1])?;
+                Ok(())
+            })
+            .unwrap();
+        reader.check(&q, &Filter::all(), 43);
+        assert_eq!(reader.held(), (43, seq2 + 3));
+    }
+
+    #[test]
+    fn a_rolled_back_store_leaves_no_trace() {
+        let dir = tempfile::tempdir().unwrap();
+        let h = Handle::open(&dir.path().join("m.db"), true);
+        fill(&h);
+        let q = unit(321, DIM);
+        h.check(&q, &Filter::all(), 10);
+        let before = h.held();
+        let failed = h.db.write(|t| {
+            put_in(t, &memory("ghost", "main", Privacy::Normal, None), &q)?;
+            vector::delete(t, &["fact-05".to_string()])?;
+            Err::<(), _>(Error::Internal("rolled back".into()))
+        });
+        assert!(failed.is_err());
+        let hits = h.check(&q, &Filter::all(), 40);
+        assert!(hits.iter().all(|(id, _)| id != "ghost"));
+        assert!(hits.iter().any(|(id, _)| id == "fact-05"));
+        assert_eq!(h.held(), before);
+    }
+
+    #[test]
+    fn a_model_change_resets_the_copy() {
+        let dir = tempfile::tempdir().unwrap();
+        let h = Handle::open(&dir.path().join("m.db"), true);
+        fill(&h);
+        h.check(&unit(1, DIM), &Filter::all(), 10);
+        assert_eq!(h.held().0, 40);
+        // Another model of another dimension: every vector is dropped.
+        h.db.write(|t| vector::ensure_model(t, "m2", 8)).unwrap();
+        let err =
+            h.db.with_reader(|c| knn(c, &h.coarse, "m", &unit(1, DIM), &Filter::all(), 5))
+                .unwrap_err();
+        assert!(matches!(err, Error::EmbeddingUnavailable(_)));
+        h.db.write(|t| {
+            let pending = vector::pending(t, 100)?;
+            let vs: Vec<Vec<f32>> = (0..pending.len() as u64).map(|i| unit(i, 8)).collect();
+            let rows: Vec<(&vector::Pending, &[f32])> = pending
+                .iter()
+                .zip(&vs)
+                .take(5)
+                .map(|(p, v)| (p, v.as_slice()))
+                .collect();
+            vector::store(t, "m2", &rows)
+        })
+        .unwrap();
+        let got =
+            h.db.with_reader(|c| knn(c, &h.coarse, "m2", &unit(2, 8), &Filter::all(), 10))
+                .unwrap();
+        assert_eq!(got, h.exact(&unit(2, 8), &Filter::all(), 10));
+        assert_eq!(got.len(), 5);
+        let held = h.coarse.read().unwrap();
+        assert_eq!((held.len(), held.dim()), (5, 8));
+    }
+
+    #[test]
+    fn rescoring_drops_candidates_the_filter_hides_or_that_are_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let h = Handle::open(&dir.path().join("m.db"), true);
+        fill(&h);
+        let main = Filter::scope(scenes(&["main"]));
+        // fact-01 is in pet; "nope" is not stored: neither comes back.
+        let got =
+            h.db.with_reader(|c| {
+                vector::rescore(c, &unit(1, DIM), ["fact-01", "fact-00", "nope"], &main, 10)
+            })
+            .unwrap();
+        assert_eq!(
+            got.iter().map(|h| h.0.as_str()).collect::<Vec<_>>(),
+            ["fact-00"]
+        );
+    }
+
+    #[test]
+    fn the_scan_keeps_the_best_rows_ties_by_id() {
+        let mut c = CoarseVectors {
+            model: Some(("m".into(), 2)),
+            ..CoarseVectors::default()
+        };
+        for (id, v) in [
+            ("d", [1.0, 0.0]),
+            ("b", [1.0, 0.0]),
+            ("c", [1.0, 0.0]),
+            ("a", [0.0, 1.0]),
+            ("e", [-1.0, 0.0]),
+        ] {
+            c.upsert(
+                2,
+                StoredVector {
+                    id: id.into(),
+                    vector: v.to_vec(),
+                    columns: Default::default(),
+                    expires: i64::MAX,
+                },
+            );
+        }
+        let mut got: Vec<String> = c
+            .scan(&[1.0, 0.0], &Filter::all(), 2)
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        got.sort();
+        assert_eq!(got, ["b", "c"]);
+        c.remove("b");
+        c.remove("e");
+        let mut got: Vec<String> = c
+            .scan(&[1.0, 0.0], &Filter::all(), 3)
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        got.sort();
+        assert_eq!(got, ["a", "c", "d"]);
+        assert_eq!(c.len(), 3);
+    }
+}
