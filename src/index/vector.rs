@@ -4,8 +4,9 @@
 //! (a vec0 text primary key, so ids never depend on SQLite rowids, which
 //! `INSERT OR REPLACE` on `memories` changes). The visibility fields (scene,
 //! privacy, stage, kind, subject, origin) are vec0 *metadata columns*, so a
-//! [`Filter`] becomes part of the KNN query itself and `k` visible rows come
-//! back even when invisible rows are nearer. sqlite-vec applies `IN` inside
+//! [`Filter`] becomes part of sqlite-vec's KNN query itself (the exact
+//! reference KNN and the fallback below) and `k` visible rows come back even
+//! when invisible rows are nearer. sqlite-vec applies `IN` inside
 //! the KNN but not `OR` across columns, so a filter with several scopes runs
 //! one KNN per scope and the results are merged by distance.
 //!
@@ -28,7 +29,11 @@
 //! Tables made by earlier builds also hold `coarse`, an int8 column the
 //! sqlite-vec KNN used to scan; it is still filled for such tables and used
 //! by `knn_sql` (the fallback when the in-process copy cannot serve a
-//! snapshot), and new tables are made without it (385 bytes less per vector).
+//! snapshot), and new tables are made without it (385 bytes less per vector
+//! and less to write per store): the fallback then runs sqlite-vec's exact
+//! KNN, which at 100k vectors is faster than its int8 KNN anyway (sqlite-vec
+//! 0.1.9 selects the top k in k passes per chunk and accumulates int8
+//! distances in floats). `memd reindex` rebuilds an old table without it.
 //!
 //! Which rows still need a vector is tracked by `memories.vector_model`
 //! (`NULL` = not embedded by the current model): every upsert of a memory
@@ -206,7 +211,9 @@ pub(crate) fn log_bounds(conn: &Connection) -> Result<Option<(i64, i64)>> {
         return Ok(None);
     }
     Ok(Some(conn.query_row(
-        &format!("SELECT IFNULL(MIN(seq), 0), IFNULL(MAX(seq), 0) FROM {LOG}"),
+        // Two subqueries: each of MIN and MAX alone is one b-tree seek, both
+        // in one SELECT scan the whole log.
+        &format!("SELECT IFNULL((SELECT MIN(seq) FROM {LOG}), 0), IFNULL((SELECT MAX(seq) FROM {LOG}), 0)"),
         [],
         |r| Ok((r.get(0)?, r.get(1)?)),
     )?))
