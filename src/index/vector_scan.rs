@@ -788,6 +788,56 @@ mod tests {
     }
 
     #[test]
+    fn a_table_of_an_earlier_build_with_the_coarse_column_still_works() {
+        let dir = tempfile::tempdir().unwrap();
+        let h = Handle::open(&dir.path().join("m.db"), true);
+        h.db.write(|t| {
+            t.execute_batch(&format!(
+                "CREATE VIRTUAL TABLE memory_vectors USING vec0(\
+                 id TEXT PRIMARY KEY, \
+                 embedding float[{DIM}] distance_metric=cosine, \
+                 coarse int8[{DIM}] distance_metric=cosine, \
+                 scene TEXT, privacy TEXT, stage TEXT, kind TEXT, subject TEXT, origin TEXT, \
+                 expires INTEGER); \
+                 INSERT INTO vector_meta (one, model, dim) VALUES (1, 'm', {DIM})"
+            ))?;
+            Ok(())
+        })
+        .unwrap();
+        fill(&h);
+        let main = Filter::scope(scenes(&["main"]));
+        for f in [Filter::all(), main] {
+            let q = unit(55, DIM);
+            let got = h.check(&q, &f, 10);
+            // The sqlite-vec path (int8 column + rescoring) agrees too.
+            let sql =
+                h.db.with_reader(|c| vector::knn_sql(c, &q, &f, 10))
+                    .unwrap();
+            assert_eq!(got, sql);
+        }
+        assert_eq!(h.held().0, 40);
+    }
+
+    #[test]
+    fn a_copy_ahead_of_the_snapshot_declines_to_serve_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let h = Handle::open(&dir.path().join("m.db"), true);
+        fill(&h);
+        h.check(&unit(3, DIM), &Filter::all(), 5);
+        let (_, seq) = h.held();
+        let model = ("m".to_string(), DIM);
+        let mut held = h.coarse.write().unwrap();
+        h.db.with_reader(|c| {
+            // An older snapshot (log up to seq - 1): served by sqlite-vec instead.
+            assert!(!held.catch_up(c, &model, (1, seq - 1))?);
+            assert!(held.catch_up(c, &model, (1, seq))?);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(held.seq, seq);
+    }
+
+    #[test]
     fn the_scan_keeps_the_best_rows_ties_by_id() {
         let mut c = CoarseVectors {
             model: Some(("m".into(), 2)),
