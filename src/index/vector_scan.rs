@@ -164,12 +164,17 @@ impl CoarseVectors {
         self.ids.is_empty()
     }
 
-    /// Bytes held by the rows (matrix, norms, visibility values, expiries
-    /// and ids; hash table overhead not counted).
+    /// Bytes held by the rows: the matrix, norms, visibility values,
+    /// expiries, the ids and the id → row table (its allocator overhead
+    /// aside).
     pub fn bytes(&self) -> usize {
-        self.codes.len()
-            + self.ids.len() * (4 + 24 + 8)
-            + self.ids.iter().map(|i| i.len() + 16).sum::<usize>()
+        let per_row = std::mem::size_of::<f32>()
+            + std::mem::size_of::<[u32; 6]>()
+            + std::mem::size_of::<i64>()
+            + std::mem::size_of::<Arc<str>>();
+        let id_bytes: usize = self.ids.iter().map(|i| i.len() + 16).sum();
+        let table = self.rows.capacity() * (std::mem::size_of::<(Arc<str>, usize)>() + 1);
+        self.codes.capacity() + self.ids.len() * per_row + id_bytes + table
     }
 
     fn dim(&self) -> usize {
