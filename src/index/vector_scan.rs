@@ -249,6 +249,13 @@ impl CoarseVectors {
         self.clear();
         let dim = model.1;
         vector::for_each_stored(conn, |v| self.upsert(dim, v))?;
+        // Growing by doubling leaves up to half the matrix unused.
+        self.codes.shrink_to_fit();
+        self.ids.shrink_to_fit();
+        self.inv_norm.shrink_to_fit();
+        self.columns.shrink_to_fit();
+        self.expires.shrink_to_fit();
+        self.rows.shrink_to_fit();
         self.model = Some(model.clone());
         self.seq = seq;
         Ok(())
