@@ -18,7 +18,8 @@
 //!        store/ (source of truth) index/ (derived)           embed/
 //!        journal.rs  JSONL + fsync  text.rs   tantivy         onnx.rs  ort + tokenizers
 //!        markdown.rs docs → chunks  meta.rs   SQLite          hash.rs  test embedder
-//!        lock.rs     one writer     vector.rs sqlite-vec KNN  cache.rs data/cache/vectors.db
+//!        lock.rs     one writer     vector.rs sqlite-vec rows cache.rs data/cache/vectors.db
+//!                                   vector_scan.rs int8 pass
 //!                                   filter.rs visibility → query clauses
 //!                                   fusion.rs reciprocal rank fusion
 //!                   search.rs fulltext (AND, OR fallback) | semantic | hybrid
@@ -128,8 +129,10 @@
 //!   disclosure), [`store::archive`] (compressed journal months).
 //! - [`index`]: the only writer of `data/index/`: [`index::text`] (tantivy),
 //!   [`index::meta`] (SQLite), [`index::meta_read`] (time-ordered reads),
-//!   [`index::vector`] (sqlite-vec: int8 coarse KNN + exact float rescoring, the filter
-//!   inside both), [`index::fusion`] (RRF; learned fusion, checked in disabled), the tokenizer (from [`analysis`]),
+//!   [`index::vector`] (vectors in sqlite-vec, their change log, exact float
+//!   rescoring), [`index::vector_scan`] (the in-process int8 coarse pass that
+//!   picks the candidates, caught up from the log in each search's snapshot; the
+//!   filter inside both passes), [`index::fusion`] (RRF; learned fusion, checked in disabled), the tokenizer (from [`analysis`]),
 //!   [`index::filter`], [`index::merge`] (device merge rules: later
 //!   `(at, device)` wins, forgets beat older puts), [`index::scoped_stats`] (BM25 statistics over what the
 //!   caller may read), [`index::neighbours`] (session neighbours as a lower-weight

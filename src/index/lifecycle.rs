@@ -158,13 +158,7 @@ pub(crate) fn set_vector_expiry(
     if !exists {
         return Ok(());
     }
-    if tx
-        .execute(
-            "UPDATE memory_vectors SET expires = ? WHERE id = ?",
-            params![value, id],
-        )
-        .is_err()
-    {
+    if crate::index::vector::set_expires(tx, id, value).is_err() {
         crate::index::vector::delete(tx, &[id.to_string()])?;
         tx.execute("UPDATE memories SET vector_model = NULL WHERE id = ?", [id])?;
     }

@@ -121,6 +121,11 @@ ALTER TABLE memories ADD COLUMN session TEXT;
 ALTER TABLE memories ADD COLUMN speaker TEXT;
 CREATE INDEX memories_session ON memories(scene, session) WHERE session IS NOT NULL;
 "#,
+    // Every change to `memory_vectors`, written in the changing transaction:
+    // the in-process coarse pass catches up from it (see `index::vector_scan`).
+    r#"
+CREATE TABLE vector_log (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT);
+"#,
 ];
 
 pub(crate) const MEMORY_COLUMNS: &str = "id, origin, doc_id, path, ts, scene, kind, stage, privacy, subject, tier, \
@@ -315,7 +320,8 @@ impl MetaDb {
             // transactions in a power cut and catches up from the journal.
             conn.pragma_update(None, "synchronous", "NORMAL")?;
             // Storing a vector writes into the newest sqlite-vec chunk, one
-            // blob of 1024 vectors (1.5 MiB float + 384 KiB int8) read by
+            // blob of 1024 vectors (1.5 MiB float, + 384 KiB int8 in tables
+            // of earlier builds) read by
             // walking its overflow pages. SQLite's default 2 MiB page cache
             // cannot hold that walk, so every store re-read the chunk with a
             // read call per page; 8 MiB keeps it cached (half the store cost).
@@ -344,8 +350,9 @@ impl MetaDb {
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
-        // Vector search scans every int8 vector: reading the pages through a
-        // memory map instead of one read call per page makes it ~1.5x faster.
+        // sqlite-vec's KNN (the exact reference, the fallback) scans every
+        // vector, and loading the in-process coarse pass reads them all:
+        // through a memory map instead of one read call per page, ~1.5x faster.
         conn.pragma_update(None, "mmap_size", 2i64 << 30)?;
         Ok(conn)
     }

@@ -26,6 +26,7 @@ pub mod neighbours;
 pub mod scoped_stats;
 pub mod text;
 pub mod vector;
+pub mod vector_scan;
 
 /// The tokenizer and stemmer live in [`crate::analysis`] (below the index,
 /// shared with query planning and the test embedder); re-exported here so
@@ -189,6 +190,8 @@ pub struct Index {
     /// Why the index is behind the journal after a failed apply or commit, until caught up.
     /// (failures so far, why it is behind now).
     behind: std::sync::Mutex<(u64, Option<String>)>,
+    /// The in-process coarse vector pass (see [`vector_scan`]).
+    coarse: std::sync::RwLock<vector_scan::CoarseVectors>,
 }
 
 impl Index {
@@ -220,6 +223,7 @@ impl Index {
             meta,
             lifecycle: Default::default(),
             behind: Default::default(),
+            coarse: Default::default(),
         })
     }
 
@@ -554,23 +558,22 @@ impl Index {
         filter: &Filter,
         k: usize,
     ) -> Result<Vec<(String, f32)>> {
-        self.meta.with_reader(|c| {
-            match vector::stored_model(c)? {
-                None => return Ok(Vec::new()),
-                Some((m, _)) if m != model => {
-                    return Err(Error::EmbeddingUnavailable(format!(
-                        "the index holds vectors of {m}, not of the configured {model}; \
-                         start the writer (memd serve) or run memd reindex to re-embed"
-                    )));
-                }
-                Some(_) => {}
-            }
-            vector::knn(c, query, filter, k)
-        })
+        self.meta
+            .with_reader(|c| vector_scan::knn(c, &self.coarse, model, query, filter, k))
     }
 
-    /// [`Index::vector_search`] by exact KNN over every float vector, without
-    /// the coarse int8 pass: the reference its recall is measured against.
+    /// Loads the in-process coarse vectors now (they load on the first
+    /// vector search otherwise); returns how many rows and bytes they hold.
+    pub fn warm_vectors(&self) -> Result<(usize, usize)> {
+        let rows = self
+            .meta
+            .with_reader(|c| vector_scan::warm(c, &self.coarse))?;
+        let bytes = self.coarse.read().expect("coarse vectors poisoned").bytes();
+        Ok((rows, bytes))
+    }
+
+    /// [`Index::vector_search`] by sqlite-vec's exact KNN over every float
+    /// vector, without the coarse pass: the reference its recall is measured against.
     pub fn vector_search_exact(
         &self,
         query: &[f32],

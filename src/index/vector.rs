@@ -4,23 +4,36 @@
 //! (a vec0 text primary key, so ids never depend on SQLite rowids, which
 //! `INSERT OR REPLACE` on `memories` changes). The visibility fields (scene,
 //! privacy, stage, kind, subject, origin) are vec0 *metadata columns*, so a
-//! [`Filter`] becomes part of the KNN query itself and `k` visible rows come
-//! back even when invisible rows are nearer. sqlite-vec applies `IN` inside
+//! [`Filter`] becomes part of sqlite-vec's KNN query itself (the exact
+//! reference KNN and the fallback below) and `k` visible rows come back even
+//! when invisible rows are nearer. sqlite-vec applies `IN` inside
 //! the KNN but not `OR` across columns, so a filter with several scopes runs
 //! one KNN per scope and the results are merged by distance.
 //!
-//! Search is two passes inside SQLite. Each row also holds `coarse`, an
-//! int8 copy of its vector (each vector scaled so its largest component is
-//! ±127): a KNN on `coarse` under the same filter clauses picks
-//! [`candidates`] rows (a quarter of the bytes to scan, integer arithmetic),
-//! and those are ranked again by the exact float cosine distance, which is
-//! the distance returned. When no more than that many rows are visible the
-//! coarse pass returns them all and the result is exact; on a large index the
-//! coarse pass can miss a true neighbour whose int8 distance ranks it just
-//! outside the candidates (recall of the coarse pass against exact KNN is
-//! measured by `cargo bench --bench memd -- --vectors-only`). A table created
-//! before the coarse column existed is searched exactly until `memd reindex`
-//! rebuilds it.
+//! Search is two passes. The coarse pass runs in process
+//! ([`crate::index::vector_scan`]): an int8 copy of every vector (scaled so
+//! its largest component is ±127, see [`quantize`]) with its visibility
+//! values, scanned under the filter, picks [`candidates`] rows; `rescore`
+//! then reads those rows' float vectors here, under the same filter in SQL,
+//! and ranks them by the exact cosine distance, which is the distance
+//! returned. When no more than that many rows are visible the result is
+//! exact; on a large index the coarse pass can miss a true neighbour ranked
+//! just outside the candidates (recall against exact KNN is measured by
+//! `cargo bench --bench memd -- --vectors-only`).
+//!
+//! Every change to `memory_vectors` (store, delete, expiry, a model change)
+//! appends a row to `vector_log` in the same transaction, so the in-process
+//! copy, in this process or another one on the same root, catches up from
+//! the log inside the snapshot of each search (see `vector_scan`).
+//!
+//! Tables made by earlier builds also hold `coarse`, an int8 column the
+//! sqlite-vec KNN used to scan; it is still filled for such tables and used
+//! by `knn_sql` (the fallback when the in-process copy cannot serve a
+//! snapshot), and new tables are made without it (385 bytes less per vector
+//! and less to write per store): the fallback then runs sqlite-vec's exact
+//! KNN, which at 100k vectors is faster than its int8 KNN anyway (sqlite-vec
+//! 0.1.9 selects the top k in k passes per chunk and accumulates int8
+//! distances in floats). `memd reindex` rebuilds an old table without it.
 //!
 //! Which rows still need a vector is tracked by `memories.vector_model`
 //! (`NULL` = not embedded by the current model): every upsert of a memory
@@ -126,7 +139,6 @@ pub(crate) fn ensure_model(tx: &Transaction<'_>, model: &str, dim: usize) -> Res
         "CREATE VIRTUAL TABLE {TABLE} USING vec0(\
          id TEXT PRIMARY KEY, \
          embedding float[{dim}] distance_metric=cosine, \
-         coarse int8[{dim}] distance_metric=cosine, \
          scene TEXT, privacy TEXT, stage TEXT, kind TEXT, subject TEXT, origin TEXT, \
          expires INTEGER)"
     ))?;
@@ -135,6 +147,7 @@ pub(crate) fn ensure_model(tx: &Transaction<'_>, model: &str, dim: usize) -> Res
         params![model, dim as i64],
     )?;
     tx.execute("UPDATE memories SET vector_model = NULL", [])?;
+    log(tx, None)?;
     Ok(true)
 }
 
@@ -149,9 +162,127 @@ pub(crate) fn delete(tx: &Transaction<'_>, ids: &[String]) -> Result<()> {
     }
     let mut stmt = tx.prepare_cached(&format!("DELETE FROM {TABLE} WHERE id = ?"))?;
     for id in ids {
-        stmt.execute([id])?;
+        if stmt.execute([id])? > 0 {
+            log(tx, Some(id))?;
+        }
     }
     Ok(())
+}
+
+/// Moves a stored vector's expiry (its metadata column), logged like every
+/// change. An error leaves the caller to delete the vector instead.
+pub(crate) fn set_expires(tx: &Transaction<'_>, id: &str, expires: i64) -> Result<()> {
+    let n = tx
+        .prepare_cached(&format!("UPDATE {TABLE} SET expires = ? WHERE id = ?"))?
+        .execute(params![expires, id])?;
+    if n > 0 {
+        log(tx, Some(id))?;
+    }
+    Ok(())
+}
+
+/// The change log of `memory_vectors` (created by a migration of the
+/// metadata store): one row per changed id, `NULL` for "everything changed".
+const LOG: &str = "vector_log";
+
+/// Log rows kept: a reader further behind reloads everything.
+const LOG_KEEP: i64 = 100_000;
+
+/// Appends a change of `id` (`None`: the whole table) to the log, in the
+/// transaction that makes the change, and prunes the log's oldest rows.
+fn log(tx: &Transaction<'_>, id: Option<&str>) -> Result<()> {
+    tx.prepare_cached(&format!("INSERT INTO {LOG} (id) VALUES (?)"))?
+        .execute([id])?;
+    let seq = tx.last_insert_rowid();
+    if seq % 1024 == 0 {
+        tx.prepare_cached(&format!("DELETE FROM {LOG} WHERE seq <= ?"))?
+            .execute([seq - LOG_KEEP])?;
+    }
+    Ok(())
+}
+
+/// The lowest and highest sequence numbers in the change log (`(0, 0)` when
+/// empty), or `None` if the store has no log (a database not migrated yet).
+pub(crate) fn log_bounds(conn: &Connection) -> Result<Option<(i64, i64)>> {
+    let exists = conn
+        .prepare_cached("SELECT 1 FROM sqlite_master WHERE name = ?")?
+        .exists([LOG])?;
+    if !exists {
+        return Ok(None);
+    }
+    Ok(Some(conn.query_row(
+        // Two subqueries: each of MIN and MAX alone is one b-tree seek, both
+        // in one SELECT scan the whole log.
+        &format!("SELECT IFNULL((SELECT MIN(seq) FROM {LOG}), 0), IFNULL((SELECT MAX(seq) FROM {LOG}), 0)"),
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?))
+}
+
+/// The changes logged after `seq`, oldest first: `None` means the whole table.
+pub(crate) fn log_since(conn: &Connection, seq: i64) -> Result<Vec<Option<String>>> {
+    let mut stmt =
+        conn.prepare_cached(&format!("SELECT id FROM {LOG} WHERE seq > ? ORDER BY seq"))?;
+    let rows = stmt.query_map([seq], |r| r.get(0))?;
+    rows.map(|r| r.map_err(Error::from)).collect()
+}
+
+/// A stored vector with its visibility values, as the coarse pass holds it.
+#[derive(Debug, Clone)]
+pub(crate) struct StoredVector {
+    /// Memory id.
+    pub(crate) id: String,
+    /// The float vector.
+    pub(crate) vector: Vec<f32>,
+    /// Visibility values in [`Filter::field_sets`] order (see [`Pending::columns`]).
+    pub(crate) columns: [String; 6],
+    /// Expiry in milliseconds since the epoch, `i64::MAX` for none.
+    pub(crate) expires: i64,
+}
+
+const STORED_COLUMNS: &str = "id, embedding, scene, privacy, stage, kind, subject, origin, expires";
+
+fn stored_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<StoredVector> {
+    let blob: Vec<u8> = r.get(1)?;
+    Ok(StoredVector {
+        id: r.get(0)?,
+        vector: crate::embed::from_bytes(&blob).unwrap_or_default(),
+        columns: [
+            r.get(2)?,
+            r.get(3)?,
+            r.get(4)?,
+            r.get(5)?,
+            r.get(6)?,
+            r.get(7)?,
+        ],
+        expires: r.get(8)?,
+    })
+}
+
+/// Calls `f` with every stored vector (nothing if the table does not exist).
+pub(crate) fn for_each_stored(conn: &Connection, mut f: impl FnMut(StoredVector)) -> Result<()> {
+    if !table_exists(conn)? {
+        return Ok(());
+    }
+    let mut stmt = conn.prepare(&format!("SELECT {STORED_COLUMNS} FROM {TABLE}"))?;
+    let mut rows = stmt.query([])?;
+    while let Some(r) = rows.next()? {
+        f(stored_row(r)?);
+    }
+    Ok(())
+}
+
+/// The stored vector of `id`, if it has one.
+pub(crate) fn stored(conn: &Connection, id: &str) -> Result<Option<StoredVector>> {
+    if !table_exists(conn)? {
+        return Ok(None);
+    }
+    Ok(conn
+        .prepare_cached(&format!(
+            "SELECT {STORED_COLUMNS} FROM {TABLE} WHERE id = ?"
+        ))?
+        .query_row([id], stored_row)
+        .optional()?)
 }
 
 /// A memory waiting for its vector: id, text to embed and visibility columns.
@@ -258,15 +389,18 @@ pub(crate) fn store(tx: &Transaction<'_>, model: &str, rows: &[(&Pending, &[f32]
         }
         ins.execute(params_from_iter(values))?;
         mark.execute(params![model, p.id])?;
+        log(tx, Some(&p.id))?;
         stored += 1;
     }
     Ok(stored)
 }
 
 /// The `k` nearest visible memories to `query` as `(id, cosine distance)`,
-/// nearest first, ties by id. The filter is applied inside each KNN, the
-/// coarse one included (see the module docs for the two passes).
-pub(crate) fn knn(
+/// nearest first, ties by id, by sqlite-vec KNN alone: on the int8 `coarse`
+/// column with exact rescoring where the table has one (tables of earlier
+/// builds), else exact. The filter is applied inside each KNN. Used when the
+/// in-process coarse pass cannot serve a read (see `vector_scan`).
+pub(crate) fn knn_sql(
     conn: &Connection,
     query: &[f32],
     filter: &Filter,
@@ -276,6 +410,69 @@ pub(crate) fn knn(
         None => Ok(Vec::new()),
         Some(coarse) => knn_with(conn, query, filter, k, coarse),
     }
+}
+
+/// The visibility filter as a `WHERE` term over the vector table's own
+/// metadata columns (an OR of scopes, each an AND of `IN` sets and the expiry).
+fn filter_clause(filter: &Filter) -> (String, Vec<rusqlite::types::Value>) {
+    let mut values: Vec<rusqlite::types::Value> = Vec::new();
+    let mut alternatives = Vec::new();
+    for scope in &filter.any_of {
+        if Filter::is_unrestricted(scope) {
+            return ("1".into(), Vec::new());
+        }
+        let mut clauses = Vec::new();
+        for (col, allowed) in Filter::field_sets(scope) {
+            clauses.push(format!("{col} IN ({})", vec!["?"; allowed.len()].join(",")));
+            values.extend(allowed.into_iter().map(Into::into));
+        }
+        if let Some(at) = scope.unexpired_at {
+            clauses.push("expires > ?".into());
+            values.push(at.timestamp_millis().into());
+        }
+        alternatives.push(format!("({})", clauses.join(" AND ")));
+    }
+    if alternatives.is_empty() {
+        return ("0".into(), Vec::new());
+    }
+    (format!("({})", alternatives.join(" OR ")), values)
+}
+
+/// Exact rescoring of the coarse pass's candidates: the `k` nearest of
+/// `ids` to `query` by exact cosine distance, nearest first, ties by id,
+/// among the rows `filter` shows in this snapshot. The filter is applied
+/// again here, in SQL, so a candidate it hides (or one no longer stored)
+/// is never returned, whatever the in-process copy held.
+pub(crate) fn rescore<'a>(
+    conn: &Connection,
+    query: &[f32],
+    ids: impl IntoIterator<Item = &'a str>,
+    filter: &Filter,
+    k: usize,
+) -> Result<Vec<(String, f32)>> {
+    if k == 0 || filter.is_empty() || !table_exists(conn)? {
+        return Ok(Vec::new());
+    }
+    let (clause, filter_values) = filter_clause(filter);
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT vec_distance_cosine(embedding, ?) FROM {TABLE} WHERE id = ? AND {clause}"
+    ))?;
+    let blob = to_bytes(query);
+    let mut out = Vec::new();
+    for id in ids {
+        let mut values: Vec<rusqlite::types::Value> =
+            vec![blob.clone().into(), id.to_string().into()];
+        values.extend(filter_values.iter().cloned());
+        let d: Option<f64> = stmt
+            .query_row(params_from_iter(values), |r| r.get(0))
+            .optional()?;
+        if let Some(d) = d {
+            out.push((id.to_string(), d as f32));
+        }
+    }
+    out.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+    out.truncate(k);
+    Ok(out)
 }
 
 /// The exact `k` nearest visible memories, scanning every float vector under
