@@ -1,8 +1,7 @@
 //! The tantivy full-text index: schema, upserts, and filtered BM25 queries.
 //!
 //! One tantivy document per searchable memory (fact or document chunk). The
-//! `id` is a fast field (nothing is stored); everything else needed to show a
-//! hit lives in SQLite. Raw
+//! `id` is stored; everything else needed to show a hit lives in SQLite. Raw
 //! fields (`scene`, `privacy`, `stage`, `kind`, `subject`, `tier`, `origin`)
 //! are indexed untokenised: a visibility filter is a query over them, whose
 //! matching documents (cached per filter and index generation with the BM25
@@ -20,21 +19,19 @@
 //! it holds.
 
 use std::cmp::Reverse;
-use std::collections::hash_map::Entry;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BinaryHeap};
 use std::path::Path;
 use std::sync::Mutex;
 
 use std::ops::Bound;
 
-use tantivy::columnar::StrColumn;
 use tantivy::query::{
     Bm25StatisticsProvider, BooleanQuery, BoostQuery, EnableScoring, Occur, Query, RangeQuery,
     TermQuery, TermSetQuery, Weight,
 };
 use tantivy::schema::{
-    FAST, Field, INDEXED, IndexRecordOption, STRING, Schema, TantivyDocument, TextFieldIndexing,
-    TextOptions,
+    FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TantivyDocument,
+    TextFieldIndexing, TextOptions, Value,
 };
 use tantivy::{
     DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, Score, SegmentOrdinal, Term as TTerm,
@@ -103,9 +100,7 @@ fn schema() -> (Schema, Fields) {
         )
     };
     let fields = Fields {
-        // Read back per hit as a fast field (a column lookup), not from the
-        // document store (a compressed block per hit); nothing is stored.
-        id: b.add_text_field("id", STRING | FAST),
+        id: b.add_text_field("id", STRING | STORED),
         doc_id: b.add_text_field("doc_id", STRING),
         origin: b.add_text_field("origin", STRING),
         scene: b.add_text_field("scene", STRING),
@@ -708,25 +703,14 @@ impl TextIndex {
             }
             fetch *= 2;
         };
-        let mut ids: HashMap<SegmentOrdinal, StrColumn> = HashMap::new();
         let mut hits = Vec::with_capacity(top.len());
         for (score, addr) in top {
-            let column = match ids.entry(addr.segment_ord) {
-                Entry::Occupied(e) => e.into_mut(),
-                Entry::Vacant(e) => {
-                    let reader = searcher.segment_reader(addr.segment_ord);
-                    let Some(column) = reader.fast_fields().str("id")? else {
-                        continue; // a segment without ids holds no documents
-                    };
-                    e.insert(column)
-                }
-            };
-            let mut id = String::new();
-            if let Some(ord) = column.term_ords(addr.doc_id).next() {
-                column
-                    .ord_to_str(ord, &mut id)
-                    .map_err(tantivy::TantivyError::from)?;
-            }
+            let doc: TantivyDocument = searcher.doc(addr)?;
+            let id = doc
+                .get_first(self.f.id)
+                .and_then(|v| v.as_str())
+                .unwrap_or_default()
+                .to_string();
             hits.push(TextHit {
                 id,
                 score: quantise(score),
