@@ -1061,4 +1061,62 @@ mod tests {
         assert!(h.knn(&[0.0; DIM], &Filter::all(), 5).is_empty());
         assert!(h.exact(&[0.0; DIM], &Filter::all(), 5).is_empty());
     }
+
+    /// Red team 3: visibility values longer than sqlite-vec keeps inline (12
+    /// bytes) that share their first 12 bytes: every path tells them apart.
+    #[test]
+    fn long_values_sharing_a_prefix_are_told_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let h = Handle::open(&dir.path().join("m.db"), true);
+        let scenes_of = ["group:family-public", "group:family-secret", "group:fam"];
+        for i in 0..30u64 {
+            let mut m = memory(
+                &format!("fact-{i:02}"),
+                scenes_of[i as usize % 3],
+                Privacy::Normal,
+                None,
+            );
+            m.kind = ["observation-public", "observation-secret", "obs"][i as usize % 3].into();
+            put(&h.db, &m, &unit(i, DIM));
+        }
+        let kinds = |k: &str| Scope {
+            kinds: vec![k.into()],
+            ..Scope::default()
+        };
+        for f in [
+            Filter::scope(scenes(&["group:family-public"])),
+            Filter::scope(scenes(&["group:family-secret"])),
+            Filter::scope(scenes(&["group:family-publicx"])),
+            Filter::scope(scenes(&["group:fam"])),
+            Filter::scope(kinds("observation-public")),
+            Filter::scope(kinds("observation-publi")),
+        ] {
+            for q in [1, 2, 40] {
+                let q = unit(q, DIM);
+                let got = h.check(&q, &f, 30);
+                let sql =
+                    h.db.with_reader(|c| vector::knn_sql(c, &q, &f, 30))
+                        .unwrap();
+                assert_eq!(got, sql, "{f:?}");
+            }
+        }
+        let public = h.check(
+            &unit(1, DIM),
+            &Filter::scope(scenes(&["group:family-public"])),
+            30,
+        );
+        assert_eq!(public.len(), 10);
+        assert!(public.iter().all(|(id, _)| {
+            let n: usize = id[5..].parse().unwrap();
+            n.is_multiple_of(3)
+        }));
+        assert!(
+            h.knn(
+                &unit(1, DIM),
+                &Filter::scope(scenes(&["group:family-publicx"])),
+                30
+            )
+            .is_empty()
+        );
+    }
 }
