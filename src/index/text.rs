@@ -1211,4 +1211,20 @@ mod tests {
         assert_eq!(merged, hits);
         assert_eq!(idx.doc_freqs(&terms, &main).unwrap(), (vec![3], 3));
     }
+
+    /// Red team 3: a filter with no scope at all (a token that may read
+    /// nothing) counts nothing and finds nothing.
+    #[test]
+    fn an_empty_filter_counts_and_finds_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let idx = TextIndex::open(dir.path(), true).unwrap();
+        idx.upsert(&memory("a", "main", "lantern", None), "")
+            .unwrap();
+        idx.commit().unwrap();
+        let none = Filter { any_of: vec![] };
+        let terms = [word("lantern")];
+        assert_eq!(idx.doc_freqs(&terms, &none).unwrap(), (vec![0], 0));
+        assert!(idx.search(&terms, &none, false, 10).unwrap().is_empty());
+        assert_eq!(idx.doc_freqs(&terms, &Filter::all()).unwrap(), (vec![1], 1));
+    }
 }
