@@ -1129,4 +1129,93 @@ mod tests {
         let hits = idx.search(&terms, &at(t + 5), true, 10).unwrap();
         assert_eq!(ids(&hits), ["b"]);
     }
+
+    /// Red team 3: hidden documents that outscore every visible one never
+    /// raise the pruning threshold, across segments and commits (the cached
+    /// visible set is per generation: deletes, updates and merges renumber
+    /// documents and segments), and an update that hides or shows a memory
+    /// is followed at once.
+    #[test]
+    fn hidden_documents_never_crowd_out_visible_ones_across_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let idx = TextIndex::open(dir.path(), true).unwrap();
+        let main = Filter::scope(Scope {
+            scenes: vec![Scene::parse("main").unwrap()],
+            ..Scope::default()
+        });
+        let terms = [word("heron")];
+        // Several segments: hidden documents scoring higher in each.
+        for seg in 0..4 {
+            for i in 0..50 {
+                idx.upsert(
+                    &memory(
+                        &format!("h{seg}-{i:02}"),
+                        "group:x",
+                        "heron heron heron heron",
+                        None,
+                    ),
+                    "",
+                )
+                .unwrap();
+            }
+            idx.upsert(
+                &memory(
+                    &format!("v{seg}"),
+                    "main",
+                    "heron and a long tail of other words",
+                    None,
+                ),
+                "",
+            )
+            .unwrap();
+            idx.commit().unwrap();
+        }
+        let hits = idx.search(&terms, &main, true, 3).unwrap();
+        assert_eq!(ids(&hits), ["v0", "v1", "v2"]);
+        assert_eq!(
+            ids(&idx.search(&terms, &main, true, 10).unwrap()),
+            ["v0", "v1", "v2", "v3"]
+        );
+        // v1 moves to the hidden scene, h2-07 to the visible one, v0 goes.
+        idx.upsert(&memory("v1", "group:x", "heron", None), "")
+            .unwrap();
+        idx.upsert(
+            &memory("h2-07", "main", "heron heron heron heron", None),
+            "",
+        )
+        .unwrap();
+        idx.remove("v0").unwrap();
+        idx.commit().unwrap();
+        let hits = idx.search(&terms, &main, true, 10).unwrap();
+        assert_eq!(ids(&hits), ["h2-07", "v2", "v3"]);
+        assert_eq!(idx.doc_freqs(&terms, &main).unwrap(), (vec![3], 3));
+        // Merged into one segment: ordinals and document numbers change.
+        {
+            let mut guard = idx.writer().unwrap();
+            let writer = guard.as_mut().unwrap();
+            let segments = idx.index.searchable_segment_ids().unwrap();
+            writer.merge(&segments).wait().unwrap();
+        }
+        idx.reader.reload().unwrap();
+        assert_eq!(idx.reader.searcher().segment_readers().len(), 1);
+        let merged = idx.search(&terms, &main, true, 10).unwrap();
+        assert_eq!(merged, hits);
+        assert_eq!(idx.doc_freqs(&terms, &main).unwrap(), (vec![3], 3));
+    }
+
+    /// Red team 3: a filter with no scope at all (a token that may read
+    /// nothing) counts nothing and finds nothing.
+    #[test]
+    fn an_empty_filter_counts_and_finds_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let idx = TextIndex::open(dir.path(), true).unwrap();
+        idx.upsert(&memory("a", "main", "lantern", None), "")
+            .unwrap();
+        idx.commit().unwrap();
+        let none = Filter { any_of: vec![] };
+        let terms = [word("lantern")];
+        assert_eq!(idx.doc_freqs(&terms, &none).unwrap(), (vec![0], 0));
+        assert!(idx.search(&terms, &none, false, 10).unwrap().is_empty());
+        assert_eq!(idx.doc_freqs(&terms, &Filter::all()).unwrap(), (vec![1], 1));
+    }
 }

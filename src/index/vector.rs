@@ -463,10 +463,12 @@ pub(crate) fn rescore<'a>(
         let mut values: Vec<rusqlite::types::Value> =
             vec![blob.clone().into(), id.to_string().into()];
         values.extend(filter_values.iter().cloned());
-        let d: Option<f64> = stmt
+        // NULL: the cosine distance is undefined (a zero vector, stored or
+        // queried; SQLite turns the NaN into NULL): unrankable, left out.
+        let d: Option<Option<f64>> = stmt
             .query_row(params_from_iter(values), |r| r.get(0))
             .optional()?;
-        if let Some(d) = d {
+        if let Some(Some(d)) = d {
             out.push((id.to_string(), d as f32));
         }
     }
@@ -524,6 +526,9 @@ fn knn_with(
             fetch = (fetch * 2).min(MAX_K);
         };
         for (id, _, d) in rows {
+            // A NULL distance is undefined (a zero vector, stored or
+            // queried): unrankable, left out, as in `rescore`.
+            let Some(d) = d else { continue };
             let e = best.entry(id).or_insert(d);
             *e = e.min(d);
         }
@@ -534,10 +539,15 @@ fn knn_with(
     Ok(out)
 }
 
+/// A row of [`knn_scope`]: id, the distance the KNN ranked by, the exact
+/// cosine distance (`None` where undefined).
+type KnnRow = (String, Option<f32>, Option<f32>);
+
 /// One KNN under one scope: `fetch` rows, nearest first, as `(id, distance
 /// the KNN ranked by, exact cosine distance)`. The coarse KNN ranks by the
 /// int8 distance and computes the exact one for the rows it returns, in the
-/// same statement (so under the same filter and the same snapshot).
+/// same statement (so under the same filter and the same snapshot). `None`
+/// where a distance is undefined (SQLite NULL: a zero vector).
 fn knn_scope(
     conn: &Connection,
     coarse: bool,
@@ -545,7 +555,7 @@ fn knn_scope(
     exact_blob: &[u8],
     scope: &crate::index::filter::Scope,
     fetch: usize,
-) -> Result<Vec<(String, f32, f32)>> {
+) -> Result<Vec<KnnRow>> {
     let mut values: Vec<rusqlite::types::Value> = Vec::new();
     let mut sql = if coarse {
         values.push(exact_blob.to_vec().into());
@@ -573,11 +583,15 @@ fn knn_scope(
     let rows = stmt.query_map(params_from_iter(values), |r| {
         Ok((
             r.get::<_, String>(0)?,
-            r.get::<_, f64>(1)? as f32,
-            r.get::<_, f64>(2)? as f32,
+            r.get::<_, Option<f64>>(1)?,
+            r.get::<_, Option<f64>>(2)?,
         ))
     })?;
-    rows.map(|r| r.map_err(Error::from)).collect()
+    rows.map(|r| {
+        let (id, ranked, exact) = r?;
+        Ok((id, ranked.map(|d| d as f32), exact.map(|d| d as f32)))
+    })
+    .collect()
 }
 
 /// The stored vectors of these memory ids (ids without one are left out).

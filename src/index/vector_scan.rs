@@ -890,4 +890,233 @@ mod tests {
         assert_eq!(got, ["a", "c", "d"]);
         assert_eq!(c.len(), 3);
     }
+
+    // Red-team round 3: the in-process filter against the SQL one on the
+    // edges (strict expiry, kinds as free strings in any case, empty and
+    // unmatched sets, OR of scopes), an expiry moved in place, and k.
+
+    /// 40 memories of `fill` plus some of other kinds, stages and origins.
+    fn fill_mixed(h: &Handle) {
+        fill(h);
+        for (i, kind) in ["Note", "NOTE", "note ", "todo", "12"].iter().enumerate() {
+            let mut m = memory(&format!("kind-{i}"), "main", Privacy::Normal, None);
+            m.kind = (*kind).into();
+            if i % 2 == 0 {
+                m.stage = Stage::Short;
+            }
+            put(&h.db, &m, &unit(200 + i as u64, DIM));
+        }
+    }
+
+    #[test]
+    fn the_copy_filters_exactly_as_sql_on_the_edges() {
+        let dir = tempfile::tempdir().unwrap();
+        let h = Handle::open(&dir.path().join("m.db"), true);
+        fill_mixed(&h);
+        let at = |ms: i64| DateTime::<Utc>::from_timestamp_millis(ms);
+        let kinds = |k: &[&str]| Scope {
+            kinds: k.iter().map(|s| s.to_string()).collect(),
+            ..Scope::default()
+        };
+        let filters = [
+            // Strict: a memory expiring exactly at the instant is hidden.
+            Filter::scope(Scope {
+                unexpired_at: at(10_000),
+                ..Scope::default()
+            }),
+            Filter::scope(Scope {
+                unexpired_at: at(-1),
+                ..Scope::default()
+            }),
+            Filter::scope(Scope {
+                unexpired_at: at(0),
+                ..Scope::default()
+            }),
+            // Kinds are free strings compared exactly (case, spaces, digits).
+            Filter::scope(kinds(&["note"])),
+            Filter::scope(kinds(&["Note", "12"])),
+            Filter::scope(kinds(&["NOTE", "absent"])),
+            Filter::scope(kinds(&["absent"])),
+            // A scope admitting nothing beside one admitting some.
+            Filter {
+                any_of: vec![kinds(&["absent"]), scenes(&["pet"])],
+            },
+            Filter::scope(Scope {
+                stages: vec![Stage::Short],
+                ..kinds(&["Note", "note ", "todo", "note"])
+            }),
+            Filter::scope(Scope {
+                subjects: vec![Subject::Owner],
+                origins: vec![Origin::Fact],
+                privacy: vec![Privacy::Normal, Privacy::Personal],
+                unexpired_at: at(20_000),
+                ..scenes(&["main", "work"])
+            }),
+            Filter {
+                any_of: vec![
+                    Scope {
+                        unexpired_at: at(30_000),
+                        ..scenes(&["main"])
+                    },
+                    Scope {
+                        privacy: vec![Privacy::Sensitive],
+                        ..Scope::default()
+                    },
+                ],
+            },
+        ];
+        for q in [3, 201, 204, 500] {
+            let q = unit(q, DIM);
+            for f in &filters {
+                for k in [1, 3, 10, 100] {
+                    h.check(&q, f, k);
+                }
+            }
+        }
+        assert_eq!(h.held().0, 45, "served by the in-process copy");
+    }
+
+    #[test]
+    fn an_expiry_moved_in_place_is_followed_by_the_copy() {
+        let dir = tempfile::tempdir().unwrap();
+        let h = Handle::open(&dir.path().join("m.db"), true);
+        fill(&h);
+        let q = unit(5, DIM);
+        let after = |ms: i64| {
+            Filter::scope(Scope {
+                unexpired_at: DateTime::<Utc>::from_timestamp_millis(ms),
+                ..Scope::default()
+            })
+        };
+        // fact-05 expires at 5000: hidden at 20000.
+        assert!(
+            h.check(&q, &after(20_000), 40)
+                .iter()
+                .all(|(id, _)| id != "fact-05")
+        );
+        let (_, seq) = h.held();
+        // A touch slides it to 50000 (an UPDATE of the vec0 column, logged).
+        h.db.write(|t| crate::index::lifecycle::set_vector_expiry(t, "fact-05", Some(50_000)))
+            .unwrap();
+        let top = h.check(&q, &after(20_000), 5);
+        assert_eq!(top[0].0, "fact-05", "the copy holds the new expiry");
+        assert_eq!(h.held(), (40, seq + 1), "applied in place from the log");
+        // And back before the instant: hidden again, by the copy too.
+        h.db.write(|t| crate::index::lifecycle::set_vector_expiry(t, "fact-05", Some(15_000)))
+            .unwrap();
+        assert!(
+            h.check(&q, &after(20_000), 40)
+                .iter()
+                .all(|(id, _)| id != "fact-05")
+        );
+        let held = h.coarse.read().unwrap();
+        let row = held.rows["fact-05"];
+        assert_eq!(held.expires[row], 15_000);
+    }
+
+    #[test]
+    fn k_of_zero_beyond_the_rows_and_beyond_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let h = Handle::open(&dir.path().join("m.db"), true);
+        fill(&h);
+        let q = unit(77, DIM);
+        assert!(h.knn(&q, &Filter::all(), 0).is_empty());
+        assert_eq!(h.check(&q, &Filter::all(), 41).len(), 40);
+        assert_eq!(h.check(&q, &Filter::all(), vector::MAX_K + 10).len(), 40);
+        let main = Filter::scope(scenes(&["main"]));
+        let all_main = h.check(&q, &main, 1_000);
+        assert_eq!(all_main.len(), 14);
+        // A query of another dimension finds nothing rather than failing.
+        assert!(h.knn(&unit(1, DIM + 1), &Filter::all(), 5).is_empty());
+    }
+
+    #[test]
+    fn a_degenerate_vector_neither_fails_nor_differs_from_exact_knn() {
+        let dir = tempfile::tempdir().unwrap();
+        let h = Handle::open(&dir.path().join("m.db"), true);
+        fill(&h);
+        // A zero vector (an embedder's output for a degenerate text): its
+        // cosine distance is undefined and SQLite turns the NaN into NULL.
+        put(
+            &h.db,
+            &memory("zero", "main", Privacy::Normal, None),
+            &[0.0; DIM],
+        );
+        let q = unit(9, DIM);
+        // Before: SQLite's NULL failed the whole search (rescoring here,
+        // sqlite-vec's KNN in the fallback and the reference alike).
+        let got = h.knn(&q, &Filter::all(), 10);
+        assert_eq!(got, h.exact(&q, &Filter::all(), 10));
+        assert_eq!(got.len(), 10);
+        assert!(
+            got.iter().all(|(id, _)| id != "zero"),
+            "unrankable, left out"
+        );
+        assert_eq!(
+            h.db.with_reader(|c| vector::knn_sql(c, &q, &Filter::all(), 10))
+                .unwrap(),
+            got
+        );
+        // A zero query ranks nothing, and fails nothing.
+        assert!(h.knn(&[0.0; DIM], &Filter::all(), 5).is_empty());
+        assert!(h.exact(&[0.0; DIM], &Filter::all(), 5).is_empty());
+    }
+
+    /// Red team 3: visibility values longer than sqlite-vec keeps inline (12
+    /// bytes) that share their first 12 bytes: every path tells them apart.
+    #[test]
+    fn long_values_sharing_a_prefix_are_told_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let h = Handle::open(&dir.path().join("m.db"), true);
+        let scenes_of = ["group:family-public", "group:family-secret", "group:fam"];
+        for i in 0..30u64 {
+            let mut m = memory(
+                &format!("fact-{i:02}"),
+                scenes_of[i as usize % 3],
+                Privacy::Normal,
+                None,
+            );
+            m.kind = ["observation-public", "observation-secret", "obs"][i as usize % 3].into();
+            put(&h.db, &m, &unit(i, DIM));
+        }
+        let kinds = |k: &str| Scope {
+            kinds: vec![k.into()],
+            ..Scope::default()
+        };
+        for f in [
+            Filter::scope(scenes(&["group:family-public"])),
+            Filter::scope(scenes(&["group:family-secret"])),
+            Filter::scope(scenes(&["group:family-publicx"])),
+            Filter::scope(scenes(&["group:fam"])),
+            Filter::scope(kinds("observation-public")),
+            Filter::scope(kinds("observation-publi")),
+        ] {
+            for q in [1, 2, 40] {
+                let q = unit(q, DIM);
+                let got = h.check(&q, &f, 30);
+                let sql =
+                    h.db.with_reader(|c| vector::knn_sql(c, &q, &f, 30))
+                        .unwrap();
+                assert_eq!(got, sql, "{f:?}");
+            }
+        }
+        let public = h.check(
+            &unit(1, DIM),
+            &Filter::scope(scenes(&["group:family-public"])),
+            30,
+        );
+        assert_eq!(public.len(), 10);
+        assert!(public.iter().all(|(id, _)| {
+            let n: usize = id[5..].parse().unwrap();
+            n.is_multiple_of(3)
+        }));
+        assert!(
+            h.knn(
+                &unit(1, DIM),
+                &Filter::scope(scenes(&["group:family-publicx"])),
+                30
+            )
+            .is_empty()
+        );
+    }
 }
