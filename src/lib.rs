@@ -209,7 +209,8 @@
 //!   to results afterwards: in full text, the set of documents the filter
 //!   admits (computed with the BM25 statistics) is the only set the scoring
 //!   pass collects from; in SQL a `WHERE` (checked per row where rows are
-//!   found by id); in the vec0 KNN metadata constraints. HTTP
+//!   found by id); in the vector pass each row's visibility values, and again
+//!   in the SQL that rescores the candidates. HTTP
 //!   builds them from the token and the request ([`auth::policy`]); a request's
 //!   scene outside its token's scenes is `FORBIDDEN`, and expired short-term
 //!   memories never match.
