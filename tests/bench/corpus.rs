@@ -1,5 +1,7 @@
 //! A seeded synthetic zh/en corpus and query set: the same seed gives the same text.
 
+use memory_hub::hub::{Hub, WriteRequest};
+use memory_hub::model::Scene;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -145,4 +147,17 @@ pub fn queries(n: usize, seed: u64) -> Vec<String> {
             }
         })
         .collect()
+}
+
+/// Writes `items` through the normal write path, in group commits of 1000.
+pub fn write_all(hub: &Hub, items: &[Item]) {
+    for chunk in items.chunks(1000) {
+        let reqs = chunk
+            .iter()
+            .map(|i| WriteRequest::new(Scene::parse(i.scene).unwrap(), i.text.clone(), "bench"))
+            .collect();
+        for r in hub.write_batch(reqs).unwrap() {
+            r.unwrap();
+        }
+    }
 }

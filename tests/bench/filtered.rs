@@ -7,7 +7,7 @@
 
 use memory_hub::config::{Config, Layout};
 use memory_hub::embed::EmbedderSlot;
-use memory_hub::hub::{Hub, Mode, WriteRequest};
+use memory_hub::hub::{Hub, Mode};
 use memory_hub::index::filter::{Filter, Scope};
 use memory_hub::model::{Privacy, Scene};
 use memory_hub::search::{SearchMode, SearchRequest};
@@ -27,15 +27,7 @@ pub fn run(n: usize, nq: usize) -> Vec<Row> {
         &mut |_| {},
     )
     .unwrap();
-    for chunk in items.chunks(1000) {
-        let reqs = chunk
-            .iter()
-            .map(|i| WriteRequest::new(Scene::parse(i.scene).unwrap(), i.text.clone(), "bench"))
-            .collect();
-        for r in hub.write_batch(reqs).unwrap() {
-            r.unwrap();
-        }
-    }
+    corpus::write_all(&hub, &items);
     let scenes = |names: &[&str]| names.iter().map(|s| Scene::parse(s).unwrap()).collect();
     let filters = [
         (

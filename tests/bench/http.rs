@@ -15,9 +15,8 @@ use memory_hub::config::{Config, Layout};
 use memory_hub::embed::EmbedderSlot;
 use memory_hub::embed::hash::HashEmbedder;
 use memory_hub::http::AppState;
-use memory_hub::hub::{Hub, Mode, WriteRequest};
+use memory_hub::hub::{Hub, Mode};
 use memory_hub::index::filter::Filter;
-use memory_hub::model::Scene;
 use memory_hub::search::{SearchMode, SearchRequest};
 
 use crate::{Row, corpus, ms, percentile, row};
@@ -181,15 +180,7 @@ fn run_with(n: usize, nq: usize, model: Model, fulltext_only: bool) -> Vec<Row> 
         &mut |_| {},
     )
     .unwrap();
-    for chunk in items.chunks(1000) {
-        let reqs = chunk
-            .iter()
-            .map(|i| WriteRequest::new(Scene::parse(i.scene).unwrap(), i.text.clone(), "bench"))
-            .collect();
-        for r in hub.write_batch(reqs).unwrap() {
-            r.unwrap();
-        }
-    }
+    corpus::write_all(&hub, &items);
     if !fulltext_only {
         let t = Instant::now();
         let embedded = hub.embed_pending(usize::MAX);

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use memory_hub::config::{Config, Layout};
 use memory_hub::embed::hash::HashEmbedder;
 use memory_hub::embed::{EmbedError, Embedder, EmbedderSlot};
-use memory_hub::hub::{Hub, Mode, WriteRequest};
+use memory_hub::hub::{Hub, Mode};
 use memory_hub::index::filter::{Filter, Scope};
 use memory_hub::model::Scene;
 use memory_hub::search::{SearchMode, SearchRequest};
@@ -221,15 +221,7 @@ pub fn run(n: usize, nq: usize) -> Vec<Row> {
     )
     .unwrap();
     let t = Instant::now();
-    for chunk in items.chunks(1000) {
-        let reqs = chunk
-            .iter()
-            .map(|i| WriteRequest::new(Scene::parse(i.scene).unwrap(), i.text.clone(), "bench"))
-            .collect();
-        for r in hub.write_batch(reqs).unwrap() {
-            r.unwrap();
-        }
-    }
+    corpus::write_all(&hub, &items);
     let written = t.elapsed();
     let t = Instant::now();
     assert_eq!(hub.embed_pending(usize::MAX) as usize, n);

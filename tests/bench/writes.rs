@@ -82,15 +82,7 @@ pub fn run(n: usize, writes: usize, real: bool, embed_ms: u64) -> Vec<Row> {
     .unwrap();
     let items = corpus::generate(n + 2 * writes, 42);
     let (seed, fresh) = items.split_at(n);
-    for chunk in seed.chunks(1000) {
-        let reqs = chunk
-            .iter()
-            .map(|i| WriteRequest::new(Scene::parse(i.scene).unwrap(), i.text.clone(), "bench"))
-            .collect();
-        for r in hub.write_batch(reqs).unwrap() {
-            r.unwrap();
-        }
-    }
+    corpus::write_all(&hub, seed);
     hub.embed_pending(usize::MAX);
     let queries = corpus::queries(200, 7);
     let write_all = |items: &[corpus::Item]| -> Vec<Duration> {

@@ -26,9 +26,8 @@ use memory_hub::config::{Config, Layout};
 use memory_hub::embed::hash::HashEmbedder;
 use memory_hub::embed::onnx::OnnxEmbedder;
 use memory_hub::embed::{Embedder, EmbedderSlot};
-use memory_hub::hub::{Hub, Mode, WriteRequest};
+use memory_hub::hub::{Hub, Mode};
 use memory_hub::index::filter::Filter;
-use memory_hub::model::Scene;
 use memory_hub::search::{SearchMode, SearchRequest};
 
 fn arg(name: &str) -> Option<String> {
@@ -68,18 +67,6 @@ fn cpu_seconds() -> f64 {
     (ticks(11) + ticks(12)) / 100.0
 }
 
-fn write_all(hub: &Hub, items: &[corpus::Item]) {
-    for chunk in items.chunks(1000) {
-        let reqs = chunk
-            .iter()
-            .map(|i| WriteRequest::new(Scene::parse(i.scene).unwrap(), i.text.clone(), "bench"))
-            .collect();
-        for r in hub.write_batch(reqs).unwrap() {
-            r.unwrap();
-        }
-    }
-}
-
 fn main() {
     let n: usize = arg("--facts").map_or(100_000, |v| v.parse().expect("--facts N"));
     let m: usize = arg("--embed").map_or(10_000, |v| v.parse().expect("--embed M"));
@@ -107,7 +94,7 @@ fn main() {
     .unwrap();
     let items = corpus::generate(n, 42);
     let t = Instant::now();
-    write_all(&hub, &items);
+    corpus::write_all(&hub, &items);
     let written = t.elapsed();
     assert_eq!(hub.embed_pending(usize::MAX) as usize, n);
     let queries = corpus::queries(200, 7);
@@ -182,7 +169,7 @@ fn main() {
             &mut |_| {},
         )
         .unwrap();
-        write_all(&hub, &corpus::generate(m, 43));
+        corpus::write_all(&hub, &corpus::generate(m, 43));
         // Load outside the timing (the hub loads lazily).
         hub.embedder().unwrap();
         let cpu = cpu_seconds();
