@@ -531,54 +531,53 @@ impl TextIndex {
         self.reader.searcher().num_docs()
     }
 
-    fn term_query(&self, term: &Term) -> Box<dyn Query> {
+    /// The fields a term is looked up in, each with its weight.
+    fn term_fields(&self, term: &Term) -> Vec<(Field, f32)> {
         let f = &self.f;
-        let idx = IndexRecordOption::WithFreqs;
-        if term.kind == TermKind::Single {
+        match term.kind {
             // A lone CJK character matches inside longer runs through the chars field.
-            return Box::new(TermQuery::new(
-                TTerm::from_field_text(f.chars, &term.text),
-                idx,
-            ));
+            TermKind::Single => vec![(f.chars, 1.0)],
+            TermKind::Segment => vec![(f.words, 1.0)],
+            // Neighbouring turns, speaker and date: lower-weight fields of their own.
+            TermKind::Word | TermKind::Bigram => vec![
+                (f.body, 1.0),
+                (f.title, TITLE_BOOST),
+                (f.context, CONTEXT_BOOST),
+                (f.speaker, SPEAKER_BOOST),
+                (f.when, WHEN_BOOST),
+            ],
         }
-        if term.kind == TermKind::Segment {
-            return Box::new(TermQuery::new(
-                TTerm::from_field_text(f.words, &term.text),
-                idx,
-            ));
+    }
+
+    /// `term` in every field it is looked up in, each clause weighted by
+    /// the field's weight times `weight`.
+    fn term_clauses(&self, term: &Term, weight: f32) -> Vec<Box<dyn Query>> {
+        self.term_fields(term)
+            .into_iter()
+            .map(|(field, boost)| -> Box<dyn Query> {
+                let q = Box::new(TermQuery::new(
+                    TTerm::from_field_text(field, &term.text),
+                    IndexRecordOption::WithFreqs,
+                ));
+                let boost = weight * boost;
+                if boost == 1.0 {
+                    q
+                } else {
+                    Box::new(BoostQuery::new(q, boost))
+                }
+            })
+            .collect()
+    }
+
+    /// `term` matching in any of its fields, weighted by `weight`.
+    fn term_query(&self, term: &Term, weight: f32) -> Box<dyn Query> {
+        let mut clauses = self.term_clauses(term, weight);
+        if clauses.len() == 1 {
+            return clauses.remove(0);
         }
-        // Neighbouring turns, speaker and date: lower-weight fields of their own.
-        let fields = [
-            (f.context, CONTEXT_BOOST),
-            (f.speaker, SPEAKER_BOOST),
-            (f.when, WHEN_BOOST),
-        ]
-        .map(|(field, boost)| -> (Occur, Box<dyn Query>) {
-            (
-                Occur::Should,
-                Box::new(BoostQuery::new(
-                    Box::new(TermQuery::new(
-                        TTerm::from_field_text(field, &term.text),
-                        idx,
-                    )),
-                    boost,
-                )),
-            )
-        });
-        let body: Box<dyn Query> = Box::new(TermQuery::new(
-            TTerm::from_field_text(f.body, &term.text),
-            idx,
-        ));
-        let title: Box<dyn Query> = Box::new(BoostQuery::new(
-            Box::new(TermQuery::new(
-                TTerm::from_field_text(f.title, &term.text),
-                idx,
-            )),
-            TITLE_BOOST,
-        ));
-        let mut clauses = vec![(Occur::Should, body), (Occur::Should, title)];
-        clauses.extend(fields);
-        Box::new(BooleanQuery::new(clauses))
+        Box::new(BooleanQuery::new(
+            clauses.into_iter().map(|q| (Occur::Should, q)).collect(),
+        ))
     }
 
     fn filter_query(&self, filter: &Filter) -> Option<Box<dyn Query>> {
@@ -667,25 +666,31 @@ impl TextIndex {
         if terms.is_empty() || filter.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
-        let text: Vec<(Occur, Box<dyn Query>)> = terms
-            .iter()
-            .map(|(t, w)| {
-                // A jieba word only adds score: the bigrams it is made of
-                // already decide whether a memory passes AND.
-                let occur = if all_terms && t.kind != TermKind::Segment {
-                    Occur::Must
-                } else {
-                    Occur::Should
-                };
-                let q = self.term_query(t);
-                let q: Box<dyn Query> = if *w == 1.0 {
-                    q
-                } else {
-                    Box::new(BoostQuery::new(q, *w))
-                };
-                (occur, q)
-            })
-            .collect();
+        let text: Vec<(Occur, Box<dyn Query>)> = if all_terms {
+            terms
+                .iter()
+                .map(|(t, w)| {
+                    // A jieba word only adds score: the bigrams it is made of
+                    // already decide whether a memory passes AND.
+                    let occur = if t.kind == TermKind::Segment {
+                        Occur::Should
+                    } else {
+                        Occur::Must
+                    };
+                    (occur, self.term_query(t, *w))
+                })
+                .collect()
+        } else {
+            // One flat union of term-in-field clauses (the same weights and
+            // the same sum as a union of per-term unions), so tantivy can
+            // skip blocks that cannot reach the threshold (block-max WAND)
+            // instead of scoring every match.
+            terms
+                .iter()
+                .flat_map(|(t, w)| self.term_clauses(t, *w))
+                .map(|q| (Occur::Should, q))
+                .collect()
+        };
         let query = BooleanQuery::new(text);
         let fq = self.filter_query(filter);
         let searcher = self.reader.searcher();
