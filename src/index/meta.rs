@@ -350,10 +350,12 @@ impl MetaDb {
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
-        // sqlite-vec's KNN (the exact reference, the fallback) scans every
-        // vector, and loading the in-process coarse pass reads them all:
-        // through a memory map instead of one read call per page, ~1.5x faster.
-        conn.pragma_update(None, "mmap_size", 2i64 << 30)?;
+        // No memory map: pages a reader touches through one stay in the
+        // process's resident set for as long as the connection lives, so
+        // loading the in-process vector copy (which reads every vector) and
+        // rescoring candidates would leave the whole vector table resident
+        // (~230 MiB at 100k memories). Read calls go through the kernel's page
+        // cache instead, which is not ours and is reclaimed under pressure.
         Ok(conn)
     }
 
