@@ -201,6 +201,7 @@ impl Hub {
         };
         let mut hub = hub;
         let report = hub.catch_up_healing(healed, progress)?;
+        hub.index.end_bulk_load();
         Ok((hub, report))
     }
 

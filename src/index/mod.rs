@@ -393,9 +393,18 @@ impl Index {
     /// The session neighbours of each changed fact follow too: their context
     /// field holds its text (see [`neighbours`]).
     fn follow_rows(&self, ids: &[String]) -> Result<()> {
+        // The live rows of the changed facts, read once: a row without a
+        // session has no neighbours, so most facts skip both lookups below.
+        let mut rows: std::collections::HashMap<String, Memory> = Default::default();
+        for chunk in ids.chunks(500) {
+            rows.extend(self.meta.get_many(chunk, &Filter::all())?);
+        }
         let mut all: Vec<String> = ids.to_vec();
         self.meta.with_reader(|c| {
             for id in ids {
+                if rows.get(id).is_some_and(|m| m.setting.session.is_none()) {
+                    continue;
+                }
                 all.extend(neighbours::around(c, id)?);
             }
             Ok(())
@@ -403,9 +412,14 @@ impl Index {
         all.sort();
         all.dedup();
         for chunk in all.chunks(500) {
-            let rows = self.meta.get_many(chunk, &Filter::all())?;
+            let missing: Vec<String> = chunk
+                .iter()
+                .filter(|id| !rows.contains_key(*id))
+                .cloned()
+                .collect();
+            let more = self.meta.get_many(&missing, &Filter::all())?;
             for id in chunk {
-                match rows.get(id) {
+                match rows.get(id).or_else(|| more.get(id)) {
                     Some(m) => self.upsert_text(m)?,
                     None => self.text.remove(id)?,
                 }
@@ -415,13 +429,16 @@ impl Index {
     }
 
     /// Indexes a live row's text as search should see it: hidden while
-    /// superseded, with its session context.
+    /// superseded, with its session context (none without a session: see
+    /// [`neighbours::context_text`]).
     fn upsert_text(&self, m: &Memory) -> Result<()> {
         let (superseded, context) = self.meta.with_reader(|c| {
-            Ok((
-                lifecycle::is_superseded(c, &m.id)?,
-                neighbours::context_text(c, &m.id)?,
-            ))
+            let context = if m.setting.session.is_some() {
+                neighbours::context_text(c, &m.id)?
+            } else {
+                String::new()
+            };
+            Ok((lifecycle::is_superseded(c, &m.id)?, context))
         })?;
         self.text
             .upsert(&lifecycle::effective(m, superseded), &context)
@@ -440,6 +457,12 @@ impl Index {
         }
         self.text.mark_dirty();
         Ok(ids.len())
+    }
+
+    /// Ends the bulk load of an index that opened empty (see
+    /// [`TextIndex::end_bulk_load`]); called once the first catch-up is done.
+    pub(crate) fn end_bulk_load(&self) {
+        self.text.end_bulk_load();
     }
 
     /// Commits pending text-index changes so searches see them.

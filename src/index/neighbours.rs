@@ -66,16 +66,32 @@ fn neighbours(
         return Ok(Vec::new());
     }
     let mut out = Vec::new();
-    let class_filter = if own_class { OWN_CLASS } else { "" };
-    for (cmp, order) in SIDES {
-        let sql = side_sql(cmp, order, class_filter);
-        let mut stmt = conn.prepare_cached(&sql)?;
+    for side in 0..SIDES.len() {
+        let mut stmt = conn.prepare_cached(side_sql_cached(side, own_class))?;
         let rows = stmt.query_map(params![id, window as i64], |r| Ok((r.get(0)?, r.get(1)?)))?;
         for row in rows {
             out.push(row?);
         }
     }
     Ok(out)
+}
+
+/// [`side_sql`] for side `side` of [`SIDES`], with or without [`OWN_CLASS`],
+/// built once (formatting it on every call cost as much as running it for a
+/// memory without a session).
+fn side_sql_cached(side: usize, own_class: bool) -> &'static str {
+    static SQL: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let all = SQL.get_or_init(|| {
+        [false, true]
+            .into_iter()
+            .flat_map(|own| {
+                SIDES
+                    .iter()
+                    .map(move |(cmp, order)| side_sql(cmp, order, if own { OWN_CLASS } else { "" }))
+            })
+            .collect()
+    });
+    &all[usize::from(own_class) * SIDES.len() + side]
 }
 
 /// The statement for one side (`cmp` `<` with `DESC`, `>` with `ASC`).

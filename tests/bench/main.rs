@@ -10,13 +10,16 @@
 //! 200; 0 skips them, see `writes.rs` for `--writes-embed-ms`), `--writes-only`,
 //! `--http-fulltext-only` (only the HTTP full-text figures, see `http.rs`),
 //! `--no-vectors` / `--vectors-only` (vector search at scale: recall of the
-//! int8 pass, KNN and hybrid latency, disk breakdown; see `vectors.rs`).
+//! int8 pass, KNN and hybrid latency, disk breakdown; see `vectors.rs`),
+//! `--reindex-only [--root DIR] [--text-only]` (reindex with and without
+//! vectors from a warm cache, on a root kept in `DIR`; see `reindex.rs`).
 #![allow(clippy::print_stdout)]
 
 mod baseline;
 mod corpus;
 mod filtered;
 mod http;
+mod reindex;
 mod vectors;
 mod writes;
 
@@ -323,6 +326,7 @@ fn main() {
     let fulltext_only = std::env::args().any(|a| a == "--http-fulltext-only");
     let vectors_only = std::env::args().any(|a| a == "--vectors-only");
     let filtered_only = std::env::args().any(|a| a == "--filtered-only");
+    let reindex_only = std::env::args().any(|a| a == "--reindex-only");
     let with_vectors = !std::env::args().any(|a| a == "--no-vectors");
     let writes: usize =
         arg("--writes").map_or(200, |s| s.parse().expect("--writes takes a number"));
@@ -344,6 +348,8 @@ fn main() {
             Some(vectors::run(n, nq))
         } else if filtered_only {
             Some(filtered::run(n, nq))
+        } else if reindex_only {
+            Some(reindex::run(n, arg("--root").map(std::path::PathBuf::from)))
         } else {
             None
         };
