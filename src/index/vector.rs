@@ -70,6 +70,14 @@ pub fn candidates(k: usize) -> usize {
     (4 * k + 256).min(MAX_K)
 }
 
+/// How many of the [`candidates`] the in-process pass keeps, by their int8
+/// copies, for the exact rescoring (which reads each row's float vector from
+/// a chunk of sqlite-vec, ~40 µs apiece: a blob read walks the chunk's
+/// overflow pages): twice `k` plus the tie margin.
+pub fn rescored(k: usize) -> usize {
+    (2 * k + TIE_MARGIN).min(MAX_K)
+}
+
 /// How many rows sqlite-vec's int8 KNN (tables of earlier builds) hands to
 /// exact rescoring: twice `k` plus the tie margin (int8 orders near rows
 /// far better than one bit per component).

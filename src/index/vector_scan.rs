@@ -13,9 +13,13 @@
 //! inside the scan, before the row's estimate is computed: a row the filter
 //! hides never enters the candidates, and the rescoring applies the same
 //! filter again in SQL (the safety net: even a stale copy cannot bring back
-//! a hidden row). The estimate is coarse, so [`vector::candidates`] hands
-//! the rescoring several hundred rows; recall against exact KNN is measured
-//! by `cargo bench --bench memd -- --vectors-only`.
+//! a hidden row). The estimate is coarse, so the bits keep several hundred
+//! rows ([`vector::candidates`]); a second stage reads those rows' int8
+//! copies ([`vector::quantize`]) from an unlinked temporary file (page cache,
+//! not this process's memory; ~1 µs a row against ~40 µs for a float vector
+//! read from sqlite-vec) and keeps [`vector::rescored`] of them for the exact
+//! rescoring. Recall against exact KNN is measured by
+//! `cargo bench --bench memd -- --vectors-only`.
 //!
 //! The copy follows SQLite through `vector_log`, which every change to the
 //! vector table appends to in the same transaction (see [`vector`]). Each
@@ -78,6 +82,60 @@ pub struct CoarseVectors {
     class_of: HashMap<[u32; 6], u32>,
     /// Value → interned number, per column (never shrinks; a handful of values).
     values: [HashMap<String, u32>; 6],
+    /// The int8 copies of the rows ([`vector::quantize`], `dim` bytes at
+    /// `row · dim`) in an unlinked temporary file: the second stage reads
+    /// only the candidates' (page cache, not this process's memory). `None`
+    /// until a reload makes one, or after a failed write (the candidates of
+    /// the bits then go to the exact rescoring unnarrowed).
+    side: Option<std::fs::File>,
+}
+
+/// An unlinked temporary file for the int8 copies.
+fn side_file() -> std::io::Result<std::fs::File> {
+    use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let path = std::env::temp_dir().join(format!(
+        "memd-int8-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, AtomicOrdering::Relaxed)
+    ));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)?;
+    std::fs::remove_file(&path)?;
+    Ok(file)
+}
+
+/// Components per block of [`dot`].
+const LANES: usize = 32;
+
+/// The dot product of a row's int8 copy with the query (widened to i16
+/// once per search), accumulated in i32: each block of the row is widened
+/// into a small i16 buffer first, which lets the compiler use multiply-add
+/// of i16 pairs into i32 lanes even at the baseline x86-64 level.
+fn dot(query: &[i16], row: &[i8]) -> i32 {
+    let (qc, rc) = (query.chunks_exact(LANES), row.chunks_exact(LANES));
+    let tail: i32 = qc
+        .remainder()
+        .iter()
+        .zip(rc.remainder())
+        .map(|(&a, &b)| i32::from(a) * i32::from(b))
+        .sum();
+    let mut sum = 0i32;
+    for (q, r) in qc.zip(rc) {
+        let mut wide = [0i16; LANES];
+        for (w, r) in wide.iter_mut().zip(r) {
+            *w = i16::from(*r);
+        }
+        sum += q
+            .iter()
+            .zip(&wide)
+            .map(|(&a, &b)| i32::from(a) * i32::from(b))
+            .sum::<i32>();
+    }
+    sum + tail
 }
 
 /// Bytes of sign bits per row of `dim` components.
@@ -334,6 +392,28 @@ impl CoarseVectors {
         self.bits[row * nb..(row + 1) * nb].copy_from_slice(&code);
         self.class[row] = class;
         self.expires[row] = v.expires;
+        self.side_write(row, &vector::quantize(&v.vector));
+    }
+
+    fn side_write(&mut self, row: usize, code: &[u8]) {
+        use std::os::unix::fs::FileExt;
+        let offset = (row * code.len()) as u64;
+        if let Some(f) = &self.side
+            && f.write_all_at(code, offset).is_err()
+        {
+            self.side = None;
+        }
+    }
+
+    /// The int8 copy of `row` (`None`: no side file, or it failed).
+    fn side_read(&self, row: usize, dim: usize) -> Option<Vec<i8>> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = vec![0u8; dim];
+        self.side
+            .as_ref()?
+            .read_exact_at(&mut buf, (row * dim) as u64)
+            .ok()?;
+        Some(buf.into_iter().map(|b| b as i8).collect())
     }
 
     fn remove(&mut self, id: &str) {
@@ -345,6 +425,13 @@ impl CoarseVectors {
         if row != last {
             self.bits.copy_within(last * nb..(last + 1) * nb, row * nb);
             self.rows.insert(self.ids[last].clone(), row);
+            match self.side_read(last, self.dim()) {
+                Some(code) => {
+                    let code: Vec<u8> = code.into_iter().map(|b| b as u8).collect();
+                    self.side_write(row, &code);
+                }
+                None => self.side = None,
+            }
         }
         self.ids.swap_remove(row);
         self.terms.swap_remove(row);
@@ -388,6 +475,7 @@ impl CoarseVectors {
     /// Reloads every row of the table in this snapshot.
     fn reload(&mut self, conn: &Connection, model: &(String, usize), seq: i64) -> Result<()> {
         self.clear();
+        self.side = side_file().ok();
         let dim = model.1;
         // Read in blocks: the first block fixes the centre, later ones are
         // encoded as they arrive.
@@ -517,9 +605,56 @@ impl CoarseVectors {
         Compiled::Gates(gates)
     }
 
+    /// The candidates for the `k` nearest rows visible under `filter`:
+    /// the [`vector::candidates`] best by the bits, narrowed to the
+    /// [`vector::rescored`] best by their int8 copies (all of the first when
+    /// the side file is missing), in no particular order.
+    pub(crate) fn candidates(&self, query: &[f32], filter: &Filter, k: usize) -> Vec<Arc<str>> {
+        let wide = self.scan_rows(query, filter, vector::candidates(k));
+        let n = vector::rescored(k);
+        let dim = self.dim();
+        if wide.len() <= n || self.side.is_none() {
+            return wide.into_iter().map(|r| self.ids[r].clone()).collect();
+        }
+        let q: Vec<i16> = vector::quantize(query)
+            .into_iter()
+            .map(|b| i16::from(b as i8))
+            .collect();
+        let mut scored = Vec::with_capacity(wide.len());
+        for row in wide {
+            let Some(code) = self.side_read(row, dim) else {
+                return self.scan(query, filter, vector::candidates(k));
+            };
+            let norm = (code.iter().map(|&c| i32::from(c).pow(2)).sum::<i32>() as f32).sqrt();
+            let score = if norm > 0.0 {
+                dot(&q, &code) as f32 / norm
+            } else {
+                0.0
+            };
+            scored.push(Candidate {
+                score,
+                id: &self.ids[row],
+                row,
+            });
+        }
+        scored.sort_by(|a, b| b.cmp(a));
+        scored.truncate(n);
+        scored
+            .into_iter()
+            .map(|c| self.ids[c.row].clone())
+            .collect()
+    }
+
     /// The ids of the `n` rows visible under `filter` with the highest
     /// estimated cosine to `query` (ties by id), in no particular order.
     pub(crate) fn scan(&self, query: &[f32], filter: &Filter, n: usize) -> Vec<Arc<str>> {
+        self.scan_rows(query, filter, n)
+            .into_iter()
+            .map(|r| self.ids[r].clone())
+            .collect()
+    }
+
+    fn scan_rows(&self, query: &[f32], filter: &Filter, n: usize) -> Vec<usize> {
         let dim = self.dim();
         if n == 0 || dim == 0 || query.len() != dim {
             return Vec::new();
@@ -556,9 +691,7 @@ impl CoarseVectors {
             }
             heap.push(Reverse(c));
         }
-        heap.into_iter()
-            .map(|Reverse(c)| self.ids[c.row].clone())
-            .collect()
+        heap.into_iter().map(|Reverse(c)| c.row).collect()
     }
 }
 
@@ -606,11 +739,10 @@ pub(crate) fn knn(
         // A store without the change log (not migrated yet): sqlite-vec alone.
         return vector::knn_sql(conn, query, filter, k);
     };
-    let n = vector::candidates(k);
     let current = {
         let held = coarse.read().expect("coarse vectors poisoned");
         (held.model.as_ref() == Some(&stored) && held.seq == bounds.1)
-            .then(|| held.scan(query, filter, n))
+            .then(|| held.candidates(query, filter, k))
     };
     let candidates = match current {
         Some(c) => c,
@@ -620,7 +752,7 @@ pub(crate) fn knn(
                 drop(held);
                 return vector::knn_sql(conn, query, filter, k);
             }
-            held.scan(query, filter, n)
+            held.candidates(query, filter, k)
         }
     };
     vector::rescore(conn, query, candidates.iter().map(|s| &**s), filter, k)
@@ -1505,5 +1637,45 @@ mod tests {
                 .zip(&mean)
                 .all(|(a, b)| (a - b).abs() < 1e-5)
         );
+    }
+
+    #[test]
+    fn the_int8_side_file_follows_updates_and_removals() {
+        let dir = tempfile::tempdir().unwrap();
+        let h = Handle::open(&dir.path().join("m.db"), true);
+        let ids = fill(&h);
+        h.check(&unit(1, DIM), &Filter::all(), 5);
+        // Forgotten (a swap with the last row), re-embedded in place, added.
+        h.db.write(|t| {
+            mtx::forget(t, &ids[3], Utc::now())?;
+            mtx::forget(t, &ids[17], Utc::now())?;
+            Ok(())
+        })
+        .unwrap();
+        put(
+            &h.db,
+            &memory(&ids[5], "pet", Privacy::Normal, None),
+            &unit(900, DIM),
+        );
+        put(
+            &h.db,
+            &memory("extra", "main", Privacy::Normal, None),
+            &unit(901, DIM),
+        );
+        h.check(&unit(2, DIM), &Filter::all(), 5);
+        let held = h.coarse.read().unwrap();
+        assert!(held.side.is_some());
+        assert_eq!(held.len(), 39);
+        for (row, id) in held.ids.iter().enumerate() {
+            let stored =
+                h.db.with_reader(|c| vector::stored(c, id))
+                    .unwrap()
+                    .unwrap();
+            let want: Vec<i8> = vector::quantize(&stored.vector)
+                .into_iter()
+                .map(|b| b as i8)
+                .collect();
+            assert_eq!(held.side_read(row, DIM), Some(want), "{id}");
+        }
     }
 }
