@@ -19,7 +19,7 @@
 //!        journal.rs  JSONL + fsync  text.rs   tantivy         onnx.rs  ort + tokenizers
 //!        markdown.rs docs → chunks  meta.rs   SQLite          hash.rs  test embedder
 //!        lock.rs     one writer     vector.rs sqlite-vec rows cache.rs data/cache/vectors.db
-//!                                   vector_scan.rs int8 pass
+//!                                   vector_scan.rs 1-bit pass
 //!                                   filter.rs visibility → query clauses
 //!                                   fusion.rs reciprocal rank fusion
 //!                   search.rs fulltext (AND, OR fallback) | semantic | hybrid
@@ -130,7 +130,7 @@
 //! - [`index`]: the only writer of `data/index/`: [`index::text`] (tantivy),
 //!   [`index::meta`] (SQLite), [`index::meta_read`] (time-ordered reads),
 //!   [`index::vector`] (vectors in sqlite-vec, their change log, exact float
-//!   rescoring), [`index::vector_scan`] (the in-process int8 coarse pass that
+//!   rescoring), [`index::vector_scan`] (the in-process 1-bit coarse pass that
 //!   picks the candidates, caught up from the log in each search's snapshot; the
 //!   filter inside both passes), [`index::fusion`] (RRF; learned fusion, checked in disabled), the tokenizer (from [`analysis`]),
 //!   [`index::filter`], [`index::merge`] (device merge rules: later

@@ -1,15 +1,25 @@
-//! The coarse vector pass, in process: an int8 copy of every stored vector,
-//! scanned under the caller's filter, picks the candidates that
-//! `vector::rescore` ranks by exact cosine distance in SQLite.
+//! The coarse vector pass, in process: one bit per component of every
+//! stored vector, scanned under the caller's filter, picks the candidates
+//! that `vector::rescore` ranks by exact cosine distance in SQLite.
 //!
-//! [`CoarseVectors`] holds, per stored vector, the memory id, its int8 copy
-//! ([`vector::quantize`], rows of one contiguous matrix) with the inverse of
-//! that copy's norm (so the dot product times it ranks by cosine), its
-//! visibility values interned to small integers and its expiry. A [`Filter`]
-//! is compiled against the interned values and evaluated per row inside the
-//! scan, before the row's distance is computed: a row the filter hides never
-//! enters the candidates, and the rescoring applies the same filter again in
-//! SQL (the safety net: even a stale copy cannot bring back a hidden row).
+//! [`CoarseVectors`] holds, per stored vector, the memory id, the signs of
+//! the vector minus a centre (the mean of the vectors read first, see
+//! `CENTRE_ROWS`), 48 bytes for 384 components, three floats that turn a
+//! query's dot product with those signs into a cosine estimate (`Terms`),
+//! its visibility class (the combination of its visibility values, interned)
+//! and its expiry. The query stays in floats: per byte of a code a table of
+//! 256 partial sums, so a row costs 48 table reads and no multiplication.
+//! A [`Filter`] is compiled into one gate per class and evaluated per row
+//! inside the scan, before the row's estimate is computed: a row the filter
+//! hides never enters the candidates, and the rescoring applies the same
+//! filter again in SQL (the safety net: even a stale copy cannot bring back
+//! a hidden row). The estimate is coarse, so the bits keep several hundred
+//! rows ([`vector::candidates`]); a second stage reads those rows' int8
+//! copies ([`vector::quantize`]) from an unlinked temporary file (page cache,
+//! not this process's memory; ~1 µs a row against ~40 µs for a float vector
+//! read from sqlite-vec) and keeps [`vector::rescored`] of them for the exact
+//! rescoring. Recall against exact KNN is measured by
+//! `cargo bench --bench memd -- --vectors-only`.
 //!
 //! The copy follows SQLite through `vector_log`, which every change to the
 //! vector table appends to in the same transaction (see [`vector`]). Each
@@ -36,7 +46,11 @@ use crate::index::vector::{self, StoredVector};
 /// The visibility columns, in [`Filter::field_sets`] order.
 const COLUMNS: [&str; 6] = ["scene", "privacy", "stage", "kind", "subject", "origin"];
 
-/// The in-process int8 copy of the vector table (see the module docs).
+/// Rows the centre is taken from on a reload (the first ones read): enough
+/// for a stable mean, little to buffer.
+const CENTRE_ROWS: usize = 8192;
+
+/// The in-process 1-bit copy of the vector table (see the module docs).
 #[derive(Debug, Default)]
 pub struct CoarseVectors {
     /// Model and dimension the rows belong to; `None` until loaded (or after
@@ -48,16 +62,102 @@ pub struct CoarseVectors {
     ids: Vec<Arc<str>>,
     /// Row of each id.
     rows: HashMap<Arc<str>, usize>,
-    /// Row-major int8 copies, `dim` per row.
-    codes: Vec<i8>,
-    /// 1 / norm of each row's int8 copy (0 for a zero vector).
-    inv_norm: Vec<f32>,
-    /// Interned visibility values per row, in [`COLUMNS`] order.
-    columns: Vec<[u32; 6]>,
+    /// The centre the codes are taken around: the mean of the vectors read
+    /// first on the last reload (empty: the origin).
+    centre: Vec<f32>,
+    /// How many vectors the centre is the mean of.
+    centre_rows: usize,
+    /// Row-major sign bits of `v − centre`, [`code_bytes`] per row; bit `j`
+    /// of byte `b` is component `8b + j` (1: above the centre).
+    bits: Vec<u8>,
+    /// Per row, what turns the bits into a cosine estimate (see [`Terms`]).
+    terms: Vec<Terms>,
+    /// Visibility class of each row: its interned values, see `classes`.
+    class: Vec<u32>,
     /// Expiry per row, milliseconds (`i64::MAX` for none).
     expires: Vec<i64>,
+    /// Interned visibility values of each class, in [`COLUMNS`] order, and
+    /// the class of each combination (never shrink; a handful of them).
+    classes: Vec<[u32; 6]>,
+    class_of: HashMap<[u32; 6], u32>,
     /// Value → interned number, per column (never shrinks; a handful of values).
     values: [HashMap<String, u32>; 6],
+    /// The int8 copies of the rows ([`vector::quantize`], `dim` bytes at
+    /// `row · dim`) in an unlinked temporary file: the second stage reads
+    /// only the candidates' (page cache, not this process's memory). `None`
+    /// until a reload makes one, or after a failed write (the candidates of
+    /// the bits then go to the exact rescoring unnarrowed).
+    side: Option<std::fs::File>,
+}
+
+/// An unlinked temporary file for the int8 copies.
+fn side_file() -> std::io::Result<std::fs::File> {
+    use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let path = std::env::temp_dir().join(format!(
+        "memd-int8-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, AtomicOrdering::Relaxed)
+    ));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)?;
+    std::fs::remove_file(&path)?;
+    Ok(file)
+}
+
+/// Components per block of [`dot`].
+const LANES: usize = 32;
+
+/// The dot product of a row's int8 copy with the query (widened to i16
+/// once per search), accumulated in i32: each block of the row is widened
+/// into a small i16 buffer first, which lets the compiler use multiply-add
+/// of i16 pairs into i32 lanes even at the baseline x86-64 level.
+fn dot(query: &[i16], row: &[i8]) -> i32 {
+    let (qc, rc) = (query.chunks_exact(LANES), row.chunks_exact(LANES));
+    let tail: i32 = qc
+        .remainder()
+        .iter()
+        .zip(rc.remainder())
+        .map(|(&a, &b)| i32::from(a) * i32::from(b))
+        .sum();
+    let mut sum = 0i32;
+    for (q, r) in qc.zip(rc) {
+        let mut wide = [0i16; LANES];
+        for (w, r) in wide.iter_mut().zip(r) {
+            *w = i16::from(*r);
+        }
+        sum += q
+            .iter()
+            .zip(&wide)
+            .map(|(&a, &b)| i32::from(a) * i32::from(b))
+            .sum::<i32>();
+    }
+    sum + tail
+}
+
+/// Bytes of sign bits per row of `dim` components.
+fn code_bytes(dim: usize) -> usize {
+    dim.div_ceil(8)
+}
+
+/// The per-row numbers of the estimate. With `c` the centre, `r = v − c`
+/// and `s` the signs of `r` (±1), the cosine of query `q` and row `v` is
+/// `(⟨q,c⟩ + ⟨c,r⟩ + ⟨q−c,r⟩) / (|q| |v|)`; only the last product is
+/// estimated, as `⟨q−c, s⟩ · |r|² / |r|₁` (exact when `|r|` is spread evenly
+/// over the components, and unbiased-ish otherwise: the 1-bit estimator
+/// of RaBitQ without its random rotation, which did not help on e5 vectors).
+/// The query side stays in floats; `|q|` is common to all rows and dropped.
+#[derive(Debug, Clone, Copy, Default)]
+struct Terms {
+    /// `1 / |v|` (0 for a zero or non-finite vector).
+    inv_norm: f32,
+    /// `|r|² / |r|₁`.
+    scale: f32,
+    /// `⟨c, r⟩`, exact.
+    centre_dot: f32,
 }
 
 /// A candidate in the bounded heap: greater is better (higher score, then smaller id).
@@ -86,21 +186,33 @@ impl Ord for Candidate<'_> {
     }
 }
 
-/// One scope of a filter, compiled against the interned values.
-struct CompiledScope {
-    /// `(column, allowed[interned value])` for each restricted column.
-    sets: Vec<(usize, Vec<bool>)>,
-    /// Only rows expiring after this instant (milliseconds).
-    unexpired_at: Option<i64>,
+/// Whether a visibility class is admitted by a compiled filter.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Gate {
+    /// No scope admits the class.
+    Closed,
+    /// Rows of the class expiring after this instant (milliseconds).
+    After(i64),
+    /// Every row of the class.
+    Open,
 }
 
-impl CompiledScope {
-    fn admits(&self, columns: &[u32; 6], expires: i64) -> bool {
-        self.unexpired_at.is_none_or(|at| expires > at)
-            && self
-                .sets
-                .iter()
-                .all(|(c, allowed)| allowed[columns[*c] as usize])
+impl Gate {
+    fn admits(self, expires: i64) -> bool {
+        match self {
+            Gate::Closed => false,
+            Gate::Open => true,
+            Gate::After(at) => expires > at,
+        }
+    }
+
+    /// The gate admitting what either admits.
+    fn or(self, other: Gate) -> Gate {
+        match (self, other) {
+            (Gate::Open, _) | (_, Gate::Open) => Gate::Open,
+            (Gate::Closed, g) | (g, Gate::Closed) => g,
+            (Gate::After(a), Gate::After(b)) => Gate::After(a.min(b)),
+        }
     }
 }
 
@@ -108,49 +220,95 @@ impl CompiledScope {
 enum Compiled {
     /// Every row.
     All,
-    /// Rows admitted by any of these scopes (none: nothing).
-    Any(Vec<CompiledScope>),
+    /// Rows whose class's gate admits them.
+    Gates(Vec<Gate>),
 }
 
-/// Components per block of [`dot`].
-const LANES: usize = 32;
+/// One query, ready to be scored against the sign bits.
+struct Query {
+    /// Per byte of a code, the sum of `2·(q−c)ⱼ` over its set bits, by byte value.
+    table: Vec<[f32; 256]>,
+    /// `⟨q, c⟩`.
+    centre_dot: f32,
+    /// `Σ (q−c)ⱼ`: `⟨q−c, s⟩` is the table sum minus this.
+    sum: f32,
+}
 
-/// The dot product of a row's int8 copy with the query (widened to i16
-/// once per search), accumulated in i32. A plain loop the compiler
-/// vectorises: each block of the row is widened into a small i16 buffer
-/// first, which lets it use multiply-add of i16 pairs into i32 lanes even at
-/// the baseline x86-64 level (about 2.5× faster there than multiplying the
-/// i8 values directly; measured with rustc -O on 100k rows of 384).
-fn dot(query: &[i16], row: &[i8]) -> i32 {
-    let (qc, rc) = (query.chunks_exact(LANES), row.chunks_exact(LANES));
-    let tail: i32 = qc
-        .remainder()
-        .iter()
-        .zip(rc.remainder())
-        .map(|(&a, &b)| i32::from(a) * i32::from(b))
-        .sum();
-    let mut sum = 0i32;
-    for (q, r) in qc.zip(rc) {
-        let mut wide = [0i16; LANES];
-        for (w, r) in wide.iter_mut().zip(r) {
-            *w = i16::from(*r);
+impl Query {
+    fn new(query: &[f32], centre: &[f32]) -> Query {
+        let c = |j: usize| centre.get(j).copied().unwrap_or(0.0);
+        let centred: Vec<f32> = query.iter().enumerate().map(|(j, x)| x - c(j)).collect();
+        let table = centred
+            .chunks(8)
+            .map(|part| {
+                let mut t = [0f32; 256];
+                for byte in 1..256usize {
+                    // The entry of `byte` is the one without its lowest bit, plus that bit's component.
+                    let low = byte.trailing_zeros() as usize;
+                    t[byte] = t[byte & (byte - 1)] + 2.0 * part.get(low).copied().unwrap_or(0.0);
+                }
+                t
+            })
+            .collect();
+        Query {
+            table,
+            centre_dot: query.iter().enumerate().map(|(j, x)| x * c(j)).sum(),
+            sum: centred.iter().sum(),
         }
-        sum += q
-            .iter()
-            .zip(&wide)
-            .map(|(&a, &b)| i32::from(a) * i32::from(b))
-            .sum::<i32>();
     }
-    sum + tail
+
+    /// The estimated `⟨q, v⟩ / |v|` of a row (see [`Terms`]).
+    fn score(&self, code: &[u8], t: Terms) -> f32 {
+        t.inv_norm
+            * (self.centre_dot + t.centre_dot + t.scale * (table_sum(&self.table, code) - self.sum))
+    }
 }
 
-fn inv_norm(code: &[i8]) -> f32 {
-    let n = (code.iter().map(|&c| i32::from(c).pow(2)).sum::<i32>() as f32).sqrt();
-    if n > 0.0 { 1.0 / n } else { 0.0 }
+/// The sum of the table entries a row's bytes select: eight running sums
+/// (one per byte of a word), so the additions do not wait on each other.
+fn table_sum(table: &[[f32; 256]], code: &[u8]) -> f32 {
+    let (words, rest) = code.as_chunks::<8>();
+    let (tables, rest_tables) = table.as_chunks::<8>();
+    let mut acc = [0f32; 8];
+    for (word, t) in words.iter().zip(tables) {
+        for j in 0..8 {
+            acc[j] += t[j][word[j] as usize];
+        }
+    }
+    let tail: f32 = rest
+        .iter()
+        .zip(rest_tables)
+        .map(|(&b, t)| t[b as usize])
+        .sum();
+    acc.iter().sum::<f32>() + tail
 }
 
-fn to_i8(v: &[f32]) -> Vec<i8> {
-    vector::quantize(v).into_iter().map(|b| b as i8).collect()
+/// The code and terms of vector `v` around `centre` (shorter: zeros).
+fn encode(v: &[f32], centre: &[f32]) -> (Vec<u8>, Terms) {
+    let mut code = vec![0u8; code_bytes(v.len())];
+    let (mut norm2, mut res2, mut res1, mut centre_dot) = (0f32, 0f32, 0f32, 0f32);
+    for (j, &x) in v.iter().enumerate() {
+        let c = centre.get(j).copied().unwrap_or(0.0);
+        let r = x - c;
+        norm2 += x * x;
+        res2 += r * r;
+        res1 += r.abs();
+        centre_dot += c * r;
+        if r > 0.0 {
+            code[j / 8] |= 1 << (j % 8);
+        }
+    }
+    let norm = norm2.sqrt();
+    let terms = if norm > 0.0 && norm.is_finite() && res1.is_finite() {
+        Terms {
+            inv_norm: 1.0 / norm,
+            scale: if res1 > 0.0 { res2 / res1 } else { 0.0 },
+            centre_dot,
+        }
+    } else {
+        Terms::default()
+    };
+    (code, terms)
 }
 
 impl CoarseVectors {
@@ -164,17 +322,17 @@ impl CoarseVectors {
         self.ids.is_empty()
     }
 
-    /// Bytes held by the rows: the matrix, norms, visibility values,
+    /// Bytes held by the rows: the bits, the per-row terms, classes and
     /// expiries, the ids and the id → row table (its allocator overhead
     /// aside).
     pub fn bytes(&self) -> usize {
-        let per_row = std::mem::size_of::<f32>()
-            + std::mem::size_of::<[u32; 6]>()
+        let per_row = std::mem::size_of::<Terms>()
+            + std::mem::size_of::<u32>()
             + std::mem::size_of::<i64>()
             + std::mem::size_of::<Arc<str>>();
         let id_bytes: usize = self.ids.iter().map(|i| i.len() + 16).sum();
         let table = self.rows.capacity() * (std::mem::size_of::<(Arc<str>, usize)>() + 1);
-        self.codes.capacity() + self.ids.len() * per_row + id_bytes + table
+        self.bits.capacity() + self.ids.len() * per_row + id_bytes + table
     }
 
     fn dim(&self) -> usize {
@@ -183,20 +341,29 @@ impl CoarseVectors {
 
     fn clear(&mut self) {
         let values = std::mem::take(&mut self.values);
+        let classes = std::mem::take(&mut self.classes);
+        let class_of = std::mem::take(&mut self.class_of);
         *self = CoarseVectors {
             values,
+            classes,
+            class_of,
             ..CoarseVectors::default()
         };
     }
 
-    fn intern(&mut self, columns: &[String; 6]) -> [u32; 6] {
-        let mut out = [0u32; 6];
+    fn intern(&mut self, columns: &[String; 6]) -> u32 {
+        let mut key = [0u32; 6];
         for (c, value) in columns.iter().enumerate() {
             let map = &mut self.values[c];
             let next = map.len() as u32;
-            out[c] = *map.entry(value.clone()).or_insert(next);
+            key[c] = *map.entry(value.clone()).or_insert(next);
         }
-        out
+        let next = self.classes.len() as u32;
+        let class = *self.class_of.entry(key).or_insert(next);
+        if class == next {
+            self.classes.push(key);
+        }
+        class
     }
 
     fn upsert(&mut self, dim: usize, v: StoredVector) {
@@ -204,8 +371,9 @@ impl CoarseVectors {
             self.remove(&v.id);
             return;
         }
-        let code = to_i8(&v.vector);
-        let columns = self.intern(&v.columns);
+        let (code, terms) = encode(&v.vector, &self.centre);
+        let class = self.intern(&v.columns);
+        let nb = code_bytes(dim);
         let row = match self.rows.get(v.id.as_str()) {
             Some(&row) => row,
             None => {
@@ -213,47 +381,125 @@ impl CoarseVectors {
                 let row = self.ids.len();
                 self.rows.insert(id.clone(), row);
                 self.ids.push(id);
-                self.codes.resize(self.codes.len() + dim, 0);
-                self.inv_norm.push(0.0);
-                self.columns.push([0; 6]);
+                self.bits.resize(self.bits.len() + nb, 0);
+                self.terms.push(Terms::default());
+                self.class.push(0);
                 self.expires.push(0);
                 row
             }
         };
-        self.inv_norm[row] = inv_norm(&code);
-        self.codes[row * dim..(row + 1) * dim].copy_from_slice(&code);
-        self.columns[row] = columns;
+        self.terms[row] = terms;
+        self.bits[row * nb..(row + 1) * nb].copy_from_slice(&code);
+        self.class[row] = class;
         self.expires[row] = v.expires;
+        self.side_write(row, &vector::quantize(&v.vector));
+    }
+
+    fn side_write(&mut self, row: usize, code: &[u8]) {
+        use std::os::unix::fs::FileExt;
+        let offset = (row * code.len()) as u64;
+        if let Some(f) = &self.side
+            && f.write_all_at(code, offset).is_err()
+        {
+            self.side = None;
+        }
+    }
+
+    /// The int8 copy of `row` (`None`: no side file, or it failed).
+    fn side_read(&self, row: usize, dim: usize) -> Option<Vec<i8>> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = vec![0u8; dim];
+        self.side
+            .as_ref()?
+            .read_exact_at(&mut buf, (row * dim) as u64)
+            .ok()?;
+        Some(buf.into_iter().map(|b| b as i8).collect())
     }
 
     fn remove(&mut self, id: &str) {
         let Some(row) = self.rows.remove(id) else {
             return;
         };
-        let dim = self.dim();
+        let nb = code_bytes(self.dim());
         let last = self.ids.len() - 1;
         if row != last {
-            self.codes
-                .copy_within(last * dim..(last + 1) * dim, row * dim);
+            self.bits.copy_within(last * nb..(last + 1) * nb, row * nb);
             self.rows.insert(self.ids[last].clone(), row);
+            match self.side_read(last, self.dim()) {
+                Some(code) => {
+                    let code: Vec<u8> = code.into_iter().map(|b| b as u8).collect();
+                    self.side_write(row, &code);
+                }
+                None => self.side = None,
+            }
         }
         self.ids.swap_remove(row);
-        self.inv_norm.swap_remove(row);
-        self.columns.swap_remove(row);
+        self.terms.swap_remove(row);
+        self.class.swap_remove(row);
         self.expires.swap_remove(row);
-        self.codes.truncate(last * dim);
+        self.bits.truncate(last * nb);
+    }
+
+    /// Replaces the rows by `rows`, centred on the mean of the first
+    /// [`CENTRE_ROWS`] of them (held until the mean is known).
+    fn fill(&mut self, dim: usize, rows: impl IntoIterator<Item = StoredVector>) {
+        let mut first = Vec::new();
+        let mut rows = rows.into_iter();
+        for v in rows.by_ref() {
+            first.push(v);
+            if first.len() == CENTRE_ROWS {
+                break;
+            }
+        }
+        let mut sum = vec![0f64; dim];
+        let mut counted = 0usize;
+        for v in first.iter().filter(|v| v.vector.len() == dim) {
+            if v.vector.iter().all(|x| x.is_finite()) {
+                sum.iter_mut()
+                    .zip(&v.vector)
+                    .for_each(|(s, x)| *s += f64::from(*x));
+                counted += 1;
+            }
+        }
+        self.centre = if counted == 0 {
+            Vec::new()
+        } else {
+            sum.iter().map(|s| (s / counted as f64) as f32).collect()
+        };
+        self.centre_rows = counted;
+        for v in first.into_iter().chain(rows) {
+            self.upsert(dim, v);
+        }
     }
 
     /// Reloads every row of the table in this snapshot.
     fn reload(&mut self, conn: &Connection, model: &(String, usize), seq: i64) -> Result<()> {
         self.clear();
+        self.side = side_file().ok();
         let dim = model.1;
-        vector::for_each_stored(conn, |v| self.upsert(dim, v))?;
-        // Growing by doubling leaves up to half the matrix unused.
-        self.codes.shrink_to_fit();
+        // Read in blocks: the first block fixes the centre, later ones are
+        // encoded as they arrive.
+        let mut first = Vec::with_capacity(CENTRE_ROWS);
+        let mut filled = false;
+        vector::for_each_stored(conn, |v| {
+            if filled {
+                self.upsert(dim, v);
+            } else {
+                first.push(v);
+                if first.len() == CENTRE_ROWS {
+                    self.fill(dim, std::mem::take(&mut first));
+                    filled = true;
+                }
+            }
+        })?;
+        if !filled {
+            self.fill(dim, first);
+        }
+        // Growing by doubling leaves up to half of each vector unused.
+        self.bits.shrink_to_fit();
         self.ids.shrink_to_fit();
-        self.inv_norm.shrink_to_fit();
-        self.columns.shrink_to_fit();
+        self.terms.shrink_to_fit();
+        self.class.shrink_to_fit();
         self.expires.shrink_to_fit();
         self.rows.shrink_to_fit();
         self.model = Some(model.clone());
@@ -276,6 +522,13 @@ impl CoarseVectors {
             self.model = None;
         }
         out
+    }
+
+    /// Whether the centre was taken from too few rows for the copy as it
+    /// now is: a copy that grew from a small table is reloaded (and so
+    /// re-centred) each time it doubles, up to [`CENTRE_ROWS`].
+    fn centre_is_stale(&self) -> bool {
+        self.centre_rows < CENTRE_ROWS && self.len() >= 2 * self.centre_rows.max(64)
     }
 
     fn apply_log(
@@ -309,64 +562,120 @@ impl CoarseVectors {
             }
         }
         self.seq = hi;
+        if self.centre_is_stale() {
+            self.reload(conn, model, hi)?;
+        }
         Ok(true)
     }
 
     fn compile(&self, filter: &Filter) -> Compiled {
-        let mut scopes = Vec::new();
-        'scopes: for scope in &filter.any_of {
+        let mut gates = vec![Gate::Closed; self.classes.len()];
+        for scope in &filter.any_of {
             if Filter::is_unrestricted(scope) {
                 return Compiled::All;
             }
             let mut sets = Vec::new();
+            let mut known = true;
             for (col, allowed) in Filter::field_sets(scope) {
                 let Some(c) = COLUMNS.iter().position(|n| *n == col) else {
-                    continue 'scopes;
+                    known = false;
+                    break;
                 };
                 let mut mask = vec![false; self.values[c].len()];
-                let mut any = false;
                 for v in &allowed {
                     if let Some(&i) = self.values[c].get(v) {
                         mask[i as usize] = true;
-                        any = true;
                     }
-                }
-                if !any {
-                    // No row holds an allowed value: this scope admits nothing.
-                    continue 'scopes;
                 }
                 sets.push((c, mask));
             }
-            scopes.push(CompiledScope {
-                sets,
-                unexpired_at: scope.unexpired_at.map(|at| at.timestamp_millis()),
-            });
+            if !known {
+                // A column the copy does not hold: this scope admits nothing here.
+                continue;
+            }
+            let gate = scope
+                .unexpired_at
+                .map_or(Gate::Open, |at| Gate::After(at.timestamp_millis()));
+            for (class, key) in self.classes.iter().enumerate() {
+                if sets.iter().all(|(c, mask)| mask[key[*c] as usize]) {
+                    gates[class] = gates[class].or(gate);
+                }
+            }
         }
-        Compiled::Any(scopes)
+        Compiled::Gates(gates)
     }
 
-    /// The ids of the `n` rows visible under `filter` with the highest int8
-    /// cosine to `query` (ties by id), in no particular order.
+    /// The candidates for the `k` nearest rows visible under `filter`:
+    /// the [`vector::candidates`] best by the bits, narrowed to the
+    /// [`vector::rescored`] best by their int8 copies (all of the first when
+    /// the side file is missing), in no particular order.
+    pub(crate) fn candidates(&self, query: &[f32], filter: &Filter, k: usize) -> Vec<Arc<str>> {
+        let wide = self.scan_rows(query, filter, vector::candidates(k));
+        let n = vector::rescored(k);
+        let dim = self.dim();
+        if wide.len() <= n || self.side.is_none() {
+            return wide.into_iter().map(|r| self.ids[r].clone()).collect();
+        }
+        let q: Vec<i16> = vector::quantize(query)
+            .into_iter()
+            .map(|b| i16::from(b as i8))
+            .collect();
+        let mut scored = Vec::with_capacity(wide.len());
+        for row in wide {
+            let Some(code) = self.side_read(row, dim) else {
+                return self.scan(query, filter, vector::candidates(k));
+            };
+            let norm = (code.iter().map(|&c| i32::from(c).pow(2)).sum::<i32>() as f32).sqrt();
+            let score = if norm > 0.0 {
+                dot(&q, &code) as f32 / norm
+            } else {
+                0.0
+            };
+            scored.push(Candidate {
+                score,
+                id: &self.ids[row],
+                row,
+            });
+        }
+        scored.sort_by(|a, b| b.cmp(a));
+        scored.truncate(n);
+        scored
+            .into_iter()
+            .map(|c| self.ids[c.row].clone())
+            .collect()
+    }
+
+    /// The ids of the `n` rows visible under `filter` with the highest
+    /// estimated cosine to `query` (ties by id), in no particular order.
     pub(crate) fn scan(&self, query: &[f32], filter: &Filter, n: usize) -> Vec<Arc<str>> {
+        self.scan_rows(query, filter, n)
+            .into_iter()
+            .map(|r| self.ids[r].clone())
+            .collect()
+    }
+
+    fn scan_rows(&self, query: &[f32], filter: &Filter, n: usize) -> Vec<usize> {
         let dim = self.dim();
         if n == 0 || dim == 0 || query.len() != dim {
             return Vec::new();
         }
         let compiled = self.compile(filter);
-        if matches!(&compiled, Compiled::Any(s) if s.is_empty()) {
+        if matches!(&compiled, Compiled::Gates(g) if g.iter().all(|g| *g == Gate::Closed)) {
             return Vec::new();
         }
-        let q: Vec<i16> = to_i8(query).into_iter().map(i16::from).collect();
+        let q = Query::new(query, &self.centre);
         let mut heap: BinaryHeap<Reverse<Candidate<'_>>> = BinaryHeap::with_capacity(n + 1);
-        for (row, code) in self.codes.chunks_exact(dim).enumerate() {
-            if let Compiled::Any(scopes) = &compiled {
-                let (columns, expires) = (&self.columns[row], self.expires[row]);
-                if !scopes.iter().any(|s| s.admits(columns, expires)) {
-                    continue;
-                }
+        let codes = self.bits.chunks_exact(code_bytes(dim));
+        for (row, (code, &terms)) in codes.zip(&self.terms).enumerate() {
+            if let Compiled::Gates(gates) = &compiled
+                && !gates[self.class[row] as usize].admits(self.expires[row])
+            {
+                continue;
             }
-            let score = dot(&q, code) as f32 * self.inv_norm[row];
-            if heap.len() == n && score < heap.peek().map_or(f32::MIN, |w| w.0.score) {
+            let score = q.score(code, terms);
+            if score.is_nan()
+                || (heap.len() == n && score < heap.peek().map_or(f32::MIN, |w| w.0.score))
+            {
                 continue;
             }
             let c = Candidate {
@@ -382,9 +691,7 @@ impl CoarseVectors {
             }
             heap.push(Reverse(c));
         }
-        heap.into_iter()
-            .map(|Reverse(c)| self.ids[c.row].clone())
-            .collect()
+        heap.into_iter().map(|Reverse(c)| c.row).collect()
     }
 }
 
@@ -432,11 +739,10 @@ pub(crate) fn knn(
         // A store without the change log (not migrated yet): sqlite-vec alone.
         return vector::knn_sql(conn, query, filter, k);
     };
-    let n = vector::candidates(k);
     let current = {
         let held = coarse.read().expect("coarse vectors poisoned");
         (held.model.as_ref() == Some(&stored) && held.seq == bounds.1)
-            .then(|| held.scan(query, filter, n))
+            .then(|| held.candidates(query, filter, k))
     };
     let candidates = match current {
         Some(c) => c,
@@ -446,7 +752,7 @@ pub(crate) fn knn(
                 drop(held);
                 return vector::knn_sql(conn, query, filter, k);
             }
-            held.scan(query, filter, n)
+            held.candidates(query, filter, k)
         }
     };
     vector::rescore(conn, query, candidates.iter().map(|s| &**s), filter, k)
@@ -1118,5 +1424,258 @@ mod tests {
             )
             .is_empty()
         );
+    }
+
+    // The 1-bit pass on sets larger than its candidates, where it really
+    // chooses: anisotropic, clustered vectors like a text embedder's.
+
+    /// `n` unit vectors of `dim`: a shared direction (mean cosine ≈ 0.7,
+    /// like e5), one of six topics, one of `clusters` subtopics and per-row
+    /// noise: neighbourhoods at several scales, like a text embedder's.
+    fn clustered(n: usize, dim: usize, clusters: usize, seed: u64) -> Vec<Vec<f32>> {
+        let common = unit(1_000_000, dim);
+        let topics: Vec<Vec<f32>> = (0..6).map(|t| unit(2_000_000 + t, dim)).collect();
+        let subs: Vec<Vec<f32>> = (0..clusters as u64)
+            .map(|c| unit(3_000_000 + c, dim))
+            .collect();
+        (0..n as u64)
+            .map(|i| {
+                let noise = unit(seed * 10_000_000 + i, dim);
+                let sub = (i as usize * 7 + seed as usize) % clusters;
+                let (topic, sub) = (&topics[sub % 6], &subs[sub]);
+                let mut v: Vec<f32> = (0..dim)
+                    .map(|j| 0.8 * common[j] + 0.4 * topic[j] + 0.3 * sub[j] + 0.15 * noise[j])
+                    .collect();
+                let n = v.iter().map(|a| a * a).sum::<f32>().sqrt();
+                v.iter_mut().for_each(|a| *a /= n);
+                v
+            })
+            .collect()
+    }
+
+    fn cosine(a: &[f32], b: &[f32]) -> f32 {
+        let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+        let n = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        dot / (n(a) * n(b))
+    }
+
+    #[test]
+    fn the_bit_pass_keeps_the_true_neighbours_among_its_candidates() {
+        const DIM: usize = 384;
+        let rows = clustered(4000, DIM, 200, 1);
+        let mut c = CoarseVectors {
+            model: Some(("m".into(), DIM)),
+            ..CoarseVectors::default()
+        };
+        let scenes_of = ["main", "pet", "work"];
+        c.fill(
+            DIM,
+            rows.iter().enumerate().map(|(i, v)| StoredVector {
+                id: format!("r{i:05}"),
+                vector: v.clone(),
+                columns: [
+                    scenes_of[i % 3].into(),
+                    "normal".into(),
+                    "long".into(),
+                    "note".into(),
+                    "owner".into(),
+                    "fact".into(),
+                ],
+                expires: i64::MAX,
+            }),
+        );
+        assert_eq!((c.len(), c.centre_rows), (4000, 4000));
+        assert_eq!(c.bits.len(), 4000 * 48, "48 bytes per row of 384");
+        let main = Filter::scope(scenes(&["main"]));
+        let (mut hit, mut total) = (0, 0);
+        for (qi, q) in clustered(30, DIM, 200, 2).iter().enumerate() {
+            let f = if qi % 2 == 0 { &Filter::all() } else { &main };
+            let only_main = qi % 2 == 1;
+            let mut exact: Vec<(f32, usize)> = rows
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !only_main || i % 3 == 0)
+                .map(|(i, v)| (-cosine(q, v), i))
+                .collect();
+            exact.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let got: HashSet<String> = c
+                .scan(q, f, vector::candidates(10))
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+            assert_eq!(got.len(), vector::candidates(10));
+            if only_main {
+                assert!(
+                    got.iter()
+                        .all(|id| id[1..].parse::<usize>().unwrap() % 3 == 0)
+                );
+            }
+            total += 10;
+            hit += exact[..10]
+                .iter()
+                .filter(|(_, i)| got.contains(&format!("r{i:05}")))
+                .count();
+        }
+        assert!(hit * 100 >= total * 98, "recall@10 {hit}/{total}");
+    }
+
+    /// Writes `rows` (memory, vector) in one transaction (`put` one at a time
+    /// reads every pending row per memory).
+    fn put_many(db: &MetaDb, rows: &[(Memory, Vec<f32>)]) {
+        db.write(|t| {
+            for (m, _) in rows {
+                mtx::upsert_memory(t, m, None, &FactExtras::default())?;
+            }
+            vector::ensure_model(t, "m", rows[0].1.len())?;
+            let by_id: HashMap<&str, &[f32]> = rows
+                .iter()
+                .map(|(m, v)| (m.id.as_str(), v.as_slice()))
+                .collect();
+            let pending = vector::pending(t, usize::MAX >> 1)?;
+            let rows: Vec<(&vector::Pending, &[f32])> = pending
+                .iter()
+                .filter_map(|p| by_id.get(p.id.as_str()).map(|v| (p, *v)))
+                .collect();
+            vector::store(t, "m", &rows)
+        })
+        .unwrap();
+    }
+
+    #[test]
+    fn knn_over_the_bit_pass_matches_exact_knn_and_follows_deletions() {
+        const DIM: usize = 64;
+        let dir = tempfile::tempdir().unwrap();
+        let h = Handle::open(&dir.path().join("m.db"), true);
+        let vs = clustered(1500, DIM, 80, 3);
+        let rows: Vec<(Memory, Vec<f32>)> = vs
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let scene = ["main", "pet", "work", "main", "pet"][i % 5];
+                let privacy = if i % 7 == 0 {
+                    Privacy::Sensitive
+                } else {
+                    Privacy::Normal
+                };
+                (memory(&format!("m{i:04}"), scene, privacy, None), v.clone())
+            })
+            .collect();
+        put_many(&h.db, &rows);
+        let two = Filter::scope(Scope {
+            privacy: vec![Privacy::Normal],
+            ..scenes(&["main", "pet"])
+        });
+        let queries = clustered(12, DIM, 80, 4);
+        let (mut hit, mut total) = (0, 0);
+        for q in &queries {
+            for f in [&Filter::all(), &two] {
+                let got = h.knn(q, f, 10);
+                let exact = h.exact(q, f, 10);
+                assert_eq!(got.len(), 10);
+                // Whatever it returns carries its exact distance.
+                for (id, d) in &got {
+                    if let Some(e) = exact.iter().find(|e| &e.0 == id) {
+                        assert!((e.1 - d).abs() < 1e-6);
+                    }
+                }
+                total += 10;
+                hit += got.iter().filter(|g| exact.contains(g)).count();
+            }
+        }
+        assert!(hit * 100 >= total * 98, "recall@10 {hit}/{total}");
+        assert_eq!(h.held().0, 1500, "served by the in-process copy");
+        // Forget the five nearest of the first query: the copy follows, and
+        // the next five come up.
+        let q = &queries[0];
+        let before = h.exact(q, &Filter::all(), 10);
+        h.db.write(|t| {
+            for (id, _) in &before[..5] {
+                mtx::forget(t, id, Utc::now())?;
+            }
+            Ok(())
+        })
+        .unwrap();
+        let got = h.knn(q, &Filter::all(), 10);
+        assert!(got.iter().all(|g| !before[..5].contains(g)));
+        assert_eq!(got[..5], before[5..]);
+        assert_eq!(h.held().0, 1495);
+    }
+
+    #[test]
+    fn a_copy_grown_from_a_small_table_is_centred_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let h = Handle::open(&dir.path().join("m.db"), true);
+        let vs = clustered(300, DIM, 20, 5);
+        let rows: Vec<(Memory, Vec<f32>)> = vs
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                (
+                    memory(&format!("g{i:03}"), "main", Privacy::Normal, None),
+                    v.clone(),
+                )
+            })
+            .collect();
+        put_many(&h.db, &rows[..10]);
+        h.check(&vs[0], &Filter::all(), 5);
+        assert_eq!(h.coarse.read().unwrap().centre_rows, 10);
+        // 100 more through the log: applied in place, the centre kept.
+        put_many(&h.db, &rows[10..110]);
+        h.check(&vs[1], &Filter::all(), 5);
+        assert_eq!(h.coarse.read().unwrap().centre_rows, 10);
+        // Past twice 64 rows: reloaded, centred on all of them.
+        put_many(&h.db, &rows[110..]);
+        h.check(&vs[2], &Filter::all(), 5);
+        let held = h.coarse.read().unwrap();
+        assert_eq!((held.len(), held.centre_rows), (300, 300));
+        let mean: Vec<f32> = (0..DIM)
+            .map(|j| vs.iter().map(|v| v[j]).sum::<f32>() / 300.0)
+            .collect();
+        assert!(
+            held.centre
+                .iter()
+                .zip(&mean)
+                .all(|(a, b)| (a - b).abs() < 1e-5)
+        );
+    }
+
+    #[test]
+    fn the_int8_side_file_follows_updates_and_removals() {
+        let dir = tempfile::tempdir().unwrap();
+        let h = Handle::open(&dir.path().join("m.db"), true);
+        let ids = fill(&h);
+        h.check(&unit(1, DIM), &Filter::all(), 5);
+        // Forgotten (a swap with the last row), re-embedded in place, added.
+        h.db.write(|t| {
+            mtx::forget(t, &ids[3], Utc::now())?;
+            mtx::forget(t, &ids[17], Utc::now())?;
+            Ok(())
+        })
+        .unwrap();
+        put(
+            &h.db,
+            &memory(&ids[5], "pet", Privacy::Normal, None),
+            &unit(900, DIM),
+        );
+        put(
+            &h.db,
+            &memory("extra", "main", Privacy::Normal, None),
+            &unit(901, DIM),
+        );
+        h.check(&unit(2, DIM), &Filter::all(), 5);
+        let held = h.coarse.read().unwrap();
+        assert!(held.side.is_some());
+        assert_eq!(held.len(), 39);
+        for (row, id) in held.ids.iter().enumerate() {
+            let stored =
+                h.db.with_reader(|c| vector::stored(c, id))
+                    .unwrap()
+                    .unwrap();
+            let want: Vec<i8> = vector::quantize(&stored.vector)
+                .into_iter()
+                .map(|b| b as i8)
+                .collect();
+            assert_eq!(held.side_read(row, DIM), Some(want), "{id}");
+        }
     }
 }

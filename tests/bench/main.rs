@@ -10,7 +10,7 @@
 //! 200; 0 skips them, see `writes.rs` for `--writes-embed-ms`), `--writes-only`,
 //! `--http-fulltext-only` (only the HTTP full-text figures, see `http.rs`),
 //! `--no-vectors` / `--vectors-only` (vector search at scale: recall of the
-//! int8 pass, KNN and hybrid latency, disk breakdown; see `vectors.rs`),
+//! 1-bit pass, KNN and hybrid latency, disk breakdown; see `vectors.rs`),
 //! `--reindex-only [--root DIR] [--text-only]` (reindex with and without
 //! vectors from a warm cache, on a root kept in `DIR`; see `reindex.rs`).
 #![allow(clippy::print_stdout)]

@@ -1,4 +1,4 @@
-//! The coarse (int8) vector pass and its exact rescoring (`index::vector`):
+//! The coarse (1-bit, in process) vector pass and its exact rescoring (`index::vector`):
 //! on well-separated data it returns exactly the exact KNN's top k with the
 //! exact distances, and visibility filters hold inside the coarse KNN (k
 //! visible rows come back even when invisible rows are all nearer).
@@ -85,15 +85,15 @@ fn quantize_scales_the_largest_component_to_127() {
 fn coarse_pass_returns_the_exact_top_k_on_well_separated_data() {
     let root = TempRoot::new();
     let hub = hub(&root);
-    // 8 clusters of 60: far more rows than the coarse pass hands on for
-    // k = 10 (52), so the int8 pass really chooses.
+    // 8 clusters of 60: more rows than the coarse pass hands on for k = 10
+    // (296) or 50 (456), so the 1-bit pass really chooses.
     for c in 0..8 {
         for i in 0..60 {
             write(&hub, "main", &format!("c{c}-{}", c * 1000 + i));
         }
     }
     assert_eq!(hub.embed_pending(usize::MAX), 480);
-    assert!(vector::candidates(10) < 480);
+    assert!(vector::candidates(50) < 480);
     for (c, i) in [(0, 5_000), (3, 5_001), (7, 5_002), (5, 17)] {
         let q = point(c, i);
         for k in [1, 10, 50] {
