@@ -852,7 +852,10 @@ fn merge_segments(
         let Some(top) = heads().map(|(_, s)| Total(s)).max() else {
             break;
         };
-        let tied: Vec<usize> = heads().filter(|(_, s)| *s == top.0).map(|(i, _)| i).collect();
+        let tied: Vec<usize> = heads()
+            .filter(|(_, s)| *s == top.0)
+            .map(|(i, _)| i)
+            .collect();
         let mut pick: Option<usize> = None;
         for &i in &tied {
             if head_ids[i].is_none() {
@@ -1329,7 +1332,10 @@ mod tests {
                 let mut sorted = rest.clone();
                 sorted.sort();
                 assert_eq!(rest, sorted);
-                assert!(rest.iter().all(|id| id[1..].parse::<u32>().unwrap() % 3 == 0));
+                assert!(
+                    rest.iter()
+                        .all(|id| id[1..].parse::<u32>().unwrap() % 3 == 0)
+                );
             }
             assert!(hits.windows(2).all(|w| w[0].score >= w[1].score));
         }
