@@ -1,7 +1,9 @@
 //! The tantivy full-text index: schema, upserts, and filtered BM25 queries.
 //!
 //! One tantivy document per searchable memory (fact or document chunk). The
-//! `id` is stored; everything else needed to show a hit lives in SQLite. Raw
+//! `id` is stored (read for the hits returned) and a fast field (its ordinal
+//! in a segment's sorted dictionary orders tied hits as the ids do, without
+//! reading them); everything else needed to show a hit lives in SQLite. Raw
 //! fields (`scene`, `privacy`, `stage`, `kind`, `subject`, `tier`, `origin`)
 //! are indexed untokenised: a visibility filter is a query over them, whose
 //! matching documents (cached per filter and index generation with the BM25
