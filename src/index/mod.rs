@@ -51,7 +51,7 @@ use tokenizer::Term;
 const VECTOR_BATCH: usize = 256;
 
 /// Bumped whenever the on-disk index layout changes; a mismatch triggers a rebuild.
-pub(crate) const INDEX_FORMAT: &str = "6";
+pub(crate) const INDEX_FORMAT: &str = "7";
 
 /// One change to apply.
 #[derive(Debug, Clone)]

@@ -1,7 +1,9 @@
 //! The tantivy full-text index: schema, upserts, and filtered BM25 queries.
 //!
 //! One tantivy document per searchable memory (fact or document chunk). The
-//! `id` is stored; everything else needed to show a hit lives in SQLite. Raw
+//! `id` is stored (read for the hits returned) and a fast field (its ordinal
+//! in a segment's sorted dictionary orders tied hits as the ids do, without
+//! reading them); everything else needed to show a hit lives in SQLite. Raw
 //! fields (`scene`, `privacy`, `stage`, `kind`, `subject`, `tier`, `origin`)
 //! are indexed untokenised: a visibility filter is a query over them, whose
 //! matching documents (cached per filter and index generation with the BM25
@@ -34,7 +36,8 @@ use tantivy::schema::{
     TextFieldIndexing, TextOptions, Value,
 };
 use tantivy::{
-    DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, Score, SegmentOrdinal, Term as TTerm,
+    DocAddress, DocId, Index, IndexReader, IndexWriter, ReloadPolicy, Score, SegmentOrdinal,
+    Term as TTerm,
 };
 
 use crate::error::Result;
@@ -71,9 +74,6 @@ const WHEN_BOOST: f32 = 1.0;
 /// decompressed a block again and took a quarter of a search.
 const DOC_STORE_CACHE_BLOCKS: usize = 512;
 
-/// Hits fetched beyond the limit so that ties at the cut are decided by id.
-const TIE_MARGIN: usize = 16;
-
 #[derive(Clone, Copy)]
 struct Fields {
     id: Field,
@@ -106,7 +106,7 @@ fn schema() -> (Schema, Fields) {
         )
     };
     let fields = Fields {
-        id: b.add_text_field("id", STRING | STORED),
+        id: b.add_text_field("id", STRING | STORED | FAST),
         doc_id: b.add_text_field("doc_id", STRING),
         origin: b.add_text_field("origin", STRING),
         scene: b.add_text_field("scene", STRING),
@@ -726,34 +726,7 @@ impl TextIndex {
         let weight = query.weight(EnableScoring::enabled_from_statistics_provider(
             &stats, &searcher,
         ))?;
-        // Fetch a margin beyond `limit` so that ties at the cut are ordered by
-        // id, not by segment; widen it while the tie reaches the margin's end.
-        let mut fetch = limit + TIE_MARGIN;
-        let top = loop {
-            let top = top_visible(&searcher, weight.as_ref(), &stats, fetch)?;
-            let tie_at_end = top.len() == fetch
-                && top.get(limit - 1).map(|h| quantise(h.0)) == top.last().map(|h| quantise(h.0));
-            if !tie_at_end {
-                break top;
-            }
-            fetch *= 2;
-        };
-        let mut hits = Vec::with_capacity(top.len());
-        for (score, addr) in top {
-            let doc: TantivyDocument = searcher.doc(addr)?;
-            let id = doc
-                .get_first(self.f.id)
-                .and_then(|v| v.as_str())
-                .unwrap_or_default()
-                .to_string();
-            hits.push(TextHit {
-                id,
-                score: quantise(score),
-            });
-        }
-        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
-        hits.truncate(limit);
-        Ok(hits)
+        top_visible(&searcher, weight.as_ref(), &stats, limit, self.f.id)
     }
 }
 
@@ -763,65 +736,175 @@ fn id_hash(id: &str) -> u64 {
     BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(id)
 }
 
-/// A candidate in [`top_visible`]'s heap, ordered by score (then by
-/// address, so the heap's order never depends on insertion order).
-#[derive(PartialEq)]
-struct Scored(Score, DocAddress);
+/// A candidate of one segment: its quantised score, the ordinal of its id
+/// in the segment's sorted id dictionary, and its document number. Ordered
+/// worst first, so that a max-heap of them has its worst candidate on top:
+/// a lower score is worse, and at equal scores a greater id is.
+#[derive(PartialEq, Clone, Copy)]
+struct Candidate(Score, u64, DocId);
 
-impl Eq for Scored {}
+impl Eq for Candidate {}
 
-impl PartialOrd for Scored {
+impl PartialOrd for Candidate {
     fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
         Some(self.cmp(other))
     }
 }
 
-impl Ord for Scored {
+impl Ord for Candidate {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.0
-            .total_cmp(&other.0)
-            .then_with(|| other.1.cmp(&self.1))
+        other
+            .0
+            .total_cmp(&self.0)
+            .then_with(|| self.1.cmp(&other.1))
+            .then_with(|| self.2.cmp(&other.2))
     }
 }
 
-/// The `fetch` best-scoring documents of `weight` among those `stats`
-/// admits (live documents the caller's filter selects), best first.
+/// A score ordered by [`f32::total_cmp`], for the heap of the best scores seen.
+#[derive(PartialEq, Clone, Copy)]
+struct Total(Score);
+
+impl Eq for Total {}
+
+impl PartialOrd for Total {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Total {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+/// The `limit` best documents of `weight` among those `stats` admits (live
+/// documents the caller's filter selects), best first: by quantised score
+/// (see [`quantise`]), ties by id.
 ///
-/// tantivy hands over only documents scoring above the threshold, which is
-/// the `fetch`-th best visible score once that many are held, so documents
-/// that cannot enter are skipped unscored where the query allows it; hidden
-/// documents never raise the threshold. A document scoring exactly the
-/// threshold may be skipped: the caller widens `fetch` while a tie reaches
-/// the end.
+/// Ties are decided without reading the ids of the tied documents: within a
+/// segment, the id's ordinal in the segment's sorted id dictionary (a fast
+/// field) orders them as the ids do, so each segment keeps its `limit` best
+/// by (score, ordinal) in one scoring pass, however many documents tie.
+/// Only the heads of those lists are then read from the document store, to
+/// merge the segments: at most `limit` hits plus one per segment.
+///
+/// tantivy hands over only documents scoring at least the `limit`-th best
+/// visible quantised score seen so far (documents that cannot enter are
+/// skipped unscored where the query allows it); documents scoring exactly
+/// that may still win on their id. Hidden documents never raise the threshold.
 fn top_visible(
     searcher: &tantivy::Searcher,
     weight: &dyn Weight,
     stats: &ScopedStats<'_>,
-    fetch: usize,
-) -> Result<Vec<(Score, DocAddress)>> {
-    let mut heap: BinaryHeap<Reverse<Scored>> = BinaryHeap::with_capacity(fetch + 1);
-    let mut threshold = Score::MIN;
+    limit: usize,
+    id_field: Field,
+) -> Result<Vec<TextHit>> {
+    let id_name = searcher.schema().get_field_name(id_field).to_string();
+    // The `limit` best quantised scores seen, over all segments (a min-heap).
+    let mut best: BinaryHeap<Reverse<Total>> = BinaryHeap::with_capacity(limit + 1);
+    let mut lists: Vec<(SegmentOrdinal, Vec<Candidate>)> = Vec::new();
     for (ord, reader) in searcher.segment_readers().iter().enumerate() {
         let ord = ord as SegmentOrdinal;
         if !stats.admits_any(ord) {
             continue;
         }
+        let ids = reader.fast_fields().str(&id_name)?.ok_or_else(|| {
+            crate::error::Error::Internal(
+                "full-text segment without the id column; run `memd reindex`".into(),
+            )
+        })?;
+        let ords = ids.ords();
+        let mut heap: BinaryHeap<Candidate> = BinaryHeap::with_capacity(limit + 1);
+        let mut threshold = floor_of(&best, limit);
         weight.for_each_pruning(threshold, reader, &mut |doc, score| {
             if stats.admits(ord, doc) {
-                heap.push(Reverse(Scored(score, DocAddress::new(ord, doc))));
-                if heap.len() > fetch {
+                let q = quantise(score);
+                let c = Candidate(q, ords.first(doc).unwrap_or(u64::MAX), doc);
+                if heap.len() < limit {
+                    heap.push(c);
+                } else if heap.peek().is_some_and(|worst| c < *worst) {
                     heap.pop();
+                    heap.push(c);
                 }
-                if heap.len() == fetch {
-                    threshold = heap.peek().map_or(Score::MIN, |h| h.0.0);
+                best.push(Reverse(Total(q)));
+                if best.len() > limit {
+                    best.pop();
                 }
+                threshold = floor_of(&best, limit);
             }
             threshold
         })?;
+        if !heap.is_empty() {
+            // Ascending order of `Candidate` is best first.
+            lists.push((ord, heap.into_sorted_vec()));
+        }
     }
-    let mut top: Vec<(Score, DocAddress)> = heap.into_iter().map(|Reverse(s)| (s.0, s.1)).collect();
-    top.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
-    Ok(top)
+    merge_segments(searcher, id_field, lists, limit)
+}
+
+/// The threshold handed to tantivy: just below the `limit`-th best
+/// quantised score seen, so that documents scoring exactly that still come
+/// (they may win on their id); no threshold before `limit` were seen.
+fn floor_of(best: &BinaryHeap<Reverse<Total>>, limit: usize) -> Score {
+    match best.peek() {
+        Some(Reverse(Total(s))) if best.len() >= limit && *s > 0.0 => s.next_down(),
+        _ => Score::MIN,
+    }
+}
+
+/// Merges per-segment lists (each best first, ties by id) into the `limit`
+/// best hits, reading an id from the document store only for hits taken and
+/// for list heads that tie with the best remaining score.
+fn merge_segments(
+    searcher: &tantivy::Searcher,
+    id_field: Field,
+    lists: Vec<(SegmentOrdinal, Vec<Candidate>)>,
+    limit: usize,
+) -> Result<Vec<TextHit>> {
+    let read_id = |seg: SegmentOrdinal, doc: DocId| -> Result<String> {
+        let d: TantivyDocument = searcher.doc(DocAddress::new(seg, doc))?;
+        Ok(d.get_first(id_field)
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_string())
+    };
+    let mut pos = vec![0usize; lists.len()];
+    let mut head_ids: Vec<Option<String>> = vec![None; lists.len()];
+    let mut hits = Vec::with_capacity(limit);
+    while hits.len() < limit {
+        let heads = || {
+            lists
+                .iter()
+                .enumerate()
+                .filter_map(|(i, (_, l))| l.get(pos[i]).map(|c| (i, c.0)))
+        };
+        let Some(top) = heads().map(|(_, s)| Total(s)).max() else {
+            break;
+        };
+        let tied: Vec<usize> = heads()
+            .filter(|(_, s)| *s == top.0)
+            .map(|(i, _)| i)
+            .collect();
+        let mut pick: Option<usize> = None;
+        for &i in &tied {
+            if head_ids[i].is_none() {
+                let c = lists[i].1[pos[i]];
+                head_ids[i] = Some(read_id(lists[i].0, c.2)?);
+            }
+            if pick.is_none_or(|p| head_ids[i] < head_ids[p]) {
+                pick = Some(i);
+            }
+        }
+        let i = pick.expect("a best head exists");
+        hits.push(TextHit {
+            id: head_ids[i].take().expect("read above"),
+            score: top.0,
+        });
+        pos[i] += 1;
+    }
+    Ok(hits)
 }
 
 /// The words of a memory's event time for the `when` field: the time as
@@ -1276,6 +1359,68 @@ mod tests {
         let merged = idx.search(&terms, &main, true, 10).unwrap();
         assert_eq!(merged, hits);
         assert_eq!(idx.doc_freqs(&terms, &main).unwrap(), (vec![3], 3));
+    }
+
+    /// Many more documents tie than the limit, spread over several segments
+    /// and written in an order unrelated to their ids: the hits are the
+    /// smallest ids of the best score, whatever the segment layout, as a
+    /// full sort by (score, id) gives them.
+    #[test]
+    fn ties_beyond_the_limit_are_decided_by_id_across_segments() {
+        let dir = tempfile::tempdir().unwrap();
+        let idx = TextIndex::open(dir.path(), true).unwrap();
+        let mut expected: Vec<String> = Vec::new();
+        // A scrambled order of 300 ids (7 is coprime with 300).
+        for (n, i) in (0..300).map(|i| (i * 7) % 300).enumerate() {
+            let id = format!("m{i:03}");
+            // Every third memory is longer, so it scores lower.
+            let text = if i % 3 == 0 {
+                "otter by the weir at dusk"
+            } else {
+                "otter"
+            };
+            if i % 3 != 0 {
+                expected.push(id.clone());
+            }
+            idx.upsert(&memory(&id, "main", text, None), "").unwrap();
+            if n % 70 == 69 {
+                idx.commit().unwrap();
+            }
+        }
+        idx.commit().unwrap();
+        assert!(idx.reader.searcher().segment_readers().len() > 2);
+        expected.sort();
+        for limit in [1, 5, 10, 64, 250] {
+            let hits = idx
+                .search(&[word("otter")], &Filter::all(), true, limit)
+                .unwrap();
+            let want: Vec<&str> = expected.iter().map(String::as_str).take(limit).collect();
+            if limit <= expected.len() {
+                assert_eq!(ids(&hits), want, "limit {limit}");
+            } else {
+                // The tied ones first, then the lower-scoring ones by id.
+                assert_eq!(ids(&hits)[..expected.len()], want[..], "limit {limit}");
+                let rest: Vec<&str> = ids(&hits)[expected.len()..].to_vec();
+                let mut sorted = rest.clone();
+                sorted.sort();
+                assert_eq!(rest, sorted);
+                assert!(
+                    rest.iter()
+                        .all(|id| id[1..].parse::<u32>().unwrap() % 3 == 0)
+                );
+            }
+            assert!(hits.windows(2).all(|w| w[0].score >= w[1].score));
+        }
+        // A filter admitting only some of the tied memories.
+        idx.upsert(&memory("m001", "group:x", "otter", None), "")
+            .unwrap();
+        idx.commit().unwrap();
+        let main = Filter::scope(Scope {
+            scenes: vec![Scene::parse("main").unwrap()],
+            ..Scope::default()
+        });
+        let hits = idx.search(&[word("otter")], &main, true, 3).unwrap();
+        assert_eq!(ids(&hits), ["m002", "m004", "m005"]);
     }
 
     /// Red team 3: a filter with no scope at all (a token that may read
