@@ -19,7 +19,10 @@
 //!   are re-ranked by how much of the query a memory covers
 //!   ([`crate::search`]).
 
-use crate::index::tokenizer::{Term, TermKind, cjk_words, is_stop_word, tokenize};
+use crate::analysis::lexicon::Lexicon;
+use crate::index::tokenizer::{
+    Term, TermKind, cjk_content_words, cjk_words, is_stop_word, tokenize,
+};
 
 /// Weight lost per turn counted back from the last one.
 pub const TURN_DECAY: f32 = 0.85;
@@ -238,6 +241,88 @@ pub fn plan(query: &str) -> QueryPlan {
         semantic: semantic_text(query),
         terms,
     }
+}
+
+/// The plan of the cross-lingual full-text pass: the query's content words
+/// translated through `lexicon` into the other language, or `None` when
+/// nothing translates.
+///
+/// - **zh → en**: each Chinese content word ([`cjk_content_words`]) becomes
+///   the English stems of its senses, as [`TermKind::Word`] terms.
+/// - **en → zh**: each English content word becomes the headwords that
+///   translate it, each as a jieba word ([`TermKind::Segment`]) and as its
+///   bigrams, like the query's own Chinese terms in [`plan`].
+/// - Latin words without a translation (names: `Bart`) are kept as they are.
+///
+/// A word's `k` translations share its turn weight equally (`weight / k`,
+/// a uniform translation probability): an ambiguous word spreads its weight
+/// thin, an unambiguous one keeps it. No other weight is involved. Whether
+/// the pass is conversational follows the same rule as [`plan`].
+pub fn translate(query: &str, lexicon: &Lexicon) -> Option<QueryPlan> {
+    let turns = turns(query);
+    let n = turns.len();
+    let mut translated = false;
+    let mut all: Vec<WeightedTerm> = Vec::new();
+    let mut add = |term: Term, weight: f32| match all
+        .iter_mut()
+        .find(|w| w.term.text == term.text && w.term.kind == term.kind)
+    {
+        Some(w) => w.weight = w.weight.max(weight),
+        None => all.push(WeightedTerm { term, weight }),
+    };
+    for (i, turn) in turns.iter().enumerate() {
+        let weight = turn_weight(turn, n - 1 - i);
+        let text = match &turn.speaker {
+            Some(s) => format!("{s} {}", turn.text),
+            None => turn.text.clone(),
+        };
+        for word in cjk_content_words(&text) {
+            let english = lexicon.english_of(&word);
+            translated |= !english.is_empty();
+            let share = weight / english.len().max(1) as f32;
+            for e in english {
+                let term = Term {
+                    text: e.to_string(),
+                    kind: TermKind::Word,
+                };
+                add(term, share);
+            }
+        }
+        for term in tokenize(&text) {
+            if term.kind != TermKind::Word || is_stop_word(&term) {
+                continue;
+            }
+            let chinese = lexicon.chinese_of(&term.text);
+            if chinese.is_empty() {
+                if term.text.bytes().any(|b| b.is_ascii_alphabetic()) {
+                    add(term, weight);
+                }
+                continue;
+            }
+            translated = true;
+            let share = weight / chinese.len() as f32;
+            for zh in chinese {
+                let segment = Term {
+                    text: zh.to_string(),
+                    kind: TermKind::Segment,
+                };
+                add(segment, share);
+                for t in tokenize(zh) {
+                    add(t, share);
+                }
+            }
+        }
+    }
+    let counted = all
+        .iter()
+        .filter(|w| w.term.kind != TermKind::Segment)
+        .count();
+    translated.then(|| QueryPlan {
+        conversational: counted > LONG_QUERY_TERMS,
+        dialogue: n > 1,
+        semantic: String::new(),
+        terms: all,
+    })
 }
 
 /// The share of a text's words that are CJK: CJK characters counted one

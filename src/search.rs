@@ -246,21 +246,30 @@ pub(crate) fn search(
                 }
                 Err(err) => return Err(err),
             };
-            let text_weighted = text_weights(index, &req.query, &text, &req.filter, cfg)?;
+            let text_weighted = text_weights(index, &req.query, &text, &req.filter, cfg, false)?;
+            // The cross-lingual pass votes for the hits in the other script,
+            // the one the query's own terms cannot vote for.
+            let translated = translated_ranking(index, &req.query, &req.filter, depth, cfg)?;
+            let translated_weighted =
+                text_weights(index, &req.query, &translated, &req.filter, cfg, true)?;
             let semantic_weighted: Vec<(String, f32)> = semantic
                 .iter()
                 .map(|h| (h.0.clone(), cfg.semantic_weight))
                 .collect();
-            let passes: std::collections::HashMap<&str, Pass> =
-                text.iter().map(|h| (h.0.as_str(), h.2)).collect();
-            fusion::rrf_weighted(&[&text_weighted, &semantic_weighted], cfg.rrf_k)
-                .into_iter()
-                .take(limit)
-                .map(|(id, score)| {
-                    let pass = passes.get(id.as_str()).copied().unwrap_or(Pass::Semantic);
-                    (id, score, pass)
-                })
-                .collect()
+            let mut passes: std::collections::HashMap<&str, Pass> =
+                translated.iter().map(|h| (h.0.as_str(), h.2)).collect();
+            passes.extend(text.iter().map(|h| (h.0.as_str(), h.2)));
+            fusion::rrf_weighted(
+                &[&text_weighted, &translated_weighted, &semantic_weighted],
+                cfg.rrf_k,
+            )
+            .into_iter()
+            .take(limit)
+            .map(|(id, score)| {
+                let pass = passes.get(id.as_str()).copied().unwrap_or(Pass::Semantic);
+                (id, score, pass)
+            })
+            .collect()
         }
         _ => fulltext_ranking(index, &plan, &req.filter, limit, cfg)?,
     };
@@ -334,12 +343,18 @@ fn time_boost(
 /// only have matched on a name or a number, so it may not outvote the
 /// semantic ranking, which reads across languages; it keeps its place, so
 /// the hits below it are not promoted.
+///
+/// With `other_script`, the other way round: the ranking of the
+/// cross-lingual pass ([`translated_ranking`]) votes only for hits written in
+/// another script than the query, so each memory gets one full-text vote at
+/// most, from the pass in its own language.
 fn text_weights(
     index: &Index,
     query: &str,
     text: &[(String, f32, Pass)],
     filter: &Filter,
     cfg: &SearchConfig,
+    other_script: bool,
 ) -> Result<Vec<(String, f32)>> {
     let query_share = crate::query::cjk_share(query);
     let ids: Vec<String> = text.iter().map(|h| h.0.clone()).collect();
@@ -354,7 +369,11 @@ fn text_weights(
                 };
                 crate::query::scripts_differ(query_share, share)
             });
-            let weight = if differs { 0.0 } else { cfg.fulltext_weight };
+            let weight = if differs == other_script {
+                cfg.fulltext_weight
+            } else {
+                0.0
+            };
             (id.clone(), weight)
         })
         .collect())
@@ -410,7 +429,7 @@ pub fn hybrid_candidates(
         .into_iter()
         .map(|(id, distance)| (id, 1.0 - distance))
         .collect();
-    let text_weighted = text_weights(index, &req.query, &text, &req.filter, cfg)?;
+    let text_weighted = text_weights(index, &req.query, &text, &req.filter, cfg, false)?;
     let mut ids: Vec<String> = text.iter().map(|h| h.0.clone()).collect();
     for (id, _) in &semantic {
         if !ids.contains(id) {
@@ -607,6 +626,25 @@ fn coverage_rerank(
         .collect();
     scored.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     Ok(scored)
+}
+
+/// The cross-lingual full-text ranking: the query translated through the
+/// installed lexicon ([`crate::query::translate`]) and searched like any
+/// query, under the same filter. Empty without a lexicon or when nothing in
+/// the query translates.
+fn translated_ranking(
+    index: &Index,
+    query: &str,
+    filter: &Filter,
+    limit: usize,
+    cfg: &SearchConfig,
+) -> Result<Vec<(String, f32, Pass)>> {
+    let Some(plan) =
+        crate::embed::lexicon::lexicon().and_then(|l| crate::query::translate(query, l))
+    else {
+        return Ok(Vec::new());
+    };
+    fulltext_ranking(index, &plan, filter, limit, cfg)
 }
 
 /// The nearest visible memories to the embedded query: `(id, cosine similarity, Semantic)`.
