@@ -277,15 +277,26 @@ pub fn translate(query: &str, lexicon: &Lexicon) -> Option<QueryPlan> {
             None => turn.text.clone(),
         };
         for word in cjk_content_words(&text) {
-            let english = lexicon.english_of(&word);
-            translated |= !english.is_empty();
-            let share = weight / english.len().max(1) as f32;
-            for e in english {
-                let term = Term {
-                    text: e.to_string(),
-                    kind: TermKind::Word,
-                };
-                add(term, share);
+            // A compound the dictionary lacks (`数学考试`) is read as its parts.
+            let known = if lexicon.english_of(&word).is_empty() {
+                cjk_words(&word)
+                    .into_iter()
+                    .filter(|w| *w != word)
+                    .collect()
+            } else {
+                vec![word]
+            };
+            for word in known {
+                let english = lexicon.english_of(&word);
+                translated |= !english.is_empty();
+                let share = weight / english.len().max(1) as f32;
+                for e in english {
+                    let term = Term {
+                        text: e.to_string(),
+                        kind: TermKind::Word,
+                    };
+                    add(term, share);
+                }
             }
         }
         for term in tokenize(&text) {

@@ -271,7 +271,7 @@ pub(crate) fn search(
             })
             .collect()
         }
-        _ => fulltext_ranking(index, &plan, &req.filter, limit, cfg)?,
+        _ => fulltext_search(index, &plan, req, limit, cfg)?,
     };
     let ids: Vec<String> = scored.iter().map(|(id, _, _)| id.clone()).collect();
     let mut rows = index.meta.get_many(&ids, &req.filter)?;
@@ -626,6 +626,40 @@ fn coverage_rerank(
         .collect();
     scored.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     Ok(scored)
+}
+
+/// Full-text mode: the query's own ranking, fused by reciprocal rank with
+/// the cross-lingual pass when that pass finds memories in the other script
+/// (each memory voted for by the pass in its own language, as in hybrid);
+/// else the query's own ranking as it is (AND hits, then OR hits).
+fn fulltext_search(
+    index: &Index,
+    plan: &QueryPlan,
+    req: &SearchRequest,
+    limit: usize,
+    cfg: &SearchConfig,
+) -> Result<Vec<(String, f32, Pass)>> {
+    let depth = HYBRID_DEPTH.max(limit);
+    let translated = translated_ranking(index, &req.query, &req.filter, depth, cfg)?;
+    let translated_weighted = text_weights(index, &req.query, &translated, &req.filter, cfg, true)?;
+    if translated_weighted.iter().all(|(_, w)| *w <= 0.0) {
+        return fulltext_ranking(index, plan, &req.filter, limit, cfg);
+    }
+    let text = fulltext_ranking(index, plan, &req.filter, depth, cfg)?;
+    let text_weighted = text_weights(index, &req.query, &text, &req.filter, cfg, false)?;
+    let mut passes: std::collections::HashMap<&str, Pass> =
+        translated.iter().map(|h| (h.0.as_str(), h.2)).collect();
+    passes.extend(text.iter().map(|h| (h.0.as_str(), h.2)));
+    Ok(
+        fusion::rrf_weighted(&[&text_weighted, &translated_weighted], cfg.rrf_k)
+            .into_iter()
+            .take(limit)
+            .map(|(id, score)| {
+                let pass = passes.get(id.as_str()).copied().unwrap_or(Pass::Or);
+                (id, score, pass)
+            })
+            .collect(),
+    )
 }
 
 /// The cross-lingual full-text ranking: the query translated through the
