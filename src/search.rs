@@ -673,6 +673,12 @@ fn translated_ranking(
     limit: usize,
     cfg: &SearchConfig,
 ) -> Result<Vec<(String, f32, Pass)>> {
+    // A Latin-script query can only cross into Chinese memories: without any
+    // in the index, the pass would find nothing to vote for (the lexicon is
+    // not even loaded). This changes no result, only the work done.
+    if crate::query::cjk_share(query) <= 0.5 && !index.text_has_cjk()? {
+        return Ok(Vec::new());
+    }
     let Some(plan) =
         crate::embed::lexicon::lexicon().and_then(|l| crate::query::translate(query, l))
     else {

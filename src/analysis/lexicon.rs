@@ -26,7 +26,9 @@
 
 use std::collections::HashMap;
 
-use super::tokenizer::{TermKind, is_cjk, is_stop_word, tokenize};
+#[cfg(doc)]
+use super::tokenizer::tokenize;
+use super::tokenizer::{is_cjk, is_stop_word_text};
 
 /// At most this many English stems translate one headword (the first ones,
 /// in sense order: CC-CEDICT lists the common senses first).
@@ -158,27 +160,32 @@ fn strip_brackets(sense: &str) -> String {
 }
 
 /// The content stems of one sense, or nothing for a sense that refers elsewhere.
+///
+/// Words are split and stemmed as [`tokenize`] does for ASCII text
+/// (lowercase, runs of letters and digits, [`super::stem::stem`] unless a
+/// stop word); only words of ASCII letters are kept. Splitting by hand
+/// instead of through [`tokenize`] (NFKC) makes loading several times faster.
 fn sense_terms(sense: &str) -> Vec<String> {
     if sense.chars().any(is_cjk) {
         return Vec::new();
     }
-    let clean = strip_brackets(sense);
-    let lower = clean.trim().to_lowercase();
+    let clean = strip_brackets(sense).to_ascii_lowercase();
+    let lower = clean.trim();
     if REFERENCE_PREFIXES.iter().any(|p| lower.starts_with(p)) {
         return Vec::new();
     }
     let mut out: Vec<String> = Vec::new();
-    for t in tokenize(&lower) {
-        if t.kind != TermKind::Word
-            || is_stop_word(&t)
-            || GLOSS_STOP.contains(&t.text.as_str())
-            || !t.text.bytes().all(|b| b.is_ascii_lowercase())
-            || t.text.len() < 2
+    for word in lower.split(|c: char| !c.is_alphanumeric()) {
+        if word.len() < 2
+            || !word.bytes().all(|b| b.is_ascii_lowercase())
+            || is_stop_word_text(word)
+            || GLOSS_STOP.contains(&word)
         {
             continue;
         }
-        if !out.contains(&t.text) {
-            out.push(t.text);
+        let stem = super::stem::stem(word);
+        if !out.contains(&stem) {
+            out.push(stem);
         }
     }
     out
@@ -331,6 +338,18 @@ broken line\n";
         assert!(lex.chinese_of("unknown").is_empty());
         assert_eq!(lex.entries(), 6);
         assert!(lex.heap_bytes() > 0);
+    }
+
+    #[test]
+    fn stems_agree_with_the_tokenizer() {
+        let sense = "to perform magic tricks, happily; Stories (old)";
+        let want: Vec<String> = crate::analysis::tokenizer::tokenize(sense)
+            .into_iter()
+            .filter(|t| !crate::analysis::tokenizer::is_stop_word(t))
+            .map(|t| t.text)
+            .filter(|t| t != "old")
+            .collect();
+        assert_eq!(sense_terms(sense), want);
     }
 
     #[test]

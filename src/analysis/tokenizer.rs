@@ -201,7 +201,12 @@ const STOP_WORDS: &[&str] = &[
 
 /// Whether a query term carries no signal.
 pub(crate) fn is_stop_word(term: &Term) -> bool {
-    term.kind == TermKind::Word && STOP_WORDS.binary_search(&term.text.as_str()).is_ok()
+    term.kind == TermKind::Word && is_stop_word_text(&term.text)
+}
+
+/// Whether a lowercase word is an English stop word.
+pub(crate) fn is_stop_word_text(word: &str) -> bool {
+    STOP_WORDS.binary_search(&word).is_ok()
 }
 
 /// The tantivy name of the main text tokenizer.
