@@ -252,23 +252,31 @@ pub fn plan(query: &str) -> QueryPlan {
 /// - **en → zh**: each English content word becomes the headwords that
 ///   translate it, each as a jieba word ([`TermKind::Segment`]) and as its
 ///   bigrams, like the query's own Chinese terms in [`plan`].
-/// - Latin words without a translation (names: `Bart`) are kept as they are.
+/// - Latin words without a translation (names: `Bart`) are kept as they are,
+///   but a memory that matches nothing else gets no vote from the pass
+///   ([`Translation::translations`]), as in the query's own pass.
 ///
 /// A word's `k` translations share its turn weight equally (`weight / k`,
 /// a uniform translation probability): an ambiguous word spreads its weight
 /// thin, an unambiguous one keeps it. No other weight is involved. Whether
 /// the pass is conversational follows the same rule as [`plan`].
-pub fn translate(query: &str, lexicon: &Lexicon) -> Option<QueryPlan> {
+pub fn translate(query: &str, lexicon: &Lexicon) -> Option<Translation> {
     let turns = turns(query);
     let n = turns.len();
     let mut translated = false;
     let mut all: Vec<WeightedTerm> = Vec::new();
-    let mut add = |term: Term, weight: f32| match all
-        .iter_mut()
-        .find(|w| w.term.text == term.text && w.term.kind == term.kind)
-    {
-        Some(w) => w.weight = w.weight.max(weight),
-        None => all.push(WeightedTerm { term, weight }),
+    let mut from_lexicon: Vec<Term> = Vec::new();
+    let mut add = |term: Term, weight: f32, is_translation: bool| {
+        if is_translation && !from_lexicon.contains(&term) {
+            from_lexicon.push(term.clone());
+        }
+        match all
+            .iter_mut()
+            .find(|w| w.term.text == term.text && w.term.kind == term.kind)
+        {
+            Some(w) => w.weight = w.weight.max(weight),
+            None => all.push(WeightedTerm { term, weight }),
+        }
     };
     for (i, turn) in turns.iter().enumerate() {
         let weight = turn_weight(turn, n - 1 - i);
@@ -295,7 +303,7 @@ pub fn translate(query: &str, lexicon: &Lexicon) -> Option<QueryPlan> {
                         text: e.to_string(),
                         kind: TermKind::Word,
                     };
-                    add(term, share);
+                    add(term, share, true);
                 }
             }
         }
@@ -306,7 +314,7 @@ pub fn translate(query: &str, lexicon: &Lexicon) -> Option<QueryPlan> {
             let chinese = lexicon.chinese_of(&term.text);
             if chinese.is_empty() {
                 if term.text.bytes().any(|b| b.is_ascii_alphabetic()) {
-                    add(term, weight);
+                    add(term, weight, false);
                 }
                 continue;
             }
@@ -317,9 +325,9 @@ pub fn translate(query: &str, lexicon: &Lexicon) -> Option<QueryPlan> {
                     text: zh.to_string(),
                     kind: TermKind::Segment,
                 };
-                add(segment, share);
+                add(segment, share, true);
                 for t in tokenize(zh) {
-                    add(t, share);
+                    add(t, share, true);
                 }
             }
         }
@@ -328,12 +336,25 @@ pub fn translate(query: &str, lexicon: &Lexicon) -> Option<QueryPlan> {
         .iter()
         .filter(|w| w.term.kind != TermKind::Segment)
         .count();
-    translated.then(|| QueryPlan {
-        conversational: counted > LONG_QUERY_TERMS,
-        dialogue: n > 1,
-        semantic: String::new(),
-        terms: all,
+    translated.then(|| Translation {
+        plan: QueryPlan {
+            conversational: counted > LONG_QUERY_TERMS,
+            dialogue: n > 1,
+            semantic: String::new(),
+            terms: all,
+        },
+        translations: from_lexicon,
     })
+}
+
+/// A query translated for the cross-lingual pass ([`translate`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Translation {
+    /// The pass's terms: translations and untranslated names.
+    pub(crate) plan: QueryPlan,
+    /// The terms that came from the lexicon. A memory matching none of them
+    /// matched only on a name or a number kept as it was.
+    pub(crate) translations: Vec<Term>,
 }
 
 /// The share of a text's words that are CJK: CJK characters counted one
