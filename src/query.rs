@@ -475,6 +475,48 @@ mod tests {
     }
 
     #[test]
+    fn translation_both_ways() {
+        let lex = Lexicon::parse(
+            "魔術 魔术 [mo2 shu4] /magic/\n\
+             表演 表演 [biao3 yan3] /to perform/show/\n\
+             開心 开心 [kai1 xin1] /happy/\n\
+             高興 高兴 [gao1 xing4] /happy/glad/\n",
+        );
+        let t = translate("<Bart>:\"我要表演魔术\"", &lex).unwrap();
+        let w = |s: &str| {
+            t.plan
+                .terms
+                .iter()
+                .find(|w| w.term.text == s)
+                .map(|w| w.weight)
+        };
+        // One translation keeps the word's weight; two share it.
+        assert_eq!(w("magic"), Some(1.0));
+        assert_eq!(w("perform"), Some(0.5));
+        assert_eq!(w("show"), Some(0.5));
+        // A name passes as it is, but is no translation.
+        assert_eq!(w("bart"), Some(1.0));
+        assert!(t.translations.iter().all(|t| t.text != "bart"));
+        let t = translate("I am so happy", &lex).unwrap();
+        let kinds: Vec<(&str, TermKind, f32)> = t
+            .plan
+            .terms
+            .iter()
+            .map(|w| (w.term.text.as_str(), w.term.kind, w.weight))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("开心", TermKind::Segment, 0.5),
+                ("开心", TermKind::Bigram, 0.5),
+                ("高兴", TermKind::Segment, 0.5),
+                ("高兴", TermKind::Bigram, 0.5),
+            ]
+        );
+        assert!(translate("nothing known here", &lex).is_none());
+    }
+
+    #[test]
     fn long_queries_are_conversational() {
         assert!(plan("one two three four five six seven eight").conversational);
         assert!(!plan("one two three").conversational);
