@@ -248,13 +248,13 @@ pub fn plan(query: &str) -> QueryPlan {
 /// nothing translates.
 ///
 /// - **zh → en**: each Chinese content word ([`cjk_content_words`]) becomes
-///   the English stems of its senses, as [`TermKind::Word`] terms.
+///   the English stems of its senses, as word terms.
 /// - **en → zh**: each English content word becomes the headwords that
-///   translate it, each as a jieba word ([`TermKind::Segment`]) and as its
+///   translate it, each as a jieba word (the `words` field) and as its
 ///   bigrams, like the query's own Chinese terms in [`plan`].
 /// - Latin words without a translation (names: `Bart`) are kept as they are,
 ///   but a memory that matches nothing else gets no vote from the pass
-///   ([`Translation::translations`]), as in the query's own pass.
+///   (`Translation::translations`), as in the query's own pass.
 ///
 /// A word's `k` translations share its turn weight equally (`weight / k`,
 /// a uniform translation probability): an ambiguous word spreads its weight

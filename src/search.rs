@@ -15,7 +15,18 @@
 //! the two weights. A full-text hit written in another script than the query
 //! (mostly CJK against mostly Latin) weighs nothing: it matched on a name or
 //! a number, and letting it vote made hybrid worse than semantic alone across
-//! languages (dev recall@5 zh→en 0.213 against 0.331). Without an embedder, hybrid runs as fulltext and the
+//! languages (dev recall@5 zh→en 0.213 against 0.331).
+//!
+//! **Cross-lingual pass** — with the CC-CEDICT lexicon installed
+//! ([`crate::embed::lexicon`]), the query's content words are also translated
+//! into the other language ([`crate::query::translate`]) and searched like a
+//! query of their own, under the same filter. That pass votes, at
+//! `search.fulltextWeight`, only for hits written in the other script than
+//! the query that contain a translated term: each memory gets at most one
+//! full-text vote, from the pass in its own language. In hybrid mode it is a
+//! third ranking in the fusion; in fulltext mode, when it finds such hits,
+//! the two full-text rankings are fused the same way (else full text is
+//! unchanged). Without the lexicon nothing changes. Without an embedder, hybrid runs as fulltext and the
 //! response says `"mode": "fulltext"`; an explicit semantic request fails with
 //! `EMBEDDING_UNAVAILABLE` instead.
 
