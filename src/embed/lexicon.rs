@@ -8,7 +8,7 @@
 //! names another file, or `off` to disable the pass.
 
 use std::path::PathBuf;
-use std::sync::LazyLock;
+use std::sync::OnceLock;
 
 use crate::analysis::lexicon::Lexicon;
 
@@ -39,7 +39,9 @@ pub struct Loaded {
     pub load_ms: u128,
 }
 
-static LEXICON: LazyLock<Option<Loaded>> = LazyLock::new(|| {
+static LEXICON: OnceLock<Option<Loaded>> = OnceLock::new();
+
+fn load() -> Option<Loaded> {
     let path = lexicon_path()?;
     let start = std::time::Instant::now();
     let text = match std::fs::read_to_string(&path) {
@@ -65,14 +67,32 @@ static LEXICON: LazyLock<Option<Loaded>> = LazyLock::new(|| {
         path,
         load_ms,
     })
-});
+}
 
 /// The installed lexicon, loaded on first call; `None` when it is not installed (or off).
 pub fn lexicon() -> Option<&'static Lexicon> {
-    LEXICON.as_ref().map(|l| &l.lexicon)
+    loaded().map(|l| &l.lexicon)
 }
 
 /// The installed lexicon with where it came from and its load time.
 pub fn loaded() -> Option<&'static Loaded> {
-    LEXICON.as_ref()
+    LEXICON.get_or_init(load).as_ref()
+}
+
+/// Where the lexicon stands, without loading it (for `/v1/health`).
+pub fn status() -> String {
+    match (LEXICON.get(), lexicon_path()) {
+        (Some(Some(l)), _) => format!(
+            "cross-lingual lexicon loaded ({} headwords)",
+            l.lexicon.entries()
+        ),
+        (_, None) => "cross-lingual lexicon off (MEMD_LEXICON=off)".into(),
+        (Some(None), Some(_)) => "no cross-lingual lexicon: full text stays within one language".into(),
+        (None, Some(p)) if p.is_file() => {
+            "cross-lingual lexicon installed, loads on first need".into()
+        }
+        (None, Some(_)) => {
+            "no cross-lingual lexicon (scripts/setup.sh installs it): full text stays within one language".into()
+        }
+    }
 }
