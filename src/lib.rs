@@ -22,7 +22,8 @@
 //!                                   vector_scan.rs 1-bit pass
 //!                                   filter.rs visibility → query clauses
 //!                                   fusion.rs reciprocal rank fusion
-//!                   search.rs fulltext (AND, OR fallback) | semantic | hybrid
+//!                   search.rs fulltext (AND, OR fallback) | semantic | hybrid,
+//!                             + a cross-lingual pass (query.rs translate, CC-CEDICT)
 //! ```
 //!
 //! A write goes: validate (one rule set for every way in, [`model::Record::validate`])
@@ -116,7 +117,9 @@
 //! - [`layout`]: root paths (`memories/`, `data/`, `config.json`, …) and private
 //!   file modes; the lowest layer. [`analysis`]: the tokenizer (words, CJK
 //!   bigrams) and light English stemmer shared by the index, query planning and
-//!   the test embedder.
+//!   the test embedder, and the bilingual lexicon parsed from CC-CEDICT
+//!   ([`analysis::lexicon`]) that [`query::translate`] uses for the
+//!   cross-lingual full-text pass.
 //! - [`config`]: the typed `config.json`: composes the sub-configs of the
 //!   modules it configures (each defined by its owner below it) and validates the file.
 //! - [`model`], [`ids`]: plain domain types and id schemes; no IO.
@@ -139,8 +142,9 @@
 //!   context field), [`index::lifecycle`] (supersede marks, `touch` replay).
 //! - [`embed`]: the [`embed::Embedder`] trait, the ONNX model
 //!   ([`embed::onnx`]) with a compact Unigram tokenizer model ([`embed::unigram`]:
-//!   the same token ids as `tokenizers` in ~7 MiB instead of ~280), a deterministic test embedder ([`embed::hash`]) and the
-//!   vector cache under `data/cache/` ([`embed::cache`]).
+//!   the same token ids as `tokenizers` in ~7 MiB instead of ~280), a deterministic test embedder ([`embed::hash`]),
+//!   the vector cache under `data/cache/` ([`embed::cache`]) and the installed
+//!   lexicon beside the model ([`embed::lexicon`], optional, loaded on first use).
 //! - [`search`]: query planning and ranking in three modes; [`relevance`]:
 //!   the relevance floor of recall (script-aware cosine, else term coverage).
 //! - [`lifecycle`]: retention tiers, opt-in tier expiry, promotion, the exact

@@ -19,7 +19,10 @@
 //!   are re-ranked by how much of the query a memory covers
 //!   ([`crate::search`]).
 
-use crate::index::tokenizer::{Term, TermKind, cjk_words, is_stop_word, tokenize};
+use crate::analysis::lexicon::Lexicon;
+use crate::index::tokenizer::{
+    Term, TermKind, cjk_content_words, cjk_words, is_stop_word, tokenize,
+};
 
 /// Weight lost per turn counted back from the last one.
 pub const TURN_DECAY: f32 = 0.85;
@@ -240,6 +243,120 @@ pub fn plan(query: &str) -> QueryPlan {
     }
 }
 
+/// The plan of the cross-lingual full-text pass: the query's content words
+/// translated through `lexicon` into the other language, or `None` when
+/// nothing translates.
+///
+/// - **zh → en**: each Chinese content word ([`cjk_content_words`]) becomes
+///   the English stems of its senses, as word terms.
+/// - **en → zh**: each English content word becomes the headwords that
+///   translate it, each as a jieba word (the `words` field) and as its
+///   bigrams, like the query's own Chinese terms in [`plan`].
+/// - Latin words without a translation (names: `Bart`) are kept as they are,
+///   but a memory that matches nothing else gets no vote from the pass
+///   (`Translation::translations`), as in the query's own pass.
+///
+/// A word's `k` translations share its turn weight equally (`weight / k`,
+/// a uniform translation probability): an ambiguous word spreads its weight
+/// thin, an unambiguous one keeps it. No other weight is involved. Whether
+/// the pass is conversational follows the same rule as [`plan`].
+pub fn translate(query: &str, lexicon: &Lexicon) -> Option<Translation> {
+    let turns = turns(query);
+    let n = turns.len();
+    let mut translated = false;
+    let mut all: Vec<WeightedTerm> = Vec::new();
+    let mut from_lexicon: Vec<Term> = Vec::new();
+    let mut add = |term: Term, weight: f32, is_translation: bool| {
+        if is_translation && !from_lexicon.contains(&term) {
+            from_lexicon.push(term.clone());
+        }
+        match all
+            .iter_mut()
+            .find(|w| w.term.text == term.text && w.term.kind == term.kind)
+        {
+            Some(w) => w.weight = w.weight.max(weight),
+            None => all.push(WeightedTerm { term, weight }),
+        }
+    };
+    for (i, turn) in turns.iter().enumerate() {
+        let weight = turn_weight(turn, n - 1 - i);
+        let text = match &turn.speaker {
+            Some(s) => format!("{s} {}", turn.text),
+            None => turn.text.clone(),
+        };
+        for word in cjk_content_words(&text) {
+            // A compound the dictionary lacks (`数学考试`) is read as its parts.
+            let known = if lexicon.english_of(&word).is_empty() {
+                cjk_words(&word)
+                    .into_iter()
+                    .filter(|w| *w != word)
+                    .collect()
+            } else {
+                vec![word]
+            };
+            for word in known {
+                let english = lexicon.english_of(&word);
+                translated |= !english.is_empty();
+                let share = weight / english.len().max(1) as f32;
+                for e in english {
+                    let term = Term {
+                        text: e.to_string(),
+                        kind: TermKind::Word,
+                    };
+                    add(term, share, true);
+                }
+            }
+        }
+        for term in tokenize(&text) {
+            if term.kind != TermKind::Word || is_stop_word(&term) {
+                continue;
+            }
+            let chinese = lexicon.chinese_of(&term.text);
+            if chinese.is_empty() {
+                if term.text.bytes().any(|b| b.is_ascii_alphabetic()) {
+                    add(term, weight, false);
+                }
+                continue;
+            }
+            translated = true;
+            let share = weight / chinese.len() as f32;
+            for zh in chinese {
+                let segment = Term {
+                    text: zh.to_string(),
+                    kind: TermKind::Segment,
+                };
+                add(segment, share, true);
+                for t in tokenize(zh) {
+                    add(t, share, true);
+                }
+            }
+        }
+    }
+    let counted = all
+        .iter()
+        .filter(|w| w.term.kind != TermKind::Segment)
+        .count();
+    translated.then(|| Translation {
+        plan: QueryPlan {
+            conversational: counted > LONG_QUERY_TERMS,
+            dialogue: n > 1,
+            semantic: String::new(),
+            terms: all,
+        },
+        translations: from_lexicon,
+    })
+}
+
+/// A query translated for the cross-lingual pass ([`translate`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Translation {
+    /// The pass's terms: translations and untranslated names.
+    pub(crate) plan: QueryPlan,
+    /// The terms that came from the lexicon. A memory matching none of them
+    /// matched only on a name or a number kept as it was.
+    pub(crate) translations: Vec<Term>,
+}
+
 /// The share of a text's words that are CJK: CJK characters counted one
 /// each, Latin words (runs of ASCII letters) one each. A text with neither
 /// (digits, punctuation) is 0.5, neutral.
@@ -355,6 +472,48 @@ mod tests {
         let short = plan("公园散步");
         assert!(short.terms.iter().any(|w| w.term.kind == TermKind::Segment));
         assert!(!short.conversational, "jieba words do not lengthen a query");
+    }
+
+    #[test]
+    fn translation_both_ways() {
+        let lex = Lexicon::parse(
+            "魔術 魔术 [mo2 shu4] /magic/\n\
+             表演 表演 [biao3 yan3] /to perform/show/\n\
+             開心 开心 [kai1 xin1] /happy/\n\
+             高興 高兴 [gao1 xing4] /happy/glad/\n",
+        );
+        let t = translate("<Bart>:\"我要表演魔术\"", &lex).unwrap();
+        let w = |s: &str| {
+            t.plan
+                .terms
+                .iter()
+                .find(|w| w.term.text == s)
+                .map(|w| w.weight)
+        };
+        // One translation keeps the word's weight; two share it.
+        assert_eq!(w("magic"), Some(1.0));
+        assert_eq!(w("perform"), Some(0.5));
+        assert_eq!(w("show"), Some(0.5));
+        // A name passes as it is, but is no translation.
+        assert_eq!(w("bart"), Some(1.0));
+        assert!(t.translations.iter().all(|t| t.text != "bart"));
+        let t = translate("I am so happy", &lex).unwrap();
+        let kinds: Vec<(&str, TermKind, f32)> = t
+            .plan
+            .terms
+            .iter()
+            .map(|w| (w.term.text.as_str(), w.term.kind, w.weight))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("开心", TermKind::Segment, 0.5),
+                ("开心", TermKind::Bigram, 0.5),
+                ("高兴", TermKind::Segment, 0.5),
+                ("高兴", TermKind::Bigram, 0.5),
+            ]
+        );
+        assert!(translate("nothing known here", &lex).is_none());
     }
 
     #[test]

@@ -15,7 +15,18 @@
 //! the two weights. A full-text hit written in another script than the query
 //! (mostly CJK against mostly Latin) weighs nothing: it matched on a name or
 //! a number, and letting it vote made hybrid worse than semantic alone across
-//! languages (dev recall@5 zh→en 0.213 against 0.331). Without an embedder, hybrid runs as fulltext and the
+//! languages (dev recall@5 zh→en 0.213 against 0.331).
+//!
+//! **Cross-lingual pass** — with the CC-CEDICT lexicon installed
+//! ([`crate::embed::lexicon`]), the query's content words are also translated
+//! into the other language ([`crate::query::translate`]) and searched like a
+//! query of their own, under the same filter. That pass votes, at
+//! `search.fulltextWeight`, only for hits written in the other script than
+//! the query that contain a translated term: each memory gets at most one
+//! full-text vote, from the pass in its own language. In hybrid mode it is a
+//! third ranking in the fusion; in fulltext mode, when it finds such hits,
+//! the two full-text rankings are fused the same way (else full text is
+//! unchanged). Without the lexicon nothing changes. Without an embedder, hybrid runs as fulltext and the
 //! response says `"mode": "fulltext"`; an explicit semantic request fails with
 //! `EMBEDDING_UNAVAILABLE` instead.
 
@@ -246,23 +257,31 @@ pub(crate) fn search(
                 }
                 Err(err) => return Err(err),
             };
-            let text_weighted = text_weights(index, &req.query, &text, &req.filter, cfg)?;
+            let text_weighted = text_weights(index, &req.query, &text, &req.filter, cfg, None)?;
+            // The cross-lingual pass votes for the hits in the other script,
+            // the one the query's own terms cannot vote for.
+            let (translated, translated_weighted) =
+                translated_ranking(index, &req.query, &req.filter, depth, cfg)?;
             let semantic_weighted: Vec<(String, f32)> = semantic
                 .iter()
                 .map(|h| (h.0.clone(), cfg.semantic_weight))
                 .collect();
-            let passes: std::collections::HashMap<&str, Pass> =
-                text.iter().map(|h| (h.0.as_str(), h.2)).collect();
-            fusion::rrf_weighted(&[&text_weighted, &semantic_weighted], cfg.rrf_k)
-                .into_iter()
-                .take(limit)
-                .map(|(id, score)| {
-                    let pass = passes.get(id.as_str()).copied().unwrap_or(Pass::Semantic);
-                    (id, score, pass)
-                })
-                .collect()
+            let mut passes: std::collections::HashMap<&str, Pass> =
+                translated.iter().map(|h| (h.0.as_str(), h.2)).collect();
+            passes.extend(text.iter().map(|h| (h.0.as_str(), h.2)));
+            fusion::rrf_weighted(
+                &[&text_weighted, &translated_weighted, &semantic_weighted],
+                cfg.rrf_k,
+            )
+            .into_iter()
+            .take(limit)
+            .map(|(id, score)| {
+                let pass = passes.get(id.as_str()).copied().unwrap_or(Pass::Semantic);
+                (id, score, pass)
+            })
+            .collect()
         }
-        _ => fulltext_ranking(index, &plan, &req.filter, limit, cfg)?,
+        _ => fulltext_search(index, &plan, req, limit, cfg)?,
     };
     let ids: Vec<String> = scored.iter().map(|(id, _, _)| id.clone()).collect();
     let mut rows = index.meta.get_many(&ids, &req.filter)?;
@@ -334,12 +353,20 @@ fn time_boost(
 /// only have matched on a name or a number, so it may not outvote the
 /// semantic ranking, which reads across languages; it keeps its place, so
 /// the hits below it are not promoted.
+///
+/// With `translations` (the ranking of the cross-lingual pass,
+/// [`translated_ranking`]), the other way round: only hits written in
+/// another script than the query vote, so each memory gets one full-text
+/// vote at most, from the pass in its own language; and only those that
+/// contain one of the `translations` (a name kept as it is votes no more
+/// here than in the query's own pass).
 fn text_weights(
     index: &Index,
     query: &str,
     text: &[(String, f32, Pass)],
     filter: &Filter,
     cfg: &SearchConfig,
+    translations: Option<&[Term]>,
 ) -> Result<Vec<(String, f32)>> {
     let query_share = crate::query::cjk_share(query);
     let ids: Vec<String> = text.iter().map(|h| h.0.clone()).collect();
@@ -347,17 +374,40 @@ fn text_weights(
     Ok(text
         .iter()
         .map(|(id, _, _)| {
-            let differs = rows.get(id).is_some_and(|m| {
-                let share = match &m.title {
-                    Some(t) => crate::query::cjk_share(&format!("{t}\n{}", m.text)),
-                    None => crate::query::cjk_share(&m.text),
-                };
-                crate::query::scripts_differ(query_share, share)
+            let body = rows.get(id).map(|m| match &m.title {
+                Some(t) => format!("{t}\n{}", m.text),
+                None => m.text.clone(),
             });
-            let weight = if differs { 0.0 } else { cfg.fulltext_weight };
+            let differs = body.as_deref().is_some_and(|b| {
+                crate::query::scripts_differ(query_share, crate::query::cjk_share(b))
+            });
+            let votes = match translations {
+                None => !differs,
+                Some(terms) => differs && body.as_deref().is_some_and(|b| contains_any(b, terms)),
+            };
+            let weight = if votes { cfg.fulltext_weight } else { 0.0 };
             (id.clone(), weight)
         })
         .collect())
+}
+
+/// Whether `text` holds one of `terms` (words and bigrams as the tokenizer
+/// cuts them, jieba words as the words field does).
+fn contains_any(text: &str, terms: &[Term]) -> bool {
+    let words: std::collections::HashSet<String> =
+        tokenize(text).into_iter().map(|t| t.text).collect();
+    if terms
+        .iter()
+        .any(|t| matches!(t.kind, TermKind::Word | TermKind::Bigram) && words.contains(&t.text))
+    {
+        return true;
+    }
+    terms.iter().any(|t| t.kind == TermKind::Segment)
+        && crate::index::tokenizer::cjk_words(text).iter().any(|w| {
+            terms
+                .iter()
+                .any(|t| t.kind == TermKind::Segment && t.text == *w)
+        })
 }
 
 /// One hybrid candidate: a memory from either ranking with the features the
@@ -410,7 +460,7 @@ pub fn hybrid_candidates(
         .into_iter()
         .map(|(id, distance)| (id, 1.0 - distance))
         .collect();
-    let text_weighted = text_weights(index, &req.query, &text, &req.filter, cfg)?;
+    let text_weighted = text_weights(index, &req.query, &text, &req.filter, cfg, None)?;
     let mut ids: Vec<String> = text.iter().map(|h| h.0.clone()).collect();
     for (id, _) in &semantic {
         if !ids.contains(id) {
@@ -607,6 +657,68 @@ fn coverage_rerank(
         .collect();
     scored.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     Ok(scored)
+}
+
+/// Full-text mode: the query's own ranking, fused by reciprocal rank with
+/// the cross-lingual pass when that pass finds memories in the other script
+/// (each memory voted for by the pass in its own language, as in hybrid);
+/// else the query's own ranking as it is (AND hits, then OR hits).
+fn fulltext_search(
+    index: &Index,
+    plan: &QueryPlan,
+    req: &SearchRequest,
+    limit: usize,
+    cfg: &SearchConfig,
+) -> Result<Vec<(String, f32, Pass)>> {
+    let depth = HYBRID_DEPTH.max(limit);
+    let (translated, translated_weighted) =
+        translated_ranking(index, &req.query, &req.filter, depth, cfg)?;
+    if translated_weighted.iter().all(|(_, w)| *w <= 0.0) {
+        return fulltext_ranking(index, plan, &req.filter, limit, cfg);
+    }
+    let text = fulltext_ranking(index, plan, &req.filter, depth, cfg)?;
+    let text_weighted = text_weights(index, &req.query, &text, &req.filter, cfg, None)?;
+    let mut passes: std::collections::HashMap<&str, Pass> =
+        translated.iter().map(|h| (h.0.as_str(), h.2)).collect();
+    passes.extend(text.iter().map(|h| (h.0.as_str(), h.2)));
+    Ok(
+        fusion::rrf_weighted(&[&text_weighted, &translated_weighted], cfg.rrf_k)
+            .into_iter()
+            .take(limit)
+            .map(|(id, score)| {
+                let pass = passes.get(id.as_str()).copied().unwrap_or(Pass::Or);
+                (id, score, pass)
+            })
+            .collect(),
+    )
+}
+
+/// The cross-lingual full-text ranking: the query translated through the
+/// installed lexicon ([`crate::query::translate`]) and searched like any
+/// query, under the same filter, with its fusion weights ([`text_weights`]
+/// with the translations). Empty without a lexicon or when nothing in the
+/// query translates.
+#[allow(clippy::type_complexity)]
+fn translated_ranking(
+    index: &Index,
+    query: &str,
+    filter: &Filter,
+    limit: usize,
+    cfg: &SearchConfig,
+) -> Result<(Vec<(String, f32, Pass)>, Vec<(String, f32)>)> {
+    // A Latin-script query can only cross into Chinese memories: without any
+    // in the index, the pass would find nothing to vote for (the lexicon is
+    // not even loaded). This changes no result, only the work done.
+    if crate::query::cjk_share(query) <= 0.5 && !index.text_has_cjk()? {
+        return Ok(Default::default());
+    }
+    let Some(t) = crate::embed::lexicon::lexicon().and_then(|l| crate::query::translate(query, l))
+    else {
+        return Ok(Default::default());
+    };
+    let hits = fulltext_ranking(index, &t.plan, filter, limit, cfg)?;
+    let weights = text_weights(index, query, &hits, filter, cfg, Some(&t.translations))?;
+    Ok((hits, weights))
 }
 
 /// The nearest visible memories to the embedded query: `(id, cosine similarity, Semantic)`.

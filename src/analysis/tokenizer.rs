@@ -154,6 +154,42 @@ pub fn cjk_words(text: &str) -> Vec<String> {
     out
 }
 
+/// The content words of the Han runs of normalised `text`, as jieba cuts
+/// them (accurate mode, with part-of-speech tags): nouns, verbs,
+/// adjectives, idioms and set phrases of two characters or more, and
+/// single-character nouns (`猫`). Grammar (`的`, `我们`, `就是`) is left out.
+/// Used to translate a query word by word, so words overlap nowhere.
+pub fn cjk_content_words(text: &str) -> Vec<String> {
+    let norm = normalize(text);
+    let mut out = Vec::new();
+    let mut run = String::new();
+    let flush = |run: &mut String, out: &mut Vec<String>| {
+        if !run.is_empty() {
+            for tag in JIEBA.tag(run, true) {
+                let long = tag.word.chars().nth(1).is_some();
+                let content = match tag.tag.chars().next() {
+                    Some('n') => !tag.tag.starts_with("nr") || long,
+                    Some('v' | 'a' | 'i' | 'l') => long,
+                    _ => false,
+                };
+                if content && tag.word.chars().all(is_cjk) {
+                    out.push(tag.word.to_string());
+                }
+            }
+        }
+        run.clear();
+    };
+    for c in norm.chars() {
+        if is_cjk(c) {
+            run.push(c);
+        } else {
+            flush(&mut run, &mut out);
+        }
+    }
+    flush(&mut run, &mut out);
+    out
+}
+
 /// English function words dropped from queries (the index keeps them).
 const STOP_WORDS: &[&str] = &[
     "a", "about", "am", "an", "and", "are", "as", "at", "be", "been", "but", "by", "can", "could",
@@ -165,7 +201,12 @@ const STOP_WORDS: &[&str] = &[
 
 /// Whether a query term carries no signal.
 pub(crate) fn is_stop_word(term: &Term) -> bool {
-    term.kind == TermKind::Word && STOP_WORDS.binary_search(&term.text.as_str()).is_ok()
+    term.kind == TermKind::Word && is_stop_word_text(&term.text)
+}
+
+/// Whether a lowercase word is an English stop word.
+pub(crate) fn is_stop_word_text(word: &str) -> bool {
+    STOP_WORDS.binary_search(&word).is_ok()
 }
 
 /// The tantivy name of the main text tokenizer.
@@ -296,6 +337,17 @@ mod tests {
         assert!(words.contains(&"共和国".to_string()), "{words:?}");
         assert!(words.iter().all(|w| w.chars().count() >= 2), "{words:?}");
         assert!(cjk_words("hello 猫").is_empty());
+    }
+
+    #[test]
+    fn content_words() {
+        let words = cjk_content_words("我今天拿到了数学考试的满分！");
+        assert_eq!(words, ["拿到", "数学考试"]);
+        assert!(
+            !words.iter().any(|w| w == "我" || w == "的" || w == "了"),
+            "{words:?}"
+        );
+        assert!(cjk_content_words("我的猫").contains(&"猫".to_string()));
     }
 
     #[test]

@@ -211,6 +211,8 @@ impl Hub {
                 format!("unavailable: {reason}; full-text search keeps working"),
             ),
         };
+        let mut embedder = embedder;
+        embedder.detail = format!("{}; {}", embedder.detail, crate::embed::lexicon::status());
         components.insert("embedder", embedder);
         let disk = match crate::disk::space(&self.layout().root) {
             Some((free, total)) => component(

@@ -488,6 +488,12 @@ impl Index {
         Ok(cursors)
     }
 
+    /// Whether any indexed document holds a CJK character (deleted ones
+    /// included until their segment merges); see [`TextIndex::has_cjk`].
+    pub(crate) fn text_has_cjk(&self) -> Result<bool> {
+        self.text.has_cjk()
+    }
+
     /// Text search under a filter with a boost per term; see [`TextIndex::search_weighted`].
     pub(crate) fn text_search_weighted(
         &self,

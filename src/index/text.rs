@@ -657,6 +657,19 @@ impl TextIndex {
         self.search_weighted(&weighted, filter, all_terms, limit)
     }
 
+    /// Whether any document of the index (visible or not, deleted ones until
+    /// their segment merges) holds a CJK character: a cheap look at the
+    /// chars field's term dictionaries, used only to skip work that could
+    /// find nothing (the cross-lingual pass of a Latin-script query).
+    pub(crate) fn has_cjk(&self) -> Result<bool> {
+        for segment in self.reader.searcher().segment_readers() {
+            if segment.inverted_index(self.f.chars)?.terms().num_terms() > 0 {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     /// Documents visible under `filter` containing each term (the chars field
     /// for lone CJK characters), and the number of visible documents. Counts
     /// never include memories the filter hides (see [`crate::index::scoped_stats`]).

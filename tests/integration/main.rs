@@ -11,6 +11,7 @@ mod console;
 mod consolidate;
 mod context;
 mod crash;
+mod crosslingual;
 mod diskfull;
 mod doctor;
 mod documents;

@@ -1,0 +1,73 @@
+//! Cross-lingual full text through the installed CC-CEDICT lexicon
+//! (`scripts/setup.sh`): a Chinese query finds English memories and the
+//! other way round, in full-text and hybrid mode, always under the caller's
+//! filter. Skipped (with a note) where the lexicon is not installed.
+
+use std::sync::Arc;
+
+use memory_hub::index::filter::{Filter, Scope};
+use memory_hub::search::{SearchMode, SearchRequest};
+
+use crate::support::{TempRoot, scene, search_ids_in, write};
+
+fn installed() -> bool {
+    let on = memory_hub::embed::lexicon::lexicon().is_some();
+    if !on {
+        eprintln!("skipped: no lexicon installed (run scripts/setup.sh)");
+    }
+    on
+}
+
+#[test]
+fn a_chinese_query_finds_english_memories_and_back() {
+    if !installed() {
+        return;
+    }
+    let root = TempRoot::new();
+    let hub = root.hub_with(Arc::new(memory_hub::embed::hash::HashEmbedder::new(384)));
+    let magic = write(&hub, "main", "Bart performed a magic trick at the party");
+    let _other = write(&hub, "main", "Bart went fishing with his father");
+    let zh = write(&hub, "main", "Lisa 在学校图书馆借了一本小说");
+    for mode in [SearchMode::Fulltext, SearchMode::Hybrid] {
+        let hits = search_ids_in(&hub, "我想看魔术表演", 3, mode);
+        assert_eq!(hits.first(), Some(&magic), "{mode}: {hits:?}");
+        let hits = search_ids_in(
+            &hub,
+            "Which novel did she borrow from the library?",
+            3,
+            mode,
+        );
+        assert_eq!(hits.first(), Some(&zh), "{mode}: {hits:?}");
+    }
+}
+
+#[test]
+fn the_translated_pass_sees_only_what_the_filter_allows() {
+    if !installed() {
+        return;
+    }
+    let root = TempRoot::new();
+    let hub = root.hub_with(Arc::new(memory_hub::embed::hash::HashEmbedder::new(384)));
+    let hidden = write(&hub, "secret", "Bart performed a magic trick at the party");
+    let visible = write(&hub, "main", "Bart performed at the school concert");
+    let main_only = Filter::scope(Scope {
+        scenes: vec![scene("main")],
+        ..Scope::default()
+    });
+    for mode in [SearchMode::Fulltext, SearchMode::Hybrid] {
+        let results = hub
+            .search(&SearchRequest {
+                query: "我想看魔术表演".into(),
+                filter: main_only.clone(),
+                limit: Some(10),
+                mode: Some(mode),
+            })
+            .unwrap();
+        let ids: Vec<&str> = results.hits.iter().map(|h| h.memory.id.as_str()).collect();
+        assert!(!ids.contains(&hidden.as_str()), "{mode}: {ids:?}");
+        assert_eq!(ids.first(), Some(&visible.as_str()), "{mode}: {ids:?}");
+    }
+    // With every scene visible the hidden memory is the better match.
+    let all = search_ids_in(&hub, "我想看魔术表演", 10, SearchMode::Fulltext);
+    assert_eq!(all.first(), Some(&hidden));
+}
