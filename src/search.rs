@@ -25,8 +25,8 @@
 //! the query that contain a translated term: each memory gets at most one
 //! full-text vote, from the pass in its own language. In hybrid mode it is a
 //! third ranking in the fusion; in fulltext mode, when it finds such hits,
-//! the two full-text rankings are fused the same way (else full text is
-//! unchanged). Without the lexicon nothing changes. Without an embedder, hybrid runs as fulltext and the
+//! the two full-text rankings are fused and the query's own hits that got no
+//! vote follow (no literal match is lost; else full text is unchanged). Without the lexicon nothing changes. Without an embedder, hybrid runs as fulltext and the
 //! response says `"mode": "fulltext"`; an explicit semantic request fails with
 //! `EMBEDDING_UNAVAILABLE` instead.
 
@@ -661,8 +661,10 @@ fn coverage_rerank(
 
 /// Full-text mode: the query's own ranking, fused by reciprocal rank with
 /// the cross-lingual pass when that pass finds memories in the other script
-/// (each memory voted for by the pass in its own language, as in hybrid);
-/// else the query's own ranking as it is (AND hits, then OR hits).
+/// holding a translation (each memory voted for by the pass in its own
+/// language, as in hybrid; the query's own hits that got no vote follow, so
+/// no literal match is lost); else the query's own ranking as it is (AND
+/// hits, then OR hits).
 fn fulltext_search(
     index: &Index,
     plan: &QueryPlan,
@@ -681,7 +683,7 @@ fn fulltext_search(
     let mut passes: std::collections::HashMap<&str, Pass> =
         translated.iter().map(|h| (h.0.as_str(), h.2)).collect();
     passes.extend(text.iter().map(|h| (h.0.as_str(), h.2)));
-    Ok(
+    let mut fused: Vec<(String, f32, Pass)> =
         fusion::rrf_weighted(&[&text_weighted, &translated_weighted], cfg.rrf_k)
             .into_iter()
             .take(limit)
@@ -689,8 +691,23 @@ fn fulltext_search(
                 let pass = passes.get(id.as_str()).copied().unwrap_or(Pass::Or);
                 (id, score, pass)
             })
-            .collect(),
-    )
+            .collect();
+    // A hit of the query's own terms that got no vote (written in the other
+    // script: a name, a word in a mixed-language memory) is still a literal
+    // match; without a semantic ranking to find it, it would be lost. Such
+    // hits follow every voted one, in their own order, with scores below
+    // the lowest fused score.
+    let floor = fused.last().map_or(1.0, |h| h.1);
+    let unvoted: Vec<&(String, f32, Pass)> = text
+        .iter()
+        .filter(|h| !fused.iter().any(|f| f.0 == h.0))
+        .take(limit.saturating_sub(fused.len()))
+        .collect();
+    let n = unvoted.len() as f32;
+    for (j, h) in unvoted.into_iter().enumerate() {
+        fused.push((h.0.clone(), floor * (n - j as f32) / (n + 1.0), h.2));
+    }
+    Ok(fused)
 }
 
 /// The cross-lingual full-text ranking: the query translated through the

@@ -1,7 +1,8 @@
 //! Cross-lingual full text through the installed CC-CEDICT lexicon
 //! (`scripts/setup.sh`): a Chinese query finds English memories and the
 //! other way round, in full-text and hybrid mode, always under the caller's
-//! filter. Skipped (with a note) where the lexicon is not installed.
+//! filter. The lexicon is required, like the model: `scripts/test.sh` runs
+//! `scripts/setup.sh`, which installs both.
 
 use std::sync::Arc;
 
@@ -10,19 +11,16 @@ use memory_hub::search::{SearchMode, SearchRequest};
 
 use crate::support::{TempRoot, scene, search_ids_in, write};
 
-fn installed() -> bool {
-    let on = memory_hub::embed::lexicon::lexicon().is_some();
-    if !on {
-        eprintln!("skipped: no lexicon installed (run scripts/setup.sh)");
-    }
-    on
+fn require_lexicon() {
+    assert!(
+        memory_hub::embed::lexicon::lexicon().is_some(),
+        "the CC-CEDICT lexicon is installed by scripts/setup.sh (scripts/test.sh runs it)"
+    );
 }
 
 #[test]
 fn a_chinese_query_finds_english_memories_and_back() {
-    if !installed() {
-        return;
-    }
+    require_lexicon();
     let root = TempRoot::new();
     let hub = root.hub_with(Arc::new(memory_hub::embed::hash::HashEmbedder::new(384)));
     let magic = write(&hub, "main", "Bart performed a magic trick at the party");
@@ -43,9 +41,7 @@ fn a_chinese_query_finds_english_memories_and_back() {
 
 #[test]
 fn the_translated_pass_sees_only_what_the_filter_allows() {
-    if !installed() {
-        return;
-    }
+    require_lexicon();
     let root = TempRoot::new();
     let hub = root.hub_with(Arc::new(memory_hub::embed::hash::HashEmbedder::new(384)));
     let hidden = write(&hub, "secret", "Bart performed a magic trick at the party");
@@ -70,4 +66,22 @@ fn the_translated_pass_sees_only_what_the_filter_allows() {
     // With every scene visible the hidden memory is the better match.
     let all = search_ids_in(&hub, "我想看魔术表演", 10, SearchMode::Fulltext);
     assert_eq!(all.first(), Some(&hidden));
+}
+
+#[test]
+fn full_text_keeps_literal_matches_in_the_other_script_when_the_translated_pass_fires() {
+    require_lexicon();
+    let root = TempRoot::new();
+    let hub = root.hub_with(Arc::new(memory_hub::embed::hash::HashEmbedder::new(384)));
+    // "project" translates to 项目, which only the first memory holds; the
+    // others hold the English word itself inside Chinese text.
+    let translated = write(&hub, "main", "周末的项目计划 project plan");
+    let literal_a = write(&hub, "main", "群一 project 周末聚餐");
+    let literal_b = write(&hub, "main", "私聊甲 project 生日");
+    let hits = search_ids_in(&hub, "project", 10, SearchMode::Fulltext);
+    assert_eq!(hits.first(), Some(&translated), "{hits:?}");
+    for id in [&literal_a, &literal_b] {
+        assert!(hits.contains(id), "{id} missing from {hits:?}");
+    }
+    assert_eq!(hits.len(), 3, "{hits:?}");
 }
