@@ -127,13 +127,28 @@ pub fn cjk_chars(text: &str) -> Vec<String> {
 /// The jieba segmenter with its default dictionary, built on first use.
 static JIEBA: std::sync::LazyLock<jieba_rs::Jieba> = std::sync::LazyLock::new(jieba_rs::Jieba::new);
 
+/// Calls `f` on each run of CJK characters of normalised `text`, in order.
+fn for_each_cjk_run(text: &str, mut f: impl FnMut(&str)) {
+    let norm = normalize(text);
+    let mut run = String::new();
+    for c in norm.chars() {
+        if is_cjk(c) {
+            run.push(c);
+        } else if !run.is_empty() {
+            f(&run);
+            run.clear();
+        }
+    }
+    if !run.is_empty() {
+        f(&run);
+    }
+}
+
 /// The jieba words (search mode, HMM for unknown words) of every CJK run of
 /// normalised `text` that are at least two characters long, in order.
 pub fn cjk_words(text: &str) -> Vec<String> {
-    let norm = normalize(text);
     let mut out = Vec::new();
-    let mut run = String::new();
-    let flush = |run: &mut String, out: &mut Vec<String>| {
+    for_each_cjk_run(text, |run| {
         if run.chars().nth(1).is_some() {
             for token in JIEBA.cut_for_search(run, true) {
                 if token.word.chars().nth(1).is_some() && token.word.chars().all(is_cjk) {
@@ -141,16 +156,7 @@ pub fn cjk_words(text: &str) -> Vec<String> {
                 }
             }
         }
-        run.clear();
-    };
-    for c in norm.chars() {
-        if is_cjk(c) {
-            run.push(c);
-        } else {
-            flush(&mut run, &mut out);
-        }
-    }
-    flush(&mut run, &mut out);
+    });
     out
 }
 
@@ -160,33 +166,20 @@ pub fn cjk_words(text: &str) -> Vec<String> {
 /// single-character nouns (`猫`). Grammar (`的`, `我们`, `就是`) is left out.
 /// Used to translate a query word by word, so words overlap nowhere.
 pub fn cjk_content_words(text: &str) -> Vec<String> {
-    let norm = normalize(text);
     let mut out = Vec::new();
-    let mut run = String::new();
-    let flush = |run: &mut String, out: &mut Vec<String>| {
-        if !run.is_empty() {
-            for tag in JIEBA.tag(run, true) {
-                let long = tag.word.chars().nth(1).is_some();
-                let content = match tag.tag.chars().next() {
-                    Some('n') => !tag.tag.starts_with("nr") || long,
-                    Some('v' | 'a' | 'i' | 'l') => long,
-                    _ => false,
-                };
-                if content && tag.word.chars().all(is_cjk) {
-                    out.push(tag.word.to_string());
-                }
+    for_each_cjk_run(text, |run| {
+        for tag in JIEBA.tag(run, true) {
+            let long = tag.word.chars().nth(1).is_some();
+            let content = match tag.tag.chars().next() {
+                Some('n') => !tag.tag.starts_with("nr") || long,
+                Some('v' | 'a' | 'i' | 'l') => long,
+                _ => false,
+            };
+            if content && tag.word.chars().all(is_cjk) {
+                out.push(tag.word.to_string());
             }
         }
-        run.clear();
-    };
-    for c in norm.chars() {
-        if is_cjk(c) {
-            run.push(c);
-        } else {
-            flush(&mut run, &mut out);
-        }
-    }
-    flush(&mut run, &mut out);
+    });
     out
 }
 

@@ -71,6 +71,19 @@ fn cpu_seconds() -> f64 {
     (ticks(11) + ticks(12)) / 100.0
 }
 
+/// Runs each query as a hybrid search over every scene, top 10.
+fn hybrid_searches(hub: &Hub, queries: &[String]) {
+    for q in queries {
+        hub.search(&SearchRequest {
+            query: q.clone(),
+            filter: Filter::all(),
+            limit: Some(10),
+            mode: Some(SearchMode::Hybrid),
+        })
+        .unwrap();
+    }
+}
+
 /// Step 3, in a child process: opens `root`, searches, loads and uses the
 /// model, and prints the table rows.
 fn reopen(root: &std::path::Path, config: &Config, n: usize) {
@@ -83,15 +96,7 @@ fn reopen(root: &std::path::Path, config: &Config, n: usize) {
     )
     .unwrap();
     let queries = corpus::queries(200, 7);
-    for q in &queries {
-        hub.search(&SearchRequest {
-            query: q.clone(),
-            filter: Filter::all(),
-            limit: Some(10),
-            mode: Some(SearchMode::Hybrid),
-        })
-        .unwrap();
-    }
+    hybrid_searches(&hub, &queries);
     let (anon_hub, file_hub) = (status_mib("RssAnon:"), status_mib("RssFile:"));
     let e5 =
         OnnxEmbedder::load(&config.embedder).expect("the model is installed by scripts/setup.sh");
@@ -154,15 +159,7 @@ fn main() {
     let written = t.elapsed();
     assert_eq!(hub.embed_pending(usize::MAX) as usize, n);
     let queries = corpus::queries(200, 7);
-    for q in &queries {
-        hub.search(&SearchRequest {
-            query: q.clone(),
-            filter: Filter::all(),
-            limit: Some(10),
-            mode: Some(SearchMode::Hybrid),
-        })
-        .unwrap();
-    }
+    hybrid_searches(&hub, &queries);
     let passages: Vec<String> = items.iter().take(1000).map(|i| i.text.clone()).collect();
     drop(items);
     let rss_hub = status_mib("VmRSS:");
