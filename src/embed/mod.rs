@@ -239,11 +239,14 @@ pub struct EmbedderConfig {
     pub(crate) pooling: Pooling,
     /// Longer inputs are truncated to this many tokens (special tokens included).
     pub(crate) max_tokens: usize,
-    /// Inference sessions run in parallel (each holds its own copy of the graph).
-    /// One by default: at 100k memories a second session adds ~55–75 MiB of
-    /// anonymous memory (`cargo bench --bench footprint -- --sessions 2`) for
-    /// about the same CPU per embedded text; on an idle multi-core machine two
-    /// embed a cold backlog faster.
+    /// Inference sessions run in parallel (each holds its own copy of the
+    /// graph), each with `cores / sessions` threads. Two by default: one text
+    /// of a few dozen tokens barely gains from a second thread inside a run
+    /// (2000 facts cold on 2 cores: one session of two threads 4.75 ms a
+    /// fact and 12.5 CPU s, two sessions of one thread 1.81 ms and 7.0 CPU s,
+    /// `cargo bench --bench footprint -- --facts 1000 --embed 2000
+    /// --sessions N`), and two searches embed their queries at once; the
+    /// second session costs ~50 MiB of anonymous memory.
     pub sessions: usize,
 }
 
@@ -257,7 +260,7 @@ impl Default for EmbedderConfig {
             passage_prefix: "passage: ".into(),
             pooling: Pooling::Mean,
             max_tokens: 512,
-            sessions: 1,
+            sessions: 2,
         }
     }
 }
