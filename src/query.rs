@@ -258,8 +258,10 @@ pub fn plan(query: &str) -> QueryPlan {
 ///
 /// A word's `k` translations share its turn weight equally (`weight / k`,
 /// a uniform translation probability): an ambiguous word spreads its weight
-/// thin, an unambiguous one keeps it. No other weight is involved. Whether
-/// the pass is conversational follows the same rule as [`plan`].
+/// thin, an unambiguous one keeps it. No other weight is involved. The pass
+/// is conversational when the query is ([`plan`]): a short query stays short
+/// however many translations its words have (counting those would send a
+/// two-word query to the 200-deep coverage re-rank).
 pub fn translate(query: &str, lexicon: &Lexicon) -> Option<Translation> {
     let turns = turns(query);
     let n = turns.len();
@@ -332,13 +334,9 @@ pub fn translate(query: &str, lexicon: &Lexicon) -> Option<Translation> {
             }
         }
     }
-    let counted = all
-        .iter()
-        .filter(|w| w.term.kind != TermKind::Segment)
-        .count();
     translated.then(|| Translation {
         plan: QueryPlan {
-            conversational: counted > LONG_QUERY_TERMS,
+            conversational: plan(query).conversational,
             dialogue: n > 1,
             semantic: String::new(),
             terms: all,
@@ -514,6 +512,29 @@ mod tests {
             ]
         );
         assert!(translate("nothing known here", &lex).is_none());
+    }
+
+    #[test]
+    fn a_short_query_stays_short_however_many_translations_it_has() {
+        let lex = Lexicon::parse(
+            "會議 会议 [hui4 yi4] /meeting/\n\
+             開會 开会 [kai1 hui4] /meeting/\n\
+             見面 见面 [jian4 mian4] /meeting/\n\
+             筆記 笔记 [bi3 ji4] /notes/\n\
+             記錄 记录 [ji4 lu4] /notes/\n",
+        );
+        let t = translate("meeting notes", &lex).unwrap();
+        let counted = t
+            .plan
+            .terms
+            .iter()
+            .filter(|w| w.term.kind != TermKind::Segment)
+            .count();
+        assert!(counted > LONG_QUERY_TERMS, "{counted} translated terms");
+        assert!(!t.plan.conversational, "two words are a short query");
+        let long = "meeting notes meeting notes about the budget review for the quarter";
+        assert!(plan(long).conversational);
+        assert!(translate(long, &lex).unwrap().plan.conversational);
     }
 
     #[test]

@@ -370,20 +370,17 @@ fn text_weights(
 ) -> Result<Vec<(String, f32)>> {
     let query_share = crate::query::cjk_share(query);
     let ids: Vec<String> = text.iter().map(|h| h.0.clone()).collect();
-    let rows = index.meta.get_many(&ids, filter)?;
+    let bodies = index.meta.bodies_of(&ids, filter)?;
     Ok(text
         .iter()
         .map(|(id, _, _)| {
-            let body = rows.get(id).map(|m| match &m.title {
-                Some(t) => format!("{t}\n{}", m.text),
-                None => m.text.clone(),
-            });
-            let differs = body.as_deref().is_some_and(|b| {
+            let body = bodies.get(id);
+            let differs = body.is_some_and(|b| {
                 crate::query::scripts_differ(query_share, crate::query::cjk_share(b))
             });
             let votes = match translations {
                 None => !differs,
-                Some(terms) => differs && body.as_deref().is_some_and(|b| contains_any(b, terms)),
+                Some(terms) => differs && body.is_some_and(|b| contains_any(b, terms)),
             };
             let weight = if votes { cfg.fulltext_weight } else { 0.0 };
             (id.clone(), weight)
@@ -643,15 +640,12 @@ fn coverage_rerank(
     }
     let coverage = Coverage::new(index, terms, filter)?;
     let ids: Vec<String> = hits.iter().map(|h| h.id.clone()).collect();
-    let rows = index.meta.get_many(&ids, filter)?;
+    let bodies = index.meta.bodies_of(&ids, filter)?;
     let best = hits.iter().map(|h| h.score).fold(f32::EPSILON, f32::max);
     let mut scored: Vec<(String, f32, Pass)> = hits
         .into_iter()
         .map(|h| {
-            let covered = rows.get(&h.id).map_or(0.0, |m| match &m.title {
-                Some(t) => coverage.of(&format!("{t}\n{}", m.text)),
-                None => coverage.of(&m.text),
-            });
+            let covered = bodies.get(&h.id).map_or(0.0, |b| coverage.of(b));
             (h.id, h.score / best + COVERAGE_BOOST * covered, Pass::Or)
         })
         .collect();

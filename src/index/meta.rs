@@ -456,6 +456,40 @@ impl MetaDb {
         })
     }
 
+    /// The searchable body of each visible memory among `ids` (its title, a
+    /// newline and its text; the text alone without a title), for the
+    /// rankings that read what a hit says without needing the whole row.
+    pub(crate) fn bodies_of(
+        &self,
+        ids: &[String],
+        filter: &Filter,
+    ) -> Result<HashMap<String, String>> {
+        if ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let (where_sql, params) = filter_sql_on_rows(filter);
+        let marks = vec!["?"; ids.len()].join(",");
+        let sql = format!(
+            "SELECT id, title, text FROM memories \
+             WHERE forgotten_at IS NULL AND id IN ({marks}) AND {where_sql}"
+        );
+        let mut all: Vec<String> = ids.to_vec();
+        all.extend(params);
+        self.with_reader(|c| {
+            let mut stmt = c.prepare_cached(&sql)?;
+            let rows = stmt.query_map(params_from_iter(all.iter()), |r| {
+                let title: Option<String> = r.get(1)?;
+                let text: String = r.get(2)?;
+                let body = match title {
+                    Some(t) => format!("{t}\n{text}"),
+                    None => text,
+                };
+                Ok((r.get::<_, String>(0)?, body))
+            })?;
+            rows.map(|r| r.map_err(Error::from)).collect()
+        })
+    }
+
     /// Visible chunks of a document, in order.
     pub(crate) fn doc_chunks(&self, doc_id: &str, filter: &Filter) -> Result<Vec<Memory>> {
         let (where_sql, params) = filter_sql_on_rows(filter);

@@ -70,9 +70,10 @@ pub fn candidates(k: usize) -> usize {
     (4 * k + 256).min(MAX_K)
 }
 
-/// How many of the [`candidates`] the in-process pass keeps, by their int8
-/// copies, for the exact rescoring (which reads each row's float vector from
-/// a chunk of sqlite-vec, ~40 µs apiece: a blob read walks the chunk's
+/// How many of the [`candidates`], ranked exactly, the in-process pass
+/// checks against the filter in SQL ([`visible`]) and, when it has no float
+/// copies, rescores in sqlite-vec (which reads each row's float vector from a
+/// chunk, ~180 µs apiece without a memory map: a blob read walks the chunk's
 /// overflow pages): twice `k` plus the tie margin.
 pub fn rescored(k: usize) -> usize {
     (2 * k + TIE_MARGIN).min(MAX_K)
@@ -433,6 +434,16 @@ pub(crate) fn knn_sql(
 /// The visibility filter as a `WHERE` term over the vector table's own
 /// metadata columns (an OR of scopes, each an AND of `IN` sets and the expiry).
 fn filter_clause(filter: &Filter) -> (String, Vec<rusqlite::types::Value>) {
+    filter_clause_on(filter, "", "expires")
+}
+
+/// [`filter_clause`] with each visibility column prefixed (`+` keeps it out
+/// of index selection) and `expires` read from an expression.
+fn filter_clause_on(
+    filter: &Filter,
+    prefix: &str,
+    expires: &str,
+) -> (String, Vec<rusqlite::types::Value>) {
     let mut values: Vec<rusqlite::types::Value> = Vec::new();
     let mut alternatives = Vec::new();
     for scope in &filter.any_of {
@@ -441,11 +452,14 @@ fn filter_clause(filter: &Filter) -> (String, Vec<rusqlite::types::Value>) {
         }
         let mut clauses = Vec::new();
         for (col, allowed) in Filter::field_sets(scope) {
-            clauses.push(format!("{col} IN ({})", vec!["?"; allowed.len()].join(",")));
+            clauses.push(format!(
+                "{prefix}{col} IN ({})",
+                vec!["?"; allowed.len()].join(",")
+            ));
             values.extend(allowed.into_iter().map(Into::into));
         }
         if let Some(at) = scope.unexpired_at {
-            clauses.push("expires > ?".into());
+            clauses.push(format!("{expires} > ?"));
             values.push(at.timestamp_millis().into());
         }
         alternatives.push(format!("({})", clauses.join(" AND ")));
@@ -454,6 +468,41 @@ fn filter_clause(filter: &Filter) -> (String, Vec<rusqlite::types::Value>) {
         return ("0".into(), Vec::new());
     }
     (format!("({})", alternatives.join(" OR ")), values)
+}
+
+/// Which of `ids` are visible under `filter` in this snapshot, judged on
+/// their memory rows with the values the vector table holds for them (its
+/// expiry is the epoch for a superseded memory, see [`PENDING_COLUMNS`]):
+/// the safety net of the in-process pass, one indexed statement instead of a
+/// point read of sqlite-vec per id.
+pub(crate) fn visible(
+    conn: &Connection,
+    ids: &[&str],
+    filter: &Filter,
+) -> Result<std::collections::HashSet<String>> {
+    let mut shown = std::collections::HashSet::new();
+    if ids.is_empty() || filter.is_empty() {
+        return Ok(shown);
+    }
+    let (clause, filter_values) = filter_clause_on(
+        filter,
+        "+",
+        "(CASE WHEN superseded_by IS NOT NULL THEN 0 \
+         ELSE coalesce(expires_at, 9223372036854775807) END)",
+    );
+    let marks = vec!["?"; ids.len()].join(",");
+    let mut stmt = conn.prepare(&format!(
+        "SELECT id FROM memories WHERE id IN ({marks}) AND forgotten_at IS NULL \
+         AND vector_model IS NOT NULL AND {clause}"
+    ))?;
+    let mut values: Vec<rusqlite::types::Value> =
+        ids.iter().map(|id| id.to_string().into()).collect();
+    values.extend(filter_values);
+    let rows = stmt.query_map(params_from_iter(values), |r| r.get::<_, String>(0))?;
+    for id in rows {
+        shown.insert(id?);
+    }
+    Ok(shown)
 }
 
 /// Exact rescoring of the coarse pass's candidates: the `k` nearest of

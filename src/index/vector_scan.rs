@@ -1,6 +1,7 @@
 //! The coarse vector pass, in process: one bit per component of every
 //! stored vector, scanned under the caller's filter, picks the candidates
-//! that `vector::rescore` ranks by exact cosine distance in SQLite.
+//! that are ranked by exact cosine distance over float copies kept in an
+//! unlinked temporary file.
 //!
 //! [`CoarseVectors`] holds, per stored vector, the memory id, the signs of
 //! the vector minus a centre (the mean of the vectors read first, see
@@ -11,15 +12,16 @@
 //! 256 partial sums, so a row costs 48 table reads and no multiplication.
 //! A [`Filter`] is compiled into one gate per class and evaluated per row
 //! inside the scan, before the row's estimate is computed: a row the filter
-//! hides never enters the candidates, and the rescoring applies the same
-//! filter again in SQL (the safety net: even a stale copy cannot bring back
+//! hides never enters the candidates, and the best of them are checked
+//! against the same filter again in SQL on their memory rows
+//! ([`vector::visible`]: the safety net, even a stale copy cannot bring back
 //! a hidden row). The estimate is coarse, so the bits keep several hundred
-//! rows ([`vector::candidates`]); a second stage reads those rows' int8
-//! copies ([`vector::quantize`]) from an unlinked temporary file (page cache,
-//! not this process's memory; ~1 µs a row against ~40 µs for a float vector
-//! read from sqlite-vec) and keeps [`vector::rescored`] of them for the exact
-//! rescoring. Recall against exact KNN is measured by
-//! `cargo bench --bench memd -- --vectors-only`.
+//! rows ([`vector::candidates`]); a second stage reads those rows' float
+//! vectors from an unlinked temporary file (the kernel's page cache, not this
+//! process's memory; a few µs a row, where a point read from sqlite-vec costs
+//! ~180 µs without a memory map) and ranks them by exact cosine distance,
+//! computed as sqlite-vec computes it. Recall against exact KNN is measured
+//! by `cargo bench --bench memd -- --vectors-only`.
 //!
 //! The copy follows SQLite through `vector_log`, which every change to the
 //! vector table appends to in the same transaction (see [`vector`]). Each
@@ -82,20 +84,20 @@ pub struct CoarseVectors {
     class_of: HashMap<[u32; 6], u32>,
     /// Value → interned number, per column (never shrinks; a handful of values).
     values: [HashMap<String, u32>; 6],
-    /// The int8 copies of the rows ([`vector::quantize`], `dim` bytes at
-    /// `row · dim`) in an unlinked temporary file: the second stage reads
+    /// The float vectors of the rows (little-endian f32, `4 · dim` bytes at
+    /// `row · 4 · dim`) in an unlinked temporary file: the second stage reads
     /// only the candidates' (page cache, not this process's memory). `None`
-    /// until a reload makes one, or after a failed write (the candidates of
-    /// the bits then go to the exact rescoring unnarrowed).
+    /// until a reload makes one, or after a failed write or read (the
+    /// candidates of the bits then go to sqlite-vec's rescoring).
     side: Option<std::fs::File>,
 }
 
-/// An unlinked temporary file for the int8 copies.
+/// An unlinked temporary file for the float copies.
 fn side_file() -> std::io::Result<std::fs::File> {
     use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let path = std::env::temp_dir().join(format!(
-        "memd-int8-{}-{}",
+        "memd-vectors-{}-{}",
         std::process::id(),
         NEXT.fetch_add(1, AtomicOrdering::Relaxed)
     ));
@@ -106,36 +108,6 @@ fn side_file() -> std::io::Result<std::fs::File> {
         .open(&path)?;
     std::fs::remove_file(&path)?;
     Ok(file)
-}
-
-/// Components per block of [`dot`].
-const LANES: usize = 32;
-
-/// The dot product of a row's int8 copy with the query (widened to i16
-/// once per search), accumulated in i32: each block of the row is widened
-/// into a small i16 buffer first, which lets the compiler use multiply-add
-/// of i16 pairs into i32 lanes even at the baseline x86-64 level.
-fn dot(query: &[i16], row: &[i8]) -> i32 {
-    let (qc, rc) = (query.chunks_exact(LANES), row.chunks_exact(LANES));
-    let tail: i32 = qc
-        .remainder()
-        .iter()
-        .zip(rc.remainder())
-        .map(|(&a, &b)| i32::from(a) * i32::from(b))
-        .sum();
-    let mut sum = 0i32;
-    for (q, r) in qc.zip(rc) {
-        let mut wide = [0i16; LANES];
-        for (w, r) in wide.iter_mut().zip(r) {
-            *w = i16::from(*r);
-        }
-        sum += q
-            .iter()
-            .zip(&wide)
-            .map(|(&a, &b)| i32::from(a) * i32::from(b))
-            .sum::<i32>();
-    }
-    sum + tail
 }
 
 /// Bytes of sign bits per row of `dim` components.
@@ -392,28 +364,30 @@ impl CoarseVectors {
         self.bits[row * nb..(row + 1) * nb].copy_from_slice(&code);
         self.class[row] = class;
         self.expires[row] = v.expires;
-        self.side_write(row, &vector::quantize(&v.vector));
+        let bytes: Vec<u8> = v.vector.iter().flat_map(|x| x.to_le_bytes()).collect();
+        self.side_write(row, &bytes);
     }
 
-    fn side_write(&mut self, row: usize, code: &[u8]) {
+    /// Writes `row`'s float copy (`4 · dim` bytes); a failure drops the file.
+    fn side_write(&mut self, row: usize, bytes: &[u8]) {
         use std::os::unix::fs::FileExt;
-        let offset = (row * code.len()) as u64;
+        let offset = (row * bytes.len()) as u64;
         if let Some(f) = &self.side
-            && f.write_all_at(code, offset).is_err()
+            && f.write_all_at(bytes, offset).is_err()
         {
             self.side = None;
         }
     }
 
-    /// The int8 copy of `row` (`None`: no side file, or it failed).
-    fn side_read(&self, row: usize, dim: usize) -> Option<Vec<i8>> {
+    /// The float copy of `row` as written (`None`: no side file, or it failed).
+    fn side_read(&self, row: usize, dim: usize) -> Option<Vec<u8>> {
         use std::os::unix::fs::FileExt;
-        let mut buf = vec![0u8; dim];
+        let mut buf = vec![0u8; 4 * dim];
         self.side
             .as_ref()?
-            .read_exact_at(&mut buf, (row * dim) as u64)
+            .read_exact_at(&mut buf, (row * 4 * dim) as u64)
             .ok()?;
-        Some(buf.into_iter().map(|b| b as i8).collect())
+        Some(buf)
     }
 
     fn remove(&mut self, id: &str) {
@@ -426,10 +400,7 @@ impl CoarseVectors {
             self.bits.copy_within(last * nb..(last + 1) * nb, row * nb);
             self.rows.insert(self.ids[last].clone(), row);
             match self.side_read(last, self.dim()) {
-                Some(code) => {
-                    let code: Vec<u8> = code.into_iter().map(|b| b as u8).collect();
-                    self.side_write(row, &code);
-                }
+                Some(bytes) => self.side_write(row, &bytes),
                 None => self.side = None,
             }
         }
@@ -605,44 +576,32 @@ impl CoarseVectors {
         Compiled::Gates(gates)
     }
 
-    /// The candidates for the `k` nearest rows visible under `filter`:
-    /// the [`vector::candidates`] best by the bits, narrowed to the
-    /// [`vector::rescored`] best by their int8 copies (all of the first when
-    /// the side file is missing), in no particular order.
-    pub(crate) fn candidates(&self, query: &[f32], filter: &Filter, k: usize) -> Vec<Arc<str>> {
-        let wide = self.scan_rows(query, filter, vector::candidates(k));
-        let n = vector::rescored(k);
+    /// The [`vector::rescored`] nearest rows to `query` visible under
+    /// `filter`, as `(id, exact cosine distance)`, nearest first, ties by id:
+    /// the [`vector::candidates`] best by the bits, ranked by their float
+    /// copies. Rows whose distance is undefined (a zero vector) are left out,
+    /// as sqlite-vec leaves them out. `None` without a side file or when a
+    /// read fails: the caller rescores in SQLite instead.
+    pub(crate) fn nearest(
+        &self,
+        query: &[f32],
+        filter: &Filter,
+        k: usize,
+    ) -> Option<Vec<(Arc<str>, f32)>> {
         let dim = self.dim();
-        if wide.len() <= n || self.side.is_none() {
-            return wide.into_iter().map(|r| self.ids[r].clone()).collect();
-        }
-        let q: Vec<i16> = vector::quantize(query)
-            .into_iter()
-            .map(|b| i16::from(b as i8))
-            .collect();
-        let mut scored = Vec::with_capacity(wide.len());
+        self.side.as_ref()?;
+        let wide = self.scan_rows(query, filter, vector::candidates(k));
+        let mut out = Vec::with_capacity(wide.len());
         for row in wide {
-            let Some(code) = self.side_read(row, dim) else {
-                return self.scan(query, filter, vector::candidates(k));
-            };
-            let norm = (code.iter().map(|&c| i32::from(c).pow(2)).sum::<i32>() as f32).sqrt();
-            let score = if norm > 0.0 {
-                dot(&q, &code) as f32 / norm
-            } else {
-                0.0
-            };
-            scored.push(Candidate {
-                score,
-                id: &self.ids[row],
-                row,
-            });
+            let bytes = self.side_read(row, dim)?;
+            let d = cosine_distance(query, &bytes);
+            if !d.is_nan() {
+                out.push((self.ids[row].clone(), d));
+            }
         }
-        scored.sort_by(|a, b| b.cmp(a));
-        scored.truncate(n);
-        scored
-            .into_iter()
-            .map(|c| self.ids[c.row].clone())
-            .collect()
+        out.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+        out.truncate(vector::rescored(k));
+        Some(out)
     }
 
     /// The ids of the `n` rows visible under `filter` with the highest
@@ -739,23 +698,54 @@ pub(crate) fn knn(
         // A store without the change log (not migrated yet): sqlite-vec alone.
         return vector::knn_sql(conn, query, filter, k);
     };
-    let current = {
+    let found = {
         let held = coarse.read().expect("coarse vectors poisoned");
-        (held.model.as_ref() == Some(&stored) && held.seq == bounds.1)
-            .then(|| held.candidates(query, filter, k))
+        (held.model.as_ref() == Some(&stored) && held.seq == bounds.1).then(|| {
+            held.nearest(query, filter, k)
+                .ok_or_else(|| held.scan(query, filter, vector::candidates(k)))
+        })
     };
-    let candidates = match current {
-        Some(c) => c,
+    let found = match found {
+        Some(f) => f,
         None => {
             let mut held = coarse.write().expect("coarse vectors poisoned");
             if !held.catch_up(conn, &stored, bounds)? {
                 drop(held);
                 return vector::knn_sql(conn, query, filter, k);
             }
-            held.candidates(query, filter, k)
+            held.nearest(query, filter, k)
+                .ok_or_else(|| held.scan(query, filter, vector::candidates(k)))
         }
     };
-    vector::rescore(conn, query, candidates.iter().map(|s| &**s), filter, k)
+    match found {
+        Ok(nearest) => {
+            let ids: Vec<&str> = nearest.iter().map(|(id, _)| &**id).collect();
+            let shown = vector::visible(conn, &ids, filter)?;
+            Ok(nearest
+                .into_iter()
+                .filter(|(id, _)| shown.contains(&**id))
+                .take(k)
+                .map(|(id, d)| (id.to_string(), d))
+                .collect())
+        }
+        // No usable side file: sqlite-vec rescores the bits' candidates.
+        Err(ids) => vector::rescore(conn, query, ids.iter().map(|s| &**s), filter, k),
+    }
+}
+
+/// The cosine distance between `query` and a float copy (little-endian f32
+/// bytes), computed as sqlite-vec's `vec_distance_cosine` computes it: f32
+/// sums in component order, the square roots and the quotient in double.
+/// NaN when either vector is zero.
+fn cosine_distance(query: &[f32], bytes: &[u8]) -> f32 {
+    let (mut dot, mut a, mut b) = (0f32, 0f32, 0f32);
+    for (q, c) in query.iter().zip(bytes.chunks_exact(4)) {
+        let v = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        dot += q * v;
+        a += q * q;
+        b += v * v;
+    }
+    (1.0 - f64::from(dot) / (f64::from(a).sqrt() * f64::from(b).sqrt())) as f32
 }
 
 /// Loads (or catches up) the copy now, in its own snapshot, and returns how
@@ -1106,6 +1096,40 @@ mod tests {
     }
 
     #[test]
+    fn the_safety_net_shows_only_stored_rows_the_filter_admits() {
+        let dir = tempfile::tempdir().unwrap();
+        let h = Handle::open(&dir.path().join("m.db"), true);
+        let ids = fill(&h);
+        h.db.write(|t| mtx::forget(t, &ids[3], Utc::now())).unwrap();
+        let main = Filter::scope(scenes(&["main"]));
+        // fact-01 is in pet, fact-03 is forgotten, "nope" is not stored.
+        let shown =
+            h.db.with_reader(|c| {
+                vector::visible(
+                    c,
+                    &["fact-00", "fact-01", "fact-03", "fact-06", "nope"],
+                    &main,
+                )
+            })
+            .unwrap();
+        let mut shown: Vec<_> = shown.into_iter().collect();
+        shown.sort();
+        assert_eq!(shown, ["fact-00", "fact-06"]);
+        // fact-00 expires at 0 ms and fact-05 at 5 s: strictly after the instant.
+        let later = Filter::scope(Scope {
+            unexpired_at: DateTime::<Utc>::from_timestamp_millis(5_000),
+            ..Scope::default()
+        });
+        let shown =
+            h.db.with_reader(|c| vector::visible(c, &["fact-00", "fact-05", "fact-06"], &later))
+                .unwrap();
+        assert_eq!(shown.into_iter().collect::<Vec<_>>(), ["fact-06"]);
+        let none =
+            h.db.with_reader(|c| vector::visible(c, &["fact-06"], &Filter { any_of: Vec::new() }));
+        assert!(none.unwrap().is_empty());
+    }
+
+    #[test]
     fn a_table_of_an_earlier_build_with_the_coarse_column_still_works() {
         let dir = tempfile::tempdir().unwrap();
         let h = Handle::open(&dir.path().join("m.db"), true);
@@ -1301,15 +1325,27 @@ mod tests {
                 .all(|(id, _)| id != "fact-05")
         );
         let (_, seq) = h.held();
-        // A touch slides it to 50000 (an UPDATE of the vec0 column, logged).
-        h.db.write(|t| crate::index::lifecycle::set_vector_expiry(t, "fact-05", Some(50_000)))
-            .unwrap();
+        // A touch slides it to 50000 (the row and an UPDATE of the vec0 column, logged).
+        h.db.write(|t| {
+            t.execute(
+                "UPDATE memories SET expires_at = 50_000 WHERE id = 'fact-05'",
+                [],
+            )?;
+            crate::index::lifecycle::set_vector_expiry(t, "fact-05", Some(50_000))
+        })
+        .unwrap();
         let top = h.check(&q, &after(20_000), 5);
         assert_eq!(top[0].0, "fact-05", "the copy holds the new expiry");
         assert_eq!(h.held(), (40, seq + 1), "applied in place from the log");
         // And back before the instant: hidden again, by the copy too.
-        h.db.write(|t| crate::index::lifecycle::set_vector_expiry(t, "fact-05", Some(15_000)))
-            .unwrap();
+        h.db.write(|t| {
+            t.execute(
+                "UPDATE memories SET expires_at = 15_000 WHERE id = 'fact-05'",
+                [],
+            )?;
+            crate::index::lifecycle::set_vector_expiry(t, "fact-05", Some(15_000))
+        })
+        .unwrap();
         assert!(
             h.check(&q, &after(20_000), 40)
                 .iter()
@@ -1640,7 +1676,7 @@ mod tests {
     }
 
     #[test]
-    fn the_int8_side_file_follows_updates_and_removals() {
+    fn the_side_file_of_float_copies_follows_updates_and_removals() {
         let dir = tempfile::tempdir().unwrap();
         let h = Handle::open(&dir.path().join("m.db"), true);
         let ids = fill(&h);
@@ -1671,10 +1707,7 @@ mod tests {
                 h.db.with_reader(|c| vector::stored(c, id))
                     .unwrap()
                     .unwrap();
-            let want: Vec<i8> = vector::quantize(&stored.vector)
-                .into_iter()
-                .map(|b| b as i8)
-                .collect();
+            let want: Vec<u8> = stored.vector.iter().flat_map(|x| x.to_le_bytes()).collect();
             assert_eq!(held.side_read(row, DIM), Some(want), "{id}");
         }
     }

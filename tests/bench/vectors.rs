@@ -287,9 +287,8 @@ pub fn run(n: usize, nq: usize) -> Vec<Row> {
             let recall = hit as f64 / total.max(1) as f64;
             rows.push(row(
                 format!(
-                    "recall@{k} of the in-process 1-bit pass ({} candidates), int8 ({}) + exact rescoring, {fname}",
+                    "recall@{k} of the in-process 1-bit pass ({} candidates) + exact float rescoring, {fname}",
                     memory_hub::index::vector::candidates(k),
-                    memory_hub::index::vector::rescored(k)
                 ),
                 format!("{recall:.4}"),
                 "1 exact KNN".into(),
@@ -300,7 +299,7 @@ pub fn run(n: usize, nq: usize) -> Vec<Row> {
             index.vector_search(q, model, &filter, 50).unwrap();
         });
         rows.push(row(
-            format!("KNN k=50 p50, in-process 1-bit + int8 passes + rescoring, {fname} ({label})"),
+            format!("KNN k=50 p50, in-process 1-bit pass + float rescoring, {fname} ({label})"),
             both(coarse),
             format!("{} sqlite-vec exact KNN", both(exact)),
             Some(ms(coarse.0) / ms(exact.0).max(1e-6)),
