@@ -71,7 +71,7 @@ pub fn candidates(k: usize) -> usize {
 }
 
 /// How many of the [`candidates`], ranked exactly, the in-process pass
-/// checks against the filter in SQL ([`visible`]) and, when it has no float
+/// checks against the filter in SQL (`visible`) and, when it has no float
 /// copies, rescores in sqlite-vec (which reads each row's float vector from a
 /// chunk, ~180 µs apiece without a memory map: a blob read walks the chunk's
 /// overflow pages): twice `k` plus the tie margin.

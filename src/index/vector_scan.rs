@@ -14,7 +14,7 @@
 //! inside the scan, before the row's estimate is computed: a row the filter
 //! hides never enters the candidates, and the best of them are checked
 //! against the same filter again in SQL on their memory rows
-//! ([`vector::visible`]: the safety net, even a stale copy cannot bring back
+//! (`vector::visible`: the safety net, even a stale copy cannot bring back
 //! a hidden row). The estimate is coarse, so the bits keep several hundred
 //! rows ([`vector::candidates`]); a second stage reads those rows' float
 //! vectors from an unlinked temporary file (the kernel's page cache, not this
