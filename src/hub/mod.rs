@@ -139,6 +139,21 @@ impl Hub {
         embedder: EmbedderSlot,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<(Hub, CatchUpReport)> {
+        let (hub, report) = Self::open_inner(layout, config, mode, embedder, progress)?;
+        hub.index.end_bulk_load()?;
+        Ok((hub, report))
+    }
+
+    /// [`Hub::open_with`] without ending the bulk load of a new index
+    /// ([`crate::index::Index::end_bulk_load`]): the caller does, once it
+    /// has loaded what it wants to load in bulk.
+    fn open_inner(
+        layout: Layout,
+        config: Config,
+        mode: Mode,
+        embedder: EmbedderSlot,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<(Hub, CatchUpReport)> {
         let lock = match mode {
             Mode::ReadOnly => None,
             Mode::Write => Some(Self::lock(&layout)?),
@@ -201,7 +216,6 @@ impl Hub {
         };
         let mut hub = hub;
         let report = hub.catch_up_healing(healed, progress)?;
-        hub.index.end_bulk_load();
         Ok((hub, report))
     }
 
@@ -234,10 +248,13 @@ impl Hub {
             std::fs::remove_dir_all(&dir).ctx("cannot remove index", &dir)?;
         }
         drop(lock);
-        let (hub, mut report) = Self::open_with(layout, config, Mode::Write, embedder, progress)?;
+        let (hub, mut report) = Self::open_inner(layout, config, Mode::Write, embedder, progress)?;
         // A rebuilt index is complete: every vector is stored (from the cache
-        // where the text is unchanged) before reindex reports success.
+        // where the text is unchanged) before reindex reports success. They
+        // are stored while the new index is still bulk-loading; it is marked
+        // complete after them.
         report.vectors_stored = hub.embed_pending(usize::MAX);
+        hub.index.end_bulk_load()?;
         Ok((hub, report))
     }
 

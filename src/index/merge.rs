@@ -149,7 +149,10 @@ pub(crate) fn put(
     ])?;
     if let Some(gone) = tombstone(t, &m.id)?.filter(|&f| f >= version.at) {
         hide(t, &m.id, gone)?;
-    } else {
+    } else if touched_after(t, &m.id, version.at)? {
+        // Without a later touch the fold gives the put's own values, which
+        // the row was just written with: most puts (every one of a rebuild
+        // without touches) skip it.
         fold_touches(t, &m.id, cfg)?;
     }
     let mut changed = vec![m.id.clone()];
@@ -254,6 +257,14 @@ pub(crate) fn touch(
     }
     changed.extend(crate::index::lifecycle::touch(t, &legacy, at, cfg)?);
     Ok(changed)
+}
+
+/// Whether a touch of `id` later than `put_at` (ms) is recorded.
+fn touched_after(t: &Transaction<'_>, id: &str, put_at: i64) -> Result<bool> {
+    Ok(
+        t.prepare_cached("SELECT 1 FROM touches WHERE id = ? AND at > ? LIMIT 1")?
+            .exists(params![id, put_at])?,
+    )
 }
 
 /// Sets a row's tier, accesses and expiry to its put's values folded with

@@ -14,7 +14,7 @@ use rusqlite::{
     Connection, OpenFlags, OptionalExtension, Row, Transaction, params, params_from_iter,
 };
 
-use crate::error::{Error, Result};
+use crate::error::{Error, IoContext, Result};
 use crate::index::filter::Filter;
 use crate::model::Memory;
 use crate::store::journal::{Cursor, LineIssue};
@@ -324,26 +324,79 @@ fn stable_plans(conn: &Connection) -> Result<()> {
 /// The write connection's page cache (SQLite's negative `cache_size`: KiB).
 const WRITER_CACHE_KIB: i64 = -8192;
 
+/// Secondary indexes no step of a bulk load reads (searches and writes do):
+/// a bulk load drops them after the migrations and creates them again,
+/// each in one sort, when it ends. The statements are the migrations' own.
+const DEFERRED_INDEXES: [(&str, &str); 2] = [
+    (
+        "memories_scene_ts",
+        "CREATE INDEX memories_scene_ts ON memories(scene, ts)",
+    ),
+    (
+        "memories_content_hash",
+        "CREATE INDEX memories_content_hash ON memories(content_hash) WHERE content_hash IS NOT NULL",
+    ),
+];
+
+/// The write connection's page cache while a rebuilt index is bulk-loaded
+/// (KiB): the whole working set of a 1M-fact load stays in memory.
+const BULK_CACHE_KIB: i64 = -262_144;
+
 impl MetaDb {
     /// Opens the database at `path`; `writable` also migrates and keeps a write connection.
     pub(crate) fn open(path: &Path, writable: bool) -> Result<MetaDb> {
+        Self::open_inner(path, writable, false)
+    }
+
+    /// Opens a new database for a bulk load ([`MetaDb::end_bulk_load`] ends
+    /// it): a rollback journal kept in memory, no fsync and a large page
+    /// cache. A crash in between can leave the file damaged, so the caller
+    /// marks the index complete only after [`MetaDb::end_bulk_load`] (the
+    /// index `FORMAT` file) and rebuilds an index without that mark.
+    pub(crate) fn open_for_bulk_load(path: &Path) -> Result<MetaDb> {
+        Self::open_inner(path, true, true)
+    }
+
+    fn open_inner(path: &Path, writable: bool, bulk: bool) -> Result<MetaDb> {
         crate::index::vector::register_extension();
         let writer = if writable {
             let mut conn = Connection::open(path)?;
-            conn.pragma_update(None, "journal_mode", "WAL")?;
-            // The journal is the durable record; the index may lose its last
-            // transactions in a power cut and catches up from the journal.
-            conn.pragma_update(None, "synchronous", "NORMAL")?;
+            if bulk {
+                // Every page is written once (no WAL copy, no checkpoint)
+                // and nothing is synced until the load ends; transactions
+                // still roll back (a failed batch, a full disk).
+                conn.pragma_update(None, "journal_mode", "MEMORY")?;
+                conn.pragma_update(None, "synchronous", "OFF")?;
+            } else {
+                conn.pragma_update(None, "journal_mode", "WAL")?;
+                // The journal is the durable record; the index may lose its last
+                // transactions in a power cut and catches up from the journal.
+                conn.pragma_update(None, "synchronous", "NORMAL")?;
+            }
             // Storing a vector writes into the newest sqlite-vec chunk, one
             // blob of 1024 vectors (1.5 MiB float, + 384 KiB int8 in tables
             // of earlier builds) read by
             // walking its overflow pages. SQLite's default 2 MiB page cache
             // cannot hold that walk, so every store re-read the chunk with a
             // read call per page; 8 MiB keeps it cached (half the store cost).
-            conn.pragma_update(None, "cache_size", WRITER_CACHE_KIB)?;
+            conn.pragma_update(
+                None,
+                "cache_size",
+                if bulk {
+                    BULK_CACHE_KIB
+                } else {
+                    WRITER_CACHE_KIB
+                },
+            )?;
             stable_plans(&conn)?;
             conn.busy_timeout(std::time::Duration::from_secs(5))?;
             migrate(&mut conn)?;
+            if bulk {
+                // Built once at the end instead of row by row.
+                for (name, _) in DEFERRED_INDEXES {
+                    conn.execute_batch(&format!("DROP INDEX IF EXISTS {name}"))?;
+                }
+            }
             Some(Mutex::new(conn))
         } else {
             None
@@ -398,6 +451,41 @@ impl MetaDb {
         let out = f(&tx)?;
         tx.commit()?;
         Ok(out)
+    }
+
+    /// Ends a bulk load ([`MetaDb::open_for_bulk_load`]): the file is synced
+    /// to disk, then the connection goes back to the write-ahead log, normal
+    /// syncing and the normal page cache. Only after this may the index be
+    /// marked complete.
+    pub(crate) fn end_bulk_load(&self) -> Result<()> {
+        let writer = self
+            .writer
+            .as_ref()
+            .ok_or_else(|| Error::Internal("metadata store opened read-only".into()))?;
+        let conn = writer.lock().expect("writer connection poisoned");
+        for (name, sql) in DEFERRED_INDEXES {
+            let exists = conn
+                .prepare_cached("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?")?
+                .exists([name])?;
+            if !exists {
+                conn.execute_batch(sql)?;
+            }
+        }
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(Error::Internal(format!(
+                "the metadata store stayed in journal mode {mode} after its bulk load"
+            )));
+        }
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "cache_size", WRITER_CACHE_KIB)?;
+        conn.execute_batch("PRAGMA shrink_memory")?;
+        drop(conn);
+        std::fs::File::open(&self.path)
+            .and_then(|f| f.sync_all())
+            .ctx("cannot sync", &self.path)?;
+        Ok(())
     }
 
     /// `PRAGMA quick_check`: the database file is structurally sound.

@@ -50,8 +50,15 @@ use tokenizer::Term;
 /// Memories embedded per transaction while syncing vectors.
 const VECTOR_BATCH: usize = 256;
 
+/// Memories per transaction while a new index is bulk-loaded: no reader
+/// waits on these transactions, and most vectors come from the cache.
+const BULK_VECTOR_BATCH: usize = 4096;
+
 /// Bumped whenever the on-disk index layout changes; a mismatch triggers a rebuild.
 pub(crate) const INDEX_FORMAT: &str = "7";
+
+/// The file holding [`INDEX_FORMAT`]; written last, when the index is complete.
+const FORMAT_FILE: &str = "FORMAT";
 
 /// One change to apply.
 #[derive(Debug, Clone)]
@@ -182,6 +189,8 @@ const KEEP_BROKEN: usize = 2;
 /// The text index and metadata store together.
 pub struct Index {
     dir: PathBuf,
+    /// Whether this index is being bulk-loaded: new, without its `FORMAT` file yet.
+    bulk: std::sync::atomic::AtomicBool,
     /// Full-text index.
     pub(crate) text: TextIndex,
     /// Metadata store.
@@ -197,28 +206,45 @@ pub struct Index {
 impl Index {
     /// Opens the index in `dir`. In writable mode a missing or outdated index is
     /// created empty (the caller then catches up from the files).
+    ///
+    /// A new index is bulk-loaded ([`MetaDb::open_for_bulk_load`]) and gets
+    /// its `FORMAT` file only from [`Index::end_bulk_load`], after everything
+    /// is synced: a directory without it (a crash or an error mid-build) is
+    /// an unfinished build, removed and built again here, and a read-only
+    /// open reports no index rather than reading half of one.
     pub(crate) fn open(dir: &Path, writable: bool) -> Result<Index> {
-        let marker = dir.join("FORMAT");
+        let marker = dir.join(FORMAT_FILE);
+        let mut bulk = false;
         if writable {
             let current = std::fs::read_to_string(&marker).ok();
             if current.as_deref().map(str::trim) != Some(INDEX_FORMAT) {
                 if dir.exists() {
-                    tracing::warn!(index.dir = %dir.display(), "index format changed or unknown; rebuilding");
+                    if current.is_some() {
+                        tracing::warn!(index.dir = %dir.display(), "index format changed; rebuilding");
+                    } else {
+                        tracing::warn!(index.dir = %dir.display(), "index build unfinished or format unknown; rebuilding");
+                    }
                     std::fs::remove_dir_all(dir).ctx("cannot remove old index", dir)?;
                 }
                 std::fs::create_dir_all(dir).ctx("cannot create index directory", dir)?;
-                std::fs::write(&marker, INDEX_FORMAT).ctx("cannot write", &marker)?;
+                bulk = true;
             }
         } else if !marker.exists() {
             return Err(crate::error::Error::Internal(format!(
-                "no index at {}; run `memd reindex` or start the writer once",
+                "no index at {} (none yet, or still being built); run `memd reindex` or start the writer once",
                 dir.display()
             )));
         }
         let text = TextIndex::open(&dir.join("text"), writable)?;
-        let meta = MetaDb::open(&dir.join("meta.db"), writable)?;
+        let meta_path = dir.join("meta.db");
+        let meta = if bulk {
+            MetaDb::open_for_bulk_load(&meta_path)?
+        } else {
+            MetaDb::open(&meta_path, writable)?
+        };
         Ok(Index {
             dir: dir.to_path_buf(),
+            bulk: std::sync::atomic::AtomicBool::new(bulk),
             text,
             meta,
             lifecycle: Default::default(),
@@ -460,9 +486,37 @@ impl Index {
     }
 
     /// Ends the bulk load of an index that opened empty (see
-    /// [`TextIndex::end_bulk_load`]); called once the first catch-up is done.
-    pub(crate) fn end_bulk_load(&self) {
+    /// [`TextIndex::end_bulk_load`] and [`MetaDb::end_bulk_load`]); called
+    /// once the first catch-up is done. For a new index, commits the text
+    /// index, syncs the metadata store and only then writes the `FORMAT`
+    /// file (synced, with its directory) that marks the index complete.
+    pub(crate) fn end_bulk_load(&self) -> Result<()> {
         self.text.end_bulk_load();
+        if !self.bulk.load(std::sync::atomic::Ordering::Acquire) {
+            return Ok(());
+        }
+        self.refresh()?;
+        self.meta.end_bulk_load()?;
+        let marker = self.dir.join(FORMAT_FILE);
+        let tmp = self.dir.join(format!("{FORMAT_FILE}.tmp"));
+        {
+            use std::io::Write;
+            let mut f = std::fs::File::create(&tmp).ctx("cannot write", &tmp)?;
+            f.write_all(INDEX_FORMAT.as_bytes())
+                .and_then(|()| f.sync_all())
+                .ctx("cannot write", &tmp)?;
+        }
+        std::fs::rename(&tmp, &marker).ctx("cannot write", &marker)?;
+        std::fs::File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .ctx("cannot sync", &self.dir)?;
+        self.bulk.store(false, std::sync::atomic::Ordering::Release);
+        Ok(())
+    }
+
+    /// Whether this index is new and not yet marked complete ([`Index::end_bulk_load`]).
+    pub(crate) fn bulk_loading(&self) -> bool {
+        self.bulk.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Commits pending text-index changes so searches see them.
@@ -551,9 +605,15 @@ impl Index {
         {
             tracing::info!(embed.model = %model, "vector table (re)created; embedding every memory");
         }
+        let bulk = self.bulk_loading();
+        let batch = if bulk {
+            BULK_VECTOR_BATCH
+        } else {
+            VECTOR_BATCH
+        };
         let (mut stored, mut tried) = (0u64, 0usize);
         loop {
-            let want = VECTOR_BATCH.min(limit.saturating_sub(tried));
+            let want = batch.min(limit.saturating_sub(tried));
             let pending = if want == 0 {
                 Vec::new()
             } else {
@@ -573,7 +633,9 @@ impl Index {
                 .map(|(p, v)| (p, v.as_slice()))
                 .collect();
             tried += rows.len();
-            stored += self.meta.write(|t| vector::store(t, model, &rows))?;
+            stored += self
+                .meta
+                .write(|t| vector::store_logged(t, model, &rows, bulk))?;
         }
     }
 

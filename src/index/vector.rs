@@ -364,7 +364,20 @@ pub(crate) fn passage_text(title: Option<&str>, text: &str) -> String {
 /// storing transaction. A memory forgotten or already embedded meanwhile
 /// gets nothing; one whose text changed stays pending for the next pass; the
 /// visibility columns stored are the current ones, never the ones read before.
+#[cfg(test)]
 pub(crate) fn store(tx: &Transaction<'_>, model: &str, rows: &[(&Pending, &[f32])]) -> Result<u64> {
+    store_logged(tx, model, rows, false)
+}
+
+/// Stores as `store` does; with `one_log`, the change log gets one "everything changed"
+/// row for the whole batch instead of one row per vector (a bulk load, which
+/// no reader follows vector by vector).
+pub(crate) fn store_logged(
+    tx: &Transaction<'_>,
+    model: &str,
+    rows: &[(&Pending, &[f32])],
+    one_log: bool,
+) -> Result<u64> {
     let mut current = tx.prepare_cached(&format!("{PENDING_COLUMNS} AND id = ?"))?;
     let mut del = tx.prepare_cached(&format!("DELETE FROM {TABLE} WHERE id = ?"))?;
     let coarse = layout(tx)? == Some(true);
@@ -408,8 +421,13 @@ pub(crate) fn store(tx: &Transaction<'_>, model: &str, rows: &[(&Pending, &[f32]
         }
         ins.execute(params_from_iter(values))?;
         mark.execute(params![model, p.id])?;
-        log(tx, Some(&p.id))?;
+        if !one_log {
+            log(tx, Some(&p.id))?;
+        }
         stored += 1;
+    }
+    if one_log && stored > 0 {
+        log(tx, None)?;
     }
     Ok(stored)
 }

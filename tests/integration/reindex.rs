@@ -116,3 +116,73 @@ fn rebuilt_index_gives_the_same_results_in_the_same_order() {
         counts_before
     );
 }
+
+#[test]
+fn an_unfinished_bulk_load_is_built_again() {
+    use memory_hub::config::Config;
+    use memory_hub::embed::EmbedderSlot;
+    use memory_hub::hub::{Hub, Mode};
+
+    let root = TempRoot::new();
+    let fulltext = |hub: &memory_hub::hub::Hub| -> Vec<Vec<String>> {
+        QUERIES
+            .iter()
+            .map(|q| search_ids_in(hub, q, 10, SearchMode::Fulltext))
+            .collect()
+    };
+    let (before, facts) = {
+        let hub = root.hub();
+        corpus(&hub);
+        (fulltext(&hub), hub.stats().unwrap().counts.facts)
+    };
+    // A rebuild that dies while loading the new index (a panic standing in
+    // for a crash: the process goes away before the load ends).
+    let died = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        Hub::reindex_with(
+            root.layout(),
+            Config::default(),
+            EmbedderSlot::none("test"),
+            &mut |_| panic!("killed mid-build"),
+        )
+    }));
+    assert!(died.is_err(), "the rebuild was interrupted");
+    let index = root.path().join("data/index");
+    assert!(index.exists(), "the interrupted build left its directory");
+    assert!(
+        !index.join("FORMAT").exists(),
+        "an unfinished build is not marked complete"
+    );
+    // A reader sees no index rather than half of one.
+    let err = Hub::open_with(
+        root.layout(),
+        Config::default(),
+        Mode::ReadOnly,
+        EmbedderSlot::none("test"),
+        &mut |_| {},
+    )
+    .err()
+    .expect("no index to read");
+    assert!(err.to_string().contains("no index"), "{err}");
+    // The next writer builds it again, completely.
+    let hub = root.hub();
+    assert!(index.join("FORMAT").exists());
+    assert_eq!(hub.stats().unwrap().counts.facts, facts);
+    assert_eq!(fulltext(&hub), before);
+    // The finished store is back on its write-ahead log, with the indexes
+    // the load deferred.
+    let db = rusqlite::Connection::open(index.join("meta.db")).unwrap();
+    let mode: String = db
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+    for name in ["memories_scene_ts", "memories_content_hash"] {
+        let n: i64 = db
+            .query_row(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = ?",
+                [name],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(n, 1, "{name}");
+    }
+}
