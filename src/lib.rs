@@ -13,7 +13,8 @@
 //!                                                                      ▼
 //!  HTTP /v1 (http/) ─ auth/ (tokens, policy → Filter), audit.rs
 //!        │ spawn_blocking
-//!  CLI (cmd/)  ──►  Hub (hub/): use-cases + the single writer
+//!  CLI (cmd/)  ──►  Hub (hub/): use-cases + the single writer;
+//!                    │         searches pass gate.rs (one per core, FIFO)
 //!                    │            │                          │
 //!        store/ (source of truth) index/ (derived)           embed/
 //!        journal.rs  JSONL + fsync  text.rs   tantivy         onnx.rs  ort + tokenizers

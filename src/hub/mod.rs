@@ -17,6 +17,7 @@
 //! Reads (`search`, `get`, `stats`) take `&self` and run concurrently.
 
 pub mod categories;
+mod gate;
 mod heal;
 pub mod health;
 mod ingest;
@@ -112,6 +113,8 @@ pub struct Hub {
     track_accesses: std::sync::atomic::AtomicBool,
     index_state: Mutex<heal::IndexState>,
     doc_stamps: Mutex<replay::DocStamps>,
+    /// Admits about one search per core, in arrival order (see `gate.rs`).
+    search_gate: gate::Gate,
 }
 
 impl Hub {
@@ -183,6 +186,7 @@ impl Hub {
                 track_accesses: Default::default(),
                 index_state: Default::default(),
                 doc_stamps: Default::default(),
+                search_gate: gate::Gate::per_core(),
             };
             return Ok((hub, CatchUpReport::default()));
         };
@@ -213,6 +217,7 @@ impl Hub {
             track_accesses: Default::default(),
             index_state: Default::default(),
             doc_stamps: Default::default(),
+            search_gate: gate::Gate::per_core(),
         };
         let mut hub = hub;
         let report = hub.catch_up_healing(healed, progress)?;

@@ -176,7 +176,8 @@ impl Hub {
     /// `search.mode`). Hybrid falls back to full text when no embedder is
     /// available and says so in [`SearchResults::mode`]; semantic answers
     /// `EMBEDDING_UNAVAILABLE`. Search settings are those of the live config
-    /// (hot-reloaded keys included).
+    /// (hot-reloaded keys included). About one search per core runs at a
+    /// time; the others wait their turn in arrival order (writes never wait).
     pub fn search(&self, req: &SearchRequest) -> Result<SearchResults> {
         let config = self.config();
         let cfg = &config.search;
@@ -197,8 +198,13 @@ impl Hub {
                 }
             },
         };
-        let mut results = search::search(&self.index, embedder.as_deref(), req, cfg)
-            .inspect_err(|e| self.note_index_error(e))?;
+        // About one search per core runs at once; the others queue in
+        // arrival order (see `gate.rs`). Vectors are refreshed before the
+        // gate: embedding pending memories is not this search's service time.
+        let permit = self.search_gate.enter();
+        let searched = search::search(&self.index, embedder.as_deref(), req, cfg);
+        drop(permit);
+        let mut results = searched.inspect_err(|e| self.note_index_error(e))?;
         if results.fallback.is_some() && unavailable.is_some() {
             results.fallback = unavailable;
         }

@@ -34,6 +34,7 @@ mod reindex;
 mod relevance;
 mod salience;
 mod scale;
+mod search_gate;
 mod semantic;
 mod serve;
 mod side_channels;

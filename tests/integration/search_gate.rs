@@ -1,0 +1,178 @@
+//! The search gate (about one search per core, the others queued in arrival
+//! order): concurrent searches all complete with the results of serial ones,
+//! and a write completes while searches hold the gate and others wait.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+
+use memory_hub::config::Config;
+use memory_hub::embed::hash::HashEmbedder;
+use memory_hub::embed::{EmbedError, Embedder, EmbedderSlot};
+use memory_hub::hub::{Hub, Mode};
+use memory_hub::search::SearchMode;
+
+use crate::support::{TempRoot, search_ids, search_ids_in, write};
+
+const WORDS: &[&str] = &[
+    "river", "garden", "invoice", "piano", "harbour", "lantern", "meadow", "orchard", "violin",
+    "canyon", "ledger", "compass",
+];
+
+/// Sixty facts over a dozen words, two or three words each.
+fn fill(hub: &Hub) {
+    for i in 0..60 {
+        let a = WORDS[i % WORDS.len()];
+        let b = WORDS[(i * 5 + 3) % WORDS.len()];
+        let c = WORDS[(i * 7 + 1) % WORDS.len()];
+        let text = if i % 3 == 0 {
+            format!("note {i}: the {a} near the {b}")
+        } else {
+            format!("note {i}: {a} {b} {c}")
+        };
+        write(hub, "main", &text);
+    }
+}
+
+fn queries() -> Vec<String> {
+    let mut qs: Vec<String> = WORDS.iter().map(|w| w.to_string()).collect();
+    qs.extend(
+        WORDS
+            .windows(2)
+            .map(|w| format!("{} {}", w[0], w[1]))
+            .collect::<Vec<_>>(),
+    );
+    qs
+}
+
+#[test]
+fn concurrent_searches_return_what_serial_ones_do() {
+    let root = TempRoot::new();
+    let hub = Arc::new(root.hub());
+    fill(&hub);
+    hub.embed_pending(usize::MAX);
+    let qs = queries();
+    let modes = [SearchMode::Fulltext, SearchMode::Hybrid];
+    let serial: Vec<Vec<Vec<String>>> = modes
+        .iter()
+        .map(|&m| qs.iter().map(|q| search_ids_in(&hub, q, 10, m)).collect())
+        .collect();
+    assert!(serial[0].iter().all(|ids| !ids.is_empty()));
+    // 16 threads (well above the cores of any test machine), every query in
+    // both modes, each thread starting at another query.
+    let threads: Vec<_> = (0..16)
+        .map(|t| {
+            let (hub, qs) = (Arc::clone(&hub), qs.clone());
+            std::thread::spawn(move || {
+                let mut got = vec![vec![Vec::new(); qs.len()]; modes.len()];
+                for k in 0..qs.len() {
+                    let q = (k + t) % qs.len();
+                    for (m, &mode) in modes.iter().enumerate() {
+                        got[m][q] = search_ids_in(&hub, &qs[q], 10, mode);
+                    }
+                }
+                got
+            })
+        })
+        .collect();
+    for t in threads {
+        assert_eq!(t.join().unwrap(), serial);
+    }
+}
+
+/// The hash embedder, whose query embedding waits until the test opens it:
+/// a hybrid search embedding its query is a search holding the gate.
+struct HeldQueries {
+    inner: HashEmbedder,
+    open: Mutex<bool>,
+    opened: Condvar,
+    inside: AtomicUsize,
+    most_inside: AtomicUsize,
+    entered: AtomicUsize,
+}
+
+impl HeldQueries {
+    fn release(&self) {
+        *self.open.lock().unwrap() = true;
+        self.opened.notify_all();
+    }
+}
+
+impl Embedder for HeldQueries {
+    fn model_id(&self) -> &str {
+        self.inner.model_id()
+    }
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+    fn embed_queries(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let now = self.inside.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most_inside.fetch_max(now, Ordering::SeqCst);
+        self.entered.fetch_add(1, Ordering::SeqCst);
+        let mut open = self.open.lock().unwrap();
+        while !*open {
+            open = self.opened.wait(open).unwrap();
+        }
+        drop(open);
+        self.inside.fetch_sub(1, Ordering::SeqCst);
+        self.inner.embed_queries(texts)
+    }
+    fn embed_passages(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.inner.embed_passages(texts)
+    }
+}
+
+#[test]
+fn a_write_completes_while_searches_hold_the_gate() {
+    let root = TempRoot::new();
+    let embedder = Arc::new(HeldQueries {
+        inner: HashEmbedder::new(384),
+        open: Mutex::new(false),
+        opened: Condvar::new(),
+        inside: AtomicUsize::new(0),
+        most_inside: AtomicUsize::new(0),
+        entered: AtomicUsize::new(0),
+    });
+    let hub = Arc::new(
+        Hub::open_with(
+            root.layout(),
+            Config::default(),
+            Mode::Write,
+            EmbedderSlot::ready(embedder.clone()),
+            &mut |_| {},
+        )
+        .unwrap()
+        .0,
+    );
+    fill(&hub);
+    hub.embed_pending(usize::MAX);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // Every permit is taken and three more searches queue behind them.
+    let searches: Vec<_> = (0..cores + 3)
+        .map(|i| {
+            let hub = Arc::clone(&hub);
+            std::thread::spawn(move || {
+                search_ids_in(&hub, WORDS[i % WORDS.len()], 5, SearchMode::Hybrid)
+            })
+        })
+        .collect();
+    while embedder.entered.load(Ordering::SeqCst) < cores {
+        std::thread::yield_now();
+    }
+    // The gate holds the rest back: no more than one search per core is in.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert_eq!(embedder.entered.load(Ordering::SeqCst), cores);
+
+    // A write neither waits for the searches in nor for those queued; it is
+    // acknowledged and durable now (a hang here is the failure).
+    let id = write(&hub, "main", "the lighthouse keeper logs the storm");
+    assert_eq!(root.journal_lines().len(), 61);
+    assert_eq!(embedder.entered.load(Ordering::SeqCst), cores);
+
+    embedder.release();
+    for s in searches {
+        assert!(!s.join().unwrap().is_empty());
+    }
+    assert_eq!(embedder.entered.load(Ordering::SeqCst), cores + 3);
+    assert!(embedder.most_inside.load(Ordering::SeqCst) <= cores);
+    assert_eq!(search_ids(&hub, "lighthouse", 5), vec![id]);
+}
