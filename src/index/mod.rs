@@ -249,7 +249,7 @@ impl Index {
             meta,
             lifecycle: Default::default(),
             behind: Default::default(),
-            coarse: Default::default(),
+            coarse: std::sync::RwLock::new(vector_scan::CoarseVectors::in_dir(dir)),
         })
     }
 

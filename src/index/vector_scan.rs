@@ -90,14 +90,28 @@ pub struct CoarseVectors {
     /// until a reload makes one, or after a failed write or read (the
     /// candidates of the bits then go to sqlite-vec's rescoring).
     side: Option<std::fs::File>,
+    /// Where the side file is made: the index directory (a disk, where the
+    /// system temp directory may be memory); the temp directory without one
+    /// or when that fails.
+    side_dir: Option<std::path::PathBuf>,
 }
 
-/// An unlinked temporary file for the float copies.
-fn side_file() -> std::io::Result<std::fs::File> {
+/// An unlinked temporary file for the float copies, in `dir` if it can be
+/// made there, else in the system temp directory.
+fn side_file(dir: Option<&std::path::Path>) -> std::io::Result<std::fs::File> {
+    if let Some(dir) = dir
+        && let Ok(file) = side_file_in(dir)
+    {
+        return Ok(file);
+    }
+    side_file_in(&std::env::temp_dir())
+}
+
+fn side_file_in(dir: &std::path::Path) -> std::io::Result<std::fs::File> {
     use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
-    let path = std::env::temp_dir().join(format!(
-        "memd-vectors-{}-{}",
+    let path = dir.join(format!(
+        ".memd-vectors-{}-{}",
         std::process::id(),
         NEXT.fetch_add(1, AtomicOrdering::Relaxed)
     ));
@@ -284,6 +298,14 @@ fn encode(v: &[f32], centre: &[f32]) -> (Vec<u8>, Terms) {
 }
 
 impl CoarseVectors {
+    /// An empty copy whose side file will be made in `dir`.
+    pub(crate) fn in_dir(dir: &std::path::Path) -> CoarseVectors {
+        CoarseVectors {
+            side_dir: Some(dir.to_path_buf()),
+            ..CoarseVectors::default()
+        }
+    }
+
     /// Number of rows held.
     pub fn len(&self) -> usize {
         self.ids.len()
@@ -315,10 +337,12 @@ impl CoarseVectors {
         let values = std::mem::take(&mut self.values);
         let classes = std::mem::take(&mut self.classes);
         let class_of = std::mem::take(&mut self.class_of);
+        let side_dir = self.side_dir.take();
         *self = CoarseVectors {
             values,
             classes,
             class_of,
+            side_dir,
             ..CoarseVectors::default()
         };
     }
@@ -446,7 +470,7 @@ impl CoarseVectors {
     /// Reloads every row of the table in this snapshot.
     fn reload(&mut self, conn: &Connection, model: &(String, usize), seq: i64) -> Result<()> {
         self.clear();
-        self.side = side_file().ok();
+        self.side = side_file(self.side_dir.as_deref()).ok();
         let dim = model.1;
         // Read in blocks: the first block fixes the centre, later ones are
         // encoded as they arrive.
@@ -1673,6 +1697,23 @@ mod tests {
                 .zip(&mean)
                 .all(|(a, b)| (a - b).abs() < 1e-5)
         );
+    }
+
+    #[test]
+    fn the_side_file_is_made_in_the_index_directory_and_unlinked() {
+        use std::os::fd::AsRawFd;
+        let dir = tempfile::tempdir().unwrap();
+        let file = side_file(Some(dir.path())).unwrap();
+        let target = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).unwrap();
+        let target = target.to_string_lossy();
+        assert!(
+            target.starts_with(&*dir.path().to_string_lossy()),
+            "{target}"
+        );
+        assert!(target.ends_with("(deleted)"), "{target}");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        // A directory it cannot be made in: the system temp directory serves.
+        assert!(side_file(Some(&dir.path().join("missing"))).is_ok());
     }
 
     #[test]
