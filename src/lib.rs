@@ -133,10 +133,11 @@
 //!   disclosure), [`store::archive`] (compressed journal months).
 //! - [`index`]: the only writer of `data/index/`: [`index::text`] (tantivy),
 //!   [`index::meta`] (SQLite), [`index::meta_read`] (time-ordered reads),
-//!   [`index::vector`] (vectors in sqlite-vec, their change log, exact float
-//!   rescoring), [`index::vector_scan`] (the in-process 1-bit coarse pass that
-//!   picks the candidates, caught up from the log in each search's snapshot; the
-//!   filter inside both passes), [`index::fusion`] (RRF; learned fusion, checked in disabled), the tokenizer (from [`analysis`]),
+//!   [`index::vector`] (vectors in sqlite-vec, their change log, the SQL
+//!   visibility check), [`index::vector_scan`] (the in-process 1-bit coarse pass
+//!   that picks the candidates and ranks them exactly over float copies in an
+//!   unlinked side file, caught up from the log in each search's snapshot; the
+//!   filter inside the pass and again in SQL), [`index::fusion`] (RRF; learned fusion, checked in disabled), the tokenizer (from [`analysis`]),
 //!   [`index::filter`], [`index::merge`] (device merge rules: later
 //!   `(at, device)` wins, forgets beat older puts), [`index::scoped_stats`] (BM25 statistics over what the
 //!   caller may read), [`index::neighbours`] (session neighbours as a lower-weight
