@@ -79,6 +79,23 @@ impl PutVersion {
     }
 }
 
+/// The ids that the lines applied so far in a bulk load have named: put,
+/// forgotten, touched or superseded. An id not named has no row, forget or
+/// touch and no fact superseding it, so its put can take [`put_fresh`]. Kept
+/// as 64-bit hashes (16 MB per million ids): a collision only sends a put
+/// down the full path of [`put`].
+#[derive(Default)]
+pub(crate) struct Named(std::collections::HashSet<u64>);
+
+impl Named {
+    /// Records `id` as named; returns whether it was not named before.
+    pub(crate) fn first(&mut self, id: &str) -> bool {
+        use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+        self.0
+            .insert(BuildHasherDefault::<DefaultHasher>::default().hash_one(id))
+    }
+}
+
 /// The stored version of fact `id`, if it has a row.
 fn stored_version(t: &Transaction<'_>, id: &str) -> Result<Option<PutVersion>> {
     Ok(t.prepare_cached(
@@ -135,18 +152,11 @@ pub(crate) fn put(
         .query_row([&m.id], |r| r.get(0))
         .optional()?
         .flatten();
-    tx::upsert_memory(t, m, None, extras)?;
-    t.prepare_cached(
-        "UPDATE memories SET put_at = ?, base_tier = ?, base_accesses = ?, base_expires = ? \
-         WHERE id = ?",
-    )?
-    .execute(params![
-        version.at,
-        m.tier.map(|x| x.as_str()),
-        i64::from(extras.accesses),
-        m.expires_at.map(|e| e.timestamp_millis()),
-        m.id
-    ])?;
+    // The row is replaced with `vector_model` NULL: its vector is stale
+    // (possibly with other visibility values) until it is embedded again.
+    crate::index::vector::delete(t, std::slice::from_ref(&m.id))?;
+    tx::write_row(t, m, None, extras, Some(version.at))?;
+    crate::index::lifecycle::after_upsert(t, m)?;
     if let Some(gone) = tombstone(t, &m.id)?.filter(|&f| f >= version.at) {
         hide(t, &m.id, gone)?;
     } else if touched_after(t, &m.id, version.at)? {
@@ -161,6 +171,26 @@ pub(crate) fn put(
         changed.push(other);
     }
     remark(t, &m.id)?;
+    Ok(changed)
+}
+
+/// Applies a `put` of an id that nothing applied so far has named (no put,
+/// forget or touch of it, no fact superseding it): what [`put`] does, without
+/// the reads that find nothing. Only a bulk load knows this (it starts empty
+/// and sees every line; see `Index::apply`). Returns the ids whose row changed.
+pub(crate) fn put_fresh(
+    t: &Transaction<'_>,
+    m: &Memory,
+    extras: &FactExtras,
+    at: DateTime<Utc>,
+) -> Result<Vec<String>> {
+    let version = PutVersion::of(at.timestamp_millis(), extras);
+    tx::write_row(t, m, None, extras, Some(version.at))?;
+    let mut changed = vec![m.id.clone()];
+    if let Some(old) = &m.supersedes {
+        remark(t, old)?;
+        changed.push(old.clone());
+    }
     Ok(changed)
 }
 

@@ -740,16 +740,36 @@ pub mod tx {
         ord: Option<usize>,
         extras: &FactExtras,
     ) -> Result<()> {
-        let tags = serde_json::to_string(&m.tags).expect("tags serialise");
         // The row is replaced with `vector_model` NULL, so its vector is stale
         // (possibly with other visibility values) until it is embedded again.
         crate::index::vector::delete(tx, std::slice::from_ref(&m.id))?;
+        write_row(tx, m, ord, extras, None)?;
+        if m.origin == crate::model::Origin::Fact {
+            crate::index::lifecycle::after_upsert(tx, m)?;
+        }
+        Ok(())
+    }
+
+    /// Writes a memory row as it is, and nothing else: no vector to drop, no
+    /// supersede mark to recompute (the callers know there is none, or do it).
+    /// With `put_at`, a fact's merge version and the base values touches fold
+    /// into (see [`crate::index::merge`]) are written in the same statement.
+    pub(crate) fn write_row(
+        tx: &Transaction<'_>,
+        m: &Memory,
+        ord: Option<usize>,
+        extras: &FactExtras,
+        put_at: Option<i64>,
+    ) -> Result<()> {
+        let tags = serde_json::to_string(&m.tags).expect("tags serialise");
+        let base = put_at.is_some();
         tx.prepare_cached(
             "INSERT OR REPLACE INTO memories (id, origin, doc_id, path, ord, ts, scene, kind, stage, \
              privacy, subject, tier, source, importance, title, text, tags, supersedes, expires_at, \
              source_message_id, idempotency_key, device, journal_file, journal_line, forgotten_at, \
-             content_hash, accesses, event_time, event_at, session, speaker) \
-             VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,NULL,?,?,?,?,?,?)",
+             content_hash, accesses, event_time, event_at, session, speaker, \
+             put_at, base_tier, base_accesses, base_expires) \
+             VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,NULL,?,?,?,?,?,?,?,?,?,?)",
         )?
         .execute(params![
             m.id,
@@ -782,10 +802,11 @@ pub mod tx {
             m.setting.time_at.map(|t| t.timestamp_millis()),
             m.setting.session,
             m.setting.speaker,
+            put_at,
+            m.tier.filter(|_| base).map(|t| t.as_str()),
+            base.then_some(i64::from(extras.accesses)),
+            m.expires_at.filter(|_| base).map(|t| t.timestamp_millis()),
         ])?;
-        if m.origin == crate::model::Origin::Fact {
-            crate::index::lifecycle::after_upsert(tx, m)?;
-        }
         Ok(())
     }
 

@@ -201,6 +201,8 @@ pub struct Index {
     behind: std::sync::Mutex<(u64, Option<String>)>,
     /// The in-process coarse vector pass (see [`vector_scan`]).
     coarse: std::sync::RwLock<vector_scan::CoarseVectors>,
+    /// While bulk-loading, the ids named so far (see [`merge::Named`]).
+    named: std::sync::Mutex<Option<merge::Named>>,
 }
 
 impl Index {
@@ -250,6 +252,7 @@ impl Index {
             lifecycle: Default::default(),
             behind: Default::default(),
             coarse: std::sync::RwLock::new(vector_scan::CoarseVectors::in_dir(dir)),
+            named: std::sync::Mutex::new(bulk.then(merge::Named::default)),
         })
     }
 
@@ -368,16 +371,42 @@ impl Index {
             .clone();
         // Facts whose row changed: tantivy follows SQLite for them below.
         let mut changed: Vec<String> = Vec::new();
+        // Facts put for the first time in a bulk load, without a session and
+        // named by no later line of this batch: their row is the put itself,
+        // so tantivy takes it as it is, without reading it back.
+        let mut fresh: std::collections::HashMap<&str, &Memory> = Default::default();
+        let mut named = self.named.lock().expect("bulk-load ids poisoned");
+        let mut name = |id: &str, fresh: &mut std::collections::HashMap<&str, &Memory>| {
+            fresh.remove(id);
+            named.as_mut().is_some_and(|n| n.first(id))
+        };
         self.meta.write(|t| {
             for change in &batch.changes {
                 match change {
                     Change::PutFact { memory, extras, at } => {
-                        changed.extend(merge::put(t, memory, extras, *at, &cfg)?);
+                        if let Some(old) = &memory.supersedes {
+                            name(old, &mut fresh);
+                        }
+                        if name(&memory.id, &mut fresh) {
+                            let ids = merge::put_fresh(t, memory, extras, *at)?;
+                            if memory.setting.session.is_none() {
+                                fresh.insert(&memory.id, memory);
+                                changed.extend(ids.into_iter().filter(|id| *id != memory.id));
+                                continue;
+                            }
+                            changed.extend(ids);
+                        } else {
+                            changed.extend(merge::put(t, memory, extras, *at, &cfg)?);
+                        }
                     }
                     Change::Touch { ids, at, line } => {
+                        for id in ids {
+                            name(id, &mut fresh);
+                        }
                         changed.extend(merge::touch(t, ids, *at, line.as_ref(), &cfg)?);
                     }
                     Change::Forget { id, at } => {
+                        name(id, &mut fresh);
                         changed.extend(merge::forget(t, id, *at)?);
                     }
                     Change::PutDocument { row, chunks } => tx::replace_document(t, row, chunks)?,
@@ -399,9 +428,20 @@ impl Index {
             }
             Ok(())
         })?;
+        drop(named);
         changed.sort();
         changed.dedup();
+        for id in &changed {
+            fresh.remove(id.as_str());
+        }
         self.follow_rows(&changed)?;
+        for change in &batch.changes {
+            if let Change::PutFact { memory, .. } = change
+                && fresh.remove(memory.id.as_str()).is_some()
+            {
+                self.text.upsert(memory, "")?;
+            }
+        }
         // Noted only now: a failure above, or a reset of the text writer by
         // another thread's failed commit since `epoch`, leaves tantivy's
         // cursors behind, and catch-up applies these lines again.
@@ -492,6 +532,7 @@ impl Index {
     /// file (synced, with its directory) that marks the index complete.
     pub(crate) fn end_bulk_load(&self) -> Result<()> {
         self.text.end_bulk_load();
+        *self.named.lock().expect("bulk-load ids poisoned") = None;
         if !self.bulk.load(std::sync::atomic::Ordering::Acquire) {
             return Ok(());
         }

@@ -369,14 +369,17 @@ pub(crate) fn store(tx: &Transaction<'_>, model: &str, rows: &[(&Pending, &[f32]
     store_logged(tx, model, rows, false)
 }
 
-/// Stores as `store` does; with `one_log`, the change log gets one "everything changed"
-/// row for the whole batch instead of one row per vector (a bulk load, which
-/// no reader follows vector by vector).
+/// Stores as `store` does. With `bulk` (a new index being loaded: one thread
+/// reads the pending rows and stores their vectors, nothing writes between,
+/// and no pending row has a stored vector), the rows are not read again and
+/// no old vector is deleted, and the change log gets one "everything changed"
+/// row for the whole batch instead of one row per vector (no reader follows
+/// a bulk load vector by vector).
 pub(crate) fn store_logged(
     tx: &Transaction<'_>,
     model: &str,
     rows: &[(&Pending, &[f32])],
-    one_log: bool,
+    bulk: bool,
 ) -> Result<u64> {
     let mut current = tx.prepare_cached(&format!("{PENDING_COLUMNS} AND id = ?"))?;
     let mut del = tx.prepare_cached(&format!("DELETE FROM {TABLE} WHERE id = ?"))?;
@@ -396,14 +399,21 @@ pub(crate) fn store_logged(
         "UPDATE memories SET vector_model = ? WHERE id = ? AND forgotten_at IS NULL",
     )?;
     let mut stored = 0;
-    for (read, v) in rows {
-        let Some(p) = current.query_row([&read.id], pending_row).optional()? else {
-            continue;
+    for &(read, v) in rows {
+        let now;
+        let p = if bulk {
+            read
+        } else {
+            let Some(p) = current.query_row([&read.id], pending_row).optional()? else {
+                continue;
+            };
+            if p.text != read.text {
+                continue;
+            }
+            del.execute([&p.id])?;
+            now = p;
+            &now
         };
-        if p.text != read.text {
-            continue;
-        }
-        del.execute([&p.id])?;
         let [scene, privacy, stage, kind, subject, origin] = &p.columns;
         let mut values: Vec<rusqlite::types::Value> = vec![
             p.id.clone().into(),
@@ -421,12 +431,12 @@ pub(crate) fn store_logged(
         }
         ins.execute(params_from_iter(values))?;
         mark.execute(params![model, p.id])?;
-        if !one_log {
+        if !bulk {
             log(tx, Some(&p.id))?;
         }
         stored += 1;
     }
-    if one_log && stored > 0 {
+    if bulk && stored > 0 {
         log(tx, None)?;
     }
     Ok(stored)

@@ -207,7 +207,14 @@ pub fn content_hash(
     subject: crate::model::Subject,
 ) -> String {
     // Full-width and other compatibility forms (`ＡＢＣ`, `！`) are the same text.
-    let text: String = unicode_normalization::UnicodeNormalization::nfkc(text).collect();
+    use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfkc_quick};
+    let normalized: String;
+    let text = if is_nfkc_quick(text.chars()) == IsNormalized::Yes {
+        text
+    } else {
+        normalized = text.nfkc().collect();
+        &normalized
+    };
     let key = format!(
         "{}\u{1f}{kind}\u{1f}{}\u{1f}{}\u{1f}{text}",
         scene.as_str(),

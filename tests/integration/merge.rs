@@ -77,6 +77,40 @@ fn device_files() -> [(&'static str, Vec<String>); 2] {
         ),
         forget("fact-main-z", &t("10:30")),
         touch(&["fact-main-t"], &t("11:00")),
+        // A fact superseding one that has not arrived yet, then that one.
+        put(
+            "fact-main-s2",
+            "the bike lock code is 4711",
+            &t("10:40"),
+            &t("10:40"),
+            A,
+            json!({"supersedes": "fact-main-s1"}),
+        ),
+        put(
+            "fact-main-s1",
+            "the bike lock code is 1234",
+            &t("10:35"),
+            &t("10:35"),
+            A,
+            json!({}),
+        ),
+        // Turns of one session: each other's neighbours in search.
+        put(
+            "fact-main-c1",
+            "we talked about the lighthouse trip",
+            &t("10:50"),
+            &t("10:50"),
+            A,
+            json!({"session": "s-1", "speaker": "Mel"}),
+        ),
+        put(
+            "fact-main-c2",
+            "the ferry leaves at seven",
+            &t("10:51"),
+            &t("10:51"),
+            A,
+            json!({"session": "s-1", "speaker": "Sam"}),
+        ),
         put(
             "fact-main-r",
             "the garden gate squeaks",
@@ -164,6 +198,9 @@ const QUERIES: &[&str] = &[
     "spare key",
     "tea tin",
     "garden gate",
+    "bike lock code",
+    "lighthouse",
+    "ferry seven",
 ];
 const IDS: &[&str] = &[
     "fact-main-x",
@@ -173,6 +210,10 @@ const IDS: &[&str] = &[
     "fact-main-w2",
     "fact-main-t",
     "fact-main-r",
+    "fact-main-s1",
+    "fact-main-s2",
+    "fact-main-c1",
+    "fact-main-c2",
 ];
 
 /// Everything observable: live rows (SQLite), get, full-text search, counts.
@@ -184,8 +225,9 @@ fn snapshot(root: &TempRoot, hub: &memory_hub::hub::Hub) -> Value {
     .unwrap();
     let mut stmt = db
         .prepare(
-            "SELECT id, text, tier, accesses, expires_at, forgotten_at, superseded_by, last_access \
-             FROM memories ORDER BY id",
+            "SELECT id, text, tier, accesses, expires_at, forgotten_at, superseded_by, last_access, \
+             put_at, base_tier, base_accesses, base_expires, supersedes, content_hash, \
+             journal_file, journal_line, session, speaker FROM memories ORDER BY id",
         )
         .unwrap();
     let rows: Vec<Value> = stmt
@@ -199,6 +241,16 @@ fn snapshot(root: &TempRoot, hub: &memory_hub::hub::Hub) -> Value {
                 r.get::<_, Option<i64>>(5)?,
                 r.get::<_, Option<String>>(6)?,
                 r.get::<_, Option<i64>>(7)?,
+                r.get::<_, Option<i64>>(8)?,
+                r.get::<_, Option<String>>(9)?,
+                r.get::<_, Option<i64>>(10)?,
+                r.get::<_, Option<i64>>(11)?,
+                r.get::<_, Option<String>>(12)?,
+                r.get::<_, Option<String>>(13)?,
+                r.get::<_, Option<String>>(14)?,
+                r.get::<_, Option<i64>>(15)?,
+                r.get::<_, Option<String>>(16)?,
+                r.get::<_, Option<String>>(17)?,
             ]))
         })
         .unwrap()
@@ -294,6 +346,11 @@ fn device_files_in_any_order_give_the_same_index() {
     );
     assert_eq!(get("fact-main-r").unwrap().text, "the garden gate squeaks");
     assert!(search_ids(&hub, "wifi password hint", 10) == vec!["fact-main-w2".to_string()]);
+    assert_eq!(
+        search_ids(&hub, "bike lock code", 10),
+        vec!["fact-main-s2".to_string()],
+        "a fact superseded by one applied before it"
+    );
     let accesses: i64 = rusqlite::Connection::open(all.path().join("data/index/meta.db"))
         .unwrap()
         .query_row(
@@ -380,7 +437,7 @@ fn sync_conflict_copies_and_temp_files_are_reported_never_indexed() {
         "{}",
         sync.detail
     );
-    assert!(sync.detail.contains("alpha 8"), "{}", sync.detail);
+    assert!(sync.detail.contains("alpha 12"), "{}", sync.detail);
     drop(hub);
     let doctor = root.memd(&["doctor", "--json"]);
     let text = String::from_utf8_lossy(&doctor.stdout);
@@ -411,7 +468,7 @@ fn sync_init_writes_stignore_and_status_counts_lines_per_device() {
         "mine\n"
     );
     let status = root.memd_json(&["sync", "status"]);
-    assert_eq!(status["lines_per_device"]["alpha"], 8);
+    assert_eq!(status["lines_per_device"]["alpha"], 12);
     assert_eq!(status["lines_per_device"]["beta"], 10);
     assert_eq!(status["conflict_copies"], 0);
     assert_eq!(status["peers"], Value::Null);
