@@ -362,12 +362,25 @@ fn main() {
             }
             continue;
         }
-        let mut rows = if writes_only { Vec::new() } else { run(n, nq) };
+        // Each section's rows are printed as soon as it ends: a long run
+        // shows what it has measured so far.
+        let print = |rows: Vec<Row>| {
+            for r in rows {
+                println!(
+                    "| {} | {} | {} | {} |",
+                    r.name, r.value, r.baseline, r.ratio
+                );
+            }
+            std::io::stdout().flush().unwrap();
+        };
+        if !writes_only {
+            print(run(n, nq));
+        }
         if with_vectors && !writes_only {
-            rows.extend(vectors::run(n, nq));
+            print(vectors::run(n, nq));
         }
         if writes > 0 {
-            rows.extend(writes::run(n, writes, model_arg == "real", embed_ms));
+            print(writes::run(n, writes, model_arg == "real", embed_ms));
         }
         if with_http && !writes_only {
             let model = match model_arg.as_str() {
@@ -376,13 +389,7 @@ fn main() {
                 _ if n <= 10_000 && model_installed => http::Model::Real,
                 _ => http::Model::Hash,
             };
-            rows.extend(http::run(n, nq, model));
-        }
-        for r in rows {
-            println!(
-                "| {} | {} | {} | {} |",
-                r.name, r.value, r.baseline, r.ratio
-            );
+            print(http::run(n, nq, model));
         }
     }
 }
