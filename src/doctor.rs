@@ -464,6 +464,7 @@ fn index_checks(layout: &Layout, config: Option<&Config>, daemon_writes: bool) -
         )),
         Ok(index) => {
             out.push(integrity(&index, &dir, &files, daemon_writes));
+            out.push(vector_side_file(&index_dir));
             let cursors = index.meta.cursors().unwrap_or_default();
             let lag: u64 = sizes
                 .iter()
@@ -497,6 +498,40 @@ fn index_checks(layout: &Layout, config: Option<&Config>, daemon_writes: bool) -
     }
     out.push(documents(layout, config));
     out
+}
+
+/// Whether hybrid search can keep the float copies of the vectors in an
+/// unlinked file beside the index (see `index::vector_scan`): without one
+/// in the index directory it falls back to the temp directory (often
+/// memory), and without either to sqlite-vec's slower rescoring.
+fn vector_side_file(index_dir: &std::path::Path) -> Check {
+    const HINT: &str =
+        "let memd create files in the index directory (permissions, free space, a read-only mount)";
+    match crate::index::vector_scan::side_file_place(index_dir) {
+        Ok(None) => check(
+            "vector_side_file",
+            Status::Ok,
+            "the float copies for hybrid rescoring can be kept beside the index",
+            None,
+        ),
+        Ok(Some(e)) => check(
+            "vector_side_file",
+            Status::Warn,
+            format!(
+                "the index directory refused the float copies for hybrid rescoring ({e}); they go to the temp directory {}, which may be memory",
+                std::env::temp_dir().display()
+            ),
+            Some(HINT),
+        ),
+        Err((in_dir, in_temp)) => check(
+            "vector_side_file",
+            Status::Warn,
+            format!(
+                "no file for the float copies for hybrid rescoring (index directory: {in_dir}; temp directory: {in_temp}); hybrid search rescores through sqlite-vec, several times slower at scale"
+            ),
+            Some(HINT),
+        ),
+    }
 }
 
 const REBUILD_HINT: &str = "run `memd reindex` (or restart memd serve, which rebuilds a damaged index by itself); the index is derived from memories/ and nothing is lost";

@@ -107,6 +107,22 @@ fn side_file(dir: Option<&std::path::Path>) -> std::io::Result<std::fs::File> {
     side_file_in(&std::env::temp_dir())
 }
 
+/// Where a side file for the index in `dir` would be made now: `Ok(None)` in
+/// `dir` itself, `Ok(Some(why))` only in the temp directory (why `dir`
+/// refused it), `Err` nowhere (hybrid searches then rescore through
+/// sqlite-vec, several times slower at scale). For `memd doctor`.
+pub(crate) fn side_file_place(
+    dir: &std::path::Path,
+) -> std::result::Result<Option<std::io::Error>, (std::io::Error, std::io::Error)> {
+    match side_file_in(dir) {
+        Ok(_) => Ok(None),
+        Err(in_dir) => match side_file_in(&std::env::temp_dir()) {
+            Ok(_) => Ok(Some(in_dir)),
+            Err(in_temp) => Err((in_dir, in_temp)),
+        },
+    }
+}
+
 fn side_file_in(dir: &std::path::Path) -> std::io::Result<std::fs::File> {
     use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -789,6 +805,20 @@ pub(crate) fn warm(conn: &Connection, coarse: &RwLock<CoarseVectors>) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_side_file_goes_beside_the_index_else_to_the_temp_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(matches!(side_file_place(dir.path()), Ok(None)));
+        // A directory that cannot hold it: the temp directory takes it.
+        let gone = dir.path().join("missing");
+        let why = side_file_place(&gone)
+            .unwrap()
+            .expect("the index directory refused it");
+        assert_eq!(why.kind(), std::io::ErrorKind::NotFound);
+        // Nothing is left behind: the file is unlinked as soon as it is made.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
     use crate::index::filter::Scope;
     use crate::index::meta::{FactExtras, MetaDb, tx as mtx};
     use crate::model::{Memory, Origin, Privacy, Scene, Stage, Subject};

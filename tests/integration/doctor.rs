@@ -46,6 +46,7 @@ fn healthy_root_is_ready() {
         "tokens",
         "journal",
         "index",
+        "vector_side_file",
         "documents",
     ] {
         assert_eq!(status(&report, name), "ok", "{name}: {report}");
