@@ -281,13 +281,22 @@ pub fn run(n: usize, nq: usize) -> Vec<Row> {
                 let coarse = index.vector_search(q, model, &filter, k).unwrap();
                 let truth: std::collections::HashSet<&String> =
                     exact.iter().take(k).map(|h| &h.0).collect();
-                hit += coarse.iter().filter(|h| truth.contains(&h.0)).count();
+                // A hit as near as the exact k-th is as good as it: with many
+                // equidistant vectors (the hash embedder's near-identical
+                // texts) the exact top k is one pick among ties, by id. The
+                // coarse pass's distances are exact (float rescoring).
+                let kth = exact.iter().take(k).last().map_or(f32::MAX, |h| h.1);
+                hit += coarse
+                    .iter()
+                    .filter(|h| truth.contains(&h.0) || h.1 <= kth + 1e-5)
+                    .count()
+                    .min(truth.len());
                 total += truth.len();
             }
             let recall = hit as f64 / total.max(1) as f64;
             rows.push(row(
                 format!(
-                    "recall@{k} of the in-process 1-bit pass ({} candidates) + exact float rescoring, {fname}",
+                    "recall@{k} (ties at the k-th distance count) of the in-process 1-bit pass ({} candidates) + exact float rescoring, {fname}",
                     memory_hub::index::vector::candidates(k),
                 ),
                 format!("{recall:.4}"),
