@@ -285,7 +285,7 @@ pub fn run(n: usize, nq: usize) -> Vec<Row> {
                 // equidistant vectors (the hash embedder's near-identical
                 // texts) the exact top k is one pick among ties, by id. The
                 // coarse pass's distances are exact (float rescoring).
-                let kth = exact.iter().take(k).last().map_or(f32::MAX, |h| h.1);
+                let kth = exact[..k.min(exact.len())].last().map_or(f32::MAX, |h| h.1);
                 hit += coarse
                     .iter()
                     .filter(|h| truth.contains(&h.0) || h.1 <= kth + 1e-5)
