@@ -23,8 +23,10 @@
 //!                                   vector_scan.rs 1-bit pass
 //!                                   filter.rs visibility → query clauses
 //!                                   fusion.rs reciprocal rank fusion
-//!                   search.rs fulltext (AND, OR fallback) | semantic | hybrid,
-//!                             + a cross-lingual pass (query.rs translate, CC-CEDICT)
+//!                   search/ fulltext (by evidence: own pass + cross-lingual
+//!                           pass, query.rs translate, CC-CEDICT) | semantic |
+//!                           hybrid (rank + evidence fusion); exact phrases first;
+//!                           relevance.rs: P(relevant) per hit, below the floor dropped
 //! ```
 //!
 //! A write goes: validate (one rule set for every way in, [`model::Record::validate`])
@@ -55,7 +57,8 @@
 //!  hub                                           the application service, single writer,
 //!                                                owner of the live Config
 //!  config   auth   api                           composes the sub-configs; tokens → Filter; /v1 wire types
-//!  search   relevance                            ranking over the index
+//!  search                                        ranking over the index, the relevance decision
+//!  relevance                                     the evidence and model of that decision
 //!  index    query   embed   sync                 derived index, query plans, embedders
 //!  store    lifecycle   policy   schedule        source of truth and pure rules
 //!  error model ids layout analysis disk client foundation: types, paths, text analysis,
@@ -89,8 +92,8 @@
 //! | `query` | `analysis` |
 //! | `index` | `analysis`, `embed`, `error`, `layout`, `lifecycle`, `model`, `store` |
 //! | `sync` | `error`, `layout`, `client`, `store` |
-//! | `search` | `analysis`, `embed`, `error`, `index`, `lifecycle`, `model`, `query`, `when` |
-//! | `relevance` | `analysis`, `embed`, `error`, `index`, `query`, `search` |
+//! | `relevance` | `analysis`, `embed`, `error`, `index`, `model`, `query` |
+//! | `search` | `analysis`, `embed`, `error`, `index`, `lifecycle`, `model`, `query`, `relevance`, `when` |
 //! | `auth` | `error`, `ids`, `index`, `layout`, `model`, `store` |
 //! | `config` | `embed`, `error`, `layout`, `lifecycle`, `policy`, `schedule`, `search`, `store`, `sync` |
 //! | `hub` | `analysis`, `config`, `disk`, `embed`, `error`, `ids`, `index`, `layout`, `lifecycle`, `model`, `policy`, `query`, `relevance`, `schedule`, `search`, `store` |
@@ -100,7 +103,7 @@
 //! | `migrate` | `error`, `hub`, `model`, `store`, `transfer` |
 //! | `backup` | `config`, `error`, `ids`, `layout`, `model`, `store` |
 //! | `doctor` | `config`, `embed`, `error`, `index`, `layout`, `client`, `model`, `store` |
-//! | `eval` | `config`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `search` |
+//! | `eval` | `analysis`, `config`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `search` |
 //! | `consolidate` | `analysis`, `client`, `config`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `policy`, `schedule`, `store` |
 //! | `scheduler` | `backup`, `config`, `consolidate`, `error`, `hub`, `layout`, `schedule` |
 //! | `console` | — |
@@ -147,11 +150,17 @@
 //!   the same token ids as `tokenizers` in ~7 MiB instead of ~280), a deterministic test embedder ([`embed::hash`]),
 //!   the vector cache under `data/cache/` ([`embed::cache`]) and the installed
 //!   lexicon beside the model ([`embed::lexicon`], optional, loaded on first use).
-//! - [`search`]: query planning and ranking in three modes; [`relevance`]:
-//!   the relevance floor of recall (script-aware cosine, else term coverage).
+//! - [`search`]: ranking in three modes (`fulltext.rs`: by evidence, own
+//!   pass first, the cross-lingual pass adding; `hybrid.rs`: reciprocal
+//!   rank and evidence fusion), exact phrases first, and the relevance
+//!   decision on every hit; [`relevance`]: the evidence of a hit (coverage,
+//!   BM25, phrase, translated coverage, script-aware cosine) and the
+//!   calibrated logistic model over it (`relevance_weights.json`).
 //! - [`lifecycle`]: retention tiers, opt-in tier expiry, promotion, the exact
 //!   dedup key and ranking signals (short-term weight, importance, T0 boost).
-//! - [`eval`]: recall@k / MRR evaluation on labelled datasets.
+//! - [`eval`]: recall@k / MRR evaluation on labelled datasets;
+//!   `precision.rs` (exact-first and off-topic rates on a mixed root),
+//!   `training.rs` (the relevance model's training rows).
 //! - [`consolidate`]: nightly ("sleep") consolidation — a deterministic pass
 //!   (fold, promote, expire, flag stale) with offline salience
 //!   ([`consolidate::salience`]), an optional model pass (one request per scene) whose

@@ -268,6 +268,7 @@ pub fn translate(query: &str, lexicon: &Lexicon) -> Option<Translation> {
     let mut translated = false;
     let mut all: Vec<WeightedTerm> = Vec::new();
     let mut from_lexicon: Vec<Term> = Vec::new();
+    let mut groups: Vec<TranslationGroup> = Vec::new();
     let mut add = |term: Term, weight: f32, is_translation: bool| {
         if is_translation && !from_lexicon.contains(&term) {
             from_lexicon.push(term.clone());
@@ -300,12 +301,20 @@ pub fn translate(query: &str, lexicon: &Lexicon) -> Option<Translation> {
                 let english = lexicon.english_of(&word);
                 translated |= !english.is_empty();
                 let share = weight / english.len().max(1) as f32;
+                let mut alternatives = Vec::new();
                 for e in english {
                     let term = Term {
                         text: e.to_string(),
                         kind: TermKind::Word,
                     };
+                    alternatives.push(vec![(term.clone(), share)]);
                     add(term, share, true);
+                }
+                if !alternatives.is_empty() {
+                    groups.push(TranslationGroup {
+                        weight,
+                        alternatives,
+                    });
                 }
             }
         }
@@ -322,16 +331,24 @@ pub fn translate(query: &str, lexicon: &Lexicon) -> Option<Translation> {
             }
             translated = true;
             let share = weight / chinese.len() as f32;
+            let mut alternatives = Vec::new();
             for zh in chinese {
                 let segment = Term {
                     text: zh.to_string(),
                     kind: TermKind::Segment,
                 };
+                let mut terms = vec![(segment.clone(), share)];
                 add(segment, share, true);
                 for t in tokenize(zh) {
+                    terms.push((t.clone(), share));
                     add(t, share, true);
                 }
+                alternatives.push(terms);
             }
+            groups.push(TranslationGroup {
+                weight,
+                alternatives,
+            });
         }
     }
     translated.then(|| Translation {
@@ -342,6 +359,7 @@ pub fn translate(query: &str, lexicon: &Lexicon) -> Option<Translation> {
             terms: all,
         },
         translations: from_lexicon,
+        groups,
     })
 }
 
@@ -353,36 +371,37 @@ pub struct Translation {
     /// The terms that came from the lexicon. A memory matching none of them
     /// matched only on a name or a number kept as it was.
     pub(crate) translations: Vec<Term>,
+    /// One group per translated query word, in query order: its turn weight
+    /// and its translations, each as the terms (with their weights in
+    /// [`Translation::plan`]) a memory holding it contains.
+    pub(crate) groups: Vec<TranslationGroup>,
 }
 
-/// The share of a text's words that are CJK: CJK characters counted one
-/// each, Latin words (runs of ASCII letters) one each. A text with neither
-/// (digits, punctuation) is 0.5, neutral.
-pub(crate) fn cjk_share(text: &str) -> f32 {
-    let (mut cjk, mut latin, mut in_word) = (0u32, 0u32, false);
-    for c in text.chars() {
-        if crate::index::tokenizer::is_cjk(c) {
-            cjk += 1;
-        }
-        let letter = c.is_ascii_alphabetic();
-        if letter && !in_word {
-            latin += 1;
-        }
-        in_word = letter;
-    }
-    if cjk + latin == 0 {
-        0.5
-    } else {
-        cjk as f32 / (cjk + latin) as f32
-    }
+/// The translations of one query word ([`Translation::groups`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct TranslationGroup {
+    /// The weight of the word's turn.
+    pub(crate) weight: f32,
+    /// Each translation as its terms and their weights (an English word:
+    /// one word term; a Chinese word: its jieba word and its bigrams).
+    pub(crate) alternatives: Vec<Vec<(Term, f32)>>,
 }
 
-/// Whether two texts are written mostly in different scripts (one mostly
-/// CJK, the other mostly Latin), given their [`cjk_share`]s. Full text can
-/// match such a pair only on names and numbers, never on what it says.
-pub(crate) fn scripts_differ(a: f32, b: f32) -> bool {
-    (a - b).abs() > 0.5
+/// The tokens of a query as the index cuts a text (stop words included),
+/// for the exact-phrase lookup: `None` for a dialogue (several turns), a
+/// query of fewer than two tokens or one too long to be copied from a memory.
+pub fn phrase_tokens(query: &str) -> Option<Vec<Term>> {
+    if query.lines().filter(|l| !l.trim().is_empty()).count() > 1 {
+        return None;
+    }
+    let tokens = tokenize(query);
+    (2..=MAX_PHRASE_TOKENS)
+        .contains(&tokens.len())
+        .then_some(tokens)
 }
+
+/// The longest query looked up as an exact phrase, in tokens.
+pub const MAX_PHRASE_TOKENS: usize = 64;
 
 #[cfg(test)]
 mod tests {
@@ -390,18 +409,22 @@ mod tests {
 
     #[test]
     fn script_shares() {
+        use crate::analysis::tokenizer::{cjk_share, script_milli, scripts_differ_milli};
         assert_eq!(cjk_share("我今天去公园"), 1.0);
         assert_eq!(cjk_share("I went to the park today"), 0.0);
         assert_eq!(cjk_share("2024-05-01 !"), 0.5);
         // A Chinese dialogue with speaker tags stays mostly CJK.
-        let zh = cjk_share("<Bart>:\"嘿，你知道吗？元旦晚会我要表演魔术！\"");
-        assert!(zh > 0.8, "{zh}");
-        assert!(scripts_differ(
+        let zh = script_milli("<Bart>:\"嘿，你知道吗？元旦晚会我要表演魔术！\"");
+        assert!(zh > 800, "{zh}");
+        assert!(scripts_differ_milli(
             zh,
-            cjk_share("Bart danced at the Christmas party.")
+            script_milli("Bart danced at the Christmas party.")
         ));
-        assert!(!scripts_differ(zh, cjk_share("Bart 在圣诞晚会上跳舞")));
-        assert!(!scripts_differ(0.5, 0.0), "neutral text never differs");
+        assert!(!scripts_differ_milli(
+            zh,
+            script_milli("Bart 在圣诞晚会上跳舞")
+        ));
+        assert!(!scripts_differ_milli(500, 0), "neutral text never differs");
     }
 
     #[test]

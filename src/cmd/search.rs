@@ -43,6 +43,7 @@ pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()>
         filter,
         limit: args.limit,
         mode,
+        min_score: None,
     })?;
     if cli.json {
         return super::print_json(&results);

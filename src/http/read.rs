@@ -104,17 +104,9 @@ pub(crate) async fn search(
         filter,
         limit,
         mode,
+        min_score: check_min_score(body.min_score)?,
     };
-    let floor = check_min_score(body.min_score)?;
-    let results = st
-        .run(move |hub| {
-            let mut results = hub.search(&req)?;
-            if let Some(floor) = floor {
-                hub.apply_floor(&mut results, &req.query, &req.filter, Some(floor))?;
-            }
-            Ok(results)
-        })
-        .await?;
+    let results = st.run(move |hub| hub.search(&req)).await?;
     let ids = results.hits.iter().map(|h| h.memory.id.clone());
     Ok(with_clamp(reply(&results, note(&scene, ids)), clamped))
 }

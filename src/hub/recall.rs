@@ -27,7 +27,7 @@ use super::read::one_line;
 use crate::error::{Error, Result};
 use crate::index::filter::{Filter, Scope};
 use crate::model::{Memory, Stage, Subject};
-use crate::search::{SearchHit, SearchMode, SearchRequest, SearchResults};
+use crate::search::{SearchHit, SearchRequest};
 
 /// Conversation turns the recall query is built from.
 const QUERY_TURNS: usize = 3;
@@ -59,6 +59,8 @@ pub struct RecallOutcome {
     pub(crate) query: String,
     /// Long-term (and short-term) memories for the conversation, best first.
     pub(crate) hits: Vec<RecallHit>,
+    /// Hits dropped below the relevance floor (see [`crate::search::SearchResults`]).
+    pub dropped_below_floor: usize,
     /// Recent short-term chat from the live side channel, oldest first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) live: Vec<Memory>,
@@ -182,8 +184,8 @@ pub struct RecallRequest {
     pub filter: Filter,
     /// Hits wanted.
     pub limit: Option<usize>,
-    /// Relevance floor ([`crate::relevance`]); `None`: the default
-    /// (with the calibrated model only); 0 turns it off.
+    /// Relevance floor ([`crate::relevance`], applied by search); `None`:
+    /// the calibrated default; 0 turns it off.
     pub min_score: Option<f32>,
     /// The live side channel: filter, window and count.
     pub live: Option<(Filter, u32, usize)>,
@@ -196,40 +198,6 @@ pub struct RecallRequest {
 }
 
 impl Hub {
-    /// Empties `results` when its best hit has no evidence of relevance of
-    /// at least `floor` ([`crate::relevance`]); `None` means
-    /// [`crate::relevance::DEFAULT_FLOOR`] when the search ran with the
-    /// calibrated model and no floor otherwise. Cosines count only when the
-    /// search ran with an embedder.
-    pub(crate) fn apply_floor(
-        &self,
-        results: &mut SearchResults,
-        query: &str,
-        filter: &Filter,
-        floor: Option<f32>,
-    ) -> Result<()> {
-        let embedder = match results.mode {
-            SearchMode::Fulltext => None,
-            _ => self.embedder.loaded(),
-        };
-        let calibrated = embedder
-            .as_deref()
-            .is_some_and(crate::relevance::calibrated);
-        let floor = match floor {
-            Some(f) => f,
-            None if calibrated => crate::relevance::DEFAULT_FLOOR,
-            None => return Ok(()),
-        };
-        crate::relevance::apply_floor(
-            &self.index,
-            embedder.as_deref(),
-            query,
-            filter,
-            &mut results.hits,
-            floor,
-        )
-    }
-
     /// Recalls memories for a conversation.
     pub fn recall(&self, req: &RecallRequest) -> Result<RecallOutcome> {
         let query = match &req.query {
@@ -241,13 +209,14 @@ impl Hub {
                 "give messages (the recent conversation) or a query",
             ));
         }
-        let mut results = self.search(&SearchRequest {
+        let results = self.search(&SearchRequest {
             query: query.clone(),
             filter: req.filter.clone(),
             limit: req.limit,
             mode: None,
+            min_score: req.min_score,
         })?;
-        self.apply_floor(&mut results, &query, &req.filter, req.min_score)?;
+        let dropped_below_floor = results.dropped_below_floor;
         let hits: Vec<RecallHit> = results
             .hits
             .into_iter()
@@ -282,6 +251,7 @@ impl Hub {
         Ok(RecallOutcome {
             query,
             hits,
+            dropped_below_floor,
             live,
             block,
         })

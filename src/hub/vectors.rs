@@ -159,17 +159,9 @@ impl Hub {
         let embedder = self.embedder.get()?;
         self.refresh_vectors(embedder.as_ref())?;
         self.index.refresh()?;
-        let plan = crate::query::plan(&req.query);
         let config = self.config();
         let limit = req.limit.unwrap_or(config.search.default_limit);
-        search::hybrid_candidates(
-            &self.index,
-            embedder.as_ref(),
-            &plan,
-            req,
-            &config.search,
-            limit,
-        )
+        search::hybrid_candidates(&self.index, embedder.as_ref(), req, &config.search, limit)
     }
 
     /// Search under the request's filter, in the request's mode (default

@@ -236,6 +236,7 @@ fn run(n: usize, nq: usize) -> Vec<Row> {
                 filter: Filter::all(),
                 limit: Some(10),
                 mode: Some(SearchMode::Fulltext),
+                min_score: None,
             })
             .unwrap();
         });

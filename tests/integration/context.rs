@@ -24,6 +24,7 @@ fn scored(hub: &Hub, query: &str, filter: Filter) -> Vec<(String, f32)> {
         filter,
         limit: Some(10),
         mode: Some(SearchMode::Fulltext),
+        min_score: None,
     })
     .unwrap()
     .hits

@@ -255,6 +255,7 @@ fn hybrid_gives_no_vote_to_full_text_hits_in_another_script() {
                 filter: memory_hub::index::filter::Filter::all(),
                 limit: Some(10),
                 mode: Some(SearchMode::Hybrid),
+                min_score: None,
             })
             .unwrap();
         let c = candidates.iter().find(|c| c.id == english).unwrap();
@@ -364,6 +365,7 @@ fn hybrid_search_orders_its_candidates_by_the_checked_in_fusion() {
         filter: Filter::all(),
         limit: Some(5),
         mode: Some(SearchMode::Hybrid),
+        min_score: None,
     };
     let candidates = hub.hybrid_candidates(&req).unwrap();
     assert!(candidates.len() >= 5);

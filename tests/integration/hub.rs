@@ -76,6 +76,7 @@ fn filters_restrict_search_and_get() {
                 filter,
                 limit: Some(10),
                 mode: None,
+                min_score: None,
             })
             .unwrap()
             .hits
@@ -141,6 +142,7 @@ fn and_pass_first_then_or_fallback() {
             filter: Filter::all(),
             limit: Some(5),
             mode: Some(memory_hub::search::SearchMode::Fulltext),
+            min_score: None,
         })
         .unwrap();
     let got: Vec<(String, String)> = results

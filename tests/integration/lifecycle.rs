@@ -83,6 +83,7 @@ fn find(hub: &Hub, query: &str, now: DateTime<Utc>) -> Vec<String> {
         filter: visible(now),
         limit: Some(10),
         mode: Some(SearchMode::Fulltext),
+        min_score: None,
     })
     .unwrap()
     .hits
@@ -351,6 +352,7 @@ fn a_superseded_memory_leaves_search_but_stays_readable() {
                 filter: Filter::all(),
                 limit: Some(10),
                 mode: Some(mode),
+                min_score: None,
             })
             .unwrap()
             .hits
@@ -689,6 +691,7 @@ fn archived_months_read_transparently_and_reindex_gives_the_same_results() {
             filter: visible(clock.now()),
             limit: Some(3),
             mode: Some(SearchMode::Semantic),
+            min_score: None,
         })
         .unwrap();
     assert_eq!(semantic.hits[0].memory.id, ids[1]);
@@ -729,6 +732,7 @@ fn ranking_weighs_short_term_down_and_flags_expiring_soon() {
             filter: visible(clock.now()),
             limit: Some(5),
             mode: Some(SearchMode::Fulltext),
+            min_score: None,
         })
         .unwrap()
         .hits;
@@ -745,6 +749,7 @@ fn ranking_weighs_short_term_down_and_flags_expiring_soon() {
             filter: visible(clock.now()),
             limit: Some(5),
             mode: Some(SearchMode::Fulltext),
+            min_score: None,
         })
         .unwrap()
         .hits;
@@ -757,6 +762,7 @@ fn ranking_weighs_short_term_down_and_flags_expiring_soon() {
             filter: visible(clock.now()),
             limit: Some(5),
             mode: Some(SearchMode::Fulltext),
+            min_score: None,
         })
         .unwrap()
         .hits;

@@ -29,6 +29,8 @@ mod lifecycle;
 mod mcp;
 mod merge;
 mod openapi;
+mod peers;
+mod precision;
 mod prop;
 mod reindex;
 mod relevance;

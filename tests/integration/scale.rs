@@ -97,6 +97,7 @@ fn hybrid(query: &str) -> SearchRequest {
         filter: Filter::all(),
         limit: Some(10),
         mode: Some(SearchMode::Hybrid),
+        min_score: None,
     }
 }
 

@@ -26,6 +26,7 @@ fn search(hub: &Hub, query: &str, filter: Filter, limit: usize, mode: SearchMode
         filter,
         limit: Some(limit),
         mode: Some(mode),
+        min_score: None,
     })
     .unwrap()
 }
@@ -127,6 +128,7 @@ fn semantic_search_finds_a_paraphrase_with_no_shared_words() {
             filter: Filter::all(),
             limit: Some(3),
             mode: None,
+            min_score: None,
         })
         .unwrap();
     assert_eq!(hybrid.mode, SearchMode::Hybrid);
@@ -260,6 +262,7 @@ fn embedding_unavailable_when_the_model_dir_is_wrong_but_full_text_works() {
             filter: Filter::all(),
             limit: None,
             mode: Some(SearchMode::Semantic),
+            min_score: None,
         })
         .unwrap_err();
     assert_eq!(err.code().as_str(), "EMBEDDING_UNAVAILABLE");
@@ -271,6 +274,7 @@ fn embedding_unavailable_when_the_model_dir_is_wrong_but_full_text_works() {
             filter: Filter::all(),
             limit: None,
             mode: None,
+            min_score: None,
         })
         .unwrap();
     assert_eq!(hybrid.mode, SearchMode::Fulltext);
@@ -505,6 +509,7 @@ fn memories_written_without_an_embedder_are_embedded_once_one_is_available() {
                 filter: Filter::all(),
                 limit: None,
                 mode: Some(SearchMode::Semantic),
+                min_score: None,
             })
             .unwrap_err();
         assert!(err.to_string().contains("test: no model"), "{err}");

@@ -154,6 +154,7 @@ pub fn search_ids_in(hub: &Hub, query: &str, limit: usize, mode: SearchMode) -> 
         filter: Filter::all(),
         limit: Some(limit),
         mode: Some(mode),
+        min_score: None,
     })
     .unwrap()
     .hits

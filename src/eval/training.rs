@@ -1,0 +1,534 @@
+//! Training data of the relevance model ([`crate::relevance`]): every hit
+//! of many searches, with its evidence and whether it is about its query.
+//!
+//! [`export`] builds roots of very different sizes from the dev sets and
+//! searches them in full-text, hybrid and semantic mode with the decision
+//! off (`min_score` 0), writing one JSON line per hit ([`Row`]):
+//!
+//! - **labelled**: each dev set as its own root, each query under its scene;
+//!   a hit is relevant when the dataset labels it so.
+//! - **other-user** / **other-conversation**: the same queries under another
+//!   scene (the other MADial user, the next LoCoMo conversation): nothing
+//!   there is about them.
+//! - **off-topic**: questions no root is about (`split` says whether the
+//!   trainer may fit on them).
+//! - **span**: distinctive spans copied from memories of the mixed root
+//!   ([`super::precision`]), relevant only to the memory they come from.
+//! - **small** roots (5 and 20 memories of one scene) and **large** roots
+//!   (a dev set's scenes filled up with `filler` texts), with the labelled
+//!   queries whose relevant memories they hold.
+//!
+//! `group` names the conversation, dialogue, user or question a row belongs
+//! to, so that the trainer cross-validates with groups held out together.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use serde::Serialize;
+
+use super::precision::{OffTopic, distinctive_span};
+use super::{CorpusLine, EvalRoot, QueryLine, load_corpus, read_jsonl};
+use crate::config::Config;
+use crate::embed::{EmbedError, Embedder, EmbedderSlot};
+use crate::error::{Error, IoContext, Result};
+use crate::hub::Hub;
+use crate::index::filter::{Filter, Scope};
+use crate::index::tokenizer::normalize;
+use crate::model::Scene;
+use crate::search::{SearchMode, SearchRequest};
+
+/// Hits kept per search.
+const DEPTH: usize = 10;
+
+/// One hit of one search.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Row {
+    /// Which root: `dev:<set>`, `mixed`, `small-<n>:<set>:<sample>`, `large-<n>:<set>`.
+    pub root: String,
+    /// Memories in the root.
+    pub root_size: usize,
+    /// The dataset the query comes from (or `off-topic`, `span`).
+    pub dataset: String,
+    /// Query id.
+    pub qid: String,
+    /// Cross-validation group (conversation, dialogue, user or question).
+    pub group: String,
+    /// `labelled`, `other-user`, `other-conversation`, `off-topic` or `span`.
+    pub kind: String,
+    /// `tune` or `test` for off-topic questions, else `dev`.
+    pub split: String,
+    /// The query's language (`zh` or `en`).
+    pub lang: String,
+    /// The mode that ran.
+    pub mode: SearchMode,
+    /// Rank of the hit, from 1.
+    pub rank: usize,
+    /// Relevant memories the query has in this root (recall's denominator).
+    pub relevant_total: usize,
+    /// Whether the hit is one of them.
+    pub relevant: bool,
+    /// Every feature of [`crate::relevance::FEATURES`] by name.
+    pub features: serde_json::Map<String, serde_json::Value>,
+    /// Whether the hit had a cosine of the calibrated model.
+    pub has_cosine: bool,
+    /// What the checked-in model says.
+    pub relevance: f32,
+}
+
+/// What [`export`] reads besides the dev sets.
+#[derive(Debug, Clone, Default)]
+pub struct TrainingOptions {
+    /// A vector cache shared across runs.
+    pub vector_cache: Option<PathBuf>,
+    /// Off-topic questions (every split; rows say which).
+    pub off_topic: Vec<OffTopic>,
+    /// Texts that fill the large roots.
+    pub filler: Vec<String>,
+    /// Sizes of the large roots (full text and hybrid up to
+    /// [`LARGE_HYBRID_MAX`], full text only above).
+    pub large: Vec<usize>,
+    /// Seed of the small roots and spans.
+    pub seed: u64,
+}
+
+/// The largest root searched in hybrid and semantic mode (embedding more costs minutes per 10k).
+pub const LARGE_HYBRID_MAX: usize = 20_000;
+
+/// Remembers query vectors: the same query is embedded once across modes and roots.
+struct RememberedQueries {
+    model: Arc<dyn Embedder>,
+    queries: Mutex<HashMap<String, Vec<f32>>>,
+}
+
+impl Embedder for RememberedQueries {
+    fn model_id(&self) -> &str {
+        self.model.model_id()
+    }
+    fn dim(&self) -> usize {
+        self.model.dim()
+    }
+    fn embed_queries(&self, texts: &[&str]) -> std::result::Result<Vec<Vec<f32>>, EmbedError> {
+        let mut out = Vec::with_capacity(texts.len());
+        for text in texts {
+            let known = self
+                .queries
+                .lock()
+                .expect("query vectors poisoned")
+                .get(*text)
+                .cloned();
+            let v = match known {
+                Some(v) => v,
+                None => {
+                    let v = self
+                        .model
+                        .embed_queries(&[text])?
+                        .pop()
+                        .ok_or_else(|| EmbedError::Inference("no vector".into()))?;
+                    self.queries
+                        .lock()
+                        .expect("query vectors poisoned")
+                        .insert(text.to_string(), v.clone());
+                    v
+                }
+            };
+            out.push(v);
+        }
+        Ok(out)
+    }
+    fn embed_passages(&self, texts: &[&str]) -> std::result::Result<Vec<Vec<f32>>, EmbedError> {
+        self.model.embed_passages(texts)
+    }
+}
+
+/// A query to run on a root.
+struct Probe {
+    dataset: String,
+    qid: String,
+    group: String,
+    kind: &'static str,
+    split: String,
+    lang: String,
+    query: String,
+    filter: Filter,
+    relevant: Vec<String>,
+}
+
+struct Writer<'a> {
+    out: std::io::BufWriter<std::fs::File>,
+    path: &'a Path,
+    rows: usize,
+}
+
+impl Writer<'_> {
+    #[allow(clippy::too_many_arguments)]
+    fn run(
+        &mut self,
+        hub: &Hub,
+        root: &str,
+        root_size: usize,
+        corpus_id_of: &HashMap<String, String>,
+        probes: &[Probe],
+        modes: &[SearchMode],
+    ) -> Result<()> {
+        for p in probes {
+            for &mode in modes {
+                let results = hub.search(&SearchRequest {
+                    query: p.query.clone(),
+                    filter: p.filter.clone(),
+                    limit: Some(DEPTH),
+                    mode: Some(mode),
+                    min_score: Some(0.0),
+                })?;
+                for (i, h) in results.hits.iter().enumerate() {
+                    let cid = corpus_id_of.get(&h.memory.id).cloned().unwrap_or_default();
+                    let features = crate::relevance::FEATURES
+                        .iter()
+                        .map(|f| {
+                            (
+                                f.to_string(),
+                                serde_json::json!(h.evidence.feature(f).unwrap_or(0.0)),
+                            )
+                        })
+                        .collect();
+                    let row = Row {
+                        root: root.to_string(),
+                        root_size,
+                        dataset: p.dataset.clone(),
+                        qid: p.qid.clone(),
+                        group: p.group.clone(),
+                        kind: p.kind.to_string(),
+                        split: p.split.clone(),
+                        lang: p.lang.clone(),
+                        mode: results.mode,
+                        rank: i + 1,
+                        relevant_total: p.relevant.len(),
+                        relevant: p.relevant.contains(&cid),
+                        features,
+                        has_cosine: h.evidence.cosine.is_some(),
+                        relevance: h.relevance,
+                    };
+                    let line = serde_json::to_string(&row)
+                        .map_err(|e| Error::Internal(format!("training row: {e}")))?;
+                    writeln!(self.out, "{line}").ctx("cannot write", self.path)?;
+                    self.rows += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn scene_filter(scene: &str) -> Result<Filter> {
+    Ok(Filter::scope(Scope {
+        scenes: vec![Scene::parse(scene)?],
+        ..Scope::default()
+    }))
+}
+
+/// The language of a dev set's queries.
+fn lang_of(dataset: &str) -> &'static str {
+    if dataset.starts_with("madial-zh") {
+        "zh"
+    } else {
+        "en"
+    }
+}
+
+/// The scene a query is checked against instead of its own: the other
+/// MADial user, the next LoCoMo conversation.
+fn other_scene(scene: &str) -> Option<(String, &'static str)> {
+    match scene {
+        "madial-u1" => Some(("madial-u2".into(), "other-user")),
+        "madial-u2" => Some(("madial-u1".into(), "other-user")),
+        s => {
+            let n: usize = s.strip_prefix("locomo-")?.parse().ok()?;
+            Some((format!("locomo-{}", (n + 1) % 5), "other-conversation"))
+        }
+    }
+}
+
+/// The group of a dev query: its LoCoMo conversation, else its MADial dialogue.
+fn group_of(q: &QueryLine) -> String {
+    match q.scene.as_deref() {
+        Some(s) if s.starts_with("locomo-") => s.to_string(),
+        _ => format!("dialogue-{}", q.qid),
+    }
+}
+
+fn off_topic_probes(questions: &[OffTopic]) -> Vec<Probe> {
+    questions
+        .iter()
+        .enumerate()
+        .map(|(i, q)| Probe {
+            dataset: "off-topic".into(),
+            qid: format!("off-topic-{i}"),
+            group: format!("off-topic-{i}"),
+            kind: "off-topic",
+            split: q.split.clone(),
+            lang: q.lang.clone(),
+            query: q.query.clone(),
+            filter: Filter::all(),
+            relevant: Vec::new(),
+        })
+        .collect()
+}
+
+/// Writes the training rows (see the module docs) to `out`; returns how many.
+pub fn export(
+    eval_dir: &Path,
+    out: &Path,
+    config: &Config,
+    embedder: Arc<dyn Embedder>,
+    options: &TrainingOptions,
+) -> Result<usize> {
+    let embedder: Arc<dyn Embedder> = Arc::new(RememberedQueries {
+        model: embedder,
+        queries: Mutex::default(),
+    });
+    let mut w = Writer {
+        out: std::io::BufWriter::new(std::fs::File::create(out).ctx("cannot create", out)?),
+        path: out,
+        rows: 0,
+    };
+    let mut config = config.clone();
+    config.search.max_limit = config.search.max_limit.max(DEPTH);
+    let all_modes = [
+        SearchMode::Fulltext,
+        SearchMode::Hybrid,
+        SearchMode::Semantic,
+    ];
+    let off_topic = off_topic_probes(&options.off_topic);
+    let open = |config: &Config| {
+        EvalRoot::open(
+            config.clone(),
+            EmbedderSlot::ready(embedder.clone()),
+            options.vector_cache.as_deref(),
+        )
+    };
+    let sets = [
+        "madial-zh-dev",
+        "madial-en-dev",
+        "madial-zh2en-dev",
+        "madial-en2zh-dev",
+        "locomo-dev",
+    ];
+    let mut rng = StdRng::seed_from_u64(options.seed);
+    for set in sets {
+        let dir = eval_dir.join(set);
+        let corpus: Vec<CorpusLine> = read_jsonl(&dir.join("corpus.jsonl"))?;
+        let queries: Vec<QueryLine> = read_jsonl(&dir.join("queries.jsonl"))?;
+        let lang = lang_of(set);
+        let labelled = |q: &QueryLine, kind: &'static str, scene: Option<&str>| -> Result<Probe> {
+            Ok(Probe {
+                dataset: set.to_string(),
+                qid: q.qid.clone(),
+                group: group_of(q),
+                kind,
+                split: "dev".into(),
+                lang: lang.into(),
+                query: q.query.clone(),
+                filter: match scene.or(q.scene.as_deref()) {
+                    Some(s) => scene_filter(s)?,
+                    None => Filter::all(),
+                },
+                relevant: if kind == "labelled" {
+                    q.relevant.clone()
+                } else {
+                    Vec::new()
+                },
+            })
+        };
+        // The dev set as its own root, its queries under their own scene and another's.
+        {
+            let root = open(&config)?;
+            let ids = load_corpus(&root.hub, set, &corpus, None)?;
+            let mut probes = Vec::new();
+            for q in &queries {
+                probes.push(labelled(q, "labelled", None)?);
+            }
+            w.run(
+                &root.hub,
+                &format!("dev:{set}"),
+                corpus.len(),
+                &ids,
+                &probes,
+                &all_modes,
+            )?;
+            let mut others = Vec::new();
+            for q in &queries {
+                if let Some((scene, kind)) = q.scene.as_deref().and_then(other_scene) {
+                    others.push(labelled(q, kind, Some(&scene))?);
+                }
+            }
+            w.run(
+                &root.hub,
+                &format!("dev:{set}"),
+                corpus.len(),
+                &ids,
+                &others,
+                &[SearchMode::Fulltext, SearchMode::Hybrid],
+            )?;
+            w.run(
+                &root.hub,
+                &format!("dev:{set}"),
+                corpus.len(),
+                &ids,
+                &off_topic,
+                &all_modes,
+            )?;
+            root.close()?;
+        }
+        // Small roots: a few memories of one scene, with the queries they answer.
+        if set == "madial-zh-dev" || set == "madial-en-dev" || set == "locomo-dev" {
+            for n in [5usize, 20] {
+                for sample in 0..3 {
+                    let scenes: Vec<&str> = {
+                        let mut s: Vec<&str> =
+                            corpus.iter().filter_map(|c| c.scene.as_deref()).collect();
+                        s.sort_unstable();
+                        s.dedup();
+                        s
+                    };
+                    let scene = scenes[sample % scenes.len()];
+                    let mut lines: Vec<&CorpusLine> = corpus
+                        .iter()
+                        .filter(|c| c.scene.as_deref() == Some(scene))
+                        .collect();
+                    lines.shuffle(&mut rng);
+                    let picked: Vec<CorpusLine> = lines.into_iter().take(n).cloned().collect();
+                    let held: Vec<&str> = picked.iter().map(|c| c.id.as_str()).collect();
+                    let root = open(&config)?;
+                    let ids = load_corpus(&root.hub, set, &picked, None)?;
+                    let mut probes = Vec::new();
+                    for q in queries.iter().filter(|q| q.scene.as_deref() == Some(scene)) {
+                        let mut p = labelled(q, "labelled", None)?;
+                        p.relevant.retain(|r| held.contains(&r.as_str()));
+                        if !p.relevant.is_empty() {
+                            probes.push(p);
+                        }
+                    }
+                    let name = format!("small-{n}:{set}:{sample}");
+                    w.run(&root.hub, &name, picked.len(), &ids, &probes, &all_modes)?;
+                    w.run(&root.hub, &name, picked.len(), &ids, &off_topic, &all_modes)?;
+                    root.close()?;
+                }
+            }
+        }
+        // Large roots: the dev set's scenes filled up with other texts.
+        if set == "locomo-dev" || set == "madial-zh-dev" {
+            for &n in &options.large {
+                let scenes: Vec<String> = {
+                    let mut s: Vec<String> =
+                        corpus.iter().filter_map(|c| c.scene.clone()).collect();
+                    s.sort_unstable();
+                    s.dedup();
+                    s
+                };
+                let fill = n.saturating_sub(corpus.len()).min(options.filler.len());
+                let mut all = corpus.clone();
+                all.extend(
+                    options.filler[..fill]
+                        .iter()
+                        .enumerate()
+                        .map(|(i, text)| CorpusLine {
+                            id: format!("filler-{i}"),
+                            text: text.clone(),
+                            scene: Some(scenes[i % scenes.len()].clone()),
+                            time: None,
+                            speaker: None,
+                            session: None,
+                        }),
+                );
+                let modes: &[SearchMode] = if n <= LARGE_HYBRID_MAX {
+                    &all_modes
+                } else {
+                    &[SearchMode::Fulltext]
+                };
+                let root = if n > LARGE_HYBRID_MAX {
+                    EvalRoot::open(
+                        config.clone(),
+                        EmbedderSlot::none("full text only at this size"),
+                        None,
+                    )?
+                } else {
+                    open(&config)?
+                };
+                let ids = load_corpus(&root.hub, set, &all, None)?;
+                let probes: Vec<Probe> = queries
+                    .iter()
+                    .map(|q| labelled(q, "labelled", None))
+                    .collect::<Result<_>>()?;
+                let name = format!("large-{n}:{set}");
+                w.run(&root.hub, &name, all.len(), &ids, &probes, modes)?;
+                w.run(&root.hub, &name, all.len(), &ids, &off_topic, modes)?;
+                root.close()?;
+            }
+        }
+    }
+    // The mixed root of the precision figures, with spans of its own seed.
+    {
+        let mut corpus: Vec<CorpusLine> = Vec::new();
+        for (set, scene) in [
+            ("locomo-dev", "locomo-0"),
+            ("madial-zh-dev", "madial-u1"),
+            ("madial-en-dev", "madial-u2"),
+        ] {
+            let lines: Vec<CorpusLine> = read_jsonl(&eval_dir.join(set).join("corpus.jsonl"))?;
+            corpus.extend(
+                lines
+                    .into_iter()
+                    .filter(|l| l.scene.as_deref() == Some(scene)),
+            );
+        }
+        let main = Scene::parse("main")?;
+        let root = open(&config)?;
+        let ids = load_corpus(&root.hub, "mixed", &corpus, Some(&main))?;
+        let normalised: Vec<String> = corpus.iter().map(|l| normalize(&l.text)).collect();
+        let mut order: Vec<usize> = (0..corpus.len()).collect();
+        order.shuffle(&mut rng);
+        let mut probes = Vec::new();
+        for i in order.into_iter().take(160) {
+            let others: Vec<&str> = normalised
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| *j != i)
+                .map(|(_, t)| t.as_str())
+                .collect();
+            if let Some(span) = distinctive_span(&corpus[i].text, &others, &mut rng) {
+                probes.push(Probe {
+                    dataset: "span".into(),
+                    qid: format!("span-{}", corpus[i].id),
+                    group: format!("span-{}", corpus[i].id),
+                    kind: "span",
+                    split: "dev".into(),
+                    lang: if crate::analysis::tokenizer::script_milli(&span) > 500 {
+                        "zh".into()
+                    } else {
+                        "en".into()
+                    },
+                    query: span,
+                    filter: Filter::all(),
+                    relevant: vec![corpus[i].id.clone()],
+                });
+            }
+        }
+        w.run(&root.hub, "mixed", corpus.len(), &ids, &probes, &all_modes)?;
+        w.run(
+            &root.hub,
+            "mixed",
+            corpus.len(),
+            &ids,
+            &off_topic,
+            &all_modes,
+        )?;
+        root.close()?;
+    }
+    w.out.flush().ctx("cannot write", out)?;
+    Ok(w.rows)
+}
