@@ -13,7 +13,9 @@ for hits with a cosine of the calibrated model (`semantic`), one for the rest
 the memory each copied span comes from; negatives are every hit of an
 off-topic question (the `tune` split only: `test` questions are never fitted
 on), of a dev query searched under another user's or conversation's scene,
-and the other hits of dev queries (weighed less: many are near misses).
+group-chat filler found by any query, and the other hits of dev queries
+(weighed less: many are near misses; so are the hits of another user's
+memories, who lived through similar things).
 
 Cross-validation: k folds by group (a LoCoMo conversation, a MADial dialogue
 across its language versions, a span's memory, an off-topic question).
@@ -35,8 +37,10 @@ import sys
 
 import numpy as np
 
-LEXICAL = ["coverage", "bm25", "phrase", "translated", "terms", "dialogue", "coverage_terms"]
-SEMANTIC = LEXICAL + ["cosine", "cjk", "mixed", "cosine_cjk", "cosine_mixed", "cosine_lexical"]
+LEXICAL = ["coverage", "bm25", "phrase", "translated", "terms", "dialogue", "coverage_terms",
+           "known", "docs", "length", "best_lexical", "lexical_gap"]
+SEMANTIC = LEXICAL + ["cosine", "cjk", "mixed", "cosine_cjk", "cosine_mixed", "cosine_lexical",
+                      "known_cosine", "length_cosine", "best_cosine", "cosine_gap"]
 
 
 def load(path):
@@ -51,11 +55,15 @@ def label(r):
     return 1.0 if r["relevant"] else 0.0
 
 
-def weight(r, near_miss):
+def weight(r, near_miss, other):
     if r["relevant"]:
         return 1.0
-    if r["kind"] in ("labelled",):
+    if r.get("chatter"):
+        return 1.0
+    if r["kind"] == "labelled":
         return near_miss
+    if r["kind"] in ("other-user", "other-conversation"):
+        return other
     return 1.0
 
 
@@ -110,6 +118,11 @@ def metrics(rows, scores, threshold):
     recall_off = collections.defaultdict(float)
     queries = collections.Counter()
     spans_kept = [0, 0]
+    chatter_kept = [0, 0]
+    for r, s in zip(rows, scores):
+        if r.get("chatter") and r["rank"] <= 5 and r["kind"] == "labelled":
+            chatter_kept[1] += 1
+            chatter_kept[0] += 1 if s >= threshold else 0
     for key, hits in by_query.items():
         r0 = hits[0][0]
         kind = r0["kind"]
@@ -139,6 +152,8 @@ def metrics(rows, scores, threshold):
             for k in sorted(queries)
         },
         "spans_kept": spans_kept[0] / max(1, spans_kept[1]),
+        "chatter_kept": chatter_kept[0] / max(1, chatter_kept[1]),
+        "chatter_hits": chatter_kept[1],
     }
 
 
@@ -155,11 +170,18 @@ def main():
     ap.add_argument("--report")
     ap.add_argument("--parity", help="write (features, probability) of sample rows here")
     ap.add_argument("--folds", type=int, default=5)
-    ap.add_argument("--l2", type=float, default=1e-3)
+    ap.add_argument("--l2", type=float, default=1e-2)
     ap.add_argument("--near-miss", type=float, default=0.3)
+    ap.add_argument("--other", type=float, default=0.3,
+                    help="weight of hits of queries searched under another user's or conversation's scene")
     ap.add_argument("--max-drop", type=float, default=0.05)
+    ap.add_argument("--dialogue-off-topic", action="store_true",
+                    help="also fit on off-topic questions asked as three-turn conversations")
+    ap.add_argument("--dump", help="write every row's out-of-fold probability here (JSONL)")
     args = ap.parse_args()
     rows = load(args.rows)
+    if not args.dialogue_off_topic:
+        rows = [r for r in rows if not r["qid"].startswith("off-topic-dialogue-")]
     out = {}
     report = {}
     parity = []
@@ -168,7 +190,7 @@ def main():
         train = [r for r in vrows if not (r["kind"] == "off-topic" and r["split"] == "test")]
         x = matrix(train, names)
         y = np.array([label(r) for r in train])
-        w = np.array([weight(r, args.near_miss) for r in train])
+        w = np.array([weight(r, args.near_miss, args.other) for r in train])
         # Every query weighs the same in total, whatever its number of hits.
         per_query = collections.Counter(query_key(r) for r in train)
         w = w / np.array([per_query[query_key(r)] for r in train])
@@ -185,6 +207,10 @@ def main():
         held_scores = predict(final, matrix(held, names)) if held else np.array([])
         all_rows = train + held
         all_scores = np.concatenate([oof, held_scores])
+        if args.dump:
+            with open(f"{args.dump}.{variant}", "w") as f:
+                for r, p in zip(all_rows, all_scores):
+                    f.write(json.dumps({**r, "oof": float(p)}) + "\n")
         # The operating point from out-of-fold scores of tune questions only.
         tune = [(r, s) for r, s in zip(train, oof) if r["kind"] == "off-topic"]
         best = max((s for r, s in tune if r["rank"] <= 5), default=0.0)
@@ -229,6 +255,7 @@ def main():
     out["cv"] = {v: {"threshold": report[v]["threshold"],
                      "offTopicAnswered": report[v]["cv"]["answered"],
                      "spansKept": report[v]["cv"]["spans_kept"],
+                     "chatterKept": report[v]["cv"]["chatter_kept"],
                      "recallAt5": report[v]["cv"]["recall"]} for v in report}
     with open(args.out, "w") as f:
         json.dump(out, f, indent=1, ensure_ascii=False)

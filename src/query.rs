@@ -297,6 +297,7 @@ pub fn translate(query: &str, lexicon: &Lexicon) -> Option<Translation> {
             } else {
                 vec![word]
             };
+            let mut any = false;
             for word in known {
                 let english = lexicon.english_of(&word);
                 translated |= !english.is_empty();
@@ -311,11 +312,20 @@ pub fn translate(query: &str, lexicon: &Lexicon) -> Option<Translation> {
                     add(term, share, true);
                 }
                 if !alternatives.is_empty() {
+                    any = true;
                     groups.push(TranslationGroup {
                         weight,
                         alternatives,
                     });
                 }
+            }
+            // A word nothing translates still belongs to the question: no
+            // memory in the other script can be said to hold it.
+            if !any {
+                groups.push(TranslationGroup {
+                    weight,
+                    alternatives: Vec::new(),
+                });
             }
         }
         for term in tokenize(&text) {
@@ -325,6 +335,11 @@ pub fn translate(query: &str, lexicon: &Lexicon) -> Option<Translation> {
             let chinese = lexicon.chinese_of(&term.text);
             if chinese.is_empty() {
                 if term.text.bytes().any(|b| b.is_ascii_alphabetic()) {
+                    // A name is its own translation.
+                    groups.push(TranslationGroup {
+                        weight,
+                        alternatives: vec![vec![(term.clone(), weight)]],
+                    });
                     add(term, weight, false);
                 }
                 continue;
@@ -371,9 +386,10 @@ pub struct Translation {
     /// The terms that came from the lexicon. A memory matching none of them
     /// matched only on a name or a number kept as it was.
     pub(crate) translations: Vec<Term>,
-    /// One group per translated query word, in query order: its turn weight
-    /// and its translations, each as the terms (with their weights in
-    /// [`Translation::plan`]) a memory holding it contains.
+    /// One group per content word of the query, in query order: its turn
+    /// weight and its translations, each as the terms (with their weights in
+    /// [`Translation::plan`]) a memory holding it contains. A name kept as it
+    /// is is its own one translation; a word nothing translates has none.
     pub(crate) groups: Vec<TranslationGroup>,
 }
 

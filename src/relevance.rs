@@ -96,7 +96,9 @@ pub struct Evidence {
     pub bm25: f32,
     /// The memory holds the query as written.
     pub phrase: bool,
-    /// Share of the query's translated words the memory holds a translation of, in `[0, 1]`.
+    /// Share of the query's content words (each weighted by turn weight ×
+    /// the IDF of its translations) that the memory holds a translation of
+    /// (a name: itself), in `[0, 1]`.
     pub translated: f32,
     /// Cosine of query and memory embeddings (calibrated model only).
     pub cosine: Option<f32>,
@@ -106,6 +108,39 @@ pub struct Evidence {
     pub terms: f32,
     /// The query has several turns.
     pub dialogue: bool,
+    /// The share of the query's words (by turn weight) that some visible
+    /// memory holds, in the query's language or translated, whichever is
+    /// larger: a question about things the root never heard of knows few.
+    pub known: f32,
+    /// `ln(1 + n)` for the `n` memories the caller may read.
+    pub docs: f32,
+    /// `ln(1 + n)` for the memory's `n` tokens: a line of chat a few words
+    /// long is near everything and about nothing.
+    pub length: f32,
+    /// The strongest lexical evidence (coverage or translated) among the
+    /// response's first [`LIST_DEPTH`] hits: whether the query is about
+    /// anything the root holds at all.
+    pub best_lexical: f32,
+    /// The highest cosine among those hits, when there are cosines.
+    pub best_cosine: Option<f32>,
+}
+
+/// How many of a response's first hits its list evidence looks at (the default limit).
+pub const LIST_DEPTH: usize = 5;
+
+/// Sets the list evidence ([`Evidence::best_lexical`], [`Evidence::best_cosine`])
+/// of every hit of a response from its first [`LIST_DEPTH`] hits.
+pub(crate) fn set_list_evidence(evidence: &mut [&mut Evidence]) {
+    let top = evidence.iter().take(LIST_DEPTH);
+    let best_lexical = top
+        .clone()
+        .map(|e| e.coverage.max(e.translated))
+        .fold(0.0, f32::max);
+    let best_cosine = top.filter_map(|e| e.cosine).reduce(f32::max);
+    for e in evidence.iter_mut() {
+        e.best_lexical = best_lexical;
+        e.best_cosine = best_cosine;
+    }
 }
 
 impl Evidence {
@@ -129,13 +164,22 @@ impl Evidence {
             "cosine_cjk" => cos * cjk,
             "cosine_mixed" => cos * mixed,
             "cosine_lexical" => cos * self.coverage.max(self.translated),
+            "known" => self.known,
+            "docs" => self.docs,
+            "length" => self.length,
+            "length_cosine" => self.length * cos,
+            "known_cosine" => self.known * cos,
+            "best_lexical" => self.best_lexical,
+            "best_cosine" => self.best_cosine.unwrap_or(0.0),
+            "lexical_gap" => self.best_lexical - self.coverage.max(self.translated),
+            "cosine_gap" => self.best_cosine.unwrap_or(0.0) - cos,
             _ => return None,
         })
     }
 }
 
 /// Every feature name [`Evidence::feature`] knows (what the training data holds).
-pub const FEATURES: [&str; 14] = [
+pub const FEATURES: [&str; 23] = [
     "coverage",
     "bm25",
     "phrase",
@@ -150,6 +194,15 @@ pub const FEATURES: [&str; 14] = [
     "cosine_cjk",
     "cosine_mixed",
     "cosine_lexical",
+    "known",
+    "docs",
+    "length",
+    "length_cosine",
+    "known_cosine",
+    "best_lexical",
+    "best_cosine",
+    "lexical_gap",
+    "cosine_gap",
 ];
 
 /// A query's side of the evidence, computed once per search: its terms with
@@ -169,6 +222,8 @@ pub(crate) struct QueryEvidence {
     script: i64,
     n_terms: f32,
     dialogue: bool,
+    known: f32,
+    docs: f32,
 }
 
 /// Inverse document frequency as tantivy's BM25 computes it.
@@ -197,9 +252,33 @@ impl QueryEvidence {
             .map(|(w, &df)| w.weight * idf(df, n))
             .collect();
         let total = signal.iter().sum::<f32>();
-        let (groups, group_weights) = match translation {
-            Some(t) => (
-                t.groups
+        // Each translated word weighs its turn weight × the mean IDF of its
+        // translations (a word without any: the IDF of a term no memory holds).
+        let mut translated_known = 0.0f32;
+        let (groups, group_weights): (Vec<Vec<Vec<Term>>>, Vec<f32>) = match translation {
+            Some(t) => {
+                let keys: Vec<Term> = t
+                    .groups
+                    .iter()
+                    .flat_map(|g| g.alternatives.iter().filter_map(|a| a.first()))
+                    .map(|(term, _)| term.clone())
+                    .collect();
+                let (key_dfs, n) = index.text_doc_freqs(&keys, filter)?;
+                // Whether some visible memory holds a translation of each word.
+                let mut at = 0;
+                let (mut held, mut all) = (0.0f32, 0.0f32);
+                for g in &t.groups {
+                    let k = g.alternatives.len();
+                    if key_dfs[at..at + k].iter().any(|&df| df > 0) {
+                        held += g.weight;
+                    }
+                    all += g.weight;
+                    at += k;
+                }
+                translated_known = if all > 0.0 { held / all } else { 0.0 };
+                let mut key_idf = key_dfs.into_iter().map(|df| idf(df, n));
+                let groups = t
+                    .groups
                     .iter()
                     .map(|g| {
                         g.alternatives
@@ -207,10 +286,36 @@ impl QueryEvidence {
                             .map(|a| a.iter().map(|(t, _)| t.clone()).collect())
                             .collect()
                     })
-                    .collect(),
-                t.groups.iter().map(|g| g.weight).collect(),
-            ),
+                    .collect();
+                let weights = t
+                    .groups
+                    .iter()
+                    .map(|g| {
+                        let idfs: Vec<f32> = key_idf.by_ref().take(g.alternatives.len()).collect();
+                        let mean = if idfs.is_empty() {
+                            idf(0, n)
+                        } else {
+                            idfs.iter().sum::<f32>() / idfs.len() as f32
+                        };
+                        g.weight * mean
+                    })
+                    .collect();
+                (groups, weights)
+            }
             None => (Vec::new(), Vec::new()),
+        };
+        let weight_of = |only_known: bool| -> f32 {
+            plan.terms
+                .iter()
+                .zip(&dfs)
+                .filter(|(_, df)| !only_known || **df > 0)
+                .map(|(w, _)| w.weight)
+                .sum()
+        };
+        let own_known = if plan.terms.is_empty() {
+            0.0
+        } else {
+            weight_of(true) / weight_of(false).max(f32::EPSILON)
         };
         let counted = plan
             .terms
@@ -233,6 +338,8 @@ impl QueryEvidence {
             script: script_milli(query),
             n_terms: (1.0 + counted as f32).ln(),
             dialogue: plan.dialogue,
+            known: own_known.max(translated_known),
+            docs: (1.0 + n as f32).ln(),
         })
     }
 
@@ -337,6 +444,11 @@ impl QueryEvidence {
             pairing: Pairing::of(self.script, script_milli(text)),
             terms: self.n_terms,
             dialogue: self.dialogue,
+            known: self.known,
+            docs: self.docs,
+            length: (1.0 + tokens.len() as f32).ln(),
+            best_lexical: 0.0,
+            best_cosine: None,
         }
     }
 }
@@ -383,13 +495,18 @@ impl Logistic {
     }
 
     fn probability(&self, e: &Evidence) -> f32 {
+        self.probability_with(|name| e.feature(name).unwrap_or(0.0))
+    }
+
+    /// The probability given each feature's value by name.
+    fn probability_with(&self, feature: impl Fn(&str) -> f32) -> f32 {
         let z: f32 = self
             .features
             .iter()
             .zip(&self.mean)
             .zip(&self.scale)
             .zip(&self.weights)
-            .map(|(((f, m), s), w)| (e.feature(f).unwrap_or(0.0) - m) / s * w)
+            .map(|(((f, m), s), w)| (feature(f) - m) / s * w)
             .sum::<f32>()
             + self.bias;
         1.0 / (1.0 + (-z).exp())
@@ -462,6 +579,11 @@ mod tests {
             pairing,
             terms: 2f32.ln(),
             dialogue: false,
+            known: 1.0,
+            docs: 100f32.ln(),
+            length: 10f32.ln(),
+            best_lexical: coverage,
+            best_cosine: cosine,
         }
     }
 
@@ -477,6 +599,37 @@ mod tests {
         let e = evidence(0.0, None, Pairing::Latin);
         assert!(m.keeps(&e, 0.0, Some(0.0)), "0 turns the decision off");
         assert!(!m.keeps(&e, 0.2, Some(0.3)));
+    }
+
+    /// The trainer's own predictions (`scripts/train-relevance.py --parity`)
+    /// for sample rows of its training data: this evaluator must agree.
+    #[test]
+    fn the_evaluator_agrees_with_the_trainer() {
+        let rows = include_str!("../tests/fixtures/relevance-parity.jsonl");
+        let m = model();
+        let mut n = 0;
+        for line in rows.lines() {
+            let row: serde_json::Value = serde_json::from_str(line).unwrap();
+            let variant = if row["hasCosine"].as_bool().unwrap() {
+                &m.semantic
+            } else {
+                &m.lexical
+            };
+            assert_eq!(
+                row["variant"],
+                if row["hasCosine"] == true {
+                    "semantic"
+                } else {
+                    "lexical"
+                }
+            );
+            let got =
+                variant.probability_with(|name| row["features"][name].as_f64().unwrap() as f32);
+            let want = row["probability"].as_f64().unwrap() as f32;
+            assert!((got - want).abs() < 1e-4, "{got} != {want}: {line}");
+            n += 1;
+        }
+        assert!(n >= 50, "{n} rows");
     }
 
     #[test]

@@ -14,9 +14,13 @@
 //!   trainer may fit on them).
 //! - **span**: distinctive spans copied from memories of the mixed root
 //!   ([`super::precision`]), relevant only to the memory they come from.
-//! - **small** roots (5 and 20 memories of one scene) and **large** roots
-//!   (a dev set's scenes filled up with `filler` texts), with the labelled
-//!   queries whose relevant memories they hold.
+//! - **small** roots (5 and 20 memories of one scene, half of them with
+//!   [`CHATTER`] beside) and **large** roots (a dev set's scenes filled up
+//!   with `filler` texts), with the labelled queries whose relevant memories
+//!   they hold. The mixed root holds the chatter too.
+//!
+//! Off-topic questions are asked alone and three at a time as the turns of
+//! a conversation (what recall sends).
 //!
 //! `group` names the conversation, dialogue, user or question a row belongs
 //! to, so that the trainer cross-validates with groups held out together.
@@ -44,6 +48,35 @@ use crate::search::{SearchMode, SearchRequest};
 
 /// Hits kept per search.
 const DEPTH: usize = 10;
+
+/// Group-chat filler that answers nothing (the small and mixed roots hold
+/// it, in the queries' scene): a hit on it is never relevant.
+pub const CHATTER: [&str; 24] = [
+    "哈哈哈笑死我了",
+    "笑死我了哈哈哈哈",
+    "我也要我也要",
+    "今天天气不错",
+    "好的没问题",
+    "你们在干嘛呢",
+    "来了来了",
+    "晚点再说吧",
+    "太真实了吧",
+    "我先去吃饭了",
+    "有人在吗",
+    "这个表情包哪来的",
+    "lol that's hilarious",
+    "omg same",
+    "who's up for lunch",
+    "brb",
+    "sounds good to me",
+    "see you guys later",
+    "haha no way",
+    "did anyone see that meme",
+    "that's so true lmao",
+    "ok cool thanks",
+    "anyone awake?",
+    "gonna grab coffee",
+];
 
 /// One hit of one search.
 #[derive(Debug, Clone, Serialize)]
@@ -79,6 +112,8 @@ pub struct Row {
     pub has_cosine: bool,
     /// What the checked-in model says.
     pub relevance: f32,
+    /// The hit is group-chat filler ([`CHATTER`]).
+    pub chatter: bool,
 }
 
 /// What [`export`] reads besides the dev sets.
@@ -212,6 +247,7 @@ impl Writer<'_> {
                         features,
                         has_cosine: h.evidence.cosine.is_some(),
                         relevance: h.relevance,
+                        chatter: cid.starts_with("chatter-"),
                     };
                     let line = serde_json::to_string(&row)
                         .map_err(|e| Error::Internal(format!("training row: {e}")))?;
@@ -262,7 +298,7 @@ fn group_of(q: &QueryLine) -> String {
 }
 
 fn off_topic_probes(questions: &[OffTopic]) -> Vec<Probe> {
-    questions
+    let mut probes: Vec<Probe> = questions
         .iter()
         .enumerate()
         .map(|(i, q)| Probe {
@@ -275,6 +311,52 @@ fn off_topic_probes(questions: &[OffTopic]) -> Vec<Probe> {
             query: q.query.clone(),
             filter: Filter::all(),
             relevant: Vec::new(),
+        })
+        .collect();
+    let mut by_kind: std::collections::BTreeMap<(String, String), Vec<usize>> = Default::default();
+    for (i, q) in questions.iter().enumerate() {
+        by_kind
+            .entry((q.lang.clone(), q.split.clone()))
+            .or_default()
+            .push(i);
+    }
+    for ((lang, split), ids) in by_kind {
+        for turns in ids.chunks(3).filter(|c| c.len() == 3) {
+            let query = turns
+                .iter()
+                .zip(["A", "B", "A"])
+                .map(|(&i, who)| format!("{who}: {}", questions[i].query))
+                .collect::<Vec<_>>()
+                .join("\n");
+            probes.push(Probe {
+                dataset: "off-topic".into(),
+                qid: format!("off-topic-dialogue-{}", turns[0]),
+                // Held out with the question it begins with.
+                group: format!("off-topic-{}", turns[0]),
+                kind: "off-topic",
+                split: split.clone(),
+                lang: lang.clone(),
+                query,
+                filter: Filter::all(),
+                relevant: Vec::new(),
+            });
+        }
+    }
+    probes
+}
+
+/// [`CHATTER`] as corpus lines of `scene`.
+fn chatter(scene: Option<&str>) -> Vec<CorpusLine> {
+    CHATTER
+        .iter()
+        .enumerate()
+        .map(|(i, text)| CorpusLine {
+            id: format!("chatter-{i}"),
+            text: text.to_string(),
+            scene: scene.map(String::from),
+            time: None,
+            speaker: None,
+            session: None,
         })
         .collect()
 }
@@ -401,14 +483,18 @@ pub fn export(
                         .filter(|c| c.scene.as_deref() == Some(scene))
                         .collect();
                     lines.shuffle(&mut rng);
-                    let picked: Vec<CorpusLine> = lines.into_iter().take(n).cloned().collect();
-                    let held: Vec<&str> = picked.iter().map(|c| c.id.as_str()).collect();
+                    let mut picked: Vec<CorpusLine> = lines.into_iter().take(n).cloned().collect();
+                    let held: Vec<String> = picked.iter().map(|c| c.id.clone()).collect();
+                    // Every other small root also holds group-chat filler.
+                    if sample % 2 == 1 {
+                        picked.extend(chatter(Some(scene)));
+                    }
                     let root = open(&config)?;
                     let ids = load_corpus(&root.hub, set, &picked, None)?;
                     let mut probes = Vec::new();
                     for q in queries.iter().filter(|q| q.scene.as_deref() == Some(scene)) {
                         let mut p = labelled(q, "labelled", None)?;
-                        p.relevant.retain(|r| held.contains(&r.as_str()));
+                        p.relevant.retain(|r| held.contains(r));
                         if !p.relevant.is_empty() {
                             probes.push(p);
                         }
@@ -486,6 +572,7 @@ pub fn export(
                     .filter(|l| l.scene.as_deref() == Some(scene)),
             );
         }
+        corpus.extend(chatter(None));
         let main = Scene::parse("main")?;
         let root = open(&config)?;
         let ids = load_corpus(&root.hub, "mixed", &corpus, Some(&main))?;
@@ -493,7 +580,11 @@ pub fn export(
         let mut order: Vec<usize> = (0..corpus.len()).collect();
         order.shuffle(&mut rng);
         let mut probes = Vec::new();
-        for i in order.into_iter().take(160) {
+        for i in order
+            .into_iter()
+            .filter(|&i| !corpus[i].id.starts_with("chatter-"))
+            .take(160)
+        {
             let others: Vec<&str> = normalised
                 .iter()
                 .enumerate()

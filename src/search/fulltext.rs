@@ -318,8 +318,9 @@ fn translated_ranking(
             .copied()
             .unwrap_or(0.0)
     };
-    // The maximum: the best translation of each word, and the names kept as they were.
-    let mut max: f32 = t
+    // The maximum: the best translation of each word (a name kept as it was
+    // is its own translation).
+    let max: f32 = t
         .groups
         .iter()
         .map(|g| {
@@ -329,13 +330,6 @@ fn translated_ranking(
                 .fold(0.0, f32::max)
         })
         .sum();
-    max += t
-        .plan
-        .terms
-        .iter()
-        .filter(|w| !t.translations.contains(&w.term))
-        .map(|w| weight_idf(&w.term, w.weight))
-        .sum::<f32>();
     let plan_coverage = TranslatedCoverage::new(&t.plan.terms, &dfs, n);
     let coverage = |text: &str| plan_coverage.of(text);
     let searched = Searched {

@@ -139,6 +139,14 @@ pub struct Candidate {
     pub(crate) semantic_rank: Option<usize>,
     /// The hybrid score of the fusion in use without the learned model.
     pub fused: f32,
+    /// Its full-text score (own + weighted translated evidence), if full text found it.
+    pub(crate) text_score: Option<f32>,
+    /// Its own-language evidence in full text.
+    pub(crate) own_evidence: f32,
+    /// Its translated evidence in full text.
+    pub(crate) translated_evidence: f32,
+    /// It is written in the other script than the query.
+    pub(crate) other_script: bool,
     /// The memory's importance.
     pub(crate) importance: f32,
     /// The memory's tier, if it has one.
@@ -208,6 +216,13 @@ pub(crate) fn candidates(
                 text_rank: t.map(|i| i + 1),
                 semantic_rank: s.map(|i| i + 1),
                 fused: fused.get(&id).copied().unwrap_or(0.0),
+                text_score: t.map(|i| text[i].score),
+                own_evidence: t.map_or(0.0, |i| text[i].own),
+                translated_evidence: t.map_or(0.0, |i| text[i].translated),
+                other_script: scripts_differ_milli(
+                    crate::analysis::tokenizer::script_milli(&body),
+                    evidence.script(),
+                ),
                 importance: m.importance,
                 tier: m.tier.map(|t| t.as_str().to_string()),
                 stage: m.stage.as_str().to_string(),

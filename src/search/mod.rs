@@ -234,8 +234,15 @@ impl Planned {
 
     fn new(index: &Index, req: &SearchRequest) -> Result<Planned> {
         let plan = crate::query::plan(&req.query);
-        let translation =
-            crate::embed::lexicon::lexicon().and_then(|l| crate::query::translate(&req.query, l));
+        // A Latin-script query can only cross into Chinese memories: without
+        // any in the index, there is nothing to translate for (and the
+        // lexicon is not even loaded).
+        let latin = crate::analysis::tokenizer::script_milli(&req.query) < 500;
+        let translation = if latin && !index.text_has_cjk()? {
+            None
+        } else {
+            crate::embed::lexicon::lexicon().and_then(|l| crate::query::translate(&req.query, l))
+        };
         let evidence =
             QueryEvidence::new(index, &req.query, &plan, translation.as_ref(), &req.filter)?;
         Ok(Planned {
@@ -433,11 +440,10 @@ pub(crate) fn search(
                 Some(_) => s.cosine.or_else(|| cosines.get(&s.id).copied()),
                 None => None,
             };
-            let evidence = q.evidence.of(&memory, cosine);
             Some(SearchHit {
-                relevance: model.probability(&evidence),
+                relevance: 0.0,
                 phrase: phrase_ids.contains(&s.id),
-                evidence,
+                evidence: q.evidence.of(&memory, cosine),
                 memory,
                 score: s.score,
                 pass: s.pass,
@@ -446,6 +452,12 @@ pub(crate) fn search(
         })
         .collect();
     rerank(&mut hits, mode, cfg.short_weight);
+    crate::relevance::set_list_evidence(
+        &mut hits.iter_mut().map(|h| &mut h.evidence).collect::<Vec<_>>(),
+    );
+    for h in &mut hits {
+        h.relevance = model.probability(&h.evidence);
+    }
     let before = hits.len();
     hits.retain(|h| model.keeps(&h.evidence, h.relevance, req.min_score));
     Ok(SearchResults {

@@ -6,14 +6,16 @@
 //! ```
 //!
 //! Searches roots built from the dev sets (5 memories to `--large`, the
-//! large ones filled up with the peers' synthetic notes, `tests/bench/peers.rs`)
+//! large ones filled up with the bench's everyday notes, `tests/bench/corpus.rs`:
+//! the peers' notes speak of taxes and server outages, which some
+//! off-topic questions ask about)
 //! with the installed model and writes one JSON line per hit for
 //! `scripts/train-relevance.py`.
 #![allow(clippy::print_stdout)]
 
-#[path = "../bench/peers.rs"]
+#[path = "../bench/corpus.rs"]
 #[allow(dead_code)]
-mod peers;
+mod corpus;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -43,7 +45,7 @@ fn main() {
         .map(|s| s.parse().expect("--large takes comma-separated sizes"))
         .collect();
     let max = large.iter().copied().max().unwrap_or(0);
-    let (notes, _) = peers::generate(max, 0, 99);
+    let notes = corpus::generate(max, 99);
     let options = TrainingOptions {
         vector_cache: arg("--vector-cache").map(PathBuf::from),
         off_topic: read_off_topic(&PathBuf::from(&args[1])).expect("off-topic questions"),

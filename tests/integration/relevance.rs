@@ -155,3 +155,113 @@ async fn min_score_overrides_the_floor_and_search_applies_one_only_when_asked() 
     assert_eq!(status, 400, "{body}");
     assert_eq!(body["error"]["code"], "INVALID_INPUT", "{body}");
 }
+
+/// Search applies the same decision by default, drops per hit (not the
+/// whole response), says how many it dropped, and `min_score: 0` turns it off.
+#[tokio::test]
+async fn search_drops_hits_below_the_floor_by_default_and_counts_them() {
+    let (api, t) = populated();
+    let off = api
+        .ok(
+            "/v1/search",
+            &t,
+            json!({ "query": "量子色动力学的渐近自由" }),
+        )
+        .await;
+    assert_eq!(off["hits"], json!([]), "{off}");
+    assert!(off["dropped_below_floor"].as_u64().unwrap() > 0, "{off}");
+    let all = api
+        .ok(
+            "/v1/search",
+            &t,
+            json!({ "query": "量子色动力学的渐近自由", "min_score": 0 }),
+        )
+        .await;
+    assert_eq!(all["hits"].as_array().unwrap().len(), 5, "{all}");
+    assert_eq!(all["dropped_below_floor"], 0);
+    let on = api
+        .ok("/v1/search", &t, json!({ "query": "团子怕什么" }))
+        .await;
+    let hits = on["hits"].as_array().unwrap();
+    assert!(hits[0]["text"].as_str().unwrap().contains("吸尘器"), "{on}");
+    for h in hits {
+        let p = h["relevance"].as_f64().unwrap();
+        assert!(p > 0.0 && p < 1.0, "{h}");
+    }
+    // Hits are judged one by one: the related query keeps its answer
+    // although other hits of the same response are dropped.
+    assert!(
+        hits.len() < 5 && on["dropped_below_floor"].as_u64().unwrap() > 0,
+        "{on}"
+    );
+    let (status, body) = api
+        .post(
+            "/v1/search",
+            &t,
+            json!({ "query": "团子", "min_score": 1.5 }),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+}
+
+/// Issue item 2: a recall about a project codename put the owner's
+/// bank-card digits into the block, and a group reply block was padded with
+/// chatter. Each hit now has to be about the conversation to be shown.
+#[tokio::test]
+async fn a_recall_block_holds_no_chatter_and_no_unrelated_sensitive_memory() {
+    let (api, _) = populated();
+    let root = api.token("root", "dsh-desktop");
+    let card = api.write(
+        "main",
+        "我的银行卡号是6222 0212 3456 7890，开户行是招商银行",
+        Privacy::Personal,
+        Subject::Owner,
+    );
+    let bluebird = api.write(
+        "main",
+        "青鸟项目的上线时间推迟到十一月，因为支付接口还没联调完",
+        Privacy::Normal,
+        Subject::Owner,
+    );
+    let group = api.token("g", "qq-group-9");
+    for (i, text) in [
+        "哈哈哈笑死我了",
+        "我也想去[图片]",
+        "太真实了吧哈哈",
+        "来了来了",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        api.ok(
+            "/v1/ingest",
+            &group,
+            json!({ "message_id": format!("c{i}"), "text": text, "sender": {"id": "u7", "name": "小李"} }),
+        )
+        .await;
+    }
+    let out = api
+        .ok(
+            "/v1/recall",
+            &root,
+            json!({ "messages": ["青鸟项目什么时候上线？"], "format": "block" }),
+        )
+        .await;
+    let found = ids(&out["hits"]);
+    assert_eq!(found.first(), Some(&bluebird), "{out:#}");
+    assert!(!found.contains(&card), "{out:#}");
+    let block = out["block"].as_str().unwrap();
+    assert!(block.contains("青鸟") && !block.contains("6222"), "{block}");
+    // In the group, a question about the weekend gets no chatter padding.
+    let out = api
+        .ok(
+            "/v1/recall",
+            &group,
+            json!({ "messages": ["周末大家打算去哪儿玩？"], "format": "block" }),
+        )
+        .await;
+    let block = out["block"].as_str().unwrap();
+    for chatter in ["笑死", "[图片]", "太真实", "来了来了"] {
+        assert!(!block.contains(chatter), "{chatter} in {block}");
+    }
+}
