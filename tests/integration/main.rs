@@ -13,6 +13,7 @@ mod context;
 mod crash;
 mod crosslingual;
 mod diskfull;
+mod docs;
 mod doctor;
 mod documents;
 mod errors;
