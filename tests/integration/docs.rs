@@ -587,6 +587,14 @@ fn anchors(text: &str) -> BTreeSet<String> {
     out
 }
 
+/// A path inside the repository as the repository names it.
+fn relative(path: &Path) -> String {
+    path.strip_prefix(repo())
+        .unwrap_or(path)
+        .display()
+        .to_string()
+}
+
 /// Resolves a link target written in `page`; `None` when it is fine.
 fn check_link(page: &Path, page_text: &str, target: &str) -> Option<String> {
     if target.starts_with("http://")
@@ -622,7 +630,7 @@ fn check_link(page: &Path, page_text: &str, target: &str) -> Option<String> {
         if !resolved.exists() {
             return Some(format!(
                 "link {target:?}: {} does not exist",
-                resolved.display()
+                relative(&resolved)
             ));
         }
         let text = if anchor.is_some() {
@@ -648,7 +656,7 @@ fn check_link(page: &Path, page_text: &str, target: &str) -> Option<String> {
         if !anchors(&text).contains(anchor) {
             return Some(format!(
                 "link {target:?}: no heading with the id #{anchor} in {}",
-                file.display()
+                relative(&file)
             ));
         }
     }
@@ -660,11 +668,7 @@ fn check_link(page: &Path, page_text: &str, target: &str) -> Option<String> {
 
 /// Every problem of one page, as `path:line: what`.
 fn check_page(cli: &Cli, page: &Path, text: &str) -> Vec<String> {
-    let shown = page
-        .strip_prefix(repo())
-        .unwrap_or(page)
-        .display()
-        .to_string();
+    let shown = relative(page);
     let line_of = |offset: usize| text[..offset.min(text.len())].matches('\n').count() + 1;
     let mut problems = Vec::new();
     let lower = text.to_lowercase();
