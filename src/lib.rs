@@ -73,38 +73,39 @@
 //! | module | may import |
 //! |---|---|
 //! | `error` | — |
+//! | `base` | `error` |
 //! | `when` | — |
 //! | `model` | `error`, `when` |
-//! | `ids` | `error`, `model` |
-//! | `layout` | `error` |
+//! | `ids` | `base`, `error`, `model` |
+//! | `layout` | `base`, `error` |
 //! | `analysis` | — |
 //! | `disk` | `error` |
 //! | `client` | `error` |
 //! | `policy` | `error`, `model` |
 //! | `api` | `error`, `model`, `search` |
 //! | `lifecycle` | `error`, `ids`, `model` |
-//! | `schedule` | `error`, `layout` |
-//! | `store` | `error`, `ids`, `layout`, `model`, `policy` |
+//! | `timetable` | `base`, `error`, `layout` |
+//! | `store` | `base`, `error`, `ids`, `layout`, `model`, `policy` |
 //! | `embed` | `analysis`, `error`, `layout` |
 //! | `query` | `analysis` |
-//! | `index` | `analysis`, `embed`, `error`, `layout`, `lifecycle`, `model`, `store` |
+//! | `index` | `analysis`, `base`, `embed`, `error`, `layout`, `lifecycle`, `model`, `store` |
 //! | `sync` | `error`, `layout`, `client`, `store` |
 //! | `search` | `analysis`, `embed`, `error`, `index`, `lifecycle`, `model`, `query`, `when` |
 //! | `relevance` | `analysis`, `embed`, `error`, `index`, `query`, `search` |
-//! | `auth` | `error`, `ids`, `index`, `layout`, `model`, `store` |
-//! | `config` | `embed`, `error`, `layout`, `lifecycle`, `policy`, `schedule`, `search`, `store`, `sync` |
-//! | `hub` | `analysis`, `config`, `disk`, `embed`, `error`, `ids`, `index`, `layout`, `lifecycle`, `model`, `policy`, `query`, `relevance`, `schedule`, `search`, `store` |
+//! | `auth` | `base`, `error`, `ids`, `index`, `layout`, `model`, `store` |
+//! | `config` | `base`, `embed`, `error`, `layout`, `lifecycle`, `policy`, `search`, `store`, `sync`, `timetable` |
+//! | `hub` | `analysis`, `config`, `disk`, `embed`, `error`, `ids`, `index`, `layout`, `lifecycle`, `model`, `policy`, `query`, `relevance`, `search`, `store`, `timetable` |
 //! | `audit` | `error`, `layout` |
 //! | `watch` | `config`, `error`, `hub`, `layout`, `store` |
 //! | `transfer` | `error`, `hub`, `layout`, `model`, `store` |
 //! | `migrate` | `error`, `hub`, `model`, `store`, `transfer` |
-//! | `backup` | `config`, `error`, `ids`, `layout`, `model`, `store` |
+//! | `backup` | `base`, `config`, `error`, `ids`, `layout`, `model`, `store` |
 //! | `doctor` | `config`, `embed`, `error`, `index`, `layout`, `client`, `model`, `store` |
-//! | `eval` | `config`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `search` |
-//! | `consolidate` | `analysis`, `client`, `config`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `policy`, `schedule`, `store` |
-//! | `scheduler` | `backup`, `config`, `consolidate`, `error`, `hub`, `layout`, `schedule` |
+//! | `eval` | `base`, `config`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `search` |
+//! | `consolidate` | `analysis`, `base`, `client`, `config`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `policy`, `store`, `timetable` |
+//! | `scheduler` | `backup`, `config`, `consolidate`, `error`, `hub`, `layout`, `timetable` |
 //! | `console` | — |
-//! | `http` | `api`, `audit`, `auth`, `config`, `consolidate`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `search`, `store` |
+//! | `http` | `api`, `audit`, `auth`, `base`, `config`, `consolidate`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `search`, `store` |
 //! | `mcp` | `api`, `auth`, `config`, `error`, `http`, `layout` |
 //! | `cmd` | `*` (the binary side may use every module) |
 //!
@@ -115,6 +116,13 @@
 //! link needs it; everything else is `pub(crate)`, so the dead-code lint
 //! reports unused code.
 //!
+//! - [`base`]: durable file writes ([`base::durable`]: temp file, `fsync`,
+//!   rename, directory `fsync`, in one function every whole-file replacement
+//!   uses; create-if-absent; moves into place) and byte helpers
+//!   ([`base::bytes`]: hex, constant-time comparison); knows nothing about
+//!   memories. [`error`]: the domain error, its stable code table and the
+//!   [`error::Coded`] trait the typed errors of the store and the index
+//!   implement.
 //! - [`layout`]: root paths (`memories/`, `data/`, `config.json`, …) and private
 //!   file modes; the lowest layer. [`analysis`]: the tokenizer (words, CJK
 //!   bigrams) and light English stemmer shared by the index, query planning and
@@ -128,9 +136,13 @@
 //!   text; relative expressions such as last week / 上周 / 去年五月); no IO.
 //! - [`store`]: the only writer of `memories/`: [`store::journal`] (per-device
 //!   files), [`store::device`] (the device id), [`store::syncfiles`] (sync
-//!   conflict copies and temporary files), [`store::markdown`] (strict front
-//!   matter, no links), [`store::lock`], [`store::members`] (group membership for
-//!   disclosure), [`store::archive`] (compressed journal months).
+//!   conflict copies, temporary files, the `.stignore`), [`store::markdown`]
+//!   (strict front matter, no links; front matter emitted by a YAML emitter),
+//!   [`store::categories`] (category files and their revisions),
+//!   [`store::files`] (documents an import or migration adds, files a restore
+//!   takes from a backup), [`store::lock`], [`store::members`] (group
+//!   membership for disclosure), [`store::archive`] (compressed journal
+//!   months); [`store::StoreError`] for the failures callers tell apart.
 //! - [`index`]: the only writer of `data/index/`: [`index::text`] (tantivy),
 //!   [`index::meta`] (SQLite), [`index::meta_read`] (time-ordered reads),
 //!   [`index::vector`] (vectors in sqlite-vec, their change log, the SQL
@@ -141,12 +153,14 @@
 //!   [`index::filter`], [`index::merge`] (device merge rules: later
 //!   `(at, device)` wins, forgets beat older puts), [`index::scoped_stats`] (BM25 statistics over what the
 //!   caller may read), [`index::neighbours`] (session neighbours as a lower-weight
-//!   context field), [`index::lifecycle`] (supersede marks, `touch` replay).
+//!   context field), [`index::lifecycle`] (supersede marks, `touch` replay);
+//!   [`index::IndexError`] wraps the SQLite and tantivy errors (full disk,
+//!   damaged files).
 //! - [`embed`]: the [`embed::Embedder`] trait, the ONNX model
 //!   ([`embed::onnx`]) with a compact Unigram tokenizer model ([`embed::unigram`]:
 //!   the same token ids as `tokenizers` in ~7 MiB instead of ~280), a deterministic test embedder ([`embed::hash`]),
 //!   the vector cache under `data/cache/` ([`embed::cache`]) and the installed
-//!   lexicon beside the model ([`embed::lexicon`], optional, loaded on first use).
+//!   lexicon beside the model ([`embed::dictionary`], optional, loaded on first use).
 //! - [`search`]: query planning and ranking in three modes; [`relevance`]:
 //!   the relevance floor of recall (script-aware cosine, else term coverage).
 //! - [`lifecycle`]: retention tiers, opt-in tier expiry, promotion, the exact
@@ -157,15 +171,16 @@
 //!   ([`consolidate::salience`]), an optional model pass (one request per scene) whose
 //!   operations are validated before they go through the normal write path,
 //!   run reports under `data/consolidation/`, and rollback by run or source.
-//! - [`schedule`]: when periodic jobs run (pure: settings + saved state + now)
-//!   and `data/scheduler.json`; [`scheduler`]: the runner thread of `memd serve`
+//! - [`timetable`]: when periodic jobs are due (pure: settings + saved state +
+//!   now) and `data/scheduler.json`, replaced durably; [`scheduler`]: the runner thread of `memd serve`
 //!   and every job it runs (index commits, background embedding, daily backup,
 //!   archive, sleep consolidation); [`watch`]: the server's watcher of `memories/` and
 //!   `config.json`.
 //! - [`sync`]: Syncthing glue for several devices (`.stignore`, folder and
 //!   peers over its REST API, status); [`migrate`]: `memd import --from memory-hub`.
-//! - [`backup`], [`transfer`], [`doctor`]: backups with signed, checksummed manifests,
-//!   import/export, readiness checks; [`disk`], [`client`]: free space and
+//! - [`backup`] (its own files: manifest, signing, create, verify, restore,
+//!   plan), [`transfer`], [`doctor`]: backups with signed (HMAC-SHA256),
+//!   checksummed manifests, import/export, readiness checks; [`disk`], [`client`]: free space and
 //!   the one outbound HTTP client (daemon, Syncthing, model endpoint).
 //! - [`policy`]: content normalisation, credential refusal over text, title and
 //!   tags (NFKC + confusables; secret writes are exempt), tier assignment.
@@ -253,6 +268,7 @@ pub mod api;
 pub mod audit;
 pub mod auth;
 pub mod backup;
+pub mod base;
 pub mod client;
 pub mod cmd;
 pub mod config;
@@ -275,11 +291,11 @@ pub mod model;
 pub mod policy;
 pub mod query;
 pub mod relevance;
-pub mod schedule;
 pub mod scheduler;
 pub mod search;
 pub mod store;
 pub mod sync;
+pub mod timetable;
 pub mod transfer;
 pub mod watch;
 pub mod when;

@@ -19,8 +19,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, IoContext, Result};
 use crate::hub::{Hub, WriteAction, WriteRequest};
 use crate::model::{Fact, Record, Scene, parse_kind, parse_tags};
-use crate::store::journal;
-use crate::store::markdown;
+use crate::store::markdown::FrontValue;
+use crate::store::{files, journal, markdown};
 
 /// Input formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -292,7 +292,6 @@ fn import_markdown(hub: &Hub, path: &Path) -> Result<ImportReport> {
         .and_then(|n| n.to_str())
         .filter(|n| !n.is_empty())
         .unwrap_or("import");
-    let dest_base = hub.layout().memories().join("import").join(name);
     let is_dir = std::fs::symlink_metadata(path)
         .ctx("cannot open", path)?
         .is_dir();
@@ -313,14 +312,15 @@ fn import_markdown(hub: &Hub, path: &Path) -> Result<ImportReport> {
             .unwrap_or("doc.md");
         vec![(path.to_path_buf(), file.to_string())]
     };
+    let memories = hub.layout().memories();
     for (src, rel) in sources {
         let dest = if is_dir {
-            dest_base.join(&rel)
+            format!("import/{name}/{rel}")
         } else {
-            hub.layout().memories().join("import").join(&rel)
+            format!("import/{rel}")
         };
         // `symlink_metadata`, not `exists`: a dangling link is not free space to write through.
-        if std::fs::symlink_metadata(&dest).is_ok() {
+        if std::fs::symlink_metadata(memories.join(&dest)).is_ok() {
             report.skipped += 1;
             continue;
         }
@@ -336,21 +336,16 @@ fn import_markdown(hub: &Hub, path: &Path) -> Result<ImportReport> {
             .and_then(|text| {
                 markdown::parse(&rel, text, &hub.config().docs, &hub.config().privacy)
             });
-        if let Err(e) = parsed {
+        if files::add_document(&memories, &dest, &bytes)? != files::Added::Created {
+            // Another writer took the name since the check above.
+            report.skipped += 1;
+            continue;
+        }
+        match parsed {
             // Copied anyway (nothing is lost); it is not indexed until fixed.
-            report.fail(src.display(), format!("copied but not indexed: {e}"));
-        } else {
-            report.added += 1;
+            Err(e) => report.fail(src.display(), format!("copied but not indexed: {e}")),
+            Ok(_) => report.added += 1,
         }
-        if let Some(parent) = dest.parent() {
-            std::fs::create_dir_all(parent).ctx("cannot create", parent)?;
-        }
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&dest)
-            .and_then(|mut f| std::io::Write::write_all(&mut f, &bytes))
-            .ctx("cannot write", &dest)?;
     }
     hub.sync_documents()?;
     Ok(report)
@@ -422,8 +417,11 @@ pub(crate) fn export(hub: &Hub, format: ExportFormat, out: &Path, scenes: &[Scen
                 by_scene.entry(f.scene.to_string()).or_default().push(f);
             }
             for (scene, list) in by_scene {
-                let mut text =
-                    format!("---\ntitle: Facts in {scene}\nscene: {scene}\nkind: export\n---\n");
+                let mut text = markdown::render_front_matter(&[
+                    ("title", FrontValue::Text(format!("Facts in {scene}"))),
+                    ("scene", FrontValue::Text(scene.clone())),
+                    ("kind", FrontValue::Text("export".into())),
+                ])?;
                 for f in list {
                     let heading = f
                         .title
