@@ -323,22 +323,13 @@ impl Error {
         }
     }
 
-    /// A daemon's error reply read back: the envelope's code and message, or
-    /// the code the status stands for when the body is no envelope.
+    /// A daemon's error reply read back (see [`ReplyEnvelope::read`]).
     pub(crate) fn from_reply(status: u16, body: &str) -> Self {
-        let value: Option<serde_json::Value> = serde_json::from_str(body).ok();
-        let envelope = value.as_ref().and_then(|v| v.get("error"));
-        let code = envelope
-            .and_then(|e| e.get("code"))
-            .and_then(serde_json::Value::as_str)
-            .and_then(ErrorCode::parse)
-            .unwrap_or_else(|| ErrorCode::from_status(status));
-        let message = envelope
-            .and_then(|e| e.get("message"))
-            .and_then(serde_json::Value::as_str)
-            .map(str::to_string)
-            .unwrap_or_else(|| format!("HTTP status {status}"));
-        Error::Reply { code, message }
+        let reply = ReplyEnvelope::read(status, body.as_bytes());
+        Error::Reply {
+            code: reply.code,
+            message: reply.message,
+        }
     }
 
     /// Shorthand for an input error.
@@ -356,6 +347,41 @@ impl Error {
                 "retryable": code.retryable(),
             }
         })
+    }
+}
+
+/// The error reply of a memd daemon as a client reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ReplyEnvelope {
+    /// The envelope's code; for a code this build does not know (a newer
+    /// daemon) or a body that is no envelope, the code its HTTP status
+    /// stands for ([`ErrorCode::from_status`]).
+    pub(crate) code: ErrorCode,
+    /// The envelope's code as sent, when this build does not know it.
+    pub(crate) unknown_code: Option<String>,
+    /// The envelope's message, else `HTTP status N`.
+    pub(crate) message: String,
+}
+
+impl ReplyEnvelope {
+    /// Reads a non-2xx answer: `{"error":{"code","message"}}`, or whatever
+    /// the body is (HTML from a proxy, nothing at all).
+    pub(crate) fn read(status: u16, body: &[u8]) -> Self {
+        let value: Option<serde_json::Value> = serde_json::from_slice(body).ok();
+        let envelope = value.as_ref().and_then(|v| v.get("error"));
+        let wire = envelope
+            .and_then(|e| e.get("code"))
+            .and_then(serde_json::Value::as_str);
+        let known = wire.and_then(ErrorCode::parse);
+        ReplyEnvelope {
+            code: known.unwrap_or_else(|| ErrorCode::from_status(status)),
+            unknown_code: wire.filter(|_| known.is_none()).map(str::to_string),
+            message: envelope
+                .and_then(|e| e.get("message"))
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_string)
+                .unwrap_or_else(|| format!("HTTP status {status}")),
+        }
     }
 }
 
@@ -460,6 +486,25 @@ mod tests {
         assert_eq!(ErrorCode::from_status(302), ErrorCode::UpstreamInvalid);
         assert_eq!(ErrorCode::from_status(307), ErrorCode::UpstreamInvalid);
         assert_eq!(ErrorCode::parse("NOPE"), None);
+    }
+
+    #[test]
+    fn replies_of_a_newer_daemon_fall_back_to_their_status() {
+        let r = ReplyEnvelope::read(
+            503,
+            br#"{"error":{"code":"SHARD_MOVING","message":"try again"}}"#,
+        );
+        assert_eq!(r.code, ErrorCode::Unavailable);
+        assert_eq!(r.unknown_code.as_deref(), Some("SHARD_MOVING"));
+        assert_eq!(r.message, "try again");
+        let known = ReplyEnvelope::read(400, br#"{"error":{"code":"NOT_FOUND","message":"m"}}"#);
+        assert_eq!(
+            (known.code, known.unknown_code),
+            (ErrorCode::NotFound, None)
+        );
+        let html = ReplyEnvelope::read(502, b"<html>");
+        assert_eq!(html.code, ErrorCode::UpstreamInvalid);
+        assert_eq!(html.message, "HTTP status 502");
     }
 
     #[test]

@@ -106,7 +106,7 @@
 //! | `scheduler` | `backup`, `config`, `consolidate`, `error`, `hub`, `layout`, `timetable` |
 //! | `console` | — |
 //! | `http` | `api`, `audit`, `auth`, `base`, `config`, `consolidate`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `search`, `store` |
-//! | `mcp` | `api`, `auth`, `config`, `error`, `http`, `layout` |
+//! | `mcp` | `api`, `auth`, `client`, `config`, `error`, `http`, `layout` |
 //! | `cmd` | `*` (the binary side may use every module) |
 //!
 //! ## Code map
