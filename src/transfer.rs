@@ -172,6 +172,9 @@ fn loose_request(line: LooseLine, defaults: &ImportDefaults) -> Result<WriteRequ
     Ok(req)
 }
 
+/// Lines refused, by line number, with why.
+type Refusals = Vec<(usize, String)>;
+
 enum Item {
     Record(Record),
     Write(WriteRequest),
@@ -206,11 +209,31 @@ pub fn import(
     }
     let lines = read_lines(path)?;
     let total = lines.len() as u64;
-    let name = path.display().to_string();
     // Refusals by line number, reported in file order at the end.
-    let mut refused: Vec<(usize, String)> = Vec::new();
+    let (items, mut refused) = parse_lines(&lines, format, defaults);
     let mut report = ImportReport::default();
-    let mut items: Vec<(usize, Item)> = Vec::new();
+    for chunk in items.chunks(1000) {
+        apply_chunk(hub, chunk, &mut report, &mut refused)?;
+        progress(chunk.last().map_or(0, |(n, _)| *n as u64), total);
+    }
+    refused.sort_by_key(|(n, _)| *n);
+    let name = path.display();
+    for (n, e) in refused {
+        report.fail(format!("{name}:{n}"), e);
+    }
+    progress(total, total);
+    Ok(report)
+}
+
+/// Reads each non-empty line as `format` (text, journal line or loose JSON):
+/// the items by line number, and the lines refused with why.
+fn parse_lines(
+    lines: &[std::result::Result<String, String>],
+    format: Format,
+    defaults: &ImportDefaults,
+) -> (Vec<(usize, Item)>, Refusals) {
+    let mut items = Vec::new();
+    let mut refused = Vec::new();
     for (i, line) in lines.iter().enumerate() {
         let n = i + 1;
         let line = match line {
@@ -243,43 +266,47 @@ pub fn import(
             Err(e) => refused.push((n, e.to_string())),
         }
     }
-    for chunk in items.chunks(1000) {
-        let mut records = Vec::new();
-        let mut writes = Vec::new();
-        for (n, item) in chunk {
-            match item {
-                Item::Record(r) => records.push((*n, r.clone())),
-                Item::Write(w) => writes.push((*n, w.clone())),
-            }
+    (items, refused)
+}
+
+/// Writes one chunk of items through the hub (journal records with their
+/// ids, new memories through the write rules), counting what went in and
+/// noting what was refused.
+fn apply_chunk(
+    hub: &Hub,
+    chunk: &[(usize, Item)],
+    report: &mut ImportReport,
+    refused: &mut Refusals,
+) -> Result<()> {
+    let mut records = Vec::new();
+    let mut writes = Vec::new();
+    for (n, item) in chunk {
+        match item {
+            Item::Record(r) => records.push((*n, r.clone())),
+            Item::Write(w) => writes.push((*n, w.clone())),
         }
-        if !records.is_empty() {
-            let results = hub.import_records(records.iter().map(|(_, r)| r.clone()).collect())?;
-            for ((n, _), result) in records.iter().zip(results) {
-                match result {
-                    Ok(true) => report.added += 1,
-                    Ok(false) => report.skipped += 1,
-                    Err(e) => refused.push((*n, e.to_string())),
-                }
-            }
-        }
-        if !writes.is_empty() {
-            let results = hub.write_batch(writes.iter().map(|(_, w)| w.clone()).collect())?;
-            for ((n, _), result) in writes.iter().zip(results) {
-                match result {
-                    Ok(w) if w.action == WriteAction::Noop => report.skipped += 1,
-                    Ok(_) => report.added += 1,
-                    Err(e) => refused.push((*n, e.to_string())),
-                }
-            }
-        }
-        progress(chunk.last().map_or(0, |(n, _)| *n as u64), total);
     }
-    refused.sort_by_key(|(n, _)| *n);
-    for (n, e) in refused {
-        report.fail(format!("{name}:{n}"), e);
+    if !records.is_empty() {
+        let results = hub.import_records(records.iter().map(|(_, r)| r.clone()).collect())?;
+        for ((n, _), result) in records.iter().zip(results) {
+            match result {
+                Ok(true) => report.added += 1,
+                Ok(false) => report.skipped += 1,
+                Err(e) => refused.push((*n, e.to_string())),
+            }
+        }
     }
-    progress(total, total);
-    Ok(report)
+    if !writes.is_empty() {
+        let results = hub.write_batch(writes.iter().map(|(_, w)| w.clone()).collect())?;
+        for ((n, _), result) in writes.iter().zip(results) {
+            match result {
+                Ok(w) if w.action == WriteAction::Noop => report.skipped += 1,
+                Ok(_) => report.added += 1,
+                Err(e) => refused.push((*n, e.to_string())),
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Copies Markdown under `memories/import/<name>/`, never overwriting, then indexes it.

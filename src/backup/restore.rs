@@ -198,17 +198,25 @@ fn plan_root_files(
 }
 
 /// Moves the planned files from the stage into place, durably: those under
-/// `memories/` through the store, the root's own files directly.
+/// `memories/` through the store, then the root's own files.
 fn move_into_place(layout: &Layout, plan: &RestorePlan, stage: &Path) -> Result<()> {
-    let mut memories = Vec::new();
-    let mut root = Vec::new();
-    for rel in plan.moves() {
-        let staged = stage.join(rel);
-        match rel.strip_prefix("memories/") {
-            Some(below) => memories.push((below, staged)),
-            None => root.push((staged, layout.root.join(rel))),
-        }
-    }
-    files::adopt_all(&layout.memories(), &memories)?;
-    durable::rename_all(&root)
+    let (memories, root): (Vec<&str>, Vec<&str>) = plan
+        .moves()
+        .into_iter()
+        .partition(|rel| rel.starts_with("memories/"));
+    let staged: Vec<(&str, PathBuf)> = memories
+        .iter()
+        .map(|rel| (&rel["memories/".len()..], stage.join(rel)))
+        .collect();
+    files::adopt_all(&layout.memories(), &staged)?;
+    replace_root_files(&layout.root, &root, stage)
+}
+
+/// `tokens.json` and `config.json` from the stage, when the plan takes them.
+fn replace_root_files(root: &Path, names: &[&str], stage: &Path) -> Result<()> {
+    let moves: Vec<(PathBuf, PathBuf)> = names
+        .iter()
+        .map(|name| (stage.join(name), root.join(name)))
+        .collect();
+    durable::rename_all(&moves)
 }
