@@ -57,9 +57,10 @@
 //!  config   auth   api                           composes the sub-configs; tokens → Filter; /v1 wire types
 //!  search   relevance                            ranking over the index
 //!  index    query   embed   sync                 derived index, query plans, embedders
-//!  store    lifecycle   policy   schedule        source of truth and pure rules
-//!  error model ids layout analysis disk client foundation: types, paths, text analysis,
-//!  when                                          dates, the outbound HTTP client
+//!  store    lifecycle   policy   timetable       source of truth and pure rules
+//!  model ids layout analysis disk client when    foundation: types, paths, text analysis,
+//!  base   error                                  dates, the outbound HTTP client, durable
+//!                                                writes, the domain error
 //! ```
 //!
 //! A sub-config lives with the module it configures when that module sits
@@ -181,7 +182,8 @@
 //! - [`backup`] (its own files: manifest, signing, create, verify, restore,
 //!   plan), [`transfer`], [`doctor`]: backups with signed (HMAC-SHA256),
 //!   checksummed manifests, import/export, readiness checks; [`disk`], [`client`]: free space and
-//!   the one outbound HTTP client (daemon, Syncthing, model endpoint).
+//!   the one outbound HTTP client (daemon, the MCP stdio process's `/v1`
+//!   calls, Syncthing, model endpoint).
 //! - [`policy`]: content normalisation, credential refusal over text, title and
 //!   tags (NFKC + confusables; secret writes are exempt), tier assignment.
 //! - [`hub`]: the application service every surface calls: the single writer
@@ -201,10 +203,12 @@
 //! - [`mcp`]: the MCP server (official `rmcp` SDK): tools, resources and
 //!   instructions, served over stdio by `memd mcp` and over streamable HTTP at
 //!   `/mcp` by `memd serve`. Every tool is a `/v1` call with the caller's token
-//!   ([`mcp::upstream`]: loopback HTTP from the stdio process, the router
+//!   ([`mcp::upstream`]: loopback HTTP through [`client`] from the stdio process, the router
 //!   in-process inside the daemon), so MCP has exactly the token's rights.
 //! - [`audit`]: `data/audit.jsonl`, one line per authenticated request.
-//! - [`error`]: one error type with stable codes.
+//! - [`error`]: the domain error with stable codes; input errors are
+//!   messages, the store and the index have typed errors folded in (see
+//!   the module docs).
 //! - `cmd/` (binary side, [`cmd`]): one file per subcommand; the only code that prints to stdout.
 //!
 //! ## Invariants
@@ -241,8 +245,22 @@
 //!   the background embedding has caught up (`pending_vectors` in health);
 //!   `data/cache/` only ever saves work.
 //! - `http` never touches rusqlite or tantivy types; `store`, `index`, `hub` and
-//!   `auth` never mention axum; imports follow the Layers table (both checked by
-//!   `tests/integration/layering.rs`).
+//!   `auth` never mention axum; rusqlite and tantivy appear only in `index`
+//!   (and the vector cache and the tokenizer adapter), so everything else
+//!   meets them as `index::IndexError` sources; imports follow the Layers
+//!   table (all checked by `tests/integration/layering.rs`).
+//! - Only `store` writes `memories/`: outside it, a function that writes a
+//!   file and names a path under `memories/` fails
+//!   `tests/integration/layering.rs` (two listed exceptions write elsewhere:
+//!   doctor's probe and the export's copies).
+//! - Every file memd replaces whole (scheduler state, tokens, config,
+//!   members, categories, backups, the index's `FORMAT` marker, eval's
+//!   caches) is replaced durably by [`base::durable::write_atomic`]: temp
+//!   file, `fsync`, rename, directory `fsync`; a crash leaves the old file or
+//!   the new one, never a torn one.
+//! - One outbound HTTP client ([`client`]) for every remote call, the MCP
+//!   stdio process's included; inside `memd serve`, MCP calls the `/v1`
+//!   router in-process, with no client at all.
 //! - `openapi.yaml` lists exactly the router's routes (a test parses both).
 //! - MCP never opens the root: `memd mcp` sessions, however many, write
 //!   through the daemon's single writer; both MCP transports expose the same

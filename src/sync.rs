@@ -4,11 +4,11 @@
 //! memd does no replication of its own. Each device appends only to its own
 //! journal files, Syncthing copies files between devices, and every daemon
 //! indexes the lines that arrive by the merge rules of
-//! [`crate::index::merge`]. This module writes the folder's `.stignore`,
-//! configures the folder and its peers through Syncthing's REST API (when an
-//! API key is configured: `sync.syncthingApiKey`), and reads peer state back
-//! for `memd sync status`. Only plain HTTP to a loopback Syncthing is
-//! supported.
+//! [`crate::index::merge`]. This module has the store write the folder's
+//! `.stignore` ([`crate::store::syncfiles`]), configures the folder and its
+//! peers through Syncthing's REST API (when an API key is configured:
+//! `sync.syncthingApiKey`), and reads peer state back for `memd sync
+//! status`. Only plain HTTP to a loopback Syncthing is supported.
 
 use std::time::Duration;
 

@@ -1,5 +1,6 @@
 //! Files a file-sync tool leaves below `memories/`: conflict copies and
-//! temporary files (Syncthing's names).
+//! temporary files (Syncthing's names), and the `.stignore` memd writes for
+//! it (durably, and never over one the user wrote).
 //!
 //! - A *conflict copy* (`name.sync-conflict-YYYYMMDD-HHMMSS-DEVICE.ext`) is
 //!   what Syncthing keeps when a file changed on two devices at once. memd
