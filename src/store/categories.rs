@@ -61,7 +61,7 @@ pub(crate) fn render(file: &CategoryFile<'_>) -> Result<String> {
     Ok(format!("{front}\n{}\n", file.content))
 }
 
-/// Splits a category file into its slot (the first tag that is a slot,
+/// Splits a category file into its slot (the last tag that is a slot,
 /// else `custom`) and its body.
 pub(crate) fn parse(text: &str) -> (String, String) {
     let (front, body) = match markdown::split(text) {
@@ -75,7 +75,7 @@ pub(crate) fn parse(text: &str) -> (String, String) {
         .into_iter()
         .flatten()
         .filter_map(serde_json::Value::as_str)
-        .find(|t| CATEGORY_SLOTS.contains(t))
+        .rfind(|t| CATEGORY_SLOTS.contains(t))
         .unwrap_or("custom")
         .to_string();
     (slot, body.trim_start_matches('\n').to_string())
