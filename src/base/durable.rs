@@ -196,16 +196,57 @@ pub fn create_new(path: &Path, bytes: &[u8]) -> Result<bool> {
         return Ok(false);
     }
     let (tmp, ()) = finished_temp(path, |f| f.write_all(bytes))?;
-    // A hard link fails if the name is taken, which a rename would not.
-    let linked = std::fs::hard_link(&tmp, path);
+    let linked = link_new(&tmp, path);
     discard(&tmp);
-    match linked {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(false),
-        Err(e) => return Err(e).ctx("cannot create", path),
+    if !linked.ctx("cannot create", path)? {
+        return Ok(false);
     }
     sync_dir(parent(path))?;
     Ok(true)
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Makes this thread's hard links fail as on a file system without them.
+    static NO_LINKS: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Gives the finished `tmp` the name `path` if that name is free; returns
+/// whether it did. A hard link fails if the name is taken, which a rename
+/// would not. File systems without hard links (FAT, some network and FUSE
+/// mounts) reserve the name with an exclusive create and rename over it
+/// instead: a reader may then see an empty file for a moment, never a
+/// partial one.
+fn link_new(tmp: &Path, path: &Path) -> std::io::Result<bool> {
+    #[cfg(test)]
+    let linked = if NO_LINKS.with(Cell::get) {
+        Err(std::io::Error::from_raw_os_error(libc::EPERM))
+    } else {
+        std::fs::hard_link(tmp, path)
+    };
+    #[cfg(not(test))]
+    let linked = std::fs::hard_link(tmp, path);
+    match linked {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::EPERM | libc::EOPNOTSUPP | libc::ENOSYS)
+            ) =>
+        {
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(path)
+            {
+                Ok(_) => std::fs::rename(tmp, path).map(|()| true),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+                Err(e) => Err(e),
+            }
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Moves finished files into place (`(from, to)`, same file system),
@@ -298,6 +339,14 @@ mod tests {
 
     #[test]
     fn create_new_never_overwrites() {
+        for no_links in [false, true] {
+            NO_LINKS.with(|n| n.set(no_links));
+            create_new_never_overwrites_here();
+        }
+        NO_LINKS.with(|n| n.set(false));
+    }
+
+    fn create_new_never_overwrites_here() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("key");
         assert!(create_new(&path, b"first").unwrap());
