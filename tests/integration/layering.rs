@@ -802,7 +802,8 @@ fn no_cycle_among_files_of_a_module() {
 /// appears only in `index` and the vector cache (`embed/cache.rs`), tantivy
 /// only in `index` and the tokenizer adapter (`analysis/tokenizer.rs`), so
 /// the domain error and everything above the index meet the backends only
-/// as `index::IndexError` sources.
+/// as `index::IndexError` sources; ureq (the one outbound HTTP client) only
+/// in `client`, hyper only in the `http` server.
 #[test]
 fn foreign_types_keep_to_their_layer() {
     let c = Crate::load();
@@ -825,6 +826,15 @@ fn foreign_types_keep_to_their_layer() {
                 s.path.as_str(),
                 "src/embed/cache.rs" | "src/analysis/tokenizer.rs"
             );
+        // One outbound HTTP client: ureq lives in `client` only, and hyper
+        // (the server's HTTP stack) in `http` only.
+        for (word, home) in [("ureq", "src/client.rs"), ("hyper", "src/http/")] {
+            let re = regex::Regex::new(&format!(r"\b{word}(_util)?\b")).unwrap();
+            if let Some(m) = re.find(&code).filter(|_| !s.path.starts_with(home)) {
+                let line = code[..m.start()].lines().count().max(1);
+                panic!("{}:{line} mentions {}; only {home} may", s.path, m.as_str());
+            }
+        }
         if let Some(m) = backend.find(&code).filter(|_| !may_use_backends) {
             let line = code[..m.start()].lines().count().max(1);
             panic!(
