@@ -1,6 +1,7 @@
 //! The one outbound HTTP client: the CLI's calls to a running `memd serve`
-//! (`memd health`, `memd doctor`), Syncthing's REST API, and the
-//! consolidation model's OpenAI-compatible endpoint.
+//! (`memd health`, `memd doctor`), the MCP stdio process's `/v1` calls
+//! ([`crate::mcp::upstream`]), Syncthing's REST API, and the consolidation
+//! model's OpenAI-compatible endpoint.
 //!
 //! Blocking (the callers are synchronous), one request per call, and bounded
 //! everywhere: a whole-call timeout, a cap on the response body
@@ -161,6 +162,22 @@ fn root_certs() -> Result<RootCerts> {
     Ok(RootCerts::new_with_certs(&certs))
 }
 
+/// Whether `e` is a refused connection from [`send`]: nothing listened, so
+/// the request never reached a server and sending it again is safe.
+pub(crate) fn is_refused(e: &Error) -> bool {
+    let Error::Unavailable {
+        source: Some(source),
+        ..
+    } = e
+    else {
+        return false;
+    };
+    matches!(
+        source.downcast_ref::<ureq::Error>(),
+        Some(ureq::Error::Io(io)) if io.kind() == std::io::ErrorKind::ConnectionRefused
+    )
+}
+
 /// The stable error for a failed call.
 fn failure(req: &Request<'_>, e: ureq::Error) -> Error {
     use ureq::Error as E;
@@ -267,5 +284,7 @@ mod tests {
             "{e}"
         );
         assert!(std::error::Error::source(&e).is_some(), "the cause is kept");
+        assert!(is_refused(&e), "a closed port refuses: safe to resend");
+        assert!(!is_refused(&Error::invalid("x")));
     }
 }

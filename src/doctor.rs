@@ -220,7 +220,7 @@ fn model(cfg: &EmbedderConfig, shallow: bool) -> Check {
 /// The bilingual lexicon of cross-lingual full text: optional, so a missing
 /// one is a warning (full text then stays within one language).
 fn lexicon(shallow: bool) -> Check {
-    let Some(path) = crate::embed::lexicon::lexicon_path() else {
+    let Some(path) = crate::embed::dictionary::lexicon_path() else {
         return check(
             "lexicon",
             Status::Ok,
@@ -247,7 +247,7 @@ fn lexicon(shallow: bool) -> Check {
             None,
         );
     }
-    match crate::embed::lexicon::loaded() {
+    match crate::embed::dictionary::loaded() {
         Some(l) => check(
             "lexicon",
             Status::Ok,

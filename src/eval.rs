@@ -191,18 +191,6 @@ pub fn run(
     run_with(dir, modes, config, embedder, &EvalOptions::default())
 }
 
-/// Copies `from` to `to` through a temporary file and a rename, so a reader
-/// never sees half a file.
-fn copy_atomic(from: &Path, to: &Path) -> Result<()> {
-    if let Some(dir) = to.parent() {
-        std::fs::create_dir_all(dir).ctx("cannot create directory", dir)?;
-    }
-    let tmp = to.with_extension(format!("tmp-{}", std::process::id()));
-    std::fs::copy(from, &tmp).ctx("cannot copy the vector cache to", &tmp)?;
-    std::fs::rename(&tmp, to).ctx("cannot replace", to)?;
-    Ok(())
-}
-
 /// The query's filter: its scene when it names one, else everything.
 fn query_filter(q: &QueryLine) -> Result<Filter> {
     Ok(match &q.scene {
@@ -291,7 +279,7 @@ pub fn run_with(
     let layout = Layout::new(&root.0);
     let local_cache = layout.cache().join("vectors.db");
     if let Some(shared) = options.vector_cache.as_deref().filter(|p| p.exists()) {
-        copy_atomic(shared, &local_cache)?;
+        crate::base::durable::copy_atomic(shared, &local_cache)?;
     }
     let mut per_query = match &options.per_query {
         Some(path) => Some(std::io::BufWriter::new(
@@ -438,7 +426,7 @@ pub fn run_with(
     if let Some(shared) = options.vector_cache.as_deref()
         && local_cache.exists()
     {
-        copy_atomic(&local_cache, shared)?;
+        crate::base::durable::copy_atomic(&local_cache, shared)?;
     }
     Ok(reports)
 }

@@ -143,14 +143,5 @@ pub fn private_umask() {
     rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
 }
 
-/// Creates (or truncates) `path` readable and writable by its owner only,
-/// whatever the umask.
-pub fn create_private(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-}
+/// Creates (or truncates) a file private to its owner (see [`crate::base::durable::create_private`]).
+pub use crate::base::durable::create_private;

@@ -57,9 +57,10 @@
 //!  config   auth   api                           composes the sub-configs; tokens → Filter; /v1 wire types
 //!  search   relevance                            ranking over the index
 //!  index    query   embed   sync                 derived index, query plans, embedders
-//!  store    lifecycle   policy   schedule        source of truth and pure rules
-//!  error model ids layout analysis disk client foundation: types, paths, text analysis,
-//!  when                                          dates, the outbound HTTP client
+//!  store    lifecycle   policy   timetable       source of truth and pure rules
+//!  model ids layout analysis disk client when    foundation: types, paths, text analysis,
+//!  base   error                                  dates, the outbound HTTP client, durable
+//!                                                writes, the domain error
 //! ```
 //!
 //! A sub-config lives with the module it configures when that module sits
@@ -73,39 +74,40 @@
 //! | module | may import |
 //! |---|---|
 //! | `error` | — |
+//! | `base` | `error` |
 //! | `when` | — |
 //! | `model` | `error`, `when` |
-//! | `ids` | `error`, `model` |
-//! | `layout` | `error` |
+//! | `ids` | `base`, `error`, `model` |
+//! | `layout` | `base`, `error` |
 //! | `analysis` | — |
 //! | `disk` | `error` |
 //! | `client` | `error` |
 //! | `policy` | `error`, `model` |
 //! | `api` | `error`, `model`, `search` |
 //! | `lifecycle` | `error`, `ids`, `model` |
-//! | `schedule` | `error`, `layout` |
-//! | `store` | `error`, `ids`, `layout`, `model`, `policy` |
+//! | `timetable` | `base`, `error`, `layout` |
+//! | `store` | `base`, `error`, `ids`, `layout`, `model`, `policy` |
 //! | `embed` | `analysis`, `error`, `layout` |
 //! | `query` | `analysis` |
-//! | `index` | `analysis`, `embed`, `error`, `layout`, `lifecycle`, `model`, `store` |
+//! | `index` | `analysis`, `base`, `embed`, `error`, `layout`, `lifecycle`, `model`, `store` |
 //! | `sync` | `error`, `layout`, `client`, `store` |
 //! | `search` | `analysis`, `embed`, `error`, `index`, `lifecycle`, `model`, `query`, `when` |
 //! | `relevance` | `analysis`, `embed`, `error`, `index`, `query`, `search` |
-//! | `auth` | `error`, `ids`, `index`, `layout`, `model`, `store` |
-//! | `config` | `embed`, `error`, `layout`, `lifecycle`, `policy`, `schedule`, `search`, `store`, `sync` |
-//! | `hub` | `analysis`, `config`, `disk`, `embed`, `error`, `ids`, `index`, `layout`, `lifecycle`, `model`, `policy`, `query`, `relevance`, `schedule`, `search`, `store` |
+//! | `auth` | `base`, `error`, `ids`, `index`, `layout`, `model`, `store` |
+//! | `config` | `base`, `embed`, `error`, `layout`, `lifecycle`, `policy`, `search`, `store`, `sync`, `timetable` |
+//! | `hub` | `analysis`, `config`, `disk`, `embed`, `error`, `ids`, `index`, `layout`, `lifecycle`, `model`, `policy`, `query`, `relevance`, `search`, `store`, `timetable` |
 //! | `audit` | `error`, `layout` |
 //! | `watch` | `config`, `error`, `hub`, `layout`, `store` |
 //! | `transfer` | `error`, `hub`, `layout`, `model`, `store` |
 //! | `migrate` | `error`, `hub`, `model`, `store`, `transfer` |
-//! | `backup` | `config`, `error`, `ids`, `layout`, `model`, `store` |
+//! | `backup` | `base`, `config`, `error`, `ids`, `layout`, `model`, `store` |
 //! | `doctor` | `config`, `embed`, `error`, `index`, `layout`, `client`, `model`, `store` |
-//! | `eval` | `config`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `search` |
-//! | `consolidate` | `analysis`, `client`, `config`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `policy`, `schedule`, `store` |
-//! | `scheduler` | `backup`, `config`, `consolidate`, `error`, `hub`, `layout`, `schedule` |
+//! | `eval` | `base`, `config`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `search` |
+//! | `consolidate` | `analysis`, `base`, `client`, `config`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `policy`, `store`, `timetable` |
+//! | `scheduler` | `backup`, `config`, `consolidate`, `error`, `hub`, `layout`, `timetable` |
 //! | `console` | — |
-//! | `http` | `api`, `audit`, `auth`, `config`, `consolidate`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `search`, `store` |
-//! | `mcp` | `api`, `auth`, `config`, `error`, `http`, `layout` |
+//! | `http` | `api`, `audit`, `auth`, `base`, `config`, `consolidate`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `search`, `store` |
+//! | `mcp` | `api`, `auth`, `client`, `config`, `error`, `http`, `layout` |
 //! | `cmd` | `*` (the binary side may use every module) |
 //!
 //! ## Code map
@@ -115,6 +117,13 @@
 //! link needs it; everything else is `pub(crate)`, so the dead-code lint
 //! reports unused code.
 //!
+//! - [`base`]: durable file writes ([`base::durable`]: temp file, `fsync`,
+//!   rename, directory `fsync`, in one function every whole-file replacement
+//!   uses; create-if-absent; moves into place) and byte helpers
+//!   ([`base::bytes`]: hex, constant-time comparison); knows nothing about
+//!   memories. [`error`]: the domain error, its stable code table and the
+//!   [`error::Coded`] trait the typed errors of the store and the index
+//!   implement.
 //! - [`layout`]: root paths (`memories/`, `data/`, `config.json`, …) and private
 //!   file modes; the lowest layer. [`analysis`]: the tokenizer (words, CJK
 //!   bigrams) and light English stemmer shared by the index, query planning and
@@ -128,9 +137,13 @@
 //!   text; relative expressions such as last week / 上周 / 去年五月); no IO.
 //! - [`store`]: the only writer of `memories/`: [`store::journal`] (per-device
 //!   files), [`store::device`] (the device id), [`store::syncfiles`] (sync
-//!   conflict copies and temporary files), [`store::markdown`] (strict front
-//!   matter, no links), [`store::lock`], [`store::members`] (group membership for
-//!   disclosure), [`store::archive`] (compressed journal months).
+//!   conflict copies, temporary files, the `.stignore`), [`store::markdown`]
+//!   (strict front matter, no links; front matter emitted by a YAML emitter),
+//!   [`store::categories`] (category files and their revisions),
+//!   [`store::files`] (documents an import or migration adds, files a restore
+//!   takes from a backup), [`store::lock`], [`store::members`] (group
+//!   membership for disclosure), [`store::archive`] (compressed journal
+//!   months); [`store::StoreError`] for the failures callers tell apart.
 //! - [`index`]: the only writer of `data/index/`: [`index::text`] (tantivy),
 //!   [`index::meta`] (SQLite), [`index::meta_read`] (time-ordered reads),
 //!   [`index::vector`] (vectors in sqlite-vec, their change log, the SQL
@@ -141,12 +154,14 @@
 //!   [`index::filter`], [`index::merge`] (device merge rules: later
 //!   `(at, device)` wins, forgets beat older puts), [`index::scoped_stats`] (BM25 statistics over what the
 //!   caller may read), [`index::neighbours`] (session neighbours as a lower-weight
-//!   context field), [`index::lifecycle`] (supersede marks, `touch` replay).
+//!   context field), [`index::lifecycle`] (supersede marks, `touch` replay);
+//!   [`index::IndexError`] wraps the SQLite and tantivy errors (full disk,
+//!   damaged files).
 //! - [`embed`]: the [`embed::Embedder`] trait, the ONNX model
 //!   ([`embed::onnx`]) with a compact Unigram tokenizer model ([`embed::unigram`]:
 //!   the same token ids as `tokenizers` in ~7 MiB instead of ~280), a deterministic test embedder ([`embed::hash`]),
 //!   the vector cache under `data/cache/` ([`embed::cache`]) and the installed
-//!   lexicon beside the model ([`embed::lexicon`], optional, loaded on first use).
+//!   lexicon beside the model ([`embed::dictionary`], optional, loaded on first use).
 //! - [`search`]: query planning and ranking in three modes; [`relevance`]:
 //!   the relevance floor of recall (script-aware cosine, else term coverage).
 //! - [`lifecycle`]: retention tiers, opt-in tier expiry, promotion, the exact
@@ -157,16 +172,18 @@
 //!   ([`consolidate::salience`]), an optional model pass (one request per scene) whose
 //!   operations are validated before they go through the normal write path,
 //!   run reports under `data/consolidation/`, and rollback by run or source.
-//! - [`schedule`]: when periodic jobs run (pure: settings + saved state + now)
-//!   and `data/scheduler.json`; [`scheduler`]: the runner thread of `memd serve`
+//! - [`timetable`]: when periodic jobs are due (pure: settings + saved state +
+//!   now) and `data/scheduler.json`, replaced durably; [`scheduler`]: the runner thread of `memd serve`
 //!   and every job it runs (index commits, background embedding, daily backup,
 //!   archive, sleep consolidation); [`watch`]: the server's watcher of `memories/` and
 //!   `config.json`.
 //! - [`sync`]: Syncthing glue for several devices (`.stignore`, folder and
 //!   peers over its REST API, status); [`migrate`]: `memd import --from memory-hub`.
-//! - [`backup`], [`transfer`], [`doctor`]: backups with signed, checksummed manifests,
-//!   import/export, readiness checks; [`disk`], [`client`]: free space and
-//!   the one outbound HTTP client (daemon, Syncthing, model endpoint).
+//! - [`backup`] (its own files: manifest, signing, create, verify, restore,
+//!   plan), [`transfer`], [`doctor`]: backups with signed (HMAC-SHA256),
+//!   checksummed manifests, import/export, readiness checks; [`disk`], [`client`]: free space and
+//!   the one outbound HTTP client (daemon, the MCP stdio process's `/v1`
+//!   calls, Syncthing, model endpoint).
 //! - [`policy`]: content normalisation, credential refusal over text, title and
 //!   tags (NFKC + confusables; secret writes are exempt), tier assignment.
 //! - [`hub`]: the application service every surface calls: the single writer
@@ -186,10 +203,12 @@
 //! - [`mcp`]: the MCP server (official `rmcp` SDK): tools, resources and
 //!   instructions, served over stdio by `memd mcp` and over streamable HTTP at
 //!   `/mcp` by `memd serve`. Every tool is a `/v1` call with the caller's token
-//!   ([`mcp::upstream`]: loopback HTTP from the stdio process, the router
+//!   ([`mcp::upstream`]: loopback HTTP through [`client`] from the stdio process, the router
 //!   in-process inside the daemon), so MCP has exactly the token's rights.
 //! - [`audit`]: `data/audit.jsonl`, one line per authenticated request.
-//! - [`error`]: one error type with stable codes.
+//! - [`error`]: the domain error with stable codes; input errors are
+//!   messages, the store and the index have typed errors folded in (see
+//!   the module docs).
 //! - `cmd/` (binary side, [`cmd`]): one file per subcommand; the only code that prints to stdout.
 //!
 //! ## Invariants
@@ -226,8 +245,22 @@
 //!   the background embedding has caught up (`pending_vectors` in health);
 //!   `data/cache/` only ever saves work.
 //! - `http` never touches rusqlite or tantivy types; `store`, `index`, `hub` and
-//!   `auth` never mention axum; imports follow the Layers table (both checked by
-//!   `tests/integration/layering.rs`).
+//!   `auth` never mention axum; rusqlite and tantivy appear only in `index`
+//!   (and the vector cache and the tokenizer adapter), so everything else
+//!   meets them as `index::IndexError` sources; imports follow the Layers
+//!   table (all checked by `tests/integration/layering.rs`).
+//! - Only `store` writes `memories/`: outside it, a function that writes a
+//!   file and names a path under `memories/` fails
+//!   `tests/integration/layering.rs` (two listed exceptions write elsewhere:
+//!   doctor's probe and the export's copies).
+//! - Every file memd replaces whole (scheduler state, tokens, config,
+//!   members, categories, backups, the index's `FORMAT` marker, eval's
+//!   caches) is replaced durably by [`base::durable::write_atomic`]: temp
+//!   file, `fsync`, rename, directory `fsync`; a crash leaves the old file or
+//!   the new one, never a torn one.
+//! - One outbound HTTP client ([`client`]) for every remote call, the MCP
+//!   stdio process's included; inside `memd serve`, MCP calls the `/v1`
+//!   router in-process, with no client at all.
 //! - `openapi.yaml` lists exactly the router's routes (a test parses both).
 //! - MCP never opens the root: `memd mcp` sessions, however many, write
 //!   through the daemon's single writer; both MCP transports expose the same
@@ -253,6 +286,7 @@ pub mod api;
 pub mod audit;
 pub mod auth;
 pub mod backup;
+pub mod base;
 pub mod client;
 pub mod cmd;
 pub mod config;
@@ -275,11 +309,11 @@ pub mod model;
 pub mod policy;
 pub mod query;
 pub mod relevance;
-pub mod schedule;
 pub mod scheduler;
 pub mod search;
 pub mod store;
 pub mod sync;
+pub mod timetable;
 pub mod transfer;
 pub mod watch;
 pub mod when;

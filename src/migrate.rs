@@ -33,6 +33,7 @@ use serde::Deserialize;
 use crate::error::{Error, IoContext, Result};
 use crate::hub::Hub;
 use crate::model::{Fact, JOURNAL_VERSION, Record, Scene, parse_kind, parse_tags};
+use crate::store::files::{self, Added};
 use crate::store::markdown;
 use crate::transfer::ImportReport;
 
@@ -242,7 +243,6 @@ fn copy_documents(hub: &Hub, from: &Path, report: &mut ImportReport) -> Result<(
     let ours = hub.layout().memories();
     for rel in &listing.documents {
         let src = from.join(rel);
-        let dst = ours.join(rel);
         let bytes = match markdown::read_bounded(&src) {
             Ok((b, _)) => b,
             Err(e) => {
@@ -250,32 +250,17 @@ fn copy_documents(hub: &Hub, from: &Path, report: &mut ImportReport) -> Result<(
                 continue;
             }
         };
-        match std::fs::symlink_metadata(&dst) {
-            Ok(_) => {
-                if std::fs::read(&dst).is_ok_and(|b| b == bytes) {
-                    report.skipped += 1;
-                } else {
-                    report.fail(
-                        src.display(),
-                        format!(
-                            "{} exists with other content; not overwritten",
-                            dst.display()
-                        ),
-                    );
-                }
-                continue;
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => {
-                report.fail(dst.display(), e);
-                continue;
-            }
+        match files::add_document(&ours, rel, &bytes)? {
+            Added::Created => report.added += 1,
+            Added::Identical => report.skipped += 1,
+            Added::Different => report.fail(
+                src.display(),
+                format!(
+                    "{} exists with other content; not overwritten",
+                    ours.join(rel).display()
+                ),
+            ),
         }
-        if let Some(dir) = dst.parent() {
-            std::fs::create_dir_all(dir).ctx("cannot create", dir)?;
-        }
-        crate::store::atomic::write_atomic(&dst, &bytes)?;
-        report.added += 1;
     }
     hub.sync_documents()?;
     Ok(())

@@ -1,5 +1,5 @@
 //! Periodic jobs of `memd serve` and the thread that runs them. When a job is
-//! due is decided by [`crate::schedule`] (a pure function of its settings,
+//! due is decided by [`crate::timetable`] (a pure function of its settings,
 //! saved state and "now"); the jobs themselves (backup, archive, sleep
 //! consolidation) are built here, above every module they drive. The runner
 //! thread also commits pending text-index changes every second, so processes
@@ -19,8 +19,8 @@ use crate::config::SleepConfig;
 use crate::consolidate;
 use crate::error::{Error, Result};
 use crate::hub::Hub;
-use crate::schedule::save_states;
-pub use crate::schedule::{JobState, Period, Schedule, load_states, next_run, parse_at};
+use crate::timetable::save_states;
+pub use crate::timetable::{JobState, Period, Schedule, load_states, next_run, parse_at};
 
 /// What a job does; returns a one-line summary.
 pub(crate) type JobFn = Box<dyn Fn(&Hub) -> Result<String> + Send>;
@@ -75,7 +75,7 @@ pub fn tick(hub: &Hub, jobs: &[Job], state_path: &Path, now: DateTime<Utc>) -> V
 
 /// The scheduler state file of a hub's root.
 pub fn state_path(hub: &Hub) -> PathBuf {
-    crate::schedule::state_path(hub.layout())
+    crate::timetable::state_path(hub.layout())
 }
 
 /// A running scheduler; stops when dropped.
@@ -233,7 +233,7 @@ pub fn sleep_job(cfg: SleepConfig) -> Result<Job> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schedule::tests::{daily, local};
+    use crate::timetable::tests::{daily, local};
 
     #[test]
     fn tick_runs_due_jobs_once_and_remembers_across_restarts() {

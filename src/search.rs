@@ -18,7 +18,7 @@
 //! languages (dev recall@5 zh→en 0.213 against 0.331).
 //!
 //! **Cross-lingual pass** — with the CC-CEDICT lexicon installed
-//! ([`crate::embed::lexicon`]), the query's content words are also translated
+//! ([`crate::embed::dictionary`]), the query's content words are also translated
 //! into the other language ([`crate::query::translate`]) and searched like a
 //! query of their own, under the same filter. That pass votes, at
 //! `search.fulltextWeight`, only for hits written in the other script than
@@ -723,7 +723,8 @@ fn translated_ranking(
     if crate::query::cjk_share(query) <= 0.5 && !index.text_has_cjk()? {
         return Ok(Default::default());
     }
-    let Some(t) = crate::embed::lexicon::lexicon().and_then(|l| crate::query::translate(query, l))
+    let Some(t) =
+        crate::embed::dictionary::lexicon().and_then(|l| crate::query::translate(query, l))
     else {
         return Ok(Default::default());
     };

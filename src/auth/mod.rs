@@ -22,10 +22,10 @@ use chrono::{DateTime, Utc};
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
 
+use crate::base::durable::write_atomic;
 use crate::error::{Error, IoContext, Result};
 use crate::ids::sha256_hex;
 use crate::model::Scene;
-use crate::store::atomic::write_atomic;
 
 /// Scope names a token may carry.
 pub mod scope {
@@ -242,14 +242,6 @@ pub(crate) fn hash_secret(secret: &str) -> String {
     sha256_hex(secret.as_bytes())
 }
 
-/// Compares two byte strings without an early exit on the first difference.
-pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 fn read_file(path: &Path) -> Result<TokenFile> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
@@ -336,10 +328,7 @@ pub fn issue(path: &Path, req: &IssueRequest) -> Result<(TokenInfo, String)> {
     file.tokens.retain(|t| t.name != req.name);
     let mut raw = [0u8; 32];
     rand::rng().fill_bytes(&mut raw);
-    let secret = format!(
-        "mh_{}",
-        raw.iter().map(|b| format!("{b:02x}")).collect::<String>()
-    );
+    let secret = format!("mh_{}", crate::base::bytes::hex(&raw));
     let record = TokenRecord {
         name: req.name.clone(),
         hash: hash_secret(&secret),
@@ -426,7 +415,7 @@ impl TokenStore {
         // Every active token is compared, so timing does not reveal which one matched.
         let mut found = None;
         for t in loaded.tokens.iter().filter(|t| t.revoked_at.is_none()) {
-            if constant_time_eq(t.hash.as_bytes(), presented.as_bytes()) {
+            if crate::base::bytes::constant_time_eq(t.hash.as_bytes(), presented.as_bytes()) {
                 found = Some(Grant::from_record(t));
             }
         }
@@ -489,8 +478,5 @@ mod tests {
         assert_eq!(store.authenticate(&secret).unwrap(), None);
         let (_, again) = issue(&path, &req).unwrap();
         assert!(store.authenticate(&again).unwrap().is_some());
-        assert!(constant_time_eq(b"ab", b"ab"));
-        assert!(!constant_time_eq(b"ab", b"ac"));
-        assert!(!constant_time_eq(b"ab", b"abc"));
     }
 }

@@ -41,8 +41,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::hub::{Hub, WriteRequest};
 use crate::model::{Fact, Record};
-use crate::schedule::{self, Period};
 use crate::store::journal::{self, Cursor};
+use crate::timetable::{self, Period};
 
 pub use crate::config::{ModelConfig, ModelKind, SleepConfig};
 pub use report::{RunReport, RunSummary};
@@ -393,7 +393,7 @@ pub struct Status {
 
 /// Consolidation status of a hub's root at `now`.
 pub fn status(hub: &Hub, cfg: &SleepConfig, now: DateTime<Utc>) -> Status {
-    let states = schedule::load_states(&schedule::state_path(hub.layout()));
+    let states = timetable::load_states(&timetable::state_path(hub.layout()));
     let state = states.get(JOB_NAME).cloned().unwrap_or_default();
     // Health needs no token, so it says only whether the last run worked.
     let result = if state.failures > 0 {
@@ -405,7 +405,7 @@ pub fn status(hub: &Hub, cfg: &SleepConfig, now: DateTime<Utc>) -> Status {
         .enabled
         .then(|| cfg.schedule().ok())
         .flatten()
-        .map(|s| schedule::next_run(&s, &state, now).max(now));
+        .map(|s| timetable::next_run(&s, &state, now).max(now));
     Status {
         enabled: cfg.enabled,
         last_run: state.last_attempt,

@@ -8,10 +8,10 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::{RunOptions, Window};
+use crate::base::durable::write_atomic;
 use crate::error::{Error, IoContext, Result};
 use crate::layout::Layout;
 use crate::model::Fact;
-use crate::store::atomic::write_atomic;
 
 /// A short-term line promoted to long-term memory.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

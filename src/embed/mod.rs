@@ -6,15 +6,15 @@
 //! about embeddings). It also owns the [`cache::VectorCache`] under
 //! `data/cache/`, which keeps vectors across `memd reindex`, and
 //! [`EmbedderSlot`], which loads the configured model lazily, once, and
-//! remembers why it could not be loaded. [`lexicon`] finds and loads the
+//! remembers why it could not be loaded. [`dictionary`] finds and loads the
 //! bilingual lexicon installed next to the model (cross-lingual full text).
 //!
 //! Every vector an embedder returns has [`Embedder::dim`] components and unit
 //! L2 norm, so cosine similarity and L2 distance order results the same way.
 
 pub mod cache;
+pub mod dictionary;
 pub mod hash;
-pub mod lexicon;
 pub mod onnx;
 pub mod unigram;
 

@@ -15,10 +15,10 @@ use super::extract::{ApiJson, Caller, MAX_BODY_BYTES};
 use super::{AppState, AuditNote, reply, route_table};
 use crate::api::RevokeBody;
 use crate::auth::{TokenInfo, policy, scope};
+use crate::base::durable::write_atomic;
 use crate::config::Config;
 use crate::error::Error;
 use crate::model::MAX_TEXT_BYTES;
-use crate::store::atomic::write_atomic;
 
 /// Keys `POST /v1/config` may change: `(dotted key, minimum, maximum, description)`.
 pub(crate) const EDITABLE: &[(&str, u64, u64, &str)] = &[

@@ -4,9 +4,10 @@
 //!
 //! Being documents, they are indexed, searchable and visible under the same
 //! scene/privacy rules as any other memory, a human can edit them in an
-//! editor, and `memd reindex` rebuilds them like everything else. Writing one
-//! keeps the replaced version under `categories/.revisions/` (never indexed),
-//! replaces the file atomically and re-syncs documents through the writer.
+//! editor, and `memd reindex` rebuilds them like everything else. The file
+//! format and the writes are [`crate::store::categories`]'s (which keeps the
+//! replaced version under `categories/.revisions/`, never indexed); this
+//! file holds the rules and re-syncs documents through the writer.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -16,7 +17,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::ids;
 use crate::index::filter::Filter;
 use crate::model::Scene;
-use crate::store::atomic::write_atomic;
+use crate::store::categories as store;
 
 /// The slots a category may fill.
 pub const SLOTS: &[&str] = crate::model::CATEGORY_SLOTS;
@@ -64,58 +65,6 @@ pub(crate) fn check_name(name: &str) -> Result<()> {
     }
 }
 
-/// Path of a category relative to `memories/`.
-fn rel_path(name: &str) -> String {
-    format!("categories/{name}.md")
-}
-
-/// Where earlier versions are kept, relative to `memories/`: a dot directory,
-/// so they are never indexed.
-const REVISIONS: &str = "categories/.revisions";
-
-/// Earlier versions of a category, oldest first.
-fn revisions(memories: &std::path::Path, name: &str) -> Vec<String> {
-    let prefix = format!("{name}@");
-    let mut out: Vec<String> = std::fs::read_dir(memories.join(REVISIONS))
-        .map(|entries| {
-            entries
-                .flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|f| f.starts_with(&prefix) && f.ends_with(".md"))
-                .map(|f| format!("{REVISIONS}/{f}"))
-                .collect()
-        })
-        .unwrap_or_default();
-    // The timestamp in the name sorts chronologically.
-    out.sort();
-    out
-}
-
-/// Splits a category file into (slot, body).
-fn parse(text: &str) -> (String, String) {
-    let mut slot = "custom".to_string();
-    let body = match text
-        .strip_prefix("---\n")
-        .and_then(|rest| rest.split_once("\n---\n"))
-    {
-        Some((front, body)) => {
-            for line in front.lines() {
-                if let Some(tags) = line.strip_prefix("tags:") {
-                    for t in tags.trim().trim_matches(['[', ']']).split(',') {
-                        let t = t.trim().trim_matches('"');
-                        if SLOTS.contains(&t) {
-                            slot = t.to_string();
-                        }
-                    }
-                }
-            }
-            body.to_string()
-        }
-        None => text.to_string(),
-    };
-    (slot, body.trim_start_matches('\n').to_string())
-}
-
 fn preview(body: &str) -> String {
     let flat = body.split_whitespace().collect::<Vec<_>>().join(" ");
     let mut p: String = flat.chars().take(200).collect();
@@ -138,7 +87,7 @@ impl Hub {
     /// Reads one category visible under `filter`.
     fn read_category(&self, name: &str, filter: &Filter, full: bool) -> Result<Category> {
         check_name(name)?;
-        let rel = rel_path(name);
+        let rel = store::rel_path(name);
         let doc_id = ids::doc_id(&rel);
         let visible = self
             .get(&doc_id, filter)
@@ -149,7 +98,7 @@ impl Hub {
             .and_then(|m| m.modified())
             .map(DateTime::<Utc>::from)
             .unwrap_or(visible.ts);
-        let (slot, body) = parse(&text);
+        let (slot, body) = store::parse(&text);
         Ok(Category {
             name: name.to_string(),
             slot,
@@ -158,7 +107,7 @@ impl Hub {
             updated_at,
             preview: (!full).then(|| preview(&body)),
             content: full.then_some(body),
-            revisions: revisions(&self.layout().memories(), name),
+            revisions: store::revisions(&self.layout().memories(), name),
         })
     }
 
@@ -224,9 +173,9 @@ impl Hub {
                 "content appears to contain {what}; credentials are refused"
             )));
         }
-        let rel = rel_path(name);
-        let path = self.layout().memories().join(&rel);
-        if path.exists() {
+        let rel = store::rel_path(name);
+        let memories = self.layout().memories();
+        if memories.join(&rel).exists() {
             // Replacing needs the right to forget what is there now.
             self.get(&ids::doc_id(&rel), writable)
                 .map_err(|e| match e {
@@ -236,23 +185,16 @@ impl Hub {
                     other => other,
                 })?;
         }
-        let file = format!(
-            "---\ntitle: \"{name}\"\nkind: category\ntags: [category, {slot}]\nscene: \"{scene}\"\n\
-             privacy: normal\ntier: t0\nimportance: 1.0\nupdated: \"{}\"\n---\n\n{content}\n",
-            Utc::now().to_rfc3339()
-        );
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).ctx("cannot create directory", parent)?;
-        }
-        if let Ok(previous) = std::fs::read(&path) {
-            // Keep the version being replaced (categories are standing policy:
-            // their history matters).
-            let dir = self.layout().memories().join(REVISIONS);
-            std::fs::create_dir_all(&dir).ctx("cannot create directory", &dir)?;
-            let stamp = Utc::now().format("%Y%m%dT%H%M%S%.6fZ");
-            write_atomic(&dir.join(format!("{name}@{stamp}.md")), &previous)?;
-        }
-        write_atomic(&path, file.as_bytes())?;
+        store::write(
+            &memories,
+            &store::CategoryFile {
+                name,
+                slot,
+                scene,
+                content,
+                updated: Utc::now(),
+            },
+        )?;
         self.sync_documents()?;
         self.category(name, writable)
     }
@@ -260,11 +202,9 @@ impl Hub {
     /// Removes a category the caller may write.
     pub fn delete_category(&self, name: &str, writable: &Filter) -> Result<()> {
         check_name(name)?;
-        let rel = rel_path(name);
-        self.get(&ids::doc_id(&rel), writable)
+        self.get(&ids::doc_id(&store::rel_path(name)), writable)
             .map_err(|e| missing_category(e, name))?;
-        let path = self.layout().memories().join(&rel);
-        std::fs::remove_file(&path).ctx("cannot remove category", &path)?;
+        store::remove(&self.layout().memories(), name)?;
         self.sync_documents()?;
         Ok(())
     }
@@ -287,8 +227,5 @@ mod tests {
         ] {
             assert_eq!(check_name(name).is_ok(), ok, "{name}");
         }
-        let (slot, body) = parse("---\ntitle: x\ntags: [category, architecture]\n---\n\n# Hi\n");
-        assert_eq!((slot.as_str(), body.as_str()), ("architecture", "# Hi\n"));
-        assert_eq!(parse("plain").0, "custom");
     }
 }

@@ -8,8 +8,8 @@ use serde::Serialize;
 use super::Hub;
 use crate::embed::EmbedderStatus;
 use crate::error::Result;
-use crate::schedule::{self, JobState};
 use crate::store::journal;
+use crate::timetable::{self, JobState};
 
 /// Below this much free space the disk is reported degraded.
 const LOW_DISK_BYTES: u64 = 256 * 1024 * 1024;
@@ -212,7 +212,11 @@ impl Hub {
             ),
         };
         let mut embedder = embedder;
-        embedder.detail = format!("{}; {}", embedder.detail, crate::embed::lexicon::status());
+        embedder.detail = format!(
+            "{}; {}",
+            embedder.detail,
+            crate::embed::dictionary::status()
+        );
         components.insert("embedder", embedder);
         let disk = match crate::disk::space(&self.layout().root) {
             Some((free, total)) => component(
@@ -243,7 +247,7 @@ impl Hub {
             pending_vectors: stats.pending_vectors,
             components,
             counts,
-            jobs: schedule::load_states(&schedule::state_path(self.layout())),
+            jobs: timetable::load_states(&timetable::state_path(self.layout())),
             tiers: self.tier_report()?,
         })
     }

@@ -16,6 +16,7 @@
 //!
 //! Only this module writes below `data/index/`.
 
+pub mod error;
 pub mod filter;
 pub mod fusion;
 pub mod lifecycle;
@@ -36,6 +37,8 @@ pub use crate::analysis::{stem, tokenizer};
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
+
+pub use error::IndexError;
 
 use crate::embed::Embedder;
 use crate::embed::cache::{VectorCache, embed_passages_cached};
@@ -124,26 +127,11 @@ impl Batch {
     }
 }
 
-/// Whether `e` says the index files themselves are damaged (as opposed to,
-/// say, a full disk): SQLite reports corruption, or tantivy cannot read its
-/// own files. Such an index is moved aside and rebuilt.
+/// Whether `e` says the index files themselves are damaged (see
+/// [`IndexError::is_damage`]). Such an index is moved aside and rebuilt.
 pub(crate) fn is_damage(e: &Error) -> bool {
-    use tantivy::TantivyError as T;
-    match e {
-        Error::Sqlite(rusqlite::Error::SqliteFailure(f, _)) => matches!(
-            f.code,
-            rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase
-        ),
-        Error::Tantivy(t) => matches!(
-            t,
-            T::DataCorruption(_)
-                | T::OpenReadError(_)
-                | T::OpenDirectoryError(_)
-                | T::IncompatibleIndex(_)
-                | T::SchemaError(_)
-        ),
-        _ => false,
-    }
+    e.downcast_ref::<IndexError>()
+        .is_some_and(IndexError::is_damage)
 }
 
 /// Moves a damaged index directory to `data/index.broken-<timestamp>/`
@@ -538,19 +526,7 @@ impl Index {
         }
         self.refresh()?;
         self.meta.end_bulk_load()?;
-        let marker = self.dir.join(FORMAT_FILE);
-        let tmp = self.dir.join(format!("{FORMAT_FILE}.tmp"));
-        {
-            use std::io::Write;
-            let mut f = std::fs::File::create(&tmp).ctx("cannot write", &tmp)?;
-            f.write_all(INDEX_FORMAT.as_bytes())
-                .and_then(|()| f.sync_all())
-                .ctx("cannot write", &tmp)?;
-        }
-        std::fs::rename(&tmp, &marker).ctx("cannot write", &marker)?;
-        std::fs::File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .ctx("cannot sync", &self.dir)?;
+        crate::base::durable::write_atomic(&self.dir.join(FORMAT_FILE), INDEX_FORMAT.as_bytes())?;
         self.bulk.store(false, std::sync::atomic::Ordering::Release);
         Ok(())
     }
@@ -750,31 +726,6 @@ impl Index {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn sqlite(code: i32) -> Error {
-        Error::Sqlite(rusqlite::Error::SqliteFailure(
-            rusqlite::ffi::Error::new(code),
-            None,
-        ))
-    }
-
-    #[test]
-    fn corruption_is_damage_and_a_full_disk_is_not() {
-        assert!(is_damage(&sqlite(rusqlite::ffi::SQLITE_CORRUPT)));
-        assert!(is_damage(&sqlite(rusqlite::ffi::SQLITE_NOTADB)));
-        assert!(!is_damage(&sqlite(rusqlite::ffi::SQLITE_FULL)));
-        assert!(!is_damage(&sqlite(rusqlite::ffi::SQLITE_BUSY)));
-        let corrupt = tantivy::TantivyError::DataCorruption(
-            tantivy::error::DataCorruption::comment_only("bad"),
-        );
-        assert!(is_damage(&Error::Tantivy(corrupt)));
-        let full = tantivy::TantivyError::IoError(std::sync::Arc::new(std::io::Error::new(
-            std::io::ErrorKind::StorageFull,
-            "full",
-        )));
-        assert!(!is_damage(&Error::Tantivy(full)));
-        assert!(!is_damage(&Error::Internal("x".into())));
-    }
 
     #[test]
     fn at_most_two_damaged_indexes_are_kept() {

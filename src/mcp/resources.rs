@@ -96,10 +96,9 @@ fn to_mcp(uri: &str, e: CallError) -> McpError {
     let message = format!("{e} ({uri})");
     // The server's failures (5xx in the one status table) are internal
     // errors; the rest are the caller's.
-    let code = crate::error::ErrorCode::parse(&e.code);
-    match code {
-        Some(crate::error::ErrorCode::NotFound) => McpError::resource_not_found(message, None),
-        Some(c) if c.http_status() < 500 => McpError::invalid_params(message, None),
+    match e.code {
+        crate::error::ErrorCode::NotFound => McpError::resource_not_found(message, None),
+        c if c.http_status() < 500 => McpError::invalid_params(message, None),
         _ => McpError::internal_error(message, None),
     }
 }

@@ -34,10 +34,12 @@ use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Datelike, Utc};
 
+use crate::base::durable::sync_dir;
 use crate::error::{Error, IoContext, Result};
 use crate::model::{JOURNAL_VERSION, Record};
 use crate::store::device;
 pub use crate::store::device::{device_dirs, is_journal_name};
+use crate::store::error::StoreError;
 
 /// The journal month file name for a timestamp: `YYYY-MM.jsonl`.
 pub fn file_name_for(ts: DateTime<Utc>) -> String {
@@ -385,10 +387,11 @@ impl JournalWriter {
         }
         let meta = file.metadata().ctx("cannot stat journal", &path)?;
         if !meta.is_file() {
-            return Err(Error::Internal(format!(
-                "{} is not a regular file; move it away so memd can append to it",
-                path.display()
-            )));
+            return Err(StoreError::Damaged {
+                path,
+                problem: "not a regular file; move it away so memd can append to it".into(),
+            }
+            .into());
         }
         self.open.insert(
             rel.to_string(),
@@ -514,7 +517,12 @@ impl JournalWriter {
             own.file.write_all(bytes)?;
             own.file.sync_data()
         })()
-        .ctx("cannot append to journal", &path)
+        .map_err(|source| {
+            Error::from(StoreError::Append {
+                path: path.clone(),
+                source,
+            })
+        })
         .and_then(|()| read_back(&own.file, &path, start, bytes));
         match written {
             Ok(()) => {
@@ -553,18 +561,12 @@ fn read_back(file: &File, path: &Path, start: u64, bytes: &[u8]) -> Result<()> {
     file.read_exact_at(&mut back, start)
         .ctx("cannot read back journal", path)?;
     if len != start + bytes.len() as u64 || back != bytes {
-        return Err(Error::Io {
-            context: format!("{} did not read back as written", path.display()),
-            source: std::io::Error::other("read-back mismatch"),
-        });
+        return Err(StoreError::ReadBack {
+            path: path.to_path_buf(),
+        }
+        .into());
     }
     Ok(())
-}
-
-fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .ctx("cannot fsync journal directory", dir)
 }
 
 fn count_newlines(path: &Path) -> Result<u64> {

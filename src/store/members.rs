@@ -14,6 +14,7 @@ use std::sync::Mutex;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::error::StoreError;
 use crate::error::{Error, IoContext, Result};
 use crate::model::Scene;
 
@@ -49,10 +50,11 @@ pub(crate) fn path(memories: &Path) -> PathBuf {
 fn load(path: &Path) -> Result<MemberFile> {
     match std::fs::read_to_string(path) {
         Ok(text) => serde_json::from_str(&text).map_err(|e| {
-            Error::Internal(format!(
-                "membership table {} is unreadable: {e}",
-                path.display()
-            ))
+            StoreError::Damaged {
+                path: path.to_path_buf(),
+                problem: format!("the membership table is unreadable: {e}"),
+            }
+            .into()
         }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(MemberFile {
             version: 1,
@@ -168,7 +170,7 @@ fn save(path: &Path, file: &mut MemberFile) -> Result<()> {
         std::fs::create_dir_all(dir).ctx("cannot create directory", dir)?;
     }
     let text = serde_json::to_string_pretty(file).expect("membership table serialises");
-    super::atomic::write_atomic(path, text.as_bytes())
+    crate::base::durable::write_atomic(path, text.as_bytes())
 }
 
 fn validate_user(user: &str) -> Result<()> {

@@ -13,7 +13,7 @@ use crate::support::{TempRoot, scene, search_ids_in, write};
 
 fn require_lexicon() {
     assert!(
-        memory_hub::embed::lexicon::lexicon().is_some(),
+        memory_hub::embed::dictionary::lexicon().is_some(),
         "the CC-CEDICT lexicon is installed by scripts/setup.sh (scripts/test.sh runs it)"
     );
 }

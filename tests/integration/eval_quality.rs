@@ -95,7 +95,7 @@ fn hybrid_is_never_worse_than_its_best_part_on_the_dev_sets() {
         SearchMode::Hybrid,
     ];
     let mut failures = Vec::new();
-    let lexicon = memory_hub::embed::lexicon::lexicon().is_some();
+    let lexicon = memory_hub::embed::dictionary::lexicon().is_some();
     eprintln!(
         "cross-lingual full text (lexicon): {}",
         if lexicon { "on" } else { "off" }

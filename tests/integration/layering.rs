@@ -102,7 +102,7 @@ fn sources() -> Vec<Source> {
 }
 
 /// Blanks comments, string and char literals (keeping newlines), so only code remains.
-fn strip(text: &str) -> String {
+pub(crate) fn strip(text: &str) -> String {
     let b: Vec<char> = text.chars().collect();
     let mut out = String::with_capacity(b.len());
     let mut i = 0;
@@ -798,10 +798,16 @@ fn no_cycle_among_files_of_a_module() {
 }
 
 /// Third-party types stay in their layer: `http` never touches rusqlite or
-/// tantivy; `store`, `index`, `hub` and `auth` never mention axum.
+/// tantivy; `store`, `index`, `hub` and `auth` never mention axum; rusqlite
+/// appears only in `index` and the vector cache (`embed/cache.rs`), tantivy
+/// only in `index` and the tokenizer adapter (`analysis/tokenizer.rs`), so
+/// the domain error and everything above the index meet the backends only
+/// as `index::IndexError` sources; ureq (the one outbound HTTP client) only
+/// in `client`, hyper only in the `http` server.
 #[test]
 fn foreign_types_keep_to_their_layer() {
     let c = Crate::load();
+    let backend = regex::Regex::new(r"\b(rusqlite|tantivy)\b").unwrap();
     for s in &c.sources {
         let code = strip(&s.text);
         let words: &[&str] = match s.place.top.as_str() {
@@ -815,5 +821,220 @@ fn foreign_types_keep_to_their_layer() {
                 panic!("{}:{line} mentions {w}", s.path);
             }
         }
+        let may_use_backends = s.place.top == "index"
+            || matches!(
+                s.path.as_str(),
+                "src/embed/cache.rs" | "src/analysis/tokenizer.rs"
+            );
+        // One outbound HTTP client: ureq lives in `client` only, and hyper
+        // (the server's HTTP stack) in `http` only.
+        for (word, home) in [("ureq", "src/client.rs"), ("hyper", "src/http/")] {
+            let re = regex::Regex::new(&format!(r"\b{word}(_util)?\b")).unwrap();
+            if let Some(m) = re.find(&code).filter(|_| !s.path.starts_with(home)) {
+                let line = code[..m.start()].lines().count().max(1);
+                panic!("{}:{line} mentions {}; only {home} may", s.path, m.as_str());
+            }
+        }
+        if let Some(m) = backend.find(&code).filter(|_| !may_use_backends) {
+            let line = code[..m.start()].lines().count().max(1);
+            panic!(
+                "{}:{line} mentions {}; only the index (and the vector cache, the tokenizer \
+                 adapter) may",
+                s.path,
+                m.as_str()
+            );
+        }
     }
+}
+
+/// Calls that create, replace, move or remove files: std's, and the durable
+/// writes of `base` (which know nothing about where they write).
+const FILE_WRITES: &[&str] = &[
+    "fs::write(",
+    "File::create(",
+    "OpenOptions::new(",
+    "fs::rename(",
+    "fs::copy(",
+    "fs::remove_file(",
+    "fs::remove_dir_all(",
+    "fs::hard_link(",
+    ".set_len(",
+    "create_private(",
+    "write_atomic(",
+    "write_atomic_with(",
+    "copy_atomic(",
+    "create_new(",
+    "rename_all(",
+];
+
+/// Functions outside `store` allowed to write files while naming a path
+/// under `memories/`, and why none of their writes lands there.
+const MEMORIES_WRITE_EXCEPTIONS: &[(&str, &str, &str)] = &[
+    (
+        "src/doctor.rs",
+        "directories",
+        "creates and removes a probe file to prove memories/ is writable; nothing stays",
+    ),
+    (
+        "src/transfer.rs",
+        "export",
+        "reads documents from memories/ and writes copies into the export directory",
+    ),
+];
+
+/// The function bodies of `code` (comments and strings blanked) outside
+/// `#[cfg(test)]` items: `(name, first line, char range)`.
+pub(crate) fn fn_bodies(code: &[char]) -> Vec<(String, usize, std::ops::Range<usize>)> {
+    let text: String = code.iter().collect();
+    let line_of = |at: usize| code[..at].iter().filter(|&&c| c == '\n').count() + 1;
+    let block_end = |open: usize| {
+        let mut depth = 0usize;
+        for (i, &c) in code.iter().enumerate().skip(open) {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        return i + 1;
+                    }
+                }
+                _ => {}
+            }
+        }
+        code.len()
+    };
+    // Test items: the block after each `#[cfg(test)]`.
+    let mut skipped: Vec<std::ops::Range<usize>> = Vec::new();
+    let cfg = regex::Regex::new(r"#\s*\[\s*cfg\s*\(\s*test\s*\)\s*\]").unwrap();
+    for m in cfg.find_iter(&text) {
+        let start = text[..m.start()].chars().count();
+        if let Some(open) = code[start..].iter().position(|&c| c == '{') {
+            skipped.push(start..block_end(start + open));
+        }
+    }
+    let fn_re = regex::Regex::new(r"\bfn\s+([A-Za-z_][A-Za-z0-9_]*)").unwrap();
+    let mut out = Vec::new();
+    for cap in fn_re.captures_iter(&text) {
+        let at = text[..cap.get(0).unwrap().start()].chars().count();
+        if skipped.iter().any(|r| r.contains(&at)) {
+            continue;
+        }
+        // The body opens at the first `{` before any `;` (a declaration has none).
+        let rest = &code[at..];
+        let Some(open) = rest.iter().position(|&c| c == '{' || c == ';') else {
+            continue;
+        };
+        if rest[open] == ';' {
+            continue;
+        }
+        out.push((cap[1].to_string(), line_of(at), at..block_end(at + open)));
+    }
+    out
+}
+
+/// The functions of a source file that write files and name a path under
+/// `memories/` (`.memories()`, `.facts()`, a `"memories/…"` literal), with
+/// their line and the write found.
+fn memories_writers(text: &str) -> Vec<(String, usize, &'static str)> {
+    let names_memories = regex::Regex::new(r#"\.(memories|facts)\(\)|"memories(/|")"#).unwrap();
+    let raw: Vec<char> = text.chars().collect();
+    let code: Vec<char> = strip(text).chars().collect();
+    let mut out = Vec::new();
+    for (name, line, range) in fn_bodies(&code) {
+        let body: String = code[range.clone()].iter().collect();
+        let Some(write) = FILE_WRITES.iter().find(|w| body.contains(*w)) else {
+            continue;
+        };
+        // String literals are blanked in `code`: look for them in the raw
+        // text, without its line comments.
+        let raw_body: String = raw[range].iter().collect();
+        let without_comments: String = raw_body
+            .lines()
+            .map(|l| l.split("//").next().unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join("\n");
+        if names_memories.is_match(&without_comments) {
+            out.push((name, line, *write));
+        }
+    }
+    out
+}
+
+/// "Only `store` writes `memories/`": outside `store` (and `base`, whose
+/// durable writes take any path), no function both writes files and names a
+/// path under `memories/`, except the listed functions whose writes land
+/// elsewhere. Such a write goes through a `store` function instead
+/// (categories, imported documents, a restore's files, `.stignore`).
+#[test]
+fn only_store_writes_memories() {
+    let c = Crate::load();
+    let mut bad = Vec::new();
+    let mut used = BTreeSet::new();
+    for s in &c.sources {
+        if matches!(s.place.top.as_str(), "store" | "base") {
+            continue;
+        }
+        for (name, line, write) in memories_writers(&s.text) {
+            if let Some(e) = MEMORIES_WRITE_EXCEPTIONS
+                .iter()
+                .find(|(file, f, _)| *file == s.path && *f == name)
+            {
+                used.insert((e.0, e.1));
+                continue;
+            }
+            bad.push(format!(
+                "{}:{line}: fn {name} calls {write}… and names a path under memories/; \
+                 write through a `store` function",
+                s.path
+            ));
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "writes to memories/ outside store:\n{}",
+        bad.join("\n")
+    );
+    for (file, f, why) in MEMORIES_WRITE_EXCEPTIONS {
+        assert!(
+            used.contains(&(*file, *f)),
+            "the exception for {file} fn {f} ({why}) no longer applies; remove it"
+        );
+    }
+}
+
+/// The rule above finds the writes it is about: a write next to
+/// `.memories()` or a `"memories/…"` path is caught, the same write elsewhere
+/// is not, and test modules and comments are ignored.
+#[test]
+fn the_memories_rule_sees_what_it_forbids() {
+    let src = r#"
+fn categories(hub: &Hub) {
+    let p = hub.layout().memories().join("x.md");
+    std::fs::write(&p, "y").unwrap();
+}
+fn elsewhere(out: &Path) {
+    // not hub.layout().memories()
+    std::fs::write(out.join("x"), "y").unwrap();
+}
+fn restore(root: &Path, a: &Path) -> std::io::Result<()> {
+    std::fs::rename(a, root.join("memories/facts/a.jsonl"))
+}
+fn reads_only(hub: &Hub) -> Vec<u8> {
+    std::fs::read(hub.layout().memories().join("x.md")).unwrap()
+}
+#[cfg(test)]
+mod tests {
+    fn fixture(l: &Layout) {
+        std::fs::write(l.memories().join("a.md"), "x").unwrap();
+    }
+}
+"#;
+    let found: Vec<(String, usize, &str)> = memories_writers(src);
+    assert_eq!(
+        found,
+        [
+            ("categories".to_string(), 2, "fs::write("),
+            ("restore".to_string(), 10, "fs::rename("),
+        ]
+    );
 }

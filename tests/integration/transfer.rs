@@ -1,6 +1,7 @@
 //! Import and export round trips through the real binary.
 
 use memory_hub::index::filter::Filter;
+use memory_hub::search::{SearchMode, SearchRequest};
 
 use crate::support::{TempRoot, search_ids, write};
 
@@ -117,6 +118,58 @@ fn markdown_export_imports_into_another_root() {
     let hub = b.hub();
     assert_eq!(search_ids(&hub, "lighthouse", 5).len(), 1);
     assert_eq!(search_ids(&hub, "harbour dawn", 5).len(), 1);
+}
+
+/// Regression: the Markdown export built its front matter with `format!`,
+/// so a scene that YAML reads as something else (`2024` a number, `null`
+/// nothing, `true` a boolean) made a file that the import copied but could
+/// not index. The front matter now comes from a YAML emitter.
+#[test]
+fn markdown_export_of_scenes_yaml_would_misread_imports_and_indexes() {
+    let scenes = ["2024", "null", "true", "1.5"];
+    let a = TempRoot::new();
+    {
+        let hub = a.hub();
+        for scene in scenes {
+            write(
+                &hub,
+                scene,
+                &format!("the ferry timetable of scene {scene}"),
+            );
+        }
+    }
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("md");
+    a.memd_json(&[
+        "export",
+        "--format",
+        "markdown",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    let b = TempRoot::new();
+    let report = b.memd_json(&["import", dir.to_str().unwrap()]);
+    assert_eq!(
+        (report["added"].as_u64(), report["failed"].as_u64()),
+        (Some(scenes.len() as u64), Some(0)),
+        "{report}"
+    );
+    // Each document keeps its scene, read back as the text it was.
+    let hits = b
+        .hub()
+        .search(&SearchRequest {
+            query: "ferry timetable".into(),
+            filter: Filter::all(),
+            limit: Some(10),
+            mode: Some(SearchMode::Fulltext),
+        })
+        .unwrap()
+        .hits;
+    let mut got: Vec<String> = hits.iter().map(|h| h.memory.scene.to_string()).collect();
+    got.sort();
+    let mut want: Vec<String> = scenes.iter().map(|s| s.to_string()).collect();
+    want.sort();
+    assert_eq!(got, want);
 }
 
 /// The Node memory-hub root built from its description (`memories/facts/*.jsonl`, Markdown).

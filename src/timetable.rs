@@ -1,11 +1,15 @@
-//! When periodic jobs run: once per period after a time of day, retry with
-//! backoff after a failure, never twice in a period after a success, and
-//! remember all that across restarts (`data/scheduler.json`).
+//! The timetable of periodic jobs: when each one is due (once per period
+//! after a time of day, retried with backoff after a failure, never twice in
+//! a period after a success) and what is remembered about its runs across
+//! restarts (`data/scheduler.json`).
 //!
 //! The decision is a pure function of the job's settings, its saved state and
 //! "now" ([`next_run`]), so tests drive it with an injected clock. The
-//! runner that holds the jobs is [`crate::scheduler`]; health and
-//! consolidation status read the saved states from here.
+//! runner that holds the jobs and runs them is [`crate::scheduler`]; health
+//! and consolidation status read the saved states from here. The state file
+//! is replaced durably ([`crate::base::durable::write_atomic`]): after a
+//! crash or a power cut it holds the states before or after the last save,
+//! never a torn file that would read as "never ran" and run every job again.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -13,7 +17,7 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, Datelike, Local, NaiveTime, TimeZone, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, Result};
 use crate::layout::Layout;
 
 /// How often a job runs.
@@ -147,12 +151,10 @@ pub fn load_states(path: &Path) -> BTreeMap<String, JobState> {
         .unwrap_or_default()
 }
 
-/// Replaces the saved states (write to a temporary file, then rename).
+/// Replaces the saved states durably.
 pub(crate) fn save_states(path: &Path, states: &BTreeMap<String, JobState>) -> Result<()> {
-    let tmp = path.with_extension("json.tmp");
     let text = serde_json::to_vec_pretty(states).expect("job states serialise");
-    std::fs::write(&tmp, text).ctx("cannot write", &tmp)?;
-    std::fs::rename(&tmp, path).ctx("cannot replace", path)
+    crate::base::durable::write_atomic(path, &text)
 }
 
 /// The scheduler state file of a root.
@@ -262,5 +264,44 @@ pub(crate) mod tests {
             next_run(&s, &done, local("2026-11-30 12:00")),
             local("2027-01-01 03:00")
         );
+    }
+
+    fn states(failures: u32) -> BTreeMap<String, JobState> {
+        let state = JobState {
+            last_success: Some(local("2026-11-30 03:00")),
+            last_attempt: Some(local("2026-11-30 03:00")),
+            failures,
+            last_error: (failures > 0).then(|| "the disk is full".to_string()),
+            last_result: Some("memd-backup-20261130.tar.gz (12 files)".into()),
+            next_run: Some(local("2026-12-01 03:00")),
+        };
+        ["archive", "backup", "sleep"]
+            .into_iter()
+            .map(|name| (name.to_string(), state.clone()))
+            .collect()
+    }
+
+    /// The saved states survive a restart, and a crash at any step of a save
+    /// leaves the states of the save before or of this one: never a torn
+    /// file, which `load_states` would read as "no job ever ran".
+    #[test]
+    fn saved_states_survive_a_crash_at_any_step_of_a_save() {
+        use crate::base::durable::{Step, crash_after};
+        let (before, after) = (states(0), states(2));
+        for step in Step::ALL {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("scheduler.json");
+            save_states(&path, &before).unwrap();
+            assert_eq!(load_states(&path), before, "a save reads back");
+            crash_after(Some(step));
+            assert!(save_states(&path, &after).is_err(), "{step:?}");
+            crash_after(None);
+            let want = if step >= Step::Renamed {
+                &after
+            } else {
+                &before
+            };
+            assert_eq!(&load_states(&path), want, "after a crash at {step:?}");
+        }
     }
 }

@@ -1,6 +1,7 @@
-//! The installed bilingual lexicon (CC-CEDICT), found next to the embedding
-//! model and loaded once, on first use, for the cross-lingual full-text
-//! pass ([`crate::query::translate`]).
+//! The installed dictionary: the CC-CEDICT file found next to the embedding
+//! model, loaded once, on first use, into the bilingual lexicon
+//! ([`crate::analysis::lexicon`], which parses it) of the cross-lingual
+//! full-text pass ([`crate::query::translate`]).
 //!
 //! `scripts/setup.sh` extracts `cedict_1_0_ts_utf-8_mdbg.txt` into
 //! `$MEMD_MODELS_DIR/cedict/`. Without the file memd works as before: the
