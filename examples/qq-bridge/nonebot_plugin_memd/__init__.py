@@ -101,7 +101,8 @@ _recall = on_command("回忆", aliases={"recall"}, priority=5, block=True)
 
 @_recall.handle()
 async def _recall_command(event: MessageEvent, arg: Message = CommandArg()) -> None:
-    memory = await bridge.recall(event, arg.extract_plain_text().strip() or None)
+    # The block is shown in the chat itself: without the owner's own memories.
+    memory = await bridge.recall(event, arg.extract_plain_text().strip() or None, for_prompt=False)
     await _recall.finish(memory.text.strip() or NOTHING)
 
 

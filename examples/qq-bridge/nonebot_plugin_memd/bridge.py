@@ -232,8 +232,12 @@ class Bridge:
 
     # -- recall ---------------------------------------------------------------------------
 
-    async def recall(self, event: MessageEvent, query: Optional[str] = None) -> Recall:
-        """The memory block for a reply to `event` (its chat's token, its sender as `person`)."""
+    async def recall(self, event: MessageEvent, query: Optional[str] = None, *, for_prompt: bool = True) -> Recall:
+        """The memory block for a reply to `event` (its chat's token, its sender as `person`).
+
+        For a prompt, the owner asking in a group or a private chat also gets their own
+        normal/personal memories (`from_owner`). A reply shown as is in the chat
+        (`for_prompt=False`) never includes them."""
         chat = self.chat_of(event)
         token = self.token(chat) if chat else None
         if chat is None or token is None:
@@ -249,7 +253,7 @@ class Bridge:
             "person": str(event.user_id),
             "format": "block",
         }
-        if self.is_owner(event.user_id) and chat.key != "owner":
+        if for_prompt and self.is_owner(event.user_id) and chat.key != "owner":
             body["from_owner"] = True
         reply = await self.memd.post("/v1/recall", token, body)
         if not reply.ok:

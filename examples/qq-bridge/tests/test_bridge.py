@@ -73,15 +73,26 @@ async def test_owner_is_recognised_and_group_never_sees_owner_memories(app: App,
         ctx.should_finished()
     assert "【近期聊天】" in member_sees.sent and "【长期记忆】" not in member_sees.sent, member_sees.sent
 
-    # The owner asks the same in the group: from_owner adds their own normal memories.
-    owner_sees = Reply("has the owner's memories", lambda t: "红叶" in t and "周末去爬山吗" in t)
+    # The owner asks the same with the command: the answer is shown in the group, so it
+    # still leaves out the owner's own memories.
+    shown = Reply("has the group's chat and none of the owner's memories",
+                  lambda t: "周末去爬山吗" in t and "红叶" not in t and "阿杰" not in t)
     async with app.test_matcher() as ctx:
         bot = make_bot(ctx)
         event = load_event("group_owner_asks")
         ctx.receive_event(bot, event)
-        ctx.should_call_send(event, owner_sees, result={"message_id": 1880002})
+        ctx.should_call_send(event, shown, result={"message_id": 1880002})
         ctx.should_finished()
-    assert "【长期记忆】" in owner_sees.sent, owner_sees.sent
+
+    # What an LLM plugin injects for the owner's message (from_owner) has their memories;
+    # for a member's message it has none of them.
+    from nonebot_plugin_memd import recall_for
+
+    for_owner = await recall_for(load_event("group_owner"), "周末爬山")
+    assert for_owner.ok and "红叶" in for_owner.text and "【长期记忆】" in for_owner.text, for_owner
+    for_member = await recall_for(load_event("group_message"), "周末爬山")
+    assert for_member.ok and "周末去爬山吗" in for_member.text, for_member
+    assert "红叶" not in for_member.text and "阿杰" not in for_member.text, for_member
 
     # The other group's token reads neither group 123's chat nor the owner's memories.
     await deliver(app, bridge, "other_group_message")
