@@ -62,6 +62,7 @@ class Recall:
     ok: bool
     text: str
     hits: list[dict[str, Any]]
+    query: str = ""
 
 
 def render(message: Union[Message, str], self_id: Optional[str] = None) -> str:
@@ -146,9 +147,18 @@ class Bridge:
 
     # -- ingest ---------------------------------------------------------------------------
 
-    def remember_turn(self, chat: Chat, name: str, text: str) -> None:
+    def remember_turn(self, chat: Chat, name: str, text: str) -> str:
+        """Keeps a turn for the chat's next recall query, at once (before memd answers), so a
+        reply to this very message already recalls with it."""
         turns = self.history.setdefault(chat.key, deque(maxlen=max(1, self.config.memd_history)))
-        turns.append(f"{name}：{text}")
+        turn = f"{name}：{text}"
+        turns.append(turn)
+        return turn
+
+    def forget_turn(self, chat: Chat, turn: str) -> None:
+        turns = self.history.get(chat.key)
+        if turns is not None and turn in turns:
+            turns.remove(turn)
 
     async def ingest(
         self,
@@ -179,8 +189,8 @@ class Bridge:
         reply = await self.memd.post("/v1/ingest", token, body)
         action = reply.body.get("action") if reply.ok else reply.code
         self.outcomes.append((chat.key, str(message_id), action))
-        if not reply.ok or action != "SKIP":
-            self.remember_turn(chat, sender_name or str(sender_id), text)
+        if action in ("SKIP", "NOOP"):  # noise and redeliveries stay out of the recall query
+            self.forget_turn(chat, f"{sender_name or sender_id}：{text}")
         return reply
 
     def ingest_event(self, event: MessageEvent) -> None:
@@ -192,6 +202,7 @@ class Bridge:
         text = render(event.original_message, str(event.self_id))
         if not text:
             return
+        self.remember_turn(chat, name, text)
         self.spawn(
             self.ingest(
                 chat,
@@ -218,6 +229,7 @@ class Bridge:
         text = render(data.get("message", ""), self_id)
         if not text or self.token(chat) is None:
             return
+        self.remember_turn(chat, "我", text)
         self.spawn(
             self.ingest(
                 chat,
@@ -258,7 +270,7 @@ class Bridge:
         reply = await self.memd.post("/v1/recall", token, body)
         if not reply.ok:
             return Recall(False, self.config.memd_fallback, [])
-        return Recall(True, reply.body.get("block", ""), reply.body.get("hits", []))
+        return Recall(True, reply.body.get("block", ""), reply.body.get("hits", []), reply.body.get("query", ""))
 
     # -- membership and disclosure --------------------------------------------------------
 

@@ -88,6 +88,14 @@ async def test_owner_is_recognised_and_group_never_sees_owner_memories(app: App,
     # for a member's message it has none of them.
     from nonebot_plugin_memd import recall_for
 
+    # A reply to a message recalls with that message, even before memd has stored it.
+    async with app.test_matcher() as ctx:
+        bot = make_bot(ctx)
+        ctx.receive_event(bot, load_event("group_owner"))
+    right_away = await recall_for(load_event("group_owner"))
+    assert right_away.query.endswith("群主林：我下周去杭州出差，周末爬不了山了"), right_away
+    await bridge.drain()
+
     for_owner = await recall_for(load_event("group_owner"), "周末爬山")
     assert for_owner.ok and "红叶" in for_owner.text and "【长期记忆】" in for_owner.text, for_owner
     for_member = await recall_for(load_event("group_message"), "周末爬山")
