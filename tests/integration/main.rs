@@ -18,6 +18,7 @@ mod doctor;
 mod documents;
 mod errors;
 mod eval_quality;
+mod examples;
 mod hardening;
 mod heal;
 mod http_api;
