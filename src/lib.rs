@@ -57,7 +57,7 @@
 //!  config   auth   api                           composes the sub-configs; tokens → Filter; /v1 wire types
 //!  search   relevance                            ranking over the index
 //!  index    query   embed   sync                 derived index, query plans, embedders
-//!  store    lifecycle   policy   schedule        source of truth and pure rules
+//!  store    lifecycle   content  schedule        source of truth and pure rules
 //!  error model ids layout analysis disk client foundation: types, paths, text analysis,
 //!  when                                          dates, the outbound HTTP client
 //! ```
@@ -65,7 +65,7 @@
 //! A sub-config lives with the module it configures when that module sits
 //! below `config` (`search::SearchConfig`, `embed::EmbedderConfig`,
 //! `lifecycle::LifecycleConfig`, `store::markdown::DocsConfig`,
-//! `policy::PrivacyConfig`, `sync::SyncConfig`); `config` composes and
+//! `content::PrivacyConfig`, `sync::SyncConfig`); `config` composes and
 //! re-exports them. The settings of modules above the hub (`http`, `mcp`,
 //! ingest, backup, sleep consolidation) are defined in `config`, since the hub
 //! holds the whole [`config::Config`].
@@ -80,11 +80,11 @@
 //! | `analysis` | — |
 //! | `disk` | `error` |
 //! | `client` | `error` |
-//! | `policy` | `error`, `model` |
+//! | `content` | `error`, `model` |
 //! | `api` | `error`, `model`, `search` |
 //! | `lifecycle` | `error`, `ids`, `model` |
 //! | `schedule` | `error`, `layout` |
-//! | `store` | `error`, `ids`, `layout`, `model`, `policy` |
+//! | `store` | `error`, `ids`, `layout`, `model`, `content` |
 //! | `embed` | `analysis`, `error`, `layout` |
 //! | `query` | `analysis` |
 //! | `index` | `analysis`, `embed`, `error`, `layout`, `lifecycle`, `model`, `store` |
@@ -92,8 +92,8 @@
 //! | `search` | `analysis`, `embed`, `error`, `index`, `lifecycle`, `model`, `query`, `when` |
 //! | `relevance` | `analysis`, `embed`, `error`, `index`, `query`, `search` |
 //! | `auth` | `error`, `ids`, `index`, `layout`, `model`, `store` |
-//! | `config` | `embed`, `error`, `layout`, `lifecycle`, `policy`, `schedule`, `search`, `store`, `sync` |
-//! | `hub` | `analysis`, `config`, `disk`, `embed`, `error`, `ids`, `index`, `layout`, `lifecycle`, `model`, `policy`, `query`, `relevance`, `schedule`, `search`, `store` |
+//! | `config` | `embed`, `error`, `layout`, `lifecycle`, `content`, `schedule`, `search`, `store`, `sync` |
+//! | `hub` | `analysis`, `config`, `disk`, `embed`, `error`, `ids`, `index`, `layout`, `lifecycle`, `model`, `content`, `query`, `relevance`, `schedule`, `search`, `store` |
 //! | `audit` | `error`, `layout` |
 //! | `watch` | `config`, `error`, `hub`, `layout`, `store` |
 //! | `transfer` | `error`, `hub`, `layout`, `model`, `store` |
@@ -101,7 +101,7 @@
 //! | `backup` | `config`, `error`, `ids`, `layout`, `model`, `store` |
 //! | `doctor` | `config`, `embed`, `error`, `index`, `layout`, `client`, `model`, `store` |
 //! | `eval` | `config`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `search` |
-//! | `consolidate` | `analysis`, `client`, `config`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `policy`, `schedule`, `store` |
+//! | `consolidate` | `analysis`, `client`, `config`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `content`, `schedule`, `store` |
 //! | `scheduler` | `backup`, `config`, `consolidate`, `error`, `hub`, `layout`, `schedule` |
 //! | `console` | — |
 //! | `http` | `api`, `audit`, `auth`, `config`, `consolidate`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `search`, `store` |
@@ -167,7 +167,7 @@
 //! - [`backup`], [`transfer`], [`doctor`]: backups with signed, checksummed manifests,
 //!   import/export, readiness checks; [`disk`], [`client`]: free space and
 //!   the one outbound HTTP client (daemon, Syncthing, model endpoint).
-//! - [`policy`]: content normalisation, credential refusal over text, title and
+//! - [`content`]: content normalisation, credential refusal over text, title and
 //!   tags (NFKC + confusables; secret writes are exempt), tier assignment.
 //! - [`hub`]: the application service every surface calls: the single writer
 //!   (`writer.rs`: queue, group commit, write rules), catch-up (`replay.rs`),
@@ -258,6 +258,7 @@ pub mod cmd;
 pub mod config;
 pub mod console;
 pub mod consolidate;
+pub mod content;
 pub mod disk;
 pub mod doctor;
 pub mod embed;
@@ -272,7 +273,6 @@ pub mod lifecycle;
 pub mod mcp;
 pub mod migrate;
 pub mod model;
-pub mod policy;
 pub mod query;
 pub mod relevance;
 pub mod schedule;

@@ -219,7 +219,7 @@ impl Hub {
                 "category content is limited to {MAX_CONTENT_CHARS} characters"
             )));
         }
-        if let Some(what) = crate::policy::detect_credential(content) {
+        if let Some(what) = crate::content::detect_credential(content) {
             return Err(Error::invalid(format!(
                 "content appears to contain {what}; credentials are refused"
             )));

@@ -250,9 +250,9 @@ impl Hub {
         tags.extend(add);
         fact.tags = parse_tags(&tags)?;
         if fact.privacy != crate::model::Privacy::Secret
-            && let Some((_, what)) = crate::policy::detect_credential_in("", None, &fact.tags)
+            && let Some((_, what)) = crate::content::detect_credential_in("", None, &fact.tags)
         {
-            return Err(crate::policy::credential_refusal("tags", what));
+            return Err(crate::content::credential_refusal("tags", what));
         }
         if let Some(i) = req.importance {
             if !i.is_finite() || !(0.0..=1.0).contains(&i) {

@@ -26,6 +26,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::Hub;
+use crate::content;
 use crate::error::{Error, Result};
 use crate::ids;
 use crate::index::filter::Filter;
@@ -33,7 +34,6 @@ use crate::model::{
     Fact, JOURNAL_VERSION, MAX_FIELD_BYTES, MAX_TEXT_BYTES, Pins, Privacy, Record, Scene, Stage,
     Subject, Tier,
 };
-use crate::policy;
 use crate::store::journal::JournalWriter;
 use crate::store::lock::WriterLock;
 
@@ -481,16 +481,16 @@ impl Hub {
         written_in_batch: &HashSet<String>,
         forgotten_in_batch: &HashSet<String>,
     ) -> Result<Prepared> {
-        let text = policy::normalize_content(&req.text);
+        let text = content::normalize_content(&req.text);
         if text.is_empty() {
             return Err(Error::invalid("text must not be empty"));
         }
         // A secret memory may hold a credential on purpose (needs secret:write).
         if req.privacy != Privacy::Secret
             && let Some((field, what)) =
-                policy::detect_credential_in(&text, req.title.as_deref(), &req.tags)
+                content::detect_credential_in(&text, req.title.as_deref(), &req.tags)
         {
-            return Err(policy::credential_refusal(field, what));
+            return Err(content::credential_refusal(field, what));
         }
         if text.len() > MAX_TEXT_BYTES {
             return Err(Error::invalid(format!(
@@ -548,7 +548,7 @@ impl Hub {
             }
         }
         let tier = match req.stage {
-            Stage::Long => Some(policy::assign_tier(policy::TierInput {
+            Stage::Long => Some(content::assign_tier(content::TierInput {
                 explicit: req.tier,
                 category: false,
                 source: &req.source,
@@ -645,12 +645,12 @@ impl Hub {
                 fact.validate(&Self::pins(&self.config()))?;
                 if fact.privacy != Privacy::Secret
                     && let Some((field, what)) =
-                        policy::detect_credential_in(&fact.text, fact.title.as_deref(), &fact.tags)
+                        content::detect_credential_in(&fact.text, fact.title.as_deref(), &fact.tags)
                 {
                     return Err(Error::invalid(format!(
                         "{}: {}",
                         fact.id,
-                        policy::credential_refusal(field, what)
+                        content::credential_refusal(field, what)
                     )));
                 }
                 Ok(!written_in_batch.contains(&fact.id)
