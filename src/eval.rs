@@ -319,7 +319,7 @@ pub fn run_with(
             );
             reqs.push(req);
         }
-        for (line, outcome) in chunk.iter().zip(hub.write_batch(reqs)?) {
+        for (line, outcome) in chunk.iter().zip(hub.append_batch(reqs)?) {
             let outcome = outcome
                 .map_err(|e| Error::invalid(format!("{dataset}: corpus id {}: {e}", line.id)))?;
             corpus_id_of.insert(outcome.id, line.id.clone());
@@ -341,7 +341,7 @@ pub fn run_with(
         for q in &queries {
             let filter = query_filter(q)?;
             let t = Instant::now();
-            let results = hub.search(&SearchRequest {
+            let results = hub.search_filtered(&SearchRequest {
                 query: q.query.clone(),
                 filter,
                 limit: Some(depth),

@@ -97,6 +97,8 @@ pub(super) fn run(layout: Layout, config: Config, args: &Args) -> anyhow::Result
     let sleep = config.sleep.clone();
     let hub = Arc::new(Hub::open(layout, config, Mode::Write)?);
     hub.set_access_tracking(true);
+    // The consolidation routes of /v1 run the scheduler's code.
+    hub.install_consolidation(crate::consolidate::service::service());
     // Background work: documents and foreign journal lines reach the index
     // within a second; periodic jobs (daily backup) run on their schedule.
     // A watcher that cannot start (e.g. the inotify instance limit) costs
@@ -131,7 +133,7 @@ pub(super) fn run(layout: Layout, config: Config, args: &Args) -> anyhow::Result
     let scheduler = scheduler::spawn(Arc::clone(&hub), jobs)?;
     // Editable keys of a changed config.json apply without a restart.
     let state = AppState::new(Arc::clone(&hub));
-    let reload = state.clone();
+    let reload = Arc::clone(&hub);
     let config_watcher = crate::watch::spawn_config(&hub.layout().root, move || {
         match reload.reload_config() {
             Ok(()) => tracing::info!("config.json changed; editable keys applied"),

@@ -1,6 +1,13 @@
-//! Categories: always-injected policy slots (BHGBrain's company-values,
-//! architecture, coding-requirements, custom), kept as ordinary Markdown
-//! documents `memories/categories/<name>.md` with T0 front matter.
+//! Use case: categories (`POST /v1/categories`, `memory_category`):
+//! always-injected policy slots (BHGBrain's company-values, architecture,
+//! coding-requirements, custom), kept as ordinary Markdown documents
+//! `memories/categories/<name>.md` with T0 front matter.
+//!
+//! Reading uses the caller's read filter like every read; `set` and
+//! `delete` need `*` (categories are injected into every session: standing
+//! policy is set by the owner's full-rights token only) and the right to
+//! forget what is there now (an existing category in another scene is
+//! `FORBIDDEN`). A new category lives in the request's scene.
 //!
 //! Being documents, they are indexed, searchable and visible under the same
 //! scene/privacy rules as any other memory, a human can edit them in an
@@ -11,11 +18,13 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::Hub;
+use super::{Caller, Hub};
+use crate::api::{CategoriesBody, CategoryAction};
+use crate::auth::scope;
 use crate::error::{Error, IoContext, Result};
 use crate::ids;
 use crate::index::filter::Filter;
-use crate::model::Scene;
+use crate::model::{Privacy, Scene};
 use crate::store::atomic::write_atomic;
 
 /// The slots a category may fill.
@@ -45,6 +54,39 @@ pub struct Category {
     pub content: Option<String>,
     /// Earlier versions, oldest first (paths below `memories/`; not indexed).
     pub revisions: Vec<String>,
+}
+
+/// What `/v1/categories` answers.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum CategoriesReply {
+    /// `list`: every visible category with a preview.
+    Listing {
+        /// By name.
+        categories: Vec<Category>,
+    },
+    /// `get` and `set`: one category in full.
+    One(Category),
+    /// `delete`.
+    Deleted {
+        /// Always true.
+        ok: bool,
+        /// The category removed.
+        name: String,
+    },
+}
+
+impl CategoriesReply {
+    /// The document ids the reply shows.
+    pub fn doc_ids(&self) -> Vec<String> {
+        match self {
+            CategoriesReply::Listing { categories } => {
+                categories.iter().map(|c| c.doc_id.clone()).collect()
+            }
+            CategoriesReply::One(c) => vec![c.doc_id.clone()],
+            CategoriesReply::Deleted { .. } => Vec::new(),
+        }
+    }
 }
 
 /// Checks a category name: lowercase letters, digits and `-`, 1-64 bytes.
@@ -135,13 +177,55 @@ fn missing_category(e: Error, name: &str) -> Error {
 }
 
 impl Hub {
+    /// Lists, reads, sets or deletes categories for `caller` (see the module docs).
+    pub fn categories(&self, caller: &Caller, body: CategoriesBody) -> Result<CategoriesReply> {
+        let scene = caller.scene(body.scene.as_deref())?;
+        let name = || {
+            body.name.clone().ok_or_else(|| {
+                Error::invalid(format!("action {:?} needs a name", body.action.as_str()))
+            })
+        };
+        match body.action {
+            CategoryAction::List => {
+                let filter = caller.read_filter(None, false)?;
+                Ok(CategoriesReply::Listing {
+                    categories: self.categories_in(&filter)?,
+                })
+            }
+            CategoryAction::Get => {
+                let filter = caller.read_filter(None, false)?;
+                Ok(CategoriesReply::One(self.category(&name()?, &filter)?))
+            }
+            CategoryAction::Set => {
+                caller.require(scope::ALL)?;
+                caller.check_write(Privacy::Normal)?;
+                let writable = caller.writable()?;
+                let name = name()?;
+                let slot = body.slot.clone().unwrap_or_else(|| "custom".into());
+                let content = body
+                    .content
+                    .clone()
+                    .ok_or_else(|| Error::invalid("action \"set\" needs content"))?;
+                let c = self.set_category(&name, &slot, &scene, &content, &writable)?;
+                Ok(CategoriesReply::One(c))
+            }
+            CategoryAction::Delete => {
+                caller.require(scope::ALL)?;
+                let writable = caller.writable()?;
+                let name = name()?;
+                self.delete_category(&name, &writable)?;
+                Ok(CategoriesReply::Deleted { ok: true, name })
+            }
+        }
+    }
+
     /// Reads one category visible under `filter`.
     fn read_category(&self, name: &str, filter: &Filter, full: bool) -> Result<Category> {
         check_name(name)?;
         let rel = rel_path(name);
         let doc_id = ids::doc_id(&rel);
         let visible = self
-            .get(&doc_id, filter)
+            .fetch(&doc_id, filter)
             .map_err(|e| missing_category(e, name))?;
         let path = self.layout().memories().join(&rel);
         let text = std::fs::read_to_string(&path).ctx("cannot read category", &path)?;
@@ -163,12 +247,12 @@ impl Hub {
     }
 
     /// One category in full.
-    pub fn category(&self, name: &str, filter: &Filter) -> Result<Category> {
+    fn category(&self, name: &str, filter: &Filter) -> Result<Category> {
         self.read_category(name, filter, true)
     }
 
     /// Every category visible under `filter`, by name, with previews.
-    pub fn categories(&self, filter: &Filter) -> Result<Vec<Category>> {
+    pub(crate) fn categories_in(&self, filter: &Filter) -> Result<Vec<Category>> {
         let dir = self.layout().memories().join("categories");
         let mut names: Vec<String> = match std::fs::read_dir(&dir) {
             Ok(entries) => entries
@@ -195,7 +279,7 @@ impl Hub {
 
     /// Creates or replaces a category in `scene`. `writable` must let the
     /// caller forget memories in the scene of an existing category.
-    pub fn set_category(
+    fn set_category(
         &self,
         name: &str,
         slot: &str,
@@ -228,7 +312,7 @@ impl Hub {
         let path = self.layout().memories().join(&rel);
         if path.exists() {
             // Replacing needs the right to forget what is there now.
-            self.get(&ids::doc_id(&rel), writable)
+            self.fetch(&ids::doc_id(&rel), writable)
                 .map_err(|e| match e {
                     Error::NotFound { .. } => {
                         Error::Forbidden(format!("category {name} belongs to another scene"))
@@ -236,10 +320,11 @@ impl Hub {
                     other => other,
                 })?;
         }
+        let now = self.now();
         let file = format!(
             "---\ntitle: \"{name}\"\nkind: category\ntags: [category, {slot}]\nscene: \"{scene}\"\n\
              privacy: normal\ntier: t0\nimportance: 1.0\nupdated: \"{}\"\n---\n\n{content}\n",
-            Utc::now().to_rfc3339()
+            now.to_rfc3339()
         );
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).ctx("cannot create directory", parent)?;
@@ -249,8 +334,18 @@ impl Hub {
             // their history matters).
             let dir = self.layout().memories().join(REVISIONS);
             std::fs::create_dir_all(&dir).ctx("cannot create directory", &dir)?;
-            let stamp = Utc::now().format("%Y%m%dT%H%M%S%.6fZ");
-            write_atomic(&dir.join(format!("{name}@{stamp}.md")), &previous)?;
+            // Named by the hub's clock; when it stands still (a test clock)
+            // the stamp moves on, so no revision replaces another.
+            let mut at = now;
+            let revision = loop {
+                let stamp = at.format("%Y%m%dT%H%M%S%.6fZ");
+                let candidate = dir.join(format!("{name}@{stamp}.md"));
+                if !candidate.exists() {
+                    break candidate;
+                }
+                at += chrono::Duration::microseconds(1);
+            };
+            write_atomic(&revision, &previous)?;
         }
         write_atomic(&path, file.as_bytes())?;
         self.sync_documents()?;
@@ -258,10 +353,10 @@ impl Hub {
     }
 
     /// Removes a category the caller may write.
-    pub fn delete_category(&self, name: &str, writable: &Filter) -> Result<()> {
+    fn delete_category(&self, name: &str, writable: &Filter) -> Result<()> {
         check_name(name)?;
         let rel = rel_path(name);
-        self.get(&ids::doc_id(&rel), writable)
+        self.fetch(&ids::doc_id(&rel), writable)
             .map_err(|e| missing_category(e, name))?;
         let path = self.layout().memories().join(&rel);
         std::fs::remove_file(&path).ctx("cannot remove category", &path)?;

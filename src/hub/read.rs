@@ -1,16 +1,25 @@
-//! Read use-cases beyond search and get: recent memories, the timeline,
-//! bootstrap (identity, audience card, recent titles, recent `self`), and
-//! audience cards.
+//! Use cases that read: get, recent memories, the timeline, bootstrap
+//! (identity, audience card, recent titles, recent `self`, categories), and
+//! audience cards (`POST /v1/get`, `/recent`, `/timeline`, `/bootstrap`,
+//! `/audience`; the MCP tools and resources of the same names; `memd get`).
 //!
-//! Every read takes the caller's [`Filter`]; narrowing it (to long-term facts,
-//! to one subject, …) only ever removes rows, never adds any.
+//! Every read resolves the caller's scene and read filter first
+//! ([`Caller::read`]); narrowing it (to long-term facts, to one subject, …)
+//! only ever removes rows, never adds any.
 
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::Hub;
+use super::caller::Visibility;
+use super::recall::render_recent_block;
+use super::{Caller, Hub};
+use crate::api::{
+    AudienceBody, AudienceReply, BootstrapBody, Format, GetBody, GetReply, ItemsReply, RecentBody,
+    TimelineBody,
+};
+use crate::auth::scope;
 use crate::error::{Error, Result};
 use crate::ids;
 use crate::index::filter::{Filter, Scope};
@@ -88,13 +97,13 @@ pub struct Timeline {
 
 /// Which page of the timeline to read.
 #[derive(Debug, Clone, Default)]
-pub struct TimelineQuery {
+struct TimelineQuery {
     /// Items per page.
-    pub limit: usize,
+    limit: usize,
     /// A `next_before` cursor or an RFC 3339 instant: only older items.
-    pub before: Option<String>,
+    before: Option<String>,
     /// `YYYY-MM`: only this month.
-    pub month: Option<String>,
+    month: Option<String>,
 }
 
 /// Start of a `YYYY-MM` month and of the month after it (UTC).
@@ -154,6 +163,19 @@ pub struct Bootstrap {
     pub categories: Vec<super::categories::Category>,
 }
 
+impl Bootstrap {
+    /// The ids the reply shows.
+    pub fn ids(&self) -> Vec<String> {
+        self.identity
+            .iter()
+            .chain(self.audience.iter())
+            .map(|m| m.id.clone())
+            .chain(self.recent_titles.iter().map(|t| t.id.clone()))
+            .chain(self.recent_self.iter().map(|m| m.id.clone()))
+            .collect()
+    }
+}
+
 /// A one-line pointer to a memory.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct RecentTitle {
@@ -180,8 +202,98 @@ pub(crate) fn one_line(text: &str, max: usize) -> String {
 }
 
 impl Hub {
+    /// One memory by id, if `caller` may read it, with the visible memories
+    /// that replace it (as the timeline shows them).
+    pub fn get(&self, caller: &Caller, body: GetBody) -> Result<GetReply> {
+        let (_, filter) = caller.read(Visibility {
+            scene: body.scene.as_deref(),
+            scenes: body.scenes.as_deref(),
+            from_owner: body.from_owner,
+        })?;
+        let memory = self.fetch(&body.id, &filter)?;
+        let mut links = self
+            .core
+            .index
+            .meta
+            .superseded_by(std::slice::from_ref(&memory.id), &filter)?;
+        let superseded_by = links.remove(&memory.id).unwrap_or_default();
+        Ok(GetReply {
+            memory,
+            superseded_by,
+        })
+    }
+
+    /// The newest facts `caller` may read (default 8), optionally as a block.
+    pub fn recent(&self, caller: &Caller, body: RecentBody) -> Result<ItemsReply> {
+        let (_, filter) = caller.read(Visibility {
+            scene: body.scene.as_deref(),
+            scenes: body.scenes.as_deref(),
+            from_owner: body.from_owner,
+        })?;
+        let items = self.recent_in(&filter, body.stage, body.limit.unwrap_or(8))?;
+        let block = Format::is_block(body.format).then(|| render_recent_block(&items));
+        Ok(ItemsReply { items, block })
+    }
+
+    /// One page of the timeline `caller` may read (default 20 items).
+    pub fn timeline(&self, caller: &Caller, body: TimelineBody) -> Result<Timeline> {
+        let (_, filter) = caller.read(Visibility {
+            scene: body.scene.as_deref(),
+            scenes: body.scenes.as_deref(),
+            from_owner: body.from_owner,
+        })?;
+        let filter = narrow(
+            &filter,
+            &Scope {
+                stages: body.stage.into_iter().collect(),
+                ..Scope::default()
+            },
+        );
+        let q = TimelineQuery {
+            limit: body.limit.unwrap_or(20),
+            before: body.before,
+            month: body.month,
+        };
+        self.timeline_in(&filter, &q)
+    }
+
+    /// What a session of `caller` starts with (`recent`: 1-50, default 8).
+    pub fn bootstrap(&self, caller: &Caller, body: BootstrapBody) -> Result<Bootstrap> {
+        let (scene, filter) = caller.read(Visibility {
+            scene: body.scene.as_deref(),
+            scenes: body.scenes.as_deref(),
+            from_owner: body.from_owner,
+        })?;
+        let n = body.recent.unwrap_or(8);
+        if !(1..=50).contains(&n) {
+            return Err(Error::invalid("recent must be between 1 and 50"));
+        }
+        self.bootstrap_in(&scene, &filter, caller.write_scenes(), n)
+    }
+
+    /// The audience card of the request's scene, or of one of the token's
+    /// scenes (any scene with `*`).
+    pub fn audience(&self, caller: &Caller, body: AudienceBody) -> Result<AudienceReply> {
+        let scene = caller.scene(body.scene.as_deref())?;
+        caller.require(scope::READ)?;
+        let audience = match &body.audience {
+            None => scene,
+            Some(a) => {
+                let a = Scene::parse(a)?;
+                if !caller.has(scope::ALL) && !caller.may_act_in(&a) {
+                    return Err(Error::Forbidden(format!(
+                        "audience {a} is not one of this token's scenes"
+                    )));
+                }
+                a
+            }
+        };
+        let card = self.audience_card(&audience)?;
+        Ok(AudienceReply { audience, card })
+    }
+
     /// The newest facts visible under `filter`, optionally of one stage.
-    pub(crate) fn recent(
+    pub(crate) fn recent_in(
         &self,
         filter: &Filter,
         stage: Option<Stage>,
@@ -197,7 +309,7 @@ impl Hub {
             stages: stage.into_iter().collect(),
             ..Scope::default()
         };
-        self.index().meta.latest(
+        self.core.index.meta.latest(
             &narrow(filter, &want),
             &Latest {
                 limit,
@@ -213,7 +325,7 @@ impl Hub {
         since: DateTime<Utc>,
         limit: usize,
     ) -> Result<Vec<Memory>> {
-        self.index().meta.latest(
+        self.core.index.meta.latest(
             filter,
             &Latest {
                 limit,
@@ -224,7 +336,7 @@ impl Hub {
     }
 
     /// One page of the fact timeline, grouped by month, with supersede links both ways.
-    pub fn timeline(&self, filter: &Filter, q: &TimelineQuery) -> Result<Timeline> {
+    fn timeline_in(&self, filter: &Filter, q: &TimelineQuery) -> Result<Timeline> {
         if q.limit == 0 || q.limit > MAX_PAGE {
             return Err(Error::invalid(format!(
                 "limit must be between 1 and {MAX_PAGE}"
@@ -246,7 +358,7 @@ impl Hub {
                 ..Scope::default()
             },
         );
-        let mut rows = self.index().meta.latest(
+        let mut rows = self.core.index.meta.latest(
             &filter,
             &Latest {
                 limit: q.limit + 1,
@@ -264,7 +376,7 @@ impl Hub {
             None
         };
         let ids: Vec<String> = rows.iter().map(|m| m.id.clone()).collect();
-        let mut links = self.index().meta.superseded_by(&ids, &filter)?;
+        let mut links = self.core.index.meta.superseded_by(&ids, &filter)?;
         let mut months: BTreeMap<std::cmp::Reverse<String>, Vec<TimelineEntry>> = BTreeMap::new();
         for memory in rows {
             let month = memory.ts.format("%Y-%m").to_string();
@@ -291,14 +403,14 @@ impl Hub {
     /// The caller must already be allowed to act in `scene`: a card describes
     /// its own audience, so it is read whatever scene its front matter names,
     /// but never if it is marked sensitive or secret.
-    pub(crate) fn audience_card(&self, scene: &Scene) -> Result<Option<Memory>> {
+    fn audience_card(&self, scene: &Scene) -> Result<Option<Memory>> {
         let doc = ids::doc_id(&format!("audiences/{}.md", scene.id_part()));
         let filter = Filter::scope(Scope {
             origins: vec![Origin::Doc],
             privacy: vec![Privacy::Normal, Privacy::Personal],
             ..Scope::default()
         });
-        match self.get(&doc, &filter) {
+        match self.fetch(&doc, &filter) {
             Ok(m) => Ok(Some(m)),
             Err(Error::NotFound { .. }) => Ok(None),
             Err(e) => Err(e),
@@ -308,20 +420,20 @@ impl Hub {
     /// What a session starts with, as far as `filter` lets the caller see.
     /// `own` are the caller's write scenes: `recent_self` comes only from
     /// them (an empty `own` gives no `self` notes), inside the query.
-    pub fn bootstrap(
+    fn bootstrap_in(
         &self,
         scene: &Scene,
         filter: &Filter,
         own: &[Scene],
         recent: usize,
     ) -> Result<Bootstrap> {
-        let identity = match self.get(&ids::doc_id("user/identity.md"), filter) {
+        let identity = match self.fetch(&ids::doc_id("user/identity.md"), filter) {
             Ok(m) => Some(m),
             Err(Error::NotFound { .. }) => None,
             Err(e) => return Err(e),
         };
         let recent_titles = self
-            .recent(filter, Some(Stage::Long), recent)?
+            .recent_in(filter, Some(Stage::Long), recent)?
             .into_iter()
             .map(|m| RecentTitle {
                 title: m.title.clone().unwrap_or_else(|| one_line(&m.text, 40)),
@@ -341,7 +453,7 @@ impl Hub {
                     ..Scope::default()
                 },
             );
-            self.recent(&self_filter, Some(Stage::Long), recent)?
+            self.recent_in(&self_filter, Some(Stage::Long), recent)?
         };
         Ok(Bootstrap {
             scene: scene.clone(),
@@ -349,7 +461,7 @@ impl Hub {
             audience: self.audience_card(scene)?,
             recent_titles,
             recent_self,
-            categories: self.categories(filter)?,
+            categories: self.categories_in(filter)?,
         })
     }
 }

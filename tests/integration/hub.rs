@@ -33,7 +33,7 @@ fn concurrent_writers_lose_nothing() {
     assert_eq!(unique.len(), 200, "ids are unique");
     assert_eq!(root.journal_lines().len(), 200);
     for id in &ids {
-        hub.get(id, &Filter::all()).unwrap();
+        hub.fetch(id, &Filter::all()).unwrap();
     }
     assert_eq!(hub.stats().unwrap().counts.facts, 200);
     assert_eq!(
@@ -48,8 +48,8 @@ fn idempotency_key_returns_the_same_id() {
     let hub = root.hub();
     let mut req = WriteRequest::new(scene("main"), "pay rent on the first", "test");
     req.idempotency_key = Some("client-42".into());
-    let first = hub.write(req.clone()).unwrap();
-    let second = hub.write(req).unwrap();
+    let first = hub.append(req.clone()).unwrap();
+    let second = hub.append(req).unwrap();
     assert_eq!(first.action, WriteAction::Add);
     assert_eq!(second.action, WriteAction::Noop);
     assert_eq!(first.id, second.id);
@@ -64,14 +64,14 @@ fn filters_restrict_search_and_get() {
     let owner = write(&hub, "qq:owner", "owner plans the picnic");
     let mut req = WriteRequest::new(scene("main"), "picnic budget is private", "test");
     req.privacy = Privacy::Sensitive;
-    let sensitive = hub.write(req).unwrap().id;
+    let sensitive = hub.append(req).unwrap().id;
     let mut req = WriteRequest::new(scene("qq:group:1"), "picnic chatter", "test");
     req.stage = Stage::Short;
-    let short = hub.write(req).unwrap().id;
+    let short = hub.append(req).unwrap().id;
 
     let search = |filter: Filter| -> Vec<String> {
         let mut ids: Vec<String> = hub
-            .search(&SearchRequest {
+            .search_filtered(&SearchRequest {
                 query: "picnic".into(),
                 filter,
                 limit: Some(10),
@@ -118,15 +118,15 @@ fn filters_restrict_search_and_get() {
 
     // get honours the same filter: invisible is NOT_FOUND, not FORBIDDEN.
     let err = hub
-        .get(&owner, &Filter::scope(group_scope.clone()))
+        .fetch(&owner, &Filter::scope(group_scope.clone()))
         .unwrap_err();
     assert_eq!(err.code().as_str(), "NOT_FOUND");
     // and so does forget.
     let err = hub
-        .forget(&owner, None, "test", &Filter::scope(group_scope))
+        .tombstone(&owner, None, "test", &Filter::scope(group_scope))
         .unwrap_err();
     assert_eq!(err.code().as_str(), "NOT_FOUND");
-    hub.get(&owner, &Filter::all()).unwrap();
+    hub.fetch(&owner, &Filter::all()).unwrap();
 }
 
 #[test]
@@ -136,7 +136,7 @@ fn and_pass_first_then_or_fallback() {
     let both = write(&hub, "main", "alpha beta together");
     let alpha = write(&hub, "main", "alpha alone");
     let results = hub
-        .search(&SearchRequest {
+        .search_filtered(&SearchRequest {
             query: "alpha beta".into(),
             filter: Filter::all(),
             limit: Some(5),
@@ -169,8 +169,8 @@ fn corrupt_lines_are_reported_with_file_and_line_and_neighbours_survive() {
     let hub = root.hub();
     let second = write(&hub, "main", "after the damage");
     assert_eq!(search_ids(&hub, "damage", 10).len(), 2);
-    hub.get(&first, &Filter::all()).unwrap();
-    hub.get(&second, &Filter::all()).unwrap();
+    hub.fetch(&first, &Filter::all()).unwrap();
+    hub.fetch(&second, &Filter::all()).unwrap();
     let issues = hub.stats().unwrap().issues;
     let name = file
         .strip_prefix(root.path().join("memories/facts"))
