@@ -4,7 +4,7 @@
 //! A dataset is a directory with `corpus.jsonl` (`id`, `text`, optional
 //! `scene`, `time`, `speaker`, …) and `queries.jsonl` (`qid`, `query`,
 //! `relevant` corpus ids, optional `scene`). [`run`] loads the corpus into a
-//! fresh temporary root with [`Hub::write_batch`] (so vectors are computed by
+//! fresh temporary root with [`Hub::append_batch`] (so vectors are computed by
 //! the normal indexing path), then runs every query with the normal
 //! [`Hub::search`], restricted to the query's scene when it names one, once per
 //! requested mode. The temporary root is removed afterwards.

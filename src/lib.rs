@@ -10,11 +10,16 @@
 //! ```text
 //!  MCP over stdio (`memd mcp`, one per agent session) ─ loopback HTTP ─┐
 //!  MCP over streamable HTTP (`/mcp` in `memd serve`) ── in-process ────┤  mcp/: tools, resources
+//!  web console (`/`, the signed-in token) ──────────────────────────────┤
 //!                                                                      ▼
-//!  HTTP /v1 (http/) ─ auth/ (tokens, policy → Filter), audit.rs
-//!        │ spawn_blocking
-//!  CLI (cmd/)  ──►  Hub (hub/): use-cases + the single writer;
-//!                    │         searches pass gate.rs (one per core, FIFO)
+//!  HTTP /v1 (http/): bearer → auth/ Grant → Caller, audit.rs; parse, call, reply
+//!        │ spawn_blocking                  (api.rs: the /v1 request and reply types)
+//!  CLI (cmd/): the local operator ──► Hub (hub/): one use case per request,
+//!                                      hub.<use_case>(&caller, request) → reply
+//!                                      (caller.rs: scenes and filters; write.rs,
+//!                                      supersede.rs, search.rs, recall.rs, …)
+//!                                      over its parts (hub/parts/): writer,
+//!                                      catchup, searcher (gate), lifecycle
 //!                    │            │                          │
 //!        store/ (source of truth) index/ (derived)           embed/
 //!        journal.rs  JSONL + fsync  text.rs   tantivy         onnx.rs  ort + tokenizers
@@ -26,6 +31,15 @@
 //!                   search.rs fulltext (AND, OR fallback) | semantic | hybrid,
 //!                             + a cross-lingual pass (query.rs translate, CC-CEDICT)
 //! ```
+//!
+//! Every surface speaks the same requests: HTTP deserializes an
+//! [`api`] body, the CLI builds the same body from its arguments, MCP
+//! forwards it to `/v1`; each then calls the same [`hub`] use case with a
+//! [`hub::Caller`] (HTTP: the bearer token's grant; CLI: the local operator,
+//! every scope and scene, token name `cli`). The rules (scene resolution,
+//! privacy and pin permission, defaults, the short-stage TTL, idempotency
+//! namespacing, supersede visibility, disclosure, the relevance floor,
+//! config edits) are written once, in `hub/`.
 //!
 //! A write goes: validate (one rule set for every way in, [`model::Record::validate`])
 //! → append one JSON line per record to this device's journal file → `fsync`
@@ -42,19 +56,21 @@
 //! Each row may import only the rows below it (and what the table allows
 //! within its row); `tests/integration/layering.rs` reads every
 //! `crate::`/`super::`/`self::` path in `src/` and fails on an import the
-//! table does not list, on any cycle among modules and on any cycle among the
-//! files of one module (`mod.rs` is a module's facade; unit tests may use any
-//! file of their own module).
+//! table does not list, on a right the table lists and nothing uses, on a
+//! surface (`http`, `mcp`, `console`) importing the engine (`index`,
+//! `store`, `consolidate`, `embed`, `search`, …) instead of calling the hub,
+//! on any cycle among modules and on any cycle among the files of one module
+//! (a `mod.rs` is a facade; unit tests may use any file of their own module).
 //!
 //! ```text
 //!  cmd/                                          the binary: one file per subcommand
-//!  mcp ─────────────────────► http   console      surfaces (MCP is a /v1 client)
+//!  mcp ─────────────────────► http   console      surfaces: parse, call one hub use case, reply
 //!  scheduler                                     runs the periodic jobs it builds
-//!  consolidate backup transfer migrate eval      use-cases driving the hub
+//!  consolidate backup transfer migrate eval      drivers of the hub's lower-level API
 //!  doctor watch audit
-//!  hub                                           the application service, single writer,
-//!                                                owner of the live Config
-//!  config   auth   api                           composes the sub-configs; tokens → Filter; /v1 wire types
+//!  hub                                           the use cases (Caller + /v1 request → reply),
+//!                                                a facade over its parts; owner of the live Config
+//!  config   auth   api                           sub-configs composed; tokens → Grant; /v1 types
 //!  search   relevance                            ranking over the index
 //!  index    query   embed   sync                 derived index, query plans, embedders
 //!  store    lifecycle   content  schedule        source of truth and pure rules
@@ -75,37 +91,37 @@
 //! | `error` | — |
 //! | `when` | — |
 //! | `model` | `error`, `when` |
-//! | `ids` | `error`, `model` |
+//! | `ids` | `model` |
 //! | `layout` | `error` |
 //! | `analysis` | — |
-//! | `disk` | `error` |
+//! | `disk` | — |
 //! | `client` | `error` |
 //! | `content` | `error`, `model` |
-//! | `api` | `error`, `model`, `search` |
+//! | `api` | `model`, `search` |
 //! | `lifecycle` | `error`, `ids`, `model` |
 //! | `schedule` | `error`, `layout` |
-//! | `store` | `error`, `ids`, `layout`, `model`, `content` |
-//! | `embed` | `analysis`, `error`, `layout` |
+//! | `store` | `content`, `error`, `ids`, `layout`, `model` |
+//! | `embed` | `analysis`, `error` |
 //! | `query` | `analysis` |
-//! | `index` | `analysis`, `embed`, `error`, `layout`, `lifecycle`, `model`, `store` |
-//! | `sync` | `error`, `layout`, `client`, `store` |
+//! | `index` | `analysis`, `embed`, `error`, `lifecycle`, `model`, `store` |
+//! | `sync` | `client`, `error`, `layout`, `store` |
 //! | `search` | `analysis`, `embed`, `error`, `index`, `lifecycle`, `model`, `query`, `when` |
 //! | `relevance` | `analysis`, `embed`, `error`, `index`, `query`, `search` |
-//! | `auth` | `error`, `ids`, `index`, `layout`, `model`, `store` |
-//! | `config` | `embed`, `error`, `layout`, `lifecycle`, `content`, `schedule`, `search`, `store`, `sync` |
-//! | `hub` | `analysis`, `config`, `disk`, `embed`, `error`, `ids`, `index`, `layout`, `lifecycle`, `model`, `content`, `query`, `relevance`, `schedule`, `search`, `store` |
-//! | `audit` | `error`, `layout` |
-//! | `watch` | `config`, `error`, `hub`, `layout`, `store` |
-//! | `transfer` | `error`, `hub`, `layout`, `model`, `store` |
+//! | `auth` | `error`, `ids`, `model`, `store` |
+//! | `config` | `content`, `embed`, `error`, `layout`, `lifecycle`, `schedule`, `search`, `store`, `sync` |
+//! | `hub` | `api`, `auth`, `config`, `content`, `disk`, `embed`, `error`, `ids`, `index`, `layout`, `lifecycle`, `model`, `query`, `relevance`, `schedule`, `search`, `store` |
+//! | `audit` | — |
+//! | `watch` | `error`, `hub` |
+//! | `transfer` | `error`, `hub`, `model`, `store` |
 //! | `migrate` | `error`, `hub`, `model`, `store`, `transfer` |
 //! | `backup` | `config`, `error`, `ids`, `layout`, `model`, `store` |
-//! | `doctor` | `config`, `embed`, `error`, `index`, `layout`, `client`, `model`, `store` |
+//! | `doctor` | `client`, `config`, `embed`, `error`, `index`, `layout`, `model`, `store` |
 //! | `eval` | `config`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `search` |
-//! | `consolidate` | `analysis`, `client`, `config`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `content`, `schedule`, `store` |
+//! | `consolidate` | `analysis`, `client`, `config`, `content`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `schedule`, `store` |
 //! | `scheduler` | `backup`, `config`, `consolidate`, `error`, `hub`, `layout`, `schedule` |
 //! | `console` | — |
-//! | `http` | `api`, `audit`, `auth`, `config`, `consolidate`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `search`, `store` |
-//! | `mcp` | `api`, `auth`, `config`, `error`, `http`, `layout` |
+//! | `http` | `api`, `audit`, `auth`, `error`, `hub` |
+//! | `mcp` | `api`, `auth`, `config`, `error`, `http` |
 //! | `cmd` | `*` (the binary side may use every module) |
 //!
 //! ## Code map
@@ -167,20 +183,34 @@
 //! - [`backup`], [`transfer`], [`doctor`]: backups with signed, checksummed manifests,
 //!   import/export, readiness checks; [`disk`], [`client`]: free space and
 //!   the one outbound HTTP client (daemon, Syncthing, model endpoint).
-//! - [`content`]: content normalisation, credential refusal over text, title and
-//!   tags (NFKC + confusables; secret writes are exempt), tier assignment.
-//! - [`hub`]: the application service every surface calls: the single writer
-//!   (`writer.rs`: queue, group commit, write rules), catch-up (`replay.rs`),
-//!   self-healing open (`heal.rs`); reads, recall, ingest, categories in their own files.
-//! - [`auth`]: tokens (hashed in `tokens.json`, presets) and [`auth::policy`], which
-//!   turns a token and a request into the [`index::filter::Filter`] of every query.
-//! - [`api`]: the `/v1` wire types: one request body per operation (and reply
-//!   types where the reply is not a domain type), with serde and JSON Schema;
-//!   the axum handlers read them, the MCP tools take them as their parameters,
-//!   the CLI prints them, and `tests/integration/openapi.rs` checks
-//!   `openapi.yaml` against them.
+//! - [`content`]: the content rules of what is stored: normalisation,
+//!   credential refusal over text, title and tags (NFKC + confusables; secret
+//!   writes are exempt), tier assignment, and where sensitive and secret
+//!   memories may live ([`content::PrivacyConfig`]).
+//! - [`hub`]: the application service every surface calls. Its use cases,
+//!   one file each, take a [`hub::Caller`] and an [`api`] request:
+//!   [`hub::caller`] (scene resolution, read and write filters), write,
+//!   supersede, forget, search, read (get, recent, timeline, bootstrap,
+//!   audience), recall, ingest (and members), disclose, categories, tags
+//!   (and the archive), settings (config edits), admin (health,
+//!   capabilities, tokens) and consolidation (runs, installed by the
+//!   server). The [`hub::Hub`] facade owns four parts under `hub/parts/`:
+//!   the writer (queue, group commit, write rules), catch-up (journal and
+//!   document replay, self-healing open), the searcher (gate, search,
+//!   vectors, relevance floor) and the lifecycle (accesses, tiers, expiry,
+//!   edits), over one core (root, live config, index, device, the one clock).
+//! - [`auth`]: tokens (hashed in `tokens.json`, presets) and the `Grant`
+//!   of an authenticated token (what [`hub::Caller`] decides with).
+//! - [`api`]: the `/v1` request and reply types: one request body per
+//!   operation (and reply types where the reply is not a domain type), with
+//!   serde and JSON Schema; the hub's use cases take and return them, the
+//!   axum handlers deserialize them, the CLI builds them from its arguments,
+//!   the MCP tools take them as their parameters, and
+//!   `tests/integration/openapi.rs` checks `openapi.yaml` against them.
 //! - [`http`]: the `/v1` API (axum on its own hyper accept loop: header-read
-//!   and idle timeouts, loopback Host check); the only module that knows its wire format.
+//!   and idle timeouts, loopback Host check): authentication, audit, metrics,
+//!   and handlers that parse, call one hub use case and reply; the only
+//!   module that knows its wire format.
 //! - [`console`]: the web console at `/`: embedded static files, strict CSP;
 //!   all data through `/v1` with the signed-in token.
 //! - [`mcp`]: the MCP server (official `rmcp` SDK): tools, resources and
@@ -210,14 +240,21 @@
 //! - The hub owns the one live config ([`hub::Hub::config`] is an `Arc`
 //!   snapshot); the `config.json` watcher and `POST /v1/config` swap its
 //!   editable keys; there is no second copy.
+//! - The hub owns the one clock ([`hub::Hub::now`]): every rule, filter,
+//!   expiry and relative date ("last week") of a request reads it through its
+//!   [`hub::Caller`], so a test that moves it moves all of them.
+//! - Every rule of a request is written once, in a `hub/` use case; HTTP,
+//!   MCP (through `/v1`), the console (through `/v1`) and the CLI only parse,
+//!   call and reply, and store the same records for the same request
+//!   (`tests/integration/parity.rs`).
 //! - One process writes a root (`ROOT/.memd.lock`); a second writer gets `ROOT_LOCKED`.
 //! - Visibility filters are part of every index query, never a filter applied
 //!   to results afterwards: in full text, the set of documents the filter
 //!   admits (computed with the BM25 statistics) is the only set the scoring
 //!   pass collects from; in SQL a `WHERE` (checked per row where rows are
 //!   found by id); in the vector pass each row's visibility values, and again
-//!   in the SQL that rescores the candidates. HTTP
-//!   builds them from the token and the request ([`auth::policy`]); a request's
+//!   in the SQL that rescores the candidates. The hub's [`hub::Caller`]
+//!   builds them from the token and the request; a request's
 //!   scene outside its token's scenes is `FORBIDDEN`, and expired short-term
 //!   memories never match.
 //! - Without an embedder the service still works: full text as usual, hybrid
@@ -225,8 +262,9 @@
 //! - Every searchable memory has exactly one vector of the current model once
 //!   the background embedding has caught up (`pending_vectors` in health);
 //!   `data/cache/` only ever saves work.
-//! - `http` never touches rusqlite or tantivy types; `store`, `index`, `hub` and
-//!   `auth` never mention axum; imports follow the Layers table (both checked by
+//! - `http` never touches rusqlite or tantivy types, nor the index, the store,
+//!   consolidation or the embedder; `store`, `index`, `hub` and `auth` never
+//!   mention axum; imports follow the Layers table (all checked by
 //!   `tests/integration/layering.rs`).
 //! - `openapi.yaml` lists exactly the router's routes (a test parses both).
 //! - MCP never opens the root: `memd mcp` sessions, however many, write

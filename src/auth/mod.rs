@@ -8,7 +8,7 @@
 //! revoking take effect without a restart. Secrets are compared by hash in
 //! constant time and never logged.
 //!
-//! What a [`Grant`] may see and do in a request (scene resolution, the
+//! What a `Grant` may see and do in a request (scene resolution, the
 //! filters of reads and writes) is decided by the hub's
 //! [`Caller`](crate::hub::Caller); this module only says who the caller is.
 

@@ -2,7 +2,7 @@
 //!
 //! A surface builds one [`Caller`] per request and passes it, with the
 //! request, to a use case (`hub.write(&caller, body)`): HTTP from the bearer
-//! token ([`crate::hub::Hub::caller`]), the CLI as the local operator
+//! token (`Hub::caller`), the CLI as the local operator
 //! ([`crate::hub::Hub::operator`]: every scope, every scene, token name
 //! `cli`); MCP goes through `/v1`. Its `now` is read once from the hub's one
 //! clock, so every rule of one request sees the same instant.

@@ -10,11 +10,11 @@
 
 use chrono::Duration;
 
-use super::read::one_line;
+use super::blocks::render_disclosure;
 use super::{Caller, Hub};
 use crate::api::{DiscloseBody, DiscloseReply, Format};
 use crate::error::{Error, Result};
-use crate::model::{Memory, Scene};
+use crate::model::Scene;
 
 impl Hub {
     /// Discloses a group's recent chat to `caller` for `body.asker` (see the module docs).
@@ -44,21 +44,4 @@ impl Hub {
             block,
         })
     }
-}
-
-fn render_disclosure(group: &Scene, minutes: u32, items: &[Memory]) -> String {
-    if items.is_empty() {
-        return String::new();
-    }
-    let mut out = format!("【群里最近在聊的】（{group}，近 {minutes} 分钟）\n");
-    for m in items {
-        let time = m.ts.with_timezone(&chrono::Local).format("%H:%M");
-        let who = m
-            .title
-            .as_deref()
-            .map(|t| format!("{t}："))
-            .unwrap_or_default();
-        out.push_str(&format!("- {time} {who}{}\n", one_line(&m.text, 120)));
-    }
-    out
 }

@@ -1,7 +1,7 @@
 //! Use case: forget a memory (`POST /v1/forget`, `memory_forget`, `memd forget`).
 //!
 //! A forget appends a tombstone for a fact the caller may write (its write
-//! scenes and privacy scopes, [`Caller::writable`]); a memory outside them is
+//! scenes and privacy scopes, `Caller::writable`); a memory outside them is
 //! `NOT_FOUND` whether or not it exists. The tombstone records the token's
 //! name as its source. Markdown documents are edited or deleted as files.
 

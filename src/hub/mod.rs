@@ -6,7 +6,7 @@
 //! `hub.<use_case>(&caller, request) -> Result<reply>`. The rules live in
 //! the use case, once: scene resolution and the read filters
 //! ([`caller`]), privacy and pin permission, subject and source defaults,
-//! the short-stage TTL and idempotency namespacing ([`write`]), supersede
+//! the short-stage TTL and idempotency namespacing ([`mod@write`]), supersede
 //! visibility ([`supersede`]), forgetting ([`forget`]), search and recall
 //! with the relevance floor ([`search`], [`recall`]), reads ([`read`]),
 //! ingest and membership ([`ingest`]), disclosure ([`disclose`]),
@@ -16,7 +16,7 @@
 //! parses, calls and replies, so "a pet token may not pin" is met the same
 //! way over HTTP, MCP and the CLI.
 //!
-//! **Parts.** [`Hub`] is a small facade over owned parts ([`parts`]): the
+//! **Parts.** [`Hub`] is a small facade over owned parts (`hub/parts/`): the
 //! writer (queue, group commit, write rules), catch-up (replay of the files
 //! into the index, healing), the searcher (gate, search, vectors) and the
 //! lifecycle (accesses, tiers, expiry), over one shared core (root, live
@@ -31,6 +31,7 @@
 //! apply to them; the caller's rules do not.
 
 pub mod admin;
+mod blocks;
 pub mod caller;
 pub mod categories;
 pub mod consolidation;
@@ -47,6 +48,7 @@ pub mod supersede;
 pub mod tags;
 pub mod write;
 
+pub(crate) use blocks::one_line;
 pub use caller::Caller;
 pub use consolidation::Consolidation;
 pub use health::{Component, HealthReport};
@@ -55,7 +57,6 @@ pub use parts::Clock;
 pub use parts::catchup::{CatchUpReport, Progress};
 pub use parts::lifecycle::{EditRequest, MAX_SHORT_TTL_HOURS, TierCount, TierReport};
 pub use parts::writer::{ArchivedMonth, WriteAction, WriteOutcome, WriteRequest};
-pub(crate) use read::one_line;
 pub use search::Limited;
 
 use std::sync::{Arc, OnceLock};

@@ -4,7 +4,7 @@
 //! `/audience`; the MCP tools and resources of the same names; `memd get`).
 //!
 //! Every read resolves the caller's scene and read filter first
-//! ([`Caller::read`]); narrowing it (to long-term facts, to one subject, …)
+//! (`Caller::read`); narrowing it (to long-term facts, to one subject, …)
 //! only ever removes rows, never adds any.
 
 use std::collections::BTreeMap;
@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+use super::blocks::{one_line, render_recent_block};
 use super::caller::Visibility;
-use super::recall::render_recent_block;
 use super::{Caller, Hub};
 use crate::api::{
     AudienceBody, AudienceReply, BootstrapBody, Format, GetBody, GetReply, ItemsReply, RecentBody,
@@ -187,18 +187,6 @@ pub(crate) struct RecentTitle {
     pub(crate) scene: Scene,
     /// Title, or the first 40 characters of the text.
     pub(crate) title: String,
-}
-
-/// First `max` characters of `text` on one line, with `…` when cut.
-pub(crate) fn one_line(text: &str, max: usize) -> String {
-    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() <= max {
-        flat
-    } else {
-        let mut cut: String = flat.chars().take(max).collect();
-        cut.push('…');
-        cut
-    }
 }
 
 impl Hub {
@@ -506,7 +494,5 @@ mod tests {
         assert_eq!(a.to_rfc3339(), "2026-12-01T00:00:00+00:00");
         assert_eq!(b.to_rfc3339(), "2027-01-01T00:00:00+00:00");
         assert!(month_bounds("2026-13").is_err());
-        assert_eq!(one_line("a  b\nc", 10), "a b c");
-        assert_eq!(one_line("你好世界", 2), "你好…");
     }
 }

@@ -26,8 +26,9 @@
 use chrono::{DateTime, Local, Utc};
 use serde::Serialize;
 
+use super::blocks::{memory_line, one_line};
 use super::caller::Visibility;
-use super::read::one_line;
+use super::read::narrow;
 use super::search::{Limited, check_min_score};
 use super::{Caller, Hub};
 use crate::api::{Format, RecallBody, Turn};
@@ -40,8 +41,6 @@ use crate::search::{SearchHit, SearchRequest};
 const QUERY_TURNS: usize = 3;
 /// Longest recall query, in characters (the newest text is kept).
 const QUERY_CHARS: usize = 240;
-/// Longest rendered line of a long-term memory, in characters.
-const BLOCK_MEMORY_CHARS: usize = 160;
 /// Longest rendered line of live chat, in characters.
 const BLOCK_LIVE_CHARS: usize = 120;
 
@@ -163,32 +162,6 @@ pub(crate) fn render_recall_block(
     out
 }
 
-fn memory_line(m: &Memory, self_mentioned: bool) -> String {
-    let date = m.ts.with_timezone(&Local).format("%Y-%m-%d");
-    let mark = if self_mentioned {
-        "（对方自己提起过的）"
-    } else {
-        ""
-    };
-    let text = one_line(&m.text, BLOCK_MEMORY_CHARS);
-    match m.title.as_deref().filter(|t| !text.starts_with(*t)) {
-        Some(title) => format!("{date} {mark}{}：{text}", one_line(title, 40)),
-        None => format!("{date} {mark}{text}"),
-    }
-}
-
-/// Renders the `recent` block.
-pub(crate) fn render_recent_block(items: &[Memory]) -> String {
-    if items.is_empty() {
-        return String::new();
-    }
-    let mut out = String::from("【最近记得的事】\n");
-    for m in items {
-        out.push_str(&format!("- {}\n", memory_line(m, false)));
-    }
-    out
-}
-
 /// A recall request after authorization.
 #[derive(Debug, Clone)]
 struct RecallRequest {
@@ -304,7 +277,7 @@ impl Hub {
         let mut minutes = 0;
         if let Some((filter, mins, k)) = &req.live {
             minutes = *mins;
-            let short = super::read::narrow(
+            let short = narrow(
                 filter,
                 &Scope {
                     stages: vec![Stage::Short],

@@ -2,7 +2,7 @@
 //! `/v1/config-state`, `POST /v1/config`) and the reload of a changed
 //! `config.json`.
 //!
-//! Only the keys of [`EDITABLE`] change without a restart, each an integer
+//! Only the keys of `EDITABLE` change without a restart, each an integer
 //! within its bounds; the edit is written to `config.json` atomically,
 //! keeping the file's other keys, and swapped into the hub's one live
 //! config for the next request. Reading the editable values and editing

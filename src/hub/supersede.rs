@@ -6,7 +6,7 @@
 //!
 //! - Replacing needs the same right as forgetting: the old memory must be
 //!   active and visible under the caller's writable filter
-//!   ([`Caller::writable`]), else `NOT_FOUND` (whether or not it exists).
+//!   (`Caller::writable`), else `NOT_FOUND` (whether or not it exists).
 //!   The check runs inside the writer's commit group, with the append, so a
 //!   forget committed meanwhile cannot slip between them.
 //! - The old memory stops matching searches once the new version is indexed

@@ -14,7 +14,6 @@ use super::{Caller, EditRequest, Hub};
 use crate::api::{ArchiveReply, ArchiveSearchBody, EditAction, RestoreBody, TagsBody, TagsReply};
 use crate::auth::scope;
 use crate::error::{Error, Result};
-use crate::index::filter::Filter;
 use crate::model::Memory;
 
 impl Hub {
@@ -30,14 +29,15 @@ impl Hub {
             importance: body.importance,
         };
         let fact = self.lifecycle.edited(&self.core, &body.id, &req, &filter)?;
+        let (tags, importance) = (fact.tags.clone(), fact.importance);
         let out = self.writer.rewrite(self.cx(), fact)?;
-        let m = self.fetch(&out.id, &Filter::all())?;
+        // The reply shows what was written; reading it back is no retrieval.
         Ok(TagsReply {
             id: out.id,
             // An edit that succeeds rewrites the fact in place.
             action: EditAction::Update,
-            tags: m.tags,
-            importance: m.importance,
+            tags,
+            importance,
         })
     }
 

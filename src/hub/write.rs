@@ -1,11 +1,11 @@
 //! Use case: write a memory (`POST /v1/write`, `memory_write`, `memd write`).
 //!
-//! The rules a write meets before the writer's own ([`super::parts::writer`]):
+//! The rules a write meets before the writer's own (`hub/parts/writer.rs`):
 //!
 //! - It lands in the request's scene, which must be one of the token's
 //!   write scenes (default: the first); the privacy level needs the matching
 //!   scope (`secret:write` for secret, `sensitive:read` for sensitive).
-//! - Whose memory it is ([`subject_for`]) and who wrote it ([`source_for`])
+//! - Whose memory it is (`subject_for`) and who wrote it (`source_for`)
 //!   default from the token: only a token with `*` (the owner's own agents,
 //!   the local operator) speaks as the owner or names its source.
 //! - Pinning (tier `t0` or kind `category`) needs `*`: nothing forgets a

@@ -18,7 +18,7 @@ use std::sync::Mutex;
 
 use serde::Serialize;
 
-use super::documents::Documents;
+use super::documents::{Documents, DocumentsReport};
 use super::heal::{self, IndexState};
 use super::{Core, pins};
 use crate::error::Result;
@@ -56,6 +56,18 @@ pub struct CatchUpReport {
     pub documents_read: u64,
     /// Documents found invalid (bad front matter, too large, links).
     pub(crate) documents_invalid: u64,
+}
+
+impl From<DocumentsReport> for CatchUpReport {
+    fn from(d: DocumentsReport) -> Self {
+        CatchUpReport {
+            documents_indexed: d.documents_indexed,
+            documents_removed: d.documents_removed,
+            documents_read: d.documents_read,
+            documents_invalid: d.documents_invalid,
+            ..CatchUpReport::default()
+        }
+    }
 }
 
 /// Replay of the files into the index, and the state of the index as health reports it.
@@ -157,7 +169,7 @@ impl CatchUp {
         core: &Core,
         apply: &mut dyn FnMut(&Batch) -> Result<()>,
     ) -> Result<CatchUpReport> {
-        self.documents.sync(core, apply)
+        self.documents.sync(core, apply).map(CatchUpReport::from)
     }
 
     /// Catches up with the journal and the documents while a writer opens the

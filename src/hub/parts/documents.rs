@@ -14,13 +14,25 @@ use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 use super::Core;
-use super::catchup::CatchUpReport;
 use crate::error::Result;
 use crate::ids;
 use crate::index::meta::DocumentRow;
 use crate::index::{Batch, Change};
 use crate::model::{Memory, Origin, Stage};
 use crate::store::markdown;
+
+/// What a document sync did.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct DocumentsReport {
+    /// Documents (re)indexed.
+    pub(crate) documents_indexed: u64,
+    /// Documents removed from the index.
+    pub(crate) documents_removed: u64,
+    /// Document files read (unchanged files are not read again).
+    pub(crate) documents_read: u64,
+    /// Documents found invalid (bad front matter, too large, links, contested ids).
+    pub(crate) documents_invalid: u64,
+}
 
 /// What the last document sync saw of each file (path relative to
 /// `memories/` → size and modification time), so that the next sync reads
@@ -71,7 +83,7 @@ impl Documents {
         &self,
         core: &Core,
         apply: &mut dyn FnMut(&Batch) -> Result<()>,
-    ) -> Result<CatchUpReport> {
+    ) -> Result<DocumentsReport> {
         let mut stamps = self.stamps.lock().expect("document stamps poisoned");
         let mut pass = Pass::begin(core)?;
         pass.read_changed(core, &stamps)?;
@@ -100,7 +112,7 @@ struct Pass {
     /// The rules a document is read by are part of its recorded hash: a
     /// changed default scene, chunk size or privacy pin re-reads every file.
     rules: String,
-    report: CatchUpReport,
+    report: DocumentsReport,
     batch: Batch,
     fresh: DocStamps,
     /// Which document id each file on disk has (parsed now, or as indexed),
@@ -124,7 +136,7 @@ impl Pass {
             listing: markdown::scan(&memories)?,
             memories,
             rules,
-            report: CatchUpReport::default(),
+            report: DocumentsReport::default(),
             batch: Batch::default(),
             fresh: DocStamps::default(),
             claims: HashMap::new(),
