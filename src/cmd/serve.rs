@@ -106,30 +106,8 @@ pub(super) fn run(layout: Layout, config: Config, args: &Args) -> anyhow::Result
     let watcher = crate::watch::spawn(Arc::clone(&hub))
         .inspect_err(|e| tracing::warn!(error = %e, "file watcher not running; edits under memories/ apply on the next start"))
         .ok();
-    // The in-process vector copy loads on the first semantic search
-    // otherwise (about 1.3 s at 100k memories, holding up other vector
-    // searches meanwhile); loading it now costs nothing a request waits for.
-    let warm = Arc::clone(&hub);
-    std::thread::Builder::new()
-        .name("memd-warm-vectors".into())
-        .spawn(move || match warm.index().warm_vectors() {
-            Ok((rows, bytes)) => tracing::info!(rows, bytes, "vector copy loaded"),
-            Err(e) => tracing::warn!(error = %e, "vector copy not loaded; the first semantic search loads it"),
-        })
-        .map_err(|e| crate::error::Error::Internal(format!("cannot start a thread: {e}")))?;
-    let mut jobs = Vec::new();
-    if backup.daily {
-        jobs.push(scheduler::backup_job(
-            backup.dir_for(hub.layout()),
-            backup.keep_days,
-        ));
-    }
-    if hub.config().lifecycle.archive_after_months > 0 {
-        jobs.push(scheduler::archive_job());
-    }
-    if sleep.enabled {
-        jobs.push(scheduler::sleep_job(sleep)?);
-    }
+    warm_vectors(&hub)?;
+    let jobs = jobs(&hub, backup, sleep)?;
     let scheduler = scheduler::spawn(Arc::clone(&hub), jobs)?;
     // Editable keys of a changed config.json apply without a restart.
     let state = AppState::new(Arc::clone(&hub));
@@ -181,6 +159,45 @@ pub(super) fn run(layout: Layout, config: Config, args: &Args) -> anyhow::Result
     drop(scheduler);
     drop(runtime);
     Ok(())
+}
+
+/// Loads the in-process vector copy on a thread of its own. It loads on the
+/// first semantic search otherwise (about 1.3 s at 100k memories, holding up
+/// other vector searches meanwhile); loading it now costs nothing a request
+/// waits for.
+fn warm_vectors(hub: &Arc<Hub>) -> crate::Result<()> {
+    let warm = Arc::clone(hub);
+    std::thread::Builder::new()
+        .name("memd-warm-vectors".into())
+        .spawn(move || match warm.index().warm_vectors() {
+            Ok((rows, bytes)) => tracing::info!(rows, bytes, "vector copy loaded"),
+            Err(e) => tracing::warn!(error = %e, "vector copy not loaded; the first semantic search loads it"),
+        })
+        .map(drop)
+        .map_err(|e| crate::error::Error::Internal(format!("cannot start a thread: {e}")))
+}
+
+/// The periodic jobs the configuration asks for: daily backup, journal
+/// archive, nightly consolidation.
+fn jobs(
+    hub: &Hub,
+    backup: crate::config::BackupConfig,
+    sleep: crate::consolidate::SleepConfig,
+) -> crate::Result<Vec<scheduler::Job>> {
+    let mut jobs = Vec::new();
+    if backup.daily {
+        jobs.push(scheduler::backup_job(
+            backup.dir_for(hub.layout()),
+            backup.keep_days,
+        ));
+    }
+    if hub.config().lifecycle.archive_after_months > 0 {
+        jobs.push(scheduler::archive_job());
+    }
+    if sleep.enabled {
+        jobs.push(scheduler::sleep_job(sleep)?);
+    }
+    Ok(jobs)
 }
 
 #[cfg(test)]
