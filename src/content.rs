@@ -399,28 +399,22 @@ impl Default for PrivacyConfig {
 }
 
 impl PrivacyConfig {
-    /// Refuses a `sensitive` or `secret` memory outside the audiences its level is pinned to.
+    /// The pins as the write rules read them ([`crate::model::Pins`]).
+    pub(crate) fn pins(&self) -> crate::model::Pins<'_> {
+        crate::model::Pins {
+            sensitive: &self.sensitive_audiences,
+            secret: &self.secret_audiences,
+        }
+    }
+
+    /// Refuses a `sensitive` or `secret` memory outside the audiences its
+    /// level is pinned to (the one pin rule, [`crate::model::Pins::check`]).
     pub(crate) fn check_pinned(
         &self,
         privacy: crate::model::Privacy,
         scene: &Scene,
     ) -> crate::Result<()> {
-        use crate::model::Privacy;
-        let pinned = match privacy {
-            Privacy::Sensitive => Some(("sensitive", &self.sensitive_audiences)),
-            Privacy::Secret => Some(("secret", &self.secret_audiences)),
-            _ => None,
-        };
-        if let Some((name, allowed)) = pinned
-            && !allowed.contains(scene)
-        {
-            let list: Vec<&str> = allowed.iter().map(Scene::as_str).collect();
-            return Err(crate::Error::invalid(format!(
-                "{name} memories may only live in [{}]; scene {scene} is not one of them",
-                list.join(", "),
-            )));
-        }
-        Ok(())
+        self.pins().check(privacy, scene)
     }
 }
 

@@ -198,3 +198,54 @@ fn a_chinese_word_outranks_the_same_bigram_across_a_word_boundary() {
     assert!(across < word);
     assert_eq!(search_ids(&hub, "和服", 2), [word, across]);
 }
+
+/// Issue: `Utc::now()` calls bypassed the hub's clock, so a "last week"
+/// query ignored a test clock (the search anchored relative dates on the
+/// system clock). The hub's one clock now anchors them: moving it moves
+/// "last week".
+#[test]
+fn last_week_follows_the_hubs_clock() {
+    let root = TempRoot::new();
+    let hub = root.hub();
+    let at = |t: &str| {
+        chrono::DateTime::parse_from_rfc3339(t)
+            .unwrap()
+            .with_timezone(&chrono::Utc)
+    };
+    let set_clock = |t: &str| {
+        let now = at(t);
+        hub.set_clock(Arc::new(move || now));
+    };
+    set_clock("2026-03-18T12:00:00Z");
+    // The same words (the same BM25 score), said at different times.
+    let write_at = |text: &str, time: &str| {
+        let body = memory_hub::api::WriteBody {
+            text: text.into(),
+            time: Some(time.into()),
+            ..Default::default()
+        };
+        hub.write(&hub.operator(), body).unwrap().id
+    };
+    let recent = write_at("visited the aquarium with Mia", "2026-03-11");
+    let older = write_at("with Mia visited the aquarium", "2025-09-10");
+    let search = |query: &str| {
+        let body = memory_hub::api::SearchBody {
+            query: query.into(),
+            mode: Some(memory_hub::search::SearchMode::Fulltext),
+            ..Default::default()
+        };
+        hub.search(&hub.operator(), body).unwrap().body.hits
+    };
+    let hits = search("aquarium with Mia last week");
+    assert_eq!(hits[0].memory.id, recent, "{hits:#?}");
+    assert!(hits[0].score > 1.5 * hits[1].score, "{hits:#?}");
+    // A year later, last week is another week: neither memory is in it.
+    set_clock("2027-03-18T12:00:00Z");
+    let hits = search("aquarium with Mia last week");
+    assert_eq!(hits.len(), 2);
+    assert_eq!(hits[0].score, hits[1].score, "{hits:#?}");
+    // And in September 2025 the older one was said last week.
+    set_clock("2025-09-16T12:00:00Z");
+    let hits = search("aquarium with Mia last week");
+    assert_eq!(hits[0].memory.id, older, "{hits:#?}");
+}

@@ -121,10 +121,7 @@ impl Core {
 
 /// Where sensitive and secret memories may live under `config`.
 pub(crate) fn pins(config: &Config) -> Pins<'_> {
-    Pins {
-        sensitive: &config.privacy.sensitive_audiences,
-        secret: &config.privacy.secret_audiences,
-    }
+    config.privacy.pins()
 }
 
 /// The core and the lower parts, as the writer and the searcher reach them.
