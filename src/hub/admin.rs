@@ -81,7 +81,7 @@ impl Hub {
                 components,
             }));
         }
-        let consolidation = self.consolidation_status(self.now());
+        let consolidation = super::consolidation::consolidation_status(self, self.now());
         Ok(HealthView::Full(Box::new(FullHealth {
             version,
             uptime_s,
@@ -94,7 +94,10 @@ impl Hub {
     pub fn capabilities(&self, caller: &Caller) -> serde_json::Value {
         let cfg = self.config();
         // Whether semantic search can run: loaded, or configured and not failed yet.
-        let semantic = !matches!(self.embedder_status(), EmbedderStatus::Unavailable(_));
+        let semantic = !matches!(
+            super::health::embedder_status(self),
+            EmbedderStatus::Unavailable(_)
+        );
         serde_json::json!({
             "version": env!("CARGO_PKG_VERSION"),
             "limits": {

@@ -189,12 +189,12 @@ impl Hub {
             CategoryAction::List => {
                 let filter = caller.read_filter(None, false)?;
                 Ok(CategoriesReply::Listing {
-                    categories: self.categories_in(&filter)?,
+                    categories: categories_in(self, &filter)?,
                 })
             }
             CategoryAction::Get => {
                 let filter = caller.read_filter(None, false)?;
-                Ok(CategoriesReply::One(self.category(&name()?, &filter)?))
+                Ok(CategoriesReply::One(category(self, &name()?, &filter)?))
             }
             CategoryAction::Set => {
                 caller.require(scope::ALL)?;
@@ -206,163 +206,163 @@ impl Hub {
                     .content
                     .clone()
                     .ok_or_else(|| Error::invalid("action \"set\" needs content"))?;
-                let c = self.set_category(&name, &slot, &scene, &content, &writable)?;
+                let c = set_category(self, &name, &slot, &scene, &content, &writable)?;
                 Ok(CategoriesReply::One(c))
             }
             CategoryAction::Delete => {
                 caller.require(scope::ALL)?;
                 let writable = caller.writable()?;
                 let name = name()?;
-                self.delete_category(&name, &writable)?;
+                delete_category(self, &name, &writable)?;
                 Ok(CategoriesReply::Deleted { ok: true, name })
             }
         }
     }
+}
 
-    /// Reads one category visible under `filter`.
-    fn read_category(&self, name: &str, filter: &Filter, full: bool) -> Result<Category> {
-        check_name(name)?;
-        let rel = rel_path(name);
-        let doc_id = ids::doc_id(&rel);
-        let visible = self
-            .fetch(&doc_id, filter)
-            .map_err(|e| missing_category(e, name))?;
-        let path = self.layout().memories().join(&rel);
-        let text = std::fs::read_to_string(&path).ctx("cannot read category", &path)?;
-        let updated_at = std::fs::metadata(&path)
-            .and_then(|m| m.modified())
-            .map(DateTime::<Utc>::from)
-            .unwrap_or(visible.ts);
-        let (slot, body) = parse(&text);
-        Ok(Category {
-            name: name.to_string(),
-            slot,
-            scene: visible.scene,
-            doc_id,
-            updated_at,
-            preview: (!full).then(|| preview(&body)),
-            content: full.then_some(body),
-            revisions: revisions(&self.layout().memories(), name),
-        })
+/// Reads one category visible under `filter`.
+fn read_category(hub: &Hub, name: &str, filter: &Filter, full: bool) -> Result<Category> {
+    check_name(name)?;
+    let rel = rel_path(name);
+    let doc_id = ids::doc_id(&rel);
+    let visible = hub
+        .fetch(&doc_id, filter)
+        .map_err(|e| missing_category(e, name))?;
+    let path = hub.layout().memories().join(&rel);
+    let text = std::fs::read_to_string(&path).ctx("cannot read category", &path)?;
+    let updated_at = std::fs::metadata(&path)
+        .and_then(|m| m.modified())
+        .map(DateTime::<Utc>::from)
+        .unwrap_or(visible.ts);
+    let (slot, body) = parse(&text);
+    Ok(Category {
+        name: name.to_string(),
+        slot,
+        scene: visible.scene,
+        doc_id,
+        updated_at,
+        preview: (!full).then(|| preview(&body)),
+        content: full.then_some(body),
+        revisions: revisions(&hub.layout().memories(), name),
+    })
+}
+
+/// One category in full.
+fn category(hub: &Hub, name: &str, filter: &Filter) -> Result<Category> {
+    read_category(hub, name, filter, true)
+}
+
+/// Every category visible under `filter`, by name, with previews.
+pub(crate) fn categories_in(hub: &Hub, filter: &Filter) -> Result<Vec<Category>> {
+    let dir = hub.layout().memories().join("categories");
+    let mut names: Vec<String> = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                name.strip_suffix(".md").map(str::to_string)
+            })
+            .filter(|n| check_name(n).is_ok())
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    names.sort();
+    let mut out = Vec::new();
+    for name in names {
+        match read_category(hub, &name, filter, false) {
+            Ok(c) => out.push(c),
+            Err(Error::NotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
     }
+    Ok(out)
+}
 
-    /// One category in full.
-    fn category(&self, name: &str, filter: &Filter) -> Result<Category> {
-        self.read_category(name, filter, true)
+/// Creates or replaces a category in `scene`. `writable` must let the
+/// caller forget memories in the scene of an existing category.
+fn set_category(
+    hub: &Hub,
+    name: &str,
+    slot: &str,
+    scene: &Scene,
+    content: &str,
+    writable: &Filter,
+) -> Result<Category> {
+    check_name(name)?;
+    if !SLOTS.contains(&slot) {
+        return Err(Error::invalid(format!(
+            "slot must be one of {}; got {slot:?}",
+            SLOTS.join(", ")
+        )));
     }
-
-    /// Every category visible under `filter`, by name, with previews.
-    pub(crate) fn categories_in(&self, filter: &Filter) -> Result<Vec<Category>> {
-        let dir = self.layout().memories().join("categories");
-        let mut names: Vec<String> = match std::fs::read_dir(&dir) {
-            Ok(entries) => entries
-                .flatten()
-                .filter_map(|e| {
-                    let name = e.file_name().to_string_lossy().into_owned();
-                    name.strip_suffix(".md").map(str::to_string)
-                })
-                .filter(|n| check_name(n).is_ok())
-                .collect(),
-            Err(_) => Vec::new(),
-        };
-        names.sort();
-        let mut out = Vec::new();
-        for name in names {
-            match self.read_category(&name, filter, false) {
-                Ok(c) => out.push(c),
-                Err(Error::NotFound { .. }) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(out)
+    let content = content.trim();
+    if content.is_empty() {
+        return Err(Error::invalid("category content must not be empty"));
     }
-
-    /// Creates or replaces a category in `scene`. `writable` must let the
-    /// caller forget memories in the scene of an existing category.
-    fn set_category(
-        &self,
-        name: &str,
-        slot: &str,
-        scene: &Scene,
-        content: &str,
-        writable: &Filter,
-    ) -> Result<Category> {
-        check_name(name)?;
-        if !SLOTS.contains(&slot) {
-            return Err(Error::invalid(format!(
-                "slot must be one of {}; got {slot:?}",
-                SLOTS.join(", ")
-            )));
-        }
-        let content = content.trim();
-        if content.is_empty() {
-            return Err(Error::invalid("category content must not be empty"));
-        }
-        if content.chars().count() > MAX_CONTENT_CHARS {
-            return Err(Error::invalid(format!(
-                "category content is limited to {MAX_CONTENT_CHARS} characters"
-            )));
-        }
-        if let Some(what) = crate::content::detect_credential(content) {
-            return Err(Error::invalid(format!(
-                "content appears to contain {what}; credentials are refused"
-            )));
-        }
-        let rel = rel_path(name);
-        let path = self.layout().memories().join(&rel);
-        if path.exists() {
-            // Replacing needs the right to forget what is there now.
-            self.fetch(&ids::doc_id(&rel), writable)
-                .map_err(|e| match e {
-                    Error::NotFound { .. } => {
-                        Error::Forbidden(format!("category {name} belongs to another scene"))
-                    }
-                    other => other,
-                })?;
-        }
-        let now = self.now();
-        let file = format!(
-            "---\ntitle: \"{name}\"\nkind: category\ntags: [category, {slot}]\nscene: \"{scene}\"\n\
-             privacy: normal\ntier: t0\nimportance: 1.0\nupdated: \"{}\"\n---\n\n{content}\n",
-            now.to_rfc3339()
-        );
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).ctx("cannot create directory", parent)?;
-        }
-        if let Ok(previous) = std::fs::read(&path) {
-            // Keep the version being replaced (categories are standing policy:
-            // their history matters).
-            let dir = self.layout().memories().join(REVISIONS);
-            std::fs::create_dir_all(&dir).ctx("cannot create directory", &dir)?;
-            // Named by the hub's clock; when it stands still (a test clock)
-            // the stamp moves on, so no revision replaces another.
-            let mut at = now;
-            let revision = loop {
-                let stamp = at.format("%Y%m%dT%H%M%S%.6fZ");
-                let candidate = dir.join(format!("{name}@{stamp}.md"));
-                if !candidate.exists() {
-                    break candidate;
+    if content.chars().count() > MAX_CONTENT_CHARS {
+        return Err(Error::invalid(format!(
+            "category content is limited to {MAX_CONTENT_CHARS} characters"
+        )));
+    }
+    if let Some(what) = crate::content::detect_credential(content) {
+        return Err(Error::invalid(format!(
+            "content appears to contain {what}; credentials are refused"
+        )));
+    }
+    let rel = rel_path(name);
+    let path = hub.layout().memories().join(&rel);
+    if path.exists() {
+        // Replacing needs the right to forget what is there now.
+        hub.fetch(&ids::doc_id(&rel), writable)
+            .map_err(|e| match e {
+                Error::NotFound { .. } => {
+                    Error::Forbidden(format!("category {name} belongs to another scene"))
                 }
-                at += chrono::Duration::microseconds(1);
-            };
-            write_atomic(&revision, &previous)?;
-        }
-        write_atomic(&path, file.as_bytes())?;
-        self.sync_documents()?;
-        self.category(name, writable)
+                other => other,
+            })?;
     }
+    let now = hub.now();
+    let file = format!(
+        "---\ntitle: \"{name}\"\nkind: category\ntags: [category, {slot}]\nscene: \"{scene}\"\n\
+         privacy: normal\ntier: t0\nimportance: 1.0\nupdated: \"{}\"\n---\n\n{content}\n",
+        now.to_rfc3339()
+    );
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).ctx("cannot create directory", parent)?;
+    }
+    if let Ok(previous) = std::fs::read(&path) {
+        // Keep the version being replaced (categories are standing policy:
+        // their history matters).
+        let dir = hub.layout().memories().join(REVISIONS);
+        std::fs::create_dir_all(&dir).ctx("cannot create directory", &dir)?;
+        // Named by the hub's clock; when it stands still (a test clock)
+        // the stamp moves on, so no revision replaces another.
+        let mut at = now;
+        let revision = loop {
+            let stamp = at.format("%Y%m%dT%H%M%S%.6fZ");
+            let candidate = dir.join(format!("{name}@{stamp}.md"));
+            if !candidate.exists() {
+                break candidate;
+            }
+            at += chrono::Duration::microseconds(1);
+        };
+        write_atomic(&revision, &previous)?;
+    }
+    write_atomic(&path, file.as_bytes())?;
+    hub.sync_documents()?;
+    category(hub, name, writable)
+}
 
-    /// Removes a category the caller may write.
-    fn delete_category(&self, name: &str, writable: &Filter) -> Result<()> {
-        check_name(name)?;
-        let rel = rel_path(name);
-        self.fetch(&ids::doc_id(&rel), writable)
-            .map_err(|e| missing_category(e, name))?;
-        let path = self.layout().memories().join(&rel);
-        std::fs::remove_file(&path).ctx("cannot remove category", &path)?;
-        self.sync_documents()?;
-        Ok(())
-    }
+/// Removes a category the caller may write.
+fn delete_category(hub: &Hub, name: &str, writable: &Filter) -> Result<()> {
+    check_name(name)?;
+    let rel = rel_path(name);
+    hub.fetch(&ids::doc_id(&rel), writable)
+        .map_err(|e| missing_category(e, name))?;
+    let path = hub.layout().memories().join(&rel);
+    std::fs::remove_file(&path).ctx("cannot remove category", &path)?;
+    hub.sync_documents()?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -72,24 +72,10 @@ impl Hub {
         let _ = self.consolidation.set(service);
     }
 
-    /// The installed consolidation, or `UNAVAILABLE`.
-    fn consolidation(&self) -> Result<&Arc<dyn Consolidation>> {
-        self.consolidation.get().ok_or_else(|| Error::Unavailable {
-            service: "consolidation".into(),
-            reason: "not installed in this process (memd serve installs it)".into(),
-            source: None,
-        })
-    }
-
-    /// What health says about consolidation, when it is installed.
-    pub(crate) fn consolidation_status(&self, now: DateTime<Utc>) -> Option<serde_json::Value> {
-        self.consolidation.get().map(|c| c.status(self, now))
-    }
-
     /// Every saved consolidation run, newest first (`admin`).
     pub fn consolidation_runs(&self, caller: &Caller) -> Result<serde_json::Value> {
         caller.require(scope::ADMIN)?;
-        let runs = self.consolidation()?.runs(self)?;
+        let runs = consolidation(self)?.runs(self)?;
         Ok(serde_json::json!({ "runs": runs }))
     }
 
@@ -100,7 +86,7 @@ impl Hub {
         body: ReportBody,
     ) -> Result<serde_json::Value> {
         caller.require(scope::ADMIN)?;
-        self.consolidation()?.report(self, &body.run)
+        consolidation(self)?.report(self, &body.run)
     }
 
     /// Runs consolidation now (`admin`): what the scheduler does nightly,
@@ -116,8 +102,7 @@ impl Hub {
                 })
             })
             .transpose()?;
-        self.consolidation()?
-            .run(self, date, body.dry_run, caller.now())
+        consolidation(self)?.run(self, date, body.dry_run, caller.now())
     }
 
     /// Undoes a run, or what a source did since an instant (`admin`).
@@ -128,6 +113,20 @@ impl Hub {
             (None, Some(source), Some(since)) => RollbackTarget::SourceSince { source, since },
             _ => return Err(Error::invalid("give `run`, or `source` and `since`")),
         };
-        self.consolidation()?.rollback(self, target, body.dry_run)
+        consolidation(self)?.rollback(self, target, body.dry_run)
     }
+}
+
+/// The installed consolidation, or `UNAVAILABLE`.
+fn consolidation(hub: &Hub) -> Result<&Arc<dyn Consolidation>> {
+    hub.consolidation.get().ok_or_else(|| Error::Unavailable {
+        service: "consolidation".into(),
+        reason: "not installed in this process (memd serve installs it)".into(),
+        source: None,
+    })
+}
+
+/// What health says about consolidation, when it is installed.
+pub(crate) fn consolidation_status(hub: &Hub, now: DateTime<Utc>) -> Option<serde_json::Value> {
+    hub.consolidation.get().map(|c| c.status(hub, now))
 }

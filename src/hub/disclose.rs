@@ -27,14 +27,14 @@ impl Hub {
         if !(1..=1440).contains(&minutes) || !(1..=50).contains(&limit) {
             return Err(Error::invalid("minutes must be 1-1440 and limit 1-50"));
         }
-        if !self.is_member(&group, &body.asker) {
+        if !super::ingest::is_member(self, &group, &body.asker) {
             return Err(Error::Forbidden(format!(
                 "{} is not a known member of {group}; nothing is disclosed",
                 body.asker
             )));
         }
         let since = caller.now() - Duration::minutes(i64::from(minutes));
-        let mut items = self.since(&filter, since, limit)?;
+        let mut items = super::read::since(self, &filter, since, limit)?;
         items.reverse();
         let block =
             Format::is_block(body.format).then(|| render_disclosure(&group, minutes, &items));

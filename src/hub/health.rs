@@ -83,39 +83,6 @@ pub(crate) fn lines_per_device(
 }
 
 impl Hub {
-    /// The `sync` component: lines applied per device, and sync conflict
-    /// copies below `memories/` (degraded while there are any).
-    fn sync_component(&self, cursors: &HashMap<String, journal::Cursor>) -> Component {
-        let per_device = lines_per_device(cursors);
-        let devices = per_device
-            .iter()
-            .map(|(d, n)| format!("{d} {n}"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let (copies, total) =
-            crate::store::syncfiles::conflict_copies(&self.layout().memories(), 1);
-        let mut detail = format!(
-            "this device {}; lines applied per device: {}",
-            self.device(),
-            if devices.is_empty() {
-                "none".into()
-            } else {
-                devices
-            }
-        );
-        if let Some(first) = copies.first() {
-            detail.push_str(&format!(
-                "; {total} sync conflict copies (first: {first}), not indexed: merge them by hand and delete them"
-            ));
-        }
-        component(total == 0, detail)
-    }
-
-    /// Where the embedder stands, without loading it.
-    pub(crate) fn embedder_status(&self) -> EmbedderStatus {
-        self.searcher.embedder_status()
-    }
-
     /// Component states, counts and scheduled jobs.
     pub fn health(&self) -> Result<HealthReport> {
         let stats = self.stats()?;
@@ -123,10 +90,10 @@ impl Hub {
         components.insert("journal", journal_component(&stats));
         components.insert("documents", documents_component(&stats));
         let cursors = self.index().meta.cursors()?;
-        components.insert("sync", self.sync_component(&cursors));
-        components.insert("index", self.index_component(&stats, &cursors)?);
-        components.insert("embedder", self.embedder_component(&stats));
-        components.insert("disk", self.disk_component());
+        components.insert("sync", sync_component(self, &cursors));
+        components.insert("index", index_component(self, &stats, &cursors)?);
+        components.insert("embedder", embedder_component(self, &stats));
+        components.insert("disk", disk_component(self));
         let status = if components.values().all(|c| c.status == "ok") {
             "ok"
         } else {
@@ -152,87 +119,119 @@ impl Hub {
             tiers: self.tier_report()?,
         })
     }
+}
 
-    /// The `index` component: journal bytes not applied yet, a storage error
-    /// it is catching up from, and whether it was rebuilt or is damaged.
-    fn index_component(
-        &self,
-        stats: &Stats,
-        cursors: &HashMap<String, journal::Cursor>,
-    ) -> Result<Component> {
-        let dir = self.layout().facts();
-        let lag: u64 = journal::list_all(&dir)?
-            .iter()
-            .map(|f| {
-                let size = journal::content_len(&dir, f).unwrap_or(0);
-                size.saturating_sub(cursors.get(f).map_or(0, |c| c.offset))
-            })
-            .sum();
-        let mut detail = format!(
-            "{} text documents, {} bytes, {lag} journal bytes not applied",
-            stats.text_documents, stats.index_bytes
+/// The `sync` component: lines applied per device, and sync conflict
+/// copies below `memories/` (degraded while there are any).
+fn sync_component(hub: &Hub, cursors: &HashMap<String, journal::Cursor>) -> Component {
+    let per_device = lines_per_device(cursors);
+    let devices = per_device
+        .iter()
+        .map(|(d, n)| format!("{d} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let (copies, total) = crate::store::syncfiles::conflict_copies(&hub.layout().memories(), 1);
+    let mut detail = format!(
+        "this device {}; lines applied per device: {}",
+        hub.device(),
+        if devices.is_empty() {
+            "none".into()
+        } else {
+            devices
+        }
+    );
+    if let Some(first) = copies.first() {
+        detail.push_str(&format!(
+            "; {total} sync conflict copies (first: {first}), not indexed: merge them by hand and delete them"
+        ));
+    }
+    component(total == 0, detail)
+}
+
+/// Where the embedder stands, without loading it.
+pub(crate) fn embedder_status(hub: &Hub) -> EmbedderStatus {
+    hub.searcher.embedder_status()
+}
+
+/// The `index` component: journal bytes not applied yet, a storage error
+/// it is catching up from, and whether it was rebuilt or is damaged.
+fn index_component(
+    hub: &Hub,
+    stats: &Stats,
+    cursors: &HashMap<String, journal::Cursor>,
+) -> Result<Component> {
+    let dir = hub.layout().facts();
+    let lag: u64 = journal::list_all(&dir)?
+        .iter()
+        .map(|f| {
+            let size = journal::content_len(&dir, f).unwrap_or(0);
+            size.saturating_sub(cursors.get(f).map_or(0, |c| c.offset))
+        })
+        .sum();
+    let mut detail = format!(
+        "{} text documents, {} bytes, {lag} journal bytes not applied",
+        stats.text_documents, stats.index_bytes
+    );
+    let behind = hub.index().behind();
+    if let Some((_, reason)) = &behind {
+        detail = format!(
+            "behind the journal after a storage error ({reason}); nothing is lost, it \
+             catches up as soon as storage works again; {detail}"
         );
-        let behind = self.index().behind();
-        if let Some((_, reason)) = &behind {
-            detail = format!(
-                "behind the journal after a storage error ({reason}); nothing is lost, it \
-                 catches up as soon as storage works again; {detail}"
-            );
-        }
-        let mut index = component(lag == 0 && behind.is_none(), detail);
-        match self.catchup.state() {
-            IndexState::Ok => {}
-            IndexState::Rebuilt { reason } => {
-                index.state = Some("rebuilt");
-                index.reason = Some(reason);
-            }
-            IndexState::Degraded { reason } => {
-                index.status = "degraded";
-                index.state = Some("damaged");
-                index.reason = Some(reason);
-            }
-        }
-        Ok(index)
     }
-
-    /// The `embedder` component: the model, its vectors and the lexicon.
-    fn embedder_component(&self, stats: &Stats) -> Component {
-        let mut embedder = match self.embedder_status() {
-            EmbedderStatus::Loaded(model) => component(
-                true,
-                format!(
-                    "{model}: {} vectors, {} pending",
-                    stats.vectors, stats.pending_vectors
-                ),
-            ),
-            EmbedderStatus::NotLoaded => component(
-                true,
-                format!(
-                    "loads on first need; {} vectors, {} pending",
-                    stats.vectors, stats.pending_vectors
-                ),
-            ),
-            EmbedderStatus::Unavailable(reason) if !self.config().embedder.enabled => {
-                component(true, format!("disabled: full-text search only ({reason})"))
-            }
-            EmbedderStatus::Unavailable(reason) => component(
-                false,
-                format!("unavailable: {reason}; full-text search keeps working"),
-            ),
-        };
-        embedder.detail = format!("{}; {}", embedder.detail, crate::embed::lexicon::status());
-        embedder
-    }
-
-    /// The `disk` component: free space under the root.
-    fn disk_component(&self) -> Component {
-        match crate::disk::space(&self.layout().root) {
-            Some((free, total)) => component(
-                free >= LOW_DISK_BYTES.min(total / 100),
-                format!("{free} bytes free of {total}"),
-            ),
-            None => component(false, "free space unknown".into()),
+    let mut index = component(lag == 0 && behind.is_none(), detail);
+    match hub.catchup.state() {
+        IndexState::Ok => {}
+        IndexState::Rebuilt { reason } => {
+            index.state = Some("rebuilt");
+            index.reason = Some(reason);
         }
+        IndexState::Degraded { reason } => {
+            index.status = "degraded";
+            index.state = Some("damaged");
+            index.reason = Some(reason);
+        }
+    }
+    Ok(index)
+}
+
+/// The `embedder` component: the model, its vectors and the lexicon.
+fn embedder_component(hub: &Hub, stats: &Stats) -> Component {
+    let mut embedder = match embedder_status(hub) {
+        EmbedderStatus::Loaded(model) => component(
+            true,
+            format!(
+                "{model}: {} vectors, {} pending",
+                stats.vectors, stats.pending_vectors
+            ),
+        ),
+        EmbedderStatus::NotLoaded => component(
+            true,
+            format!(
+                "loads on first need; {} vectors, {} pending",
+                stats.vectors, stats.pending_vectors
+            ),
+        ),
+        EmbedderStatus::Unavailable(reason) if !hub.config().embedder.enabled => {
+            component(true, format!("disabled: full-text search only ({reason})"))
+        }
+        EmbedderStatus::Unavailable(reason) => component(
+            false,
+            format!("unavailable: {reason}; full-text search keeps working"),
+        ),
+    };
+    embedder.detail = format!("{}; {}", embedder.detail, crate::embed::lexicon::status());
+    embedder
+}
+
+/// The `disk` component: free space under the root.
+fn disk_component(hub: &Hub) -> Component {
+    match crate::disk::space(&hub.layout().root) {
+        Some((free, total)) => component(
+            free >= LOW_DISK_BYTES.min(total / 100),
+            format!("{free} bytes free of {total}"),
+        ),
+        None => component(false, "free space unknown".into()),
     }
 }
 

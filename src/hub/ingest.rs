@@ -169,19 +169,22 @@ impl Hub {
                 && sender_id
                     .as_ref()
                     .is_some_and(|id| config.ingest.owner_ids.contains(id)));
-        self.ingest_message(IngestRequest {
-            source: source_for(caller, &scene, None)?,
-            scene,
-            message_id: body.message_id,
-            text: body.text,
-            sender_id,
-            sender_name,
-            from_owner,
-            from_self: body.from_self,
-            sent_at: body.sent_at,
-            ttl: Duration::hours(i64::from(ttl_hours)),
-            session: body.session,
-        })
+        ingest_message(
+            self,
+            IngestRequest {
+                source: source_for(caller, &scene, None)?,
+                scene,
+                message_id: body.message_id,
+                text: body.text,
+                sender_id,
+                sender_name,
+                from_owner,
+                from_self: body.from_self,
+                sent_at: body.sent_at,
+                ttl: Duration::hours(i64::from(ttl_hours)),
+                session: body.session,
+            },
+        )
     }
 
     /// Records membership events of a group for `caller`: the group's own
@@ -203,120 +206,120 @@ impl Hub {
         };
         let set = body.set.map(pairs);
         let (added, removed) =
-            self.update_members(&group, set.as_deref(), &pairs(body.add), &body.remove)?;
+            update_members(self, &group, set.as_deref(), &pairs(body.add), &body.remove)?;
         Ok(MembersReply {
             group,
             added,
             removed,
         })
     }
+}
 
-    /// Stores a chat message as a short-term memory; see the module docs.
-    pub(crate) fn ingest_message(&self, req: IngestRequest) -> Result<IngestOutcome> {
-        let text = req.text.trim();
-        if text.is_empty() {
-            return Err(Error::invalid("text must not be empty"));
-        }
-        let message_id = req.message_id.trim();
-        if message_id.is_empty() || message_id.len() > 128 {
-            return Err(Error::invalid("message_id must be 1-128 bytes"));
-        }
-        if req.from_owner && req.from_self {
-            return Err(Error::invalid(
-                "a message cannot be both from_owner and from_self",
-            ));
-        }
-        let smid = source_message_id(message_id, text);
-        // A clock ahead of ours must not stretch the TTL.
-        let now = self.now();
-        let expires_at = req.sent_at.map_or(now, |t| t.min(now)) + req.ttl;
-        if let Some(reason) = noise(text) {
-            return Ok(IngestOutcome {
-                id: None,
-                action: IngestAction::Skip,
-                source_message_id: smid,
-                expires_at,
-                reason: Some(reason.into()),
-            });
-        }
-        self.note_sender(&req)?;
-        let w = chat_write(&req, text, &smid, expires_at)?;
-        let outcome = self.append(w)?;
-        Ok(IngestOutcome {
-            id: Some(outcome.id),
-            action: match outcome.action {
-                WriteAction::Add => IngestAction::Add,
-                WriteAction::Noop | WriteAction::Update => IngestAction::Noop,
-            },
+/// Stores a chat message as a short-term memory; see the module docs.
+pub(crate) fn ingest_message(hub: &Hub, req: IngestRequest) -> Result<IngestOutcome> {
+    let text = req.text.trim();
+    if text.is_empty() {
+        return Err(Error::invalid("text must not be empty"));
+    }
+    let message_id = req.message_id.trim();
+    if message_id.is_empty() || message_id.len() > 128 {
+        return Err(Error::invalid("message_id must be 1-128 bytes"));
+    }
+    if req.from_owner && req.from_self {
+        return Err(Error::invalid(
+            "a message cannot be both from_owner and from_self",
+        ));
+    }
+    let smid = source_message_id(message_id, text);
+    // A clock ahead of ours must not stretch the TTL.
+    let now = hub.now();
+    let expires_at = req.sent_at.map_or(now, |t| t.min(now)) + req.ttl;
+    if let Some(reason) = noise(text) {
+        return Ok(IngestOutcome {
+            id: None,
+            action: IngestAction::Skip,
             source_message_id: smid,
             expires_at,
-            reason: None,
-        })
+            reason: Some(reason.into()),
+        });
     }
+    note_sender(hub, &req)?;
+    let w = chat_write(&req, text, &smid, expires_at)?;
+    let outcome = hub.append(w)?;
+    Ok(IngestOutcome {
+        id: Some(outcome.id),
+        action: match outcome.action {
+            WriteAction::Add => IngestAction::Add,
+            WriteAction::Noop | WriteAction::Update => IngestAction::Noop,
+        },
+        source_message_id: smid,
+        expires_at,
+        reason: None,
+    })
+}
 
-    /// A group message's sender becomes a known member of the group. The
-    /// message matters more than the membership table: an unreadable table
-    /// (a damaged file, a sync conflict) is logged and disclosure keeps
-    /// failing closed, but the chat line is stored.
-    fn note_sender(&self, req: &IngestRequest) -> Result<()> {
-        if !req.scene.as_str().starts_with("qq:group:") || req.from_self {
-            return Ok(());
-        }
-        let Some(sender) = &req.sender_id else {
-            return Ok(());
-        };
-        match members::update(
-            &members::path(&self.layout().memories()),
-            &req.scene,
-            &[(sender.clone(), req.sender_name.clone())],
-            &[],
-            "ingest",
-        ) {
-            Ok(_) => Ok(()),
-            Err(e) if e.code() == crate::error::ErrorCode::InvalidInput => Err(e),
-            Err(e) => {
-                tracing::error!(error = %e, "membership table not updated; the message is stored anyway");
-                Ok(())
-            }
+/// A group message's sender becomes a known member of the group. The
+/// message matters more than the membership table: an unreadable table
+/// (a damaged file, a sync conflict) is logged and disclosure keeps
+/// failing closed, but the chat line is stored.
+fn note_sender(hub: &Hub, req: &IngestRequest) -> Result<()> {
+    if !req.scene.as_str().starts_with("qq:group:") || req.from_self {
+        return Ok(());
+    }
+    let Some(sender) = &req.sender_id else {
+        return Ok(());
+    };
+    match members::update(
+        &members::path(&hub.layout().memories()),
+        &req.scene,
+        &[(sender.clone(), req.sender_name.clone())],
+        &[],
+        "ingest",
+    ) {
+        Ok(_) => Ok(()),
+        Err(e) if e.code() == crate::error::ErrorCode::InvalidInput => Err(e),
+        Err(e) => {
+            tracing::error!(error = %e, "membership table not updated; the message is stored anyway");
+            Ok(())
         }
     }
+}
 
-    /// Records explicit membership changes of a group; with `set`, the given
-    /// list replaces the whole table of the group first (reconciliation).
-    pub(crate) fn update_members(
-        &self,
-        group: &Scene,
-        set: Option<&[(String, Option<String>)]>,
-        add: &[(String, Option<String>)],
-        remove: &[String],
-    ) -> Result<(usize, usize)> {
-        if !group.as_str().starts_with("qq:group:") {
-            return Err(Error::invalid(format!(
-                "group must be a qq:group:<id> scene; got {group}"
-            )));
-        }
-        if !self.is_writer() {
-            return Err(Error::invalid(
-                "membership changes need the writer; this hub is read-only",
-            ));
-        }
-        let path = members::path(&self.layout().memories());
-        let (mut added, mut removed) = (0, 0);
-        if let Some(list) = set {
-            (added, removed) = members::replace(&path, group, list, "explicit")?;
-        }
-        let (a, r) = members::update(&path, group, add, remove, "explicit")?;
-        Ok((added + a, removed + r))
+/// Records explicit membership changes of a group; with `set`, the given
+/// list replaces the whole table of the group first (reconciliation).
+pub(crate) fn update_members(
+    hub: &Hub,
+    group: &Scene,
+    set: Option<&[(String, Option<String>)]>,
+    add: &[(String, Option<String>)],
+    remove: &[String],
+) -> Result<(usize, usize)> {
+    if !group.as_str().starts_with("qq:group:") {
+        return Err(Error::invalid(format!(
+            "group must be a qq:group:<id> scene; got {group}"
+        )));
     }
+    if !hub.is_writer() {
+        return Err(Error::invalid(
+            "membership changes need the writer; this hub is read-only",
+        ));
+    }
+    let path = members::path(&hub.layout().memories());
+    let (mut added, mut removed) = (0, 0);
+    if let Some(list) = set {
+        (added, removed) = members::replace(&path, group, list, "explicit")?;
+    }
+    let (a, r) = members::update(&path, group, add, remove, "explicit")?;
+    Ok((added + a, removed + r))
+}
 
-    /// Whether `user` is a known member of `group`; any doubt (unreadable table) is "no".
-    pub(crate) fn is_member(&self, group: &Scene, user: &str) -> bool {
-        match members::is_member(&members::path(&self.layout().memories()), group, user) {
-            Ok(known) => known,
-            Err(e) => {
-                tracing::error!(error = %e, "membership table unreadable; refusing disclosure");
-                false
-            }
+/// Whether `user` is a known member of `group`; any doubt (unreadable table) is "no".
+pub(crate) fn is_member(hub: &Hub, group: &Scene, user: &str) -> bool {
+    match members::is_member(&members::path(&hub.layout().memories()), group, user) {
+        Ok(known) => known,
+        Err(e) => {
+            tracing::error!(error = %e, "membership table unreadable; refusing disclosure");
+            false
         }
     }
 }

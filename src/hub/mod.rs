@@ -14,7 +14,8 @@
 //! configuration edits ([`settings`]), tokens, capabilities and health
 //! ([`admin`]), consolidation runs ([`consolidation`]). A surface only
 //! parses, calls and replies, so "a pet token may not pin" is met the same
-//! way over HTTP, MCP and the CLI.
+//! way over HTTP, MCP and the CLI. Each use-case file has one `impl Hub`
+//! block holding only its use cases; its helpers are free functions.
 //!
 //! **Parts.** [`Hub`] is a small facade over owned parts (`hub/parts/`): the
 //! writer (queue, group commit, write rules), catch-up (replay of the files

@@ -218,7 +218,7 @@ impl Hub {
             scenes: body.scenes.as_deref(),
             from_owner: body.from_owner,
         })?;
-        let items = self.recent_in(&filter, body.stage, body.limit.unwrap_or(8))?;
+        let items = recent_in(self, &filter, body.stage, body.limit.unwrap_or(8))?;
         let block = Format::is_block(body.format).then(|| render_recent_block(&items));
         Ok(ItemsReply { items, block })
     }
@@ -242,7 +242,7 @@ impl Hub {
             before: body.before,
             month: body.month,
         };
-        self.timeline_in(&filter, &q)
+        timeline_in(self, &filter, &q)
     }
 
     /// What a session of `caller` starts with (`recent`: 1-50, default 8).
@@ -256,7 +256,7 @@ impl Hub {
         if !(1..=50).contains(&n) {
             return Err(Error::invalid("recent must be between 1 and 50"));
         }
-        self.bootstrap_in(&scene, &filter, caller.write_scenes(), n)
+        bootstrap_in(self, &scene, &filter, caller.write_scenes(), n)
     }
 
     /// The audience card of the request's scene, or of one of the token's
@@ -276,182 +276,181 @@ impl Hub {
                 a
             }
         };
-        let card = self.audience_card(&audience)?;
+        let card = audience_card(self, &audience)?;
         Ok(AudienceReply { audience, card })
     }
+}
 
-    /// The newest facts visible under `filter`, optionally of one stage.
-    pub(crate) fn recent_in(
-        &self,
-        filter: &Filter,
-        stage: Option<Stage>,
-        limit: usize,
-    ) -> Result<Vec<Memory>> {
-        if limit == 0 || limit > MAX_PAGE {
-            return Err(Error::invalid(format!(
-                "limit must be between 1 and {MAX_PAGE}"
-            )));
+/// The newest facts visible under `filter`, optionally of one stage.
+pub(crate) fn recent_in(
+    hub: &Hub,
+    filter: &Filter,
+    stage: Option<Stage>,
+    limit: usize,
+) -> Result<Vec<Memory>> {
+    if limit == 0 || limit > MAX_PAGE {
+        return Err(Error::invalid(format!(
+            "limit must be between 1 and {MAX_PAGE}"
+        )));
+    }
+    let want = Scope {
+        origins: vec![Origin::Fact],
+        stages: stage.into_iter().collect(),
+        ..Scope::default()
+    };
+    hub.core.index.meta.latest(
+        &narrow(filter, &want),
+        &Latest {
+            limit,
+            ..Latest::default()
+        },
+    )
+}
+
+/// Visible memories written in `[since, now]`, newest first (live chat, disclosure).
+pub(crate) fn since(
+    hub: &Hub,
+    filter: &Filter,
+    since: DateTime<Utc>,
+    limit: usize,
+) -> Result<Vec<Memory>> {
+    hub.core.index.meta.latest(
+        filter,
+        &Latest {
+            limit,
+            since: Some(since),
+            ..Latest::default()
+        },
+    )
+}
+
+/// One page of the fact timeline, grouped by month, with supersede links both ways.
+fn timeline_in(hub: &Hub, filter: &Filter, q: &TimelineQuery) -> Result<Timeline> {
+    if q.limit == 0 || q.limit > MAX_PAGE {
+        return Err(Error::invalid(format!(
+            "limit must be between 1 and {MAX_PAGE}"
+        )));
+    }
+    let mut before = q.before.as_deref().map(parse_before).transpose()?;
+    let mut since = None;
+    if let Some(month) = &q.month {
+        let (from, to) = month_bounds(month)?;
+        since = Some(from);
+        if before.as_ref().is_none_or(|(ts, _)| *ts > to) {
+            before = Some((to, String::new()));
         }
-        let want = Scope {
+    }
+    let filter = narrow(
+        filter,
+        &Scope {
             origins: vec![Origin::Fact],
-            stages: stage.into_iter().collect(),
             ..Scope::default()
-        };
-        self.core.index.meta.latest(
-            &narrow(filter, &want),
-            &Latest {
-                limit,
-                ..Latest::default()
-            },
-        )
+        },
+    );
+    let mut rows = hub.core.index.meta.latest(
+        &filter,
+        &Latest {
+            limit: q.limit + 1,
+            before,
+            since,
+            history: true,
+        },
+    )?;
+    let more = rows.len() > q.limit;
+    rows.truncate(q.limit);
+    let next_before = if more {
+        rows.last()
+            .map(|m| format!("{}~{}", m.ts.timestamp_millis(), m.id))
+    } else {
+        None
+    };
+    let ids: Vec<String> = rows.iter().map(|m| m.id.clone()).collect();
+    let mut links = hub.core.index.meta.superseded_by(&ids, &filter)?;
+    let mut months: BTreeMap<std::cmp::Reverse<String>, Vec<TimelineEntry>> = BTreeMap::new();
+    for memory in rows {
+        let month = memory.ts.format("%Y-%m").to_string();
+        let superseded_by = links.remove(&memory.id).unwrap_or_default();
+        months
+            .entry(std::cmp::Reverse(month))
+            .or_default()
+            .push(TimelineEntry {
+                memory,
+                superseded_by,
+            });
     }
+    Ok(Timeline {
+        months: months
+            .into_iter()
+            .map(|(m, items)| TimelineMonth { month: m.0, items })
+            .collect(),
+        next_before,
+    })
+}
 
-    /// Visible memories written in `[since, now]`, newest first (live chat, disclosure).
-    pub(crate) fn since(
-        &self,
-        filter: &Filter,
-        since: DateTime<Utc>,
-        limit: usize,
-    ) -> Result<Vec<Memory>> {
-        self.core.index.meta.latest(
-            filter,
-            &Latest {
-                limit,
-                since: Some(since),
-                ..Latest::default()
-            },
-        )
+/// The audience card of `scene` (`memories/audiences/<scene with : as ->.md`).
+///
+/// The caller must already be allowed to act in `scene`: a card describes
+/// its own audience, so it is read whatever scene its front matter names,
+/// but never if it is marked sensitive or secret.
+fn audience_card(hub: &Hub, scene: &Scene) -> Result<Option<Memory>> {
+    let doc = ids::doc_id(&format!("audiences/{}.md", scene.id_part()));
+    let filter = Filter::scope(Scope {
+        origins: vec![Origin::Doc],
+        privacy: vec![Privacy::Normal, Privacy::Personal],
+        ..Scope::default()
+    });
+    match hub.fetch(&doc, &filter) {
+        Ok(m) => Ok(Some(m)),
+        Err(Error::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e),
     }
+}
 
-    /// One page of the fact timeline, grouped by month, with supersede links both ways.
-    fn timeline_in(&self, filter: &Filter, q: &TimelineQuery) -> Result<Timeline> {
-        if q.limit == 0 || q.limit > MAX_PAGE {
-            return Err(Error::invalid(format!(
-                "limit must be between 1 and {MAX_PAGE}"
-            )));
-        }
-        let mut before = q.before.as_deref().map(parse_before).transpose()?;
-        let mut since = None;
-        if let Some(month) = &q.month {
-            let (from, to) = month_bounds(month)?;
-            since = Some(from);
-            if before.as_ref().is_none_or(|(ts, _)| *ts > to) {
-                before = Some((to, String::new()));
-            }
-        }
-        let filter = narrow(
+/// What a session starts with, as far as `filter` lets the caller see.
+/// `own` are the caller's write scenes: `recent_self` comes only from
+/// them (an empty `own` gives no `self` notes), inside the query.
+fn bootstrap_in(
+    hub: &Hub,
+    scene: &Scene,
+    filter: &Filter,
+    own: &[Scene],
+    recent: usize,
+) -> Result<Bootstrap> {
+    let identity = match hub.fetch(&ids::doc_id("user/identity.md"), filter) {
+        Ok(m) => Some(m),
+        Err(Error::NotFound { .. }) => None,
+        Err(e) => return Err(e),
+    };
+    let recent_titles = recent_in(hub, filter, Some(Stage::Long), recent)?
+        .into_iter()
+        .map(|m| RecentTitle {
+            title: m.title.clone().unwrap_or_else(|| one_line(&m.text, 40)),
+            id: m.id,
+            ts: m.ts,
+            scene: m.scene,
+        })
+        .collect();
+    let recent_self = if own.is_empty() {
+        Vec::new()
+    } else {
+        let self_filter = narrow(
             filter,
             &Scope {
-                origins: vec![Origin::Fact],
+                subjects: vec![Subject::SelfAgent],
+                scenes: own.to_vec(),
                 ..Scope::default()
             },
         );
-        let mut rows = self.core.index.meta.latest(
-            &filter,
-            &Latest {
-                limit: q.limit + 1,
-                before,
-                since,
-                history: true,
-            },
-        )?;
-        let more = rows.len() > q.limit;
-        rows.truncate(q.limit);
-        let next_before = if more {
-            rows.last()
-                .map(|m| format!("{}~{}", m.ts.timestamp_millis(), m.id))
-        } else {
-            None
-        };
-        let ids: Vec<String> = rows.iter().map(|m| m.id.clone()).collect();
-        let mut links = self.core.index.meta.superseded_by(&ids, &filter)?;
-        let mut months: BTreeMap<std::cmp::Reverse<String>, Vec<TimelineEntry>> = BTreeMap::new();
-        for memory in rows {
-            let month = memory.ts.format("%Y-%m").to_string();
-            let superseded_by = links.remove(&memory.id).unwrap_or_default();
-            months
-                .entry(std::cmp::Reverse(month))
-                .or_default()
-                .push(TimelineEntry {
-                    memory,
-                    superseded_by,
-                });
-        }
-        Ok(Timeline {
-            months: months
-                .into_iter()
-                .map(|(m, items)| TimelineMonth { month: m.0, items })
-                .collect(),
-            next_before,
-        })
-    }
-
-    /// The audience card of `scene` (`memories/audiences/<scene with : as ->.md`).
-    ///
-    /// The caller must already be allowed to act in `scene`: a card describes
-    /// its own audience, so it is read whatever scene its front matter names,
-    /// but never if it is marked sensitive or secret.
-    fn audience_card(&self, scene: &Scene) -> Result<Option<Memory>> {
-        let doc = ids::doc_id(&format!("audiences/{}.md", scene.id_part()));
-        let filter = Filter::scope(Scope {
-            origins: vec![Origin::Doc],
-            privacy: vec![Privacy::Normal, Privacy::Personal],
-            ..Scope::default()
-        });
-        match self.fetch(&doc, &filter) {
-            Ok(m) => Ok(Some(m)),
-            Err(Error::NotFound { .. }) => Ok(None),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// What a session starts with, as far as `filter` lets the caller see.
-    /// `own` are the caller's write scenes: `recent_self` comes only from
-    /// them (an empty `own` gives no `self` notes), inside the query.
-    fn bootstrap_in(
-        &self,
-        scene: &Scene,
-        filter: &Filter,
-        own: &[Scene],
-        recent: usize,
-    ) -> Result<Bootstrap> {
-        let identity = match self.fetch(&ids::doc_id("user/identity.md"), filter) {
-            Ok(m) => Some(m),
-            Err(Error::NotFound { .. }) => None,
-            Err(e) => return Err(e),
-        };
-        let recent_titles = self
-            .recent_in(filter, Some(Stage::Long), recent)?
-            .into_iter()
-            .map(|m| RecentTitle {
-                title: m.title.clone().unwrap_or_else(|| one_line(&m.text, 40)),
-                id: m.id,
-                ts: m.ts,
-                scene: m.scene,
-            })
-            .collect();
-        let recent_self = if own.is_empty() {
-            Vec::new()
-        } else {
-            let self_filter = narrow(
-                filter,
-                &Scope {
-                    subjects: vec![Subject::SelfAgent],
-                    scenes: own.to_vec(),
-                    ..Scope::default()
-                },
-            );
-            self.recent_in(&self_filter, Some(Stage::Long), recent)?
-        };
-        Ok(Bootstrap {
-            scene: scene.clone(),
-            identity,
-            audience: self.audience_card(scene)?,
-            recent_titles,
-            recent_self,
-            categories: self.categories_in(filter)?,
-        })
-    }
+        recent_in(hub, &self_filter, Some(Stage::Long), recent)?
+    };
+    Ok(Bootstrap {
+        scene: scene.clone(),
+        identity,
+        audience: audience_card(hub, scene)?,
+        recent_titles,
+        recent_self,
+        categories: super::categories::categories_in(hub, filter)?,
+    })
 }
 
 #[cfg(test)]

@@ -212,7 +212,7 @@ impl Hub {
                 Some((live_filter, minutes, k))
             }
         };
-        let (limit, clamped) = self.clamp_limit(body.limit);
+        let (limit, clamped) = super::search::clamp_limit(self, body.limit);
         let req = RecallRequest {
             turns: body.messages.into_iter().map(Turn::into_text).collect(),
             query: body.query,
@@ -224,85 +224,85 @@ impl Hub {
             block: Format::is_block(body.format),
             now: caller.now(),
         };
-        let out = self.recall_for(&req)?;
-        self.keep_recalled_chat(&out, req.now);
+        let out = recall_for(self, &req)?;
+        keep_recalled_chat(self, &out, req.now);
         Ok(Limited { body: out, clamped })
     }
+}
 
-    /// Recalled short-term chat stays alive for another TTL (DESIGN §6). A
-    /// failure here costs only the extension, never the answer.
-    fn keep_recalled_chat(&self, out: &RecallOutcome, now: DateTime<Utc>) {
-        let short: Vec<String> = out
-            .hits
-            .iter()
-            .map(|h| &h.hit.memory)
-            .chain(out.live.iter())
-            .filter(|m| m.stage == Stage::Short)
-            .map(|m| m.id.clone())
-            .collect();
-        let ttl = chrono::Duration::hours(i64::from(self.config().ingest.ttl_hours));
-        if let Err(e) = self.extend_short_ttl(&short, ttl, now) {
-            tracing::warn!(error.code = e.code().as_str(), error.message = %e, "cannot extend recalled short-term memories");
-        }
+/// Recalled short-term chat stays alive for another TTL (DESIGN §6). A
+/// failure here costs only the extension, never the answer.
+fn keep_recalled_chat(hub: &Hub, out: &RecallOutcome, now: DateTime<Utc>) {
+    let short: Vec<String> = out
+        .hits
+        .iter()
+        .map(|h| &h.hit.memory)
+        .chain(out.live.iter())
+        .filter(|m| m.stage == Stage::Short)
+        .map(|m| m.id.clone())
+        .collect();
+    let ttl = chrono::Duration::hours(i64::from(hub.config().ingest.ttl_hours));
+    if let Err(e) = hub.extend_short_ttl(&short, ttl, now) {
+        tracing::warn!(error.code = e.code().as_str(), error.message = %e, "cannot extend recalled short-term memories");
     }
+}
 
-    /// Recalls memories for a conversation under the request's filters.
-    fn recall_for(&self, req: &RecallRequest) -> Result<RecallOutcome> {
-        let query = match &req.query {
-            Some(q) if !q.trim().is_empty() => q.trim().to_string(),
-            _ => recall_query(&req.turns),
-        };
-        if query.is_empty() {
-            return Err(Error::invalid(
-                "give messages (the recent conversation) or a query",
-            ));
-        }
-        let mut results = self.search_filtered(&SearchRequest {
-            query: query.clone(),
-            filter: req.filter.clone(),
-            limit: req.limit,
-            mode: None,
-        })?;
-        self.searcher
-            .apply_floor(&self.core, &mut results, &query, &req.filter, req.min_score)?;
-        let hits: Vec<RecallHit> = results
-            .hits
-            .into_iter()
-            .map(|hit| RecallHit {
-                self_mentioned: mentioned_by(&hit.memory, req.person.as_deref()),
-                hit,
-            })
-            .collect();
-        let mut live = Vec::new();
-        let mut minutes = 0;
-        if let Some((filter, mins, k)) = &req.live {
-            minutes = *mins;
-            let short = narrow(
-                filter,
-                &Scope {
-                    stages: vec![Stage::Short],
-                    ..Scope::default()
-                },
-            );
-            let since = req.now - chrono::Duration::minutes(i64::from(*mins));
-            live = self.since(&short, since, *k)?;
-            live.reverse();
-        }
-        // A line already shown as live chat is not repeated as a memory.
-        let hits: Vec<RecallHit> = hits
-            .into_iter()
-            .filter(|h| !live.iter().any(|m| m.id == h.hit.memory.id))
-            .collect();
-        let block = req
-            .block
-            .then(|| render_recall_block(&live, minutes, &hits));
-        Ok(RecallOutcome {
-            query,
-            hits,
-            live,
-            block,
+/// Recalls memories for a conversation under the request's filters.
+fn recall_for(hub: &Hub, req: &RecallRequest) -> Result<RecallOutcome> {
+    let query = match &req.query {
+        Some(q) if !q.trim().is_empty() => q.trim().to_string(),
+        _ => recall_query(&req.turns),
+    };
+    if query.is_empty() {
+        return Err(Error::invalid(
+            "give messages (the recent conversation) or a query",
+        ));
+    }
+    let mut results = hub.search_filtered(&SearchRequest {
+        query: query.clone(),
+        filter: req.filter.clone(),
+        limit: req.limit,
+        mode: None,
+    })?;
+    hub.searcher
+        .apply_floor(&hub.core, &mut results, &query, &req.filter, req.min_score)?;
+    let hits: Vec<RecallHit> = results
+        .hits
+        .into_iter()
+        .map(|hit| RecallHit {
+            self_mentioned: mentioned_by(&hit.memory, req.person.as_deref()),
+            hit,
         })
+        .collect();
+    let mut live = Vec::new();
+    let mut minutes = 0;
+    if let Some((filter, mins, k)) = &req.live {
+        minutes = *mins;
+        let short = narrow(
+            filter,
+            &Scope {
+                stages: vec![Stage::Short],
+                ..Scope::default()
+            },
+        );
+        let since = req.now - chrono::Duration::minutes(i64::from(*mins));
+        live = super::read::since(hub, &short, since, *k)?;
+        live.reverse();
     }
+    // A line already shown as live chat is not repeated as a memory.
+    let hits: Vec<RecallHit> = hits
+        .into_iter()
+        .filter(|h| !live.iter().any(|m| m.id == h.hit.memory.id))
+        .collect();
+    let block = req
+        .block
+        .then(|| render_recall_block(&live, minutes, &hits));
+    Ok(RecallOutcome {
+        query,
+        hits,
+        live,
+        block,
+    })
 }
 
 #[cfg(test)]

@@ -47,7 +47,7 @@ impl Hub {
                 ..Scope::default()
             },
         );
-        let (limit, clamped) = self.clamp_limit(body.limit);
+        let (limit, clamped) = clamp_limit(self, body.limit);
         let req = SearchRequest {
             query: body.query,
             filter,
@@ -70,15 +70,15 @@ impl Hub {
             clamped,
         })
     }
+}
 
-    /// A `limit` above `search.maxLimit` lowered to it, and the note saying
-    /// so (`<asked>; max=<max>`). Zero stays an error (the search says so).
-    pub(crate) fn clamp_limit(&self, limit: Option<usize>) -> (Option<usize>, Option<String>) {
-        let max = self.config().search.max_limit;
-        match limit {
-            Some(n) if n > max && max > 0 => (Some(max), Some(format!("{n}; max={max}"))),
-            other => (other, None),
-        }
+/// A `limit` above `search.maxLimit` lowered to it, and the note saying
+/// so (`<asked>; max=<max>`). Zero stays an error (the search says so).
+pub(crate) fn clamp_limit(hub: &Hub, limit: Option<usize>) -> (Option<usize>, Option<String>) {
+    let max = hub.config().search.max_limit;
+    match limit {
+        Some(n) if n > max && max > 0 => (Some(max), Some(format!("{n}; max={max}"))),
+        other => (other, None),
     }
 }
 

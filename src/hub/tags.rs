@@ -2,9 +2,10 @@
 //! the archive of expired memories (`POST /v1/archive/search`,
 //! `/v1/archive/restore`, `memd archive search|restore`).
 //!
-//! Editing needs `write` in the memory's scene (what the token may forget,
-//! it may edit) and the memory unexpired; the fact keeps its id (a new `put`
-//! line). Searching expired memories and restoring one need `*`; the archive
+//! An edit changes something (tags to add or remove, or an importance);
+//! it needs `write` in the memory's scene (what the token may forget, it may
+//! edit) and the memory unexpired; the fact keeps its id (a new `put` line);
+//! a Markdown document is edited in its front matter instead. Searching expired memories and restoring one need `*`; the archive
 //! applies the token's privacy scopes inside the query, as search does (a
 //! memory the token may not read is `NOT_FOUND`), and a restore keeps to
 //! what the token may also write. A restored memory lives another tier
@@ -19,6 +20,11 @@ use crate::model::Memory;
 impl Hub {
     /// Adds and removes tags and sets importance of a fact `caller` may write.
     pub fn tags(&self, caller: &Caller, body: TagsBody) -> Result<TagsReply> {
+        if body.add.is_empty() && body.remove.is_empty() && body.importance.is_none() {
+            return Err(Error::invalid(
+                "give tags to `add` and/or `remove`, or an `importance`",
+            ));
+        }
         let mut filter = caller.writable()?;
         for s in &mut filter.any_of {
             s.unexpired_at = Some(caller.now());

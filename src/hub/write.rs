@@ -36,47 +36,47 @@ impl Hub {
     /// its journal line is fsync'd and indexed.
     pub fn write(&self, caller: &Caller, body: WriteBody) -> Result<WriteOutcome> {
         let old = body.supersedes.clone();
-        let req = self.write_request(caller, body)?;
+        let req = write_request(self, caller, body)?;
         match old {
             Some(old) => self.supersede(caller, req, &old),
             None => self.append(req),
         }
     }
+}
 
-    /// The writer's request for `body`, after every rule of a new memory.
-    fn write_request(&self, caller: &Caller, body: WriteBody) -> Result<WriteRequest> {
-        let scene = caller.write_scene(body.scene.as_deref())?;
-        let privacy = body.privacy.unwrap_or(Privacy::Normal);
-        caller.check_write(privacy)?;
-        let subject = subject_for(caller, &scene, body.subject)?;
-        let source = source_for(caller, &scene, body.source)?;
-        let mut req = WriteRequest::new(scene.clone(), body.text, source);
-        if let Some(k) = &body.kind {
-            req.kind = parse_kind(k)?;
-        }
-        req.title = body.title;
-        req.tags = parse_tags(&body.tags)?;
-        req.privacy = privacy;
-        req.subject = subject;
-        req.importance = body.importance.unwrap_or(0.5);
-        check_pin(caller, body.tier, &req.kind)?;
-        req.tier = body.tier;
-        req.stage = body.stage.unwrap_or(Stage::Long);
-        if req.stage == Stage::Short {
-            let ttl = i64::from(self.config().ingest.ttl_hours);
-            req.expires_at = Some(caller.now() + Duration::hours(ttl));
-        }
-        req.setting = Setting::from_input(
-            body.time.as_deref(),
-            body.session.as_deref(),
-            body.speaker.as_deref(),
-        );
-        req.idempotency_key = body
-            .idempotency_key
-            .map(|k| namespaced_key(caller, &scene, &k))
-            .transpose()?;
-        Ok(req)
+/// The writer's request for `body`, after every rule of a new memory.
+fn write_request(hub: &Hub, caller: &Caller, body: WriteBody) -> Result<WriteRequest> {
+    let scene = caller.write_scene(body.scene.as_deref())?;
+    let privacy = body.privacy.unwrap_or(Privacy::Normal);
+    caller.check_write(privacy)?;
+    let subject = subject_for(caller, &scene, body.subject)?;
+    let source = source_for(caller, &scene, body.source)?;
+    let mut req = WriteRequest::new(scene.clone(), body.text, source);
+    if let Some(k) = &body.kind {
+        req.kind = parse_kind(k)?;
     }
+    req.title = body.title;
+    req.tags = parse_tags(&body.tags)?;
+    req.privacy = privacy;
+    req.subject = subject;
+    req.importance = body.importance.unwrap_or(0.5);
+    check_pin(caller, body.tier, &req.kind)?;
+    req.tier = body.tier;
+    req.stage = body.stage.unwrap_or(Stage::Long);
+    if req.stage == Stage::Short {
+        let ttl = i64::from(hub.config().ingest.ttl_hours);
+        req.expires_at = Some(caller.now() + Duration::hours(ttl));
+    }
+    req.setting = Setting::from_input(
+        body.time.as_deref(),
+        body.session.as_deref(),
+        body.speaker.as_deref(),
+    );
+    req.idempotency_key = body
+        .idempotency_key
+        .map(|k| namespaced_key(caller, &scene, &k))
+        .transpose()?;
+    Ok(req)
 }
 
 /// T0 is pinned: nothing forgets it on its own and consolidation may not

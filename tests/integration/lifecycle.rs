@@ -402,7 +402,13 @@ fn tags_and_importance_edits_are_put_lines_with_the_same_id() {
     assert_eq!(m.tags, ["health", "dentist"]);
     assert_eq!(m.importance, 0.9);
     assert_eq!(root.journal_lines().len(), 2);
-    let missing = edit_tags(&hub, "fact-main-nope", &[], &[], None).unwrap_err();
+    let missing = edit_tags(&hub, "fact-main-nope", &["x"], &[], None).unwrap_err();
+    let empty = edit_tags(&hub, &id, &[], &[], None).unwrap_err();
+    assert_eq!(
+        empty.code(),
+        memory_hub::ErrorCode::InvalidInput,
+        "an edit changes something"
+    );
     assert_eq!(missing.code(), memory_hub::ErrorCode::NotFound);
 }
 
