@@ -77,11 +77,12 @@ use crate::model::{Fact, Memory, Record};
 use crate::search::{SearchRequest, SearchResults};
 use crate::store::journal::{self, JournalWriter};
 use crate::store::lock::WriterLock;
+use parts::Core;
 use parts::catchup::CatchUp;
+use parts::ctx::Ctx;
 use parts::lifecycle::Lifecycle;
 use parts::searcher::Searcher;
 use parts::writer::{Writer, WriterState};
-use parts::{Core, Ctx};
 
 /// How a hub opens a root.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

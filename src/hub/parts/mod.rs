@@ -3,7 +3,7 @@
 //!
 //! Each part owns its state and the rules that go with it; the facade holds
 //! one of each and hands every call the core and the parts it builds on
-//! ([`Ctx`]), so a part never reaches for the hub. Parts build on each other
+//! ([`ctx::Ctx`]), so a part never reaches for the hub. Parts build on each other
 //! in one direction only:
 //!
 //! ```text
@@ -27,6 +27,7 @@
 //!   expired memories (it decides; the writer appends).
 
 pub(crate) mod catchup;
+pub(crate) mod ctx;
 pub(crate) mod documents;
 pub(crate) mod gate;
 pub(crate) mod heal;
@@ -122,12 +123,4 @@ impl Core {
 /// Where sensitive and secret memories may live under `config`.
 pub(crate) fn pins(config: &Config) -> Pins<'_> {
     config.privacy.pins()
-}
-
-/// The core and the lower parts, as the writer and the searcher reach them.
-#[derive(Clone, Copy)]
-pub(crate) struct Ctx<'a> {
-    pub(crate) core: &'a Core,
-    pub(crate) catchup: &'a catchup::CatchUp,
-    pub(crate) lifecycle: &'a lifecycle::Lifecycle,
 }

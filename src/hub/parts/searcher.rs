@@ -24,8 +24,9 @@
 
 use std::sync::Arc;
 
+use super::Core;
+use super::ctx::Ctx;
 use super::gate::Gate;
-use super::{Core, Ctx};
 use crate::embed::cache::VectorCache;
 use crate::embed::{Embedder, EmbedderSlot, EmbedderStatus};
 use crate::error::Result;

@@ -32,7 +32,8 @@ use std::sync::{Mutex, MutexGuard, mpsc};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::{Core, Ctx, pins};
+use super::ctx::Ctx;
+use super::{Core, pins};
 use crate::content;
 use crate::error::{Error, Result};
 use crate::ids;
