@@ -10,10 +10,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::content::PrivacyConfig;
 pub use crate::embed::EmbedderConfig;
 use crate::error::{Error, IoContext, Result};
 pub use crate::layout::{Layout, create_private, open_mode, private_umask, tighten_tree};
-pub use crate::policy::PrivacyConfig;
 pub use crate::search::SearchConfig;
 pub use crate::store::markdown::DocsConfig;
 pub use crate::sync::SyncConfig;

@@ -4,7 +4,7 @@
 //! A dataset is a directory with `corpus.jsonl` (`id`, `text`, optional
 //! `scene`, `time`, `speaker`, …) and `queries.jsonl` (`qid`, `query`,
 //! `relevant` corpus ids, optional `scene`). [`run`] loads the corpus into a
-//! fresh temporary root with [`Hub::write_batch`] (so vectors are computed by
+//! fresh temporary root with [`Hub::append_batch`] (so vectors are computed by
 //! the normal indexing path), then runs every query with the normal
 //! [`Hub::search`], restricted to the query's scene when it names one, once per
 //! requested mode. The temporary root is removed afterwards.
@@ -307,7 +307,7 @@ pub fn run_with(
             );
             reqs.push(req);
         }
-        for (line, outcome) in chunk.iter().zip(hub.write_batch(reqs)?) {
+        for (line, outcome) in chunk.iter().zip(hub.append_batch(reqs)?) {
             let outcome = outcome
                 .map_err(|e| Error::invalid(format!("{dataset}: corpus id {}: {e}", line.id)))?;
             corpus_id_of.insert(outcome.id, line.id.clone());
@@ -329,7 +329,7 @@ pub fn run_with(
         for q in &queries {
             let filter = query_filter(q)?;
             let t = Instant::now();
-            let results = hub.search(&SearchRequest {
+            let results = hub.search_filtered(&SearchRequest {
                 query: q.query.clone(),
                 filter,
                 limit: Some(depth),

@@ -10,11 +10,16 @@
 //! ```text
 //!  MCP over stdio (`memd mcp`, one per agent session) ─ loopback HTTP ─┐
 //!  MCP over streamable HTTP (`/mcp` in `memd serve`) ── in-process ────┤  mcp/: tools, resources
+//!  web console (`/`, the signed-in token) ──────────────────────────────┤
 //!                                                                      ▼
-//!  HTTP /v1 (http/) ─ auth/ (tokens, policy → Filter), audit.rs
-//!        │ spawn_blocking
-//!  CLI (cmd/)  ──►  Hub (hub/): use-cases + the single writer;
-//!                    │         searches pass gate.rs (one per core, FIFO)
+//!  HTTP /v1 (http/): bearer → auth/ Grant → Caller, audit.rs; parse, call, reply
+//!        │ spawn_blocking                  (api.rs: the /v1 request and reply types)
+//!  CLI (cmd/): the local operator ──► Hub (hub/): one use case per request,
+//!                                      hub.<use_case>(&caller, request) → reply
+//!                                      (caller.rs: scenes and filters; write.rs,
+//!                                      supersede.rs, search.rs, recall.rs, …)
+//!                                      over its parts (hub/parts/): writer,
+//!                                      catchup, searcher (gate), lifecycle
 //!                    │            │                          │
 //!        store/ (source of truth) index/ (derived)           embed/
 //!        journal.rs  JSONL + fsync  text.rs   tantivy         onnx.rs  ort + tokenizers
@@ -26,6 +31,15 @@
 //!                   search.rs fulltext (AND, OR fallback) | semantic | hybrid,
 //!                             + a cross-lingual pass (query.rs translate, CC-CEDICT)
 //! ```
+//!
+//! Every surface speaks the same requests: HTTP deserializes an
+//! [`api`] body, the CLI builds the same body from its arguments, MCP
+//! forwards it to `/v1`; each then calls the same [`hub`] use case with a
+//! [`hub::Caller`] (HTTP: the bearer token's grant; CLI: the local operator,
+//! every scope and scene, token name `cli`). The rules (scene resolution,
+//! privacy and pin permission, defaults, the short-stage TTL, idempotency
+//! namespacing, supersede visibility, disclosure, the relevance floor,
+//! config edits) are written once, in `hub/`.
 //!
 //! A write goes: validate (one rule set for every way in, [`model::Record::validate`])
 //! → append one JSON line per record to this device's journal file → `fsync`
@@ -42,22 +56,24 @@
 //! Each row may import only the rows below it (and what the table allows
 //! within its row); `tests/integration/layering.rs` reads every
 //! `crate::`/`super::`/`self::` path in `src/` and fails on an import the
-//! table does not list, on any cycle among modules and on any cycle among the
-//! files of one module (`mod.rs` is a module's facade; unit tests may use any
-//! file of their own module).
+//! table does not list, on a right the table lists and nothing uses, on a
+//! surface (`http`, `mcp`, `console`) importing the engine (`index`,
+//! `store`, `consolidate`, `embed`, `search`, …) instead of calling the hub,
+//! on any cycle among modules and on any cycle among the files of one module
+//! (a `mod.rs` is a facade; unit tests may use any file of their own module).
 //!
 //! ```text
 //!  cmd/                                          the binary: one file per subcommand
-//!  mcp ─────────────────────► http   console      surfaces (MCP is a /v1 client)
+//!  mcp ─────────────────────► http   console      surfaces: parse, call one hub use case, reply
 //!  scheduler                                     runs the periodic jobs it builds
-//!  consolidate backup transfer migrate eval      use-cases driving the hub
+//!  consolidate backup transfer migrate eval      drivers of the hub's lower-level API
 //!  doctor watch audit
-//!  hub                                           the application service, single writer,
-//!                                                owner of the live Config
-//!  config   auth   api                           composes the sub-configs; tokens → Filter; /v1 wire types
+//!  hub                                           the use cases (Caller + /v1 request → reply),
+//!                                                a facade over its parts; owner of the live Config
+//!  config   auth   api                           sub-configs composed; tokens → Grant; /v1 types
 //!  search   relevance                            ranking over the index
 //!  index    query   embed   sync                 derived index, query plans, embedders
-//!  store    lifecycle   policy   timetable       source of truth and pure rules
+//!  store    lifecycle   content  timetable       source of truth and pure rules
 //!  model ids layout analysis disk client when    foundation: types, paths, text analysis,
 //!  base   error                                  dates, the outbound HTTP client, durable
 //!                                                writes, the domain error
@@ -66,7 +82,7 @@
 //! A sub-config lives with the module it configures when that module sits
 //! below `config` (`search::SearchConfig`, `embed::EmbedderConfig`,
 //! `lifecycle::LifecycleConfig`, `store::markdown::DocsConfig`,
-//! `policy::PrivacyConfig`, `sync::SyncConfig`); `config` composes and
+//! `content::PrivacyConfig`, `sync::SyncConfig`); `config` composes and
 //! re-exports them. The settings of modules above the hub (`http`, `mcp`,
 //! ingest, backup, sleep consolidation) are defined in `config`, since the hub
 //! holds the whole [`config::Config`].
@@ -77,37 +93,37 @@
 //! | `base` | `error` |
 //! | `when` | — |
 //! | `model` | `error`, `when` |
-//! | `ids` | `base`, `error`, `model` |
+//! | `ids` | `base`, `model` |
 //! | `layout` | `base`, `error` |
 //! | `analysis` | — |
-//! | `disk` | `error` |
+//! | `disk` | — |
 //! | `client` | `error` |
-//! | `policy` | `error`, `model` |
-//! | `api` | `error`, `model`, `search` |
+//! | `content` | `error`, `model` |
+//! | `api` | `model`, `search` |
 //! | `lifecycle` | `error`, `ids`, `model` |
 //! | `timetable` | `base`, `error`, `layout` |
-//! | `store` | `base`, `error`, `ids`, `layout`, `model`, `policy` |
-//! | `embed` | `analysis`, `error`, `layout` |
+//! | `store` | `base`, `content`, `error`, `ids`, `layout`, `model` |
+//! | `embed` | `analysis`, `error` |
 //! | `query` | `analysis` |
-//! | `index` | `analysis`, `base`, `embed`, `error`, `layout`, `lifecycle`, `model`, `store` |
-//! | `sync` | `error`, `layout`, `client`, `store` |
+//! | `index` | `analysis`, `base`, `embed`, `error`, `lifecycle`, `model`, `store` |
+//! | `sync` | `client`, `error`, `layout`, `store` |
 //! | `search` | `analysis`, `embed`, `error`, `index`, `lifecycle`, `model`, `query`, `when` |
 //! | `relevance` | `analysis`, `embed`, `error`, `index`, `query`, `search` |
-//! | `auth` | `base`, `error`, `ids`, `index`, `layout`, `model`, `store` |
-//! | `config` | `base`, `embed`, `error`, `layout`, `lifecycle`, `policy`, `search`, `store`, `sync`, `timetable` |
-//! | `hub` | `analysis`, `config`, `disk`, `embed`, `error`, `ids`, `index`, `layout`, `lifecycle`, `model`, `policy`, `query`, `relevance`, `search`, `store`, `timetable` |
-//! | `audit` | `error`, `layout` |
-//! | `watch` | `config`, `error`, `hub`, `layout`, `store` |
-//! | `transfer` | `error`, `hub`, `layout`, `model`, `store` |
+//! | `auth` | `base`, `error`, `ids`, `model` |
+//! | `config` | `base`, `content`, `embed`, `error`, `layout`, `lifecycle`, `search`, `store`, `sync`, `timetable` |
+//! | `hub` | `api`, `auth`, `base`, `config`, `content`, `disk`, `embed`, `error`, `ids`, `index`, `layout`, `lifecycle`, `model`, `query`, `relevance`, `search`, `store`, `timetable` |
+//! | `audit` | — |
+//! | `watch` | `error`, `hub` |
+//! | `transfer` | `error`, `hub`, `model`, `store` |
 //! | `migrate` | `error`, `hub`, `model`, `store`, `transfer` |
 //! | `backup` | `base`, `config`, `error`, `ids`, `layout`, `model`, `store` |
-//! | `doctor` | `config`, `embed`, `error`, `index`, `layout`, `client`, `model`, `store` |
+//! | `doctor` | `client`, `config`, `embed`, `error`, `index`, `layout`, `model`, `store` |
 //! | `eval` | `base`, `config`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `search` |
-//! | `consolidate` | `analysis`, `base`, `client`, `config`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `policy`, `store`, `timetable` |
+//! | `consolidate` | `analysis`, `base`, `client`, `config`, `content`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `store`, `timetable` |
 //! | `scheduler` | `backup`, `config`, `consolidate`, `error`, `hub`, `layout`, `timetable` |
 //! | `console` | — |
-//! | `http` | `api`, `audit`, `auth`, `base`, `config`, `consolidate`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `search`, `store` |
-//! | `mcp` | `api`, `auth`, `client`, `config`, `error`, `http`, `layout` |
+//! | `http` | `api`, `audit`, `auth`, `error`, `hub` |
+//! | `mcp` | `api`, `auth`, `client`, `config`, `error`, `http` |
 //! | `cmd` | `*` (the binary side may use every module) |
 //!
 //! ## Code map
@@ -117,6 +133,12 @@
 //! link needs it; everything else is `pub(crate)`, so the dead-code lint
 //! reports unused code.
 //!
+//! - [`layout`]: root paths (`memories/`, `data/`, `config.json`, …) and private
+//!   file modes; the lowest layer. [`analysis`]: the tokenizer (words, CJK
+//!   bigrams) and light English stemmer shared by the index, query planning and
+//!   the test embedder, and the bilingual lexicon parsed from CC-CEDICT
+//!   ([`analysis::lexicon`]) that [`query::translate`] uses for the
+//!   cross-lingual full-text pass.
 //! - [`base`]: durable file writes ([`base::durable`]: temp file, `fsync`,
 //!   rename, directory `fsync`, in one function every whole-file replacement
 //!   uses; create-if-absent; moves into place) and byte helpers
@@ -124,12 +146,6 @@
 //!   memories. [`error`]: the domain error, its stable code table and the
 //!   [`error::Coded`] trait the typed errors of the store and the index
 //!   implement.
-//! - [`layout`]: root paths (`memories/`, `data/`, `config.json`, …) and private
-//!   file modes; the lowest layer. [`analysis`]: the tokenizer (words, CJK
-//!   bigrams) and light English stemmer shared by the index, query planning and
-//!   the test embedder, and the bilingual lexicon parsed from CC-CEDICT
-//!   ([`analysis::lexicon`]) that [`query::translate`] uses for the
-//!   cross-lingual full-text pass.
 //! - [`config`]: the typed `config.json`: composes the sub-configs of the
 //!   modules it configures (each defined by its owner below it) and validates the file.
 //! - [`model`], [`ids`]: plain domain types and id schemes; no IO.
@@ -184,20 +200,34 @@
 //!   checksummed manifests, import/export, readiness checks; [`disk`], [`client`]: free space and
 //!   the one outbound HTTP client (daemon, the MCP stdio process's `/v1`
 //!   calls, Syncthing, model endpoint).
-//! - [`policy`]: content normalisation, credential refusal over text, title and
-//!   tags (NFKC + confusables; secret writes are exempt), tier assignment.
-//! - [`hub`]: the application service every surface calls: the single writer
-//!   (`writer.rs`: queue, group commit, write rules), catch-up (`replay.rs`),
-//!   self-healing open (`heal.rs`); reads, recall, ingest, categories in their own files.
-//! - [`auth`]: tokens (hashed in `tokens.json`, presets) and [`auth::policy`], which
-//!   turns a token and a request into the [`index::filter::Filter`] of every query.
-//! - [`api`]: the `/v1` wire types: one request body per operation (and reply
-//!   types where the reply is not a domain type), with serde and JSON Schema;
-//!   the axum handlers read them, the MCP tools take them as their parameters,
-//!   the CLI prints them, and `tests/integration/openapi.rs` checks
-//!   `openapi.yaml` against them.
+//! - [`content`]: the content rules of what is stored: normalisation,
+//!   credential refusal over text, title and tags (NFKC + confusables; secret
+//!   writes are exempt), tier assignment, and where sensitive and secret
+//!   memories may live ([`content::PrivacyConfig`]).
+//! - [`hub`]: the application service every surface calls. Its use cases,
+//!   one file each, take a [`hub::Caller`] and an [`api`] request:
+//!   [`hub::caller`] (scene resolution, read and write filters), write,
+//!   supersede, forget, search, read (get, recent, timeline, bootstrap,
+//!   audience), recall, ingest (and members), disclose, categories, tags
+//!   (and the archive), settings (config edits), admin (health,
+//!   capabilities, tokens) and consolidation (runs, installed by the
+//!   server). The [`hub::Hub`] facade owns four parts under `hub/parts/`:
+//!   the writer (queue, group commit, write rules), catch-up (journal and
+//!   document replay, self-healing open), the searcher (gate, search,
+//!   vectors, relevance floor) and the lifecycle (accesses, tiers, expiry,
+//!   edits), over one core (root, live config, index, device, the one clock).
+//! - [`auth`]: tokens (hashed in `tokens.json`, presets) and the `Grant`
+//!   of an authenticated token (what [`hub::Caller`] decides with).
+//! - [`api`]: the `/v1` request and reply types: one request body per
+//!   operation (and reply types where the reply is not a domain type), with
+//!   serde and JSON Schema; the hub's use cases take and return them, the
+//!   axum handlers deserialize them, the CLI builds them from its arguments,
+//!   the MCP tools take them as their parameters, and
+//!   `tests/integration/openapi.rs` checks `openapi.yaml` against them.
 //! - [`http`]: the `/v1` API (axum on its own hyper accept loop: header-read
-//!   and idle timeouts, loopback Host check); the only module that knows its wire format.
+//!   and idle timeouts, loopback Host check): authentication, audit, metrics,
+//!   and handlers that parse, call one hub use case and reply; the only
+//!   module that knows its wire format.
 //! - [`console`]: the web console at `/`: embedded static files, strict CSP;
 //!   all data through `/v1` with the signed-in token.
 //! - [`mcp`]: the MCP server (official `rmcp` SDK): tools, resources and
@@ -229,14 +259,21 @@
 //! - The hub owns the one live config ([`hub::Hub::config`] is an `Arc`
 //!   snapshot); the `config.json` watcher and `POST /v1/config` swap its
 //!   editable keys; there is no second copy.
+//! - The hub owns the one clock ([`hub::Hub::now`]): every rule, filter,
+//!   expiry and relative date ("last week") of a request reads it through its
+//!   [`hub::Caller`], so a test that moves it moves all of them.
+//! - Every rule of a request is written once, in a `hub/` use case; HTTP,
+//!   MCP (through `/v1`), the console (through `/v1`) and the CLI only parse,
+//!   call and reply, and store the same records for the same request
+//!   (`tests/integration/parity.rs`).
 //! - One process writes a root (`ROOT/.memd.lock`); a second writer gets `ROOT_LOCKED`.
 //! - Visibility filters are part of every index query, never a filter applied
 //!   to results afterwards: in full text, the set of documents the filter
 //!   admits (computed with the BM25 statistics) is the only set the scoring
 //!   pass collects from; in SQL a `WHERE` (checked per row where rows are
 //!   found by id); in the vector pass each row's visibility values, and again
-//!   in the SQL that rescores the candidates. HTTP
-//!   builds them from the token and the request ([`auth::policy`]); a request's
+//!   in the SQL that rescores the candidates. The hub's [`hub::Caller`]
+//!   builds them from the token and the request; a request's
 //!   scene outside its token's scenes is `FORBIDDEN`, and expired short-term
 //!   memories never match.
 //! - Without an embedder the service still works: full text as usual, hybrid
@@ -244,11 +281,12 @@
 //! - Every searchable memory has exactly one vector of the current model once
 //!   the background embedding has caught up (`pending_vectors` in health);
 //!   `data/cache/` only ever saves work.
-//! - `http` never touches rusqlite or tantivy types; `store`, `index`, `hub` and
-//!   `auth` never mention axum; rusqlite and tantivy appear only in `index`
-//!   (and the vector cache and the tokenizer adapter), so everything else
-//!   meets them as `index::IndexError` sources; imports follow the Layers
-//!   table (all checked by `tests/integration/layering.rs`).
+//! - `http` never touches rusqlite or tantivy types, nor the index, the store,
+//!   consolidation or the embedder; `store`, `index`, `hub` and `auth` never
+//!   mention axum; rusqlite and tantivy appear only in `index` (and the
+//!   vector cache and the tokenizer adapter), so everything else meets them
+//!   as `index::IndexError` sources; imports follow the Layers table (all
+//!   checked by `tests/integration/layering.rs`).
 //! - Only `store` writes `memories/`: outside it, a function that writes a
 //!   file and names a path under `memories/` fails
 //!   `tests/integration/layering.rs` (two listed exceptions write elsewhere:
@@ -292,6 +330,7 @@ pub mod cmd;
 pub mod config;
 pub mod console;
 pub mod consolidate;
+pub mod content;
 pub mod disk;
 pub mod doctor;
 pub mod embed;
@@ -306,7 +345,6 @@ pub mod lifecycle;
 pub mod mcp;
 pub mod migrate;
 pub mod model;
-pub mod policy;
 pub mod query;
 pub mod relevance;
 pub mod scheduler;

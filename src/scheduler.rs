@@ -148,7 +148,7 @@ pub(crate) fn spawn_every(
                     {}
                 }
                 if seconds.is_multiple_of(30) {
-                    tick(&hub, &jobs, &path, Utc::now());
+                    tick(&hub, &jobs, &path, hub.now());
                 }
                 seconds += 1;
                 match woken.recv_timeout(round) {
@@ -176,7 +176,7 @@ pub(crate) fn backup_job(dir: PathBuf, keep_days: u32) -> Job {
         },
         run: Box::new(move |hub: &Hub| {
             let (path, manifest) = crate::backup::create(hub.layout(), &dir)?;
-            let removed = crate::backup::prune(&dir, keep_days, Utc::now())?;
+            let removed = crate::backup::prune(&dir, keep_days, hub.now())?;
             Ok(format!(
                 "{} ({} files); {} old archives removed",
                 path.display(),
@@ -212,7 +212,7 @@ pub fn sleep_job(cfg: SleepConfig) -> Result<Job> {
         name: consolidate::JOB_NAME,
         schedule,
         run: Box::new(move |hub: &Hub| {
-            let now = Utc::now();
+            let now = hub.now();
             let last_success = load_states(&state_path(hub))
                 .get(consolidate::JOB_NAME)
                 .and_then(|s| s.last_success);

@@ -162,12 +162,14 @@ pub(crate) fn query_terms(query: &str) -> Vec<Term> {
 pub(crate) const MAX_QUERY_CHARS: usize = 2000;
 
 /// Runs a search. `embedder` is `None` when none is available: hybrid then
-/// runs as fulltext and semantic fails with `EMBEDDING_UNAVAILABLE`.
+/// runs as fulltext and semantic fails with `EMBEDDING_UNAVAILABLE`. `now`
+/// (the hub's clock) anchors the times a query names ("last week").
 pub(crate) fn search(
     index: &Index,
     embedder: Option<&dyn Embedder>,
     req: &SearchRequest,
     cfg: &SearchConfig,
+    now: chrono::DateTime<chrono::Utc>,
 ) -> Result<SearchResults> {
     let limit = req.limit.unwrap_or(cfg.default_limit);
     if limit == 0 || limit > cfg.max_limit {
@@ -206,7 +208,7 @@ pub(crate) fn search(
     // A time the query names ("in May 2023", "last week", "去年五月") ranks
     // memories from then higher; the ranking reaches deeper so that they can
     // come up from below the cut.
-    let range = crate::when::query_range(&req.query, chrono::Utc::now());
+    let range = crate::when::query_range(&req.query, now);
     let wanted = limit;
     let limit = if range.is_some() {
         HYBRID_DEPTH.max(limit)

@@ -297,7 +297,7 @@ fn apply_chunk(
         }
     }
     if !writes.is_empty() {
-        let results = hub.write_batch(writes.iter().map(|(_, w)| w.clone()).collect())?;
+        let results = hub.append_batch(writes.iter().map(|(_, w)| w.clone()).collect())?;
         for ((n, _), result) in writes.iter().zip(results) {
             match result {
                 Ok(w) if w.action == WriteAction::Noop => report.skipped += 1,

@@ -2,7 +2,7 @@
 //! scheduler of `memd serve` runs). Needs the writer lock, except with
 //! `--dry-run`, which only reads and is safe next to a running server.
 
-use chrono::{NaiveDate, Utc};
+use chrono::NaiveDate;
 
 use crate::config::Config;
 use crate::consolidate::{self, RunOptions, RunReport, Window};
@@ -28,7 +28,7 @@ impl Args {
 }
 
 pub(super) fn run(cli: &super::Cli, hub: Hub, config: &Config, args: &Args) -> anyhow::Result<()> {
-    let now = Utc::now();
+    let now = hub.now();
     let window = match args.date {
         Some(d) => Window::day(d),
         None => Window::ending(config.sleep.period, now),

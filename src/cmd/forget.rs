@@ -1,7 +1,8 @@
-//! `memd forget`: append a tombstone for a fact.
+//! `memd forget`: forget a memory as the local operator, through the same
+//! use case as `POST /v1/forget` (a tombstone recorded with source `cli`).
 
+use crate::api::ForgetBody;
 use crate::hub::Hub;
-use crate::index::filter::Filter;
 
 /// Arguments of `memd forget`.
 #[derive(Debug, clap::Args)]
@@ -14,14 +15,16 @@ pub(crate) struct Args {
 }
 
 pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()> {
-    hub.forget(&args.id, args.reason.clone(), "cli", &Filter::all())?;
+    let body = ForgetBody {
+        id: args.id.clone(),
+        reason: args.reason.clone(),
+        scene: None,
+    };
+    let done = hub.forget(&hub.operator(), body)?;
     if cli.json {
-        super::print_json(&crate::api::ForgetReply {
-            id: args.id.clone(),
-            forgotten: true,
-        })
+        super::print_json(&done)
     } else {
-        outln!("forgot {}", args.id);
+        outln!("forgot {}", done.id);
         Ok(())
     }
 }

@@ -1,7 +1,9 @@
-//! `memd get`: one memory by id.
+//! `memd get`: one memory by id, as the local operator, through the same
+//! use case as `POST /v1/get` (an expired short-term memory is gone from
+//! `get`; `memd archive search` finds it).
 
+use crate::api::GetBody;
 use crate::hub::Hub;
-use crate::index::filter::{Filter, Scope};
 
 /// Arguments of `memd get`.
 #[derive(Debug, clap::Args)]
@@ -11,16 +13,15 @@ pub(crate) struct Args {
 }
 
 pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()> {
-    // Like every reader: an expired short-term memory is gone from `get`
-    // (`memd archive search` finds it).
-    let filter = Filter::scope(Scope {
-        unexpired_at: Some(hub.now()),
-        ..Scope::default()
-    });
-    let memory = hub.get(&args.id, &filter)?;
+    let body = GetBody {
+        id: args.id.clone(),
+        ..GetBody::default()
+    };
+    let reply = hub.get(&hub.operator(), body)?;
     if cli.json {
-        return super::print_json(&memory);
+        return super::print_json(&reply);
     }
+    let memory = &reply.memory;
     outln!("id:       {}", memory.id);
     if let Some(t) = &memory.title {
         outln!("title:    {t}");
@@ -38,6 +39,9 @@ pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()>
     }
     if let Some(p) = &memory.path {
         outln!("path:     memories/{p}");
+    }
+    if !reply.superseded_by.is_empty() {
+        outln!("replaced: {}", reply.superseded_by.join(", "));
     }
     outln!("\n{}", memory.text);
     Ok(())

@@ -28,6 +28,7 @@ mod forget;
 mod get;
 mod health;
 mod import;
+mod ingest;
 mod mcp;
 mod reindex;
 mod rollback;
@@ -73,6 +74,8 @@ pub(crate) enum Command {
     Get(get::Args),
     /// Forget a memory: appends a tombstone (needs the writer lock).
     Forget(forget::Args),
+    /// Remember one chat message as short-term memory (needs the writer lock).
+    Ingest(ingest::Args),
     /// Counts, sizes and unreadable lines (safe next to a running server).
     Stats,
     /// Delete data/index and rebuild it from memories/ (refused while a server runs).
@@ -141,6 +144,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<()> {
         }
         Command::Get(args) => get::run(cli, open(layout, config, Mode::ReadPreferWrite)?, args),
         Command::Forget(args) => forget::run(cli, open(layout, config, Mode::Write)?, args),
+        Command::Ingest(args) => ingest::run(cli, open(layout, config, Mode::Write)?, args),
         Command::Stats => stats::run(cli, open(layout, config, Mode::ReadPreferWrite)?),
         Command::Reindex => reindex::run(cli, layout, config),
         Command::Import(args) => import::run(cli, open(layout, config, Mode::Write)?, args),

@@ -97,6 +97,8 @@ pub(super) fn run(layout: Layout, config: Config, args: &Args) -> anyhow::Result
     let sleep = config.sleep.clone();
     let hub = Arc::new(Hub::open(layout, config, Mode::Write)?);
     hub.set_access_tracking(true);
+    // The consolidation routes of /v1 run the scheduler's code.
+    hub.install_consolidation(crate::consolidate::service::service());
     // Background work: documents and foreign journal lines reach the index
     // within a second; periodic jobs (daily backup) run on their schedule.
     // A watcher that cannot start (e.g. the inotify instance limit) costs
@@ -104,34 +106,12 @@ pub(super) fn run(layout: Layout, config: Config, args: &Args) -> anyhow::Result
     let watcher = crate::watch::spawn(Arc::clone(&hub))
         .inspect_err(|e| tracing::warn!(error = %e, "file watcher not running; edits under memories/ apply on the next start"))
         .ok();
-    // The in-process vector copy loads on the first semantic search
-    // otherwise (about 1.3 s at 100k memories, holding up other vector
-    // searches meanwhile); loading it now costs nothing a request waits for.
-    let warm = Arc::clone(&hub);
-    std::thread::Builder::new()
-        .name("memd-warm-vectors".into())
-        .spawn(move || match warm.index().warm_vectors() {
-            Ok((rows, bytes)) => tracing::info!(rows, bytes, "vector copy loaded"),
-            Err(e) => tracing::warn!(error = %e, "vector copy not loaded; the first semantic search loads it"),
-        })
-        .map_err(|e| crate::error::Error::Internal(format!("cannot start a thread: {e}")))?;
-    let mut jobs = Vec::new();
-    if backup.daily {
-        jobs.push(scheduler::backup_job(
-            backup.dir_for(hub.layout()),
-            backup.keep_days,
-        ));
-    }
-    if hub.config().lifecycle.archive_after_months > 0 {
-        jobs.push(scheduler::archive_job());
-    }
-    if sleep.enabled {
-        jobs.push(scheduler::sleep_job(sleep)?);
-    }
+    warm_vectors(&hub)?;
+    let jobs = jobs(&hub, backup, sleep)?;
     let scheduler = scheduler::spawn(Arc::clone(&hub), jobs)?;
     // Editable keys of a changed config.json apply without a restart.
     let state = AppState::new(Arc::clone(&hub));
-    let reload = state.clone();
+    let reload = Arc::clone(&hub);
     let config_watcher = crate::watch::spawn_config(&hub.layout().root, move || {
         match reload.reload_config() {
             Ok(()) => tracing::info!("config.json changed; editable keys applied"),
@@ -179,6 +159,45 @@ pub(super) fn run(layout: Layout, config: Config, args: &Args) -> anyhow::Result
     drop(scheduler);
     drop(runtime);
     Ok(())
+}
+
+/// Loads the in-process vector copy on a thread of its own. It loads on the
+/// first semantic search otherwise (about 1.3 s at 100k memories, holding up
+/// other vector searches meanwhile); loading it now costs nothing a request
+/// waits for.
+fn warm_vectors(hub: &Arc<Hub>) -> crate::Result<()> {
+    let warm = Arc::clone(hub);
+    std::thread::Builder::new()
+        .name("memd-warm-vectors".into())
+        .spawn(move || match warm.index().warm_vectors() {
+            Ok((rows, bytes)) => tracing::info!(rows, bytes, "vector copy loaded"),
+            Err(e) => tracing::warn!(error = %e, "vector copy not loaded; the first semantic search loads it"),
+        })
+        .map(drop)
+        .map_err(|e| crate::error::Error::Internal(format!("cannot start a thread: {e}")))
+}
+
+/// The periodic jobs the configuration asks for: daily backup, journal
+/// archive, nightly consolidation.
+fn jobs(
+    hub: &Hub,
+    backup: crate::config::BackupConfig,
+    sleep: crate::consolidate::SleepConfig,
+) -> crate::Result<Vec<scheduler::Job>> {
+    let mut jobs = Vec::new();
+    if backup.daily {
+        jobs.push(scheduler::backup_job(
+            backup.dir_for(hub.layout()),
+            backup.keep_days,
+        ));
+    }
+    if hub.config().lifecycle.archive_after_months > 0 {
+        jobs.push(scheduler::archive_job());
+    }
+    if sleep.enabled {
+        jobs.push(scheduler::sleep_job(sleep)?);
+    }
+    Ok(jobs)
 }
 
 #[cfg(test)]

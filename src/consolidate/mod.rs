@@ -31,6 +31,7 @@ pub mod model_pass;
 pub mod report;
 pub mod rollback;
 pub mod salience;
+pub mod service;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -48,7 +49,7 @@ pub use crate::config::{ModelConfig, ModelKind, SleepConfig};
 pub use report::{RunReport, RunSummary};
 
 /// The scheduler name of the consolidation job (key in `data/scheduler.json`).
-pub(crate) const JOB_NAME: &str = "sleep";
+pub(crate) const JOB_NAME: &str = crate::hub::consolidation::SLEEP_JOB;
 
 /// The `source` of everything consolidation writes or forgets.
 pub(crate) const SOURCE: &str = "sleep";
@@ -261,7 +262,7 @@ pub fn run(hub: &Hub, cfg: &SleepConfig, opts: &RunOptions) -> Result<RunReport>
     report.skipped = plan.skipped.clone();
     if !opts.dry_run {
         let reqs: Vec<WriteRequest> = plan.promotions.iter().map(|p| p.request.clone()).collect();
-        let outcomes = hub.write_batch(reqs)?;
+        let outcomes = hub.append_batch(reqs)?;
         for (promotion, outcome) in report.promoted.iter_mut().zip(outcomes) {
             match outcome {
                 Ok(w) if w.action == crate::hub::WriteAction::Add => {
@@ -291,7 +292,7 @@ pub fn run(hub: &Hub, cfg: &SleepConfig, opts: &RunOptions) -> Result<RunReport>
     if let Err(e) = &model {
         report.model_error = Some(e.to_string());
     }
-    report.finished = Utc::now();
+    report.finished = hub.now();
     if !opts.dry_run {
         report::save(hub.layout(), &report)?;
     }
@@ -323,7 +324,7 @@ fn apply_folds(hub: &Hub, view: &JournalView, run_id: &str, report: &mut RunRepo
             let Some(h) = view.facts.get(id) else {
                 continue;
             };
-            match hub.forget(
+            match hub.tombstone(
                 id,
                 Some(rollback::forget_reason(run_id, Some(&why))),
                 SOURCE,

@@ -250,7 +250,7 @@ fn run_scene(
         return Ok(());
     }
     let (raws, reqs): (Vec<_>, Vec<_>) = writes.into_iter().map(|(raw, req, _)| (raw, req)).unzip();
-    let outcomes = hub.write_batch(reqs.clone())?;
+    let outcomes = hub.append_batch(reqs.clone())?;
     for ((raw, req), outcome) in raws.into_iter().zip(reqs).zip(outcomes) {
         match outcome {
             Ok(w) if w.action == WriteAction::Add => {
@@ -276,7 +276,7 @@ fn run_scene(
     for (raw, id, reason) in forgets {
         let before = by_id[id.as_str()].last.clone();
         let why = forget_reason(run_id, reason.as_deref());
-        match hub.forget(&id, Some(why), SOURCE, &Filter::all()) {
+        match hub.tombstone(&id, Some(why), SOURCE, &Filter::all()) {
             Ok(()) => {
                 report.forgotten.push(Forgotten { id, reason, before });
                 report.accepted.push(raw);

@@ -164,8 +164,8 @@ impl RunReport {
     pub(crate) fn new(run: &str, opts: &RunOptions) -> RunReport {
         RunReport {
             run: run.to_string(),
-            started: Utc::now(),
-            finished: Utc::now(),
+            started: opts.now,
+            finished: opts.now,
             window: opts.window,
             dry_run: opts.dry_run,
             promoted: Vec::new(),

@@ -130,7 +130,7 @@ pub fn rollback(hub: &Hub, target: &Target, dry_run: bool) -> Result<RollbackRep
     }
     let reason = format!("rollback of {target}");
     for id in to_forget {
-        match hub.forget(&id, Some(reason.clone()), ROLLBACK_SOURCE, &Filter::all()) {
+        match hub.tombstone(&id, Some(reason.clone()), ROLLBACK_SOURCE, &Filter::all()) {
             Ok(()) => out.forgotten.push(id),
             // Forgotten meanwhile by someone else: nothing left to undo.
             Err(Error::NotFound { .. }) => {}
@@ -141,7 +141,7 @@ pub fn rollback(hub: &Hub, target: &Target, dry_run: bool) -> Result<RollbackRep
     if let Target::Run(run) = target
         && let Ok(mut r) = report::load(hub.layout(), run)
     {
-        r.rolled_back = Some(Utc::now());
+        r.rolled_back = Some(hub.now());
         report::save(hub.layout(), &r)?;
     }
     Ok(out)

@@ -1,15 +1,20 @@
 //! The `/v1` HTTP API: routes, authentication, audit, and the launch function.
 //!
-//! This module owns the wire format and nothing else. Handlers parse JSON,
-//! resolve the caller's scene and filter through [`crate::auth::policy`], then
-//! call the synchronous [`Hub`] on the blocking pool (`spawn_blocking`); they
-//! never touch rusqlite or tantivy types. Every route is listed once, in
-//! the list behind [`route_table`]: the router is built from it and a test
-//! checks `openapi.yaml` against it.
+//! This module owns the wire format and nothing else. A handler parses the
+//! JSON body into its [`crate::api`] request, calls one use case of the
+//! synchronous [`Hub`] with the request's [`Caller`] on the blocking pool
+//! (`spawn_blocking`), and turns the reply into JSON (plus its audit note);
+//! every rule (scene rights, defaults, filters) is the use case's. Handlers
+//! never touch the index, the store, consolidation or the embedder (the
+//! layering test forbids it). Every route is listed once, in the list behind
+//! [`route_table`]: the router is built from it and a test checks
+//! `openapi.yaml` against it.
 //!
 //! A middleware authenticates every route but `/v1/health` (Bearer token,
-//! compared by hash in constant time, re-read when `tokens.json` changes) and
-//! writes one audit line per request with the token's name (never its secret).
+//! compared by hash in constant time, re-read when `tokens.json` changes),
+//! builds the request's [`Caller`] (its `now` from the hub's one clock) and
+//! writes one audit line per request with the token's name (never its
+//! secret) and the scene the use case acted in.
 //!
 //! [`serve`] runs its own accept loop over hyper so that every connection has
 //! a header-read timeout, which also closes idle keep-alive connections
@@ -38,18 +43,13 @@ use axum::http::{HeaderMap, Method};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
-use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::audit::{AuditEntry, AuditLog};
 use crate::auth::TokenStore;
-use crate::config::Config;
-use crate::hub::Hub;
+use crate::hub::{Caller, Clock, Hub};
 use error::ApiError;
-use extract::{Caller, MAX_BODY_BYTES};
-
-/// The current time; injectable so tests can move the clock.
-pub(crate) type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
+use extract::MAX_BODY_BYTES;
 
 /// Shared state of the HTTP server.
 #[derive(Clone)]
@@ -57,8 +57,6 @@ pub struct AppState {
     hub: Arc<Hub>,
     tokens: Arc<TokenStore>,
     audit: Arc<AuditLog>,
-    clock: Clock,
-    started: Instant,
     metrics: Arc<metrics::Metrics>,
 }
 
@@ -69,28 +67,15 @@ impl AppState {
         AppState {
             tokens: Arc::new(TokenStore::new(layout.tokens())),
             audit: Arc::new(AuditLog::new(layout.audit())),
-            clock: Arc::new(Utc::now),
-            started: Instant::now(),
             metrics: Arc::new(metrics::Metrics::default()),
             hub,
         }
     }
 
-    /// Replaces the clock (tests).
-    pub fn with_clock(mut self, clock: Clock) -> Self {
-        self.hub.set_clock(clock.clone());
-        self.clock = clock;
+    /// Replaces the hub's clock, the one every request reads (tests).
+    pub fn with_clock(self, clock: Clock) -> Self {
+        self.hub.set_clock(clock);
         self
-    }
-
-    /// Re-reads `config.json` and applies its editable keys (the ones
-    /// `POST /v1/config` may change) without a restart. Other keys need one.
-    /// The hub owns the one live config; this swaps it.
-    pub fn reload_config(&self) -> crate::Result<()> {
-        let from = Config::load(self.hub.layout())?;
-        self.hub
-            .update_config(|current| admin::merge_editable(current, &from))?;
-        Ok(())
     }
 
     /// The hub.
@@ -110,16 +95,6 @@ impl AppState {
         }
     }
 
-    fn now(&self) -> DateTime<Utc> {
-        (self.clock)()
-    }
-
-    /// The configuration in force (hot-reloadable keys included): the hub's
-    /// live config, a cheap snapshot.
-    fn settings(&self) -> Arc<Config> {
-        self.hub.config()
-    }
-
     /// Runs a hub call on the blocking pool.
     async fn run<T, F>(&self, f: F) -> Result<T, ApiError>
     where
@@ -131,6 +106,17 @@ impl AppState {
             .await
             .map_err(|e| ApiError::from(crate::Error::Internal(format!("worker failed: {e}"))))?
             .map_err(ApiError::from)
+    }
+
+    /// Runs a use case for `caller` on the blocking pool; afterwards
+    /// `caller` knows the scene it acted in (clones share it).
+    async fn call<T, F>(&self, caller: &Caller, f: F) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Hub, &Caller) -> crate::Result<T> + Send + 'static,
+    {
+        let c = caller.clone();
+        self.run(move |hub| f(hub, &c)).await
     }
 }
 
@@ -154,6 +140,16 @@ pub(crate) struct AuditNote {
     pub(crate) hits: Vec<String>,
     /// Route-specific facts.
     pub(crate) extra: Option<serde_json::Value>,
+}
+
+/// The audit note of `caller`'s request: the scene its use case acted in
+/// and the ids it returned or changed.
+pub(crate) fn note(caller: &Caller, hits: impl IntoIterator<Item = String>) -> AuditNote {
+    AuditNote {
+        scene: caller.acted_in().map(|s| s.to_string()),
+        hits: hits.into_iter().collect(),
+        extra: None,
+    }
 }
 
 /// A JSON response carrying its audit note.
@@ -269,7 +265,7 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
 /// Authenticates (except health and unknown paths), runs the handler, audits.
 async fn authenticate(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     let started = Instant::now();
-    let ts = state.now();
+    let ts = state.hub.now();
     let route = format!("{} {}", req.method(), req.uri().path());
     let known = route_table().iter().find(|r| {
         r.path == req.uri().path()
@@ -295,7 +291,9 @@ async fn authenticate(State(state): State<AppState>, mut req: Request, next: Nex
         },
     };
     let token = grant.as_ref().map(|g| g.name.clone());
-    let per_minute = state.settings().http.rate_limit_per_minute;
+    let per_minute = state.hub.config().http.rate_limit_per_minute;
+    // Shares the scene the use case acts in, for the audit line of a refusal too.
+    let mut acted: Option<Caller> = None;
     let res = match grant {
         None => ApiError::unauthorized().into_response(),
         Some(g) if !state.metrics.allow(&g.name, ts.timestamp().div_euclid(60), per_minute) => {
@@ -306,15 +304,20 @@ async fn authenticate(State(state): State<AppState>, mut req: Request, next: Nex
             .into_response()
         }
         Some(g) => {
-            req.extensions_mut().insert(Caller(g));
+            let caller = state.hub.caller(g);
+            acted = Some(caller.clone());
+            req.extensions_mut().insert(caller);
             next.run(req).await
         }
     };
-    let note = res
+    let mut note = res
         .extensions()
         .get::<AuditNote>()
         .cloned()
         .unwrap_or_default();
+    if note.scene.is_none() {
+        note.scene = acted.and_then(|c| c.acted_in()).map(|s| s.to_string());
+    }
     let status = res.status().as_u16();
     let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     state

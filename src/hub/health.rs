@@ -5,7 +5,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
-use super::Hub;
+use super::parts::heal::IndexState;
+use super::{Hub, Stats};
 use crate::embed::EmbedderStatus;
 use crate::error::Result;
 use crate::store::journal;
@@ -82,150 +83,17 @@ pub(crate) fn lines_per_device(
 }
 
 impl Hub {
-    /// The `sync` component: lines applied per device, and sync conflict
-    /// copies below `memories/` (degraded while there are any).
-    fn sync_component(&self, cursors: &HashMap<String, journal::Cursor>) -> Component {
-        let per_device = lines_per_device(cursors);
-        let devices = per_device
-            .iter()
-            .map(|(d, n)| format!("{d} {n}"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let (copies, total) =
-            crate::store::syncfiles::conflict_copies(&self.layout().memories(), 1);
-        let mut detail = format!(
-            "this device {}; lines applied per device: {}",
-            self.device(),
-            if devices.is_empty() {
-                "none".into()
-            } else {
-                devices
-            }
-        );
-        if let Some(first) = copies.first() {
-            detail.push_str(&format!(
-                "; {total} sync conflict copies (first: {first}), not indexed: merge them by hand and delete them"
-            ));
-        }
-        component(total == 0, detail)
-    }
-
-    /// Where the embedder stands, without loading it.
-    pub(crate) fn embedder_status(&self) -> EmbedderStatus {
-        self.embedder.status()
-    }
-
     /// Component states, counts and scheduled jobs.
     pub fn health(&self) -> Result<HealthReport> {
         let stats = self.stats()?;
         let mut components = BTreeMap::new();
-        let bad_lines = stats
-            .issues
-            .iter()
-            .filter(|i| i.starts_with("facts/"))
-            .count();
-        components.insert(
-            "journal",
-            component(
-                bad_lines == 0,
-                format!(
-                    "{} files, {} bytes, {bad_lines} unreadable lines",
-                    stats.journal_files, stats.journal_bytes
-                ),
-            ),
-        );
-        let doc_issues: Vec<&String> = stats
-            .issues
-            .iter()
-            .filter(|i| !i.starts_with("facts/"))
-            .collect();
-        components.insert(
-            "documents",
-            component(
-                doc_issues.is_empty(),
-                match doc_issues.first() {
-                    None => format!("{} documents indexed", stats.counts.documents),
-                    Some(first) => format!(
-                        "{} documents indexed, {} not indexed (first: {first}); `memd stats` lists them",
-                        stats.counts.documents,
-                        doc_issues.len()
-                    ),
-                },
-            ),
-        );
-        let dir = self.layout().facts();
+        components.insert("journal", journal_component(&stats));
+        components.insert("documents", documents_component(&stats));
         let cursors = self.index().meta.cursors()?;
-        components.insert("sync", self.sync_component(&cursors));
-        let lag: u64 = journal::list_all(&dir)?
-            .iter()
-            .map(|f| {
-                let size = journal::content_len(&dir, f).unwrap_or(0);
-                size.saturating_sub(cursors.get(f).map_or(0, |c| c.offset))
-            })
-            .sum();
-        let mut index_detail = format!(
-            "{} text documents, {} bytes, {lag} journal bytes not applied",
-            stats.text_documents, stats.index_bytes
-        );
-        let behind = self.index().behind();
-        if let Some((_, reason)) = &behind {
-            index_detail = format!(
-                "behind the journal after a storage error ({reason}); nothing is lost, it \
-                 catches up as soon as storage works again; {index_detail}"
-            );
-        }
-        let mut index = component(lag == 0 && behind.is_none(), index_detail);
-        match self.index_state() {
-            super::heal::IndexState::Ok => {}
-            super::heal::IndexState::Rebuilt { reason } => {
-                index.state = Some("rebuilt");
-                index.reason = Some(reason);
-            }
-            super::heal::IndexState::Degraded { reason } => {
-                index.status = "degraded";
-                index.state = Some("damaged");
-                index.reason = Some(reason);
-            }
-        }
-        components.insert("index", index);
-        let embedder = match self.embedder_status() {
-            EmbedderStatus::Loaded(model) => component(
-                true,
-                format!(
-                    "{model}: {} vectors, {} pending",
-                    stats.vectors, stats.pending_vectors
-                ),
-            ),
-            EmbedderStatus::NotLoaded => component(
-                true,
-                format!(
-                    "loads on first need; {} vectors, {} pending",
-                    stats.vectors, stats.pending_vectors
-                ),
-            ),
-            EmbedderStatus::Unavailable(reason) if !self.config().embedder.enabled => {
-                component(true, format!("disabled: full-text search only ({reason})"))
-            }
-            EmbedderStatus::Unavailable(reason) => component(
-                false,
-                format!("unavailable: {reason}; full-text search keeps working"),
-            ),
-        };
-        let mut embedder = embedder;
-        embedder.detail = format!(
-            "{}; {}",
-            embedder.detail,
-            crate::embed::dictionary::status()
-        );
-        components.insert("embedder", embedder);
-        let disk = match crate::disk::space(&self.layout().root) {
-            Some((free, total)) => component(
-                free >= LOW_DISK_BYTES.min(total / 100),
-                format!("{free} bytes free of {total}"),
-            ),
-            None => component(false, "free space unknown".into()),
-        };
-        components.insert("disk", disk);
+        components.insert("sync", sync_component(self, &cursors));
+        components.insert("index", index_component(self, &stats, &cursors)?);
+        components.insert("embedder", embedder_component(self, &stats));
+        components.insert("disk", disk_component(self));
         let status = if components.values().all(|c| c.status == "ok") {
             "ok"
         } else {
@@ -251,4 +119,158 @@ impl Hub {
             tiers: self.tier_report()?,
         })
     }
+}
+
+/// The `sync` component: lines applied per device, and sync conflict
+/// copies below `memories/` (degraded while there are any).
+fn sync_component(hub: &Hub, cursors: &HashMap<String, journal::Cursor>) -> Component {
+    let per_device = lines_per_device(cursors);
+    let devices = per_device
+        .iter()
+        .map(|(d, n)| format!("{d} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let (copies, total) = crate::store::syncfiles::conflict_copies(&hub.layout().memories(), 1);
+    let mut detail = format!(
+        "this device {}; lines applied per device: {}",
+        hub.device(),
+        if devices.is_empty() {
+            "none".into()
+        } else {
+            devices
+        }
+    );
+    if let Some(first) = copies.first() {
+        detail.push_str(&format!(
+            "; {total} sync conflict copies (first: {first}), not indexed: merge them by hand and delete them"
+        ));
+    }
+    component(total == 0, detail)
+}
+
+/// Where the embedder stands, without loading it.
+pub(crate) fn embedder_status(hub: &Hub) -> EmbedderStatus {
+    hub.searcher.embedder_status()
+}
+
+/// The `index` component: journal bytes not applied yet, a storage error
+/// it is catching up from, and whether it was rebuilt or is damaged.
+fn index_component(
+    hub: &Hub,
+    stats: &Stats,
+    cursors: &HashMap<String, journal::Cursor>,
+) -> Result<Component> {
+    let dir = hub.layout().facts();
+    let lag: u64 = journal::list_all(&dir)?
+        .iter()
+        .map(|f| {
+            let size = journal::content_len(&dir, f).unwrap_or(0);
+            size.saturating_sub(cursors.get(f).map_or(0, |c| c.offset))
+        })
+        .sum();
+    let mut detail = format!(
+        "{} text documents, {} bytes, {lag} journal bytes not applied",
+        stats.text_documents, stats.index_bytes
+    );
+    let behind = hub.index().behind();
+    if let Some((_, reason)) = &behind {
+        detail = format!(
+            "behind the journal after a storage error ({reason}); nothing is lost, it \
+             catches up as soon as storage works again; {detail}"
+        );
+    }
+    let mut index = component(lag == 0 && behind.is_none(), detail);
+    match hub.catchup.state() {
+        IndexState::Ok => {}
+        IndexState::Rebuilt { reason } => {
+            index.state = Some("rebuilt");
+            index.reason = Some(reason);
+        }
+        IndexState::Degraded { reason } => {
+            index.status = "degraded";
+            index.state = Some("damaged");
+            index.reason = Some(reason);
+        }
+    }
+    Ok(index)
+}
+
+/// The `embedder` component: the model, its vectors and the lexicon.
+fn embedder_component(hub: &Hub, stats: &Stats) -> Component {
+    let mut embedder = match embedder_status(hub) {
+        EmbedderStatus::Loaded(model) => component(
+            true,
+            format!(
+                "{model}: {} vectors, {} pending",
+                stats.vectors, stats.pending_vectors
+            ),
+        ),
+        EmbedderStatus::NotLoaded => component(
+            true,
+            format!(
+                "loads on first need; {} vectors, {} pending",
+                stats.vectors, stats.pending_vectors
+            ),
+        ),
+        EmbedderStatus::Unavailable(reason) if !hub.config().embedder.enabled => {
+            component(true, format!("disabled: full-text search only ({reason})"))
+        }
+        EmbedderStatus::Unavailable(reason) => component(
+            false,
+            format!("unavailable: {reason}; full-text search keeps working"),
+        ),
+    };
+    embedder.detail = format!(
+        "{}; {}",
+        embedder.detail,
+        crate::embed::dictionary::status()
+    );
+    embedder
+}
+
+/// The `disk` component: free space under the root.
+fn disk_component(hub: &Hub) -> Component {
+    match crate::disk::space(&hub.layout().root) {
+        Some((free, total)) => component(
+            free >= LOW_DISK_BYTES.min(total / 100),
+            format!("{free} bytes free of {total}"),
+        ),
+        None => component(false, "free space unknown".into()),
+    }
+}
+
+/// The `journal` component: files, bytes and unreadable lines.
+fn journal_component(stats: &Stats) -> Component {
+    let bad_lines = stats
+        .issues
+        .iter()
+        .filter(|i| i.starts_with("facts/"))
+        .count();
+    component(
+        bad_lines == 0,
+        format!(
+            "{} files, {} bytes, {bad_lines} unreadable lines",
+            stats.journal_files, stats.journal_bytes
+        ),
+    )
+}
+
+/// The `documents` component: documents indexed, and the first one not.
+fn documents_component(stats: &Stats) -> Component {
+    let doc_issues: Vec<&String> = stats
+        .issues
+        .iter()
+        .filter(|i| !i.starts_with("facts/"))
+        .collect();
+    component(
+        doc_issues.is_empty(),
+        match doc_issues.first() {
+            None => format!("{} documents indexed", stats.counts.documents),
+            Some(first) => format!(
+                "{} documents indexed, {} not indexed (first: {first}); `memd stats` lists them",
+                stats.counts.documents,
+                doc_issues.len()
+            ),
+        },
+    )
 }

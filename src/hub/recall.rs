@@ -1,6 +1,10 @@
-//! Recall: find long-term memories for the recent conversation, optionally
-//! with a live side channel of recent short-term chat, and render both as a
-//! prompt-ready text block.
+//! Use case: recall (`POST /v1/recall`, `memory_recall`): find long-term
+//! memories for the recent conversation, optionally with a live side channel
+//! of recent short-term chat, and render both as a prompt-ready text block.
+//!
+//! The relevance floor applies by default here (with the calibrated model;
+//! `min_score` 0 turns it off), and recalled short-term chat stays alive for
+//! another `ingest.ttlHours` (sliding expiry, DESIGN §6).
 //!
 //! Which scenes, how many and whether to ask for live chat is the client's
 //! choice; how the block looks is decided here, once, for every client:
@@ -22,19 +26,21 @@
 use chrono::{DateTime, Local, Utc};
 use serde::Serialize;
 
-use super::Hub;
-use super::read::one_line;
+use super::blocks::{memory_line, one_line};
+use super::caller::Visibility;
+use super::read::narrow;
+use super::search::{Limited, check_min_score};
+use super::{Caller, Hub};
+use crate::api::{Format, RecallBody, Turn};
 use crate::error::{Error, Result};
 use crate::index::filter::{Filter, Scope};
 use crate::model::{Memory, Stage, Subject};
-use crate::search::{SearchHit, SearchMode, SearchRequest, SearchResults};
+use crate::search::{SearchHit, SearchRequest};
 
 /// Conversation turns the recall query is built from.
 const QUERY_TURNS: usize = 3;
 /// Longest recall query, in characters (the newest text is kept).
 const QUERY_CHARS: usize = 240;
-/// Longest rendered line of a long-term memory, in characters.
-const BLOCK_MEMORY_CHARS: usize = 160;
 /// Longest rendered line of live chat, in characters.
 const BLOCK_LIVE_CHARS: usize = 120;
 
@@ -65,6 +71,17 @@ pub struct RecallOutcome {
     /// The rendered block, when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub block: Option<String>,
+}
+
+impl RecallOutcome {
+    /// The ids the reply shows: hits, then live chat.
+    pub fn ids(&self) -> Vec<String> {
+        self.hits
+            .iter()
+            .map(|h| h.hit.memory.id.clone())
+            .chain(self.live.iter().map(|m| m.id.clone()))
+            .collect()
+    }
 }
 
 /// A recall hit.
@@ -145,147 +162,147 @@ pub(crate) fn render_recall_block(
     out
 }
 
-fn memory_line(m: &Memory, self_mentioned: bool) -> String {
-    let date = m.ts.with_timezone(&Local).format("%Y-%m-%d");
-    let mark = if self_mentioned {
-        "（对方自己提起过的）"
-    } else {
-        ""
-    };
-    let text = one_line(&m.text, BLOCK_MEMORY_CHARS);
-    match m.title.as_deref().filter(|t| !text.starts_with(*t)) {
-        Some(title) => format!("{date} {mark}{}：{text}", one_line(title, 40)),
-        None => format!("{date} {mark}{text}"),
-    }
-}
-
-/// Renders the `recent` block.
-pub(crate) fn render_recent_block(items: &[Memory]) -> String {
-    if items.is_empty() {
-        return String::new();
-    }
-    let mut out = String::from("【最近记得的事】\n");
-    for m in items {
-        out.push_str(&format!("- {}\n", memory_line(m, false)));
-    }
-    out
-}
-
 /// A recall request after authorization.
 #[derive(Debug, Clone)]
-pub struct RecallRequest {
+struct RecallRequest {
     /// Conversation turns, oldest first (the query is built from the last ones).
-    pub turns: Vec<String>,
+    turns: Vec<String>,
     /// An explicit query; replaces the one built from `turns`.
-    pub query: Option<String>,
+    query: Option<String>,
     /// What the caller may see.
-    pub filter: Filter,
+    filter: Filter,
     /// Hits wanted.
-    pub limit: Option<usize>,
+    limit: Option<usize>,
     /// Relevance floor ([`crate::relevance`]); `None`: the default
     /// (with the calibrated model only); 0 turns it off.
-    pub min_score: Option<f32>,
+    min_score: Option<f32>,
     /// The live side channel: filter, window and count.
-    pub live: Option<(Filter, u32, usize)>,
+    live: Option<(Filter, u32, usize)>,
     /// The person the conversation is with (marks what they said themselves).
-    pub person: Option<String>,
+    person: Option<String>,
     /// Render the block.
-    pub block: bool,
+    block: bool,
     /// Now.
-    pub now: DateTime<Utc>,
+    now: DateTime<Utc>,
 }
 
 impl Hub {
-    /// Empties `results` when its best hit has no evidence of relevance of
-    /// at least `floor` ([`crate::relevance`]); `None` means
-    /// [`crate::relevance::DEFAULT_FLOOR`] when the search ran with the
-    /// calibrated model and no floor otherwise. Cosines count only when the
-    /// search ran with an embedder.
-    pub(crate) fn apply_floor(
-        &self,
-        results: &mut SearchResults,
-        query: &str,
-        filter: &Filter,
-        floor: Option<f32>,
-    ) -> Result<()> {
-        let embedder = match results.mode {
-            SearchMode::Fulltext => None,
-            _ => self.embedder.loaded(),
-        };
-        let calibrated = embedder
-            .as_deref()
-            .is_some_and(crate::relevance::calibrated);
-        let floor = match floor {
-            Some(f) => f,
-            None if calibrated => crate::relevance::DEFAULT_FLOOR,
-            None => return Ok(()),
-        };
-        crate::relevance::apply_floor(
-            &self.index,
-            embedder.as_deref(),
-            query,
-            filter,
-            &mut results.hits,
-            floor,
-        )
-    }
-
-    /// Recalls memories for a conversation.
-    pub fn recall(&self, req: &RecallRequest) -> Result<RecallOutcome> {
-        let query = match &req.query {
-            Some(q) if !q.trim().is_empty() => q.trim().to_string(),
-            _ => recall_query(&req.turns),
-        };
-        if query.is_empty() {
-            return Err(Error::invalid(
-                "give messages (the recent conversation) or a query",
-            ));
-        }
-        let mut results = self.search(&SearchRequest {
-            query: query.clone(),
-            filter: req.filter.clone(),
-            limit: req.limit,
-            mode: None,
+    /// Recalls what `caller` may read for a conversation (see the module docs).
+    pub fn recall(&self, caller: &Caller, body: RecallBody) -> Result<Limited<RecallOutcome>> {
+        let (_, filter) = caller.read(Visibility {
+            scene: body.scene.as_deref(),
+            scenes: body.scenes.as_deref(),
+            from_owner: body.from_owner,
         })?;
-        self.apply_floor(&mut results, &query, &req.filter, req.min_score)?;
-        let hits: Vec<RecallHit> = results
-            .hits
-            .into_iter()
-            .map(|hit| RecallHit {
-                self_mentioned: mentioned_by(&hit.memory, req.person.as_deref()),
-                hit,
-            })
-            .collect();
-        let mut live = Vec::new();
-        let mut minutes = 0;
-        if let Some((filter, mins, k)) = &req.live {
-            minutes = *mins;
-            let short = super::read::narrow(
-                filter,
-                &Scope {
-                    stages: vec![Stage::Short],
-                    ..Scope::default()
-                },
-            );
-            let since = req.now - chrono::Duration::minutes(i64::from(*mins));
-            live = self.since(&short, since, *k)?;
-            live.reverse();
-        }
-        // A line already shown as live chat is not repeated as a memory.
-        let hits: Vec<RecallHit> = hits
-            .into_iter()
-            .filter(|h| !live.iter().any(|m| m.id == h.hit.memory.id))
-            .collect();
-        let block = req
-            .block
-            .then(|| render_recall_block(&live, minutes, &hits));
-        Ok(RecallOutcome {
-            query,
-            hits,
+        let live = match &body.live {
+            None => None,
+            Some(l) => {
+                let k = l.k.unwrap_or(6);
+                let minutes = l.minutes.unwrap_or(30);
+                if !(1..=50).contains(&k) || !(1..=1440).contains(&minutes) {
+                    return Err(Error::invalid(
+                        "live.k must be 1-50 and live.minutes 1-1440",
+                    ));
+                }
+                let (_, live_filter) = caller.read(Visibility {
+                    scene: body.scene.as_deref(),
+                    scenes: l.scenes.as_deref().or(body.scenes.as_deref()),
+                    from_owner: false,
+                })?;
+                Some((live_filter, minutes, k))
+            }
+        };
+        let (limit, clamped) = super::search::clamp_limit(self, body.limit);
+        let req = RecallRequest {
+            turns: body.messages.into_iter().map(Turn::into_text).collect(),
+            query: body.query,
+            filter,
+            limit,
+            min_score: check_min_score(body.min_score)?,
             live,
-            block,
-        })
+            person: body.person,
+            block: Format::is_block(body.format),
+            now: caller.now(),
+        };
+        let out = recall_for(self, &req)?;
+        keep_recalled_chat(self, &out, req.now);
+        Ok(Limited { body: out, clamped })
     }
+}
+
+/// Recalled short-term chat stays alive for another TTL (DESIGN §6). A
+/// failure here costs only the extension, never the answer.
+fn keep_recalled_chat(hub: &Hub, out: &RecallOutcome, now: DateTime<Utc>) {
+    let short: Vec<String> = out
+        .hits
+        .iter()
+        .map(|h| &h.hit.memory)
+        .chain(out.live.iter())
+        .filter(|m| m.stage == Stage::Short)
+        .map(|m| m.id.clone())
+        .collect();
+    let ttl = chrono::Duration::hours(i64::from(hub.config().ingest.ttl_hours));
+    if let Err(e) = hub.extend_short_ttl(&short, ttl, now) {
+        tracing::warn!(error.code = e.code().as_str(), error.message = %e, "cannot extend recalled short-term memories");
+    }
+}
+
+/// Recalls memories for a conversation under the request's filters.
+fn recall_for(hub: &Hub, req: &RecallRequest) -> Result<RecallOutcome> {
+    let query = match &req.query {
+        Some(q) if !q.trim().is_empty() => q.trim().to_string(),
+        _ => recall_query(&req.turns),
+    };
+    if query.is_empty() {
+        return Err(Error::invalid(
+            "give messages (the recent conversation) or a query",
+        ));
+    }
+    let mut results = hub.search_filtered(&SearchRequest {
+        query: query.clone(),
+        filter: req.filter.clone(),
+        limit: req.limit,
+        mode: None,
+    })?;
+    hub.searcher
+        .apply_floor(&hub.core, &mut results, &query, &req.filter, req.min_score)?;
+    let hits: Vec<RecallHit> = results
+        .hits
+        .into_iter()
+        .map(|hit| RecallHit {
+            self_mentioned: mentioned_by(&hit.memory, req.person.as_deref()),
+            hit,
+        })
+        .collect();
+    let mut live = Vec::new();
+    let mut minutes = 0;
+    if let Some((filter, mins, k)) = &req.live {
+        minutes = *mins;
+        let short = narrow(
+            filter,
+            &Scope {
+                stages: vec![Stage::Short],
+                ..Scope::default()
+            },
+        );
+        let since = req.now - chrono::Duration::minutes(i64::from(*mins));
+        live = super::read::since(hub, &short, since, *k)?;
+        live.reverse();
+    }
+    // A line already shown as live chat is not repeated as a memory.
+    let hits: Vec<RecallHit> = hits
+        .into_iter()
+        .filter(|h| !live.iter().any(|m| m.id == h.hit.memory.id))
+        .collect();
+    let block = req
+        .block
+        .then(|| render_recall_block(&live, minutes, &hits));
+    Ok(RecallOutcome {
+        query,
+        hits,
+        live,
+        block,
+    })
 }
 
 #[cfg(test)]

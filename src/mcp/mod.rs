@@ -120,25 +120,13 @@ impl MemoryServer {
         self.send(ctx, "POST", path, Some(body?)).await
     }
 
-    /// `memory_tag`: rewrite a fact with a new tag set, superseding and forgetting the old one.
+    /// `memory_tag`: `/v1/tags` (the fact keeps its id; the hub's rules
+    /// decide what may be edited).
     async fn retag(
         &self,
         ctx: &RequestContext<RoleServer>,
         p: tools::TagParams,
     ) -> Result<Value, CallError> {
-        if p.id.starts_with("doc-") {
-            return Err(CallError::invalid(format!(
-                "{} is a Markdown document; change `tags` in its front matter instead",
-                p.id
-            )));
-        }
-        if p.add.is_empty() && p.remove.is_empty() && p.importance.is_none() {
-            return Err(CallError::invalid(
-                "give tags to `add` and/or `remove`, or an `importance`",
-            ));
-        }
-        // The fact keeps its id: /v1/tags appends a new put line with the
-        // changed tags (the token must be allowed to write its scene).
         let body =
             serde_json::to_value(p.into_body()).map_err(|e| CallError::invalid(e.to_string()))?;
         self.send(ctx, "POST", "/v1/tags", Some(body)).await

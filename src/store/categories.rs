@@ -110,11 +110,18 @@ pub(crate) fn write(memories: &Path, file: &CategoryFile<'_>) -> Result<()> {
         // Categories are standing policy: their history matters.
         let revisions = memories.join(REVISIONS);
         std::fs::create_dir_all(&revisions).ctx("cannot create directory", &revisions)?;
-        let stamp = file.updated.format("%Y%m%dT%H%M%S%.6fZ");
-        durable::write_atomic(
-            &revisions.join(format!("{}@{stamp}.md", file.name)),
-            &previous,
-        )?;
+        // Named by the write's time; when the clock stands still (a test
+        // clock) the stamp moves on, so no revision replaces another.
+        let mut at = file.updated;
+        let revision = loop {
+            let stamp = at.format("%Y%m%dT%H%M%S%.6fZ");
+            let candidate = revisions.join(format!("{}@{stamp}.md", file.name));
+            if !candidate.exists() {
+                break candidate;
+            }
+            at += chrono::Duration::microseconds(1);
+        };
+        durable::write_atomic(&revision, &previous)?;
     }
     durable::write_atomic(&path, text.as_bytes())
 }
@@ -129,7 +136,7 @@ pub(crate) fn remove(memories: &Path, name: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::PrivacyConfig;
+    use crate::content::PrivacyConfig;
 
     fn file<'a>(scene: &'a Scene, content: &'a str) -> CategoryFile<'a> {
         CategoryFile {

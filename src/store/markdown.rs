@@ -45,10 +45,10 @@ use serde::{Deserialize, Serialize};
 use yaml_rust2::parser::{Event as YamlEvent, Parser as YamlParser};
 use yaml_rust2::scanner::TScalarStyle;
 
+use crate::content::PrivacyConfig;
 use crate::error::{Error, IoContext, Result};
 use crate::ids;
 use crate::model::{Privacy, Scene, Subject, Tier, parse_kind, parse_tags};
-use crate::policy::PrivacyConfig;
 
 /// Front matter longer than this (between the fences) is refused.
 pub const MAX_FRONT_MATTER_BYTES: usize = 16 * 1024;

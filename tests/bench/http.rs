@@ -204,6 +204,7 @@ fn run_with(n: usize, nq: usize, model: Model, fulltext_only: bool) -> Vec<Row> 
             scopes: Vec::new(),
             scenes: corpus::SCENES.iter().map(|s| s.to_string()).collect(),
         },
+        chrono::Utc::now(),
     )
     .unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -253,7 +254,7 @@ fn run_with(n: usize, nq: usize, model: Model, fulltext_only: bool) -> Vec<Row> 
                 qs,
                 || (),
                 |_, q| {
-                    hub.search(&SearchRequest {
+                    hub.search_filtered(&SearchRequest {
                         query: q.into(),
                         filter: Filter::all(),
                         limit: Some(10),

@@ -160,7 +160,7 @@ fn run(n: usize, nq: usize) -> Vec<Row> {
     let single = 300.min(n);
     let t = Instant::now();
     for item in &items[..single] {
-        hub.write(req(item)).unwrap();
+        hub.append(req(item)).unwrap();
     }
     let memd_single = single as f64 / t.elapsed().as_secs_f64();
     let lines: Vec<String> = items[..single]
@@ -183,7 +183,7 @@ fn run(n: usize, nq: usize) -> Vec<Row> {
             let items = &items;
             s.spawn(move || {
                 for item in items[single..].iter().skip(c).step_by(8).take(40) {
-                    hub.write(req(item)).unwrap();
+                    hub.append(req(item)).unwrap();
                 }
             });
         }
@@ -200,7 +200,7 @@ fn run(n: usize, nq: usize) -> Vec<Row> {
     let rest = &items[(single + 320).min(n)..];
     let t = Instant::now();
     for chunk in rest.chunks(1000) {
-        for r in hub.write_batch(chunk.iter().map(req).collect()).unwrap() {
+        for r in hub.append_batch(chunk.iter().map(req).collect()).unwrap() {
             r.unwrap();
         }
     }
@@ -231,7 +231,7 @@ fn run(n: usize, nq: usize) -> Vec<Row> {
     let fts = baseline::Fts5::build(&tmp.path().join("fts5.db"), &texts);
     for threads in [1, 8] {
         let memd = latencies(threads, &queries, |q| {
-            hub.search(&SearchRequest {
+            hub.search_filtered(&SearchRequest {
                 query: q.into(),
                 filter: Filter::all(),
                 limit: Some(10),

@@ -66,7 +66,7 @@ fn main() {
                 .iter()
                 .map(|c| WriteRequest::new(scene(c), c["text"].as_str().unwrap(), "eval"))
                 .collect();
-            for (c, r) in chunk.iter().zip(hub.write_batch(reqs).expect("write")) {
+            for (c, r) in chunk.iter().zip(hub.append_batch(reqs).expect("write")) {
                 corpus_id.insert(r.expect("written").id, c["id"].as_str().unwrap().into());
             }
         }
@@ -110,7 +110,7 @@ fn main() {
         }
         for (qid, query, relevant, filter) in &queries {
             let res = hub
-                .search(&SearchRequest {
+                .search_filtered(&SearchRequest {
                     query: query.clone(),
                     filter: filter.clone(),
                     limit: Some(10),

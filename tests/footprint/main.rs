@@ -74,7 +74,7 @@ fn cpu_seconds() -> f64 {
 /// Runs each query as a hybrid search over every scene, top 10.
 fn hybrid_searches(hub: &Hub, queries: &[String]) {
     for q in queries {
-        hub.search(&SearchRequest {
+        hub.search_filtered(&SearchRequest {
             query: q.clone(),
             filter: Filter::all(),
             limit: Some(10),

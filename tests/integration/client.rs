@@ -153,7 +153,7 @@ fn chat(hub: &Hub, text: &str) -> String {
     req.stage = Stage::Short;
     req.importance = 0.5;
     req.expires_at = Some(Utc::now() + chrono::Duration::hours(24));
-    hub.write(req).unwrap().id
+    hub.append(req).unwrap().id
 }
 
 fn options() -> RunOptions {

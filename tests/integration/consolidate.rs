@@ -25,11 +25,11 @@ fn chat(hub: &Hub, scene_name: &str, text: &str, importance: f32) -> String {
     req.stage = Stage::Short;
     req.importance = importance;
     req.expires_at = Some(Utc::now() + Duration::hours(24));
-    hub.write(req).unwrap().id
+    hub.append(req).unwrap().id
 }
 
 fn long(hub: &Hub, scene_name: &str, text: &str) -> String {
-    hub.write(WriteRequest::new(scene(scene_name), text, "main"))
+    hub.append(WriteRequest::new(scene(scene_name), text, "main"))
         .unwrap()
         .id
 }
@@ -182,7 +182,7 @@ fn stale_long_term_memories_are_reported_only() {
     let mut req = WriteRequest::new(scene("main"), "an old unimportant note", "main");
     req.importance = 0.2;
     req.ts = Some(Utc::now() - Duration::days(200));
-    let old = hub.write(req).unwrap().id;
+    let old = hub.append(req).unwrap().id;
     let fresh = long(&hub, "main", "a fresh note");
     let lines = root.journal_lines().len();
     let r = consolidate::run(&hub, &SleepConfig::default(), &options(false)).unwrap();
@@ -314,7 +314,7 @@ fn model_pass_applies_valid_operations_and_rollback_restores_search() {
         let party = chat(&hub, "qq:group:7", "群里说周五一起聚餐", 0.5);
         let mut req = WriteRequest::new(scene("main"), "保险箱的位置在书房", "main");
         req.privacy = Privacy::Secret;
-        let secret = hub.write(req).unwrap().id;
+        let secret = hub.append(req).unwrap().id;
         let ops = json!({ "operations": [
             { "op": "write", "from": [tea], "text": "主人喜欢无糖乌龙茶", "kind": "preference", "importance": 0.8 },
             { "op": "supersede", "id": moved, "text": "主人搬到了杭州" },
@@ -418,10 +418,10 @@ fn model_pass_through_a_command_and_its_failures() {
     cfg.model.kind = ModelKind::Command;
     let mut req = WriteRequest::new(scene("main"), "主人的体检报告显示血压偏高", "main");
     req.privacy = Privacy::Personal;
-    let personal = hub.write(req).unwrap().id;
+    let personal = hub.append(req).unwrap().id;
     let mut req = WriteRequest::new(scene("main"), "主人的名字叫小林", "main");
     req.tier = Some(memory_hub::model::Tier::T0);
-    let pinned = hub.write(req).unwrap().id;
+    let pinned = hub.append(req).unwrap().id;
     let answer = json!({"operations": [
         {"op": "write", "from": [note], "text": "主人周末爬山"},
         {"op": "write", "from": [personal], "text": "主人血压偏高", "privacy": "normal"},
@@ -618,6 +618,7 @@ fn serve_runs_the_enabled_sleep_job_and_health_reports_it() {
             preset: Some("dsh-desktop".into()),
             ..Default::default()
         },
+        chrono::Utc::now(),
     )
     .unwrap();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_memd"))
@@ -660,7 +661,7 @@ fn a_fact_restored_in_a_later_month_survives_a_reindex() {
             "main",
         );
         req.ts = Some(Utc::now() - Duration::days(40));
-        let old = hub.write(req).unwrap().id;
+        let old = hub.append(req).unwrap().id;
         let mut cfg = SleepConfig::default();
         cfg.model.kind = ModelKind::Command;
         let answer = json!({"operations": [{"op": "forget", "id": old}]});
@@ -702,7 +703,7 @@ fn openai_cfg(base_url: String) -> SleepConfig {
 fn write_as(hub: &Hub, scene_name: &str, text: &str, privacy: Privacy) -> String {
     let mut req = WriteRequest::new(scene(scene_name), text, "main");
     req.privacy = privacy;
-    hub.write(req).unwrap().id
+    hub.append(req).unwrap().id
 }
 
 #[test]
@@ -804,14 +805,14 @@ fn group_evidence_cannot_touch_other_scenes_owner_or_pinned_memories() {
     // In the group: the owner's own line, a pinned note, and another member's line.
     let mut req = WriteRequest::new(scene("qq:group:7"), "owner said he likes hotpot", "qq");
     req.subject = memory_hub::model::Subject::Owner;
-    let owner_in_group = hub.write(req).unwrap().id;
+    let owner_in_group = hub.append(req).unwrap().id;
     let mut req = WriteRequest::new(scene("qq:group:7"), "group rule: no spam", "qq");
     req.subject = memory_hub::model::Subject::Other;
     req.tier = Some(memory_hub::model::Tier::T0);
-    let pinned_in_group = hub.write(req).unwrap().id;
+    let pinned_in_group = hub.append(req).unwrap().id;
     let mut req = WriteRequest::new(scene("qq:group:7"), "alice is moving to Beijing", "qq");
     req.subject = memory_hub::model::Subject::Other;
-    let alice = hub.write(req).unwrap().id;
+    let alice = hub.append(req).unwrap().id;
     let group_ops = json!({ "operations": [
         { "op": "forget", "id": owner_main, "reason": "a member said so" },
         { "op": "supersede", "id": owner_main, "text": "the owner moved to Beijing" },

@@ -52,7 +52,7 @@ fn the_translated_pass_sees_only_what_the_filter_allows() {
     });
     for mode in [SearchMode::Fulltext, SearchMode::Hybrid] {
         let results = hub
-            .search(&SearchRequest {
+            .search_filtered(&SearchRequest {
                 query: "我想看魔术表演".into(),
                 filter: main_only.clone(),
                 limit: Some(10),

@@ -381,7 +381,7 @@ fn hybrid_search_orders_its_candidates_by_the_checked_in_fusion() {
         .collect();
     want.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     let got: Vec<String> = hub
-        .search(&req)
+        .search_filtered(&req)
         .unwrap()
         .hits
         .into_iter()

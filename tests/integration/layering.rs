@@ -1,10 +1,14 @@
 //! The layering of `src/` is enforced, not only written down: this test reads
 //! every `crate::`/`super::`/`self::` path in the sources (in `use` lines and
-//! inline), maps it to the top-level module and the file it names, and fails
+//! inline), maps it to the top-level module and the file it names (a file of
+//! a sub-module such as `hub/parts/writer.rs` is `parts/writer`), and fails
 //! on any import the "Layers" table in the crate docs (`src/lib.rs`) does not
-//! allow (unit tests included), on any cycle among top-level modules, and on
-//! any cycle among the files of one module (there a file's `#[cfg(test)]`
-//! module may use any sibling). Violations are printed as `file:line`.
+//! allow (unit tests included), on a right in that table nothing uses, on a
+//! surface (`http`, `mcp`, `console`) reaching the engine (`index`, `store`,
+//! `consolidate`, `embed`, …) instead of the hub's use cases, on any cycle
+//! among top-level modules, and on any cycle among the files of one module
+//! (there a file's `#[cfg(test)]` module may use any sibling, and a `mod.rs`
+//! is a facade). Violations are printed as `file:line`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -20,8 +24,13 @@ struct Place {
 struct Source {
     path: String,
     place: Place,
-    /// Whether the file is `src/<top>/mod.rs` or `src/<top>.rs` (its `super` is the crate).
-    is_root: bool,
+    /// The module path of the file inside its top-level module: `[]` for
+    /// `src/<top>.rs` and `src/<top>/mod.rs`, `["x"]` for `src/<top>/x.rs`
+    /// and `src/<top>/x/mod.rs`, `["x", "y"]` for `src/<top>/x/y.rs`.
+    module: Vec<String>,
+    /// Whether the file is a `mod.rs`: a module's facade, whose `self` is
+    /// its directory and whose children it names directly.
+    facade: bool,
     text: String,
 }
 
@@ -65,36 +74,26 @@ fn sources() -> Vec<Source> {
             .map(|s| s.to_string_lossy().into_owned())
             .collect();
         let stem = |s: &str| s.trim_end_matches(".rs").to_string();
-        let (place, is_root) = match rel.as_slice() {
+        let (top, module, facade): (String, Vec<String>, bool) = match rel.as_slice() {
             [f] if f == "lib.rs" || f == "main.rs" => continue,
-            [f] => (
-                Place {
-                    top: stem(f),
-                    file: stem(f),
-                },
-                true,
-            ),
-            [d, f] if f == "mod.rs" => (
-                Place {
-                    top: d.clone(),
-                    file: "mod".into(),
-                },
-                true,
-            ),
-            [d, f] => (
-                Place {
-                    top: d.clone(),
-                    file: stem(f),
-                },
-                false,
-            ),
+            [f] => (stem(f), Vec::new(), false),
+            [d, f] if f == "mod.rs" => (d.clone(), Vec::new(), true),
+            [d, f] => (d.clone(), vec![stem(f)], false),
+            [d, sub, f] if f == "mod.rs" => (d.clone(), vec![sub.clone()], true),
+            [d, sub, f] => (d.clone(), vec![sub.clone(), stem(f)], false),
             other => panic!("unexpected source depth: {other:?}"),
+        };
+        let file = match (module.is_empty(), facade) {
+            (true, true) => "mod".to_string(),
+            (true, false) => top.clone(),
+            (false, _) => module.join("/"),
         };
         let text = std::fs::read_to_string(&p).unwrap();
         out.push(Source {
             path: format!("src/{}", rel.join("/")),
-            place,
-            is_root,
+            place: Place { top, file },
+            module,
+            facade,
             text,
         });
     }
@@ -444,7 +443,7 @@ impl Crate {
         let mut files: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         for s in &sources {
             let e = files.entry(s.place.top.clone()).or_default();
-            if s.place.file != s.place.top {
+            if !s.module.is_empty() {
                 e.insert(s.place.file.clone());
             }
         }
@@ -459,7 +458,7 @@ impl Crate {
         for p in find_paths(&lib, &tops) {
             if p.is_pub_use && p.segs.len() >= 2 {
                 let name = p.segs.last().unwrap().clone();
-                let target = c.place_in(&p.segs[0], p.segs.get(1));
+                let target = c.place_at(&p.segs[0], &[], &p.segs[1..2]);
                 c.reexports.insert((String::new(), name), target);
             }
         }
@@ -467,10 +466,10 @@ impl Crate {
         for _ in 0..2 {
             for idx in 0..c.sources.len() {
                 let s = &c.sources[idx];
-                if !s.is_root {
+                if !s.module.is_empty() {
                     continue;
                 }
-                let children = c.files[&s.place.top].clone();
+                let children = c.children(idx);
                 let top = s.place.top.clone();
                 for p in find_paths(&s.text, &children) {
                     if !p.is_pub_use || p.in_test || p.segs.len() < 2 {
@@ -486,17 +485,55 @@ impl Crate {
         c
     }
 
-    /// The place `crate::<top>::<next>` names: the file `next` of `top`, what
-    /// `top` re-exports as `next` (wherever it comes from), else `top` itself.
-    fn place_in(&self, top: &str, next: Option<&String>) -> Place {
-        if let Some(p) = next.and_then(|n| self.reexports.get(&(top.to_string(), n.clone()))) {
+    /// The files a facade declares directly (the next level of its directory).
+    fn children(&self, idx: usize) -> BTreeSet<String> {
+        let s = &self.sources[idx];
+        if !s.facade {
+            return BTreeSet::new();
+        }
+        let depth = s.module.len() + 1;
+        self.sources
+            .iter()
+            .filter(|o| {
+                o.place.top == s.place.top
+                    && o.module.len() == depth
+                    && o.module.starts_with(&s.module)
+            })
+            .map(|o| o.module[depth - 1].clone())
+            .collect()
+    }
+
+    /// Whether `file` of `top` is a facade (`mod.rs` of the module or of a sub-module).
+    fn is_facade(&self, place: &Place) -> bool {
+        place.file == "mod" || self.sources.iter().any(|s| s.facade && s.place == *place)
+    }
+
+    /// The place `<top>::<base>::<rest>` names: what the top module
+    /// re-exports as `rest[0]` (from its root), else the deepest file along
+    /// the path, else the module's facade (or the single-file module itself).
+    fn place_at(&self, top: &str, base: &[String], rest: &[String]) -> Place {
+        if base.is_empty()
+            && let Some(p) = rest
+                .first()
+                .and_then(|n| self.reexports.get(&(top.to_string(), n.clone())))
+        {
             return p.clone();
         }
         let files = self.files.get(top);
-        let file = match next {
-            Some(n) if files.is_some_and(|f| f.contains(n)) => n.clone(),
-            _ if files.is_none_or(|f| f.is_empty()) => top.to_string(),
-            _ => "mod".into(),
+        let has = |path: &[String]| files.is_some_and(|f| f.contains(&path.join("/")));
+        let mut path = base.to_vec();
+        let mut best = (!base.is_empty() && has(&path)).then(|| path.join("/"));
+        for seg in rest {
+            path.push(seg.clone());
+            if !has(&path) {
+                break;
+            }
+            best = Some(path.join("/"));
+        }
+        let file = match best {
+            Some(f) => f,
+            None if files.is_none_or(|f| f.is_empty()) => top.to_string(),
+            None => "mod".into(),
         };
         Place {
             top: top.to_string(),
@@ -507,7 +544,7 @@ impl Crate {
     fn in_crate(&self, segs: &[String]) -> Option<Place> {
         let first = segs.first()?;
         if self.files.contains_key(first) {
-            return Some(self.place_in(first, segs.get(1)));
+            return Some(self.place_at(first, &[], &segs[1..]));
         }
         self.reexports.get(&(String::new(), first.clone())).cloned()
     }
@@ -517,13 +554,14 @@ impl Crate {
         let s = &self.sources[idx];
         let segs = &p.segs;
         let first = segs.first()?.as_str();
+        let top = s.place.top.as_str();
         match first {
             "crate" | "$crate" => self.in_crate(&segs[1..]),
             "self" => {
-                if p.inline_depth > 0 || s.place.file != "mod" {
+                if p.inline_depth > 0 || !s.facade {
                     None
                 } else {
-                    Some(self.place_in(&s.place.top, segs.get(1)))
+                    Some(self.place_at(top, &s.module, &segs[1..]))
                 }
             }
             "super" => {
@@ -531,21 +569,23 @@ impl Crate {
                 if n <= p.inline_depth {
                     return None;
                 }
+                let rest = &segs[n..];
                 let n = n - p.inline_depth;
-                let rest = &segs[segs.len().min(n + p.inline_depth)..];
-                if s.is_root || n >= 2 {
-                    self.in_crate(rest)
+                // A file's own module is its path; each `super` goes one up,
+                // and one past the top module is the crate.
+                let m = &s.module;
+                if n > m.len() {
+                    (n == m.len() + 1).then(|| self.in_crate(rest)).flatten()
                 } else {
-                    Some(self.place_in(&s.place.top, rest.first()))
+                    Some(self.place_at(top, &m[..m.len() - n], rest))
                 }
             }
             child => {
-                // a `mod.rs` naming one of its files directly
-                if s.place.file == "mod" && p.inline_depth == 0 {
-                    Some(Place {
-                        top: s.place.top.clone(),
-                        file: child.to_string(),
-                    })
+                // a facade naming one of its files directly
+                if s.facade && p.inline_depth == 0 && self.children(idx).contains(child) {
+                    let mut base = s.module.clone();
+                    base.push(child.to_string());
+                    Some(self.place_at(top, &base, &segs[1..]))
                 } else {
                     None
                 }
@@ -556,11 +596,7 @@ impl Crate {
     fn edges(&self) -> Vec<Edge> {
         let mut out = Vec::new();
         for (idx, s) in self.sources.iter().enumerate() {
-            let children = if s.place.file == "mod" {
-                self.files[&s.place.top].clone()
-            } else {
-                BTreeSet::new()
-            };
+            let children = self.children(idx);
             for p in find_paths(&s.text, &children) {
                 if let Some(to) = self.resolve(idx, &p)
                     && to != s.place
@@ -769,7 +805,7 @@ fn no_cycle_among_files_of_a_module() {
     let mut graphs: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
     for e in &edges {
         let from = &c.sources[e.from].place;
-        if from.top == e.to.top && from.file != "mod" && e.to.file != "mod" && !e.in_test {
+        if from.top == e.to.top && !c.is_facade(from) && !c.is_facade(&e.to) && !e.in_test {
             graphs
                 .entry(from.top.clone())
                 .or_default()
@@ -795,6 +831,78 @@ fn no_cycle_among_files_of_a_module() {
         }
     }
     assert!(bad.is_empty(), "{bad}");
+}
+
+/// Every right the Layers table grants is used by at least one import: a
+/// row lists what its module needs, not what it might.
+#[test]
+fn the_layers_table_has_no_unused_rights() {
+    let c = Crate::load();
+    let edges = c.edges();
+    let mut used: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for e in &edges {
+        let from = &c.sources[e.from].place.top;
+        if *from != e.to.top {
+            used.entry(from.clone())
+                .or_default()
+                .insert(e.to.top.clone());
+        }
+    }
+    let mut unused = Vec::new();
+    for (module, may) in allowed() {
+        for m in may.iter().filter(|m| *m != "*") {
+            if !used.get(&module).is_some_and(|u| u.contains(m)) {
+                unused.push(format!("`{module}` may import `{m}` but does not"));
+            }
+        }
+    }
+    assert!(
+        unused.is_empty(),
+        "unused rights in the Layers table of src/lib.rs (remove them):\n{}",
+        unused.join("\n")
+    );
+}
+
+/// The surfaces parse, call one use case of the hub and reply: they never
+/// reach the engine below it. The table says so, and so do the imports.
+#[test]
+fn surfaces_reach_the_engine_only_through_the_hub() {
+    const ENGINE: &[&str] = &[
+        "index",
+        "store",
+        "consolidate",
+        "embed",
+        "search",
+        "relevance",
+        "query",
+        "lifecycle",
+        "content",
+        "backup",
+        "transfer",
+        "migrate",
+    ];
+    let table = allowed();
+    let c = Crate::load();
+    let mut bad = Vec::new();
+    for surface in ["http", "mcp", "console"] {
+        for m in ENGINE {
+            if table.get(surface).is_some_and(|a| a.contains(*m)) {
+                bad.push(format!("the Layers table lets `{surface}` import `{m}`"));
+            }
+        }
+    }
+    for e in c.edges() {
+        let from = &c.sources[e.from];
+        if ["http", "mcp", "console"].contains(&from.place.top.as_str())
+            && ENGINE.contains(&e.to.top.as_str())
+        {
+            bad.push(format!(
+                "{}:{}: `{}` reaches `{}`; call a hub use case instead",
+                from.path, e.line, from.place.top, e.to.top
+            ));
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
 
 /// Third-party types stay in their layer: `http` never touches rusqlite or

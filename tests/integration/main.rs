@@ -31,6 +31,7 @@ mod lifecycle;
 mod mcp;
 mod merge;
 mod openapi;
+mod parity;
 mod prop;
 mod reindex;
 mod relevance;

@@ -260,7 +260,7 @@ fn imported_fact(id: &str, scene_idx: usize, kind: usize, text: &str) -> Fact {
 fn check_one(real: &Real, model: &Model, id: &str) {
     let hub = real.hub();
     let fact = &model.facts[id];
-    match hub.get(id, &Filter::all()) {
+    match hub.fetch(id, &Filter::all()) {
         Ok(m) => {
             assert!(!fact.forgotten, "{id} was forgotten but get returned it");
             assert_eq!(m.text, fact.text, "{id} reads back its text");
@@ -295,7 +295,7 @@ fn check_all(real: &Real, model: &Model) {
     assert_eq!(stats.counts.forgotten, forgotten, "forgotten facts");
     let err = real
         .hub()
-        .get("fact-main-zzzzzzzz-0000", &Filter::all())
+        .fetch("fact-main-zzzzzzzz-0000", &Filter::all())
         .expect_err("an id never handed out");
     assert_eq!(code(&err), "NOT_FOUND");
 }
@@ -305,7 +305,7 @@ fn step(real: &mut Real, model: &mut Model, op: &Op) -> Vec<String> {
     match *op {
         Op::Write { scene, kind } => {
             let (text, word) = model.fresh_text();
-            let out = real.hub().write(request(scene, kind, &text)).unwrap();
+            let out = real.hub().append(request(scene, kind, &text)).unwrap();
             assert_eq!(out.action, WriteAction::Add, "a fresh text is added");
             model.add(
                 &out.id,
@@ -327,7 +327,7 @@ fn step(real: &mut Real, model: &mut Model, op: &Op) -> Vec<String> {
             };
             let f = model.facts[&old].clone();
             let scene = if other_scene { 1 - f.scene } else { f.scene };
-            let out = real.hub().write(request(scene, f.kind, &f.text)).unwrap();
+            let out = real.hub().append(request(scene, f.kind, &f.text)).unwrap();
             let dups = model.duplicates(&f.text, scene, f.kind);
             if dups.is_empty() {
                 assert_eq!(
@@ -355,7 +355,7 @@ fn step(real: &mut Real, model: &mut Model, op: &Op) -> Vec<String> {
             let (text, word) = model.fresh_text();
             let mut req = request(0, 0, &text);
             req.idempotency_key = Some(KEYS[key].to_string());
-            let out = real.hub().write(req).unwrap();
+            let out = real.hub().append(req).unwrap();
             match model.keyed(KEYS[key]) {
                 Some(id) => {
                     assert_eq!(
@@ -387,7 +387,7 @@ fn step(real: &mut Real, model: &mut Model, op: &Op) -> Vec<String> {
             let Some(id) = model.pick(pick) else {
                 return Vec::new();
             };
-            let got = real.hub().forget(&id, None, "prop", &Filter::all());
+            let got = real.hub().tombstone(&id, None, "prop", &Filter::all());
             if model.live(&id) {
                 got.unwrap_or_else(|e| panic!("forget {id}: {e}"));
                 model.facts.get_mut(&id).unwrap().forgotten = true;
@@ -400,7 +400,7 @@ fn step(real: &mut Real, model: &mut Model, op: &Op) -> Vec<String> {
         Op::ForgetUnknown => {
             let e = real
                 .hub()
-                .forget("fact-main-zzzzzzzz-0001", None, "prop", &Filter::all())
+                .tombstone("fact-main-zzzzzzzz-0001", None, "prop", &Filter::all())
                 .expect_err("unknown id");
             assert_eq!(code(&e), "NOT_FOUND", "{e}");
             Vec::new()
@@ -412,7 +412,7 @@ fn step(real: &mut Real, model: &mut Model, op: &Op) -> Vec<String> {
             let (text, word) = model.fresh_text();
             let mut req = request(0, 0, &text);
             req.supersedes = Some(old.clone());
-            let got = real.hub().write(req);
+            let got = real.hub().append(req);
             if !model.live(&old) {
                 let e = got.expect_err("superseding a forgotten fact");
                 assert_eq!(code(&e), "NOT_FOUND", "{e}");
@@ -643,13 +643,13 @@ fn crash_child() {
     let mut out = std::io::stdout().lock();
     let texts = std::env::var("MEMD_PROP_TEXTS").unwrap_or_default();
     for text in texts.lines() {
-        let w = hub.write(request(0, 0, text)).unwrap();
+        let w = hub.append(request(0, 0, text)).unwrap();
         assert_eq!(w.action, WriteAction::Add);
         writeln!(out, "acked {}", w.id).unwrap();
         out.flush().unwrap();
     }
     if let Ok(id) = std::env::var("MEMD_PROP_FORGET") {
-        let answer = match hub.forget(&id, None, "prop", &Filter::all()) {
+        let answer = match hub.tombstone(&id, None, "prop", &Filter::all()) {
             Ok(()) => "forgot",
             Err(e) => code(&e),
         };

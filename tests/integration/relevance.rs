@@ -64,7 +64,7 @@ fn texts(api: &Api, found: &[String]) -> Vec<String> {
         .iter()
         .map(|id| {
             api.hub
-                .get(id, &memory_hub::index::filter::Filter::all())
+                .fetch(id, &memory_hub::index::filter::Filter::all())
                 .unwrap()
                 .text
         })

@@ -198,6 +198,7 @@ async fn launch_function_takes_a_listener_and_a_shutdown_future() {
             preset: Some("dsh-desktop".into()),
             ..Default::default()
         },
+        chrono::Utc::now(),
     )
     .unwrap()
     .1;
@@ -258,6 +259,7 @@ async fn a_stuck_client_cannot_hold_shutdown_forever() {
             preset: Some("dsh-desktop".into()),
             ..Default::default()
         },
+        chrono::Utc::now(),
     )
     .unwrap()
     .1;

@@ -12,7 +12,7 @@ fn jsonl_export_then_import_keeps_ids_and_skips_repeats() {
         let hub = a.hub();
         let kept = write(&hub, "main", "export me 出口测试");
         let gone = write(&hub, "qq:owner", "forget me before export");
-        hub.forget(&gone, None, "test", &Filter::all()).unwrap();
+        hub.tombstone(&gone, None, "test", &Filter::all()).unwrap();
         (kept, gone)
     };
     a.write_doc("doc.md", "# Doc\nnot part of a jsonl export\n");
@@ -34,9 +34,9 @@ fn jsonl_export_then_import_keeps_ids_and_skips_repeats() {
     );
     let hub = b.hub();
     assert_eq!(search_ids(&hub, "出口测试", 5), std::slice::from_ref(&kept));
-    let got = hub.get(&kept, &Filter::all()).unwrap();
+    let got = hub.fetch(&kept, &Filter::all()).unwrap();
     assert_eq!(got.text, "export me 出口测试");
-    assert!(hub.get(&gone, &Filter::all()).is_err());
+    assert!(hub.fetch(&gone, &Filter::all()).is_err());
 }
 
 #[test]
@@ -81,7 +81,7 @@ fn loose_lines_and_text_with_bad_lines_reported() {
     let hub = root.hub();
     let hits = search_ids(&hub, "圣诞节", 5);
     assert_eq!(hits.len(), 1);
-    let m = hub.get(&hits[0], &Filter::all()).unwrap();
+    let m = hub.fetch(&hits[0], &Filter::all()).unwrap();
     assert_eq!(m.scene.as_str(), "madial");
     assert_eq!(m.ts.to_rfc3339(), "2023-12-25T00:00:00+00:00");
     assert_eq!(m.tags, ["活动类"]);
@@ -157,7 +157,7 @@ fn markdown_export_of_scenes_yaml_would_misread_imports_and_indexes() {
     // Each document keeps its scene, read back as the text it was.
     let hits = b
         .hub()
-        .search(&SearchRequest {
+        .search_filtered(&SearchRequest {
             query: "ferry timetable".into(),
             filter: Filter::all(),
             limit: Some(10),
@@ -192,7 +192,7 @@ fn a_node_memory_hub_root_migrates_with_ids_tombstones_and_supersedes() {
         );
     }
     let all = Filter::all();
-    let get = |id: &str| hub.get(id, &all);
+    let get = |id: &str| hub.fetch(id, &all);
     // Ids, audiences (as scenes), stage, privacy aliases, times kept.
     let peanut = get("fact-main-m8x2k-7f3a").unwrap();
     assert_eq!(
@@ -224,11 +224,11 @@ fn a_node_memory_hub_root_migrates_with_ids_tombstones_and_supersedes() {
     assert_eq!(latte.supersedes.as_deref(), Some("fact-main-m8x4b-2c3d"));
     let timeline = hub
         .timeline(
-            &all,
-            &memory_hub::hub::TimelineQuery {
-                limit: 50,
-                before: None,
+            &hub.operator(),
+            memory_hub::api::TimelineBody {
+                limit: Some(50),
                 month: Some("2026-10".into()),
+                ..Default::default()
             },
         )
         .unwrap();
@@ -268,9 +268,9 @@ fn a_node_memory_hub_root_migrates_with_ids_tombstones_and_supersedes() {
     assert_eq!(again["failed"], 3, "{again}");
     let hub = root.hub();
     assert_eq!(search_ids(&hub, "咖啡", 5), ["fact-main-m8x5c-3d4e"]);
-    assert!(hub.get("fact-main-m8x6d-4e5f", &Filter::all()).is_err());
+    assert!(hub.fetch("fact-main-m8x6d-4e5f", &Filter::all()).is_err());
     assert_eq!(
-        hub.get("chat-qq-group-650866701-m8x3a-1b2c", &Filter::all())
+        hub.fetch("chat-qq-group-650866701-m8x3a-1b2c", &Filter::all())
             .unwrap()
             .stage,
         memory_hub::model::Stage::Long

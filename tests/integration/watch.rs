@@ -66,6 +66,7 @@ fn edits_and_foreign_appends_reach_the_running_index() {
             preset: Some("dsh-desktop".into()),
             ..Default::default()
         },
+        chrono::Utc::now(),
     )
     .unwrap();
     let public = root.memd_json(&["health", "--addr", &addr]);

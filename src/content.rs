@@ -1,5 +1,6 @@
-//! Content policy applied before anything is stored: normalisation, credential
-//! refusal, and retention-tier assignment. Pure functions, no IO.
+//! Content rules applied before anything is stored: normalisation, credential
+//! refusal, retention-tier assignment, and the audiences sensitive and secret
+//! memories are pinned to ([`PrivacyConfig`]). Pure functions, no IO.
 //!
 //! - [`normalize_content`]: control characters stripped (tab and newlines
 //!   kept), CRLF → LF, trailing spaces per line removed, runs of blank lines
@@ -398,28 +399,22 @@ impl Default for PrivacyConfig {
 }
 
 impl PrivacyConfig {
-    /// Refuses a `sensitive` or `secret` memory outside the audiences its level is pinned to.
+    /// The pins as the write rules read them ([`crate::model::Pins`]).
+    pub(crate) fn pins(&self) -> crate::model::Pins<'_> {
+        crate::model::Pins {
+            sensitive: &self.sensitive_audiences,
+            secret: &self.secret_audiences,
+        }
+    }
+
+    /// Refuses a `sensitive` or `secret` memory outside the audiences its
+    /// level is pinned to (the one pin rule, [`crate::model::Pins::check`]).
     pub(crate) fn check_pinned(
         &self,
         privacy: crate::model::Privacy,
         scene: &Scene,
     ) -> crate::Result<()> {
-        use crate::model::Privacy;
-        let pinned = match privacy {
-            Privacy::Sensitive => Some(("sensitive", &self.sensitive_audiences)),
-            Privacy::Secret => Some(("secret", &self.secret_audiences)),
-            _ => None,
-        };
-        if let Some((name, allowed)) = pinned
-            && !allowed.contains(scene)
-        {
-            let list: Vec<&str> = allowed.iter().map(Scene::as_str).collect();
-            return Err(crate::Error::invalid(format!(
-                "{name} memories may only live in [{}]; scene {scene} is not one of them",
-                list.join(", "),
-            )));
-        }
-        Ok(())
+        self.pins().check(privacy, scene)
     }
 }
 
@@ -443,8 +438,7 @@ mod tests {
         }
     }
 
-    /// Every probe of the credential audit (and the common key formats) is
-    /// refused; ordinary sentences about passwords and keys are not.
+    /// Every probe of the credential audit (and the common key formats) is refused.
     #[test]
     fn credentials_are_detected() {
         let hits = [
@@ -520,6 +514,11 @@ mod tests {
             assert!(detect_credential(text).is_some(), "should refuse: {text}");
         }
         assert!(hits.len() >= 38);
+    }
+
+    /// Ordinary sentences about passwords, keys and codes are kept.
+    #[test]
+    fn sentences_about_credentials_are_kept() {
         let fine = [
             "I forgot my password yesterday",
             "I use 1Password 8 on my Mac",

@@ -1,4 +1,4 @@
-//! The search gate: a fair (FIFO) counting semaphore that admits about one
+//! The searcher's gate: a fair (FIFO) counting semaphore that admits about one
 //! search per core; the others wait in arrival order.
 //!
 //! Searches are CPU-bound. With more concurrent searches than cores, the

@@ -1,12 +1,19 @@
-//! Vectors and search: the hub's side of semantic search.
+//! The searcher part: the search gate, search in three modes, vectors, and
+//! the relevance floor.
+//!
+//! Ranking itself is [`crate::search`]; this part decides which embedder a
+//! search gets, keeps the vectors up to date with the writes, admits about
+//! one search per core ([`super::gate`]), marks hits that expire soon and
+//! counts them as retrievals.
 //!
 //! Embedding is kept off the write path: a write is acknowledged once it is
 //! durable and in the full-text index. Memories without a vector are embedded
-//! in small groups by [`Hub::embed_pending`] (the server's scheduler thread
-//! calls it every second), all at once by `memd reindex`, and before any
-//! semantic or hybrid search, so a search sees the writes acknowledged
-//! before it began (see `refresh_vectors` for the one exception). Searches pick the embedder for their mode and degrade as
-//! documented in [`crate::search`].
+//! in small groups by [`Searcher::embed_pending`] (the server's scheduler
+//! thread calls it every second), all at once by `memd reindex`, and before
+//! any semantic or hybrid search, so a search sees the writes acknowledged
+//! before it began (see `refresh_vectors` for the one exception). If no
+//! embedder can be loaded, memories stay pending and are embedded once one
+//! is available; searches degrade as documented in [`crate::search`].
 //!
 //! Writes never wait for readers: no embedding pass takes the writer. A pass
 //! holds only [`crate::embed::EmbedderSlot::pass`] (one pass at a time, so
@@ -17,26 +24,50 @@
 
 use std::sync::Arc;
 
-use super::Hub;
-use crate::embed::Embedder;
+use super::Core;
+use super::ctx::Ctx;
+use super::gate::Gate;
+use crate::embed::cache::VectorCache;
+use crate::embed::{Embedder, EmbedderSlot, EmbedderStatus};
 use crate::error::Result;
-use crate::search::{self, SearchRequest, SearchResults};
+use crate::index::filter::Filter;
+use crate::search::{self, SearchMode, SearchRequest, SearchResults};
 
-impl Hub {
+/// The searcher part (see the module docs).
+pub(crate) struct Searcher {
+    /// Admits about one search per core, in arrival order.
+    gate: Gate,
+    /// Shared with the thread that loads the model in the background.
+    embedder: Arc<EmbedderSlot>,
+    cache: Option<VectorCache>,
+}
+
+impl Searcher {
+    pub(crate) fn new(embedder: EmbedderSlot, cache: Option<VectorCache>) -> Searcher {
+        Searcher {
+            gate: Gate::per_core(),
+            embedder: Arc::new(embedder),
+            cache,
+        }
+    }
+
     /// The embedder, loading the configured model on first use;
     /// `EMBEDDING_UNAVAILABLE` says why there is none.
-    pub fn embedder(&self) -> Result<Arc<dyn Embedder>> {
+    pub(crate) fn embedder(&self) -> Result<Arc<dyn Embedder>> {
         self.embedder.get()
     }
 
+    /// Where the embedder stands, without loading it.
+    pub(crate) fn embedder_status(&self) -> EmbedderStatus {
+        self.embedder.status()
+    }
+
     /// Whether memories wait for a vector while the configured model has
-    /// neither loaded nor failed to load yet: [`Hub::embed_pending`] would
-    /// first spend seconds loading it.
-    pub(crate) fn embedder_load_pending(&self) -> bool {
-        matches!(
-            self.embedder.status(),
-            crate::embed::EmbedderStatus::NotLoaded
-        ) && matches!(self.index.vectors_pending(), Ok(true))
+    /// neither loaded nor failed to load yet: [`Searcher::embed_pending`]
+    /// would first spend seconds loading it.
+    pub(crate) fn embedder_load_pending(&self, core: &Core) -> bool {
+        matches!(self.embedder.status(), EmbedderStatus::NotLoaded)
+            && matches!(core.index.vectors_pending(), Ok(true))
     }
 
     /// Loads the configured model on a thread of its own that holds only the
@@ -58,35 +89,32 @@ impl Hub {
     /// Embeds up to `limit` memories that have no vector yet, without holding
     /// the writer; returns how many were stored. Vectors are derived data: a
     /// failure is logged and the memories stay pending for the next call.
-    pub fn embed_pending(&self, limit: usize) -> u64 {
-        if self.writer.is_none() {
+    pub(crate) fn embed_pending(&self, core: &Core, limit: usize) -> u64 {
+        if !core.writable {
             return 0;
         }
         // The first load of a model takes seconds: do it before taking the
         // pass, so searches are not held up by it.
-        if matches!(self.index.vectors_pending(), Ok(true)) {
+        if matches!(core.index.vectors_pending(), Ok(true)) {
             let _ = self.embedder.get();
         }
         let _pass = self.embedder.pass();
-        self.sync_vectors(limit)
+        self.sync_vectors(core, limit)
     }
 
-    /// [`Hub::embed_pending`] for a caller that holds the embedding pass.
-    fn sync_vectors(&self, limit: usize) -> u64 {
-        if self.writer.is_none() {
-            return 0;
-        }
+    /// [`Searcher::embed_pending`] for a caller that holds the embedding pass.
+    fn sync_vectors(&self, core: &Core, limit: usize) -> u64 {
         // A loaded embedder of another model than the stored vectors means
         // everything is re-embedded; a lazily configured one is checked when
         // it first loads (see `refresh_vectors`).
         let model_changed = self.embedder.loaded().is_some_and(|e| {
-            self.index
+            core.index
                 .vector_model()
                 .ok()
                 .flatten()
                 .is_some_and(|(m, d)| m != e.model_id() || d != e.dim())
         });
-        match self.index.vectors_pending() {
+        match core.index.vectors_pending() {
             Ok(true) => {}
             Ok(false) if model_changed => {}
             Ok(false) => return 0,
@@ -99,7 +127,7 @@ impl Hub {
             // Logged once when loading failed; the memories stay pending.
             return 0;
         };
-        match self
+        match core
             .index
             .sync_vectors(embedder.as_ref(), self.cache.as_ref(), limit)
         {
@@ -121,17 +149,17 @@ impl Hub {
     /// place of an older one, which then waits for the next pass (the
     /// scheduler's, within a second) and is found by full text until then.
     /// A failure is logged and the search goes on with what is indexed.
-    fn refresh_vectors(&self, embedder: &dyn Embedder) -> Result<()> {
-        if self.writer.is_none() {
+    fn refresh_vectors(&self, core: &Core, embedder: &dyn Embedder) -> Result<()> {
+        if !core.writable {
             return Ok(());
         }
         let stale = || -> Result<bool> {
-            Ok(self
+            Ok(core
                 .index
                 .vector_model()?
                 .is_some_and(|(m, d)| m != embedder.model_id() || d != embedder.dim()))
         };
-        if !stale()? && !self.index.vectors_pending()? {
+        if !stale()? && !core.index.vectors_pending()? {
             return Ok(());
         }
         let _pass = self.embedder.pass();
@@ -139,12 +167,12 @@ impl Hub {
         let limit = if stale()? {
             usize::MAX
         } else {
-            match self.index.vectors_pending_count()? {
+            match core.index.vectors_pending_count()? {
                 0 => return Ok(()),
                 n => usize::try_from(n).unwrap_or(usize::MAX),
             }
         };
-        if let Err(e) = self
+        if let Err(e) = core
             .index
             .sync_vectors(embedder, self.cache.as_ref(), limit)
         {
@@ -155,15 +183,19 @@ impl Hub {
 
     /// The candidates of a hybrid search with the learned-fusion features of
     /// each ([`search::hybrid_candidates`]), for `memd eval --features`.
-    pub fn hybrid_candidates(&self, req: &SearchRequest) -> Result<Vec<search::Candidate>> {
+    pub(crate) fn hybrid_candidates(
+        &self,
+        core: &Core,
+        req: &SearchRequest,
+    ) -> Result<Vec<search::Candidate>> {
         let embedder = self.embedder.get()?;
-        self.refresh_vectors(embedder.as_ref())?;
-        self.index.refresh()?;
+        self.refresh_vectors(core, embedder.as_ref())?;
+        core.index.refresh()?;
         let plan = crate::query::plan(&req.query);
-        let config = self.config();
+        let config = core.config();
         let limit = req.limit.unwrap_or(config.search.default_limit);
         search::hybrid_candidates(
-            &self.index,
+            &core.index,
             embedder.as_ref(),
             &plan,
             req,
@@ -178,19 +210,20 @@ impl Hub {
     /// `EMBEDDING_UNAVAILABLE`. Search settings are those of the live config
     /// (hot-reloaded keys included). About one search per core runs at a
     /// time; the others wait their turn in arrival order (writes never wait).
-    pub fn search(&self, req: &SearchRequest) -> Result<SearchResults> {
-        let config = self.config();
+    pub(crate) fn search(&self, cx: Ctx<'_>, req: &SearchRequest) -> Result<SearchResults> {
+        let core = cx.core;
+        let config = core.config();
         let cfg = &config.search;
         let mode = req.mode.unwrap_or(cfg.mode);
         let mut unavailable = None;
         let embedder = match mode {
-            search::SearchMode::Fulltext => None,
+            SearchMode::Fulltext => None,
             _ => match self.embedder.get() {
                 Ok(e) => {
-                    self.refresh_vectors(e.as_ref())?;
+                    self.refresh_vectors(core, e.as_ref())?;
                     Some(e)
                 }
-                Err(e) if mode == search::SearchMode::Semantic => return Err(e),
+                Err(e) if mode == SearchMode::Semantic => return Err(e),
                 Err(e) => {
                     tracing::debug!(error = %e, "hybrid search falls back to full text");
                     unavailable = Some(e.to_string());
@@ -201,17 +234,54 @@ impl Hub {
         // About one search per core runs at once; the others queue in
         // arrival order (see `gate.rs`). Vectors are refreshed before the
         // gate: embedding pending memories is not this search's service time.
-        let permit = self.search_gate.enter();
-        let searched = search::search(&self.index, embedder.as_deref(), req, cfg);
+        let now = core.now();
+        let permit = self.gate.enter();
+        let searched = search::search(&core.index, embedder.as_deref(), req, cfg, now);
         drop(permit);
-        let mut results = searched.inspect_err(|e| self.note_index_error(e))?;
+        let mut results = searched.inspect_err(|e| cx.catchup.note_index_error(e))?;
         if results.fallback.is_some() && unavailable.is_some() {
             results.fallback = unavailable;
         }
         for hit in &mut results.hits {
-            hit.expiring_soon = self.is_expiring_soon(&hit.memory);
+            hit.expiring_soon = cx.lifecycle.is_expiring_soon(core, &hit.memory);
         }
-        self.note_access(results.hits.iter().map(|h| &h.memory));
+        cx.lifecycle
+            .note_access(core, results.hits.iter().map(|h| &h.memory));
         Ok(results)
+    }
+
+    /// Empties `results` when its best hit has no evidence of relevance of
+    /// at least `floor` ([`crate::relevance`]); `None` means
+    /// [`crate::relevance::DEFAULT_FLOOR`] when the search ran with the
+    /// calibrated model and no floor otherwise. Cosines count only when the
+    /// search ran with an embedder.
+    pub(crate) fn apply_floor(
+        &self,
+        core: &Core,
+        results: &mut SearchResults,
+        query: &str,
+        filter: &Filter,
+        floor: Option<f32>,
+    ) -> Result<()> {
+        let embedder = match results.mode {
+            SearchMode::Fulltext => None,
+            _ => self.embedder.loaded(),
+        };
+        let calibrated = embedder
+            .as_deref()
+            .is_some_and(crate::relevance::calibrated);
+        let floor = match floor {
+            Some(f) => f,
+            None if calibrated => crate::relevance::DEFAULT_FLOOR,
+            None => return Ok(()),
+        };
+        crate::relevance::apply_floor(
+            &core.index,
+            embedder.as_deref(),
+            query,
+            filter,
+            &mut results.hits,
+            floor,
+        )
     }
 }

@@ -1,0 +1,370 @@
+//! The catch-up part: applying journal lines and Markdown documents to the
+//! index, and healing a damaged index at open.
+//!
+//! The same replay runs on open, after every append (the writer calls it),
+//! after a storage error, on reindex and when a sync tool appends lines, so
+//! the index always equals a replay of the files.
+//!
+//! Every line meets the write rules before it is indexed
+//! ([`crate::model::Record::validate`]): a line that breaks them (a sync tool
+//! or a hand edit can append anything) is reported like an unreadable line,
+//! as `FILE:LINE: reason`, and skipped; its neighbours are applied as usual.
+//! Unless `lifecycle.tierExpiry` is on, a long-term fact is indexed without
+//! an expiry whatever its line says: builds that expired tiers by default
+//! wrote `expires_at` on every long-term line, and those memories must not
+//! vanish.
+
+use std::sync::Mutex;
+
+use serde::Serialize;
+
+use super::documents::{Documents, DocumentsReport};
+use super::heal::{self, IndexState};
+use super::{Core, pins};
+use crate::error::Result;
+use crate::index::meta::FactExtras;
+use crate::index::{self, Batch, Change};
+use crate::model::{Memory, Record, Stage};
+use crate::store::journal::{self, Cursor, LineIssue};
+
+/// Changes per index commit while catching up.
+const CATCH_UP_BATCH: usize = 5000;
+
+/// Progress of a catch-up or rebuild, for progress bars.
+#[derive(Debug, Clone, Copy)]
+pub struct Progress {
+    /// Journal bytes processed so far.
+    pub(crate) done: u64,
+    /// Journal bytes to process in total.
+    pub(crate) total: u64,
+}
+
+/// What opening or a catch-up did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CatchUpReport {
+    /// Journal records applied.
+    pub records: u64,
+    /// Bad lines skipped (each also logged with file:line).
+    pub bad_lines: u64,
+    /// Memories embedded (from the model or the vector cache).
+    pub vectors_stored: u64,
+    /// Documents (re)indexed.
+    pub documents_indexed: u64,
+    /// Documents removed from the index.
+    pub(crate) documents_removed: u64,
+    /// Document files read (unchanged files are not read again).
+    pub documents_read: u64,
+    /// Documents found invalid (bad front matter, too large, links).
+    pub(crate) documents_invalid: u64,
+}
+
+impl From<DocumentsReport> for CatchUpReport {
+    fn from(d: DocumentsReport) -> Self {
+        CatchUpReport {
+            documents_indexed: d.documents_indexed,
+            documents_removed: d.documents_removed,
+            documents_read: d.documents_read,
+            documents_invalid: d.documents_invalid,
+            ..CatchUpReport::default()
+        }
+    }
+}
+
+/// Replay of the files into the index, and the state of the index as health reports it.
+#[derive(Default)]
+pub(crate) struct CatchUp {
+    documents: Documents,
+    state: Mutex<IndexState>,
+}
+
+/// Where one journal file's replay stands.
+struct FileReplay<'a> {
+    file: &'a str,
+    from: Cursor,
+    last: Cursor,
+}
+
+impl CatchUp {
+    /// Applies journal lines not yet in the index.
+    pub(crate) fn catch_up(
+        &self,
+        core: &Core,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<CatchUpReport> {
+        let files = journal::list_all(&core.layout.facts())?;
+        self.catch_up_files(core, &files, progress)
+    }
+
+    /// Applies journal lines of `files` not yet in the index.
+    pub(crate) fn catch_up_files(
+        &self,
+        core: &Core,
+        files: &[String],
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<CatchUpReport> {
+        let dir = core.layout.facts();
+        let cursors = core.index.resume_cursors()?;
+        let mut sizes = Vec::with_capacity(files.len());
+        for f in files {
+            sizes.push(journal::content_len(&dir, f)?);
+        }
+        let mut report = CatchUpReport::default();
+        let mut batch = Batch::default();
+        let total: u64 = sizes.iter().sum();
+        let mut done_before = 0u64;
+        for (file, size) in files.iter().zip(sizes) {
+            let mut from = cursors.get(file).copied().unwrap_or_default();
+            if from.offset > size {
+                tracing::warn!(journal.file = %file, "journal file is shorter than the index remembers; re-reading it");
+                from = Default::default();
+            }
+            done_before += from.offset;
+            let mut at = FileReplay {
+                file,
+                from,
+                last: from,
+            };
+            replay_file(core, &mut at, &mut batch, &mut report, &mut |last| {
+                progress(Progress {
+                    done: done_before + (last.offset - from.offset),
+                    total,
+                })
+            })?;
+            if at.last != from {
+                batch.cursors.push((file.clone(), at.last));
+            }
+            done_before += at.last.offset - from.offset;
+            progress(Progress {
+                done: done_before,
+                total,
+            });
+        }
+        core.index.apply(&batch)?;
+        Ok(report)
+    }
+
+    /// Brings the index back after a storage error ([`crate::index::Index::behind`]):
+    /// applies every journal line past the cursors, re-syncs documents and
+    /// commits. The caller holds the writer.
+    pub(crate) fn recover(&self, core: &Core) -> Result<()> {
+        let Some((failures, reason)) = core.index.behind() else {
+            return Ok(());
+        };
+        let report = self.catch_up(core, &mut |_| {})?;
+        self.sync_documents(core, &mut |batch| core.index.apply(batch))?;
+        core.index.refresh()?;
+        core.index.caught_up(failures);
+        tracing::info!(
+            records = report.records,
+            after = %reason,
+            "index caught up with the journal after a storage error"
+        );
+        Ok(())
+    }
+
+    /// Brings the index in line with the Markdown documents on disk (see
+    /// [`super::documents`]); `apply` runs the finished batch under the writer.
+    pub(crate) fn sync_documents(
+        &self,
+        core: &Core,
+        apply: &mut dyn FnMut(&Batch) -> Result<()>,
+    ) -> Result<CatchUpReport> {
+        self.documents.sync(core, apply).map(CatchUpReport::from)
+    }
+
+    /// Catches up with the journal and the documents while a writer opens the
+    /// root, then checks that the two stores agree. A damaged index
+    /// (corruption while applying, or a disagreement) is moved aside and
+    /// rebuilt once; `healed` says it already was, by the integrity check.
+    pub(crate) fn open_healing(
+        &self,
+        core: &mut Core,
+        healed: Option<String>,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<CatchUpReport> {
+        let mut healed = healed;
+        loop {
+            let damage = match self.catch_up_checked(core, progress)? {
+                Ok(report) => {
+                    self.set_state(match healed {
+                        Some(reason) => IndexState::Rebuilt { reason },
+                        None => IndexState::Ok,
+                    });
+                    return Ok(report);
+                }
+                Err(damage) => damage,
+            };
+            if healed.is_some() {
+                // A fresh index that still disagrees is a bug, not damage:
+                // serve what there is and say so.
+                tracing::error!(index.reason = %damage, "the rebuilt index is inconsistent; run `memd reindex`");
+                self.set_state(IndexState::Degraded { reason: damage });
+                return Ok(CatchUpReport::default());
+            }
+            let fresh = heal::replace(&core.layout.index(), &damage)?;
+            fresh.set_lifecycle(core.config().lifecycle.clone());
+            core.index = fresh;
+            // What the last sync saw of each document describes the old index.
+            self.documents.forget_stamps();
+            healed = Some(damage);
+        }
+    }
+
+    /// Catch-up and agreement check; `Ok(Err(reason))` when the index is damaged.
+    fn catch_up_checked(
+        &self,
+        core: &Core,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<std::result::Result<CatchUpReport, String>> {
+        let report = match self.catch_up_all(core, progress) {
+            Ok(r) => r,
+            Err(e) if index::is_damage(&e) => return Ok(Err(e.to_string())),
+            Err(e) => return Err(e),
+        };
+        match core.index.disagreement() {
+            Ok(None) => Ok(Ok(report)),
+            Ok(Some(d)) => Ok(Err(d)),
+            Err(e) if index::is_damage(&e) => Ok(Err(e.to_string())),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The journal, the long-term expiry rule and the documents, at open.
+    fn catch_up_all(
+        &self,
+        core: &Core,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<CatchUpReport> {
+        let mut report = self.catch_up(core, progress)?;
+        if !core.config().lifecycle.tier_expiry {
+            let cleared = core.index.clear_long_term_expiry()?;
+            if cleared > 0 {
+                tracing::info!(
+                    memories = cleared,
+                    "long-term memories no longer expire (lifecycle.tierExpiry is off)"
+                );
+            }
+        }
+        // Nobody else writes while the root opens: the batch is applied as it is.
+        let docs = self.sync_documents(core, &mut |batch| core.index.apply(batch))?;
+        report.documents_indexed = docs.documents_indexed;
+        report.documents_removed = docs.documents_removed;
+        report.documents_read = docs.documents_read;
+        report.documents_invalid = docs.documents_invalid;
+        report.vectors_stored += docs.vectors_stored;
+        Ok(report)
+    }
+
+    /// Marks the index damaged when a read hit corruption (SQLite
+    /// `SQLITE_CORRUPT`, unreadable tantivy files), so health says so with
+    /// the reason. The running process cannot swap its index; the next start
+    /// rebuilds it (the integrity check at open fails the same way).
+    pub(crate) fn note_index_error(&self, e: &crate::error::Error) {
+        if !index::is_damage(e) {
+            return;
+        }
+        tracing::error!(error = %e, "the index is damaged; restart memd serve to rebuild it, or run `memd reindex`");
+        self.set_state(IndexState::Degraded {
+            reason: format!(
+                "{e}; restart memd serve (it rebuilds a damaged index at start) or run `memd reindex`"
+            ),
+        });
+    }
+
+    pub(crate) fn set_state(&self, state: IndexState) {
+        *self.state.lock().expect("index state poisoned") = state;
+    }
+
+    /// How the index came to be, or why it cannot be trusted now.
+    pub(crate) fn state(&self) -> IndexState {
+        self.state.lock().expect("index state poisoned").clone()
+    }
+}
+
+/// Replays one journal file from `at.from`, applying a batch every
+/// [`CATCH_UP_BATCH`] changes; `progress` hears where each applied batch ended.
+fn replay_file(
+    core: &Core,
+    at: &mut FileReplay<'_>,
+    batch: &mut Batch,
+    report: &mut CatchUpReport,
+    progress: &mut dyn FnMut(Cursor),
+) -> Result<()> {
+    let config = core.config();
+    let pins = pins(&config);
+    let tier_expiry = config.lifecycle.tier_expiry;
+    let file = at.file;
+    let torn = journal::scan_file(&core.layout.facts(), file, at.from, |item| {
+        let entry = item.entry.and_then(|record| {
+            record
+                .validate(&pins)
+                .map(|()| record)
+                .map_err(|e| LineIssue {
+                    file: file.to_string(),
+                    line: item.cursor.lines,
+                    message: e.to_string(),
+                })
+        });
+        match entry {
+            Ok(record) => {
+                batch
+                    .changes
+                    .push(record_change(record, file, item.cursor.lines, tier_expiry));
+                report.records += 1;
+            }
+            Err(issue) => {
+                tracing::warn!(journal.issue = %issue, "skipping unreadable journal line");
+                report.bad_lines += 1;
+                batch.issues.push(issue);
+            }
+        }
+        at.last = item.cursor;
+        if batch.changes.len() >= CATCH_UP_BATCH {
+            batch.cursors.push((file.to_string(), at.last));
+            core.index.apply(&std::mem::take(batch))?;
+            progress(at.last);
+        }
+        Ok(())
+    })?;
+    if let Some(issue) = torn {
+        tracing::warn!(journal.issue = %issue, "journal ends in an incomplete line");
+    }
+    Ok(())
+}
+
+fn record_change(record: Record, file: &str, line: u64, tier_expiry: bool) -> Change {
+    match record {
+        Record::Put { fact, at, .. } => Change::PutFact {
+            at: at.unwrap_or(fact.ts),
+            memory: {
+                let mut m = Memory::from(&fact);
+                if fact.stage == Stage::Long && !tier_expiry {
+                    m.expires_at = None;
+                }
+                m
+            },
+            extras: FactExtras {
+                content_hash: (fact.stage == Stage::Long).then(|| {
+                    crate::lifecycle::content_hash(
+                        &fact.scene,
+                        &fact.kind,
+                        &fact.text,
+                        fact.privacy,
+                        fact.subject,
+                    )
+                }),
+                accesses: fact.accesses,
+                source_message_id: fact.source_message_id,
+                idempotency_key: fact.idempotency_key,
+                device: fact.device,
+                journal: Some((file.to_string(), line)),
+            },
+        },
+        Record::Forget { id, ts, .. } => Change::Forget { id, at: ts },
+        Record::Touch { ids, ts, .. } => Change::Touch {
+            ids,
+            at: ts,
+            line: Some((file.to_string(), line)),
+        },
+    }
+}
