@@ -20,7 +20,7 @@
 //! (`scene`, `scenes`, `from_owner`) itself; [`operations`] keeps them honest
 //! against the spec.
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, FixedOffset, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -468,9 +468,10 @@ pub struct IngestBody {
     /// The agent said it.
     #[serde(default, skip_serializing_if = "is_false")]
     pub from_self: bool,
-    /// When it was said (RFC 3339); the TTL counts from here.
+    /// When it was said (RFC 3339); the TTL counts from here. Its offset is
+    /// kept: consolidation reads "明天" as the day after the sender's day.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sent_at: Option<DateTime<Utc>>,
+    pub sent_at: Option<DateTime<FixedOffset>>,
     /// Hours to keep it searchable (1-168, default `ingest.ttlHours`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl_hours: Option<u32>,

@@ -119,7 +119,7 @@
 //! | `backup` | `base`, `config`, `error`, `ids`, `layout`, `model`, `store` |
 //! | `doctor` | `client`, `config`, `embed`, `error`, `index`, `layout`, `model`, `store` |
 //! | `eval` | `base`, `config`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `search` |
-//! | `consolidate` | `analysis`, `base`, `client`, `config`, `content`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `store`, `timetable` |
+//! | `consolidate` | `analysis`, `base`, `client`, `config`, `content`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `store`, `timetable`, `when` |
 //! | `scheduler` | `backup`, `config`, `consolidate`, `error`, `hub`, `layout`, `timetable` |
 //! | `console` | — |
 //! | `http` | `api`, `audit`, `auth`, `error`, `hub` |
@@ -150,7 +150,9 @@
 //!   modules it configures (each defined by its owner below it) and validates the file.
 //! - [`model`], [`ids`]: plain domain types and id schemes; no IO.
 //! - [`when`]: dates in memories and queries (ISO, English and Chinese free
-//!   text; relative expressions such as last week / 上周 / 去年五月); no IO.
+//!   text; relative expressions such as last week / 上周 / 去年五月), and
+//!   relative dates in a statement resolved against when it was said
+//!   ([`when::relative`]); no IO.
 //! - [`store`]: the only writer of `memories/`: [`store::journal`] (per-device
 //!   files), [`store::device`] (the device id), [`store::syncfiles`] (sync
 //!   conflict copies, temporary files, the `.stignore`), [`store::markdown`]
@@ -185,7 +187,9 @@
 //! - [`eval`]: recall@k / MRR evaluation on labelled datasets.
 //! - [`consolidate`]: nightly ("sleep") consolidation — a deterministic pass
 //!   (fold, promote, expire, flag stale) with offline salience
-//!   ([`consolidate::salience`]), an optional model pass (one request per scene) whose
+//!   ([`consolidate::salience`]) and promotions rewritten as the statement the
+//!   person meant ([`consolidate::statement`]: no cue words or particles,
+//!   relative dates made absolute), an optional model pass (one request per scene) whose
 //!   operations are validated before they go through the normal write path,
 //!   run reports under `data/consolidation/`, and rollback by run or source.
 //! - [`timetable`]: when periodic jobs are due (pure: settings + saved state +

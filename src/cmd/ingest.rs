@@ -2,7 +2,7 @@
 //! local operator, through the same use case as `POST /v1/ingest` (needs the
 //! writer lock; next to a running server, send it to `/v1/ingest`).
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, FixedOffset};
 
 use crate::api::{IngestBody, Sender};
 use crate::hub::Hub;
@@ -33,7 +33,7 @@ pub(crate) struct Args {
     from_self: bool,
     /// When it was said (RFC 3339); the TTL counts from here.
     #[arg(long)]
-    sent_at: Option<DateTime<Utc>>,
+    sent_at: Option<DateTime<FixedOffset>>,
     /// Hours to keep it searchable (1-168, default ingest.ttlHours).
     #[arg(long)]
     ttl_hours: Option<u32>,

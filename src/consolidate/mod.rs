@@ -11,8 +11,11 @@
 //!
 //! Without a model (the default), the deterministic pass also promotes what
 //! a person would expect to be kept — explicit cues and personal facts —
-//! judged by [`salience`] (rules plus the local embedder), rewritten as a
-//! standalone statement.
+//! judged by [`salience`] (rules plus the local embedder). Every promotion is
+//! rewritten as the statement the person meant ([`statement`]): no cue
+//! words or closing particles, the speaker named, relative dates made
+//! absolute against when the message was said (in the text and its `time`),
+//! and a kind (fact, preference, event) instead of `chat`.
 //!
 //! Folds are applied: every folded short-term line gets a tombstone naming
 //! the run (rollback restores it) and is listed in the report's `forgotten`.
@@ -32,6 +35,7 @@ pub mod report;
 pub mod rollback;
 pub mod salience;
 pub mod service;
+pub mod statement;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -165,13 +169,15 @@ pub(crate) struct JournalView {
 }
 
 impl JournalView {
-    /// Reads every journal file of the root (bad lines are skipped; the index reports them).
+    /// Reads every journal file of the root, compressed months included, so
+    /// that a rollback finds a run's lines after they were archived (bad
+    /// lines are skipped; the index reports them).
     pub(crate) fn read(facts_dir: &Path) -> Result<JournalView> {
         let mut view = JournalView::default();
         if !facts_dir.exists() {
             return Ok(view);
         }
-        for file in journal::list_files(facts_dir)? {
+        for file in journal::list_all(facts_dir)? {
             journal::scan_file(facts_dir, &file, Cursor::default(), |item| {
                 if let Ok(record) = item.entry {
                     view.apply(record);

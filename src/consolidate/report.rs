@@ -25,8 +25,8 @@ pub struct Promotion {
     pub(crate) scene: String,
     /// Text.
     pub(crate) text: String,
-    /// recalled, important, or both.
-    pub(crate) reason: String,
+    /// recalled, important, salient (with its category), or several.
+    pub reason: String,
 }
 
 /// Near-duplicate short-term lines folded into one.

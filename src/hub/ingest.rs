@@ -16,7 +16,7 @@
 
 use std::sync::LazyLock;
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Duration, FixedOffset, Utc};
 use regex::Regex;
 use serde::Serialize;
 use unicode_normalization::UnicodeNormalization;
@@ -47,8 +47,8 @@ pub(crate) struct IngestRequest {
     pub(crate) from_owner: bool,
     /// The agent itself said it.
     pub(crate) from_self: bool,
-    /// When it was said; the TTL counts from here (default: now).
-    pub(crate) sent_at: Option<DateTime<Utc>>,
+    /// When it was said, in the sender's offset; the TTL counts from here (default: now).
+    pub(crate) sent_at: Option<DateTime<FixedOffset>>,
     /// How long it stays searchable.
     pub(crate) ttl: Duration,
     /// Who reports it (recorded as the source).
@@ -233,7 +233,7 @@ pub(crate) fn ingest_message(hub: &Hub, req: IngestRequest) -> Result<IngestOutc
     let smid = source_message_id(message_id, text);
     // A clock ahead of ours must not stretch the TTL.
     let now = hub.now();
-    let expires_at = req.sent_at.map_or(now, |t| t.min(now)) + req.ttl;
+    let expires_at = req.sent_at.map_or(now, |t| t.with_timezone(&Utc).min(now)) + req.ttl;
     if let Some(reason) = noise(text) {
         return Ok(IngestOutcome {
             id: None,

@@ -321,9 +321,7 @@ async fn http_write_keeps_the_event_time_session_and_speaker_and_refuses_bad_one
 }
 
 fn ingest(hub: &Hub, id: &str, text: &str, sent_at: &str, session: Option<&str>) -> String {
-    let sent_at = chrono::DateTime::parse_from_rfc3339(sent_at)
-        .unwrap()
-        .with_timezone(&chrono::Utc);
+    let sent_at = chrono::DateTime::parse_from_rfc3339(sent_at).unwrap();
     hub.ingest(
         &hub.operator(),
         memory_hub::api::IngestBody {

@@ -107,7 +107,7 @@ fn chat(hub: &Hub, id: &str, text: &str, now: DateTime<Utc>) -> String {
             }),
             from_owner: false,
             from_self: false,
-            sent_at: Some(now),
+            sent_at: Some(now.fixed_offset()),
             ttl_hours: Some(24),
             session: None,
         },

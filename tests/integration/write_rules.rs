@@ -462,7 +462,7 @@ fn opting_into_tier_expiry_restores_it_and_short_term_chat_still_expires() {
                 }),
                 from_owner: false,
                 from_self: false,
-                sent_at: Some(clock.now()),
+                sent_at: Some(clock.now().fixed_offset()),
                 ttl_hours: Some(24),
                 session: None,
             },

@@ -11,8 +11,10 @@
 //!
 //! Sliding expiry: recalling a short-term chat line keeps it alive for
 //! another TTL, up to [`MAX_SHORT_TTL_HOURS`] from when it was written. An
-//! extension is a new `put` line for the same id with a later `expires_at`,
-//! made only when it is worth a line (more than an hour).
+//! extension is a new `put` line for the same id with a later `expires_at`.
+//! The first recall of a line always writes one, however young the line (a
+//! recall at any age counts, and consolidation reads it from the journal);
+//! later ones only when they are worth a line (more than an hour).
 
 use std::collections::BTreeSet;
 use std::sync::Mutex;
@@ -37,7 +39,8 @@ pub(crate) const ACCESS_WINDOW: StdDuration = StdDuration::from_secs(4);
 /// Longest a short-term memory lives, in hours from when it was written.
 pub const MAX_SHORT_TTL_HOURS: i64 = 168;
 
-/// Smallest extension of a short-term memory worth a journal line.
+/// Smallest extension worth a journal line for a short-term memory already
+/// recalled once (the first recall always counts).
 const MIN_EXTENSION: Duration = Duration::hours(1);
 
 /// Retrievals not yet journaled.
@@ -320,7 +323,14 @@ impl Lifecycle {
                 continue;
             };
             let target = (now + ttl).min(m.ts + Duration::hours(MAX_SHORT_TTL_HOURS));
-            if target <= current + MIN_EXTENSION {
+            // Not yet extended past its first lifetime: any extension is its first recall.
+            let recalled_before = current > m.ts + ttl;
+            let worth = if recalled_before {
+                MIN_EXTENSION
+            } else {
+                Duration::zero()
+            };
+            if target <= current + worth {
                 continue;
             }
             let Some(extras) = core.index.meta.fact_extras(&m.id)? else {
