@@ -115,7 +115,7 @@
 //! | `audit` | — |
 //! | `watch` | `error`, `hub` |
 //! | `transfer` | `error`, `hub`, `model`, `store` |
-//! | `migrate` | `error`, `hub`, `model`, `store`, `transfer` |
+//! | `migrate` | `content`, `error`, `hub`, `model`, `store`, `transfer` |
 //! | `backup` | `base`, `config`, `error`, `ids`, `layout`, `model`, `store` |
 //! | `doctor` | `client`, `config`, `embed`, `error`, `index`, `layout`, `model`, `store` |
 //! | `eval` | `base`, `config`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `search` |

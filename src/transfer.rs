@@ -78,6 +78,11 @@ pub(crate) fn read_lines(path: &Path) -> Result<Vec<std::result::Result<String, 
         .ctx("cannot open", path)?
         .read_to_end(&mut bytes)
         .ctx("cannot read", path)?;
+    Ok(split_lines(&bytes))
+}
+
+/// `bytes` cut into lines (`\n` or `\r\n`), each decoded on its own (see [`read_lines`]).
+pub(crate) fn split_lines(bytes: &[u8]) -> Vec<std::result::Result<String, String>> {
     let mut lines: Vec<_> = bytes
         .split(|&b| b == b'\n')
         .map(|line| {
@@ -93,7 +98,7 @@ pub(crate) fn read_lines(path: &Path) -> Result<Vec<std::result::Result<String, 
     if matches!(lines.last(), Some(Ok(l)) if l.is_empty()) {
         lines.pop();
     }
-    Ok(lines)
+    lines
 }
 
 #[derive(Debug, Deserialize)]
@@ -351,8 +356,8 @@ fn import_markdown(hub: &Hub, path: &Path) -> Result<ImportReport> {
             report.skipped += 1;
             continue;
         }
-        let bytes = match markdown::read_bounded(&src) {
-            Ok((bytes, _)) => bytes,
+        let (bytes, modified) = match markdown::read_bounded(&src) {
+            Ok(read) => read,
             Err(e) => {
                 report.fail(src.display(), e);
                 continue;
@@ -363,7 +368,8 @@ fn import_markdown(hub: &Hub, path: &Path) -> Result<ImportReport> {
             .and_then(|text| {
                 markdown::parse(&rel, text, &hub.config().docs, &hub.config().privacy)
             });
-        if files::add_document(&memories, &dest, &bytes)? != files::Added::Created {
+        // The copy keeps the date its original was last edited.
+        if files::add_document(&memories, &dest, &bytes, Some(modified))? != files::Added::Created {
             // Another writer took the name since the check above.
             report.skipped += 1;
             continue;

@@ -192,10 +192,27 @@ pub fn copy_atomic(from: &Path, to: &Path) -> Result<()> {
 /// created a moment earlier by another process) is never touched. Returns
 /// whether it was created.
 pub fn create_new(path: &Path, bytes: &[u8]) -> Result<bool> {
+    create_new_dated(path, bytes, None)
+}
+
+/// [`create_new`], the file carrying `modified` as its modification time
+/// (when given) before it takes its name, so that no reader sees it dated
+/// otherwise: a copied document keeps the date it was last edited.
+pub fn create_new_dated(
+    path: &Path,
+    bytes: &[u8],
+    modified: Option<std::time::SystemTime>,
+) -> Result<bool> {
     if std::fs::symlink_metadata(path).is_ok() {
         return Ok(false);
     }
-    let (tmp, ()) = finished_temp(path, |f| f.write_all(bytes))?;
+    let (tmp, ()) = finished_temp(path, |f| {
+        f.write_all(bytes)?;
+        match modified {
+            Some(t) => f.set_modified(t),
+            None => Ok(()),
+        }
+    })?;
     let linked = link_new(&tmp, path);
     discard(&tmp);
     if !linked.ctx("cannot create", path)? {
@@ -342,6 +359,20 @@ mod tests {
         for no_links in [false, true] {
             NO_LINKS.with(|n| n.set(no_links));
             create_new_never_overwrites_here();
+        }
+        NO_LINKS.with(|n| n.set(false));
+    }
+
+    #[test]
+    fn create_new_dated_keeps_the_given_time() {
+        for no_links in [false, true] {
+            NO_LINKS.with(|n| n.set(no_links));
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("note.md");
+            let then = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000);
+            assert!(create_new_dated(&path, b"# Note\n", Some(then)).unwrap());
+            let got = std::fs::metadata(&path).unwrap().modified().unwrap();
+            assert_eq!(got, then, "links: {}", !no_links);
         }
         NO_LINKS.with(|n| n.set(false));
     }

@@ -424,6 +424,13 @@ impl Hub {
         self.writer.import_records(self.cx(), records)
     }
 
+    /// Documents under `memories/` the index refused, by path relative to
+    /// `memories/`, with why (bad front matter, a link, an `id` two files
+    /// claim, …), as the last document sync recorded them.
+    pub fn document_issues(&self) -> Result<std::collections::HashMap<String, String>> {
+        self.core.index.meta.document_issues()
+    }
+
     /// Re-appends earlier `put` lines of forgotten facts (rollback of a
     /// consolidation run); returns the ids restored.
     pub(crate) fn restore_forgotten(&self, facts: Vec<Fact>) -> Result<Vec<String>> {

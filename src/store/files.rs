@@ -39,13 +39,19 @@ fn below(memories: &Path, rel: &str) -> Result<PathBuf> {
 }
 
 /// Adds the document `rel` with `bytes` unless something has that name (a
-/// link included: it is never written through).
-pub(crate) fn add_document(memories: &Path, rel: &str, bytes: &[u8]) -> Result<Added> {
+/// link included: it is never written through). With `modified`, the new
+/// file keeps that modification time (a copy keeps its original's date).
+pub(crate) fn add_document(
+    memories: &Path,
+    rel: &str,
+    bytes: &[u8],
+    modified: Option<std::time::SystemTime>,
+) -> Result<Added> {
     let path = below(memories, rel)?;
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).ctx("cannot create", dir)?;
     }
-    if durable::create_new(&path, bytes)? {
+    if durable::create_new_dated(&path, bytes, modified)? {
         return Ok(Added::Created);
     }
     let same = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file())
@@ -81,20 +87,20 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let m = dir.path().join("memories");
         assert_eq!(
-            add_document(&m, "import/a/b.md", b"# B\n").unwrap(),
+            add_document(&m, "import/a/b.md", b"# B\n", None).unwrap(),
             Added::Created
         );
         assert_eq!(
-            add_document(&m, "import/a/b.md", b"# B\n").unwrap(),
+            add_document(&m, "import/a/b.md", b"# B\n", None).unwrap(),
             Added::Identical
         );
         assert_eq!(
-            add_document(&m, "import/a/b.md", b"# other\n").unwrap(),
+            add_document(&m, "import/a/b.md", b"# other\n", None).unwrap(),
             Added::Different
         );
         assert_eq!(std::fs::read(m.join("import/a/b.md")).unwrap(), b"# B\n");
         for bad in ["", "../x.md", "/etc/x.md", "a/../../x.md", "./x.md"] {
-            let e = add_document(&m, bad, b"x").unwrap_err();
+            let e = add_document(&m, bad, b"x", None).unwrap_err();
             assert_eq!(e.code().as_str(), "INVALID_INPUT", "{bad}");
         }
         let staged = dir.path().join("stage.jsonl");
