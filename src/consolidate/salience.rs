@@ -117,6 +117,13 @@ static RULES: LazyLock<Vec<(&'static str, Regex)>> = LazyLock::new(|| {
     ]
 });
 
+/// Whether the personal-fact pattern of `category` (`plan`, `date`, …) matches `text`.
+pub(crate) fn matches(category: &str, text: &str) -> bool {
+    RULES
+        .iter()
+        .any(|(c, r)| *c == category && r.is_match(text))
+}
+
 /// What the rules see in one line.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Features {

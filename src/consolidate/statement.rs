@@ -27,10 +27,10 @@
 
 use std::sync::LazyLock;
 
-use chrono::{DateTime, FixedOffset, Local, NaiveDate};
+use chrono::{DateTime, Datelike, FixedOffset, Local, NaiveDate};
 use regex::Regex;
 
-use super::salience::Features;
+use super::salience::{self, Features};
 use crate::model::{Fact, Subject, Tier};
 use crate::when::{self, Named};
 
@@ -43,12 +43,18 @@ const ZH_CUES: &str = r"(?:记得|记住)?提醒我(?:一下)?|帮我记(?:一�
 
 static CUE_PREFIX: LazyLock<Regex> = LazyLock::new(|| {
     re(&format!(
-        r"(?i)^\s*(?:(?:请|你)?(?:千万|一定)?(?:要)?(?:{ZH_CUES})(?:了|哦|啊|呀)?|这个要记住|重要[:：!！]|(?:please\s+)?(?:remember|don'?t\s+forget|do\s+not\s+forget|keep\s+in\s+mind|make\s+a\s+note)\b(?:\s+(?:that|this)\b)?|note\s+that\b|(?:note|fyi|important)\s*[:：])\s*[:：，,!！-]?\s*"
+        r"(?i)^\s*(?:(?:请|你)?(?:千万|一定)?(?:要)?(?:{ZH_CUES})(?:了|哦|啊|呀|哈|啦|噢|喔)?|这个要记住|重要[:：!！]|(?:please\s+)?(?:remember|don'?t\s+forget|do\s+not\s+forget|keep\s+in\s+mind|make\s+a\s+note)\b(?:\s+(?:that|this)\b)?|note\s+that\b|(?:note|fyi|important)\s*[:：])\s*[:：，,!！-]?\s*"
     ))
 });
 static CUE_SUFFIX: LazyLock<Regex> = LazyLock::new(|| {
     re(&format!(
         r"(?i)(?:[，,。.!！;；]\s*(?:你)?(?:千万|一定)?|千万|一定)(?:要)?(?:{ZH_CUES}|please\s+remember(?:\s+(?:that|this|it))?|remember(?:\s+(?:that|this|it))?|don'?t\s+forget(?:\s+(?:that|this|it))?)(?:了|啊|哈|呀|哦|啦|喔)?(?:这件事|这个)?[~～!！。.\s]*$"
+    ))
+});
+/// A cue opening a clause after the first ("…出差，记得提醒我带充电器").
+static CUE_CLAUSE: LazyLock<Regex> = LazyLock::new(|| {
+    re(&format!(
+        r"([，,；;。！!]\s*)(?:千万|一定)?(?:要)?(?:{ZH_CUES})(?:了|哦|啊|呀)?\s*"
     ))
 });
 /// "Remember to …", "don't forget to …": something to do.
@@ -60,7 +66,16 @@ static RECURRING_DATE: LazyLock<Regex> =
     LazyLock::new(|| re(r"(?i)生日|纪念日|忌日|周年|birthday|anniversary"));
 /// A lasting change that starts on a date ("从明天起戒烟", "starting Monday").
 static STARTS: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"(?i)从.{0,16}(?:起|开始)|以后都|\bstarting\b|\bfrom\b.{0,24}\bon\b|from now on")
+    re(
+        r"(?i)从.{0,16}(?:起|开始)|(?:^|[，,。；;\s])以后|往后|以后都|\bstarting\b|\bfrom\b.{0,24}\bon\b|from now on",
+    )
+});
+/// A calendar date or holiday without a year ("6月18号", "May 3rd", "春节"):
+/// with a plan, an event.
+static CALENDAR: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)[\d一二三四五六七八九十]+月(?:份|\d+[号日])?|\d+号|春节|过年|国庆|中秋|元旦|端午|清明|暑假|寒假|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d",
+    )
 });
 static ZH_KIN: LazyLock<Regex> = LazyLock::new(|| {
     re(
@@ -148,8 +163,9 @@ pub fn message_time(f: &Fact) -> String {
         .unwrap_or_else(|| said_at(f).to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
 }
 
-/// `text` without its cue: a "remember …" before it or a "…，千万记住"
-/// after it. Unchanged when the cue is all there is.
+/// `text` without its cue: a "remember …" before it, a "…，千万记住" after
+/// it, or a "记得…" opening a later clause. Unchanged when the cue is all
+/// there is.
 pub fn drop_cue(text: &str) -> String {
     let trimmed = text.trim();
     let mut t = CUE_PREFIX.replace(trimmed, "").into_owned();
@@ -160,6 +176,7 @@ pub fn drop_cue(text: &str) -> String {
         }
         t = next;
     }
+    t = CUE_CLAUSE.replace_all(&t, "$1").into_owned();
     if t.chars().filter(|c| c.is_alphanumeric()).count() < 2 {
         return trimmed.to_string();
     }
@@ -341,7 +358,13 @@ fn lower_first(s: &str) -> String {
 pub fn kind_of(said: &str, named: &[Named], day: NaiveDate) -> (Kind, Option<Tier>) {
     let category = Features::of(said).category;
     let lasting = RECURRING_DATE.is_match(said) || STARTS.is_match(said);
-    if let Some(first) = named.first().filter(|_| !lasting) {
+    // This year or a past one dates a fact ("今年上幼儿园中班", "broke my
+    // ankle last year"); a day, week or month, or a year ahead, makes a plan
+    // or a one-off state.
+    let dated = named
+        .iter()
+        .find(|n| !matches!(n, Named::Year(y) if *y <= day.year()));
+    if let Some(first) = dated.filter(|_| !lasting) {
         // Kept at least until it has happened, were tier expiry turned on:
         // t3 lives 30 days, t2 90, t1 a year.
         let days = first.last_day().map_or(0, |d| (d - day).num_days());
@@ -352,8 +375,11 @@ pub fn kind_of(said: &str, named: &[Named], day: NaiveDate) -> (Kind, Option<Tie
         };
         return (Kind::Event, tier);
     }
+    // A plan on a calendar day or holiday ("6月18号飞东京", "春节打算回老家").
+    if !lasting && salience::matches("plan", said) && CALENDAR.is_match(said) {
+        return (Kind::Event, None);
+    }
     match category {
-        Some("plan") if !lasting => (Kind::Event, None),
         Some("preference") => (Kind::Preference, None),
         _ => (Kind::Fact, None),
     }
@@ -419,6 +445,13 @@ mod tests {
             ("帮我记一下：车停在B2", "车停在B2"),
             ("提醒我明天带伞", "明天带伞"),
             ("我妈周五生日，记得提醒我", "我妈周五生日"),
+            (
+                "我下周三去北京出差，记得提醒我带充电器",
+                "我下周三去北京出差，带充电器",
+            ),
+            ("明天开会，别忘了带电脑", "明天开会，带电脑"),
+            ("他说，我记得那家店", "他说，我记得那家店"),
+            ("记住哈，我下周不在", "我下周不在"),
             ("重要：护照五月到期", "护照五月到期"),
             (
                 "remember that my passport expires in May",
@@ -573,6 +606,51 @@ mod tests {
                 Kind::Event,
                 Some("2026-12-08"),
                 t3,
+            ),
+            (
+                "我儿子叫豆豆，今年上幼儿园中班",
+                Subject::Owner,
+                None,
+                "主人的儿子叫豆豆，2026年上幼儿园中班",
+                Kind::Fact,
+                Some("2026"),
+                None,
+            ),
+            (
+                "6月18号飞东京，早上8点的航班",
+                Subject::Owner,
+                None,
+                "6月18号飞东京，早上8点的航班",
+                Kind::Event,
+                None,
+                None,
+            ),
+            (
+                "我的工作时间是早九晚六，周末双休",
+                Subject::Owner,
+                None,
+                "主人的工作时间是早九晚六，周末双休",
+                Kind::Fact,
+                None,
+                None,
+            ),
+            (
+                "My office is on the 12th floor",
+                Subject::Owner,
+                None,
+                "The owner's office is on the 12th floor",
+                Kind::Fact,
+                None,
+                None,
+            ),
+            (
+                "Keep in mind that I can't do meetings before 10am",
+                Subject::Owner,
+                None,
+                "The owner can't do meetings before 10am",
+                Kind::Fact,
+                None,
+                None,
             ),
             (
                 "明年三月去日本",

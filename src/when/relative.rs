@@ -15,9 +15,9 @@
 //! - 下周五 / 下星期五 / 下礼拜五, next Friday: Friday of the following week;
 //!   这周六 / 本周六: this week's Saturday; 上周五: last week's Friday; 下下周一:
 //!   the week after next.
-//! - A bare weekday (周六, on Saturday): this week's, or next week's when that
-//!   day has already passed and the sentence is not in the past tense.
-//! - this Friday, this coming Friday, coming Friday: the next Friday from
+//! - A bare weekday (周六, on Saturday, Saturday): this week's, or next week's
+//!   when that day has already passed and the sentence is not in the past tense.
+//! - this Friday, this coming Friday: the next Friday from
 //!   the day of sending on (that day included); last Friday: the latest Friday
 //!   before it.
 //! - 周末 / 这周末, this weekend: this week's Saturday and Sunday; 下周末, next
@@ -30,9 +30,12 @@
 //!   of the month: its last day (月初 keeps the month).
 //! - 明年 / 今年 / 去年 / 前年 / 后年, next year …: that year.
 //!
-//! Recurring phrases (每周五, 每个月底, every Friday, on Fridays) and ranges or
-//! lists of bare weekdays (周一到周五, 周六或周日) name no single date and are
-//! left as they are, as is a duration in the past ("finished it in two days").
+//! Recurring phrases (每周五, 每个月底, every Friday, on Fridays), bare
+//! weekdays, weekends and month ends in a sentence about what usually
+//! happens (平时周末, 周末双休, "I work from home on Fridays"), a bare 月底 in a
+//! sentence that looks ahead to nothing (月底特别忙), and ranges or lists of
+//! bare weekdays (周一到周五, 周六或周日) name no single date and are left as
+//! they are, as is a duration in the past ("finished it in two days").
 
 use std::sync::LazyLock;
 
@@ -210,6 +213,10 @@ struct Ctx<'a> {
     today: NaiveDate,
     /// The sentence reads as past tense.
     past: bool,
+    /// The sentence says what usually happens (每, 平时, 双休, every, usually).
+    habitual: bool,
+    /// The sentence says what is going to happen (要, 前, 打算, will, going to).
+    ahead: bool,
 }
 
 impl Ctx<'_> {
@@ -221,10 +228,16 @@ impl Ctx<'_> {
         &self.text[self.end..]
     }
 
-    /// The match says something that happens every week or month (每周五, 每个月底).
+    /// The match says something that happens every week or month (每周五,
+    /// 每个月底, 平时周末, every Friday), or the sentence does.
     fn recurring(&self) -> bool {
-        let b = self.before();
-        b.ends_with('每') || b.ends_with("每个") || b.ends_with("每逢")
+        let b = self.before().trim_end();
+        let lower = b.to_ascii_lowercase();
+        self.habitual
+            || b.ends_with('每')
+            || b.ends_with("每个")
+            || b.ends_with("每逢")
+            || lower.ends_with("every")
     }
 
     /// A bare weekday in a range or list (周一到周五, 周六、周日, 周六或周日).
@@ -328,7 +341,7 @@ static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
             en_day,
         ),
         rule(
-            &format!(r"(?i)\b(next|this\s+coming|this|coming|last)\s+{EN_WEEKDAYS}\b"),
+            &format!(r"(?i)\b(next|this\s+coming|this|last)\s+{EN_WEEKDAYS}\b"),
             0,
             true,
             false,
@@ -340,6 +353,13 @@ static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
             true,
             true,
             en_bare_weekday,
+        ),
+        rule(
+            &format!(r"(?i)\b{EN_WEEKDAYS}\b"),
+            0,
+            true,
+            false,
+            en_weekday_alone,
         ),
         rule(
             r"(?i)\b(?:(next|this|last)\s+weekend|(?:on|at|over)\s+the\s+weekend)\b",
@@ -383,6 +403,14 @@ static ZH_PAST: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"了|过|刚才|刚刚|已经").expect("pattern compiles"));
 static EN_PAST: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)\b(was|were|went|did|had|got|came|saw|met|ate|bought|visited|finished|took|made|told|said|spent|left|flew|moved|started|ended|happened)\b")
+        .expect("pattern compiles")
+});
+static HABITUAL: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)每|平时|通常|一般|总是|经常|往往|工作日|双休|单休|习惯|(?:^|[，,。；;\s])以后|往后|\b(?:every|usually|always|often|normally|weekends|weekdays)\b")
+        .expect("pattern compiles")
+});
+static AHEAD: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)要|会|前|打算|计划|准备|得|到期|截止|再|见|去|回|交|\b(?:will|going to|gonna|due|before|by|until|plan)\b|'ll\b")
         .expect("pattern compiles")
 });
 static EN_PREPOSITION_BEFORE: LazyLock<Regex> = LazyLock::new(|| {
@@ -564,7 +592,8 @@ fn zh_bare_month(c: &Captures<'_>, cx: &Ctx<'_>) -> Option<Named> {
     let numeral = before.chars().next_back().is_some_and(|ch| {
         ch.is_ascii_digit() || "零一二两三四五六七八九十个年每本这上下".contains(ch)
     });
-    if numeral {
+    // "月底特别忙" is every month's end; "月底前交房租" this one's.
+    if numeral || cx.recurring() || !cx.ahead {
         return None;
     }
     let (y, m) = (cx.today.year(), cx.today.month());
@@ -635,8 +664,21 @@ fn en_weekday(c: &Captures<'_>, cx: &Ctx<'_>) -> Option<Named> {
 }
 
 fn en_bare_weekday(c: &Captures<'_>, cx: &Ctx<'_>) -> Option<Named> {
+    if cx.recurring() {
+        return None;
+    }
     let wd = weekday_of(&c[1].to_ascii_lowercase())?;
     Some(Named::Day(bare_weekday(cx, wd)?, None))
+}
+
+/// A weekday with nothing before it ("the plumber is coming Monday"), as
+/// "on Monday"; not Black Friday or Good Friday.
+fn en_weekday_alone(c: &Captures<'_>, cx: &Ctx<'_>) -> Option<Named> {
+    let before = cx.before().trim_end().to_ascii_lowercase();
+    if before.ends_with("black") || before.ends_with("good") || before.ends_with("cyber") {
+        return None;
+    }
+    en_bare_weekday(c, cx)
 }
 
 fn en_weeks(modifier: Option<&str>) -> i64 {
@@ -648,6 +690,9 @@ fn en_weeks(modifier: Option<&str>) -> i64 {
 }
 
 fn en_weekend(c: &Captures<'_>, cx: &Ctx<'_>) -> Option<Named> {
+    if c.get(1).is_none() && cx.recurring() {
+        return None;
+    }
     let weeks = en_weeks(c.get(1).map(|m| m.as_str()));
     Some(Named::Weekend(in_week(cx.today, weeks, Weekday::Sat)?))
 }
@@ -702,6 +747,8 @@ struct Found {
 /// Every resolvable phrase of `text`, the longest where two overlap, in text order.
 fn find(text: &str, today: NaiveDate) -> Vec<Found> {
     let past = ZH_PAST.is_match(text) || EN_PAST.is_match(text);
+    let habitual = HABITUAL.is_match(text);
+    let ahead = AHEAD.is_match(text);
     let mut all: Vec<Found> = Vec::new();
     for r in RULES.iter() {
         for c in r.re.captures_iter(text) {
@@ -712,6 +759,8 @@ fn find(text: &str, today: NaiveDate) -> Vec<Found> {
                 end: m.end(),
                 today,
                 past,
+                habitual,
+                ahead,
             };
             if let Some(named) = (r.resolve)(&c, &cx) {
                 all.push(Found {
@@ -773,6 +822,11 @@ pub fn resolve(text: &str, sent: DateTime<FixedOffset>) -> Resolved {
         out.push_str(&text[at..f.start]);
         if f.english {
             out.push_str(&english(f, &text[..f.start], &text[f.end..]));
+        } else if let Named::Week(monday) = f.named
+            && text[f.end..].starts_with(['起', '开'])
+        {
+            // 从下周起: from that Monday.
+            out.push_str(&Named::Day(monday, None).zh());
         } else {
             out.push_str(&f.named.zh());
         }
@@ -905,6 +959,12 @@ mod tests {
                 THU,
                 "下周要出差",
                 "2026-12-07（周一）起的那周要出差",
+                Some("2026-12-07"),
+            ),
+            (
+                THU,
+                "从下周起每天跑步",
+                "从2026-12-07（周一）起每天跑步",
                 Some("2026-12-07"),
             ),
             (THU, "三天后", "2026-12-06（周日）", Some("2026-12-06")),
@@ -1122,6 +1182,18 @@ mod tests {
                 "she called on 2026-11-27 (Friday)",
                 Some("2026-11-27"),
             ),
+            (
+                THU,
+                "the plumber is coming Monday morning",
+                "the plumber is coming on 2026-12-07 (Monday) morning",
+                Some("2026-12-07"),
+            ),
+            (
+                THU,
+                "Monday is a holiday",
+                "2026-12-07 (Monday) is a holiday",
+                Some("2026-12-07"),
+            ),
         ]);
     }
 
@@ -1140,6 +1212,12 @@ mod tests {
             ("every Friday we swim", THU),
             ("I finished it in two days", THU),
             ("我喜欢吃辣", THU),
+            ("我的工作时间是早九晚六，周末双休", THU),
+            ("我在银行上班，月底特别忙", THU),
+            ("以后周末不加班了", THU),
+            ("平时周三去健身", THU),
+            ("I usually work late on Friday", THU),
+            ("Black Friday deals are wild", THU),
         ] {
             let r = resolve(text, at(sent));
             assert_eq!(r.text, text, "{text}");
