@@ -152,16 +152,16 @@ async fn writes_on_a_full_disk_are_refused_retryably_and_nothing_acknowledged_is
         );
         assert_journal_readable(&api.root);
 
-        // The text index cannot commit: health says so instead of ok, and
-        // search still answers from the last commit.
+        // Health says the disk is short instead of ok, and search still
+        // answers from the index.
         let (status, health) = api.get("/v1/health", Some(&admin)).await;
         assert_eq!(status, 200, "{health}");
         assert_eq!(health["status"], "degraded", "{health}");
-        let index = &health["components"]["index"];
-        assert_eq!(index["status"], "degraded", "{health}");
+        let disk = &health["components"]["disk"];
+        assert_eq!(disk["status"], "degraded", "{health}");
         assert!(
-            index["detail"].as_str().unwrap().contains("storage error"),
-            "{index}"
+            disk["detail"].as_str().unwrap().contains("refused"),
+            "{disk}"
         );
         let (status, v) = api
             .post(
