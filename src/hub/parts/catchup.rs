@@ -468,6 +468,11 @@ fn replay_file(
             batch.cursors.push((file.to_string(), at.last));
             core.index.apply(&std::mem::take(batch))?;
             progress(at.last);
+            // A long catch-up on a small disk gives the write-ahead log's
+            // space back between its bounded transactions.
+            if core.index.room().is_some_and(|r| !r.takes(0)) {
+                let _ = core.index.reclaim();
+            }
         }
         Ok(())
     })?;
