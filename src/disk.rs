@@ -6,11 +6,11 @@
 //! index, the audit log, caches) and the backup directory. Each gets its
 //! own check against its own file system:
 //!
-//! - a **reserve** ([`reserve`]): below it, memd refuses new writes with
+//! - a **reserve** (`reserve`): below it, memd refuses new writes with
 //!   `STORAGE_FULL` (507, retryable) instead of acknowledging a write the
 //!   index could not take. The index and the journal finish what was
 //!   already acknowledged inside the reserve.
-//! - a **floor** ([`floor`]): below it, the index refuses to grow (and the
+//! - a **floor** (`floor`): below it, the index refuses to grow (and the
 //!   audit log stops), so the derived files never take the last bytes of a
 //!   file system the journal, SQLite's lock files or a restart still need.
 //!

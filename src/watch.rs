@@ -20,9 +20,9 @@
 //!   event below `facts/` asks for a journal catch-up, which lists every
 //!   file);
 //! - while the index is behind the journal (any device's file, or a storage
-//!   error) the catch-up is retried with back-off ([`RETRY_FIRST`] doubling
-//!   up to [`RETRY_MAX`]) until it is not;
-//! - every [`RESCAN`] the whole tree is looked at (one `stat` per journal
+//!   error) the catch-up is retried with back-off (250 ms doubling
+//!   up to 2 s) until it is not;
+//! - every 30 s (`RESCAN`) the whole tree is looked at (one `stat` per journal
 //!   file, and a document sync that reads only changed files), which covers
 //!   whatever events were missed.
 //!
@@ -152,7 +152,7 @@ fn classify(memories: &Path, path: &Path, wanted: &mut Wanted) {
 }
 
 /// Starts watching `hub`'s `memories/` directory, with the catch-up loop
-/// (see the module docs) and a whole-tree rescan every [`RESCAN`].
+/// (see the module docs) and a whole-tree rescan every 30 s.
 pub fn spawn(hub: Arc<Hub>) -> Result<WatchHandle> {
     spawn_every(hub, RESCAN)
 }

@@ -22,7 +22,7 @@
 //! While the index is behind the journal (catching up after a full disk, a
 //! device's file just copied in), every answer to a caller who may read
 //! says how many journal lines it could read are not in the index yet, in
-//! the [`INDEX_BEHIND`] header (search and recall also in their body), so
+//! the `x-memd-index-behind` header (search and recall also in their body), so
 //! an empty result is never mistaken for "no such memory".
 //!
 //! [`serve`] runs its own accept loop over hyper so that every connection has

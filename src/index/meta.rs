@@ -188,9 +188,9 @@ pub struct MetaCounts {
 
 /// The SQLite store: one write connection (writer mode) and a pool of readers.
 ///
-/// A writer that opens on a full disk ([`MetaDb::open_pinned`]) reads
+/// A writer that opens on a full disk (`MetaDb::open_pinned`) reads
 /// through one pinned connection instead, and opens its write connection
-/// later ([`MetaDb::open_writer_late`]).
+/// later (`MetaDb::open_writer_late`).
 pub struct MetaDb {
     path: std::path::PathBuf,
     /// Set at open in writer mode, or later once a full disk has room again.

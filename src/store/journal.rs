@@ -796,6 +796,57 @@ mod tests {
     }
 
     #[test]
+    fn sealed_lines_verify_and_older_readers_ignore_the_seal() {
+        let mut line = serde_json::to_vec(&fact("a", "kayak")).unwrap();
+        seal(&mut line);
+        let text = String::from_utf8(line).unwrap();
+        assert!(text.ends_with("\"}"), "{text}");
+        assert_eq!(parse_line(&text).unwrap(), fact("a", "kayak"));
+        // What an older build does with a line (deserialise the record): the
+        // field is ignored, the line is not refused.
+        let older: Record = serde_json::from_str(&text).unwrap();
+        assert_eq!(older, fact("a", "kayak"));
+        // A flipped bit inside a string is reported, not served.
+        let flipped = text.replacen("kayak", "kayal", 1);
+        assert!(
+            parse_line(&flipped)
+                .unwrap_err()
+                .contains("checksum mismatch"),
+            "{flipped}"
+        );
+        let bad_field = format!("{}zzzzzzzz\"}}", &text[..text.len() - 10]);
+        assert!(parse_line(&bad_field).is_err(), "{bad_field}");
+        // Lines without the field stay valid.
+        let plain = serde_json::to_string(&fact("b", "canoe")).unwrap();
+        assert_eq!(parse_line(&plain).unwrap(), fact("b", "canoe"));
+        // Appended lines carry it.
+        let dir = tempfile::tempdir().unwrap();
+        let (mut w, _) = JournalWriter::open(dir.path(), DEV).unwrap();
+        w.append(&[fact("c", "raft")]).unwrap();
+        let name = list_files(dir.path()).unwrap().remove(0);
+        let written = std::fs::read_to_string(dir.path().join(name)).unwrap();
+        assert!(written.contains(CRC_OPEN), "{written}");
+        assert_eq!(parse_line(written.trim()).unwrap(), fact("c", "raft"));
+    }
+
+    #[test]
+    fn lines_after_a_cursor_are_counted_without_parsing() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut w, _) = JournalWriter::open(dir.path(), DEV).unwrap();
+        let ends = w.append(&[fact("a", "x")]).unwrap();
+        w.append(&[fact("b", "y"), fact("c", "z")]).unwrap();
+        let (name, offset) = ends.into_iter().next().unwrap();
+        assert_eq!(
+            count_lines(dir.path(), &name, Cursor::default()).unwrap(),
+            3
+        );
+        assert_eq!(
+            count_lines(dir.path(), &name, Cursor { offset, lines: 1 }).unwrap(),
+            2
+        );
+    }
+
+    #[test]
     fn scan_resumes_from_cursor() {
         let dir = tempfile::tempdir().unwrap();
         let (mut w, _) = JournalWriter::open(dir.path(), DEV).unwrap();
