@@ -119,7 +119,7 @@
 //! | `watch` | `error`, `hub` |
 //! | `transfer` | `error`, `hub`, `model`, `store` |
 //! | `migrate` | `error`, `hub`, `model`, `store`, `transfer` |
-//! | `backup` | `base`, `config`, `error`, `ids`, `layout`, `model`, `store` |
+//! | `backup` | `base`, `config`, `disk`, `error`, `ids`, `layout`, `model`, `store` |
 //! | `doctor` | `client`, `config`, `embed`, `error`, `index`, `layout`, `model`, `store` |
 //! | `eval` | `base`, `config`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `search` |
 //! | `consolidate` | `analysis`, `base`, `client`, `config`, `content`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `store`, `timetable` |
