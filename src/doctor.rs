@@ -3,7 +3,9 @@
 //! Each check yields `ok`, `warn` (works, but something deserves attention) or
 //! `fail` (the service cannot run correctly); `ready` means no check failed.
 //! Every non-ok check carries a hint. `shallow` looks at files only: it opens
-//! no index and sends no request.
+//! no index and sends no request, but still checks that the index exists
+//! and has reached the journal's size (from the cursors tantivy keeps in
+//! its `meta.json`), and that the group membership table reads.
 
 use std::time::Duration;
 
@@ -100,7 +102,10 @@ pub(crate) fn run(layout: &Layout, shallow: bool) -> Report {
         checks.push(model(&c.embedder, shallow));
     }
     checks.push(lexicon(shallow));
-    if !shallow {
+    checks.push(members(layout));
+    if shallow {
+        checks.push(index_files(layout, locked));
+    } else {
         checks.extend(index_checks(layout, config.as_ref(), locked));
         if let Some(c) = &config {
             checks.push(daemon(&c.listen));
@@ -402,6 +407,146 @@ fn permissions(layout: &Layout, config: Option<&Config>) -> Check {
             "run `chmod -R go-rwx {}` (memd serve and memd write also tighten memories/ and data/ when they are still open to others)",
             targets.join(" ")
         )),
+    }
+}
+
+/// The group membership table that disclosure reads: a damaged one
+/// refuses every disclosure (fail closed).
+fn members(layout: &Layout) -> Check {
+    let path = crate::store::members::path(&layout.memories());
+    match crate::store::members::check(&path) {
+        Ok(groups) => check(
+            "members",
+            Status::Ok,
+            format!("{groups} groups with known members"),
+            None,
+        ),
+        Err(e) => check(
+            "members",
+            Status::Fail,
+            format!("{e}; disclosure refuses every request until it is fixed"),
+            Some(
+                "fix memories/groups/members.json by hand, or restore it from a backup (memd backup list)",
+            ),
+        ),
+    }
+}
+
+/// The index's files, without opening it: complete (`FORMAT`, the
+/// metadata store and the full-text index are there) and caught up with
+/// the journal (the cursors of the last full-text commit against each
+/// journal file's size).
+fn index_files(layout: &Layout, daemon_writes: bool) -> Check {
+    let dir = layout.index();
+    let facts = layout.facts();
+    let files = journal::list_all(&facts).unwrap_or_default();
+    let sizes: Vec<(String, u64)> = files
+        .iter()
+        .map(|f| (f.clone(), journal::content_len(&facts, f).unwrap_or(0)))
+        .collect();
+    let journal_bytes: u64 = sizes.iter().map(|(_, n)| n).sum();
+    if !dir.exists() {
+        return if journal_bytes == 0 {
+            check(
+                "index",
+                Status::Ok,
+                "no index yet (and nothing to index)",
+                None,
+            )
+        } else {
+            check(
+                "index",
+                Status::Warn,
+                "no index yet",
+                Some("it is built when the writer next opens (memd serve) or by `memd reindex`"),
+            )
+        };
+    }
+    let missing: Vec<&str> = ["FORMAT", "meta.db", "text/meta.json"]
+        .into_iter()
+        .filter(|f| !dir.join(f).is_file())
+        .collect();
+    if !missing.is_empty() {
+        return check(
+            "index",
+            Status::Fail,
+            format!(
+                "the index is incomplete: {} missing under {}",
+                missing.join(", "),
+                dir.display()
+            ),
+            Some(REBUILD_HINT),
+        );
+    }
+    let format = std::fs::read_to_string(dir.join("FORMAT")).unwrap_or_default();
+    if format.trim() != crate::index::INDEX_FORMAT {
+        return check(
+            "index",
+            Status::Warn,
+            format!(
+                "the index has format {:?}; this build uses {}",
+                format.trim(),
+                crate::index::INDEX_FORMAT
+            ),
+            Some("it is rebuilt when the writer next opens, or by `memd reindex`"),
+        );
+    }
+    index_reach(&dir, &sizes, daemon_writes)
+}
+
+/// Whether the index's last full-text commit reached each journal file's
+/// size (see [`index_files`]).
+fn index_reach(dir: &std::path::Path, sizes: &[(String, u64)], daemon_writes: bool) -> Check {
+    let journal_bytes: u64 = sizes.iter().map(|(_, n)| n).sum();
+    let cursors: std::collections::BTreeMap<String, journal::Cursor> =
+        std::fs::read_to_string(dir.join("text/meta.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|v| v.get("payload")?.as_str().map(str::to_string))
+            .and_then(|p| serde_json::from_str(&p).ok())
+            .unwrap_or_default();
+    let (mut lag, mut shorter) = (0u64, Vec::new());
+    for (file, size) in sizes {
+        let applied = cursors.get(file).map_or(0, |c| c.offset);
+        if applied > *size {
+            shorter.push(file.as_str());
+        }
+        lag += size.saturating_sub(applied);
+    }
+    if !shorter.is_empty() {
+        return check(
+            "index",
+            Status::Warn,
+            format!(
+                "the index has read more of {} than the file now holds (replaced or truncated)",
+                shorter.join(", ")
+            ),
+            Some(
+                "the writer reads such a file again from its start; check where the change came from",
+            ),
+        );
+    }
+    match (lag, daemon_writes) {
+        (0, _) => check(
+            "index",
+            Status::Ok,
+            format!("index complete; it has applied all {journal_bytes} journal bytes"),
+            None,
+        ),
+        (lag, true) => check(
+            "index",
+            Status::Warn,
+            format!(
+                "{lag} journal bytes are not in the running writer's last full-text commit yet"
+            ),
+            Some("a running writer applies them within seconds; if this stays, see `memd health`"),
+        ),
+        (lag, false) => check(
+            "index",
+            Status::Warn,
+            format!("{lag} journal bytes not yet indexed"),
+            Some("they are applied when the writer next opens; or run `memd reindex`"),
+        ),
     }
 }
 

@@ -42,7 +42,10 @@
 //! config edits) are written once, in `hub/`.
 //!
 //! A write goes: validate (one rule set for every way in, [`model::Record::validate`])
-//! → append one JSON line per record to this device's journal file → `fsync`
+//! → check that the index can take it (not behind after a storage error, the
+//! file systems of `data/` and `memories/` above their reserve, see [`disk`];
+//! else `STORAGE_FULL` before anything is stored) → append one JSON line per
+//! record, ending in a CRC-32 of the line, to this device's journal file → `fsync`
 //! (one per group of concurrent writes) → read the appended bytes back (a
 //! failure truncates the file to its previous length) → acknowledge after the same catch-up that
 //! runs at startup has applied the new lines to SQLite and tantivy (queued for
@@ -105,24 +108,24 @@
 //! | `store` | `base`, `content`, `error`, `ids`, `layout`, `model` |
 //! | `embed` | `analysis`, `error` |
 //! | `query` | `analysis` |
-//! | `index` | `analysis`, `base`, `embed`, `error`, `lifecycle`, `model`, `store` |
+//! | `index` | `analysis`, `base`, `disk`, `embed`, `error`, `lifecycle`, `model`, `store` |
 //! | `sync` | `client`, `error`, `layout`, `store` |
 //! | `search` | `analysis`, `embed`, `error`, `index`, `lifecycle`, `model`, `query`, `when` |
 //! | `relevance` | `analysis`, `embed`, `error`, `index`, `query`, `search` |
 //! | `auth` | `base`, `error`, `ids`, `model` |
 //! | `config` | `base`, `content`, `embed`, `error`, `layout`, `lifecycle`, `search`, `store`, `sync`, `timetable` |
 //! | `hub` | `api`, `auth`, `base`, `config`, `content`, `disk`, `embed`, `error`, `ids`, `index`, `layout`, `lifecycle`, `model`, `query`, `relevance`, `search`, `store`, `timetable` |
-//! | `audit` | — |
+//! | `audit` | `base`, `disk` |
 //! | `watch` | `error`, `hub` |
 //! | `transfer` | `error`, `hub`, `model`, `store` |
 //! | `migrate` | `content`, `error`, `hub`, `model`, `store`, `transfer` |
-//! | `backup` | `base`, `config`, `error`, `ids`, `layout`, `model`, `store` |
+//! | `backup` | `base`, `config`, `disk`, `error`, `ids`, `layout`, `model`, `store` |
 //! | `doctor` | `client`, `config`, `embed`, `error`, `index`, `layout`, `model`, `store` |
 //! | `eval` | `base`, `config`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `search` |
 //! | `consolidate` | `analysis`, `base`, `client`, `config`, `content`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `store`, `timetable`, `when` |
 //! | `scheduler` | `backup`, `config`, `consolidate`, `error`, `hub`, `layout`, `timetable` |
 //! | `console` | — |
-//! | `http` | `api`, `audit`, `auth`, `error`, `hub` |
+//! | `http` | `api`, `audit`, `auth`, `base`, `error`, `hub` |
 //! | `mcp` | `api`, `auth`, `client`, `config`, `error`, `http` |
 //! | `cmd` | `*` (the binary side may use every module) |
 //!
@@ -142,7 +145,8 @@
 //! - [`base`]: durable file writes ([`base::durable`]: temp file, `fsync`,
 //!   rename, directory `fsync`, in one function every whole-file replacement
 //!   uses; create-if-absent; moves into place) and byte helpers
-//!   ([`base::bytes`]: hex, constant-time comparison); knows nothing about
+//!   ([`base::bytes`]: hex, constant-time comparison) and repeated log lines
+//!   ([`base::repeat`]: once a minute, counted); knows nothing about
 //!   memories. [`error`]: the domain error, its stable code table and the
 //!   [`error::Coded`] trait the typed errors of the store and the index
 //!   implement.
@@ -201,8 +205,9 @@
 //!   peers over its REST API, status); [`migrate`]: `memd import --from memory-hub`.
 //! - [`backup`] (its own files: manifest, signing, create, verify, restore,
 //!   plan), [`transfer`], [`doctor`]: backups with signed (HMAC-SHA256),
-//!   checksummed manifests, import/export, readiness checks; [`disk`], [`client`]: free space and
-//!   the one outbound HTTP client (daemon, the MCP stdio process's `/v1`
+//!   checksummed manifests, import/export, readiness checks; [`disk`]: free
+//!   space, and the reserve and floor kept on each file system memd writes;
+//!   [`client`]: the one outbound HTTP client (daemon, the MCP stdio process's `/v1`
 //!   calls, Syncthing, model endpoint).
 //! - [`content`]: the content rules of what is stored: normalisation,
 //!   credential refusal over text, title and tags (NFKC + confusables; secret
@@ -249,8 +254,21 @@
 //!
 //! - Nothing is acknowledged before its journal line is fsync'd and read back;
 //!   memd appends only to its own device's journal files, and a failed append
-//!   leaves no fragment. A full disk is `STORAGE_FULL` (507, retryable).
-//! - A damaged derived index is moved aside and rebuilt at open, never an outage.
+//!   leaves no fragment. A full disk is `STORAGE_FULL` (507, retryable), and
+//!   so is a write the index could not take: memd keeps a reserve free on
+//!   each file system it writes (`memories/`, `data/`, backups; see [`disk`])
+//!   and refuses writes below it, the index stops growing at a lower floor
+//!   (it never takes the journal's last bytes), and `memd serve` started on a
+//!   full disk serves reads and resumes writes by itself once there is room.
+//! - The index is never silently behind the journal: while it is (a full
+//!   disk, another device's file just arrived) the watcher's loop retries the
+//!   catch-up with back-off until every journal file is applied, and rescans
+//!   the tree every 30 s for missed events; search and recall say
+//!   `index_behind`, every answer carries `x-memd-index-behind` (both count
+//!   only lines the caller could read), and `get` reads a memory not applied
+//!   yet from the journal, under the caller's filter.
+//! - A damaged derived index is moved aside and rebuilt at open, never an
+//!   outage; a full disk is not damage and never moves the index aside.
 //! - Documents are read and parsed outside the writer; a document the rules
 //!   refuse is reported and never indexed; no link under `memories/` is followed.
 //! - No score, count, list or error shows a token anything about memories it
@@ -259,7 +277,10 @@
 //! - `data/index/` equals a replay of `memories/`: `memd reindex` rebuilds it and
 //!   gives the same search results as the incrementally maintained index.
 //! - A torn or corrupt journal line is reported with `file:line` and skipped; it
-//!   never blocks startup and never hides the lines around it.
+//!   never blocks startup and never hides the lines around it. A line's
+//!   checksum (when it has one) is verified, so a flipped bit is reported, not
+//!   served; a line damaged after it was indexed is reported as soon as its
+//!   file changes (health and stats count it), not first by a reindex.
 //! - The hub owns the one live config ([`hub::Hub::config`] is an `Arc`
 //!   snapshot); the `config.json` watcher and `POST /v1/config` swap its
 //!   editable keys; there is no second copy.

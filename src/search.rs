@@ -143,6 +143,10 @@ pub struct SearchResults {
     /// Why the mode that ran differs from the one asked for, if it does.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fallback: Option<String>,
+    /// Journal lines the caller could read that the index has not applied
+    /// yet (it is catching up): the hits may miss them. Absent when none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub index_behind: Option<u64>,
 }
 
 /// The terms a query searches for: tokenized, stop words dropped (unless that
@@ -312,6 +316,7 @@ pub(crate) fn search(
         fallback: fallback.or_else(|| {
             (mode != requested).then(|| format!("{requested} search needs an embedder; ran {mode}"))
         }),
+        index_behind: None,
     })
 }
 

@@ -74,6 +74,19 @@ pub(crate) fn create(layout: &Layout, out_dir: &Path) -> Result<(PathBuf, Manife
     let files = collect(layout)?;
     let manifest = manifest_for(&files);
     std::fs::create_dir_all(out_dir).ctx("cannot create backup directory", out_dir)?;
+    // A backup never takes the reserve of its file system (the journal may
+    // share it): the uncompressed size bounds what the archive can take.
+    let size: u64 = files.iter().map(|(_, b)| b.len() as u64 + 1024).sum();
+    if let Some(room) = crate::disk::Room::of(out_dir)
+        && !room.takes(size)
+    {
+        return Err(crate::Error::StorageFull(format!(
+            "the backup directory's file system has {} bytes free; a backup of up to {size} bytes \
+             would leave less than the {} bytes memd keeps free there. Nothing was written",
+            room.free,
+            room.reserve()
+        )));
+    }
     // Backups hold every memory, secrets included: the directory and each
     // archive are private whatever the umask.
     crate::layout::tighten_tree(out_dir).ctx("cannot make private", out_dir)?;

@@ -1,5 +1,6 @@
 //! Foundation helpers that know nothing about memories: durable file writes
-//! ([`durable`]) and byte helpers ([`bytes`]: hex, constant-time comparison).
+//! ([`durable`]), byte helpers ([`bytes`]: hex, constant-time comparison)
+//! and the rate limit of repeated log lines ([`repeat`]).
 //!
 //! Every module that replaces a whole file (scheduler state, tokens, config,
 //! backups, the index's `FORMAT` marker, documents under `memories/` through
@@ -9,3 +10,4 @@
 
 pub mod bytes;
 pub mod durable;
+pub mod repeat;

@@ -1,6 +1,9 @@
 //! `memd serve`: the `/v1` HTTP API, MCP at `/mcp` and the web console at `/` on loopback until SIGINT or SIGTERM.
 //!
-//! Takes the writer lock, catches the index up, starts the file watcher and
+//! Takes the writer lock, catches the index up (on a disk too full for
+//! that, serves reads from the index as it is and refuses writes with
+//! `STORAGE_FULL` until there is room: [`Mode::WriteOrWait`]), starts the
+//! file watcher with its catch-up loop and
 //! the scheduler (index commits every second, daily backup, nightly
 //! consolidation when `sleep.enabled`), binds `listen` (config, or
 //! `--listen`; beyond loopback only with `allowRemote` and an active token),
@@ -95,14 +98,15 @@ pub(super) fn run(layout: Layout, config: Config, args: &Args) -> anyhow::Result
     }
     let backup = config.backup.clone();
     let sleep = config.sleep.clone();
-    let hub = Arc::new(Hub::open(layout, config, Mode::Write)?);
+    let hub = Arc::new(Hub::open(layout, config, Mode::WriteOrWait)?);
     hub.set_access_tracking(true);
     // The consolidation routes of /v1 run the scheduler's code.
     hub.install_consolidation(crate::consolidate::service::service());
     // Background work: documents and foreign journal lines reach the index
-    // within a second; periodic jobs (daily backup) run on their schedule.
+    // within a second, and a catch-up that fails (a full disk) is retried
+    // until it succeeds; periodic jobs (daily backup) run on their schedule.
     // A watcher that cannot start (e.g. the inotify instance limit) costs
-    // freshness, not correctness: documents are also synced on the next open.
+    // freshness, not correctness: its loop rescans every 30 s instead.
     let watcher = crate::watch::spawn(Arc::clone(&hub))
         .inspect_err(|e| tracing::warn!(error = %e, "file watcher not running; edits under memories/ apply on the next start"))
         .ok();

@@ -14,7 +14,16 @@
 //! compared by hash in constant time, re-read when `tokens.json` changes),
 //! builds the request's [`Caller`] (its `now` from the hub's one clock) and
 //! writes one audit line per request with the token's name (never its
-//! secret) and the scene the use case acted in.
+//! secret) and the scene the use case acted in. A request it refuses
+//! (`401`, `429` past the rate limit) has its body read first, so the
+//! connection stays usable and the client reads the refusal instead of a
+//! closed connection; `429` says when to retry (`Retry-After`).
+//!
+//! While the index is behind the journal (catching up after a full disk, a
+//! device's file just copied in), every answer to a caller who may read
+//! says how many journal lines it could read are not in the index yet, in
+//! the `x-memd-index-behind` header (search and recall also in their body), so
+//! an empty result is never mistaken for "no such memory".
 //!
 //! [`serve`] runs its own accept loop over hyper so that every connection has
 //! a header-read timeout, which also closes idle keep-alive connections
@@ -50,6 +59,10 @@ use crate::auth::TokenStore;
 use crate::hub::{Caller, Clock, Hub};
 use error::ApiError;
 use extract::MAX_BODY_BYTES;
+
+/// The header that says how many journal lines the caller could read are
+/// not in the index yet (absent when none).
+pub(crate) const INDEX_BEHIND: &str = "x-memd-index-behind";
 
 /// Shared state of the HTTP server.
 #[derive(Clone)]
@@ -294,14 +307,26 @@ async fn authenticate(State(state): State<AppState>, mut req: Request, next: Nex
     let per_minute = state.hub.config().http.rate_limit_per_minute;
     // Shares the scene the use case acts in, for the audit line of a refusal too.
     let mut acted: Option<Caller> = None;
-    let res = match grant {
-        None => ApiError::unauthorized().into_response(),
-        Some(g) if !state.metrics.allow(&g.name, ts.timestamp().div_euclid(60), per_minute) => {
-            ApiError::new(
+    let mut res = match grant {
+        None => {
+            drain(req).await;
+            ApiError::unauthorized().into_response()
+        }
+        Some(g)
+            if !state
+                .metrics
+                .allow(&g.name, ts.timestamp().div_euclid(60), per_minute) =>
+        {
+            drain(req).await;
+            let mut res = ApiError::new(
                 crate::error::ErrorCode::RateLimited,
                 format!("token {:?} sent more than {per_minute} requests this minute; retry in a minute", g.name),
             )
-            .into_response()
+            .into_response();
+            let wait = 60 - ts.timestamp().rem_euclid(60);
+            res.headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, wait.into());
+            res
         }
         Some(g) => {
             let caller = state.hub.caller(g);
@@ -310,6 +335,12 @@ async fn authenticate(State(state): State<AppState>, mut req: Request, next: Nex
             next.run(req).await
         }
     };
+    if let Some(caller) = acted.clone()
+        && res.status().is_success()
+        && let Ok(Some(n)) = state.run(move |hub| hub.index_behind_for(&caller)).await
+    {
+        res.headers_mut().insert(INDEX_BEHIND, n.into());
+    }
     let mut note = res
         .extensions()
         .get::<AuditNote>()
@@ -343,6 +374,15 @@ async fn authenticate(State(state): State<AppState>, mut req: Request, next: Nex
         extra: note.extra,
     });
     res
+}
+
+/// Reads and drops a request's body (at most [`MAX_BODY_BYTES`]) before a
+/// refusal. A body left unread makes hyper close the connection once the
+/// reply is written, and a client still sending it, or sending its next
+/// request on that connection, then sees the connection closed instead of
+/// the refusal.
+async fn drain(req: Request) {
+    let _ = axum::body::to_bytes(req.into_body(), MAX_BODY_BYTES).await;
 }
 
 /// How long in-flight requests get to finish after shutdown is asked for.

@@ -5,15 +5,14 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
+use super::parts::backlog;
 use super::parts::heal::IndexState;
 use super::{Hub, Stats};
+use crate::disk::Room;
 use crate::embed::EmbedderStatus;
 use crate::error::Result;
 use crate::store::journal;
 use crate::timetable::{self, JobState};
-
-/// Below this much free space the disk is reported degraded.
-const LOW_DISK_BYTES: u64 = 256 * 1024 * 1024;
 
 /// One component's state.
 #[derive(Debug, Clone, Serialize)]
@@ -55,6 +54,9 @@ pub struct HealthReport {
     pub(crate) documents: u64,
     /// Unreadable journal lines and documents.
     pub(crate) issues: usize,
+    /// Journal lines the index has not applied yet (absent when none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) index_behind: Option<u64>,
     /// Stored vectors.
     pub(crate) vectors: u64,
     /// Memories waiting for a vector.
@@ -94,6 +96,7 @@ impl Hub {
         components.insert("index", index_component(self, &stats, &cursors)?);
         components.insert("embedder", embedder_component(self, &stats));
         components.insert("disk", disk_component(self));
+        components.insert("members", members_component(self));
         let status = if components.values().all(|c| c.status == "ok") {
             "ok"
         } else {
@@ -111,6 +114,7 @@ impl Hub {
             facts: stats.counts.facts,
             documents: stats.counts.documents,
             issues: stats.issues.len(),
+            index_behind: self.index_behind(None)?,
             vectors: stats.vectors,
             pending_vectors: stats.pending_vectors,
             components,
@@ -153,33 +157,36 @@ pub(crate) fn embedder_status(hub: &Hub) -> EmbedderStatus {
     hub.searcher.embedder_status()
 }
 
-/// The `index` component: journal bytes not applied yet, a storage error
-/// it is catching up from, and whether it was rebuilt or is damaged.
+/// The `index` component: journal lines and bytes not applied yet, a
+/// storage error it is catching up from, and whether it was rebuilt, is
+/// damaged or waits for room on a full disk.
 fn index_component(
     hub: &Hub,
     stats: &Stats,
-    cursors: &HashMap<String, journal::Cursor>,
+    _cursors: &HashMap<String, journal::Cursor>,
 ) -> Result<Component> {
-    let dir = hub.layout().facts();
-    let lag: u64 = journal::list_all(&dir)?
-        .iter()
-        .map(|f| {
-            let size = journal::content_len(&dir, f).unwrap_or(0);
-            size.saturating_sub(cursors.get(f).map_or(0, |c| c.offset))
-        })
-        .sum();
+    let lag = backlog::lag(&hub.core)?;
+    let lines = if lag.bytes == 0 {
+        0
+    } else {
+        backlog::lines_for(&hub.core, None)?
+    };
     let mut detail = format!(
-        "{} text documents, {} bytes, {lag} journal bytes not applied",
-        stats.text_documents, stats.index_bytes
+        "{} text documents, {} bytes, {} journal lines ({} bytes) not applied",
+        stats.text_documents, stats.index_bytes, lines, lag.bytes
     );
+    if lag.bytes > 0 && hub.is_writer() {
+        detail.push_str(": the writer applies them by itself, retrying until it has");
+    }
     let behind = hub.index().behind();
     if let Some((_, reason)) = &behind {
         detail = format!(
-            "behind the journal after a storage error ({reason}); nothing is lost, it \
-             catches up as soon as storage works again; {detail}"
+            "behind the journal after a storage error ({reason}); nothing is lost: \
+             searches say how many lines they miss, `get` reads those from the journal, \
+             and it catches up by itself once there is room; {detail}"
         );
     }
-    let mut index = component(lag == 0 && behind.is_none(), detail);
+    let mut index = component(lag.bytes == 0 && behind.is_none(), detail);
     match hub.catchup.state() {
         IndexState::Ok => {}
         IndexState::Rebuilt { reason } => {
@@ -190,6 +197,14 @@ fn index_component(
             index.status = "degraded";
             index.state = Some("damaged");
             index.reason = Some(reason);
+        }
+        IndexState::Waiting { reason } => {
+            index.status = "degraded";
+            index.state = Some("waiting");
+            index.reason = Some(format!(
+                "{reason}; reads are served from the index as it was, writes are refused \
+                 until there is room"
+            ));
         }
     }
     Ok(index)
@@ -228,14 +243,72 @@ fn embedder_component(hub: &Hub, stats: &Stats) -> Component {
     embedder
 }
 
-/// The `disk` component: free space under the root.
+/// The `disk` component: free space on each file system memd writes
+/// (`memories/`, `data/`, the backup directory), each against its own
+/// reserve (see [`crate::disk`]): degraded when one has less, since writes
+/// (or backups) are refused there.
 fn disk_component(hub: &Hub) -> Component {
-    match crate::disk::space(&hub.layout().root) {
-        Some((free, total)) => component(
-            free >= LOW_DISK_BYTES.min(total / 100),
-            format!("{free} bytes free of {total}"),
+    let layout = hub.layout();
+    let backups = hub.config().backup.dir_for(layout);
+    let mut places: Vec<(u64, Vec<&'static str>, std::path::PathBuf)> = Vec::new();
+    for (name, path) in [
+        ("memories/", layout.memories()),
+        ("data/", layout.data()),
+        ("backups", backups),
+    ] {
+        // The backup directory may not exist yet: its parent's file system.
+        let probe = std::iter::successors(Some(path.as_path()), |p| p.parent())
+            .find(|p| p.exists())
+            .unwrap_or(path.as_path())
+            .to_path_buf();
+        let dev = crate::disk::device(&probe).unwrap_or(u64::MAX);
+        match places.iter_mut().find(|(d, _, _)| *d == dev) {
+            Some((_, names, _)) => names.push(name),
+            None => places.push((dev, vec![name], probe)),
+        }
+    }
+    let mut ok = true;
+    let mut parts = Vec::new();
+    for (_, names, probe) in &places {
+        match Room::of(probe) {
+            Some(room) => {
+                let short = !room.takes(0);
+                ok &= !short;
+                parts.push(format!(
+                    "{}: {} bytes free of {} (keeps {} free{})",
+                    names.join(" and "),
+                    room.free,
+                    room.total,
+                    room.reserve(),
+                    if short {
+                        "; writes there are refused until space is freed"
+                    } else {
+                        ""
+                    }
+                ));
+            }
+            None => {
+                ok = false;
+                parts.push(format!("{}: free space unknown", names.join(" and ")));
+            }
+        }
+    }
+    component(ok, parts.join("; "))
+}
+
+/// The `members` component: the group membership table disclosure reads.
+/// A damaged one refuses every disclosure (fail closed) until it is fixed.
+fn members_component(hub: &Hub) -> Component {
+    let path = crate::store::members::path(&hub.layout().memories());
+    match crate::store::members::check(&path) {
+        Ok(groups) => component(true, format!("{groups} groups with known members")),
+        Err(e) => component(
+            false,
+            format!(
+                "{e}; disclosure refuses every request until memories/groups/members.json is \
+                 fixed or restored from a backup"
+            ),
         ),
-        None => component(false, "free space unknown".into()),
     }
 }
 

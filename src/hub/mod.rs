@@ -93,6 +93,11 @@ pub enum Mode {
     ReadOnly,
     /// Take the writer lock if free, else read what the other writer has indexed.
     ReadPreferWrite,
+    /// Take the writer lock like [`Mode::Write`]; if the disk is too full
+    /// to open the index for writing or to catch it up, serve reads from
+    /// the index as it is, refuse writes with `STORAGE_FULL`, and catch up
+    /// once there is room (`memd serve`).
+    WriteOrWait,
 }
 
 /// Counts and problems for `memd stats`.
@@ -159,7 +164,14 @@ impl Hub {
         progress: &mut dyn FnMut(Progress),
     ) -> Result<(Hub, CatchUpReport)> {
         let (hub, report) = Self::open_inner(layout, config, mode, embedder, progress)?;
-        hub.core.index.end_bulk_load()?;
+        match hub.core.index.end_bulk_load() {
+            Ok(()) => {}
+            // Marked complete by the catch-up that follows once there is room.
+            Err(e) if mode == Mode::WriteOrWait && e.is_storage_full() => {
+                hub.catchup.opened_on_full_disk(&hub.core, &e.to_string());
+            }
+            Err(e) => return Err(e),
+        }
         Ok((hub, report))
     }
 
@@ -175,7 +187,7 @@ impl Hub {
     ) -> Result<(Hub, CatchUpReport)> {
         let lock = match mode {
             Mode::ReadOnly => None,
-            Mode::Write => Some(Self::lock(&layout)?),
+            Mode::Write | Mode::WriteOrWait => Some(Self::lock(&layout)?),
             Mode::ReadPreferWrite => match Self::lock(&layout) {
                 Ok(l) => Some(l),
                 Err(Error::RootLocked { pid, .. }) => {
@@ -201,7 +213,14 @@ impl Hub {
         for issue in &repaired {
             tracing::warn!(journal.issue = %issue, "repaired torn journal tail");
         }
-        let (index, healed) = parts::heal::open_index(&layout.index())?;
+        let wait = mode == Mode::WriteOrWait;
+        let (index, healed, full) = match parts::heal::open_index(&layout.index()) {
+            Ok((index, healed)) => (index, healed, None),
+            Err(e) if wait && parts::heal::short_of_space(&e, &layout.data()) => {
+                (Index::open_on_full_disk(&layout.index())?, None, Some(e))
+            }
+            Err(e) => return Err(e),
+        };
         index.set_lifecycle(config.lifecycle.clone());
         let cache_path = layout.cache().join("vectors.db");
         let cache = VectorCache::open(&cache_path)
@@ -209,7 +228,20 @@ impl Hub {
             .ok();
         let mut core = Core::new(layout, config, index, device, true);
         let catchup = CatchUp::default();
-        let report = catchup.open_healing(&mut core, healed, progress)?;
+        let report = match full {
+            Some(e) => {
+                catchup.opened_on_full_disk(&core, &e.to_string());
+                CatchUpReport::default()
+            }
+            None => match catchup.open_healing(&mut core, healed, progress) {
+                Ok(report) => report,
+                Err(e) if wait && parts::heal::short_of_space(&e, &core.layout.data()) => {
+                    catchup.opened_on_full_disk(&core, &e.to_string());
+                    CatchUpReport::default()
+                }
+                Err(e) => return Err(e),
+            },
+        };
         let state = WriterState {
             journal,
             _lock: lock,
@@ -357,16 +389,31 @@ impl Hub {
                 // Whoever holds the writer recovers on its own commit.
                 tracing::debug!(error = %e, "index still cannot catch up");
             }
-            self.core.index.refresh()?;
+            match self.core.index.refresh() {
+                // Recorded as behind (health says so) and retried by the
+                // catch-up loop: not an error of whoever asked to commit.
+                Err(e) if e.is_storage_full() => {
+                    tracing::debug!(error = %e, "index commit waits for room");
+                }
+                other => other?,
+            }
         }
         Ok(())
     }
 
-    /// Counts, sizes and problems.
+    /// Counts, sizes and problems. Journal files changed inside the part
+    /// already indexed are read again first, so damage shows at once.
     pub fn stats(&self) -> Result<Stats> {
         if let Err(e) = self.flush() {
             // Counts come from SQLite; the index reports itself degraded.
             tracing::warn!(error = %e, "index commit failed while gathering stats");
+        }
+        if self.core.writable
+            && self.core.index.is_writable()
+            && let Some(_held) = self.writer.try_hold()
+            && let Err(e) = self.catchup.recheck_changed(&self.core)
+        {
+            tracing::warn!(error = %e, "cannot check the journal for damaged lines");
         }
         let dir = self.core.layout.facts();
         let files = journal::list_files(&dir)?;
@@ -470,12 +517,46 @@ impl Hub {
                 ..first
             });
         }
-        let m = meta
-            .get_many(&[id.to_string()], filter)?
-            .remove(id)
-            .ok_or_else(|| Error::not_found("memory", id))?;
+        let m = match meta.get_many(&[id.to_string()], filter)?.remove(id) {
+            Some(m) => m,
+            // Acknowledged but not applied yet (the index is catching up):
+            // read it from the journal, under the same filter.
+            None => {
+                return parts::backlog::find(&self.core, id, filter)?
+                    .ok_or_else(|| Error::not_found("memory", id));
+            }
+        };
         self.lifecycle.note_access(&self.core, [&m]);
         Ok(m)
+    }
+
+    /// Journal lines the index has not applied yet that a reader with
+    /// `filter` could read (`None`: every line); `None` when the index is
+    /// caught up. See [`parts::backlog::lines_for`].
+    pub(crate) fn index_behind(&self, filter: Option<&Filter>) -> Result<Option<u64>> {
+        if parts::backlog::lag(&self.core)?.bytes == 0 {
+            return Ok(None);
+        }
+        Ok(Some(parts::backlog::lines_for(&self.core, filter)?).filter(|n| *n > 0))
+    }
+
+    /// [`Hub::index_behind`] for everything `caller` may read (`None` too
+    /// for a caller that may read nothing).
+    pub(crate) fn index_behind_for(&self, caller: &Caller) -> Result<Option<u64>> {
+        match caller.read_filter(None, false) {
+            Ok(filter) => self.index_behind(Some(&filter)),
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// Catches the index up with everything the journal holds (after a
+    /// storage error, lines another device's files brought, a file copied
+    /// in before its directory was watched), reads journal files damaged
+    /// inside their applied part again, and returns the journal bytes still
+    /// not applied. The file watcher's loop calls it until that is zero.
+    pub(crate) fn catch_up_pending(&self) -> Result<u64> {
+        let _held = self.writer.hold(&self.core)?;
+        Ok(self.catchup.catch_up_pending(&self.core)?.bytes)
     }
 
     /// Search under the request's own filter, in its mode (default
@@ -548,9 +629,21 @@ impl Hub {
             Record::Touch { ids, .. } => ids.len(),
             _ => 0,
         };
-        self.writer
-            .submit(self.cx(), parts::writer::Op::Touch(record))?;
-        Ok(n)
+        match self
+            .writer
+            .submit(self.cx(), parts::writer::Op::Touch(record))
+        {
+            Ok(_) => Ok(n),
+            // Access counts are not acknowledged writes: on a full disk
+            // this window is not counted, said once a minute.
+            Err(e) if e.is_storage_full() => {
+                if let Some(repeats) = crate::base::repeat::global().admit("accesses.full") {
+                    tracing::warn!(error = %e, repeated = repeats, "accesses not journaled: the disk is full");
+                }
+                Ok(0)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Extends the expiry of the given short-term facts to `now + ttl`

@@ -71,6 +71,10 @@ pub struct RecallOutcome {
     /// The rendered block, when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub block: Option<String>,
+    /// Journal lines the caller could read that the index has not applied
+    /// yet (it is catching up): the hits may miss them. Absent when none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub index_behind: Option<u64>,
 }
 
 impl RecallOutcome {
@@ -302,6 +306,7 @@ fn recall_for(hub: &Hub, req: &RecallRequest) -> Result<RecallOutcome> {
         hits,
         live,
         block,
+        index_behind: hub.index_behind(Some(&req.filter))?,
     })
 }
 

@@ -56,6 +56,7 @@ impl Hub {
         };
         let floor = check_min_score(body.min_score)?;
         let mut results = self.search_filtered(&req)?;
+        results.index_behind = self.index_behind(Some(&req.filter))?;
         if let Some(floor) = floor {
             self.searcher.apply_floor(
                 &self.core,

@@ -187,10 +187,19 @@ pub struct MetaCounts {
 }
 
 /// The SQLite store: one write connection (writer mode) and a pool of readers.
+///
+/// A writer that opens on a full disk (`MetaDb::open_pinned`) reads
+/// through one pinned connection instead, and opens its write connection
+/// later (`MetaDb::open_writer_late`).
 pub struct MetaDb {
     path: std::path::PathBuf,
-    writer: Option<Mutex<Connection>>,
+    /// Set at open in writer mode, or later once a full disk has room again.
+    writer: std::sync::OnceLock<Mutex<Connection>>,
     readers: Mutex<Vec<Connection>>,
+    /// The one connection every read uses while the disk was too full to
+    /// open normally: exclusive locking keeps SQLite's WAL index in heap
+    /// memory, so it needs no `-shm` file (which a full disk cannot hold).
+    pinned: Mutex<Option<Connection>>,
 }
 
 fn migrate(conn: &mut Connection) -> Result<()> {
@@ -359,55 +368,145 @@ impl MetaDb {
 
     fn open_inner(path: &Path, writable: bool, bulk: bool) -> Result<MetaDb> {
         crate::index::vector::register_extension();
-        let writer = if writable {
-            let mut conn = Connection::open(path)?;
-            if bulk {
-                // Every page is written once (no WAL copy, no checkpoint)
-                // and nothing is synced until the load ends; transactions
-                // still roll back (a failed batch, a full disk).
-                conn.pragma_update(None, "journal_mode", "MEMORY")?;
-                conn.pragma_update(None, "synchronous", "OFF")?;
-            } else {
-                conn.pragma_update(None, "journal_mode", "WAL")?;
-                // The journal is the durable record; the index may lose its last
-                // transactions in a power cut and catches up from the journal.
-                conn.pragma_update(None, "synchronous", "NORMAL")?;
-            }
-            // Storing a vector writes into the newest sqlite-vec chunk, one
-            // blob of 1024 vectors (1.5 MiB float, + 384 KiB int8 in tables
-            // of earlier builds) read by
-            // walking its overflow pages. SQLite's default 2 MiB page cache
-            // cannot hold that walk, so every store re-read the chunk with a
-            // read call per page; 8 MiB keeps it cached (half the store cost).
-            conn.pragma_update(
-                None,
-                "cache_size",
-                if bulk {
-                    BULK_CACHE_KIB
-                } else {
-                    WRITER_CACHE_KIB
-                },
-            )?;
-            stable_plans(&conn)?;
-            conn.busy_timeout(std::time::Duration::from_secs(5))?;
-            migrate(&mut conn)?;
-            if bulk {
-                // Built once at the end instead of row by row.
-                for (name, _) in DEFERRED_INDEXES {
-                    conn.execute_batch(&format!("DROP INDEX IF EXISTS {name}"))?;
-                }
-            }
-            Some(Mutex::new(conn))
-        } else {
-            None
-        };
+        let writer = std::sync::OnceLock::new();
+        if writable {
+            let _ = writer.set(Mutex::new(Self::open_writer(path, bulk)?));
+        }
         let db = MetaDb {
             path: path.to_path_buf(),
             writer,
             readers: Mutex::new(Vec::new()),
+            pinned: Mutex::new(None),
         };
         db.with_reader(|_| Ok(()))?;
         Ok(db)
+    }
+
+    /// The write connection, set up and migrated.
+    fn open_writer(path: &Path, bulk: bool) -> Result<Connection> {
+        let mut conn = Connection::open(path)?;
+        if bulk {
+            // Every page is written once (no WAL copy, no checkpoint)
+            // and nothing is synced until the load ends; transactions
+            // still roll back (a failed batch, a full disk).
+            conn.pragma_update(None, "journal_mode", "MEMORY")?;
+            conn.pragma_update(None, "synchronous", "OFF")?;
+        } else {
+            conn.pragma_update(None, "journal_mode", "WAL")?;
+            // The journal is the durable record; the index may lose its last
+            // transactions in a power cut and catches up from the journal.
+            conn.pragma_update(None, "synchronous", "NORMAL")?;
+        }
+        // Storing a vector writes into the newest sqlite-vec chunk, one
+        // blob of 1024 vectors (1.5 MiB float, + 384 KiB int8 in tables
+        // of earlier builds) read by
+        // walking its overflow pages. SQLite's default 2 MiB page cache
+        // cannot hold that walk, so every store re-read the chunk with a
+        // read call per page; 8 MiB keeps it cached (half the store cost).
+        conn.pragma_update(
+            None,
+            "cache_size",
+            if bulk {
+                BULK_CACHE_KIB
+            } else {
+                WRITER_CACHE_KIB
+            },
+        )?;
+        stable_plans(&conn)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        migrate(&mut conn)?;
+        if bulk {
+            // Built once at the end instead of row by row.
+            for (name, _) in DEFERRED_INDEXES {
+                conn.execute_batch(&format!("DROP INDEX IF EXISTS {name}"))?;
+            }
+        }
+        Ok(conn)
+    }
+
+    /// Opens an existing database for reading on a disk too full for
+    /// [`MetaDb::open`]: one read-write connection in exclusive locking
+    /// mode (no `-shm` file; it reads the write-ahead log into memory)
+    /// serves every read, and nothing is written until
+    /// [`MetaDb::open_writer_late`] succeeds.
+    pub(crate) fn open_pinned(path: &Path) -> Result<MetaDb> {
+        crate::index::vector::register_extension();
+        if !path.is_file() {
+            return Err(Error::Internal(format!(
+                "no metadata store at {}",
+                path.display()
+            )));
+        }
+        let db = MetaDb {
+            path: path.to_path_buf(),
+            writer: std::sync::OnceLock::new(),
+            readers: Mutex::new(Vec::new()),
+            pinned: Mutex::new(Some(Self::pinned_connection(path)?)),
+        };
+        db.with_reader(|c| {
+            c.query_row("SELECT COUNT(*) FROM journal_cursors", [], |r| {
+                r.get::<_, i64>(0)
+            })?;
+            Ok(())
+        })?;
+        Ok(db)
+    }
+
+    fn pinned_connection(path: &Path) -> Result<Connection> {
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        // Before the first access: the WAL index then lives in heap memory.
+        conn.pragma_update(None, "locking_mode", "EXCLUSIVE")?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        stable_plans(&conn)?;
+        Ok(conn)
+    }
+
+    /// Whether the write connection is open.
+    pub(crate) fn is_writable(&self) -> bool {
+        self.writer.get().is_some()
+    }
+
+    /// Opens the write connection of a store opened by
+    /// [`MetaDb::open_pinned`], once the disk has room: the pinned
+    /// connection is closed first (it holds the exclusive lock), and
+    /// pinned again if the write connection still cannot open.
+    pub(crate) fn open_writer_late(&self) -> Result<()> {
+        if self.is_writable() {
+            return Ok(());
+        }
+        let mut pinned = self.pinned.lock().expect("pinned connection poisoned");
+        drop(pinned.take());
+        match Self::open_writer(&self.path, false) {
+            Ok(conn) => {
+                let _ = self.writer.set(Mutex::new(conn));
+                Ok(())
+            }
+            Err(e) => {
+                *pinned = Some(Self::pinned_connection(&self.path)?);
+                Err(e)
+            }
+        }
+    }
+
+    /// Copies the write-ahead log into the database and truncates it to
+    /// nothing, giving its space back to the file system (see
+    /// [`crate::disk`]). Returns the bytes the log held before.
+    pub(crate) fn checkpoint_truncate(&self) -> Result<u64> {
+        let wal = std::path::PathBuf::from(format!("{}-wal", self.path.display()));
+        let before = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+        if before == 0 {
+            return Ok(0);
+        }
+        let writer = self
+            .writer
+            .get()
+            .ok_or_else(|| Error::Internal("metadata store opened read-only".into()))?;
+        let conn = writer.lock().expect("writer connection poisoned");
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        Ok(before)
     }
 
     fn reader(&self) -> Result<Connection> {
@@ -429,8 +528,15 @@ impl MetaDb {
         Ok(conn)
     }
 
-    /// Runs `f` on a pooled read-only connection.
+    /// Runs `f` on a pooled read-only connection (on the pinned one while
+    /// there is one, see [`MetaDb::open_pinned`]).
     pub(crate) fn with_reader<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        {
+            let pinned = self.pinned.lock().expect("pinned connection poisoned");
+            if let Some(conn) = pinned.as_ref() {
+                return f(conn);
+            }
+        }
         let conn = self.reader()?;
         let out = f(&conn);
         self.readers
@@ -444,7 +550,7 @@ impl MetaDb {
     pub fn write<T>(&self, f: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
         let writer = self
             .writer
-            .as_ref()
+            .get()
             .ok_or_else(|| Error::Internal("metadata store opened read-only".into()))?;
         let mut conn = writer.lock().expect("writer connection poisoned");
         let tx = conn.transaction()?;
@@ -460,7 +566,7 @@ impl MetaDb {
     pub(crate) fn end_bulk_load(&self) -> Result<()> {
         let writer = self
             .writer
-            .as_ref()
+            .get()
             .ok_or_else(|| Error::Internal("metadata store opened read-only".into()))?;
         let conn = writer.lock().expect("writer connection poisoned");
         for (name, sql) in DEFERRED_INDEXES {
@@ -828,6 +934,14 @@ pub mod tx {
             "INSERT OR REPLACE INTO journal_cursors (file, offset, lines) VALUES (?,?,?)",
         )?
         .execute(params![file, c.offset as i64, c.lines as i64])?;
+        Ok(())
+    }
+
+    /// Forgets the bad lines recorded for a journal file (it is being
+    /// checked again from its first line).
+    pub(crate) fn clear_issues(tx: &Transaction<'_>, file: &str) -> Result<()> {
+        tx.prepare_cached("DELETE FROM journal_issues WHERE file = ?")?
+            .execute([file])?;
         Ok(())
     }
 

@@ -118,12 +118,18 @@ pub struct Batch {
     pub(crate) cursors: Vec<(String, Cursor)>,
     /// Bad journal lines found while reading.
     pub(crate) issues: Vec<LineIssue>,
+    /// Journal files read again from their first line: the bad lines
+    /// recorded for them are replaced by this batch's `issues`.
+    pub(crate) rechecked: Vec<String>,
 }
 
 impl Batch {
     /// Whether there is nothing to apply.
     pub(crate) fn is_empty(&self) -> bool {
-        self.changes.is_empty() && self.cursors.is_empty() && self.issues.is_empty()
+        self.changes.is_empty()
+            && self.cursors.is_empty()
+            && self.issues.is_empty()
+            && self.rechecked.is_empty()
     }
 }
 
@@ -244,6 +250,68 @@ impl Index {
         })
     }
 
+    /// Opens a complete index for reading on a disk too full to open it for
+    /// writing ([`Index::open`] fails there: SQLite cannot create its
+    /// shared-memory file, tantivy its lock file). Searches and reads work;
+    /// every change fails until [`Index::ensure_writable`] succeeds once
+    /// there is room again.
+    pub(crate) fn open_on_full_disk(dir: &Path) -> Result<Index> {
+        let format = std::fs::read_to_string(dir.join(FORMAT_FILE)).ok();
+        if format.as_deref().map(str::trim) != Some(INDEX_FORMAT) {
+            return Err(Error::StorageFull(format!(
+                "the disk holding {} is full and there is no complete index to read meanwhile",
+                dir.display()
+            )));
+        }
+        let text = TextIndex::open(&dir.join("text"), true)?;
+        let meta = MetaDb::open_pinned(&dir.join("meta.db"))?;
+        Ok(Index {
+            dir: dir.to_path_buf(),
+            bulk: std::sync::atomic::AtomicBool::new(false),
+            text,
+            meta,
+            lifecycle: Default::default(),
+            behind: Default::default(),
+            coarse: std::sync::RwLock::new(vector_scan::CoarseVectors::in_dir(dir)),
+            named: std::sync::Mutex::new(None),
+        })
+    }
+
+    /// Opens the metadata store's write connection if the index was opened
+    /// on a full disk ([`Index::open_on_full_disk`]); nothing to do otherwise.
+    pub(crate) fn ensure_writable(&self) -> Result<()> {
+        self.meta.open_writer_late()
+    }
+
+    /// Whether changes can be applied (false while an index opened on a
+    /// full disk waits for room).
+    pub(crate) fn is_writable(&self) -> bool {
+        self.meta.is_writable()
+    }
+
+    /// The room left on the file system holding the index.
+    pub(crate) fn room(&self) -> Option<crate::disk::Room> {
+        crate::disk::Room::of(&self.dir)
+    }
+
+    /// Gives space back to a file system short of it: checkpoints SQLite's
+    /// write-ahead log into the database and truncates it. Returns the
+    /// bytes the log held.
+    pub(crate) fn reclaim(&self) -> Result<u64> {
+        if !self.is_writable() {
+            return Ok(0);
+        }
+        self.meta.checkpoint_truncate()
+    }
+
+    /// Marks the index behind the journal for `reason` without a failed
+    /// apply (it opened on a full disk and has not caught up).
+    pub(crate) fn mark_behind(&self, reason: String) {
+        let mut behind = self.behind.lock().expect("index state poisoned");
+        behind.0 += 1;
+        behind.1 = Some(reason);
+    }
+
     /// Opens the index for writing and checks it cheaply: tantivy's segment
     /// files are present with valid checksums and load, and SQLite passes
     /// `PRAGMA quick_check`. Any error means the index must be rebuilt.
@@ -290,6 +358,24 @@ impl Index {
     /// because the journal lines are durable and catch-up applies them again
     /// from the cursors of the last successful commits.
     pub(crate) fn apply(&self, batch: &Batch) -> Result<()> {
+        // The index never takes the last bytes of its file system: below
+        // the floor it stops growing (see `crate::disk`) and catches up once
+        // there is room again.
+        if !batch.changes.is_empty()
+            && let Some(room) = self.room()
+            && !room.above_floor()
+        {
+            let _ = self.reclaim();
+            if self.room().is_some_and(|r| !r.above_floor()) {
+                let e = Error::StorageFull(format!(
+                    "the index does not grow with {} bytes free on its file system (it keeps {} bytes free)",
+                    room.free,
+                    room.floor()
+                ));
+                self.mark_behind(e.to_string());
+                return Err(e);
+            }
+        }
         let out = self.apply_inner(batch);
         if let Err(e) = &out {
             self.fell_behind(e);
@@ -299,7 +385,10 @@ impl Index {
 
     /// Records a failed apply or commit and resets the text writer.
     fn fell_behind(&self, e: &Error) {
-        tracing::error!(error = %e, "index update failed; it catches up from the journal once storage works again");
+        // On a full disk this repeats with every write: once a minute, counted.
+        if let Some(repeats) = crate::base::repeat::global().admit("index.behind") {
+            tracing::error!(error = %e, repeated = repeats, "index update failed; it catches up from the journal once storage works again");
+        }
         let mut behind = self.behind.lock().expect("index state poisoned");
         behind.0 += 1;
         behind.1 = Some(e.to_string());
@@ -322,6 +411,7 @@ impl Index {
         let mut behind = self.behind.lock().expect("index state poisoned");
         if behind.0 == failures {
             behind.1 = None;
+            crate::base::repeat::global().clear("index.behind");
         }
     }
 
@@ -410,6 +500,9 @@ impl Index {
             }
             for (file, cursor) in &batch.cursors {
                 tx::set_cursor(t, file, *cursor)?;
+            }
+            for file in &batch.rechecked {
+                tx::clear_issues(t, file)?;
             }
             for issue in &batch.issues {
                 tx::add_issue(t, issue)?;

@@ -251,9 +251,20 @@ impl TextIndex {
             })
             .try_into()?;
         let writer = if writable {
-            Some(Mutex::new(Some(
-                index.writer_with_num_threads(1, WRITER_HEAP)?,
-            )))
+            // On a full disk the writer (its lock file) cannot be created
+            // yet: reads work without it, and it opens on first use.
+            let writer = match index.writer_with_num_threads(1, WRITER_HEAP) {
+                Ok(w) => Some(w),
+                Err(e) => {
+                    let e = crate::error::Error::from(e);
+                    if !e.is_storage_full() {
+                        return Err(e);
+                    }
+                    tracing::warn!(error = %e, "full-text writer not opened (disk full); it opens once there is room");
+                    None
+                }
+            };
+            Some(Mutex::new(writer))
         } else {
             None
         };

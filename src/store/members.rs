@@ -64,6 +64,12 @@ fn load(path: &Path) -> Result<MemberFile> {
     }
 }
 
+/// Reads the table and returns how many groups it knows members of; an
+/// error says why it is unreadable (health and doctor report it).
+pub(crate) fn check(path: &Path) -> Result<usize> {
+    Ok(load(path)?.groups.len())
+}
+
 /// Whether `user` is a known member of `group`. Errors (unreadable table) mean "no".
 pub(crate) fn is_member(path: &Path, group: &Scene, user: &str) -> Result<bool> {
     Ok(load(path)?

@@ -4,6 +4,7 @@ mod support;
 mod sync_test;
 
 mod api_fuzz;
+mod backlog;
 mod backup;
 mod cli;
 mod client;
@@ -33,6 +34,7 @@ mod merge;
 mod openapi;
 mod parity;
 mod prop;
+mod ratelimit;
 mod reindex;
 mod relevance;
 mod salience;

@@ -18,13 +18,14 @@ use std::sync::Mutex;
 
 use serde::Serialize;
 
+use super::backlog::{self, Backlog, Lag};
 use super::documents::{Documents, DocumentsReport};
 use super::heal::{self, IndexState};
 use super::{Core, pins};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::index::meta::FactExtras;
 use crate::index::{self, Batch, Change};
-use crate::model::{Memory, Record, Stage};
+use crate::model::{Record, Stage};
 use crate::store::journal::{self, Cursor, LineIssue};
 
 /// Changes per index commit while catching up.
@@ -74,7 +75,11 @@ impl From<DocumentsReport> for CatchUpReport {
 #[derive(Default)]
 pub(crate) struct CatchUp {
     documents: Documents,
+    backlog: Backlog,
     state: Mutex<IndexState>,
+    /// The index opened on a full disk and has not caught up since: the
+    /// first catch-up also does what opening skipped.
+    opened_full: std::sync::atomic::AtomicBool,
 }
 
 /// Where one journal file's replay stands.
@@ -117,7 +122,12 @@ impl CatchUp {
             if from.offset > size {
                 tracing::warn!(journal.file = %file, "journal file is shorter than the index remembers; re-reading it");
                 from = Default::default();
+                // Its bad lines are found again from the start.
+                batch.rechecked.push(file.clone());
             }
+            // What is about to be read: once its new lines are applied, a
+            // change inside them is damage (see `backlog`).
+            let stamp = self.backlog.stamp(core, file);
             done_before += from.offset;
             let mut at = FileReplay {
                 file,
@@ -132,6 +142,7 @@ impl CatchUp {
             })?;
             if at.last != from {
                 batch.cursors.push((file.clone(), at.last));
+                self.backlog.remember(file, stamp);
             }
             done_before += at.last.offset - from.offset;
             progress(Progress {
@@ -144,21 +155,163 @@ impl CatchUp {
     }
 
     /// Brings the index back after a storage error ([`crate::index::Index::behind`]):
-    /// applies every journal line past the cursors, re-syncs documents and
-    /// commits. The caller holds the writer.
+    /// opens its write side if it opened on a full disk, applies every
+    /// journal line past the cursors, re-syncs documents and commits. The
+    /// caller holds the writer.
     pub(crate) fn recover(&self, core: &Core) -> Result<()> {
         let Some((failures, reason)) = core.index.behind() else {
             return Ok(());
         };
-        let report = self.catch_up(core, &mut |_| {})?;
+        core.index.ensure_writable()?;
+        if core.index.room().is_some_and(|r| !r.takes(0)) {
+            // Short of space: give the write-ahead log's back first.
+            let _ = core.index.reclaim();
+        }
+        let mut report = self.catch_up(core, &mut |_| {})?;
+        if self.opened_full.load(std::sync::atomic::Ordering::Acquire) {
+            // What opening skipped on the full disk.
+            self.finish_open(core)?;
+        }
         self.sync_documents(core, &mut |batch| core.index.apply(batch))?;
         core.index.refresh()?;
+        if core.index.bulk_loading() {
+            core.index.end_bulk_load()?;
+        }
+        // Lines appended while the first pass ran.
+        report.records += self.catch_up(core, &mut |_| {})?.records;
+        core.index.refresh()?;
+        self.opened_full
+            .store(false, std::sync::atomic::Ordering::Release);
         core.index.caught_up(failures);
+        if matches!(self.state(), IndexState::Waiting { .. }) {
+            self.set_state(IndexState::Ok);
+        }
         tracing::info!(
             records = report.records,
             after = %reason,
             "index caught up with the journal after a storage error"
         );
+        Ok(())
+    }
+
+    /// Refuses a write of `bytes` journal bytes that the index could not
+    /// take: while the index is behind after a storage error and cannot
+    /// catch up, or when the file system of `data/` (or of `memories/`) has
+    /// less than its reserve left (see [`crate::disk`]). A refusal is
+    /// `STORAGE_FULL` (507, retryable): the write was not stored, and
+    /// writes resume by themselves once there is room. The caller holds the
+    /// writer.
+    pub(crate) fn admit_writes(&self, core: &Core, bytes: u64) -> Result<()> {
+        if core.index.behind().is_some()
+            && let Err(e) = self.recover(core)
+        {
+            if e.is_storage_full() || !core.index.is_writable() {
+                return Err(Error::StorageFull(format!(
+                    "the index cannot take new lines ({e}); nothing was stored. Reads keep \
+                     working, and writes resume by themselves once there is room"
+                )));
+            }
+            tracing::warn!(error = %e, "the index is still behind the journal; appending anyway");
+        }
+        let data = core.layout.data();
+        let facts = core.layout.facts();
+        let same =
+            crate::disk::device(&data).is_some_and(|d| crate::disk::device(&facts) == Some(d));
+        let check = |dir: &std::path::Path, what: &str, bytes: u64| -> Result<()> {
+            let Some(room) = crate::disk::Room::of(dir) else {
+                return Ok(());
+            };
+            if room.takes(bytes) {
+                return Ok(());
+            }
+            // The write-ahead log may hold space it no longer needs.
+            if what == "data/" {
+                let _ = core.index.reclaim();
+            }
+            match crate::disk::Room::of(dir) {
+                Some(room) if !room.takes(bytes) => Err(Error::StorageFull(format!(
+                    "the file system of {what} has {} bytes free, less than the {} bytes memd keeps \
+                     free there; nothing was stored. Free some space: writes resume by themselves",
+                    room.free,
+                    room.reserve()
+                ))),
+                _ => Ok(()),
+            }
+        };
+        check(&data, "data/", if same { bytes } else { 0 })?;
+        if !same {
+            check(&facts, "memories/", bytes)?;
+        }
+        Ok(())
+    }
+
+    /// Catches up with every journal line the index lacks (recovering from
+    /// a storage error first), rechecks journal files that changed inside
+    /// their applied part, and returns how far behind the index still is.
+    /// The caller holds the writer.
+    pub(crate) fn catch_up_pending(&self, core: &Core) -> Result<Lag> {
+        if core.index.behind().is_some() {
+            self.recover(core)?;
+        } else {
+            let report = self.catch_up(core, &mut |_| {})?;
+            if report.records > 0 {
+                tracing::info!(
+                    records = report.records,
+                    "applied journal lines written by another process"
+                );
+            }
+        }
+        self.recheck_changed(core)?;
+        backlog::lag(core)
+    }
+
+    /// Records the bad lines of journal files damaged inside their applied
+    /// part (see [`backlog`]); returns how many files were read again.
+    pub(crate) fn recheck_changed(&self, core: &Core) -> Result<usize> {
+        let changed = self.backlog.changed_in_place(core)?;
+        for file in &changed {
+            let batch = backlog::recheck(core, file)?;
+            if !batch.issues.is_empty() {
+                tracing::warn!(
+                    journal.file = %file,
+                    lines = batch.issues.len(),
+                    "journal lines changed after they were indexed"
+                );
+            }
+            core.index.apply(&batch)?;
+        }
+        Ok(changed.len())
+    }
+
+    /// Marks a writer's index that opened (or could not catch up) on a
+    /// full disk: it serves what it holds, and the first catch-up once
+    /// there is room does the rest ([`CatchUp::recover`]).
+    pub(crate) fn opened_on_full_disk(&self, core: &Core, reason: &str) {
+        tracing::warn!(
+            reason = %reason,
+            "the disk is full: serving reads from the index as it is; writes are refused \
+             until there is room, then the index catches up by itself"
+        );
+        self.opened_full
+            .store(true, std::sync::atomic::Ordering::Release);
+        core.index
+            .mark_behind(format!("the disk was full at start ({reason})"));
+        self.set_state(IndexState::Waiting {
+            reason: reason.to_string(),
+        });
+    }
+
+    /// The journal-independent steps of opening: the long-term expiry rule.
+    fn finish_open(&self, core: &Core) -> Result<()> {
+        if !core.config().lifecycle.tier_expiry {
+            let cleared = core.index.clear_long_term_expiry()?;
+            if cleared > 0 {
+                tracing::info!(
+                    memories = cleared,
+                    "long-term memories no longer expire (lifecycle.tierExpiry is off)"
+                );
+            }
+        }
         Ok(())
     }
 
@@ -236,15 +389,7 @@ impl CatchUp {
         progress: &mut dyn FnMut(Progress),
     ) -> Result<CatchUpReport> {
         let mut report = self.catch_up(core, progress)?;
-        if !core.config().lifecycle.tier_expiry {
-            let cleared = core.index.clear_long_term_expiry()?;
-            if cleared > 0 {
-                tracing::info!(
-                    memories = cleared,
-                    "long-term memories no longer expire (lifecycle.tierExpiry is off)"
-                );
-            }
-        }
+        self.finish_open(core)?;
         // Nobody else writes while the root opens: the batch is applied as it is.
         let docs = self.sync_documents(core, &mut |batch| core.index.apply(batch))?;
         report.documents_indexed = docs.documents_indexed;
@@ -323,6 +468,11 @@ fn replay_file(
             batch.cursors.push((file.to_string(), at.last));
             core.index.apply(&std::mem::take(batch))?;
             progress(at.last);
+            // A long catch-up on a small disk gives the write-ahead log's
+            // space back between its bounded transactions.
+            if core.index.room().is_some_and(|r| !r.takes(0)) {
+                let _ = core.index.reclaim();
+            }
         }
         Ok(())
     })?;
@@ -336,13 +486,7 @@ fn record_change(record: Record, file: &str, line: u64, tier_expiry: bool) -> Ch
     match record {
         Record::Put { fact, at, .. } => Change::PutFact {
             at: at.unwrap_or(fact.ts),
-            memory: {
-                let mut m = Memory::from(&fact);
-                if fact.stage == Stage::Long && !tier_expiry {
-                    m.expires_at = None;
-                }
-                m
-            },
+            memory: backlog::memory_of(&fact, tier_expiry),
             extras: FactExtras {
                 content_hash: (fact.stage == Stage::Long).then(|| {
                     crate::lifecycle::content_hash(

@@ -19,6 +19,10 @@
 //! Corruption found by a search while serving marks the component
 //! `degraded` (state `damaged`, with the reason); the running process does
 //! not swap its index, so the rebuild happens at the next start.
+//!
+//! A full disk is not damage ([`short_of_space`]): `memd serve` then opens
+//! the index as it is for reading (state `waiting`) and catches up once
+//! there is room (see [`super::catchup::CatchUp::opened_on_full_disk`]).
 
 use std::path::Path;
 
@@ -41,6 +45,21 @@ pub(crate) enum IndexState {
         /// What is wrong.
         reason: String,
     },
+    /// Opened on a full disk: serving reads as it is, catching up once
+    /// there is room.
+    Waiting {
+        /// Why it could not open for writing or catch up.
+        reason: String,
+    },
+}
+
+/// Whether `e`, met while opening or catching up the index in `dir`, comes
+/// from a full disk rather than damage: a full disk says so, or surfaces
+/// as an I/O error (SQLite cannot size its shared-memory file) while the
+/// file system is below its floor. Such an index is not moved aside.
+pub(crate) fn short_of_space(e: &crate::Error, dir: &Path) -> bool {
+    e.is_storage_full()
+        || (!index::is_damage(e) && crate::disk::Room::of(dir).is_some_and(|r| !r.above_floor()))
 }
 
 /// Opens the writable index in `dir`; if it does not pass its integrity
@@ -48,6 +67,9 @@ pub(crate) enum IndexState {
 pub(crate) fn open_index(dir: &Path) -> Result<(Index, Option<String>)> {
     match Index::open_verified(dir) {
         Ok(i) => Ok((i, None)),
+        // A full disk is not damage: moving the index aside would lose the
+        // one copy that can still be read.
+        Err(e) if short_of_space(&e, dir.parent().unwrap_or(dir)) => Err(e),
         Err(e) if dir.exists() => {
             let reason = e.to_string();
             let fresh = replace(dir, &reason)?;

@@ -12,6 +12,7 @@
 //!  searcher ─► lifecycle   hits count as retrievals, expiring-soon marks
 //!    └───────► catchup     a damaged index is reported by health
 //!  catchup ──► documents   the Markdown side of catch-up
+//!    ├───────► backlog     lines not applied yet, damage in applied ones
 //!    └───────► heal        open-time integrity check, moving a damaged index aside
 //! ```
 //!
@@ -19,13 +20,16 @@
 //!   only part that appends to the journal.
 //! - [`catchup`]: replay of journal lines into the index (at open, after
 //!   every append, after a storage error, for lines a sync tool appended),
-//!   with [`documents`] for `memories/**.md` and [`heal`] for a damaged index.
+//!   the write gate of a full disk, with [`documents`] for
+//!   `memories/**.md`, [`backlog`] for what is not applied yet (and damage
+//!   in what is) and [`heal`] for a damaged index.
 //! - [`searcher`]: the search gate, ranking in three modes through
 //!   [`crate::search`], vectors (embedding off the write path) and the
 //!   relevance floor.
 //! - [`lifecycle`]: access tracking, tiers, expiry, tag edits and restoring
 //!   expired memories (it decides; the writer appends).
 
+pub(crate) mod backlog;
 pub(crate) mod catchup;
 pub(crate) mod ctx;
 pub(crate) mod documents;

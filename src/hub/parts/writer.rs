@@ -461,6 +461,13 @@ impl Writer {
 /// replay that runs at startup. The caller holds the writer.
 fn append_and_index(cx: Ctx<'_>, state: &mut WriterState, records: &[Record]) -> Result<()> {
     let records = stamp(cx.core, records)?;
+    // Nothing is acknowledged that the index could not take (a full disk):
+    // refused before the journal is touched.
+    let bytes = records
+        .iter()
+        .map(|r| serde_json::to_vec(r).map_or(0, |v| v.len() as u64 + 20))
+        .sum();
+    cx.catchup.admit_writes(cx.core, bytes)?;
     // A failed append is rolled back by the journal: nothing of the group is stored.
     let ends = state.journal.append(&records)?;
     // The lines are durable from here on; indexing them is the same replay
@@ -474,8 +481,10 @@ fn append_and_index(cx: Ctx<'_>, state: &mut WriterState, records: &[Record]) ->
             .catch_up_files(cx.core, &touched, &mut |_| {})
             .map(|_| ())
     };
-    if let Err(e) = indexed {
-        tracing::error!(error = %e, "indexing after append failed; the index catches up once storage works again");
+    if let Err(e) = indexed
+        && let Some(repeats) = crate::base::repeat::global().admit("index.after_append")
+    {
+        tracing::error!(error = %e, repeated = repeats, "indexing after append failed; the index catches up once storage works again");
     }
     Ok(())
 }
