@@ -342,8 +342,7 @@ impl Caller {
             }
             any_of.push(scope);
         }
-        let filter = Filter { any_of };
-        Ok(filter)
+        Ok(Filter { any_of })
     }
 
     /// The filter of a disclosure: one group's chat and notes, normal or
@@ -480,6 +479,33 @@ mod tests {
         );
         let f = caller("dsh-desktop").archive_filter(true).unwrap();
         assert!(f.any_of[0].privacy.contains(&Privacy::Secret));
+    }
+
+    #[test]
+    fn star_widens_reading_never_writing() {
+        let main = Scene::parse("main").unwrap();
+        let star_main = Grant {
+            name: "star-main".into(),
+            scopes: ["*", "read", "write"].map(String::from).into(),
+            scenes: vec![main.clone()],
+            write_scenes: vec![main.clone()],
+            any_scene: false,
+        };
+        let c = Caller::new(star_main, Utc::now());
+        // It reads every scene ...
+        assert!(
+            c.read_filter(None, false).unwrap().any_of[0]
+                .scenes
+                .is_empty()
+        );
+        // ... but forgets, edits and restores only in its own.
+        assert_eq!(
+            c.writable().unwrap().any_of[0].scenes,
+            std::slice::from_ref(&main)
+        );
+        let archive = c.archive_filter(true).unwrap();
+        assert!(archive.any_of.iter().all(|s| s.scenes == [main.clone()]));
+        assert!(c.archive_filter(false).unwrap().any_of[0].scenes.is_empty());
     }
 
     #[test]

@@ -505,3 +505,136 @@ fn fold_touches(t: &Transaction<'_>, id: &str, cfg: &LifecycleConfig) -> Result<
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Origin, Scene, Subject};
+
+    fn memory(id: &str, scene: &str, privacy: Privacy) -> Memory {
+        Memory {
+            id: id.into(),
+            origin: Origin::Fact,
+            doc_id: None,
+            path: None,
+            ts: DateTime::from_timestamp(1_780_000_000, 0).unwrap(),
+            scene: Scene::parse(scene).unwrap(),
+            kind: "note".into(),
+            stage: Stage::Long,
+            title: None,
+            text: "t".into(),
+            tags: vec![],
+            privacy,
+            subject: Subject::Owner,
+            source: "test".into(),
+            importance: 0.5,
+            tier: Some(Tier::T2),
+            supersedes: None,
+            expires_at: None,
+            setting: Default::default(),
+        }
+    }
+
+    fn version(at: i64, file: &str, line: u64) -> PutVersion {
+        PutVersion {
+            at,
+            device: journal::device_of(file).unwrap_or_default().to_string(),
+            file: file.into(),
+            line,
+        }
+    }
+
+    fn row(scene: &str, privacy: Privacy, v: PutVersion) -> StoredRow {
+        StoredRow {
+            version: v,
+            scene: scene.into(),
+            privacy: Some(privacy),
+        }
+    }
+
+    #[test]
+    fn ids_name_the_scene_they_were_made_in() {
+        let id = crate::ids::fact_id(
+            "chat",
+            &Scene::parse("qq:group:12").unwrap(),
+            DateTime::from_timestamp(1_780_000_000, 0).unwrap(),
+        );
+        assert_eq!(scene_of_id(&id), Some("qq-group-12"));
+        assert_eq!(scene_of_id("fact-main-mqz8k2p1-a1b2"), Some("main"));
+        for other in [
+            "fact-main-x",
+            "doc-1a2b3c4d#0",
+            "fact-main-mqz8k2p1-zz",
+            "main-abc-0123",
+        ] {
+            assert_eq!(scene_of_id(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn a_line_may_neither_move_a_memory_nor_lower_its_privacy() {
+        use Privacy::*;
+        let id = "fact-main-mqz8k2p1-a1b2";
+        let old = version(1, "home/2026-06.jsonl", 1);
+        let new = version(2, "laptop/2026-06.jsonl", 1);
+        let quarantined = |v: &Verdict| matches!(v, Verdict::Quarantine(_));
+        let replaced = |v: &Verdict| matches!(v, Verdict::Replace(_));
+        // A newer line: applied, unless it moves the memory or lowers its privacy.
+        let stored = row("main", Personal, old.clone());
+        assert_eq!(
+            judge(&stored, &memory(id, "main", Personal), &new),
+            Verdict::Apply
+        );
+        assert_eq!(
+            judge(&stored, &memory(id, "main", Secret), &new),
+            Verdict::Apply
+        );
+        assert!(quarantined(&judge(
+            &stored,
+            &memory(id, "qq:group:9", Personal),
+            &new
+        )));
+        assert!(quarantined(&judge(
+            &stored,
+            &memory(id, "main", Normal),
+            &new
+        )));
+        // The same line replayed changes nothing.
+        assert_eq!(
+            judge(&stored, &memory(id, "main", Personal), &old),
+            Verdict::Apply
+        );
+        // An older line arriving late: ignored, unless the row it finds was the bad one.
+        let moved = row("qq:group:9", Personal, new.clone());
+        assert!(replaced(&judge(
+            &moved,
+            &memory(id, "main", Personal),
+            &old
+        )));
+        let lowered = row("main", Normal, new.clone());
+        assert!(replaced(&judge(
+            &lowered,
+            &memory(id, "main", Personal),
+            &old
+        )));
+        let raised = row("main", Secret, new.clone());
+        assert_eq!(
+            judge(&raised, &memory(id, "main", Personal), &old),
+            Verdict::Ignore
+        );
+        // A backdated line cannot move a memory: the id says where it was made.
+        let home = row("main", Personal, new);
+        assert!(quarantined(&judge(
+            &home,
+            &memory(id, "pet", Personal),
+            &old
+        )));
+        // An id of another scheme: whichever disagreeing line comes second is refused.
+        let legacy = row("main", Personal, version(1, "home/2026-06.jsonl", 1));
+        assert!(quarantined(&judge(
+            &legacy,
+            &memory("legacy-42", "pet", Personal),
+            &version(2, "laptop/2026-06.jsonl", 1)
+        )));
+    }
+}

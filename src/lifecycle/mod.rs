@@ -274,6 +274,35 @@ mod tests {
     }
 
     #[test]
+    fn expiring_soon_is_the_last_seventh_of_a_lifetime() {
+        let cfg = LifecycleConfig::default();
+        let t0 = DateTime::from_timestamp(1_700_000_000, 0).unwrap();
+        let h = Duration::hours;
+        // (lifetime, time left, flagged)
+        for (life, left, want) in [
+            (h(24), h(24), false), // a fresh chat line
+            (h(24), h(4), false),  // a seventh of a day is 3 h 26 min
+            (h(24), h(3), true),
+            (h(168), h(25), false), // a chat line kept alive to the longest: its last day
+            (h(168), h(23), true),
+            (Duration::days(30), Duration::days(5), false),
+            (Duration::days(30), Duration::days(4), true),
+            (Duration::days(365), Duration::days(8), false), // capped at expiringSoonDays
+            (Duration::days(365), Duration::days(7), true),
+            (h(24), h(0), false), // expired: gone, not soon
+        ] {
+            let expires = t0 + life;
+            let now = expires - left;
+            assert_eq!(
+                expiring_soon(t0, Some(expires), now, &cfg),
+                want,
+                "lifetime {life:?}, {left:?} left"
+            );
+        }
+        assert!(!expiring_soon(t0, None, t0, &cfg), "no expiry");
+    }
+
+    #[test]
     fn promotion_and_sliding_expiry() {
         let cfg = opted_in();
         let t0 = DateTime::from_timestamp(1_700_000_000, 0).unwrap();

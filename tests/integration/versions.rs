@@ -834,9 +834,17 @@ fn issue_7_a_peer_line_cannot_move_a_memory_or_lower_its_privacy() {
     // And a rebuild reads the same.
     let hub = rebuild(&root);
     check("after a rebuild", &hub);
-    let doctor = root.memd(&["stats"]);
+    drop(hub);
+    // Reported by `memd stats` and `memd doctor` too, never dropped silently.
+    let stats = root.memd(&["stats"]);
+    let text = String::from_utf8_lossy(&stats.stdout);
+    assert!(
+        text.contains("facts/laptop/2026-06.jsonl:2: quarantined"),
+        "{text}"
+    );
+    let doctor = root.memd(&["doctor", "--json"]);
     let text = String::from_utf8_lossy(&doctor.stdout);
-    assert!(text.contains("quarantined"), "{text}");
+    assert!(text.contains("2 journal lines quarantined"), "{text}");
 }
 
 // ---- 9. Reads never write ----
