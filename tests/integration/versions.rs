@@ -570,6 +570,10 @@ async fn issue_3_the_conflict_never_names_a_version_the_token_may_not_read() {
     let got = api.ok("/v1/get", &helper, json!({"id": a})).await;
     assert_eq!(got["superseded"], true);
     assert!(!got.to_string().contains(&b), "{got}");
+    // Nor does restoring the old version, which would replace the secret one.
+    let (status, err) = api.post("/v1/restore", &helper, json!({"id": a})).await;
+    assert_eq!(status, 409, "{err}");
+    assert!(!err.to_string().contains(&b), "{err}");
 }
 
 #[test]

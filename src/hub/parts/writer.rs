@@ -933,8 +933,14 @@ impl<'a> Group<'a> {
         if same_id_only {
             return Ok(Restored::Skipped);
         }
-        // A later version is live: the old content becomes the newest version.
+        // A later version is live: the old content becomes the newest version,
+        // which needs the right to replace the newest (never named otherwise).
         let head = meta.head_of(&id)?;
+        if meta.version_row(&head, &filter)?.is_none() {
+            return Err(Error::Conflict(format!(
+                "{id} was replaced by a newer version this token may not change"
+            )));
+        }
         let m = row.memory;
         let mut req = WriteRequest::new(m.scene, m.text, source);
         req.kind = m.kind;
