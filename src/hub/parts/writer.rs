@@ -844,8 +844,10 @@ impl<'a> Group<'a> {
         let meta = &self.core.index.meta;
         let head = meta.head_of(next)?;
         let message = match meta.version_row(&head, filter)? {
+            // Replaced in this very commit group, by a request that may not be
+            // the caller's: named only once it is indexed and visible.
             _ if self.written.contains(&head) => format!(
-                "{old} is an older version: {head} replaced it just now; {verb} {head} instead"
+                "{old} is an older version: a newer version replaced it just now; read it again"
             ),
             Some(row) if row.forgotten || self.forgotten.contains(&head) => format!(
                 "{old} is an older version: {head} replaced it and was forgotten; bring a \
