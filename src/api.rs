@@ -111,6 +111,10 @@ pub struct SearchBody {
     /// The owner is the one asking: adds the owner's own normal/personal memories (scope `from_owner`).
     #[serde(default, skip_serializing_if = "is_false")]
     pub from_owner: bool,
+    /// Count the hits as retrievals for promotion (default false: looking changes nothing;
+    /// set it when an agent uses the hits in a conversation, as recall does).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub touch: bool,
 }
 
 /// `POST /v1/get`.
@@ -130,6 +134,9 @@ pub struct GetBody {
     /// The owner is the one asking: adds the owner's own normal/personal memories (scope `from_owner`).
     #[serde(default, skip_serializing_if = "is_false")]
     pub from_owner: bool,
+    /// Count this read as a retrieval for promotion (default false: looking changes nothing).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub touch: bool,
 }
 
 /// `POST /v1/recent`.
@@ -237,6 +244,10 @@ pub struct RecallBody {
     /// The owner is the one asking: adds the owner's own normal/personal memories (scope `from_owner`).
     #[serde(default, skip_serializing_if = "is_false")]
     pub from_owner: bool,
+    /// Count the recalled long-term memories as retrievals for promotion (default true: an
+    /// agent's recall is what promotion counts; false for a person looking).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub touch: Option<bool>,
 }
 
 /// `POST /v1/timeline`.
@@ -326,7 +337,7 @@ pub struct AudienceReply {
     pub card: Option<Memory>,
 }
 
-/// `POST /v1/get` reply: the memory, and what replaced it.
+/// `POST /v1/get` reply: the memory, and where it stands in its line of versions.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct GetReply {
     /// The memory.
@@ -335,6 +346,18 @@ pub struct GetReply {
     /// The memories that replace this one (those the caller may read).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub superseded_by: Vec<String>,
+    /// An older version: a newer one replaced it (even if that one was forgotten since), so
+    /// search, lists and recall leave it out. It cannot be superseded or edited; restore it
+    /// with `POST /v1/restore`.
+    #[serde(skip_serializing_if = "is_false")]
+    pub superseded: bool,
+    /// The newest version of its line, when that is another memory you may read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub newest: Option<String>,
+    /// The newest version of its line when that one was forgotten and you may restore it
+    /// (`POST /v1/restore` with this id undoes the forget).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub newest_forgotten: Option<String>,
 }
 
 /// `POST /v1/archive/search` reply.
@@ -371,9 +394,10 @@ pub struct WriteBody {
     /// A short title.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
-    /// Free-form tags (letters, digits, `-`, `_`, `:`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tags: Vec<String>,
+    /// Free-form tags (letters, digits, `-`, `_`, `:`). A new version keeps the replaced
+    /// memory's tags unless given (`[]` clears them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tags: Option<Vec<String>>,
     /// normal (default), personal, sensitive, secret; `work` and `financial` mean sensitive.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub privacy: Option<Privacy>,
@@ -391,7 +415,11 @@ pub struct WriteBody {
     /// long (default) or short (expires like chat, after `ingest.ttlHours`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stage: Option<Stage>,
-    /// The id of the memory this one replaces (the user changed their mind, a fact was corrected).
+    /// The id of the memory this one replaces (the user changed their mind, a fact was
+    /// corrected). The new version keeps every field this request does not set (scene, kind,
+    /// title, tags, privacy, subject, importance, tier, stage, time, session, speaker; an
+    /// empty string clears a text field). Only the newest version can be replaced: an older
+    /// one answers 409 CONFLICT naming the newest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub supersedes: Option<String>,
     /// Any unique string (1-200 bytes); retrying with the same key returns the same id instead of a duplicate.
@@ -434,6 +462,44 @@ pub struct ForgetReply {
     pub id: String,
     /// Always true.
     pub forgotten: bool,
+}
+
+/// `POST /v1/restore`.
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RestoreVersionBody {
+    /// A forgotten memory (undo the forget), or an older version to make current again.
+    pub id: String,
+    /// The scene you act in (default: the token's first scene).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<Scene>")]
+    pub scene: Option<String>,
+}
+
+/// What `POST /v1/restore` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum RestoreAction {
+    /// The same id is current again (a new journal line with its content): a forget undone,
+    /// or an older version whose later versions were all forgotten.
+    #[serde(rename = "RESTORED")]
+    Restored,
+    /// A later version is live, so the old content became a new version replacing it.
+    #[serde(rename = "NEW_VERSION")]
+    NewVersion,
+    /// It was current already; nothing was written.
+    #[serde(rename = "NOOP")]
+    Noop,
+}
+
+/// `POST /v1/restore` reply (also `memd restore --json`).
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct RestoreVersionReply {
+    /// The memory that is current now: the id asked for, or the new version.
+    pub id: String,
+    /// The id asked for.
+    pub restored: String,
+    /// What was done.
+    pub action: RestoreAction,
 }
 
 /// Who sent an ingested message.
@@ -480,6 +546,26 @@ pub struct IngestBody {
     pub session: Option<String>,
 }
 
+/// A group member in `/v1/members`: `{id, name}` as ingest's `sender`, or the bare id.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Member {
+    /// The provider user id alone.
+    Id(String),
+    /// The member as ingest's `sender` names them.
+    Named(Sender),
+}
+
+impl Member {
+    /// The provider user id and display name.
+    pub fn into_parts(self) -> (String, Option<String>) {
+        match self {
+            Member::Id(id) => (id, None),
+            Member::Named(s) => (s.id, s.name),
+        }
+    }
+}
+
 /// `POST /v1/members`.
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -489,13 +575,13 @@ pub struct MembersBody {
     pub group: Option<String>,
     /// The full member list, replacing what is known (daily reconciliation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub set: Option<Vec<Sender>>,
-    /// Members who joined.
+    pub set: Option<Vec<Member>>,
+    /// Members who joined: `{id, name}` objects or ids.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub add: Vec<Sender>,
-    /// Ids of members who left.
+    pub add: Vec<Member>,
+    /// Members who left: `{id, name}` objects or ids (the name is not needed).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub remove: Vec<String>,
+    pub remove: Vec<Member>,
     /// The scene you act in (default: the token's first scene).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Scene>")]
@@ -737,6 +823,12 @@ pub fn operations() -> Vec<Operation> {
             "/v1/forget",
             request::<ForgetBody>(),
             reply::<ForgetReply>(),
+        ),
+        op(
+            "POST",
+            "/v1/restore",
+            request::<RestoreVersionBody>(),
+            reply::<RestoreVersionReply>(),
         ),
         op("POST", "/v1/ingest", request::<IngestBody>(), None),
         op(

@@ -609,6 +609,7 @@ fn index_checks(layout: &Layout, config: Option<&Config>, daemon_writes: bool) -
         )),
         Ok(index) => {
             out.push(integrity(&index, &dir, &files, daemon_writes));
+            out.push(quarantine(&index));
             out.push(vector_side_file(&index_dir));
             let cursors = index.meta.cursors().unwrap_or_default();
             let lag: u64 = sizes
@@ -643,6 +644,40 @@ fn index_checks(layout: &Layout, config: Option<&Config>, daemon_writes: bool) -
     }
     out.push(documents(layout, config));
     out
+}
+
+/// Journal lines the index read but did not apply (see `index::merge`):
+/// lines from another device that would move a memory to another scene or
+/// lower its privacy.
+fn quarantine(index: &Index) -> Check {
+    let lines: Vec<String> = index
+        .meta
+        .issues()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|i| i.contains(": quarantined "))
+        .collect();
+    if lines.is_empty() {
+        return check(
+            "quarantine",
+            Status::Ok,
+            "no journal line was refused on replay",
+            None,
+        );
+    }
+    check(
+        "quarantine",
+        Status::Warn,
+        format!(
+            "{} journal lines quarantined (not applied): {}",
+            lines.len(),
+            lines.iter().take(5).cloned().collect::<Vec<_>>().join("; ")
+        ),
+        Some(
+            "another device (or a hand edit) wrote lines that would move a memory or make it less \
+             private; the memory stays as it was. Check that device; `memd stats` lists every line",
+        ),
+    )
 }
 
 /// Whether hybrid search can keep the float copies of the vectors in an

@@ -33,6 +33,10 @@ pub enum ErrorCode {
     InvalidInput,
     /// The id does not exist or is not visible to the caller.
     NotFound,
+    /// The request contradicts the memory's current state: an older version
+    /// cannot be superseded or edited (the message names the newest version
+    /// when the caller may read it). Retrying unchanged fails the same way.
+    Conflict,
     /// The caller is authenticated but not allowed to do this.
     Forbidden,
     /// The caller is not authenticated.
@@ -66,6 +70,7 @@ impl ErrorCode {
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
         ErrorCode::NotFound,
+        ErrorCode::Conflict,
         ErrorCode::RootLocked,
         ErrorCode::EmbeddingUnavailable,
         ErrorCode::RateLimited,
@@ -81,6 +86,7 @@ impl ErrorCode {
         match self {
             ErrorCode::InvalidInput => "INVALID_INPUT",
             ErrorCode::NotFound => "NOT_FOUND",
+            ErrorCode::Conflict => "CONFLICT",
             ErrorCode::Forbidden => "FORBIDDEN",
             ErrorCode::Unauthorized => "UNAUTHORIZED",
             ErrorCode::RootLocked => "ROOT_LOCKED",
@@ -107,6 +113,7 @@ impl ErrorCode {
             ErrorCode::Unauthorized => 401,
             ErrorCode::Forbidden => 403,
             ErrorCode::NotFound => 404,
+            ErrorCode::Conflict => 409,
             ErrorCode::RateLimited => 429,
             ErrorCode::RootLocked | ErrorCode::EmbeddingUnavailable | ErrorCode::Unavailable => 503,
             ErrorCode::UpstreamInvalid => 502,
@@ -157,6 +164,7 @@ impl ErrorCode {
             ErrorCode::StorageFull => 8,
             ErrorCode::Unavailable => 9,
             ErrorCode::UpstreamInvalid => 10,
+            ErrorCode::Conflict => 11,
             ErrorCode::Storage | ErrorCode::Internal => 1,
         }
     }
@@ -179,6 +187,11 @@ pub enum Error {
     /// The caller may not do this.
     #[error("{0}")]
     Forbidden(String),
+    /// The request contradicts the memory's current state (an older version
+    /// superseded or edited); the message names the newest version when the
+    /// caller may read it.
+    #[error("{0}")]
+    Conflict(String),
     /// Another process writes to the same root.
     #[error(
         "another memd process (pid {pid}) is writing to {}; stop it or talk to it over HTTP",
@@ -254,6 +267,7 @@ impl Error {
             Error::Invalid(_) => ErrorCode::InvalidInput,
             Error::NotFound { .. } => ErrorCode::NotFound,
             Error::Forbidden(_) => ErrorCode::Forbidden,
+            Error::Conflict(_) => ErrorCode::Conflict,
             Error::RootLocked { .. } => ErrorCode::RootLocked,
             Error::EmbeddingUnavailable(_) => ErrorCode::EmbeddingUnavailable,
             Error::StorageFull(_) => ErrorCode::StorageFull,
@@ -538,6 +552,8 @@ mod tests {
             (Error::from_reply(503, "<html>"), "UNAVAILABLE", true),
             (Error::from_reply(404, ""), "NOT_FOUND", false),
             (Error::Forbidden("f".into()), "FORBIDDEN", false),
+            (Error::Conflict("c".into()), "CONFLICT", false),
+            (Error::from_reply(409, ""), "CONFLICT", false),
             (
                 Error::RootLocked {
                     root: "/r".into(),

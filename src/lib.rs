@@ -38,8 +38,9 @@
 //! [`hub::Caller`] (HTTP: the bearer token's grant; CLI: the local operator,
 //! every scope and scene, token name `cli`). The rules (scene resolution,
 //! privacy and pin permission, defaults, the short-stage TTL, idempotency
-//! namespacing, supersede visibility, disclosure, the relevance floor,
-//! config edits) are written once, in `hub/`.
+//! namespacing, supersede visibility and inheritance, restores, what counts
+//! as an access, disclosure, the relevance floor, config edits) are written
+//! once, in `hub/`.
 //!
 //! A write goes: validate (one rule set for every way in, [`model::Record::validate`])
 //! → check that the index can take it (not behind after a storage error, the
@@ -174,9 +175,11 @@
 //!   unlinked side file, caught up from the log in each search's snapshot; the
 //!   filter inside the pass and again in SQL), [`index::fusion`] (RRF; learned fusion, checked in disabled), the tokenizer (from [`analysis`]),
 //!   [`index::filter`], [`index::merge`] (device merge rules: later
-//!   `(at, device)` wins, forgets beat older puts), [`index::scoped_stats`] (BM25 statistics over what the
+//!   `(at, device)` wins, forgets beat older puts, a line that would move an
+//!   id or lower its privacy is quarantined), [`index::scoped_stats`] (BM25 statistics over what the
 //!   caller may read), [`index::neighbours`] (session neighbours as a lower-weight
-//!   context field), [`index::lifecycle`] (supersede marks, `touch` replay);
+//!   context field), [`index::lifecycle`] (supersede marks: versions form a
+//!   line, `touch` replay);
 //!   [`index::IndexError`] wraps the SQLite and tantivy errors (full disk,
 //!   damaged files).
 //! - [`embed`]: the [`embed::Embedder`] trait, the ONNX model
@@ -216,7 +219,7 @@
 //! - [`hub`]: the application service every surface calls. Its use cases,
 //!   one file each, take a [`hub::Caller`] and an [`api`] request:
 //!   [`hub::caller`] (scene resolution, read and write filters), write,
-//!   supersede, forget, search, read (get, recent, timeline, bootstrap,
+//!   supersede, forget, restore, search, read (get, recent, timeline, bootstrap,
 //!   audience), recall, ingest (and members), disclose, categories, tags
 //!   (and the archive), settings (config edits), admin (health,
 //!   capabilities, tokens) and consolidation (runs, installed by the
@@ -331,10 +334,27 @@
 //! - Nothing but the MCP stdio transport and `cmd/` writes to stdout.
 //! - Lifecycle state (tiers, access counts, expiry, supersede marks) is a
 //!   replay of the journal: retrievals become `touch` lines, edits `put` lines
-//!   with the same id, so a rebuilt index has the same lifecycle state. Reads
-//!   never write synchronously; accesses are journaled within a few seconds.
+//!   with the same id, so a rebuilt index has the same lifecycle state.
+//! - Reading never writes. Only an agent's retrieval is an access: a recall
+//!   (unless it says `touch: false`), or a search or get asked with
+//!   `touch: true`. Get, search, recent, timeline, bootstrap, the console and
+//!   the CLI count nothing and append nothing; accesses are buffered and
+//!   journaled as one `touch` line within a few seconds.
+//! - Versions form a line: a new version inherits every field its request
+//!   does not set; only the newest version is superseded or edited (else
+//!   `CONFLICT`, naming the newest when the caller may read it); forgetting
+//!   the newest version never brings an older one back. Only an explicit
+//!   restore does, as a journal line (`/v1/restore`; a consolidation
+//!   rollback restores what its run replaced the same way).
 //! - A superseded memory never matches a search (its expiry in tantivy and
 //!   vec0 is the epoch); expired memories never match any caller's query.
+//! - `*` widens what a token reads, never where it writes: forgetting,
+//!   superseding, restoring and editing stay in the token's write scenes
+//!   (only the local operator acts in every scene).
+//! - No journal line moves an id to another scene or lowers its privacy:
+//!   memd never writes one, and replay quarantines one from another device
+//!   (reported with the journal's issues, never applied, never dropped
+//!   silently), whatever order the lines arrive in.
 //! - A memory's `context` field holds only text of neighbours that any reader
 //!   of the memory may read (same scene, session, privacy, stage, kind and
 //!   subject); forgetting or superseding a turn removes its words from its

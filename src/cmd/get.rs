@@ -1,6 +1,7 @@
 //! `memd get`: one memory by id, as the local operator, through the same
 //! use case as `POST /v1/get` (an expired short-term memory is gone from
-//! `get`; `memd archive search` finds it).
+//! `get`; `memd archive search` finds it). An older version says so and
+//! names the newest one.
 
 use crate::api::GetBody;
 use crate::hub::Hub;
@@ -42,6 +43,17 @@ pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()>
     }
     if !reply.superseded_by.is_empty() {
         outln!("replaced: {}", reply.superseded_by.join(", "));
+    }
+    if reply.superseded {
+        match (&reply.newest, &reply.newest_forgotten) {
+            (Some(newest), _) => outln!("version:  older; the newest is {newest}"),
+            (None, Some(gone)) => outln!(
+                "version:  older; the newest, {gone}, was forgotten (`memd restore {gone}` \
+                 undoes that, `memd restore {}` brings this one back)",
+                memory.id
+            ),
+            (None, None) => outln!("version:  older; a newer version replaced it"),
+        }
     }
     outln!("\n{}", memory.text);
     Ok(())

@@ -31,6 +31,7 @@ mod import;
 mod ingest;
 mod mcp;
 mod reindex;
+mod restore;
 mod rollback;
 mod search;
 mod serve;
@@ -74,6 +75,8 @@ pub(crate) enum Command {
     Get(get::Args),
     /// Forget a memory: appends a tombstone (needs the writer lock).
     Forget(forget::Args),
+    /// Undo a forget, or make an older version current again (needs the writer lock).
+    Restore(restore::Args),
     /// Remember one chat message as short-term memory (needs the writer lock).
     Ingest(ingest::Args),
     /// Counts, sizes and unreadable lines (safe next to a running server).
@@ -144,6 +147,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<()> {
         }
         Command::Get(args) => get::run(cli, open(layout, config, Mode::ReadPreferWrite)?, args),
         Command::Forget(args) => forget::run(cli, open(layout, config, Mode::Write)?, args),
+        Command::Restore(args) => restore::run(cli, open(layout, config, Mode::Write)?, args),
         Command::Ingest(args) => ingest::run(cli, open(layout, config, Mode::Write)?, args),
         Command::Stats => stats::run(cli, open(layout, config, Mode::ReadPreferWrite)?),
         Command::Reindex => reindex::run(cli, layout, config),

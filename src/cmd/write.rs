@@ -7,18 +7,19 @@ use crate::hub::Hub;
 /// Arguments of `memd write`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// Scene (audience) the memory lives in, e.g. main, qq:owner, qq:group:123.
+    /// Scene (audience) the memory lives in, e.g. main, qq:owner, qq:group:123 (default: main;
+    /// with --supersedes, the replaced memory's).
     #[arg(long)]
-    scene: String,
+    scene: Option<String>,
     /// The memory text (may start with '-').
     #[arg(long, allow_hyphen_values = true)]
     text: String,
     /// Kind: note (default), fact, preference, event, todo, …
     #[arg(long)]
     kind: Option<String>,
-    /// Comma-separated tags.
+    /// Comma-separated tags (with --supersedes: default the replaced memory's; "" clears them).
     #[arg(long, value_delimiter = ',')]
-    tags: Vec<String>,
+    tags: Option<Vec<String>>,
     /// normal (default) | personal | sensitive | secret (work, financial = sensitive).
     #[arg(long)]
     privacy: Option<String>,
@@ -37,7 +38,8 @@ pub(crate) struct Args {
     /// long (default) or short (expires after ingest.ttlHours, like chat).
     #[arg(long)]
     stage: Option<String>,
-    /// Id of the memory this one replaces.
+    /// Id of the memory this one replaces; what is not given is kept from it (only the newest
+    /// version can be replaced).
     #[arg(long)]
     supersedes: Option<String>,
     /// Makes retries of the same write return the same id.
@@ -59,10 +61,16 @@ impl Args {
     fn body(&self) -> crate::Result<WriteBody> {
         Ok(WriteBody {
             text: self.text.clone(),
-            scene: Some(self.scene.clone()),
+            scene: self.scene.clone(),
             kind: self.kind.clone(),
             title: self.title.clone(),
-            tags: self.tags.clone(),
+            tags: self.tags.as_ref().map(|t| {
+                t.iter()
+                    .map(|t| t.trim())
+                    .filter(|t| !t.is_empty())
+                    .map(String::from)
+                    .collect()
+            }),
             privacy: self.privacy.as_deref().map(str::parse).transpose()?,
             subject: self.subject.as_deref().map(str::parse).transpose()?,
             importance: self.importance,

@@ -116,6 +116,7 @@ mod tests {
             (ErrorCode::Unauthorized, 401),
             (ErrorCode::Forbidden, 403),
             (ErrorCode::NotFound, 404),
+            (ErrorCode::Conflict, 409),
             (ErrorCode::RootLocked, 503),
             (ErrorCode::EmbeddingUnavailable, 503),
             (ErrorCode::RateLimited, 429),

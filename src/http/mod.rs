@@ -196,6 +196,7 @@ fn routes() -> Vec<(Route, MethodRouter<AppState>)> {
         (r("POST", "/v1/audience", true), post(read::audience)),
         (r("POST", "/v1/write", true), post(write::write)),
         (r("POST", "/v1/forget", true), post(write::forget)),
+        (r("POST", "/v1/restore", true), post(write::restore)),
         (r("POST", "/v1/ingest", true), post(write::ingest)),
         (r("POST", "/v1/members", true), post(write::members)),
         (r("POST", "/v1/tags", true), post(lifecycle::tags)),

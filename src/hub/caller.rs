@@ -275,8 +275,10 @@ impl Caller {
         Ok(())
     }
 
-    /// What the token may forget, supersede or edit: what it may write, in
-    /// its write scenes (every scene with `*`). Handed to the lookup of the
+    /// What the token may forget, supersede, restore or edit: what it may
+    /// write, in its write scenes. `*` widens what a token reads, never where
+    /// it writes: a `*` token for `main` forgets nothing in a group (only the
+    /// local operator acts in every scene). Handed to the lookup of the
     /// memory, so a memory outside it is `NOT_FOUND` whether or not it exists.
     pub(crate) fn writable(&self) -> Result<Filter> {
         self.require(scope::WRITE)?;
@@ -287,7 +289,7 @@ impl Caller {
         if self.has(scope::SECRET_WRITE) {
             privacy.push(Privacy::Secret);
         }
-        let scenes = if self.has(scope::ALL) {
+        let scenes = if self.grant.any_scene {
             Vec::new()
         } else if self.grant.write_scenes.is_empty() {
             return Err(Error::Forbidden(format!(
@@ -307,21 +309,40 @@ impl Caller {
     /// The filter of the archive of expired memories: the token's read
     /// filter (its scenes and privacy scopes) without the expiry condition.
     /// `restore` also rewrites the memory, so it keeps only what the token
-    /// may write too.
+    /// may write too: its write scenes and write privacy.
     pub(crate) fn archive_filter(&self, restore: bool) -> Result<Filter> {
-        let mut filter = self.read_filter(None, false)?;
+        let filter = self.read_filter(None, false)?;
         let writable = if restore {
-            self.writable()?.any_of.remove(0).privacy
+            Some(self.writable()?.any_of.remove(0))
         } else {
-            Vec::new()
+            None
         };
-        for scope in &mut filter.any_of {
+        let mut any_of = Vec::new();
+        for mut scope in filter.any_of {
             scope.unexpired_at = None;
-            if restore {
-                scope.privacy.retain(|p| writable.contains(p));
+            if let Some(w) = &writable {
+                scope.privacy.retain(|p| w.privacy.contains(p));
+                if !w.scenes.is_empty() {
+                    let scenes: Vec<Scene> = if scope.scenes.is_empty() {
+                        w.scenes.clone()
+                    } else {
+                        scope
+                            .scenes
+                            .iter()
+                            .filter(|s| w.scenes.contains(s))
+                            .cloned()
+                            .collect()
+                    };
+                    // No scene left admits nothing (an empty list would mean every scene).
+                    if scenes.is_empty() {
+                        continue;
+                    }
+                    scope.scenes = scenes;
+                }
             }
+            any_of.push(scope);
         }
-        Ok(filter)
+        Ok(Filter { any_of })
     }
 
     /// The filter of a disclosure: one group's chat and notes, normal or
@@ -458,6 +479,33 @@ mod tests {
         );
         let f = caller("dsh-desktop").archive_filter(true).unwrap();
         assert!(f.any_of[0].privacy.contains(&Privacy::Secret));
+    }
+
+    #[test]
+    fn star_widens_reading_never_writing() {
+        let main = Scene::parse("main").unwrap();
+        let star_main = Grant {
+            name: "star-main".into(),
+            scopes: ["*", "read", "write"].map(String::from).into(),
+            scenes: vec![main.clone()],
+            write_scenes: vec![main.clone()],
+            any_scene: false,
+        };
+        let c = Caller::new(star_main, Utc::now());
+        // It reads every scene ...
+        assert!(
+            c.read_filter(None, false).unwrap().any_of[0]
+                .scenes
+                .is_empty()
+        );
+        // ... but forgets, edits and restores only in its own.
+        assert_eq!(
+            c.writable().unwrap().any_of[0].scenes,
+            std::slice::from_ref(&main)
+        );
+        let archive = c.archive_filter(true).unwrap();
+        assert!(archive.any_of.iter().all(|s| s.scenes == [main.clone()]));
+        assert!(c.archive_filter(false).unwrap().any_of[0].scenes.is_empty());
     }
 
     #[test]

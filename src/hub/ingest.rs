@@ -4,8 +4,13 @@
 //!
 //! An ingested message lands in one of the token's write scenes and is
 //! recorded with the scene's source; its TTL is the request's (1-168 hours)
-//! or `ingest.ttlHours`; a sender listed in `ingest.ownerIds` makes it the
-//! owner's. A group's members are edited by the group's own token (or `*`).
+//! or `ingest.ttlHours`; a sender listed in `ingest.ownerIds` (read from the
+//! live config, so a reloaded `config.json` applies to the next message)
+//! makes it the owner's. Saying so with `from_owner: true` needs the
+//! `from_owner` scope (or `*`): a token without it cannot put words in the
+//! owner's mouth. A group's members are edited by the group's own token (or
+//! `*`); `add`, `remove` and `set` take the same members, `{id, name}`
+//! objects or bare ids.
 //!
 //! Idempotency keys on `<provider message id>#<first 12 hex of sha256(text)>`
 //! (stored as `source_message_id`), never on the provider id alone: QQ reuses
@@ -23,7 +28,7 @@ use unicode_normalization::UnicodeNormalization;
 
 use super::write::source_for;
 use super::{Caller, Hub, WriteAction, WriteRequest};
-use crate::api::{IngestBody, MembersBody, MembersReply, Sender};
+use crate::api::{IngestBody, Member, MembersBody, MembersReply};
 use crate::auth::scope;
 use crate::error::{Error, Result};
 use crate::ids::sha256_hex;
@@ -154,6 +159,15 @@ impl Hub {
     pub fn ingest(&self, caller: &Caller, body: IngestBody) -> Result<IngestOutcome> {
         let scene = caller.write_scene(body.scene.as_deref())?;
         caller.check_write(Privacy::Normal)?;
+        if body.from_owner && !caller.has(scope::ALL) {
+            caller.require(scope::FROM_OWNER).map_err(|_| {
+                Error::Forbidden(
+                    "from_owner needs the \"from_owner\" scope (or \"*\"): this token may not \
+                     say the owner sent a message"
+                        .into(),
+                )
+            })?;
+        }
         let config = self.config();
         let ttl_hours = body.ttl_hours.unwrap_or(config.ingest.ttl_hours);
         if !(1..=168).contains(&ttl_hours) {
@@ -201,12 +215,13 @@ impl Hub {
                 "group {group} is not one of this token's scenes"
             )));
         }
-        let pairs = |list: Vec<Sender>| -> Vec<(String, Option<String>)> {
-            list.into_iter().map(|m| (m.id, m.name)).collect()
+        let pairs = |list: Vec<Member>| -> Vec<(String, Option<String>)> {
+            list.into_iter().map(Member::into_parts).collect()
         };
         let set = body.set.map(pairs);
+        let remove: Vec<String> = pairs(body.remove).into_iter().map(|(id, _)| id).collect();
         let (added, removed) =
-            update_members(self, &group, set.as_deref(), &pairs(body.add), &body.remove)?;
+            update_members(self, &group, set.as_deref(), &pairs(body.add), &remove)?;
         Ok(MembersReply {
             group,
             added,

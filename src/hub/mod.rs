@@ -7,7 +7,8 @@
 //! the use case, once: scene resolution and the read filters
 //! ([`caller`]), privacy and pin permission, subject and source defaults,
 //! the short-stage TTL and idempotency namespacing ([`mod@write`]), supersede
-//! visibility ([`supersede`]), forgetting ([`forget`]), search and recall
+//! visibility and inheritance ([`supersede`]), forgetting ([`forget`]),
+//! bringing a version back ([`restore`]), search and recall
 //! with the relevance floor ([`search`], [`recall`]), reads ([`read`]),
 //! ingest and membership ([`ingest`]), disclosure ([`disclose`]),
 //! categories ([`categories`]), tag edits and the archive ([`tags`]),
@@ -43,6 +44,7 @@ pub mod ingest;
 pub(crate) mod parts;
 pub mod read;
 pub mod recall;
+pub mod restore;
 pub mod search;
 pub mod settings;
 pub mod supersede;
@@ -484,6 +486,33 @@ impl Hub {
         self.writer.restore_forgotten(self.cx(), facts)
     }
 
+    /// Makes each of `ids` current again by putting the same id again, when
+    /// it is an older version (or forgotten) and no later version of its line
+    /// is live; the others are left alone. A rollback of a consolidation run
+    /// uses it for what the run replaced: forgetting the run's new version
+    /// does not bring the old one back by itself. Returns the ids restored.
+    pub(crate) fn reinstate(&self, ids: Vec<String>, source: &str) -> Result<Vec<String>> {
+        let ops = ids
+            .iter()
+            .map(|id| parts::writer::RestoreOp {
+                id: id.clone(),
+                filter: Filter::all(),
+                source: source.to_string(),
+                same_id_only: true,
+            })
+            .collect();
+        let done = self.writer.restore(self.cx(), ops)?;
+        let mut out = Vec::new();
+        for (id, result) in ids.into_iter().zip(done) {
+            match result {
+                Ok(parts::writer::Restored::Same) => out.push(id),
+                Ok(_) | Err(Error::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
+
     /// Compresses journal months older than `older_than_months` whole months
     /// (default `lifecycle.archiveAfterMonths`; 0 = nothing) into
     /// `memories/facts/archive/`; readers see no difference.
@@ -492,7 +521,8 @@ impl Hub {
     }
 
     /// One memory by fact id, chunk id or document id, if visible under
-    /// `filter`. A document id returns the whole document: its visible chunks joined.
+    /// `filter`. A document id returns the whole document: its visible
+    /// chunks joined. Reading it counts no access.
     pub fn fetch(&self, id: &str, filter: &Filter) -> Result<Memory> {
         let meta = &self.core.index.meta;
         if ids::is_doc_id(id) && !id.contains('#') {
@@ -517,17 +547,22 @@ impl Hub {
                 ..first
             });
         }
-        let m = match meta.get_many(&[id.to_string()], filter)?.remove(id) {
-            Some(m) => m,
+        match meta.get_many(&[id.to_string()], filter)?.remove(id) {
+            Some(m) => Ok(m),
             // Acknowledged but not applied yet (the index is catching up):
             // read it from the journal, under the same filter.
-            None => {
-                return parts::backlog::find(&self.core, id, filter)?
-                    .ok_or_else(|| Error::not_found("memory", id));
-            }
-        };
-        self.lifecycle.note_access(&self.core, [&m]);
-        Ok(m)
+            None => parts::backlog::find(&self.core, id, filter)?
+                .ok_or_else(|| Error::not_found("memory", id)),
+        }
+    }
+
+    /// Counts `memories` as retrieved (long-term facts only): an agent's
+    /// recall, or a read that asks for it with `touch`. Looking alone (a get,
+    /// a search, a list, the console) never counts, so browsing never
+    /// promotes a memory or writes to the journal. No IO: the counts become
+    /// one `touch` line within a few seconds.
+    pub(crate) fn note_retrieval<'a>(&self, memories: impl IntoIterator<Item = &'a Memory>) {
+        self.lifecycle.note_access(&self.core, memories);
     }
 
     /// Journal lines the index has not applied yet that a reader with

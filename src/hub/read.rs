@@ -6,6 +6,16 @@
 //! Every read resolves the caller's scene and read filter first
 //! (`Caller::read`); narrowing it (to long-term facts, to one subject, …)
 //! only ever removes rows, never adds any.
+//!
+//! Reading never writes: a get, a list, a timeline page or a bootstrap
+//! counts no access and appends nothing to the journal (a person browsing is
+//! not a retrieval; promotion counts an agent's recalls). A `get` asked with
+//! `touch: true` counts, for an agent that uses what it read.
+//!
+//! A memory's place in its line of versions is part of what `get` and the
+//! timeline show: whether it is an older version (`superseded`), and the
+//! newest version when the caller may read it, or may restore it when it
+//! was forgotten.
 
 use std::collections::BTreeMap;
 
@@ -74,6 +84,9 @@ pub struct TimelineEntry {
     /// Visible memories that name this one in `supersedes`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub superseded_by: Vec<String>,
+    /// An older version: a newer one replaced it (even one that was forgotten since).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub superseded: bool,
 }
 
 /// The items of one month, newest first.
@@ -199,15 +212,22 @@ impl Hub {
             from_owner: body.from_owner,
         })?;
         let memory = self.fetch(&body.id, &filter)?;
+        if body.touch {
+            self.note_retrieval([&memory]);
+        }
         let mut links = self
             .core
             .index
             .meta
             .superseded_by(std::slice::from_ref(&memory.id), &filter)?;
         let superseded_by = links.remove(&memory.id).unwrap_or_default();
+        let line = line_of(self, caller, &memory.id, &filter)?;
         Ok(GetReply {
             memory,
             superseded_by,
+            superseded: line.superseded,
+            newest: line.newest,
+            newest_forgotten: line.newest_forgotten,
         })
     }
 
@@ -279,6 +299,41 @@ impl Hub {
         let card = audience_card(self, &audience)?;
         Ok(AudienceReply { audience, card })
     }
+}
+
+/// Where a fact stands in its line of versions, as far as a caller may know.
+#[derive(Debug, Default)]
+struct Line {
+    superseded: bool,
+    newest: Option<String>,
+    newest_forgotten: Option<String>,
+}
+
+/// The line of `id` for `caller`: the newest version is named only if the
+/// caller may read it (`filter`), or, forgotten, may restore it (its writable
+/// filter).
+fn line_of(hub: &Hub, caller: &Caller, id: &str, filter: &Filter) -> Result<Line> {
+    let meta = &hub.core.index.meta;
+    let Some(next) = meta.supersede_marks(&[id.to_string()])?.remove(id) else {
+        return Ok(Line::default());
+    };
+    let head = meta.head_of(&next)?;
+    let newest = meta
+        .get_many(std::slice::from_ref(&head), filter)?
+        .contains_key(&head)
+        .then(|| head.clone());
+    let newest_forgotten = match (&newest, caller.writable()) {
+        (None, Ok(writable)) => meta
+            .version_row(&head, &writable)?
+            .filter(|r| r.forgotten)
+            .map(|_| head),
+        _ => None,
+    };
+    Ok(Line {
+        superseded: true,
+        newest,
+        newest_forgotten,
+    })
 }
 
 /// The newest facts visible under `filter`, optionally of one stage.
@@ -366,6 +421,7 @@ fn timeline_in(hub: &Hub, filter: &Filter, q: &TimelineQuery) -> Result<Timeline
     };
     let ids: Vec<String> = rows.iter().map(|m| m.id.clone()).collect();
     let mut links = hub.core.index.meta.superseded_by(&ids, &filter)?;
+    let marks = hub.core.index.meta.supersede_marks(&ids)?;
     let mut months: BTreeMap<std::cmp::Reverse<String>, Vec<TimelineEntry>> = BTreeMap::new();
     for memory in rows {
         let month = memory.ts.format("%Y-%m").to_string();
@@ -374,6 +430,7 @@ fn timeline_in(hub: &Hub, filter: &Filter, q: &TimelineQuery) -> Result<Timeline
             .entry(std::cmp::Reverse(month))
             .or_default()
             .push(TimelineEntry {
+                superseded: marks.contains_key(&memory.id),
                 memory,
                 superseded_by,
             });

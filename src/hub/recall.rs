@@ -229,7 +229,13 @@ impl Hub {
             now: caller.now(),
         };
         let out = recall_for(self, &req)?;
-        keep_recalled_chat(self, &out, req.now);
+        // An agent's recall is a retrieval (promotion counts it, recalled
+        // chat stays alive) unless the request says a person is only looking
+        // (`touch: false`): then nothing is written.
+        if body.touch != Some(false) {
+            self.note_retrieval(out.hits.iter().map(|h| &h.hit.memory));
+            keep_recalled_chat(self, &out, req.now);
+        }
         Ok(Limited { body: out, clamped })
     }
 }

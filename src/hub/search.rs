@@ -66,6 +66,10 @@ impl Hub {
                 Some(floor),
             )?;
         }
+        // A search is looking; it counts as a retrieval only when asked.
+        if body.touch {
+            self.note_retrieval(results.hits.iter().map(|h| &h.memory));
+        }
         Ok(Limited {
             body: results,
             clamped,

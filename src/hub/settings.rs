@@ -7,7 +7,9 @@
 //! keeping the file's other keys, and swapped into the hub's one live
 //! config for the next request. Reading the editable values and editing
 //! them need `admin`. A `config.json` changed by hand applies its editable
-//! keys the same way ([`Hub::reload_config`]); other keys need a restart.
+//! keys the same way ([`Hub::reload_config`]), and the lists of `RELOADED`
+//! too (`ingest.ownerIds`: who counts as the owner in chat); other keys
+//! need a restart.
 
 use super::{Caller, Hub};
 use crate::auth::scope;
@@ -48,6 +50,11 @@ pub(crate) const EDITABLE: &[(&str, u64, u64, &str)] = &[
         "Requests one token may send per minute (0: no limit)",
     ),
 ];
+
+/// Keys a changed `config.json` applies without a restart besides
+/// [`EDITABLE`]: values that are not edited over HTTP (a list is not an
+/// integer within bounds) but are read per request from the live config.
+pub(crate) const RELOADED: &[&str] = &["ingest.ownerIds"];
 
 impl Hub {
     /// The JSON Schema of `config.json`, generated from the config types
@@ -110,8 +117,9 @@ impl Hub {
         Ok(serde_json::json!({ "values": values }))
     }
 
-    /// Re-reads `config.json` and applies its editable keys without a
-    /// restart (the server's watcher calls it). Other keys need one.
+    /// Re-reads `config.json` and applies its editable keys and the
+    /// `RELOADED` ones without a restart (the server's watcher calls it).
+    /// Other keys need one.
     pub fn reload_config(&self) -> Result<()> {
         let from = Config::load(self.layout())?;
         self.update_config(|current| merge_editable(current, &from))?;
@@ -159,13 +167,19 @@ fn editable_values(cfg: &Config) -> serde_json::Value {
     serde_json::Value::Object(out)
 }
 
-/// `current` with the editable keys taken from `from`: what a changed
-/// `config.json` may change without a restart.
+/// `current` with the editable and [`RELOADED`] keys taken from `from`:
+/// what a changed `config.json` may change without a restart.
 fn merge_editable(current: &Config, from: &Config) -> Result<Config> {
     let mut merged = serde_json::to_value(current).expect("config serialises");
     if let serde_json::Value::Object(values) = editable_values(from) {
         for (key, value) in values {
             set_dotted(&mut merged, &key, value);
+        }
+    }
+    let all = serde_json::to_value(from).expect("config serialises");
+    for key in RELOADED {
+        if let Some(value) = all.pointer(&pointer(key)) {
+            set_dotted(&mut merged, key, value.clone());
         }
     }
     let config: Config =
@@ -202,6 +216,10 @@ mod tests {
         let values = editable_values(&Config::default());
         for (key, ..) in EDITABLE {
             assert!(values.get(*key).is_some(), "{key}");
+        }
+        let all = serde_json::to_value(Config::default()).unwrap();
+        for key in RELOADED {
+            assert!(all.pointer(&pointer(key)).is_some(), "{key}");
         }
         let mut v = serde_json::json!({"search": {"maxLimit": 10}});
         set_dotted(&mut v, "search.defaultLimit", serde_json::json!(3));

@@ -36,7 +36,7 @@ impl Hub {
         };
         let fact = self.lifecycle.edited(&self.core, &body.id, &req, &filter)?;
         let (tags, importance) = (fact.tags.clone(), fact.importance);
-        let out = self.writer.rewrite(self.cx(), fact)?;
+        let out = self.writer.rewrite(self.cx(), fact, &filter)?;
         // The reply shows what was written; reading it back is no retrieval.
         Ok(TagsReply {
             id: out.id,
@@ -68,7 +68,7 @@ impl Hub {
         caller.require(scope::ALL)?;
         let filter = caller.archive_filter(true)?;
         let fact = self.lifecycle.restored(&self.core, &body.id, &filter)?;
-        self.writer.rewrite(self.cx(), fact)?;
+        self.writer.rewrite(self.cx(), fact, &filter)?;
         self.fetch(&body.id, &filter)
     }
 }

@@ -13,7 +13,8 @@
 //! - A short-term write expires after `ingest.ttlHours`.
 //! - An idempotency key (1-200 bytes) is namespaced by token and scene.
 //! - With `supersedes`, the write is a new version: [`super::supersede`]
-//!   adds the rules of replacing.
+//!   fills in what the request leaves out from the replaced version and adds
+//!   the rules of replacing; every rule above then applies to the result.
 
 use chrono::Duration;
 
@@ -35,17 +36,15 @@ impl Hub {
     /// Writes one memory for `caller` (see the module docs); returns after
     /// its journal line is fsync'd and indexed.
     pub fn write(&self, caller: &Caller, body: WriteBody) -> Result<WriteOutcome> {
-        let old = body.supersedes.clone();
-        let req = write_request(self, caller, body)?;
-        match old {
-            Some(old) => self.supersede(caller, req, &old),
-            None => self.append(req),
+        match body.supersedes.clone() {
+            Some(old) => self.supersede(caller, body, &old),
+            None => self.append(write_request(self, caller, body)?),
         }
     }
 }
 
 /// The writer's request for `body`, after every rule of a new memory.
-fn write_request(hub: &Hub, caller: &Caller, body: WriteBody) -> Result<WriteRequest> {
+pub(crate) fn write_request(hub: &Hub, caller: &Caller, body: WriteBody) -> Result<WriteRequest> {
     let scene = caller.write_scene(body.scene.as_deref())?;
     let privacy = body.privacy.unwrap_or(Privacy::Normal);
     caller.check_write(privacy)?;
@@ -56,7 +55,7 @@ fn write_request(hub: &Hub, caller: &Caller, body: WriteBody) -> Result<WriteReq
         req.kind = parse_kind(k)?;
     }
     req.title = body.title;
-    req.tags = parse_tags(&body.tags)?;
+    req.tags = parse_tags(body.tags.as_deref().unwrap_or_default())?;
     req.privacy = privacy;
     req.subject = subject;
     req.importance = body.importance.unwrap_or(0.5);
@@ -81,7 +80,7 @@ fn write_request(hub: &Hub, caller: &Caller, body: WriteBody) -> Result<WriteReq
 
 /// T0 is pinned: nothing forgets it on its own and consolidation may not
 /// touch it from group evidence, so only the owner's own agents pin.
-fn check_pin(caller: &Caller, tier: Option<Tier>, kind: &str) -> Result<()> {
+pub(crate) fn check_pin(caller: &Caller, tier: Option<Tier>, kind: &str) -> Result<()> {
     if (tier == Some(Tier::T0) || kind == "category") && !caller.has(scope::ALL) {
         return Err(Error::Forbidden(
             "only a token with the \"*\" scope may pin memories (tier t0 or kind category)".into(),

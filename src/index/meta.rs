@@ -126,6 +126,18 @@ CREATE INDEX memories_session ON memories(scene, session) WHERE session IS NOT N
     r#"
 CREATE TABLE vector_log (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT);
 "#,
+    // Journal lines read but not applied, and why (see `index::merge`): one
+    // row per line, reported with the journal's issues. Other rules that
+    // refuse a line on replay record it here too.
+    r#"
+CREATE TABLE quarantine (
+    file TEXT NOT NULL,
+    line INTEGER NOT NULL,
+    id TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    PRIMARY KEY (file, line)
+);
+"#,
 ];
 
 pub(crate) const MEMORY_COLUMNS: &str = "id, origin, doc_id, path, ts, scene, kind, stage, privacy, subject, tier, \
@@ -184,6 +196,8 @@ pub struct MetaCounts {
     pub(crate) by_privacy: HashMap<String, u64>,
     /// Active memories by retention tier (`none` for short-term chat and untiered documents).
     pub(crate) by_tier: HashMap<String, u64>,
+    /// Journal lines read but not applied (see [`crate::index::merge`]).
+    pub quarantined: u64,
 }
 
 /// The SQLite store: one write connection (writer mode) and a pool of readers.
@@ -772,7 +786,8 @@ impl MetaDb {
         })
     }
 
-    /// Journal line issues and document issues, as `file:line: message` strings.
+    /// Journal line issues, quarantined journal lines and document issues,
+    /// as `file:line: message` strings.
     pub(crate) fn issues(&self) -> Result<Vec<String>> {
         self.with_reader(|c| {
             let mut out = Vec::new();
@@ -783,6 +798,20 @@ impl MetaDb {
                     "facts/{}:{}: {}",
                     r.get::<_, String>(0)?,
                     r.get::<_, i64>(1)?,
+                    r.get::<_, String>(2)?
+                ))
+            })?;
+            for row in rows {
+                out.push(row?);
+            }
+            let mut stmt =
+                c.prepare("SELECT file, line, id, reason FROM quarantine ORDER BY file, line")?;
+            let rows = stmt.query_map([], |r| {
+                Ok(format!(
+                    "facts/{}:{}: quarantined (not applied): {} ({})",
+                    r.get::<_, String>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, String>(3)?,
                     r.get::<_, String>(2)?
                 ))
             })?;
@@ -830,6 +859,7 @@ impl MetaDb {
                 by_scene: group("scene")?,
                 by_privacy: group("privacy")?,
                 by_tier: group("tier")?,
+                quarantined: one("SELECT COUNT(*) FROM quarantine")?,
             })
         })
     }

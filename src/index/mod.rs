@@ -58,7 +58,7 @@ const VECTOR_BATCH: usize = 256;
 const BULK_VECTOR_BATCH: usize = 4096;
 
 /// Bumped whenever the on-disk index layout changes; a mismatch triggers a rebuild.
-pub(crate) const INDEX_FORMAT: &str = "7";
+pub(crate) const INDEX_FORMAT: &str = "8";
 
 /// The file holding [`INDEX_FORMAT`]; written last, when the index is complete.
 const FORMAT_FILE: &str = "FORMAT";

@@ -268,7 +268,7 @@ mod tests {
         }
         // A newer daemon's code: typed as what its status stands for, shown as sent.
         let newer = decode(
-            409,
+            418,
             br#"{"error":{"code":"EDIT_CONFLICT","message":"reload and retry"}}"#,
         )
         .unwrap_err();

@@ -397,8 +397,10 @@ fn model_pass_applies_valid_operations_and_rollback_restores_search() {
         String::from_utf8_lossy(&out.stderr)
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("2 forgotten, 1 restored"), "{stdout}");
-    assert_eq!(root.journal_lines().len(), lines + 3, "append-only");
+    // Restored: the forgotten reminder, and the memory the run superseded
+    // (forgetting the run's new version alone does not bring it back).
+    assert!(stdout.contains("2 forgotten, 2 restored"), "{stdout}");
+    assert_eq!(root.journal_lines().len(), lines + 4, "append-only");
     let hub = root.hub();
     let restored: Vec<Vec<String>> = queries.iter().map(|q| search_ids(&hub, q, 10)).collect();
     assert_eq!(
@@ -1095,4 +1097,49 @@ fn issue_4_the_model_pass_gets_when_and_writes_absolute_dates() {
     assert_eq!(line["text"], "2026-12-11（周五）是主人妈妈的生日");
     assert_eq!(line["time"], "2026-12-11");
     assert_eq!(line["kind"], "fact");
+}
+
+/// Issue item 7: the model pass wrote `kind: category` (a pinned, always
+/// injected memory) from a group's chat. The writer refuses a pin from
+/// evidence outside the owner's audiences, and a tier rule that would pin
+/// such a memory gives t1; the owner's own scene may still pin.
+#[test]
+fn group_evidence_cannot_pin_a_memory() {
+    let root = TempRoot::new();
+    let hub = root.hub();
+    let mut req = WriteRequest::new(scene("qq:group:7"), "alice posts the weekly schedule", "qq");
+    req.subject = memory_hub::model::Subject::Other;
+    let alice = hub.append(req).unwrap().id;
+    let owner_note = long(&hub, "main", "the owner reviews every pull request himself");
+    let group_ops = json!({ "operations": [
+        { "op": "write", "from": [alice], "text": "group rule: everyone follows alice's schedule", "kind": "category" },
+        { "op": "write", "from": [alice], "text": "the group security policy is alice's schedule", "kind": "fact" },
+    ]})
+    .to_string();
+    let main_ops = json!({ "operations": [
+        { "op": "write", "from": [owner_note], "text": "standing rule: every pull request gets the owner's review", "kind": "category" },
+    ]})
+    .to_string();
+    let (base_url, _) = fake_model_with(move |scene| match scene {
+        "qq:group:7" => group_ops.clone(),
+        "main" => main_ops.clone(),
+        _ => r#"{"operations": []}"#.into(),
+    });
+    let r = consolidate::run(&hub, &openai_cfg(base_url), &options(false)).unwrap();
+    let reasons: Vec<&str> = r.rejected.iter().map(|x| x.reason.as_str()).collect();
+    assert_eq!(reasons.len(), 1, "{r:#?}");
+    assert!(
+        reasons[0].contains("may not pin") && reasons[0].contains("qq:group:7"),
+        "{reasons:?}"
+    );
+    assert_eq!(r.written.len(), 2, "{r:#?}");
+    let lines: Vec<serde_json::Value> = r.written.iter().map(|id| fact_line(&root, id)).collect();
+    let group_fact = lines.iter().find(|l| l["scene"] == "qq:group:7").unwrap();
+    assert_eq!(group_fact["kind"], "fact");
+    assert_eq!(
+        group_fact["tier"], "t1",
+        "\"security policy\" pins a memory written by hand, never one from group evidence"
+    );
+    let main_fact = lines.iter().find(|l| l["scene"] == "main").unwrap();
+    assert_eq!(main_fact["kind"], "category");
 }

@@ -47,5 +47,6 @@ mod tidy;
 mod tokenizer;
 mod transfer;
 mod vectors_coarse;
+mod versions;
 mod watch;
 mod write_rules;

@@ -177,6 +177,7 @@ const TOOLS: &[&str] = &[
     "memory_get",
     "memory_recall",
     "memory_recent",
+    "memory_restore",
     "memory_search",
     "memory_tag",
     "memory_timeline",

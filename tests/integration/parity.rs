@@ -4,8 +4,13 @@
 //! Each surface gets its own root and runs the same steps: a long-term write
 //! with every field set (and its retry with the same idempotency key), a
 //! second write, a short-term write (the short-stage TTL used to be a rule of
-//! the HTTP handler only), an ingest, a supersede of the first write and a
-//! forget of the second. HTTP is the in-process `/v1` router with a token
+//! the HTTP handler only), an ingest, a supersede of the first write that
+//! sets only the text (the new version inherits every other field, checked
+//! field by field), a forget of the second, a forget of the new version and
+//! its undo, and a restore of the first version while the new one is live
+//! (a new version with the old content). A second supersede of the first
+//! write is refused on every surface with the same `CONFLICT` naming the
+//! newest version. HTTP is the in-process `/v1` router with a token
 //! that holds `*` (the owner's own agent); MCP is the official Python SDK
 //! over stdio (`memd mcp`, which sends `/v1` requests to the daemon it
 //! starts) with the same preset; the CLI is the real binary, which acts as
@@ -105,12 +110,43 @@ fn second_steps(a: &str, b: &str) -> Vec<(&'static str, Value)> {
             "write",
             json!({
                 "text": "Lin now prefers black coffee in the morning",
-                "kind": "preference",
                 "supersedes": a,
             }),
         ),
         ("forget", json!({"id": b, "reason": "the key moved"})),
     ]
+}
+
+/// `{A}` and `{A2}`: the first write and its new version.
+fn third_steps(a: &str, a2: &str) -> Vec<(&'static str, Value)> {
+    vec![
+        ("forget", json!({"id": a2, "reason": "wrong"})),
+        ("restore", json!({"id": a2})),
+        ("restore", json!({"id": a})),
+    ]
+}
+
+/// The fields a new version takes from the one it replaces when the
+/// request leaves them out.
+const INHERITED: &[&str] = &[
+    "scene",
+    "kind",
+    "title",
+    "tags",
+    "privacy",
+    "subject",
+    "importance",
+    "tier",
+    "stage",
+    "time",
+    "time_at",
+    "session",
+    "speaker",
+];
+
+/// The refusal of a second supersede of `{A}` once `{A3}` is the newest.
+fn conflict_message(a: &str, newest: &str) -> String {
+    format!("{a} is an older version; the newest version is {newest}: supersede {newest} instead")
 }
 
 /// The id in a reply to a step.
@@ -137,6 +173,7 @@ fn over_mcp(root: &TempRoot, token: &str, steps: Vec<(&str, Value)>) -> Vec<Valu
         .map(|(route, body)| match route {
             "write" => format!("memory_write={body}"),
             "forget" => format!("memory_forget={body}"),
+            "restore" => format!("memory_restore={body}"),
             other => format!(
                 "memory_call={}",
                 json!({"route": format!("POST /v1/{other}"), "body": body})
@@ -177,7 +214,7 @@ fn cli_args(route: &str, body: &Value) -> Vec<String> {
     let flag = |name: &str| format!("--{}", name.replace('_', "-"));
     for (key, value) in body.as_object().unwrap() {
         match (route, key.as_str(), value) {
-            ("forget", "id", Value::String(id)) => args.push(id.clone()),
+            ("forget" | "restore", "id", Value::String(id)) => args.push(id.clone()),
             ("ingest", "sender", v) => {
                 args.extend(["--sender-id".into(), v["id"].as_str().unwrap().into()]);
                 args.extend(["--sender-name".into(), v["name"].as_str().unwrap().into()]);
@@ -264,7 +301,18 @@ fn comparable(record: &Value, ids: &BTreeMap<String, &str>, with_source: bool) -
 
 /// Names the records of one root by the step that wrote them.
 fn named(records: &[Value], replies: &[Value]) -> (Vec<Value>, BTreeMap<String, &'static str>) {
-    let names = ["A", "A again", "B", "short", "chat", "A2", "forget B"];
+    let names = [
+        "A",
+        "A again",
+        "B",
+        "short",
+        "chat",
+        "A2",
+        "forget B",
+        "forget A2",
+        "restore A2",
+        "A3",
+    ];
     let mut ids = BTreeMap::new();
     for (reply, name) in replies.iter().zip(names) {
         if let Some(id) = reply["id"].as_str()
@@ -294,6 +342,8 @@ async fn http_mcp_and_cli_store_the_same_records() {
     assert_eq!(id_of(&http[1]), a, "the retry answers with the same id");
     assert_eq!(http[1]["action"], "NOOP");
     http.extend(over_http(&api, &agent, second_steps(&a, &b)).await);
+    let a2 = id_of(&http[5]);
+    http.extend(over_http(&api, &agent, third_steps(&a, &a2)).await);
 
     // MCP: the Python SDK over stdio, the same preset.
     let (mcp_root, _port) = root_with_port();
@@ -304,6 +354,8 @@ async fn http_mcp_and_cli_store_the_same_records() {
     assert_eq!(id_of(&mcp[1]), a);
     assert_eq!(mcp[1]["action"], "NOOP");
     mcp.extend(over_mcp(&mcp_root, &mcp_token, second_steps(&a, &b)));
+    let a2 = id_of(&mcp[5]);
+    mcp.extend(over_mcp(&mcp_root, &mcp_token, third_steps(&a, &a2)));
 
     // CLI: the real binary, the local operator.
     let cli_root = TempRoot::new();
@@ -312,19 +364,28 @@ async fn http_mcp_and_cli_store_the_same_records() {
     assert_eq!(id_of(&cli[1]), a);
     assert_eq!(cli[1]["action"], "NOOP");
     cli.extend(over_cli(&cli_root, second_steps(&a, &b)));
+    let a2 = id_of(&cli[5]);
+    cli.extend(over_cli(&cli_root, third_steps(&a, &a2)));
 
     let (http_records, http_ids) = named(&records(&api.root), &http);
     let (mcp_records, mcp_ids) = named(&records(&mcp_root), &mcp);
     let (cli_records, cli_ids) = named(&records(&cli_root), &cli);
-    // A, B, short, chat, A2, the forget of B (the retry appended nothing).
-    for (name, r) in [
-        ("http", &http_records),
-        ("mcp", &mcp_records),
-        ("cli", &cli_records),
+    // A, B, short, chat, A2, the forget of B, the forget of A2, A2 put
+    // again (its undo), A3 (A's content as the newest version); the retry
+    // appended nothing.
+    for (name, r, replies) in [
+        ("http", &http_records, &http),
+        ("mcp", &mcp_records, &mcp),
+        ("cli", &cli_records, &cli),
     ] {
-        assert_eq!(r.len(), 6, "{name}: {r:#?}");
+        assert_eq!(r.len(), 9, "{name}: {r:#?}");
+        let actions: Vec<&str> = replies[8..]
+            .iter()
+            .map(|v| v["action"].as_str().unwrap())
+            .collect();
+        assert_eq!(actions, ["RESTORED", "NEW_VERSION"], "{name}");
     }
-    for i in 0..6 {
+    for i in 0..9 {
         let h = comparable(&http_records[i], &http_ids, true);
         let m = comparable(&mcp_records[i], &mcp_ids, true);
         assert_eq!(h, m, "HTTP and MCP store record {i} alike");
@@ -354,11 +415,70 @@ async fn http_mcp_and_cli_store_the_same_records() {
     assert_eq!(rec(3)["subject"], "other");
     assert_eq!(rec(3)["source"], "main");
     assert_eq!(rec(4)["supersedes"], "A");
+    for field in INHERITED {
+        assert_eq!(rec(4)[field], rec(0)[field], "A2 inherits {field}");
+        assert!(!rec(0)[field].is_null(), "{field} is set on A");
+    }
+    assert_ne!(rec(4)["text"], rec(0)["text"]);
     assert_eq!(rec(5)["forgot"], "B");
+    assert_eq!(rec(6)["forgot"], "A2");
+    assert_eq!(
+        rec(7)["text"],
+        rec(4)["text"],
+        "the undo puts A2 back as it was"
+    );
+    assert_eq!(
+        rec(8)["text"],
+        rec(0)["text"],
+        "A's content, as the newest version"
+    );
+    assert_eq!(rec(8)["supersedes"], "A2");
     assert_eq!(cli_records[0]["source"], "cli");
     assert_eq!(http_records[0]["source"], "main");
     assert_eq!(mcp_records[5]["source"], "agent");
     assert_eq!(cli_records[5]["source"], "cli");
+
+    // An older version is refused the same way on every surface, naming
+    // the newest version of the line (A3, after the restore).
+    let again = |a: &str| json!({"text": "Lin prefers green tea again", "supersedes": a});
+    let (ha, ha3) = (id_of(&http[0]), id_of(&http[9]));
+    let (status, err) = api.post("/v1/write", &agent, again(&ha)).await;
+    assert_eq!(status, 409, "{err}");
+    assert_eq!(err["error"]["code"], "CONFLICT");
+    assert_eq!(err["error"]["message"], conflict_message(&ha, &ha3));
+    let (ma, ma3) = (id_of(&mcp[0]), id_of(&mcp[9]));
+    let refused = check(&[
+        "--transport",
+        "stdio",
+        "--memd",
+        MEMD,
+        "--root",
+        mcp_root.path().to_str().unwrap(),
+        "--token",
+        &mcp_token,
+        "--scenario",
+        "calls",
+        "--extra",
+        &format!("memory_write={}", again(&ma)),
+    ]);
+    assert_eq!(refused["calls"][0]["is_error"], true, "{refused}");
+    assert_eq!(
+        refused["calls"][0]["text"],
+        format!("CONFLICT: {}", conflict_message(&ma, &ma3))
+    );
+    let (ca, ca3) = (id_of(&cli[0]), id_of(&cli[9]));
+    let out = cli_root.memd(&[
+        "--json",
+        "write",
+        "--text",
+        "Lin prefers green tea again",
+        "--supersedes",
+        &ca,
+    ]);
+    assert_eq!(out.status.code(), Some(11), "CONFLICT's exit code");
+    let envelope: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(envelope["error"]["code"], "CONFLICT");
+    assert_eq!(envelope["error"]["message"], conflict_message(&ca, &ca3));
 
     // One refusal, written once in the hub: a pet token may not pin.
     let pet = api.token("pet", "pet");

@@ -408,7 +408,13 @@ async fn superseded_memories_leave_recent() {
         .await;
     let v = w.api.ok("/v1/recent", &w.root, json!({"limit": 50})).await;
     assert!(!ids(&v["items"]).contains(&w.new[0]));
-    // Forgetting the replacement brings the old memory back (it is current again).
+    // Forgetting the replacement does not bring the old memory back: it
+    // stays an older version until someone restores it on purpose.
+    assert!(!ids(&v["items"]).contains(&w.old[0]));
+    w.api
+        .ok("/v1/restore", &w.root, json!({"id": w.old[0]}))
+        .await;
+    let v = w.api.ok("/v1/recent", &w.root, json!({"limit": 50})).await;
     assert!(ids(&v["items"]).contains(&w.old[0]));
 }
 

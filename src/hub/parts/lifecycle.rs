@@ -3,7 +3,8 @@
 //! recalled chat, tag and importance edits, and bringing an expired memory
 //! back. This part decides what a lifecycle change is; the writer appends it.
 //!
-//! Access tracking never writes on the read path: a retrieval only adds ids
+//! Access tracking never writes on the read path: a retrieval (an agent's
+//! recall, or a read asked with `touch`; looking alone is none) only adds ids
 //! to an in-memory buffer. The buffer becomes one [`Record::Touch`] line on
 //! the next commit, or when the scheduler's flush finds it older than
 //! [`ACCESS_WINDOW`], or when the hub closes. Replaying those lines gives the
@@ -163,9 +164,10 @@ impl Lifecycle {
         self.take_touch(core)
     }
 
-    /// Whether a hit expires within the warning window.
+    /// Whether a hit expires within its warning window (relative to its
+    /// lifetime, see [`expiring_soon`]).
     pub(crate) fn is_expiring_soon(&self, core: &Core, m: &Memory) -> bool {
-        expiring_soon(m.expires_at, core.now(), &core.config().lifecycle)
+        expiring_soon(m.ts, m.expires_at, core.now(), &core.config().lifecycle)
     }
 
     /// Counts of long-term facts per tier against the configured budgets.
@@ -354,7 +356,7 @@ impl Lifecycle {
 /// A fact rebuilt from its index row, to be written again with the same id
 /// (an edit or a TTL extension). `device` is the one recorded on the new line;
 /// the new line belongs to no consolidation run.
-fn fact_from_row(m: Memory, extras: FactExtras, device: String) -> Fact {
+pub(crate) fn fact_from_row(m: Memory, extras: FactExtras, device: String) -> Fact {
     Fact {
         id: m.id,
         ts: m.ts,

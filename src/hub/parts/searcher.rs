@@ -245,8 +245,8 @@ impl Searcher {
         for hit in &mut results.hits {
             hit.expiring_soon = cx.lifecycle.is_expiring_soon(core, &hit.memory);
         }
-        cx.lifecycle
-            .note_access(core, results.hits.iter().map(|h| &h.memory));
+        // Hits are not accesses: the use case that retrieves for a
+        // conversation (recall, or a search asked with `touch`) counts them.
         Ok(results)
     }
 

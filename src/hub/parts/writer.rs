@@ -22,7 +22,16 @@
 //!   (reported, rollbackable).
 //! - A new version of a memory ([`WriteRequest::supersedes`]) needs the old
 //!   one active, and visible under the filter the supersede use case hands
-//!   in, checked in the same group as the append.
+//!   in, checked in the same group as the append. Versions form a line: only
+//!   the newest version can be superseded or edited; an older one answers
+//!   `CONFLICT` naming the newest (when the caller may see it).
+//! - A restore ([`RestoreOp`]) brings a version back: the same id put again
+//!   when no later version of its line is live (undoing a forget), else a
+//!   new version with its content at the head of the line.
+//! - Consolidation (a write with a run id) pins nothing (kind `category`,
+//!   tier `t0`) from evidence outside the owner's audiences
+//!   (`privacy.sensitiveAudiences`); a tier rule that would make such a
+//!   memory `t0` gives `t1` instead.
 //! - Only short-term memories carry an expiry unless `lifecycle.tierExpiry`
 //!   opts into tier expiry.
 
@@ -96,6 +105,10 @@ pub struct WriteRequest {
     pub(crate) run: Option<String>,
     /// Event time, session and speaker (see [`crate::model::Setting`]).
     pub setting: crate::model::Setting,
+    /// A restore of an older version: `supersedes` may name a forgotten
+    /// head, and no exact duplicate answers for it (the content is the old
+    /// version's on purpose).
+    pub(crate) restoring: bool,
 }
 
 impl WriteRequest {
@@ -122,8 +135,36 @@ impl WriteRequest {
             ts: None,
             run: None,
             setting: Default::default(),
+            restoring: false,
         }
     }
+}
+
+/// A restore of one fact's version (see the module docs).
+#[derive(Debug, Clone)]
+pub(crate) struct RestoreOp {
+    /// The fact to bring back.
+    pub(crate) id: String,
+    /// What the restorer may write: the fact (and the head it replaces) must
+    /// be visible under it, forgotten or not.
+    pub(crate) filter: Filter,
+    /// The source of a new version, if one is written.
+    pub(crate) source: String,
+    /// Only put the same id again; never write a new version.
+    pub(crate) same_id_only: bool,
+}
+
+/// What a restore did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Restored {
+    /// The same id was put again and is current.
+    Same,
+    /// A new version with the fact's content was written at the head of its line.
+    NewVersion(String),
+    /// The fact is current already; nothing was appended.
+    Current,
+    /// Only the same id could be put again, and a later version is live.
+    Skipped,
 }
 
 /// What a write did.
@@ -151,8 +192,10 @@ pub struct WriteOutcome {
 /// One operation in the commit queue.
 pub(crate) enum Op {
     Write(Box<WriteRequest>),
-    /// Rewrite an existing fact (tags, importance, expiry): a new `put` with the same id.
-    Rewrite(Box<Fact>),
+    /// Rewrite an existing fact (tags, importance, expiry): a new `put` with
+    /// the same id. The filter is what the editor may see (a refusal names
+    /// the newest version only if it is visible under it).
+    Rewrite(Box<Fact>, Filter),
     /// Retrieval counts, appended as they are.
     Touch(Record),
     Forget {
@@ -163,6 +206,8 @@ pub(crate) enum Op {
     },
     /// A record from another root, appended as it is unless its id is known.
     Import(Record),
+    /// A version brought back.
+    Restore(Box<RestoreOp>),
 }
 
 /// What an operation did.
@@ -170,6 +215,7 @@ pub(crate) enum OpOutcome {
     Written(WriteOutcome),
     Forgotten,
     Imported(bool),
+    Restored(Restored),
 }
 
 struct Pending {
@@ -243,9 +289,10 @@ impl Writer {
             .collect())
     }
 
-    /// Rewrites an existing, active fact in place (a new `put` with its id).
-    pub(crate) fn rewrite(&self, cx: Ctx<'_>, fact: Fact) -> Result<WriteOutcome> {
-        match self.submit(cx, Op::Rewrite(Box::new(fact)))? {
+    /// Rewrites an existing, active fact in place (a new `put` with its id);
+    /// `filter` is what the editor may see.
+    pub(crate) fn rewrite(&self, cx: Ctx<'_>, fact: Fact, filter: &Filter) -> Result<WriteOutcome> {
+        match self.submit(cx, Op::Rewrite(Box::new(fact), filter.clone()))? {
             OpOutcome::Written(w) => Ok(w),
             _ => Err(Error::Internal("rewrite answered as another op".into())),
         }
@@ -270,6 +317,23 @@ impl Writer {
             },
         )
         .map(|_| ())
+    }
+
+    /// Restores versions (see [`RestoreOp`]), each on its own, in one group.
+    pub(crate) fn restore(
+        &self,
+        cx: Ctx<'_>,
+        ops: Vec<RestoreOp>,
+    ) -> Result<Vec<Result<Restored>>> {
+        let ops = ops.into_iter().map(|o| Op::Restore(Box::new(o))).collect();
+        Ok(self
+            .submit_many(cx, ops)?
+            .into_iter()
+            .map(|r| match r? {
+                OpOutcome::Restored(done) => Ok(done),
+                _ => Err(Error::Internal("restore answered as another op".into())),
+            })
+            .collect())
     }
 
     /// Appends records taken from another root's journal, keeping their ids
@@ -395,10 +459,11 @@ impl Writer {
         Ok(out)
     }
 
-    /// Appends `records` (`put` lines of existing ids) whose id is active at
-    /// the moment of the append, under the writer: a forget committed since
-    /// they were read must win, since a `put` after it would bring the
-    /// memory back. Returns how many were appended.
+    /// Appends `records` (`put` lines of existing ids) whose id is active and
+    /// current (not an older version) at the moment of the append, under the
+    /// writer: a forget committed since they were read must win, since a
+    /// `put` after it would bring the memory back. Returns how many were
+    /// appended.
     pub(crate) fn append_if_active(&self, cx: Ctx<'_>, records: Vec<Record>) -> Result<usize> {
         if records.is_empty() {
             return Ok(0);
@@ -406,7 +471,16 @@ impl Writer {
         let mut state = self.hold(cx.core)?;
         let mut keep = Vec::with_capacity(records.len());
         for r in records {
-            if cx.core.index.meta.fact_state(r.id())? == Some(true) {
+            // An older version is not put again: a put after the forget of
+            // the version that replaced it would restore it.
+            if cx.core.index.meta.fact_state(r.id())? == Some(true)
+                && cx
+                    .core
+                    .index
+                    .meta
+                    .supersede_marks(&[r.id().to_string()])?
+                    .is_empty()
+            {
                 keep.push(r);
             }
         }
@@ -547,6 +621,8 @@ struct Group<'a> {
     hashes: HashMap<String, String>,
     written: HashSet<String>,
     forgotten: HashSet<String>,
+    /// Old versions superseded earlier in the group, and the new version of each.
+    replaced: HashMap<String, String>,
 }
 
 enum Prepared {
@@ -564,6 +640,7 @@ impl<'a> Group<'a> {
             hashes: HashMap::new(),
             written: HashSet::new(),
             forgotten: HashSet::new(),
+            replaced: HashMap::new(),
         }
     }
 
@@ -574,7 +651,7 @@ impl<'a> Group<'a> {
                 self.records.push(record);
                 Ok(OpOutcome::Imported(true))
             }
-            Op::Rewrite(fact) => self.rewrite(*fact),
+            Op::Rewrite(fact, filter) => self.rewrite(*fact, &filter),
             Op::Write(req) => self.write(*req),
             Op::Forget {
                 id,
@@ -593,6 +670,7 @@ impl<'a> Group<'a> {
                 });
                 Ok(OpOutcome::Forgotten)
             }
+            Op::Restore(op) => self.restore(*op).map(OpOutcome::Restored),
             Op::Import(record) => {
                 let append = self.check_import(&record)?;
                 if append {
@@ -608,11 +686,25 @@ impl<'a> Group<'a> {
         }
     }
 
-    fn rewrite(&mut self, fact: Fact) -> Result<OpOutcome> {
+    fn rewrite(&mut self, fact: Fact, filter: &Filter) -> Result<OpOutcome> {
         if self.forgotten.contains(&fact.id)
             || self.core.index.meta.fact_state(&fact.id).ok().flatten() != Some(true)
         {
             return Err(Error::not_found("memory", fact.id.clone()));
+        }
+        // Only the newest version is edited: a put of an older one would
+        // also restore it once the newer one is forgotten.
+        let next = match self.replaced.get(&fact.id) {
+            Some(n) => Some(n.clone()),
+            None => self
+                .core
+                .index
+                .meta
+                .supersede_marks(std::slice::from_ref(&fact.id))?
+                .remove(&fact.id),
+        };
+        if let Some(next) = next {
+            return Err(self.older_version(&fact.id, &next, filter, "edit")?);
         }
         fact.validate(&pins(&self.config))?;
         self.written.insert(fact.id.clone());
@@ -638,6 +730,11 @@ impl<'a> Group<'a> {
                 {
                     self.keys.insert(k.clone(), id.clone());
                 }
+                if let Record::Put { fact, .. } = &record
+                    && let Some(old) = &fact.supersedes
+                {
+                    self.replaced.insert(old.clone(), id.clone());
+                }
                 self.written.insert(id.clone());
                 self.records.push(record);
                 (id, WriteAction::Add)
@@ -648,6 +745,7 @@ impl<'a> Group<'a> {
 
     fn prepare_write(&mut self, req: WriteRequest) -> Result<Prepared> {
         let text = self.check_content(&req)?;
+        self.check_consolidation_pin(&req)?;
         if let Some(id) = self.repeated_key(&req)? {
             return Ok(Prepared::Existing(id));
         }
@@ -658,6 +756,7 @@ impl<'a> Group<'a> {
             crate::lifecycle::content_hash(&req.scene, &req.kind, &text, req.privacy, req.subject)
         });
         if let Some(h) = &hash
+            && !req.restoring
             && let Some(id) = self.duplicate(h, now)?
         {
             return Ok(Prepared::Existing(id));
@@ -725,27 +824,155 @@ impl<'a> Group<'a> {
         self.core.index.meta.find_idempotent(key)
     }
 
-    /// The memory a new version replaces must be active, and visible under
-    /// the supersede filter when one is given; else `NOT_FOUND`.
+    /// The memory a new version replaces must be active (a restore may
+    /// replace a forgotten one), and visible under the supersede filter when
+    /// one is given, else `NOT_FOUND`; and it must be the newest version of
+    /// its line, else `CONFLICT` naming the newest.
     fn check_supersede(&self, req: &WriteRequest) -> Result<()> {
         let Some(old) = &req.supersedes else {
             return Ok(());
         };
-        let active =
-            self.core.index.meta.fact_state(old)? == Some(true) && !self.forgotten.contains(old);
-        let visible = match &req.supersede_filter {
-            Some(filter) => !self
-                .core
-                .index
-                .meta
-                .get_many(std::slice::from_ref(old), filter)?
-                .is_empty(),
-            None => true,
+        let filter = req.supersede_filter.clone().unwrap_or_else(Filter::all);
+        let Some(row) = self.core.index.meta.version_row(old, &filter)? else {
+            return Err(Error::not_found("memory", old.clone()));
         };
-        if active && visible {
-            Ok(())
-        } else {
-            Err(Error::not_found("memory", old.clone()))
+        let forgotten = row.forgotten || self.forgotten.contains(old);
+        if forgotten && !req.restoring {
+            return Err(Error::not_found("memory", old.clone()));
+        }
+        if let Some(next) = self.replaced.get(old).or(row.superseded_by.as_ref()) {
+            return Err(self.older_version(old, next, &filter, "supersede")?);
+        }
+        Ok(())
+    }
+
+    /// The `CONFLICT` for an attempt to `verb` `old`, an older version that
+    /// `next` replaced: it names the newest version of the line when it is
+    /// visible under `filter`, and says how to bring a forgotten one back.
+    fn older_version(&self, old: &str, next: &str, filter: &Filter, verb: &str) -> Result<Error> {
+        let meta = &self.core.index.meta;
+        let head = meta.head_of(next)?;
+        let message = match meta.version_row(&head, filter)? {
+            // Replaced in this very commit group, by a request that may not be
+            // the caller's: named only once it is indexed and visible.
+            _ if self.written.contains(&head) => format!(
+                "{old} is an older version: a newer version replaced it just now; read it again"
+            ),
+            Some(row) if row.forgotten || self.forgotten.contains(&head) => format!(
+                "{old} is an older version: {head} replaced it and was forgotten; bring a \
+                 version back with POST /v1/restore (`memd restore`) instead"
+            ),
+            Some(_) => format!(
+                "{old} is an older version; the newest version is {head}: {verb} {head} instead"
+            ),
+            None => format!(
+                "{old} is an older version, replaced by a newer one this token may not change"
+            ),
+        };
+        Ok(Error::Conflict(message))
+    }
+
+    /// Consolidation pins nothing from evidence outside the owner's audiences.
+    fn check_consolidation_pin(&self, req: &WriteRequest) -> Result<()> {
+        if req.run.is_none() || self.owner_audience(&req.scene) {
+            return Ok(());
+        }
+        if req.kind == "category" || req.tier == Some(Tier::T0) {
+            return Err(Error::Forbidden(format!(
+                "consolidation may not pin a memory (kind category or tier t0) from evidence \
+                 in {}, which is not one of the owner's audiences (privacy.sensitiveAudiences)",
+                req.scene
+            )));
+        }
+        Ok(())
+    }
+
+    /// One of the owner's own audiences (`privacy.sensitiveAudiences`).
+    fn owner_audience(&self, scene: &Scene) -> bool {
+        pins(&self.config).sensitive.contains(scene)
+    }
+
+    /// Restores a version (see [`RestoreOp`]).
+    fn restore(&mut self, op: RestoreOp) -> Result<Restored> {
+        let RestoreOp {
+            id,
+            filter,
+            source,
+            same_id_only,
+        } = op;
+        if ids::is_doc_id(&id) {
+            return Err(Error::invalid(format!(
+                "{id} is a Markdown document; its file under memories/ is the memory"
+            )));
+        }
+        let meta = &self.core.index.meta;
+        let Some(row) = meta.version_row(&id, &filter)? else {
+            return Err(Error::not_found("memory", id));
+        };
+        if self.written.contains(&id) || self.replaced.contains_key(&id) {
+            return Err(Error::Conflict(format!(
+                "{id} changed in a write committed at the same moment; read it again and retry"
+            )));
+        }
+        let forgotten = row.forgotten || self.forgotten.contains(&id);
+        if !forgotten && row.superseded_by.is_none() {
+            return Ok(Restored::Current);
+        }
+        if !meta.has_live_successor(&id)? {
+            // Nothing later in its line is live: the same id is put again
+            // (a forget undone, or every later version forgotten before).
+            let extras = meta
+                .fact_extras(&id)?
+                .ok_or_else(|| Error::not_found("memory", id.clone()))?;
+            let mut fact =
+                super::lifecycle::fact_from_row(row.memory, extras, self.core.device.clone());
+            // The journal files a line by its `ts` month: a restore in a
+            // later month takes the restore time, as a rollback's does.
+            let now = self.core.now();
+            if journal::file_name_for(fact.ts) != journal::file_name_for(now) {
+                fact.ts = now;
+            }
+            fact.validate(&pins(&self.config))?;
+            self.written.insert(id);
+            self.records.push(Record::Put {
+                v: JOURNAL_VERSION,
+                at: None,
+                fact,
+            });
+            return Ok(Restored::Same);
+        }
+        if same_id_only {
+            return Ok(Restored::Skipped);
+        }
+        // A later version is live: the old content becomes the newest version,
+        // which needs the right to replace the newest (never named otherwise).
+        let head = meta.head_of(&id)?;
+        if meta.version_row(&head, &filter)?.is_none() {
+            return Err(Error::Conflict(format!(
+                "{id} was replaced by a newer version this token may not change"
+            )));
+        }
+        let m = row.memory;
+        let mut req = WriteRequest::new(m.scene, m.text, source);
+        req.kind = m.kind;
+        req.stage = m.stage;
+        req.title = m.title;
+        req.tags = m.tags;
+        req.privacy = m.privacy;
+        req.subject = m.subject;
+        req.importance = m.importance;
+        req.tier = m.tier;
+        req.setting = m.setting;
+        if req.stage == Stage::Short {
+            let ttl = i64::from(self.config.ingest.ttl_hours);
+            req.expires_at = Some(self.core.now() + chrono::Duration::hours(ttl));
+        }
+        req.supersedes = Some(head);
+        req.supersede_filter = Some(filter);
+        req.restoring = true;
+        match self.write(req)? {
+            OpOutcome::Written(w) => Ok(Restored::NewVersion(w.id)),
+            _ => Err(Error::Internal("a restore answered as another op".into())),
         }
     }
 
@@ -774,7 +1001,16 @@ impl<'a> Group<'a> {
                 tags: &req.tags,
             })),
             Stage::Short => None,
-        };
+        }
+        // What consolidation writes from evidence outside the owner's
+        // audiences is never pinned, whatever the words say.
+        .map(|t| {
+            if t == Tier::T0 && req.run.is_some() && !self.owner_audience(&req.scene) {
+                Tier::T1
+            } else {
+                t
+            }
+        });
         let ts = req.ts.unwrap_or(now);
         // With tier expiry opted in, a long-term memory lives its tier's days
         // from when it is written; by default only short-term memories expire.
