@@ -327,13 +327,13 @@ pub struct AudienceReply {
 }
 
 /// `POST /v1/get` reply: the memory, and what replaced it.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct GetReply {
     /// The memory.
     #[serde(flatten)]
     pub memory: Memory,
     /// The memories that replace this one (those the caller may read).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub superseded_by: Vec<String>,
 }
 
@@ -661,6 +661,32 @@ pub struct RollbackBody {
     pub dry_run: bool,
 }
 
+/// `POST /v1/reindex`: rebuild the daemon's index from the files (no fields;
+/// the body must be present, `{}`, so a stray empty POST does nothing).
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReindexBody {}
+
+/// `POST /v1/reindex` reply (also `memd reindex --json`, with or without a daemon).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReindexReply {
+    /// Journal records replayed.
+    pub records: u64,
+    /// Unreadable or invalid journal lines skipped (each reported with file:line).
+    pub bad_lines: u64,
+    /// Documents indexed.
+    pub documents: u64,
+    /// Searchable memories afterwards.
+    pub memories: u64,
+    /// Memories with a vector afterwards.
+    pub vectors: u64,
+    /// Vectors stored by the rebuild (from the vector cache where the text is unchanged).
+    pub vectors_stored: u64,
+    /// How long the rebuild took, in milliseconds.
+    pub elapsed_ms: u64,
+}
+
 /// `POST /v1/tokens/revoke`.
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -775,6 +801,12 @@ pub fn operations() -> Vec<Operation> {
             "/v1/consolidation/rollback",
             request::<RollbackBody>(),
             None,
+        ),
+        op(
+            "POST",
+            "/v1/reindex",
+            request::<ReindexBody>(),
+            reply::<ReindexReply>(),
         ),
     ]
 }

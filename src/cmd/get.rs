@@ -2,8 +2,8 @@
 //! use case as `POST /v1/get` (an expired short-term memory is gone from
 //! `get`; `memd archive search` finds it).
 
+use super::daemon::Target;
 use crate::api::GetBody;
-use crate::hub::Hub;
 
 /// Arguments of `memd get`.
 #[derive(Debug, clap::Args)]
@@ -12,12 +12,12 @@ pub(crate) struct Args {
     id: String,
 }
 
-pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()> {
+pub(super) fn run(cli: &super::Cli, target: Target, args: &Args) -> anyhow::Result<()> {
     let body = GetBody {
         id: args.id.clone(),
         ..GetBody::default()
     };
-    let reply = hub.get(&hub.operator(), body)?;
+    let reply = target.call("/v1/get", body, |hub, c, body| hub.get(c, body))?;
     if cli.json {
         return super::print_json(&reply);
     }

@@ -12,7 +12,8 @@
 //! ingest and membership ([`ingest`]), disclosure ([`disclose`]),
 //! categories ([`categories`]), tag edits and the archive ([`tags`]),
 //! configuration edits ([`settings`]), tokens, capabilities and health
-//! ([`admin`]), consolidation runs ([`consolidation`]). A surface only
+//! ([`admin`]), consolidation runs ([`consolidation`]), rebuilding the index
+//! in a running daemon ([`reindex`]). A surface only
 //! parses, calls and replies, so "a pet token may not pin" is met the same
 //! way over HTTP, MCP and the CLI. Each use-case file has one `impl Hub`
 //! block holding only its use cases; its helpers are free functions.
@@ -43,6 +44,7 @@ pub mod ingest;
 pub(crate) mod parts;
 pub mod read;
 pub mod recall;
+pub mod reindex;
 pub mod search;
 pub mod settings;
 pub mod supersede;
