@@ -188,7 +188,8 @@ impl AppState {
         F: FnOnce(&Hub, &Caller) -> crate::Result<T> + Send + 'static,
     {
         let c = caller.clone();
-        self.run(move |hub| f(hub, &c)).await
+        self.run(move |hub| hub.on_behalf_of(&c, || f(hub, &c)))
+            .await
     }
 }
 

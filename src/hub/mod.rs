@@ -294,6 +294,17 @@ impl Hub {
         Caller::operator(self.now())
     }
 
+    /// Runs `f`, one request of `caller`, under the rules that depend on
+    /// who asks rather than on the request: the local operator's reads are
+    /// never counted as retrievals (as when the CLI opens the root itself).
+    pub fn on_behalf_of<T>(&self, caller: &Caller, f: impl FnOnce() -> T) -> T {
+        if caller.is_operator() {
+            parts::lifecycle::untracked(f)
+        } else {
+            f()
+        }
+    }
+
     /// The root layout.
     pub fn layout(&self) -> &Layout {
         &self.core.layout

@@ -12,6 +12,7 @@ mod consolidate;
 mod context;
 mod crash;
 mod crosslingual;
+mod daemon;
 mod diskfull;
 mod docs;
 mod doctor;
