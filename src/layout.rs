@@ -119,14 +119,14 @@ impl Layout {
 }
 
 /// The directory under the platform's data directory that holds the
-/// default root: `$XDG_DATA_HOME/memd` (when absolute), else
-/// `~/.local/share/memd`; on macOS `~/Library/Application Support/memd`.
+/// default root.
 const ROOT_DIR_NAME: &str = "memd";
 
-/// The root used when neither `--root` nor `MEMD_ROOT` names one: the
-/// platform's data directory for memd (see [`ROOT_DIR_NAME`]). It is never
-/// the current directory, so running memd inside a source checkout does not
-/// put memories into its working tree.
+/// The root used when neither `--root` nor `MEMD_ROOT` names one: memd's
+/// directory in the platform's data directory, `$XDG_DATA_HOME/memd` (when
+/// absolute), else `~/.local/share/memd` (on macOS `~/Library/Application
+/// Support/memd`). It is never the current directory, so running memd
+/// inside a source checkout does not put memories into its working tree.
 pub fn default_root() -> Result<PathBuf> {
     default_root_from(
         std::env::var_os("XDG_DATA_HOME").map(PathBuf::from),

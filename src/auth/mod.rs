@@ -188,7 +188,7 @@ impl Grant {
 
 /// The local credential of one `memd serve`: a random secret it records for
 /// the CLI beside the root (`ROOT/.memd.addr`, private to the user) and
-/// accepts as the local operator ([`Grant::operator`]). Never stored hashed
+/// accepts as the local operator (`Grant::operator`). Never stored hashed
 /// in `tokens.json`: it lives as long as the daemon.
 #[derive(Clone)]
 pub struct OperatorSecret(std::sync::Arc<str>);
