@@ -133,7 +133,11 @@ fn last_setup_line(log: &[String]) -> String {
     log.iter()
         .rev()
         .find_map(|l| l.strip_prefix("setup: "))
-        .map(|l| l.strip_prefix("error: ").unwrap_or(l))
+        .map(|l| {
+            ["error: ", "check failed: "]
+                .iter()
+                .fold(l, |l, p| l.strip_prefix(p).unwrap_or(l))
+        })
         .unwrap_or("the setup script failed without saying why")
         .to_string()
 }

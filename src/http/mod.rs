@@ -617,6 +617,56 @@ async fn run(
 mod tests {
     use super::*;
 
+    /// `GET /v1/capabilities` with `secret`, from `peer` (none: not over a socket).
+    async fn capabilities_from(
+        app: &Router,
+        secret: &str,
+        peer: Option<&str>,
+    ) -> (u16, serde_json::Value) {
+        let mut req = axum::http::Request::builder()
+            .uri("/v1/capabilities")
+            .header("authorization", format!("Bearer {secret}"))
+            .body(axum::body::Body::empty())
+            .unwrap();
+        if let Some(p) = peer {
+            req.extensions_mut().insert(Peer(p.parse().unwrap()));
+        }
+        let res = tower::ServiceExt::oneshot(app.clone(), req).await.unwrap();
+        let status = res.status().as_u16();
+        let bytes = axum::body::to_bytes(res.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        (status, serde_json::from_slice(&bytes).unwrap_or_default())
+    }
+
+    #[tokio::test]
+    async fn the_local_credential_is_the_operator_from_loopback_peers_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let (hub, _) = Hub::open_with(
+            crate::config::Layout::new(dir.path()),
+            crate::config::Config::default(),
+            crate::hub::Mode::Write,
+            crate::embed::EmbedderSlot::none("no model in this test"),
+            &mut |_| {},
+        )
+        .unwrap();
+        let secret = "mdl_0123456789abcdef";
+        let app = router(AppState::new(Arc::new(hub)).with_operator_secret(secret));
+        let (status, caps) = capabilities_from(&app, secret, Some("127.0.0.1:40000")).await;
+        assert_eq!(status, 200);
+        assert_eq!(caps["token"]["name"], "cli");
+        let (status, _) = capabilities_from(&app, secret, Some("[::1]:40000")).await;
+        assert_eq!(status, 200);
+        // From another machine, or from nowhere known, it is an unknown token.
+        for peer in [Some("192.168.1.20:40000"), Some("[2001:db8::1]:1"), None] {
+            let (status, body) = capabilities_from(&app, secret, peer).await;
+            assert_eq!(status, 401, "{peer:?}");
+            assert_eq!(body["error"]["code"], "UNAUTHORIZED");
+        }
+        let (status, _) = capabilities_from(&app, "mdl_wrong", Some("127.0.0.1:1")).await;
+        assert_eq!(status, 401);
+    }
+
     #[test]
     fn loopback_hosts_name_the_port() {
         let v4 = loopback_hosts("127.0.0.1:8787".parse().unwrap());

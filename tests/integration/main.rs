@@ -41,6 +41,7 @@ mod scale;
 mod search_gate;
 mod semantic;
 mod serve;
+mod setup;
 mod side_channels;
 mod tidy;
 mod tokenizer;
