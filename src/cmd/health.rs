@@ -16,15 +16,6 @@ use crate::hub::{Hub, Mode};
 
 /// Arguments of `memd health`.
 #[derive(Debug, clap::Args)]
-#[command(
-    long_about = "Health: each component's status, and with the right credential also counts (by \
-stage, scene, privacy, tier), pending vectors, scheduled jobs, tier budgets and consolidation.\n\n\
-Without --token it shows everything when it can act as the local operator: the root's running \
-daemon (found through ROOT/.memd.addr, asked with the local credential it records there), or, \
-when no daemon runs, the root read by this process. A daemon reached only through --addr or \
-config `listen` shows only each component's status. With --token, the daemon shows what that \
-token may see: everything for an admin token, else the status only."
-)]
 pub(crate) struct Args {
     /// Address of a daemon to ask when the root records none (default: config `listen`).
     #[arg(long)]

@@ -100,6 +100,17 @@ pub(crate) enum Command {
     /// Export the live facts as JSONL or Markdown (safe next to a running server).
     Export(export::Args),
     /// Health: components, counts and jobs (of the running daemon, else of the root read here).
+    ///
+    /// Each component's status, and with the right credential also counts (by stage, scene,
+    /// privacy, tier), pending vectors, scheduled jobs, tier budgets and consolidation.
+    ///
+    /// Without --token it shows everything when it acts as the local operator: with the root's
+    /// running daemon (found through ROOT/.memd.addr, on any port, asked with the local credential
+    /// it records there), or, when no daemon runs, with the root read by this process. A daemon
+    /// reached only through --addr or config `listen` shows each component's status only.
+    ///
+    /// With --token, the daemon shows what that token may see: everything for an admin token,
+    /// the status only for any other.
     Health(health::Args),
     /// Readiness checks with a hint for each problem (safe next to a running daemon).
     Doctor(doctor::Args),

@@ -724,3 +724,133 @@ fn a_root_in_the_checkout_leaves_git_status_clean() {
     );
     assert_eq!(after, Vec::<String>::new(), "personal files git would add");
 }
+
+#[test]
+fn memd_mcp_finds_the_daemon_on_any_port() {
+    use std::io::{BufRead, BufReader, Write};
+    let root = TempRoot::new();
+    let token = json_of(&root.memd(&[
+        "token",
+        "issue",
+        "--name",
+        "agent",
+        "--preset",
+        "dsh-desktop",
+        "--json",
+    ]))["secret"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let served = root.serve();
+    // config `listen` names another port: only the address file leads there.
+    let mut mcp = Command::new(env!("CARGO_BIN_EXE_memd"))
+        .args(["mcp", "--no-start"])
+        .env("MEMD_ROOT", root.path())
+        .env("MEMD_TOKEN", &token)
+        .env_remove("MEMD_URL")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = mcp.stdin.take().unwrap();
+    for line in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"memory_write","arguments":{"text":"written over MCP stdio"}}}"#,
+    ] {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    let mut reply = Value::Null;
+    for line in BufReader::new(mcp.stdout.take().unwrap()).lines() {
+        let v: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        if v["id"] == 2 {
+            reply = v;
+            break;
+        }
+    }
+    drop(stdin);
+    let _ = mcp.wait();
+    assert!(reply["result"].is_object(), "{reply}");
+    assert_ne!(reply["result"]["isError"], true, "{reply}");
+    let writes = audited(&root, "POST /v1/write");
+    assert_eq!(writes.len(), 1);
+    assert_eq!(writes[0]["token"], "agent");
+    drop(served);
+}
+
+#[test]
+fn the_help_says_what_search_and_health_do_by_default() {
+    let help = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_memd"))
+            .args(args)
+            .output()
+            .unwrap();
+        text(&out.stdout)
+    };
+    let search = help(&["search", "--help"]);
+    assert!(
+        search.contains("hybrid (full text + semantic) by default"),
+        "{search}"
+    );
+    assert!(!search.contains("Full-text search"), "{search}");
+    let health = help(&["health", "--help"]);
+    for said in ["Without --token", "With --token", "status only", "counts"] {
+        assert!(health.contains(said), "{said:?} in {health}");
+    }
+    let top = help(&["--help"]);
+    assert!(
+        top.contains("setup") && top.contains("~/.local/share/memd"),
+        "{top}"
+    );
+}
+
+#[test]
+fn a_command_waits_for_a_daemon_that_is_still_starting() {
+    let root = TempRoot::new();
+    // Enough journal that a rebuild at start takes a moment.
+    let lines: String = (0..4000)
+        .map(|i| format!("{{\"text\": \"harbour note number {i}\", \"scene\": \"main\"}}\n"))
+        .collect();
+    let file = root.path().join("notes.jsonl");
+    std::fs::write(&file, lines).unwrap();
+    ok(&root.memd(&["import", file.to_str().unwrap()]));
+    std::fs::remove_dir_all(root.path().join("data/index")).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_memd"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("MEMD_ROOT", root.path())
+        .env("MEMD_MODELS_DIR", root.path().join("no-models"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The daemon takes the lock first and binds once it has caught up.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::fs::read_to_string(root.path().join(".memd.lock"))
+        .unwrap_or_default()
+        .trim()
+        != child.id().to_string()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "serve never took the lock"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let out = root.memd(&[
+        "write",
+        "--scene",
+        "main",
+        "--text",
+        "written while it started",
+    ]);
+    let waited = text(&out.stderr).contains("waiting for memd serve");
+    ok(&out);
+    eprintln!("the write waited for the starting daemon: {waited}");
+    let addr = crate::support::serve_addr(&mut child);
+    assert_eq!(audited(&root, "POST /v1/write").len(), 1, "through {addr}");
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    assert!(child.wait().unwrap().success());
+}
