@@ -40,7 +40,7 @@
 //! every scope and scene, token name `cli`). The CLI is one CLI whether or
 //! not a daemon runs: `memd serve` records its address and a random local
 //! credential in `ROOT/.memd.addr`, and `write`, `forget`, `search`, `get`,
-//! `consolidate` and `reindex` send their body to that daemon's `/v1` route
+//! `ingest`, `consolidate` and `reindex` send their body to that daemon's `/v1` route
 //! (the credential is the operator, from loopback peers only), else call the
 //! use case in process; both ways print the same reply. The rules (scene resolution,
 //! privacy and pin permission, defaults, the short-stage TTL, idempotency

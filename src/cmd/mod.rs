@@ -8,7 +8,7 @@
 //! (`{"error":{code,message,retryable}}`).
 //!
 //! One CLI whether or not a daemon runs: `write`, `forget`, `search`, `get`,
-//! `consolidate` and `reindex` go through the root's running `memd serve`
+//! `ingest`, `consolidate` and `reindex` go through the root's running `memd serve`
 //! when there is one (found through the address file it records, with its
 //! local credential, see `daemon.rs`), else open the root themselves; both
 //! ways build the same `/v1` request, run the same use case and print the
@@ -89,7 +89,7 @@ pub(crate) enum Command {
     Get(get::Args),
     /// Forget a memory: appends a tombstone (through the running daemon if there is one).
     Forget(forget::Args),
-    /// Remember one chat message as short-term memory (needs the writer lock).
+    /// Remember one chat message as short-term memory (through the running daemon if there is one).
     Ingest(ingest::Args),
     /// Counts, sizes and unreadable lines (safe next to a running server).
     Stats,
@@ -169,7 +169,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<()> {
         Command::Search(args) => search::run(cli, target(Mode::ReadPreferWrite)?, args),
         Command::Get(args) => get::run(cli, target(Mode::ReadPreferWrite)?, args),
         Command::Forget(args) => forget::run(cli, target(Mode::Write)?, args),
-        Command::Ingest(args) => ingest::run(cli, open(layout, config, Mode::Write)?, args),
+        Command::Ingest(args) => ingest::run(cli, target(Mode::Write)?, args),
         Command::Stats => stats::run(cli, open(layout, config, Mode::ReadPreferWrite)?),
         Command::Reindex => reindex::run(cli, layout, config),
         Command::Import(args) => import::run(cli, open(layout, config, Mode::Write)?, args),

@@ -216,9 +216,35 @@ fn doctor_checks(v: &Value) -> Vec<(String, String, String)> {
         .collect()
 }
 
+/// A fixed instant an hour ago, the same for both sessions of a test run.
+fn sent_at() -> String {
+    static SENT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SENT.get_or_init(|| {
+        (chrono::Utc::now() - chrono::Duration::hours(1))
+            .format("%Y-%m-%dT%H:%M:%SZ")
+            .to_string()
+    })
+    .clone()
+}
+
 /// What the same commands show on the same root, run in process (no
 /// daemon) or through the daemon.
 fn session(root: &TempRoot, own: &str) -> (Vec<Seen>, Value, Value, String) {
+    // A chat line first (so both sessions search the same memories): ADD
+    // the first time (only in the first session), then NOOP.
+    let sent = sent_at();
+    let ingest = [
+        "ingest",
+        "--message-id",
+        "m1",
+        "--text",
+        "see you at the harbour at six",
+        "--sent-at",
+        sent.as_str(),
+        "--json",
+    ];
+    seen(root, &ingest);
+    let chat = seen(root, &ingest);
     let fixed = [
         // An exact repeat answers NOOP with the same id, both ways.
         &[
@@ -280,6 +306,7 @@ fn session(root: &TempRoot, own: &str) -> (Vec<Seen>, Value, Value, String) {
     let id = out[0].stdout.trim().to_string();
     out.push(seen(root, &["get", &id]));
     out.push(seen(root, &["get", &id, "--json"]));
+    out.push(chat);
     // A memory of this session's own, forgotten again.
     let mine = ok(&root.memd(&["write", "--scene", "main", "--text", own]))
         .trim()
@@ -316,7 +343,7 @@ fn every_command_gives_the_same_output_through_the_daemon_and_in_process() {
     let codes: Vec<Option<i32>> = local.0.iter().map(|s| s.code).collect();
     assert_eq!(
         codes,
-        [0, 0, 0, 0, 0, 0, 6, 3, 3, 3, 2, 2, 2, 2, 0, 0].map(Some),
+        [0, 0, 0, 0, 0, 0, 6, 3, 3, 3, 2, 2, 2, 2, 0, 0, 0].map(Some),
         "{:#?}",
         local.0
     );
@@ -347,7 +374,9 @@ fn every_command_gives_the_same_output_through_the_daemon_and_in_process() {
     }
     // Every write, search, get and forget of the second session reached the
     // daemon as the local operator.
+    assert!(local.0[16].stdout.contains("\"NOOP\""), "{:?}", local.0[16]);
     for route in [
+        "POST /v1/ingest",
         "POST /v1/write",
         "POST /v1/search",
         "POST /v1/get",
