@@ -848,7 +848,9 @@ fn not_run(body: &str) -> Option<String> {
 fn as_run(body: &str, addr: &str) -> String {
     body.lines()
         .map(|line| {
-            let line = line.replace("127.0.0.1:8787", addr);
+            let line = line
+                .replace("127.0.0.1:8787", addr)
+                .replace("localhost:8787", addr);
             let trimmed = line.trim_start();
             if let Some(rest) = trimmed.strip_prefix("export ")
                 && let Some((name, value)) = rest.split_once('=')
