@@ -111,10 +111,10 @@ pub(super) fn run(layout: Layout, config: Config, args: &Args) -> anyhow::Result
     warm_vectors(&hub)?;
     let jobs = jobs(&hub, backup, sleep)?;
     let scheduler = scheduler::spawn(Arc::clone(&hub), jobs)?;
-    // Editable keys of a changed config.json apply without a restart.
     let credential = super::daemon::Credential::new();
     let state = AppState::new(Arc::clone(&hub)).with_operator_secret(credential.secret());
     let root = hub.layout().clone();
+    // Editable keys of a changed config.json apply without a restart.
     let reload = Arc::clone(&hub);
     let config_watcher = crate::watch::spawn_config(&hub.layout().root, move || {
         match reload.reload_config() {
