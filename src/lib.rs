@@ -13,7 +13,8 @@
 //!  web console (`/`, the signed-in token) ──────────────────────────────┤
 //!                                                                      ▼
 //!  HTTP /v1 (http/): bearer → auth/ Grant → Caller, audit.rs; parse, call, reply
-//!        │ spawn_blocking                  (api.rs: the /v1 request and reply types)
+//!        ▲ │ spawn_blocking                (api.rs: the /v1 request and reply types)
+//!        │ └─ the CLI, when a daemon runs: ROOT/.memd.addr + local credential = operator
 //!  CLI (cmd/): the local operator ──► Hub (hub/): one use case per request,
 //!                                      hub.<use_case>(&caller, request) → reply
 //!                                      (caller.rs: scenes and filters; write.rs,
@@ -36,7 +37,12 @@
 //! [`api`] body, the CLI builds the same body from its arguments, MCP
 //! forwards it to `/v1`; each then calls the same [`hub`] use case with a
 //! [`hub::Caller`] (HTTP: the bearer token's grant; CLI: the local operator,
-//! every scope and scene, token name `cli`). The rules (scene resolution,
+//! every scope and scene, token name `cli`). The CLI is one CLI whether or
+//! not a daemon runs: `memd serve` records its address and a random local
+//! credential in `ROOT/.memd.addr`, and `write`, `forget`, `search`, `get`,
+//! `ingest`, `consolidate` and `reindex` send their body to that daemon's `/v1` route
+//! (the credential is the operator, from loopback peers only), else call the
+//! use case in process; both ways print the same reply. The rules (scene resolution,
 //! privacy and pin permission, defaults, the short-stage TTL, idempotency
 //! namespacing, supersede visibility and inheritance, restores, what counts
 //! as an access, disclosure, the relevance floor, config edits) are written
@@ -137,8 +143,9 @@
 //! link needs it; everything else is `pub(crate)`, so the dead-code lint
 //! reports unused code.
 //!
-//! - [`layout`]: root paths (`memories/`, `data/`, `config.json`, …) and private
-//!   file modes; the lowest layer. [`analysis`]: the tokenizer (words, CJK
+//! - [`layout`]: root paths (`memories/`, `data/`, `config.json`, the daemon's
+//!   address file, …), private file modes and the default root (the platform's
+//!   data directory, never the current directory); the lowest layer. [`analysis`]: the tokenizer (words, CJK
 //!   bigrams) and light English stemmer shared by the index, query planning and
 //!   the test embedder, and the bilingual lexicon parsed from CC-CEDICT
 //!   ([`analysis::lexicon`]) that [`query::translate`] uses for the
@@ -222,14 +229,16 @@
 //!   supersede, forget, restore, search, read (get, recent, timeline, bootstrap,
 //!   audience), recall, ingest (and members), disclose, categories, tags
 //!   (and the archive), settings (config edits), admin (health,
-//!   capabilities, tokens) and consolidation (runs, installed by the
-//!   server). The [`hub::Hub`] facade owns four parts under `hub/parts/`:
+//!   capabilities, tokens), consolidation (runs, installed by the
+//!   server) and reindex (rebuilding the index in place in a running
+//!   daemon). The [`hub::Hub`] facade owns four parts under `hub/parts/`:
 //!   the writer (queue, group commit, write rules), catch-up (journal and
 //!   document replay, self-healing open), the searcher (gate, search,
 //!   vectors, relevance floor) and the lifecycle (accesses, tiers, expiry,
 //!   edits), over one core (root, live config, index, device, the one clock).
-//! - [`auth`]: tokens (hashed in `tokens.json`, presets) and the `Grant`
-//!   of an authenticated token (what [`hub::Caller`] decides with).
+//! - [`auth`]: tokens (hashed in `tokens.json`, presets), the `Grant`
+//!   of an authenticated token (what [`hub::Caller`] decides with) and the
+//!   daemon's local credential ([`auth::OperatorSecret`]).
 //! - [`api`]: the `/v1` request and reply types: one request body per
 //!   operation (and reply types where the reply is not a domain type), with
 //!   serde and JSON Schema; the hub's use cases take and return them, the
@@ -237,9 +246,10 @@
 //!   the MCP tools take them as their parameters, and
 //!   `tests/integration/openapi.rs` checks `openapi.yaml` against them.
 //! - [`http`]: the `/v1` API (axum on its own hyper accept loop: header-read
-//!   and idle timeouts, loopback Host check): authentication, audit, metrics,
-//!   and handlers that parse, call one hub use case and reply; the only
-//!   module that knows its wire format.
+//!   and idle timeouts, loopback Host check, the peer address of each
+//!   request): authentication (tokens, and the local credential from
+//!   loopback peers), audit, metrics, and handlers that parse, call one hub
+//!   use case and reply; the only module that knows its wire format.
 //! - [`console`]: the web console at `/`: embedded static files, strict CSP;
 //!   all data through `/v1` with the signed-in token.
 //! - [`mcp`]: the MCP server (official `rmcp` SDK): tools, resources and
@@ -251,7 +261,12 @@
 //! - [`error`]: the domain error with stable codes; input errors are
 //!   messages, the store and the index have typed errors folded in (see
 //!   the module docs).
-//! - `cmd/` (binary side, [`cmd`]): one file per subcommand; the only code that prints to stdout.
+//! - `cmd/` (binary side, [`cmd`]): one file per subcommand; the only code that
+//!   prints to stdout. `cmd/daemon.rs` is the CLI's transport: the address
+//!   file `memd serve` records, finding a live daemon through it, and the
+//!   `/v1` calls a command makes instead of opening the root; `cmd/setup.rs`
+//!   is `memd setup`, which carries `scripts/setup.sh` (and its converter and
+//!   check) inside the binary and runs it from a private temporary directory.
 //!
 //! ## Invariants
 //!
@@ -295,6 +310,15 @@
 //!   call and reply, and store the same records for the same request
 //!   (`tests/integration/parity.rs`).
 //! - One process writes a root (`ROOT/.memd.lock`); a second writer gets `ROOT_LOCKED`.
+//!   The CLI never becomes a second writer next to a daemon: the commands
+//!   that write go through the daemon the root's address file names, and
+//!   `memd reindex` rebuilds in it (`POST /v1/reindex`, in place, under its
+//!   writer). The local credential of that file is accepted only from a
+//!   loopback peer, and the operator's reads through the daemon are not
+//!   counted as retrievals, as in process.
+//! - The default root is the platform's data directory, never the current
+//!   directory, so a source checkout is never a root by accident (and its
+//!   `.gitignore` keeps everything personal out of git if one is made on purpose).
 //! - Visibility filters are part of every index query, never a filter applied
 //!   to results afterwards: in full text, the set of documents the filter
 //!   admits (computed with the BM25 statistics) is the only set the scoring

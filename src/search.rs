@@ -92,7 +92,7 @@ impl std::fmt::Display for SearchMode {
 pub(crate) const HYBRID_DEPTH: usize = 50;
 
 /// Which pass found a hit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Pass {
     /// Every query term matched.
@@ -117,7 +117,7 @@ pub struct SearchRequest {
 }
 
 /// One result.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct SearchHit {
     /// The memory.
     #[serde(flatten)]
@@ -127,12 +127,12 @@ pub struct SearchHit {
     /// The pass that found it.
     pub pass: Pass,
     /// Whether it expires within `lifecycle.expiringSoonDays` (set by the hub).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub expiring_soon: bool,
 }
 
 /// A response.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct SearchResults {
     /// Hits, best first.
     pub hits: Vec<SearchHit>,

@@ -1,5 +1,5 @@
 //! A bilingual (Chinese ↔ English) lexicon for cross-lingual full text,
-//! read from CC-CEDICT (`scripts/setup.sh` installs the dictionary under
+//! read from CC-CEDICT (`memd setup` installs the dictionary under
 //! the models directory; the data is CC BY-SA 4.0 and is never shipped in
 //! the crate).
 //!

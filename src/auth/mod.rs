@@ -186,6 +186,31 @@ impl Grant {
     }
 }
 
+/// The local credential of one `memd serve`: a random secret it records for
+/// the CLI beside the root (`ROOT/.memd.addr`, private to the user) and
+/// accepts as the local operator (`Grant::operator`). Never stored hashed
+/// in `tokens.json`: it lives as long as the daemon.
+#[derive(Clone)]
+pub struct OperatorSecret(std::sync::Arc<str>);
+
+impl std::fmt::Debug for OperatorSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OperatorSecret(..)")
+    }
+}
+
+impl OperatorSecret {
+    /// The secret a daemon accepts.
+    pub fn new(secret: &str) -> Self {
+        OperatorSecret(std::sync::Arc::from(secret))
+    }
+
+    /// Whether `presented` is this secret (compared in constant time).
+    pub(crate) fn matches(&self, presented: &str) -> bool {
+        crate::base::bytes::constant_time_eq(self.0.as_bytes(), presented.as_bytes())
+    }
+}
+
 /// Scenes a preset reads but never writes in. The pet reads the owner's
 /// `main` and `qq:owner` (recall, live chat) but writes, forgets and edits
 /// only in `pet`. Derived from the preset name at authentication, so tokens

@@ -1,8 +1,8 @@
 //! `memd forget`: forget a memory as the local operator, through the same
 //! use case as `POST /v1/forget` (a tombstone recorded with source `cli`).
 
+use super::daemon::Target;
 use crate::api::ForgetBody;
-use crate::hub::Hub;
 
 /// Arguments of `memd forget`.
 #[derive(Debug, clap::Args)]
@@ -14,13 +14,13 @@ pub(crate) struct Args {
     reason: Option<String>,
 }
 
-pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()> {
+pub(super) fn run(cli: &super::Cli, target: Target, args: &Args) -> anyhow::Result<()> {
     let body = ForgetBody {
         id: args.id.clone(),
         reason: args.reason.clone(),
         scene: None,
     };
-    let done = hub.forget(&hub.operator(), body)?;
+    let done = target.call("/v1/forget", body, |hub, c, body| hub.forget(c, body))?;
     if cli.json {
         super::print_json(&done)
     } else {

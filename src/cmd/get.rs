@@ -3,8 +3,8 @@
 //! `get`; `memd archive search` finds it). An older version says so and
 //! names the newest one.
 
+use super::daemon::Target;
 use crate::api::GetBody;
-use crate::hub::Hub;
 
 /// Arguments of `memd get`.
 #[derive(Debug, clap::Args)]
@@ -13,12 +13,12 @@ pub(crate) struct Args {
     id: String,
 }
 
-pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()> {
+pub(super) fn run(cli: &super::Cli, target: Target, args: &Args) -> anyhow::Result<()> {
     let body = GetBody {
         id: args.id.clone(),
         ..GetBody::default()
     };
-    let reply = hub.get(&hub.operator(), body)?;
+    let reply = target.call("/v1/get", body, |hub, c, body| hub.get(c, body))?;
     if cli.json {
         return super::print_json(&reply);
     }

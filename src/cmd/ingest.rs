@@ -1,11 +1,11 @@
 //! `memd ingest`: remember one chat message as short-term memory, as the
-//! local operator, through the same use case as `POST /v1/ingest` (needs the
-//! writer lock; next to a running server, send it to `/v1/ingest`).
+//! local operator, through the same use case as `POST /v1/ingest` (sent to
+//! the running daemon's `/v1/ingest` when there is one).
 
 use chrono::{DateTime, FixedOffset};
 
+use super::daemon::Target;
 use crate::api::{IngestBody, Sender};
-use crate::hub::Hub;
 
 /// Arguments of `memd ingest`.
 #[derive(Debug, clap::Args)]
@@ -62,8 +62,10 @@ impl Args {
     }
 }
 
-pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()> {
-    let outcome = hub.ingest(&hub.operator(), args.body())?;
+pub(super) fn run(cli: &super::Cli, target: Target, args: &Args) -> anyhow::Result<()> {
+    let outcome = target.call("/v1/ingest", args.body(), |hub, c, body| {
+        hub.ingest(c, body)
+    })?;
     if cli.json {
         return super::print_json(&outcome);
     }

@@ -3,8 +3,8 @@
 //! current again), or make an older version current again (its content
 //! becomes a new version replacing the newest one).
 
-use crate::api::{RestoreAction, RestoreVersionBody};
-use crate::hub::Hub;
+use super::daemon::Target;
+use crate::api::{RestoreAction, RestoreVersionBody, RestoreVersionReply};
 
 /// Arguments of `memd restore`.
 #[derive(Debug, clap::Args)]
@@ -13,12 +13,13 @@ pub(crate) struct Args {
     id: String,
 }
 
-pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()> {
+pub(super) fn run(cli: &super::Cli, target: Target, args: &Args) -> anyhow::Result<()> {
     let body = RestoreVersionBody {
         id: args.id.clone(),
         scene: None,
     };
-    let done = hub.restore(&hub.operator(), body)?;
+    let done: RestoreVersionReply =
+        target.call("/v1/restore", body, |hub, c, body| hub.restore(c, body))?;
     if cli.json {
         return super::print_json(&done);
     }

@@ -1,8 +1,8 @@
 //! `memd search`: search as the local operator (sees every scene), through
 //! the same use case as `POST /v1/search`.
 
+use super::daemon::Target;
 use crate::api::SearchBody;
-use crate::hub::Hub;
 use crate::search::SearchMode;
 
 /// Arguments of `memd search`.
@@ -24,7 +24,7 @@ pub(crate) struct Args {
     min_score: Option<f32>,
 }
 
-pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()> {
+pub(super) fn run(cli: &super::Cli, target: Target, args: &Args) -> anyhow::Result<()> {
     let body = SearchBody {
         query: args.query.clone(),
         limit: args.limit,
@@ -38,7 +38,7 @@ pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()>
         scenes: (!args.scene.is_empty()).then(|| args.scene.clone()),
         ..SearchBody::default()
     };
-    let out = hub.search(&hub.operator(), body)?;
+    let out = target.call_limited("/v1/search", body, |hub, c, body| hub.search(c, body))?;
     if let Some(clamped) = &out.clamped {
         eprintln!("note: limit lowered to search.maxLimit ({clamped})");
     }

@@ -7,10 +7,12 @@
 //! the scheduler (index commits every second, daily backup, nightly
 //! consolidation when `sleep.enabled`), binds `listen` (config, or
 //! `--listen`; beyond loopback only with `allowRemote` and an active token),
-//! prints `listening on http://ADDR` on stdout, and serves. On
-//! SIGINT/SIGTERM it stops accepting, lets in-flight requests finish (every
-//! acknowledged write is already fsync'd in the journal), fsyncs the audit
-//! log, releases the lock and exits 0.
+//! records the bound address with a local credential in `ROOT/.memd.addr`
+//! (so the CLI goes through this daemon, see `cmd/daemon.rs`), prints
+//! `listening on http://ADDR` on stdout, and serves. On SIGINT/SIGTERM it
+//! stops accepting, lets in-flight requests finish (every acknowledged write
+//! is already fsync'd in the journal), fsyncs the audit log, removes the
+//! address file, releases the lock and exits 0.
 
 use std::sync::Arc;
 
@@ -113,8 +115,10 @@ pub(super) fn run(layout: Layout, config: Config, args: &Args) -> anyhow::Result
     warm_vectors(&hub)?;
     let jobs = jobs(&hub, backup, sleep)?;
     let scheduler = scheduler::spawn(Arc::clone(&hub), jobs)?;
+    let credential = super::daemon::Credential::new();
+    let state = AppState::new(Arc::clone(&hub)).with_operator_secret(credential.secret());
+    let root = hub.layout().clone();
     // Editable keys of a changed config.json apply without a restart.
-    let state = AppState::new(Arc::clone(&hub));
     let reload = Arc::clone(&hub);
     let config_watcher = crate::watch::spawn_config(&hub.layout().root, move || {
         match reload.reload_config() {
@@ -135,6 +139,8 @@ pub(super) fn run(layout: Layout, config: Config, args: &Args) -> anyhow::Result
             .await
             .with_context(|| format!("cannot listen on {listen}"))?;
         let addr = listener.local_addr()?;
+        // The CLI finds this daemon (and its credential) here; removed on a clean stop.
+        let _recorded = credential.record(&root, addr)?;
         if !addr.ip().is_loopback() {
             // Only with allowRemote and a token (checked above); no Host check then.
             tracing::warn!(listen.addr = %addr, "listening beyond loopback (allowRemote): anyone who can reach this address can try tokens");

@@ -1,8 +1,8 @@
 //! `memd write`: write one memory as the local operator, through the same
 //! use case as `POST /v1/write` (the CLI builds the same request body).
 
+use super::daemon::Target;
 use crate::api::WriteBody;
-use crate::hub::Hub;
 
 /// Arguments of `memd write`.
 #[derive(Debug, clap::Args)]
@@ -87,8 +87,8 @@ impl Args {
     }
 }
 
-pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()> {
-    let outcome = hub.write(&hub.operator(), args.body()?)?;
+pub(super) fn run(cli: &super::Cli, target: Target, args: &Args) -> anyhow::Result<()> {
+    let outcome = target.call("/v1/write", args.body()?, |hub, c, body| hub.write(c, body))?;
     if cli.json {
         super::print_json(&outcome)
     } else {

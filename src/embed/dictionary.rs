@@ -3,7 +3,7 @@
 //! ([`crate::analysis::lexicon`], which parses it) of the cross-lingual
 //! full-text pass ([`crate::query::translate`]).
 //!
-//! `scripts/setup.sh` extracts `cedict_1_0_ts_utf-8_mdbg.txt` into
+//! `memd setup` (or `scripts/setup.sh`) extracts `cedict_1_0_ts_utf-8_mdbg.txt` into
 //! `$MEMD_MODELS_DIR/cedict/`. Without the file memd works as before: the
 //! cross-lingual pass is simply off (`memd doctor` says so). `MEMD_LEXICON`
 //! names another file, or `off` to disable the pass.
@@ -93,7 +93,7 @@ pub fn status() -> String {
             "cross-lingual lexicon installed, loads on first need".into()
         }
         (None, Some(_)) => {
-            "no cross-lingual lexicon (scripts/setup.sh installs it): full text stays within one language".into()
+            "no cross-lingual lexicon (`memd setup` installs it): full text stays within one language".into()
         }
     }
 }

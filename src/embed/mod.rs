@@ -191,7 +191,7 @@ impl EmbedderSlot {
         match loaded {
             Ok(e) => Ok(Arc::clone(e)),
             Err(reason) => Err(Error::EmbeddingUnavailable(format!(
-                "{reason}; run scripts/setup.sh to install the model, or search with --mode fulltext"
+                "{reason}; run `memd setup` to install the model, or search with --mode fulltext"
             ))),
         }
     }

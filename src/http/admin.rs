@@ -8,23 +8,26 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
-use super::extract::{ApiJson, Authenticated, MAX_BODY_BYTES};
+use super::extract::{ApiJson, Authenticated, MAX_BODY_BYTES, RequiredJson};
 use super::{AppState, AuditNote, reply, route_table};
-use crate::api::RevokeBody;
+use crate::api::{ReindexBody, RevokeBody};
 
 /// `GET /v1/health`: without a token (or with a token lacking `admin`), the
-/// status and each component's state; with an admin token also counts (by
-/// stage, scene, privacy, tier), pending vectors, scheduled jobs and
-/// consolidation. An unknown token is `UNAUTHORIZED`, not a quiet downgrade.
+/// status and each component's state; with an admin token (or the local
+/// credential of the CLI) also counts (by stage, scene, privacy, tier),
+/// pending vectors, scheduled jobs and consolidation. An unknown token is `UNAUTHORIZED`, not a quiet downgrade.
 pub(crate) async fn health(
     State(st): State<AppState>,
-    headers: axum::http::HeaderMap,
+    req: axum::extract::Request,
 ) -> Result<Response, ApiError> {
-    let grant = st.grant(&headers)?;
-    if grant.is_none() && headers.contains_key(axum::http::header::AUTHORIZATION) {
+    let caller = st.caller_of(req.headers(), req.extensions())?;
+    if caller.is_none()
+        && req
+            .headers()
+            .contains_key(axum::http::header::AUTHORIZATION)
+    {
         return Err(ApiError::unauthorized());
     }
-    let caller = grant.map(|g| st.hub.caller(g));
     let view = st.run(move |hub| hub.health_view(caller.as_ref())).await?;
     Ok(reply(&view, AuditNote::default()))
 }
@@ -135,4 +138,18 @@ pub(crate) async fn revoke(
 ) -> Result<Response, ApiError> {
     let info = st.call(&caller, |hub, c| hub.revoke_token(c, body)).await?;
     Ok(reply(&info, AuditNote::default()))
+}
+
+/// `POST /v1/reindex` (admin): rebuilds the index from the files in this
+/// daemon, the root's only writer (what `memd reindex` asks for next to a
+/// running daemon); writes wait for it.
+pub(crate) async fn reindex(
+    State(st): State<AppState>,
+    Authenticated(caller): Authenticated,
+    RequiredJson(body): RequiredJson<ReindexBody>,
+) -> Result<Response, ApiError> {
+    let done = st
+        .call(&caller, |hub, c| hub.rebuild_index(c, body))
+        .await?;
+    Ok(reply(&done, AuditNote::default()))
 }

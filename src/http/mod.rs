@@ -25,6 +25,12 @@
 //! the `x-memd-index-behind` header (search and recall also in their body), so
 //! an empty result is never mistaken for "no such memory".
 //!
+//! secret) and the scene the use case acted in. The local credential of
+//! `memd serve` ([`AppState::with_operator_secret`], recorded in
+//! `ROOT/.memd.addr` for the CLI) authenticates as the local operator
+//! ([`Hub::operator`], token name `cli`, not rate limited, as in process),
+//! and only from a loopback peer: from any other peer it is an unknown token.
+//!
 //! [`serve`] runs its own accept loop over hyper so that every connection has
 //! a header-read timeout, which also closes idle keep-alive connections
 //! ([`HEADER_TIMEOUT`]). On a loopback listener every request's `Host` must
@@ -41,6 +47,8 @@ mod lifecycle;
 pub mod metrics;
 mod read;
 mod write;
+
+pub(crate) use read::LIMIT_CLAMPED;
 
 use std::future::Future;
 use std::sync::{Arc, LazyLock};
@@ -71,6 +79,21 @@ pub struct AppState {
     tokens: Arc<TokenStore>,
     audit: Arc<AuditLog>,
     metrics: Arc<metrics::Metrics>,
+    /// The local credential of `memd serve`: the operator, from loopback peers.
+    operator_secret: Option<crate::auth::OperatorSecret>,
+}
+
+/// The address of the peer a request came from (put in place by the accept
+/// loop; absent for requests that did not come over a socket).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Peer(pub(crate) std::net::SocketAddr);
+
+/// Who a bearer secret stands for.
+enum Bearer {
+    /// An issued token.
+    Token(crate::auth::Grant),
+    /// The local credential, from a loopback peer.
+    Operator,
 }
 
 impl AppState {
@@ -81,8 +104,59 @@ impl AppState {
             tokens: Arc::new(TokenStore::new(layout.tokens())),
             audit: Arc::new(AuditLog::new(layout.audit())),
             metrics: Arc::new(metrics::Metrics::default()),
+            operator_secret: None,
             hub,
         }
+    }
+
+    /// Accepts `secret` as the local operator from loopback peers (the local
+    /// credential `memd serve` records for the CLI in `ROOT/.memd.addr`).
+    pub fn with_operator_secret(mut self, secret: &str) -> Self {
+        self.operator_secret = Some(crate::auth::OperatorSecret::new(secret));
+        self
+    }
+
+    /// Whether `secret` is the local credential and the request came from a
+    /// loopback peer.
+    fn is_operator(&self, secret: &str, extensions: &axum::http::Extensions) -> bool {
+        let Some(local) = &self.operator_secret else {
+            return false;
+        };
+        let loopback = extensions
+            .get::<Peer>()
+            .is_some_and(|p| p.0.ip().is_loopback());
+        loopback && local.matches(secret)
+    }
+
+    /// Who the request's bearer secret stands for: `None` without one or
+    /// for an unknown or revoked token.
+    fn bearer_of(
+        &self,
+        headers: &HeaderMap,
+        extensions: &axum::http::Extensions,
+    ) -> Result<Option<Bearer>, ApiError> {
+        match bearer(headers) {
+            None => Ok(None),
+            Some(secret) if self.is_operator(secret, extensions) => Ok(Some(Bearer::Operator)),
+            Some(secret) => Ok(self
+                .tokens
+                .authenticate(secret)
+                .map_err(ApiError::from)?
+                .map(Bearer::Token)),
+        }
+    }
+
+    /// The caller the request's bearer secret stands for (`None`: no
+    /// secret, or an unknown one), for the routes open without a token.
+    pub(crate) fn caller_of(
+        &self,
+        headers: &HeaderMap,
+        extensions: &axum::http::Extensions,
+    ) -> Result<Option<Caller>, ApiError> {
+        Ok(self.bearer_of(headers, extensions)?.map(|b| match b {
+            Bearer::Token(g) => self.hub.caller(g),
+            Bearer::Operator => self.hub.operator(),
+        }))
     }
 
     /// Replaces the hub's clock, the one every request reads (tests).
@@ -129,7 +203,8 @@ impl AppState {
         F: FnOnce(&Hub, &Caller) -> crate::Result<T> + Send + 'static,
     {
         let c = caller.clone();
-        self.run(move |hub| f(hub, &c)).await
+        self.run(move |hub| hub.on_behalf_of(&c, || f(hub, &c)))
+            .await
     }
 }
 
@@ -228,6 +303,7 @@ fn routes() -> Vec<(Route, MethodRouter<AppState>)> {
             r("POST", "/v1/consolidation/rollback", true),
             post(consolidation::rollback),
         ),
+        (r("POST", "/v1/reindex", true), post(admin::reindex)),
     ]
 }
 
@@ -297,31 +373,35 @@ async fn authenticate(State(state): State<AppState>, mut req: Request, next: Nex
         );
         return res;
     }
-    let grant = match bearer(req.headers()) {
-        None => None,
-        Some(secret) => match state.tokens.authenticate(secret) {
-            Ok(g) => g,
-            Err(e) => return ApiError::from(e).into_response(),
-        },
+    let who = match state.bearer_of(req.headers(), req.extensions()) {
+        Ok(who) => who,
+        Err(e) => return e.into_response(),
     };
-    let token = grant.as_ref().map(|g| g.name.clone());
+    let operator = matches!(who, Some(Bearer::Operator));
+    let caller = who.map(|b| match b {
+        Bearer::Token(g) => state.hub.caller(g),
+        Bearer::Operator => state.hub.operator(),
+    });
+    let token = caller.as_ref().map(|c| c.name().to_string());
     let per_minute = state.hub.config().http.rate_limit_per_minute;
     // Shares the scene the use case acts in, for the audit line of a refusal too.
     let mut acted: Option<Caller> = None;
-    let mut res = match grant {
+    let mut res = match caller {
         None => {
             drain(req).await;
             ApiError::unauthorized().into_response()
         }
-        Some(g)
-            if !state
-                .metrics
-                .allow(&g.name, ts.timestamp().div_euclid(60), per_minute) =>
+        // The local operator is not rate limited, as in process.
+        Some(c)
+            if !operator
+                && !state
+                    .metrics
+                    .allow(c.name(), ts.timestamp().div_euclid(60), per_minute) =>
         {
             drain(req).await;
             let mut res = ApiError::new(
                 crate::error::ErrorCode::RateLimited,
-                format!("token {:?} sent more than {per_minute} requests this minute; retry in a minute", g.name),
+                format!("token {:?} sent more than {per_minute} requests this minute; retry in a minute", c.name()),
             )
             .into_response();
             let wait = 60 - ts.timestamp().rem_euclid(60);
@@ -329,8 +409,7 @@ async fn authenticate(State(state): State<AppState>, mut req: Request, next: Nex
                 .insert(axum::http::header::RETRY_AFTER, wait.into());
             res
         }
-        Some(g) => {
-            let caller = state.hub.caller(g);
+        Some(caller) => {
             acted = Some(caller.clone());
             req.extensions_mut().insert(caller);
             next.run(req).await
@@ -536,9 +615,9 @@ async fn run(
     let shutdown = shutdown;
     tokio::pin!(shutdown);
     loop {
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _peer)) => stream,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     // Out of file descriptors and the like: wait instead of spinning.
                     tracing::warn!(error = %e, "cannot accept a connection");
@@ -550,7 +629,9 @@ async fn run(
         };
         let app = app.clone();
         let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
-            tower::ServiceExt::oneshot(app.clone(), req.map(axum::body::Body::new))
+            let mut req = req.map(axum::body::Body::new);
+            req.extensions_mut().insert(Peer(peer));
+            tower::ServiceExt::oneshot(app.clone(), req)
         });
         let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
         tokio::spawn(async move {
@@ -574,6 +655,56 @@ async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `GET /v1/capabilities` with `secret`, from `peer` (none: not over a socket).
+    async fn capabilities_from(
+        app: &Router,
+        secret: &str,
+        peer: Option<&str>,
+    ) -> (u16, serde_json::Value) {
+        let mut req = axum::http::Request::builder()
+            .uri("/v1/capabilities")
+            .header("authorization", format!("Bearer {secret}"))
+            .body(axum::body::Body::empty())
+            .unwrap();
+        if let Some(p) = peer {
+            req.extensions_mut().insert(Peer(p.parse().unwrap()));
+        }
+        let res = tower::ServiceExt::oneshot(app.clone(), req).await.unwrap();
+        let status = res.status().as_u16();
+        let bytes = axum::body::to_bytes(res.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        (status, serde_json::from_slice(&bytes).unwrap_or_default())
+    }
+
+    #[tokio::test]
+    async fn the_local_credential_is_the_operator_from_loopback_peers_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let (hub, _) = Hub::open_with(
+            crate::config::Layout::new(dir.path()),
+            crate::config::Config::default(),
+            crate::hub::Mode::Write,
+            crate::embed::EmbedderSlot::none("no model in this test"),
+            &mut |_| {},
+        )
+        .unwrap();
+        let secret = "mdl_0123456789abcdef";
+        let app = router(AppState::new(Arc::new(hub)).with_operator_secret(secret));
+        let (status, caps) = capabilities_from(&app, secret, Some("127.0.0.1:40000")).await;
+        assert_eq!(status, 200);
+        assert_eq!(caps["token"]["name"], "cli");
+        let (status, _) = capabilities_from(&app, secret, Some("[::1]:40000")).await;
+        assert_eq!(status, 200);
+        // From another machine, or from nowhere known, it is an unknown token.
+        for peer in [Some("192.168.1.20:40000"), Some("[2001:db8::1]:1"), None] {
+            let (status, body) = capabilities_from(&app, secret, peer).await;
+            assert_eq!(status, 401, "{peer:?}");
+            assert_eq!(body["error"]["code"], "UNAUTHORIZED");
+        }
+        let (status, _) = capabilities_from(&app, "mdl_wrong", Some("127.0.0.1:1")).await;
+        assert_eq!(status, 401);
+    }
 
     #[test]
     fn loopback_hosts_name_the_port() {

@@ -48,6 +48,9 @@ pub struct Caller {
     /// The scene the last use case resolved for this caller, for the audit
     /// line; shared by clones, so a surface reads it after the call.
     acted_in: Arc<Mutex<Option<Scene>>>,
+    /// The local operator (the CLI, in process or through the daemon's local
+    /// credential): a person browsing, whose reads never count as retrievals.
+    operator: bool,
 }
 
 /// The visibility fields every read request carries.
@@ -68,13 +71,22 @@ impl Caller {
             grant,
             now,
             acted_in: Arc::default(),
+            operator: false,
         }
     }
 
     /// The local operator at `now`: every scope, every scene (default
     /// `main`), token name `cli`.
     pub fn operator(now: DateTime<Utc>) -> Caller {
-        Caller::new(Grant::operator(), now)
+        Caller {
+            operator: true,
+            ..Caller::new(Grant::operator(), now)
+        }
+    }
+
+    /// Whether this is the local operator (not a token that happens to be named `cli`).
+    pub(crate) fn is_operator(&self) -> bool {
+        self.operator
     }
 
     /// The token's name (safe to log): recorded as the source of what it forgets.

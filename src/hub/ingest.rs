@@ -65,7 +65,7 @@ pub(crate) struct IngestRequest {
 }
 
 /// What ingest did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum IngestAction {
     /// Stored as a new short-term memory.
@@ -77,7 +77,7 @@ pub enum IngestAction {
 }
 
 /// The result of an ingest.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct IngestOutcome {
     /// The memory id (absent when skipped).
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -13,7 +13,8 @@
 //! ingest and membership ([`ingest`]), disclosure ([`disclose`]),
 //! categories ([`categories`]), tag edits and the archive ([`tags`]),
 //! configuration edits ([`settings`]), tokens, capabilities and health
-//! ([`admin`]), consolidation runs ([`consolidation`]). A surface only
+//! ([`admin`]), consolidation runs ([`consolidation`]), rebuilding the index
+//! in a running daemon ([`reindex`]). A surface only
 //! parses, calls and replies, so "a pet token may not pin" is met the same
 //! way over HTTP, MCP and the CLI. Each use-case file has one `impl Hub`
 //! block holding only its use cases; its helpers are free functions.
@@ -44,6 +45,7 @@ pub mod ingest;
 pub(crate) mod parts;
 pub mod read;
 pub mod recall;
+pub mod reindex;
 pub mod restore;
 pub mod search;
 pub mod settings;
@@ -324,6 +326,17 @@ impl Hub {
     /// The local operator (the CLI) at this instant of the hub's clock.
     pub fn operator(&self) -> Caller {
         Caller::operator(self.now())
+    }
+
+    /// Runs `f`, one request of `caller`, under the rules that depend on
+    /// who asks rather than on the request: the local operator's reads are
+    /// never counted as retrievals (as when the CLI opens the root itself).
+    pub fn on_behalf_of<T>(&self, caller: &Caller, f: impl FnOnce() -> T) -> T {
+        if caller.is_operator() {
+            parts::lifecycle::untracked(f)
+        } else {
+            f()
+        }
     }
 
     /// The root layout.

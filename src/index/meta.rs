@@ -573,6 +573,27 @@ impl MetaDb {
         Ok(out)
     }
 
+    /// Deletes every row, vectors included, in one transaction (a rebuild
+    /// in place, see [`crate::index::Index::clear`]). Every table is
+    /// emptied, whatever migrations add later, except the vector change
+    /// log, whose sequence numbers must keep growing for the coarse pass.
+    pub(crate) fn clear(&self) -> Result<()> {
+        self.write(|tx| {
+            crate::index::vector::reset(tx)?;
+            let tables: Vec<String> = tx
+                .prepare(
+                    "SELECT name FROM sqlite_master WHERE type = 'table' \
+                     AND name NOT LIKE 'sqlite_%' AND sql NOT LIKE 'CREATE VIRTUAL TABLE%'",
+                )?
+                .query_map([], |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            for table in tables.iter().filter(|t| *t != "vector_log") {
+                tx.execute(&format!("DELETE FROM \"{table}\""), [])?;
+            }
+            Ok(())
+        })
+    }
+
     /// Ends a bulk load ([`MetaDb::open_for_bulk_load`]): the file is synced
     /// to disk, then the connection goes back to the write-ahead log, normal
     /// syncing and the normal page cache. Only after this may the index be

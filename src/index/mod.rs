@@ -591,6 +591,21 @@ impl Index {
             .upsert(&lifecycle::effective(m, superseded), &context)
     }
 
+    /// Empties the index in place, for a rebuild by the process that holds
+    /// the writer (a running daemon asked to reindex): the text index
+    /// commits its emptiness with no journal cursors, the metadata store
+    /// deletes every row (vectors included) in one transaction, and the
+    /// in-process vector copy starts over. Catch-up then replays the files
+    /// from the start. The caller holds the writer, so no batch is applied
+    /// meanwhile; searches meanwhile see what has been replayed so far.
+    pub(crate) fn clear(&self) -> Result<()> {
+        self.text.clear()?;
+        self.meta.clear()?;
+        *self.coarse.write().expect("coarse vectors poisoned") =
+            vector_scan::CoarseVectors::in_dir(&self.dir);
+        Ok(())
+    }
+
     /// Clears the expiry of long-term facts indexed with one (tier expiry
     /// off); see [`lifecycle::clear_long_term_expiry`]. Returns how many.
     pub(crate) fn clear_long_term_expiry(&self) -> Result<usize> {

@@ -536,6 +536,31 @@ impl TextIndex {
         Ok(())
     }
 
+    /// Deletes every document and commits the empty index with no journal
+    /// cursors, so that catch-up replays every file from the start (a
+    /// rebuild in place, see [`crate::index::Index::clear`]). Changes queued
+    /// before are dropped, and a batch queued before cannot note its cursors.
+    pub(crate) fn clear(&self) -> Result<()> {
+        let mut committed = self.committed.lock().expect("commit lock poisoned");
+        let mut guard = self.writer()?;
+        let writer = guard.as_mut().expect("opened by writer()");
+        let seq = {
+            let mut state = self.commit_state.lock().expect("commit state poisoned");
+            state.queue.clear();
+            state.cursors.clear();
+            state.epoch += 1;
+            state.seq += 1;
+            state.seq
+        };
+        writer.delete_all_documents()?;
+        let mut prepared = writer.prepare_commit()?;
+        prepared.set_payload("{}");
+        prepared.commit()?;
+        self.reader.reload()?;
+        *committed = seq;
+        Ok(())
+    }
+
     /// Checks the committed segments: every file is present with a valid
     /// checksum, and a searcher opens every segment.
     pub(crate) fn verify(&self) -> Result<()> {

@@ -12,8 +12,12 @@
 //!   an untagged block; indented code blocks are refused for the same reason.
 //! - README.md is at most 250 lines, and no page carries lab notes or paths of
 //!   a development machine.
+//! - The README's shell examples work as written: they run, in order, in one
+//!   shell, in a temporary HOME after `memd setup` and a `memd serve` started
+//!   in another directory (see [`the_readme_examples_work_as_written`]).
 //!
-//! Nothing here needs the model: `--help` never loads it.
+//! Only that last test needs the model (the one `memd setup` installed);
+//! `--help` never loads it.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -786,6 +790,101 @@ fn memd_commands(text: &str) -> usize {
 }
 
 // ---------------------------------------------------------------------------
+// Running the README's examples.
+
+/// The shell blocks of a Markdown text, in order, as (first line, body).
+fn shell_blocks(text: &str) -> Vec<(usize, String)> {
+    let line_of = |offset: usize| text[..offset.min(text.len())].matches('\n').count() + 1;
+    let mut out = Vec::new();
+    let mut block: Option<(usize, String)> = None;
+    for (event, range) in Parser::new_ext(text, Options::ENABLE_TABLES).into_offset_iter() {
+        match event {
+            Event::Start(Tag::CodeBlock(CodeBlockKind::Fenced(info)))
+                if SHELL_LANGS.contains(&info.split_whitespace().next().unwrap_or("")) =>
+            {
+                block = Some((line_of(range.start) + 1, String::new()));
+            }
+            Event::Text(t) => {
+                if let Some((_, body)) = block.as_mut() {
+                    body.push_str(&t);
+                }
+            }
+            Event::End(TagEnd::CodeBlock) => out.extend(block.take()),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Why a README block is not run by the examples test, if it is not: it
+/// builds or installs from the checkout, runs a repository script, or starts
+/// a process that keeps running (the test runs `memd setup` and `memd serve`
+/// itself, as the README's install steps say).
+fn not_run(body: &str) -> Option<String> {
+    for (_, words) in simple_commands(body) {
+        let Some(at) = command_word(&words) else {
+            continue;
+        };
+        let word = words[at].as_str();
+        if let Some(script) = script_run(&words) {
+            return Some(format!("runs {script}"));
+        }
+        if ["cargo", "git", "rustup"].contains(&word) {
+            return Some(format!("runs {word}"));
+        }
+        if let Some(args) = memd_args(&words)
+            && let Some(sub) = args.iter().find(|a| !a.starts_with('-'))
+            && ["serve", "mcp", "setup"].contains(&sub.as_str())
+        {
+            return Some(format!("runs memd {sub}"));
+        }
+    }
+    None
+}
+
+/// A README block as the test runs it: the address of the daemon it started
+/// instead of the default port, and placeholder values (`mh_0123…`, a value
+/// with an ellipsis) taken from the environment (`README_TOKEN` for `TOKEN`).
+fn as_run(body: &str, addr: &str) -> String {
+    body.lines()
+        .map(|line| {
+            let line = line
+                .replace("127.0.0.1:8787", addr)
+                .replace("localhost:8787", addr);
+            let trimmed = line.trim_start();
+            if let Some(rest) = trimmed.strip_prefix("export ")
+                && let Some((name, value)) = rest.split_once('=')
+                && value.split('#').next().unwrap_or("").contains('…')
+            {
+                return format!("export {name}=\"$README_{name}\"");
+            }
+            line
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Error envelopes the README says a command prints (a comment showing one).
+fn errors_shown(body: &str) -> usize {
+    body.lines()
+        .filter(|l| {
+            l.split_once(" # ")
+                .is_some_and(|(_, c)| c.contains("{\"error\""))
+        })
+        .count()
+}
+
+/// The models directory of this machine's install (scripts/test.sh runs `memd setup`'s logic).
+fn installed_models() -> PathBuf {
+    match std::env::var_os("MEMD_MODELS_DIR").filter(|d| !d.is_empty()) {
+        Some(d) => PathBuf::from(d),
+        None => {
+            PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/memory-hub/models")
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
 // The tests.
 
 #[test]
@@ -990,4 +1089,160 @@ fn the_help_parser_reads_flags_values_and_subcommands() {
     );
     assert_eq!(slug("Tokens, scopes & scenes"), "tokens-scopes--scenes");
     assert_eq!(slug("隐私 Privacy"), "隐私-privacy");
+}
+
+/// On a fresh machine: the binary (here the one cargo built, as `cargo
+/// install` would put it on PATH), `memd setup`, `memd serve` started in
+/// another directory, then every shell example of the README, in order, in
+/// one shell with `set -eo pipefail`, in a temporary HOME (so the root is the
+/// default one under it). The model comes from this machine's install,
+/// linked into the temporary HOME's cache: `memd setup` verifies it and
+/// downloads nothing. Blocks that build, install or start long-running
+/// processes are the steps the test takes itself (see [`not_run`]).
+#[test]
+fn the_readme_examples_work_as_written() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    let bin_dir = PathBuf::from(env!("CARGO_BIN_EXE_memd"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    std::fs::create_dir_all(home.join(".cache/memory-hub")).unwrap();
+    std::os::unix::fs::symlink(installed_models(), home.join(".cache/memory-hub/models")).unwrap();
+    // The README's port may be taken on a shared machine: the daemon gets a
+    // free one (config `listen`), and the examples' 127.0.0.1:8787 becomes it.
+    let addr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().to_string()
+    };
+    let root = home.join(".local/share/memd");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(
+        root.join("config.json"),
+        format!("{{\"listen\": \"{addr}\"}}"),
+    )
+    .unwrap();
+    let elsewhere = home.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let memd = |args: &[&str]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_memd"));
+        c.args(args)
+            .current_dir(&elsewhere)
+            .env("HOME", home)
+            .env("PATH", &path)
+            .env_remove("MEMD_ROOT")
+            .env_remove("MEMD_MODELS_DIR")
+            .env_remove("XDG_DATA_HOME")
+            .env_remove("MEMD_TOKEN")
+            .env_remove("MEMD_LOG");
+        c
+    };
+    let out = memd(&["setup"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "memd setup: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let issued = memd(&[
+        "token",
+        "issue",
+        "--name",
+        "readme",
+        "--preset",
+        "dsh-desktop",
+        "--json",
+    ])
+    .output()
+    .unwrap();
+    let issued: serde_json::Value = serde_json::from_slice(&issued.stdout).unwrap();
+    let token = issued["secret"].as_str().unwrap().to_string();
+    let mut daemon = memd(&["serve"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let announced = crate::support::serve_addr(&mut daemon);
+    assert_eq!(announced, addr);
+
+    let mut script = String::from("set -eo pipefail\n");
+    let (mut ran, mut skipped, mut errors) = (Vec::new(), Vec::new(), 0);
+    for (line, body) in shell_blocks(&readme) {
+        match not_run(&body) {
+            Some(why) => skipped.push(format!("README.md:{line}: {why}")),
+            None => {
+                script.push_str(&format!("echo '--- README.md:{line}' >&2\n"));
+                script.push_str(&as_run(&body, &addr));
+                script.push('\n');
+                errors += errors_shown(&body);
+                ran.push(line);
+            }
+        }
+    }
+    let work = home.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .current_dir(&work)
+        .env("HOME", home)
+        .env("PATH", &path)
+        .env("README_TOKEN", &token)
+        .env_remove("MEMD_ROOT")
+        .env_remove("MEMD_MODELS_DIR")
+        .env_remove("XDG_DATA_HOME")
+        .env_remove("MEMD_TOKEN")
+        .output()
+        .unwrap();
+    let _ = Command::new("kill")
+        .args(["-TERM", &daemon.id().to_string()])
+        .status();
+    let stopped = daemon.wait().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("README blocks run (first lines): {ran:?}; not run: {skipped:?}");
+    assert!(
+        out.status.success(),
+        "the README's examples failed (blocks at lines {ran:?}; not run: {skipped:?}):\n{stderr}\n{stdout}"
+    );
+    assert!(stopped.success(), "memd serve did not stop cleanly");
+    assert!(ran.len() >= 2, "blocks run: {ran:?}; not run: {skipped:?}");
+    let envelopes = stdout.matches("{\"error\":").count();
+    assert_eq!(
+        envelopes, errors,
+        "error envelopes printed where the README shows none:\n{stdout}"
+    );
+    assert!(
+        !stderr.contains("ROOT_LOCKED") && !stderr.contains("error["),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn the_readme_runner_reads_blocks_and_placeholders() {
+    let text = "# T\n\n```sh\nscripts/quickstart.sh\n```\n\n```json\n{}\n```\n\n```sh\n\
+                export TOKEN=mh_0123…   # printed once\nURL=http://127.0.0.1:8787\n\
+                curl -s $URL/v1/get      # {\"error\":{\"code\":\"NOT_FOUND\"}}\n```\n\n\
+                ```bash\ncargo install --locked --path .\nmemd setup\n```\n\n\
+                ```sh\nnohup memd serve &\nmemd search x\n```\n";
+    let blocks = shell_blocks(text);
+    assert_eq!(blocks.len(), 4);
+    assert_eq!(
+        not_run(&blocks[0].1).as_deref(),
+        Some("runs scripts/quickstart.sh")
+    );
+    assert_eq!(not_run(&blocks[1].1), None);
+    assert_eq!(not_run(&blocks[2].1).as_deref(), Some("runs cargo"));
+    assert_eq!(not_run(&blocks[3].1).as_deref(), Some("runs memd serve"));
+    let run = as_run(&blocks[1].1, "127.0.0.1:5555");
+    assert!(
+        run.starts_with("export TOKEN=\"$README_TOKEN\"\nURL=http://127.0.0.1:5555\n"),
+        "{run}"
+    );
+    assert_eq!(errors_shown(&blocks[1].1), 1);
 }

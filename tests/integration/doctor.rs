@@ -89,7 +89,7 @@ fn a_missing_model_is_named() {
             .contains("/nonexistent/model"),
         "{model}"
     );
-    assert!(model["hint"].as_str().unwrap().contains("scripts/setup.sh"));
+    assert!(model["hint"].as_str().unwrap().contains("memd setup"));
 }
 
 #[test]

@@ -231,3 +231,67 @@ pub fn edit_tags(
     };
     hub.tags(&hub.operator(), body)
 }
+
+/// A `memd serve` child on a free loopback port, stopped with SIGTERM (a
+/// clean stop) on drop.
+pub struct Served {
+    pub child: std::process::Child,
+    /// `127.0.0.1:PORT`.
+    pub addr: String,
+}
+
+impl Served {
+    /// Stops the daemon cleanly (SIGTERM) and waits for it.
+    pub fn stop(mut self) -> std::process::ExitStatus {
+        self.terminate()
+    }
+
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait for memd serve") {
+                return status;
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = self.child.kill();
+                return self.child.wait().expect("wait for memd serve");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            self.terminate();
+        }
+    }
+}
+
+impl TempRoot {
+    /// Starts `memd serve --listen 127.0.0.1:0` on this root without an
+    /// embedding model (as [`TempRoot::memd`] runs the CLI), and waits until
+    /// it has recorded its address.
+    pub fn serve(&self) -> Served {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_memd"))
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .env("MEMD_ROOT", self.path())
+            .env("MEMD_MODELS_DIR", self.path().join("no-models"))
+            .env_remove("MEMD_LOG")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start memd serve");
+        let addr = serve_addr(&mut child);
+        assert!(
+            self.path().join(".memd.addr").is_file(),
+            "memd serve records its address before it announces it"
+        );
+        Served { child, addr }
+    }
+}

@@ -363,6 +363,36 @@ impl CatchUp {
         }
     }
 
+    /// Rebuilds the index in place from the files, in the process that
+    /// holds the writer (`memd reindex` next to a running daemon): empties
+    /// it ([`crate::index::Index::clear`]) and runs the catch-up an open
+    /// runs, then checks that the two stores agree. The caller holds the
+    /// writer. Vectors are stored afterwards, by the caller.
+    pub(crate) fn rebuild(
+        &self,
+        core: &Core,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<CatchUpReport> {
+        core.index.clear()?;
+        // What the last sync saw of each document describes the old rows.
+        self.documents.forget_stamps();
+        let report = self.catch_up_all(core, progress)?;
+        core.index.refresh()?;
+        if let Some(reason) = core.index.disagreement()? {
+            self.set_state(IndexState::Degraded {
+                reason: reason.clone(),
+            });
+            return Err(crate::error::Error::Internal(format!(
+                "the rebuilt index is inconsistent ({reason}); restart memd serve to rebuild it at open"
+            )));
+        }
+        if let Some((failures, _)) = core.index.behind() {
+            core.index.caught_up(failures);
+        }
+        self.set_state(IndexState::Ok);
+        Ok(report)
+    }
+
     /// Catch-up and agreement check; `Ok(Err(reason))` when the index is damaged.
     fn catch_up_checked(
         &self,

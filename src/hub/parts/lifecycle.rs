@@ -52,6 +52,26 @@ struct AccessBuffer {
     last_ts: Option<DateTime<Utc>>,
 }
 
+thread_local! {
+    /// Set while this thread runs a request of the local operator (see
+    /// [`untracked`]).
+    static UNTRACKED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with access tracking off on this thread: the local operator's
+/// reads (the CLI, whether in process or through the daemon) are a person
+/// browsing, not an agent's retrieval, and never write `touch` lines.
+pub(crate) fn untracked<T>(f: impl FnOnce() -> T) -> T {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            UNTRACKED.with(|u| u.set(self.0));
+        }
+    }
+    let _restore = Restore(UNTRACKED.with(|u| u.replace(true)));
+    f()
+}
+
 /// The lifecycle part (see the module docs).
 #[derive(Default)]
 pub(crate) struct Lifecycle {
@@ -108,7 +128,7 @@ impl Lifecycle {
         core: &Core,
         memories: impl IntoIterator<Item = &'a Memory>,
     ) {
-        if !core.writable || !self.track.load(Ordering::Relaxed) {
+        if !core.writable || !self.track.load(Ordering::Relaxed) || UNTRACKED.with(|u| u.get()) {
             return;
         }
         let now = core.now();

@@ -168,7 +168,7 @@ pub(crate) enum Restored {
 }
 
 /// What a write did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum WriteAction {
     /// A new fact was appended.
@@ -181,7 +181,7 @@ pub enum WriteAction {
 }
 
 /// The result of a write.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct WriteOutcome {
     /// The fact id (new or existing).
     pub id: String,
