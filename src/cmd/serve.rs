@@ -140,7 +140,12 @@ pub(super) fn run(layout: Layout, config: Config, args: &Args) -> anyhow::Result
             .with_context(|| format!("cannot listen on {listen}"))?;
         let addr = listener.local_addr()?;
         // The CLI finds this daemon (and its credential) here; removed on a clean stop.
-        let _recorded = credential.record(&root, addr)?;
+        // Not fatal: a daemon started on a full disk still serves reads, and the
+        // CLI then finds it by `--addr` or the configured `listen`.
+        let _recorded = credential
+            .record(&root, addr)
+            .inspect_err(|e| tracing::warn!(error = %e, "cannot record the address for the CLI in ROOT/.memd.addr; pass --addr to memd commands"))
+            .ok();
         if !addr.ip().is_loopback() {
             // Only with allowRemote and a token (checked above); no Host check then.
             tracing::warn!(listen.addr = %addr, "listening beyond loopback (allowRemote): anyone who can reach this address can try tokens");

@@ -399,15 +399,7 @@ async fn authenticate(State(state): State<AppState>, mut req: Request, next: Nex
                     .allow(c.name(), ts.timestamp().div_euclid(60), per_minute) =>
         {
             drain(req).await;
-            let mut res = ApiError::new(
-                crate::error::ErrorCode::RateLimited,
-                format!("token {:?} sent more than {per_minute} requests this minute; retry in a minute", c.name()),
-            )
-            .into_response();
-            let wait = 60 - ts.timestamp().rem_euclid(60);
-            res.headers_mut()
-                .insert(axum::http::header::RETRY_AFTER, wait.into());
-            res
+            rate_limited(c.name(), per_minute, ts.timestamp())
         }
         Some(caller) => {
             acted = Some(caller.clone());
@@ -453,6 +445,22 @@ async fn authenticate(State(state): State<AppState>, mut req: Request, next: Nex
         duration_ms,
         extra: note.extra,
     });
+    res
+}
+
+/// `429` for token `name` past `per_minute` requests, saying when the
+/// minute that began before `now` (seconds) ends (`Retry-After`).
+fn rate_limited(name: &str, per_minute: u32, now: i64) -> Response {
+    let mut res = ApiError::new(
+        crate::error::ErrorCode::RateLimited,
+        format!(
+            "token {name:?} sent more than {per_minute} requests this minute; retry in a minute"
+        ),
+    )
+    .into_response();
+    let wait = 60 - now.rem_euclid(60);
+    res.headers_mut()
+        .insert(axum::http::header::RETRY_AFTER, wait.into());
     res
 }
 
@@ -681,14 +689,7 @@ mod tests {
     #[tokio::test]
     async fn the_local_credential_is_the_operator_from_loopback_peers_only() {
         let dir = tempfile::tempdir().unwrap();
-        let (hub, _) = Hub::open_with(
-            crate::config::Layout::new(dir.path()),
-            crate::config::Config::default(),
-            crate::hub::Mode::Write,
-            crate::embed::EmbedderSlot::none("no model in this test"),
-            &mut |_| {},
-        )
-        .unwrap();
+        let hub = Hub::for_tests(dir.path());
         let secret = "mdl_0123456789abcdef";
         let app = router(AppState::new(Arc::new(hub)).with_operator_secret(secret));
         let (status, caps) = capabilities_from(&app, secret, Some("127.0.0.1:40000")).await;

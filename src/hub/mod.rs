@@ -179,6 +179,23 @@ impl Hub {
         Ok((hub, report))
     }
 
+    /// A writer hub on a fresh root at `root` with the default config and no
+    /// model: the unit tests of the surfaces, which may not reach the layers
+    /// below the hub themselves.
+    #[cfg(test)]
+    pub(crate) fn for_tests(root: &std::path::Path) -> Hub {
+        let slot = EmbedderSlot::none("no model in this test");
+        Self::open_with(
+            Layout::new(root),
+            Config::default(),
+            Mode::Write,
+            slot,
+            &mut |_| {},
+        )
+        .expect("open a test hub")
+        .0
+    }
+
     /// [`Hub::open_with`] without ending the bulk load of a new index
     /// ([`crate::index::Index::end_bulk_load`]): the caller does, once it
     /// has loaded what it wants to load in bulk.

@@ -19,8 +19,8 @@
 //! The journal records are then compared field by field. What may differ,
 //! and why ([`LEGITIMATE`]):
 //!
-//! - `id`, `ts`, `at`, `device`: drawn at random, or the instant and the
-//!   root each surface wrote in.
+//! - `id`, `ts`, `at`, `device`, `crc`: drawn at random, or the instant and the
+//!   root each surface wrote in (and the line checksum over them).
 //! - `expires_at` of a short-term memory: now + TTL, so it is compared as
 //!   its distance from `ts`.
 //! - `supersedes`: names the replaced memory's id in the same root, so it is
@@ -46,7 +46,7 @@ use crate::mcp::{DaemonGuard, MEMD, check, issue, root_with_port};
 use crate::support::TempRoot;
 
 /// Fields that differ between surfaces by design (see the module docs).
-const LEGITIMATE: &[&str] = &["id", "ts", "at", "device"];
+const LEGITIMATE: &[&str] = &["id", "ts", "at", "device", "crc"];
 
 /// The steps every surface runs, as `/v1` requests. `{A}` and `{B}` stand
 /// for the ids the first and second writes got in that root.

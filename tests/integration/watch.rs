@@ -69,8 +69,9 @@ fn edits_and_foreign_appends_reach_the_running_index() {
         chrono::Utc::now(),
     )
     .unwrap();
-    let public = root.memd_json(&["health", "--addr", &addr]);
-    assert!(public.get("pending_vectors").is_none(), "{public}");
+    // Next to its daemon, the CLI asks as the local operator: the full view.
+    let local = root.memd_json(&["health", "--addr", &addr]);
+    assert!(local.get("pending_vectors").is_some(), "{local}");
     let health = root.memd_json(&["health", "--addr", &addr, "--token", &admin]);
     assert_eq!(health["writer"], true);
     for c in ["journal", "index", "embedder", "disk"] {
