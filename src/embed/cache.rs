@@ -116,6 +116,8 @@ fn connect(path: &Path) -> Result<Connection, CacheError> {
     conn.pragma_update(None, "journal_mode", "WAL")?;
     // A lost cache entry costs one re-embedding, never correctness.
     conn.pragma_update(None, "synchronous", "OFF")?;
+    // A bulk store (a reindex) grows the log to its size; truncated back after it.
+    conn.pragma_update(None, "journal_size_limit", 4 * 1024 * 1024)?;
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
     migrate(&mut conn)?;
     Ok(conn)
