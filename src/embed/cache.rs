@@ -172,7 +172,7 @@ pub(crate) fn embed_passages_cached(
     texts: &[&str],
 ) -> Result<Vec<Vec<f32>>> {
     let Some(cache) = cache else {
-        return Ok(embedder.embed_passages(texts)?);
+        return Ok(embedder.index_passages(texts)?);
     };
     let keys: Vec<CacheKey> = texts
         .iter()
@@ -187,7 +187,7 @@ pub(crate) fn embed_passages_cached(
         .collect();
     if !missing.is_empty() {
         let todo: Vec<&str> = missing.iter().map(|&i| texts[i]).collect();
-        let fresh = embedder.embed_passages(&todo)?;
+        let fresh = embedder.index_passages(&todo)?;
         if fresh.len() != todo.len() {
             return Err(Error::Internal(format!(
                 "embedder returned {} vectors for {} texts",

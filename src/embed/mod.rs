@@ -78,7 +78,17 @@ pub trait Embedder: Send + Sync {
     fn embed_queries(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
 
     /// Embeds memories to be searched (the passage prefix is added here).
+    /// Each text's vector depends on that text alone.
     fn embed_passages(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+
+    /// Embeds memories being indexed, as fast as the embedder can: it may
+    /// run them together in batches, whose vectors may differ a little from
+    /// [`Embedder::embed_passages`]' (cosine ≥ 0.99 for the ONNX model, which
+    /// quantises activations per batch). The index stores these; every other
+    /// use (calibrations, evaluation) takes `embed_passages`.
+    fn index_passages(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.embed_passages(texts)
+    }
 }
 
 /// Scales `v` to unit L2 norm (a zero vector stays zero).

@@ -19,14 +19,17 @@
 //!   position limit). Memories are short facts and heading-sized document
 //!   chunks (`docs.maxChunkChars`), so truncation rarely bites; windowing and
 //!   averaging would blur exactly the long chunks whose start is most telling.
-//! - Texts are tokenised once, sorted by length and run in batches of at most
-//!   [`BATCH_TOKENS`] padded tokens (dynamic padding: each batch is padded to
-//!   its own longest text), spread over the session pool; short memories run
-//!   a few dozen at a time, which costs far less CPU per text than one run
-//!   each. The int8 graph quantises its activations per run, so a text
-//!   embedded beside others gets a vector a little different from the one it
-//!   gets alone (cosine ≥ 0.995); the vector cache under `data/cache/` keeps
-//!   the vectors of a reindex the ones the live index had.
+//! - Memories being indexed ([`Embedder::index_passages`]) are tokenised
+//!   once, sorted by length and run in batches of at most [`BATCH_TOKENS`]
+//!   padded tokens (dynamic padding: each batch is padded to its own longest
+//!   text), spread over the session pool: short memories run a few dozen at
+//!   a time, for about half the CPU per text of one run each. The int8 graph
+//!   quantises its activations per run, so a text embedded beside others
+//!   gets a vector a little different from the one it gets alone (cosine ≥
+//!   0.99); the vector cache under `data/cache/` keeps the vectors of a
+//!   reindex the ones the live index had. Queries and
+//!   [`Embedder::embed_passages`] (calibrations, evaluation) run each text
+//!   alone, so their vectors are a pure function of the text.
 //! - Activations are allocated per run and freed after it (no arena, no
 //!   memory pattern), so one long batch does not stay resident.
 
@@ -290,8 +293,9 @@ impl OnnxEmbedder {
         })
     }
 
-    /// Sets the padded tokens per run ([`BATCH_TOKENS`] by default; 0 or 1
-    /// runs every text alone). For benchmarks comparing batch sizes.
+    /// Sets the padded tokens per run of [`Embedder::index_passages`]
+    /// ([`BATCH_TOKENS`] by default; 0 or 1 runs every text alone). For
+    /// benchmarks comparing batch sizes.
     pub fn with_batch_tokens(mut self, tokens: usize) -> Self {
         self.batch_tokens = tokens;
         self
@@ -299,8 +303,14 @@ impl OnnxEmbedder {
 
     /// Embeds `texts` with `prefix`: each text is tokenised once, the texts
     /// are sorted by length and cut into runs of at most `batch_tokens`
-    /// padded tokens ([`batches`]), and the runs are spread over the session pool.
-    fn embed(&self, prefix: &str, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    /// padded tokens ([`batches`]; 1 runs each text alone), and the runs are
+    /// spread over the session pool.
+    fn embed(
+        &self,
+        prefix: &str,
+        texts: &[&str],
+        batch_tokens: usize,
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
         let inputs: Vec<Vec<i64>> = texts
             .iter()
             .map(|t| self.token_ids(&format!("{prefix}{t}")))
@@ -309,9 +319,7 @@ impl OnnxEmbedder {
         // Enough runs to keep every session busy: a small group of texts is
         // split over the sessions rather than run as one batch on one core.
         let total: usize = lengths.iter().sum();
-        let budget = self
-            .batch_tokens
-            .min(total.div_ceil(self.sessions.max(1)).max(1));
+        let budget = batch_tokens.min(total.div_ceil(self.sessions.max(1)).max(1));
         let groups = batches(&lengths, budget);
         let run_group = |group: &[usize]| -> Result<Vec<Vec<f32>>, EmbedError> {
             let batch: Vec<&[i64]> = group.iter().map(|&i| inputs[i].as_slice()).collect();
@@ -327,8 +335,8 @@ impl OnnxEmbedder {
             }
         } else {
             let next = AtomicUsize::new(0);
-            let results: Mutex<Vec<Option<Result<Vec<Vec<f32>>, EmbedError>>>> =
-                Mutex::new((0..groups.len()).map(|_| None).collect());
+            type Slot = Option<Result<Vec<Vec<f32>>, EmbedError>>;
+            let results: Mutex<Vec<Slot>> = Mutex::new((0..groups.len()).map(|_| None).collect());
             std::thread::scope(|scope| {
                 for _ in 0..workers {
                     scope.spawn(|| {
@@ -403,11 +411,15 @@ impl Embedder for OnnxEmbedder {
     }
 
     fn embed_queries(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        self.embed(&self.query_prefix, texts)
+        self.embed(&self.query_prefix, texts, 1)
     }
 
     fn embed_passages(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        self.embed(&self.passage_prefix, texts)
+        self.embed(&self.passage_prefix, texts, 1)
+    }
+
+    fn index_passages(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.embed(&self.passage_prefix, texts, self.batch_tokens)
     }
 }
 

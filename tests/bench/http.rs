@@ -49,6 +49,7 @@ impl Model {
 
 /// One keep-alive HTTP/1.1 connection.
 pub struct Client {
+    addr: SocketAddr,
     reader: BufReader<TcpStream>,
     token: String,
     /// The `Host` header: the loopback address itself (memd refuses other names).
@@ -60,6 +61,7 @@ impl Client {
         let stream = TcpStream::connect(addr).unwrap();
         stream.set_nodelay(true).unwrap();
         Client {
+            addr,
             reader: BufReader::new(stream),
             token: token.to_string(),
             host: addr.to_string(),
@@ -87,8 +89,14 @@ impl Client {
         self.request(&req)
     }
 
+    /// Sends `req`; a connection the server closed while it sat idle is
+    /// opened again once.
     fn request(&mut self, req: &str) -> (u16, Vec<u8>) {
         self.try_request(req)
+            .or_else(|_| {
+                *self = Client::connect(self.addr, &self.token);
+                self.try_request(req)
+            })
             .unwrap_or_else(|e| panic!("HTTP request failed: {e}"))
     }
 

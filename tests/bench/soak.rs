@@ -53,7 +53,14 @@ fn spawn_loop(
             while !stop.load(Ordering::Relaxed) {
                 let started = Instant::now();
                 if let Some(b) = body(i) {
-                    let (status, answer) = match client.try_post(path, &b) {
+                    // The server closes a keep-alive connection left idle (the
+                    // forget client waits for writes to forget): one new
+                    // connection and one retry before counting a failure.
+                    let answer = client.try_post(path, &b).or_else(|_| {
+                        client = Client::connect(addr, &token);
+                        client.try_post(path, &b)
+                    });
+                    let (status, answer) = match answer {
                         Ok(a) => a,
                         Err(e) => {
                             client = Client::connect(addr, &token);

@@ -244,7 +244,7 @@ fn main() {
                 .with_batch_tokens(tokens);
             let cpu = cpu_seconds();
             let t = Instant::now();
-            let vectors = e5.embed_passages(&texts).unwrap();
+            let vectors = e5.index_passages(&texts).unwrap();
             let wall = t.elapsed().as_secs_f64();
             let cpu = cpu_seconds() - cpu;
             per_text.push(vectors);
