@@ -193,7 +193,8 @@
 //!   ([`embed::onnx`]) with a compact Unigram tokenizer model ([`embed::unigram`]:
 //!   the same token ids as `tokenizers` in ~7 MiB instead of ~280), a deterministic test embedder ([`embed::hash`]),
 //!   the vector cache under `data/cache/` ([`embed::cache`]) and the installed
-//!   lexicon beside the model ([`embed::dictionary`], optional, loaded on first use).
+//!   lexicon beside the model ([`embed::dictionary`], optional, loaded on first use
+//!   from a compact binary form it builds from the CC-CEDICT text once).
 //! - [`search`]: query planning and ranking in three modes; [`relevance`]:
 //!   the relevance floor of recall (script-aware cosine, else term coverage).
 //! - [`lifecycle`]: retention tiers, opt-in tier expiry, promotion, the exact

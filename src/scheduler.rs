@@ -96,8 +96,11 @@ impl Drop for SchedulerHandle {
     }
 }
 
-/// Memories embedded per hold of the writer by the background runner.
-const EMBED_GROUP: usize = 16;
+/// Memories embedded per call of the background runner (it checks for a
+/// stop between calls): enough for a few length-sorted batches per embedder
+/// session, so every core has work and each call's bookkeeping (finding the
+/// pending memories, storing their vectors) is spread over many memories.
+const EMBED_GROUP: usize = 64;
 
 /// Starts the runner: every second it commits pending index changes and
 /// embeds memories that lack a vector; every 30 seconds it runs due jobs.

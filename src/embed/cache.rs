@@ -116,6 +116,8 @@ fn connect(path: &Path) -> Result<Connection, CacheError> {
     conn.pragma_update(None, "journal_mode", "WAL")?;
     // A lost cache entry costs one re-embedding, never correctness.
     conn.pragma_update(None, "synchronous", "OFF")?;
+    // A bulk store (a reindex) grows the log to its size; truncated back after it.
+    conn.pragma_update(None, "journal_size_limit", 4 * 1024 * 1024)?;
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
     migrate(&mut conn)?;
     Ok(conn)
@@ -170,7 +172,7 @@ pub(crate) fn embed_passages_cached(
     texts: &[&str],
 ) -> Result<Vec<Vec<f32>>> {
     let Some(cache) = cache else {
-        return Ok(embedder.embed_passages(texts)?);
+        return Ok(embedder.index_passages(texts)?);
     };
     let keys: Vec<CacheKey> = texts
         .iter()
@@ -185,7 +187,7 @@ pub(crate) fn embed_passages_cached(
         .collect();
     if !missing.is_empty() {
         let todo: Vec<&str> = missing.iter().map(|&i| texts[i]).collect();
-        let fresh = embedder.embed_passages(&todo)?;
+        let fresh = embedder.index_passages(&todo)?;
         if fresh.len() != todo.len() {
             return Err(Error::Internal(format!(
                 "embedder returned {} vectors for {} texts",

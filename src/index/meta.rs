@@ -214,6 +214,49 @@ pub struct MetaDb {
     /// open normally: exclusive locking keeps SQLite's WAL index in heap
     /// memory, so it needs no `-shm` file (which a full disk cannot hold).
     pinned: Mutex<Option<Connection>>,
+    /// Write transactions committed since the write-ahead log was last
+    /// checkpointed and truncated ([`MetaDb::checkpoint_if_idle`]).
+    unflushed: std::sync::atomic::AtomicU64,
+    /// When the last write transaction committed.
+    last_write: Mutex<Option<std::time::Instant>>,
+}
+
+/// Idle read connections kept for reuse; a burst of concurrent readers opens
+/// more, and those beyond this many are closed when returned (each holds its
+/// own page cache and prepared statements).
+const IDLE_READERS: usize = 4;
+
+/// Each read connection's page cache (SQLite's negative `cache_size`: KiB).
+/// Readers go through the kernel's page cache (no memory map, see
+/// `MetaDb::reader`), so a small private cache costs little.
+const READER_CACHE_KIB: i64 = -1024;
+
+/// After a checkpoint, a write-ahead log larger than this is truncated back
+/// to it (`journal_size_limit`): one large transaction (a catch-up) no longer
+/// leaves a log of its size behind.
+const WAL_SIZE_LIMIT: i64 = 4 * 1024 * 1024;
+
+/// The write-ahead log is checkpointed and truncated once no write has
+/// committed for this long ([`MetaDb::checkpoint_if_idle`]).
+pub(crate) const IDLE_CHECKPOINT: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl Drop for MetaDb {
+    /// A clean close leaves no write-ahead log behind: the read connections
+    /// close first, then the log is checkpointed and truncated on the write
+    /// connection, which closes last (SQLite removes the log when the last
+    /// connection closes, but only a connection that may write can; a
+    /// read-only connection closing last left the whole log on disk).
+    fn drop(&mut self) {
+        self.readers
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clear();
+        if self.writer.get().is_some()
+            && let Err(e) = self.checkpoint()
+        {
+            tracing::warn!(error = %e, "cannot checkpoint the metadata store's log on close; the next open does");
+        }
+    }
 }
 
 fn migrate(conn: &mut Connection) -> Result<()> {
@@ -391,6 +434,8 @@ impl MetaDb {
             writer,
             readers: Mutex::new(Vec::new()),
             pinned: Mutex::new(None),
+            unflushed: std::sync::atomic::AtomicU64::new(0),
+            last_write: Mutex::new(None),
         };
         db.with_reader(|_| Ok(()))?;
         Ok(db)
@@ -410,6 +455,7 @@ impl MetaDb {
             // The journal is the durable record; the index may lose its last
             // transactions in a power cut and catches up from the journal.
             conn.pragma_update(None, "synchronous", "NORMAL")?;
+            conn.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT)?;
         }
         // Storing a vector writes into the newest sqlite-vec chunk, one
         // blob of 1024 vectors (1.5 MiB float, + 384 KiB int8 in tables
@@ -456,6 +502,8 @@ impl MetaDb {
             writer: std::sync::OnceLock::new(),
             readers: Mutex::new(Vec::new()),
             pinned: Mutex::new(Some(Self::pinned_connection(path)?)),
+            unflushed: std::sync::atomic::AtomicU64::new(0),
+            last_write: Mutex::new(None),
         };
         db.with_reader(|c| {
             c.query_row("SELECT COUNT(*) FROM journal_cursors", [], |r| {
@@ -532,6 +580,7 @@ impl MetaDb {
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        conn.pragma_update(None, "cache_size", READER_CACHE_KIB)?;
         stable_plans(&conn)?;
         // No memory map: pages a reader touches through one stay in the
         // process's resident set for as long as the connection lives, so
@@ -553,11 +602,20 @@ impl MetaDb {
         }
         let conn = self.reader()?;
         let out = f(&conn);
-        self.readers
-            .lock()
-            .expect("reader pool poisoned")
-            .push(conn);
+        let mut idle = self.readers.lock().expect("reader pool poisoned");
+        if idle.len() < IDLE_READERS {
+            idle.push(conn);
+        } else {
+            drop(idle);
+            drop(conn);
+        }
         out
+    }
+
+    /// Idle read connections in the pool (at most [`IDLE_READERS`]).
+    #[cfg(test)]
+    pub(crate) fn idle_readers(&self) -> usize {
+        self.readers.lock().expect("reader pool poisoned").len()
     }
 
     /// Runs `f` in one write transaction.
@@ -570,6 +628,10 @@ impl MetaDb {
         let tx = conn.transaction()?;
         let out = f(&tx)?;
         tx.commit()?;
+        drop(conn);
+        self.unflushed
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        *self.last_write.lock().expect("write clock poisoned") = Some(std::time::Instant::now());
         Ok(out)
     }
 
@@ -592,6 +654,55 @@ impl MetaDb {
             }
             Ok(())
         })
+    }
+
+    /// Checkpoints the write-ahead log into the database and truncates it to
+    /// zero bytes (`PRAGMA wal_checkpoint(TRUNCATE)`). Returns whether it
+    /// completed; a reader in the middle of a long read can keep it from
+    /// completing (it then waits up to the busy timeout), and it is simply
+    /// tried again later. Nothing to do on a read-only store.
+    pub(crate) fn checkpoint(&self) -> Result<bool> {
+        let Some(writer) = self.writer.get() else {
+            return Ok(true);
+        };
+        let conn = writer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let before = self.unflushed.load(std::sync::atomic::Ordering::Relaxed);
+        // (busy, log frames, frames checkpointed); busy = 1 when readers kept it from completing.
+        let (busy, _, _): (i64, i64, i64) =
+            conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })?;
+        drop(conn);
+        if busy == 0 {
+            // Only the writes seen before the checkpoint are flushed (the
+            // writer lock was held, so none committed meanwhile).
+            self.unflushed
+                .fetch_sub(before, std::sync::atomic::Ordering::Relaxed);
+        }
+        Ok(busy == 0)
+    }
+
+    /// Checkpoints and truncates the write-ahead log ([`MetaDb::checkpoint`])
+    /// when writes committed since the last checkpoint and none for
+    /// [`IDLE_CHECKPOINT`]: an idle server holds no log on disk. Returns
+    /// whether it checkpointed.
+    pub(crate) fn checkpoint_if_idle(&self, idle: std::time::Duration) -> Result<bool> {
+        if self.writer.get().is_none()
+            || self.unflushed.load(std::sync::atomic::Ordering::Relaxed) == 0
+        {
+            return Ok(false);
+        }
+        let quiet = self
+            .last_write
+            .lock()
+            .expect("write clock poisoned")
+            .is_none_or(|t| t.elapsed() >= idle);
+        if !quiet {
+            return Ok(false);
+        }
+        self.checkpoint()
     }
 
     /// Ends a bulk load ([`MetaDb::open_for_bulk_load`]): the file is synced
@@ -1092,6 +1203,110 @@ mod tests {
         // 1024 vectors of 384 floats and their int8 copies: the chunk being filled.
         let chunk_kib = 1024 * 384 * (4 + 1) / 1024;
         assert!(-kib >= chunk_kib, "cache {kib} KiB");
+    }
+
+    /// Bytes of the write-ahead log beside `db` (0 when there is none).
+    fn wal_bytes(db: &Path) -> u64 {
+        let mut wal = db.as_os_str().to_owned();
+        wal.push("-wal");
+        std::fs::metadata(std::path::PathBuf::from(wal)).map_or(0, |m| m.len())
+    }
+
+    /// Writes `n` rows (about 4 KiB of text each) in `n` transactions.
+    fn fill(db: &MetaDb, from: usize, n: usize) {
+        for i in from..from + n {
+            let mut m = memory(&format!("m{i}"), "main", Privacy::Normal);
+            m.text = "x".repeat(4096);
+            db.write(|t| tx::upsert_memory(t, &m, None, &FactExtras::default()))
+                .unwrap();
+        }
+    }
+
+    #[test]
+    fn a_clean_close_leaves_no_write_ahead_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("meta.db");
+        let db = MetaDb::open(&path, true).unwrap();
+        fill(&db, 0, 200);
+        // Readers used and returned to the pool: one of them closing last
+        // used to leave the whole log behind.
+        for _ in 0..3 {
+            assert_eq!(db.live_count().unwrap(), 200);
+        }
+        assert!(wal_bytes(&path) > 100_000, "the log holds the writes");
+        drop(db);
+        assert_eq!(wal_bytes(&path), 0, "checkpointed and truncated on close");
+        let db = MetaDb::open(&path, false).unwrap();
+        assert_eq!(db.live_count().unwrap(), 200, "nothing lost");
+    }
+
+    #[test]
+    fn an_idle_store_checkpoints_and_truncates_its_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("meta.db");
+        let db = MetaDb::open(&path, true).unwrap();
+        fill(&db, 0, 100);
+        assert!(wal_bytes(&path) > 100_000);
+        // Not idle for an hour yet: nothing happens.
+        assert!(
+            !db.checkpoint_if_idle(std::time::Duration::from_secs(3600))
+                .unwrap()
+        );
+        assert!(wal_bytes(&path) > 100_000);
+        assert!(db.checkpoint_if_idle(std::time::Duration::ZERO).unwrap());
+        assert_eq!(wal_bytes(&path), 0);
+        // Nothing written since: nothing to do.
+        assert!(!db.checkpoint_if_idle(std::time::Duration::ZERO).unwrap());
+        fill(&db, 100, 1);
+        assert!(db.checkpoint_if_idle(std::time::Duration::ZERO).unwrap());
+        assert_eq!(db.live_count().unwrap(), 101);
+    }
+
+    #[test]
+    fn a_large_transaction_does_not_leave_a_large_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("meta.db");
+        let db = MetaDb::open(&path, true).unwrap();
+        // One transaction of ~16 MiB (a catch-up), then small ones.
+        db.write(|t| {
+            for i in 0..4000 {
+                let mut m = memory(&format!("big{i}"), "main", Privacy::Normal);
+                m.text = "y".repeat(4096);
+                tx::upsert_memory(t, &m, None, &FactExtras::default())?;
+            }
+            Ok(())
+        })
+        .unwrap();
+        assert!(wal_bytes(&path) > 16_000_000);
+        // The automatic checkpoints after it bring the log back under the limit.
+        fill(&db, 0, 2000);
+        assert!(
+            wal_bytes(&path) <= WAL_SIZE_LIMIT as u64 + 4_200_000,
+            "log {} bytes",
+            wal_bytes(&path)
+        );
+    }
+
+    #[test]
+    fn idle_read_connections_are_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = MetaDb::open(&dir.path().join("meta.db"), true).unwrap();
+        fill(&db, 0, 1);
+        let barrier = std::sync::Barrier::new(12);
+        std::thread::scope(|s| {
+            for _ in 0..12 {
+                s.spawn(|| {
+                    db.with_reader(|_| {
+                        // All twelve hold a connection at once.
+                        barrier.wait();
+                        Ok(())
+                    })
+                    .unwrap();
+                });
+            }
+        });
+        assert_eq!(db.idle_readers(), IDLE_READERS);
+        assert_eq!(db.live_count().unwrap(), 1);
     }
 
     #[test]

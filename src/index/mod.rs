@@ -644,13 +644,27 @@ impl Index {
         self.bulk.load(std::sync::atomic::Ordering::Acquire)
     }
 
-    /// Commits pending text-index changes so searches see them.
+    /// Commits pending text-index changes so searches see them, and once
+    /// no metadata write has committed for `IDLE_CHECKPOINT` (10 s),
+    /// checkpoints and truncates SQLite's write-ahead log (the server's
+    /// scheduler calls this every second, so an idle server holds no log).
     pub fn refresh(&self) -> Result<()> {
         let out = self.text.commit();
         if let Err(e) = &out {
             self.fell_behind(e);
         }
+        if !self.bulk_loading()
+            && let Err(e) = self.meta.checkpoint_if_idle(meta::IDLE_CHECKPOINT)
+        {
+            tracing::warn!(error = %e, "cannot checkpoint the metadata store's log; retried when idle");
+        }
         out
+    }
+
+    /// Checkpoints SQLite's write-ahead log into the database and truncates
+    /// it (a clean close does this too); returns whether it completed.
+    pub fn checkpoint(&self) -> Result<bool> {
+        self.meta.checkpoint()
     }
 
     /// Where catch-up must resume per journal file: the older of the SQLite and

@@ -68,6 +68,29 @@ fn embedder_token_ids_pooling_and_normalisation() {
     // The int8 graph quantises per run, so compare by cosine, never exactly.
     let alone = e.embed_passages(&texts[..1]).unwrap();
     assert!(cosine(&alone[0], &vectors[0]) >= 0.995);
+    // Indexing runs texts in length-sorted batches: each vector stays close
+    // to the text's own, and comes back in the order of the texts.
+    let many: Vec<String> = (0..40)
+        .map(|i| {
+            format!(
+                "memory {i}: {}",
+                "the cat sat on the mat ".repeat(1 + i % 7)
+            )
+        })
+        .chain(texts.iter().map(|t| t.to_string()))
+        .collect();
+    let many: Vec<&str> = many.iter().map(String::as_str).collect();
+    let batched = e.index_passages(&many).unwrap();
+    let single = e.embed_passages(&many).unwrap();
+    assert_eq!(batched.len(), many.len());
+    for (i, (b, s)) in batched.iter().zip(&single).enumerate() {
+        assert!(cosine(b, s) >= 0.99, "text {i}: cosine {}", cosine(b, s));
+    }
+    assert_eq!(
+        e.embed_passages(&many[..1]).unwrap()[0],
+        single[0],
+        "a text alone gets the same vector however many are embedded"
+    );
     let q = e.embed_queries(&["a kitten resting on a rug"]).unwrap();
     assert!(
         cosine(&q[0], &vectors[0]) > cosine(&q[0], &vectors[1]),
