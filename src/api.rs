@@ -1,23 +1,26 @@
 //! The `/v1` wire types: one request body per operation (and a reply type
 //! where the reply is not a domain type already), defined once.
 //!
-//! The axum handlers deserialize these, the MCP tools take them as their
-//! parameters (their JSON Schema is what the model sees) and forward them to
-//! `/v1` unchanged, and `openapi.yaml` is checked against their schemas
+//! The hub's use cases take these requests and return these replies
+//! (`hub.write(&caller, WriteBody)`), so the same request runs over HTTP or
+//! in-process: the axum handlers deserialize them, the CLI builds them from
+//! its arguments, the MCP tools take them as their parameters (their JSON
+//! Schema is what the model sees) and forward them to `/v1` unchanged, and
+//! `openapi.yaml` is checked against their schemas
 //! (`tests/integration/openapi.rs`): a field added here shows up in HTTP,
 //! in MCP and, through that test, in the spec.
 //!
 //! This is a low layer: it knows `model` and `search` types, never `hub`,
 //! `http` or `mcp`. It only says what a body may contain; what a field means
 //! for a given token (scene rights, privacy scopes, defaults from the config)
-//! is the handler's business.
+//! is the use case's business ([`crate::hub`]).
 //!
 //! Every request refuses unknown fields. serde's `flatten` does not work with
 //! `deny_unknown_fields`, so each read body lists the visibility fields
 //! (`scene`, `scenes`, `from_owner`) itself; [`operations`] keeps them honest
 //! against the spec.
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, FixedOffset, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -31,7 +34,7 @@ fn is_false(b: &bool) -> bool {
 /// Output format of recent, recall and disclose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
-pub(crate) enum Format {
+pub enum Format {
     /// Structured items only (the default).
     Json,
     /// Also a rendered text block, ready to put into a prompt.
@@ -40,7 +43,7 @@ pub(crate) enum Format {
 
 impl Format {
     /// Whether a rendered block is wanted.
-    pub(crate) fn is_block(format: Option<Format>) -> bool {
+    pub fn is_block(format: Option<Format>) -> bool {
         format == Some(Format::Block)
     }
 }
@@ -55,110 +58,117 @@ fn mode_from_str<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Search
 /// `POST /v1/bootstrap`.
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct BootstrapBody {
+pub struct BootstrapBody {
     /// How many recent titles and recent `self` memories to include (1-50, default 8).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) recent: Option<usize>,
+    pub recent: Option<usize>,
     /// The scene you act in (default: the token's first scene, usually `main`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Scene>")]
-    pub(crate) scene: Option<String>,
+    pub scene: Option<String>,
     /// Scenes to read (default: every scene the token may read).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Vec<Scene>>")]
-    pub(crate) scenes: Option<Vec<String>>,
+    pub scenes: Option<Vec<String>>,
     /// The owner is the one asking: adds the owner's own normal/personal memories (scope `from_owner`).
     #[serde(default, skip_serializing_if = "is_false")]
-    pub(crate) from_owner: bool,
+    pub from_owner: bool,
 }
 
 /// `POST /v1/search`.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct SearchBody {
+pub struct SearchBody {
     /// What to look for: keywords or a short natural-language question (Chinese or English).
-    pub(crate) query: String,
+    pub query: String,
     /// Hits wanted (default `search.defaultLimit`; above `search.maxLimit` it is lowered to it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) limit: Option<usize>,
+    pub limit: Option<usize>,
     /// Only `short` (recent chat) or only `long` (durable) memories.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) stage: Option<Stage>,
+    pub stage: Option<Stage>,
     /// Only these kinds, e.g. ["preference", "event"].
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) kinds: Option<Vec<String>>,
+    pub kinds: Option<Vec<String>>,
     /// fulltext, semantic or hybrid (default: the server's `search.mode`).
     #[serde(
         default,
         deserialize_with = "mode_from_str",
         skip_serializing_if = "Option::is_none"
     )]
-    pub(crate) mode: Option<SearchMode>,
-    /// Relevance floor, 0-1: when the best hit has less evidence, no hits are returned (none unless given).
+    pub mode: Option<SearchMode>,
+    /// Relevance floor, 0-1: hits less likely than this to be about the query are left out and counted in `dropped_below_floor` (default: the calibrated threshold; 0 turns it off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) min_score: Option<f32>,
+    pub min_score: Option<f32>,
     /// The scene you act in (default: the token's first scene).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Scene>")]
-    pub(crate) scene: Option<String>,
+    pub scene: Option<String>,
     /// Scenes to read (default: every scene the token may read).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Vec<Scene>>")]
-    pub(crate) scenes: Option<Vec<String>>,
+    pub scenes: Option<Vec<String>>,
     /// The owner is the one asking: adds the owner's own normal/personal memories (scope `from_owner`).
     #[serde(default, skip_serializing_if = "is_false")]
-    pub(crate) from_owner: bool,
+    pub from_owner: bool,
+    /// Count the hits as retrievals for promotion (default false: looking changes nothing;
+    /// set it when an agent uses the hits in a conversation, as recall does).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub touch: bool,
 }
 
 /// `POST /v1/get`.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct GetBody {
+pub struct GetBody {
     /// A fact id (`fact-main-…`), a document chunk id (`doc-1a2b3c4d#0`) or a document id.
-    pub(crate) id: String,
+    pub id: String,
     /// The scene you act in (default: the token's first scene).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Scene>")]
-    pub(crate) scene: Option<String>,
+    pub scene: Option<String>,
     /// Scenes to read (default: every scene the token may read).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Vec<Scene>>")]
-    pub(crate) scenes: Option<Vec<String>>,
+    pub scenes: Option<Vec<String>>,
     /// The owner is the one asking: adds the owner's own normal/personal memories (scope `from_owner`).
     #[serde(default, skip_serializing_if = "is_false")]
-    pub(crate) from_owner: bool,
+    pub from_owner: bool,
+    /// Count this read as a retrieval for promotion (default false: looking changes nothing).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub touch: bool,
 }
 
 /// `POST /v1/recent`.
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct RecentBody {
+pub struct RecentBody {
     /// Only `short` (recent chat) or only `long` memories (default: both).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) stage: Option<Stage>,
+    pub stage: Option<Stage>,
     /// How many (1-100, default 8).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) limit: Option<usize>,
+    pub limit: Option<usize>,
     /// `block` adds a rendered text block.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) format: Option<Format>,
+    pub format: Option<Format>,
     /// The scene you act in (default: the token's first scene).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Scene>")]
-    pub(crate) scene: Option<String>,
+    pub scene: Option<String>,
     /// Scenes to read (default: every scene the token may read).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Vec<Scene>>")]
-    pub(crate) scenes: Option<Vec<String>>,
+    pub scenes: Option<Vec<String>>,
     /// The owner is the one asking: adds the owner's own normal/personal memories (scope `from_owner`).
     #[serde(default, skip_serializing_if = "is_false")]
-    pub(crate) from_owner: bool,
+    pub from_owner: bool,
 }
 
 /// A conversation turn: plain text, or a message object whose `text` is used.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
-pub(crate) enum Turn {
+pub enum Turn {
     /// Just the text.
     Text(String),
     /// A chat message (other keys are accepted and ignored).
@@ -176,7 +186,7 @@ pub(crate) enum Turn {
 
 impl Turn {
     /// The turn's text.
-    pub(crate) fn into_text(self) -> String {
+    pub fn into_text(self) -> String {
         match self {
             Turn::Text(s) | Turn::Message { text: s, .. } => s,
         }
@@ -186,333 +196,413 @@ impl Turn {
 /// The `live` side channel of `/v1/recall`: recent short-term chat.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct LiveBody {
+pub struct LiveBody {
     /// Lines of recent chat (1-50, default 6).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) k: Option<usize>,
+    pub k: Option<usize>,
     /// Window in minutes (1-1440, default 30).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) minutes: Option<u32>,
+    pub minutes: Option<u32>,
     /// Scenes to read live chat from (default: the request's scenes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) scenes: Option<Vec<String>>,
+    pub scenes: Option<Vec<String>>,
 }
 
 /// `POST /v1/recall`.
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct RecallBody {
+pub struct RecallBody {
     /// The last few conversation turns, oldest first (strings or `{text}` messages).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub(crate) messages: Vec<Turn>,
+    pub messages: Vec<Turn>,
     /// An explicit query instead of one built from `messages`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) query: Option<String>,
+    pub query: Option<String>,
     /// Maximum number of memories (above `search.maxLimit` it is lowered to it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) limit: Option<usize>,
-    /// Relevance floor, 0-1 (default 0.5 with the calibrated model, none without it; 0 turns it off).
+    pub limit: Option<usize>,
+    /// Relevance floor, 0-1, as in search (default: the calibrated threshold; 0 turns it off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) min_score: Option<f32>,
+    pub min_score: Option<f32>,
     /// Also return recent short-term chat.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) live: Option<LiveBody>,
+    pub live: Option<LiveBody>,
     /// The person the conversation is with (provider user id): what they said themselves is marked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) person: Option<String>,
+    pub person: Option<String>,
     /// `block` adds a rendered text block ready for a prompt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) format: Option<Format>,
+    pub format: Option<Format>,
     /// The scene you act in (default: the token's first scene).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Scene>")]
-    pub(crate) scene: Option<String>,
+    pub scene: Option<String>,
     /// Scenes to read (default: every scene the token may read).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Vec<Scene>>")]
-    pub(crate) scenes: Option<Vec<String>>,
+    pub scenes: Option<Vec<String>>,
     /// The owner is the one asking: adds the owner's own normal/personal memories (scope `from_owner`).
     #[serde(default, skip_serializing_if = "is_false")]
-    pub(crate) from_owner: bool,
+    pub from_owner: bool,
+    /// Count the recalled long-term memories as retrievals for promotion (default true: an
+    /// agent's recall is what promotion counts; false for a person looking).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub touch: Option<bool>,
 }
 
 /// `POST /v1/timeline`.
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct TimelineBody {
+pub struct TimelineBody {
     /// Page cursor: the `next_before` of the previous page, or an RFC 3339 time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) before: Option<String>,
+    pub before: Option<String>,
     /// One month only, `YYYY-MM`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) month: Option<String>,
+    pub month: Option<String>,
     /// Items per page (1-100, default 20).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) limit: Option<usize>,
+    pub limit: Option<usize>,
     /// Only `short` or only `long` memories (default: both).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) stage: Option<Stage>,
+    pub stage: Option<Stage>,
     /// The scene you act in (default: the token's first scene).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Scene>")]
-    pub(crate) scene: Option<String>,
+    pub scene: Option<String>,
     /// Scenes to read (default: every scene the token may read).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Vec<Scene>>")]
-    pub(crate) scenes: Option<Vec<String>>,
+    pub scenes: Option<Vec<String>>,
     /// The owner is the one asking: adds the owner's own normal/personal memories (scope `from_owner`).
     #[serde(default, skip_serializing_if = "is_false")]
-    pub(crate) from_owner: bool,
+    pub from_owner: bool,
 }
 
 /// `POST /v1/disclose`.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct DiscloseBody {
+pub struct DiscloseBody {
     /// The group whose recent chat is asked about (`qq:group:<id>`).
-    pub(crate) group: String,
+    pub group: String,
     /// The member asking, in private (provider user id); must be a known member of the group.
-    pub(crate) asker: String,
+    pub asker: String,
     /// Window in minutes (1-1440, default 180).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) minutes: Option<u32>,
+    pub minutes: Option<u32>,
     /// Lines (1-50, default 20).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) limit: Option<usize>,
+    pub limit: Option<usize>,
     /// `block` adds a rendered text block.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) format: Option<Format>,
+    pub format: Option<Format>,
     /// The scene you act in (default: the token's first scene).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Scene>")]
-    pub(crate) scene: Option<String>,
+    pub scene: Option<String>,
 }
 
 /// `POST /v1/disclose` reply: the group's recent memories, oldest first.
 #[derive(Debug, Serialize, JsonSchema)]
-pub(crate) struct DiscloseReply {
+pub struct DiscloseReply {
     /// The group.
-    pub(crate) group: Scene,
+    pub group: Scene,
     /// Oldest first.
-    pub(crate) items: Vec<Memory>,
+    pub items: Vec<Memory>,
     /// The rendered block, when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) block: Option<String>,
+    pub block: Option<String>,
 }
 
 /// `POST /v1/audience`.
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct AudienceBody {
+pub struct AudienceBody {
     /// Whose card (default: the request's scene); tokens without `*` may only read their own scenes' cards.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Scene>")]
-    pub(crate) audience: Option<String>,
+    pub audience: Option<String>,
     /// The scene you act in (default: the token's first scene).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Scene>")]
-    pub(crate) scene: Option<String>,
+    pub scene: Option<String>,
 }
 
 /// `POST /v1/audience` reply.
 #[derive(Debug, Serialize, JsonSchema)]
-pub(crate) struct AudienceReply {
+pub struct AudienceReply {
     /// Whose card it is.
-    pub(crate) audience: Scene,
+    pub audience: Scene,
     /// The card, or null.
-    pub(crate) card: Option<Memory>,
+    pub card: Option<Memory>,
 }
 
-/// `POST /v1/get` reply: the memory, and what replaced it.
-#[derive(Debug, Serialize, JsonSchema)]
-pub(crate) struct GetReply {
+/// `POST /v1/get` reply: the memory, and where it stands in its line of versions.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct GetReply {
     /// The memory.
     #[serde(flatten)]
-    pub(crate) memory: Memory,
+    pub memory: Memory,
     /// The memories that replace this one (those the caller may read).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub(crate) superseded_by: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub superseded_by: Vec<String>,
+    /// An older version: a newer one replaced it (even if that one was forgotten since), so
+    /// search, lists and recall leave it out. It cannot be superseded or edited; restore it
+    /// with `POST /v1/restore`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub superseded: bool,
+    /// The newest version of its line, when that is another memory you may read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub newest: Option<String>,
+    /// The newest version of its line when that one was forgotten and you may restore it
+    /// (`POST /v1/restore` with this id undoes the forget).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub newest_forgotten: Option<String>,
 }
 
 /// `POST /v1/archive/search` reply.
 #[derive(Debug, Serialize, JsonSchema)]
-pub(crate) struct ArchiveReply {
+pub struct ArchiveReply {
     /// Expired memories, newest first.
-    pub(crate) items: Vec<Memory>,
+    pub items: Vec<Memory>,
 }
 
 /// `POST /v1/recent` reply.
 #[derive(Debug, Serialize, JsonSchema)]
-pub(crate) struct ItemsReply {
+pub struct ItemsReply {
     /// The memories, newest first.
-    pub(crate) items: Vec<Memory>,
+    pub items: Vec<Memory>,
     /// The rendered block, when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) block: Option<String>,
+    pub block: Option<String>,
 }
 
 /// `POST /v1/write`.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct WriteBody {
+pub struct WriteBody {
     /// The memory itself: one self-contained fact, preference, decision or event, written so it
     /// makes sense without the conversation around it. Never put passwords, API keys or tokens here.
-    pub(crate) text: String,
+    pub text: String,
     /// The scene it lives in (default: the token's first scene).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Scene>")]
-    pub(crate) scene: Option<String>,
+    pub scene: Option<String>,
     /// What it is: note (default), fact, preference, event, todo, decision, …
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) kind: Option<String>,
+    pub kind: Option<String>,
     /// A short title.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) title: Option<String>,
-    /// Free-form tags (letters, digits, `-`, `_`, `:`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub(crate) tags: Vec<String>,
+    pub title: Option<String>,
+    /// Free-form tags (letters, digits, `-`, `_`, `:`). A new version keeps the replaced
+    /// memory's tags unless given (`[]` clears them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tags: Option<Vec<String>>,
     /// normal (default), personal, sensitive, secret; `work` and `financial` mean sensitive.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) privacy: Option<Privacy>,
+    pub privacy: Option<Privacy>,
     /// owner: about the user; self: the agent's own judgement; other: about someone else.
     /// Default owner for tokens with `*`, else other; only `*` may claim owner or self
     /// (the pet may write self in scene `pet`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) subject: Option<Subject>,
+    pub subject: Option<Subject>,
     /// 0-1, default 0.5.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) importance: Option<f32>,
+    pub importance: Option<f32>,
     /// Retention tier t0-t3 (default: chosen by the server; t0 needs `*`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) tier: Option<Tier>,
+    pub tier: Option<Tier>,
     /// long (default) or short (expires like chat, after `ingest.ttlHours`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) stage: Option<Stage>,
-    /// The id of the memory this one replaces (the user changed their mind, a fact was corrected).
+    pub stage: Option<Stage>,
+    /// The id of the memory this one replaces (the user changed their mind, a fact was
+    /// corrected). The new version keeps every field this request does not set (scene, kind,
+    /// title, tags, privacy, subject, importance, tier, stage, time, session, speaker; an
+    /// empty string clears a text field). Only the newest version can be replaced: an older
+    /// one answers 409 CONFLICT naming the newest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) supersedes: Option<String>,
+    pub supersedes: Option<String>,
     /// Any unique string (1-200 bytes); retrying with the same key returns the same id instead of a duplicate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) idempotency_key: Option<String>,
+    pub idempotency_key: Option<String>,
     /// Origin label (e.g. `sleep` for nightly consolidation); only tokens with `*` may set it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) source: Option<String>,
+    pub source: Option<String>,
     /// When it happened: ISO 8601 or free text (`1:56 pm on 8 May, 2023`,
     /// `2023年5月8日`); kept as given, parsed when possible.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) time: Option<String>,
+    pub time: Option<String>,
     /// The conversation or session it belongs to (its turns are each other's context).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) session: Option<String>,
+    pub session: Option<String>,
     /// Who said it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) speaker: Option<String>,
+    pub speaker: Option<String>,
 }
 
 /// `POST /v1/forget`.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct ForgetBody {
+pub struct ForgetBody {
     /// The fact id to forget.
-    pub(crate) id: String,
+    pub id: String,
     /// Why (kept in the journal).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) reason: Option<String>,
+    pub reason: Option<String>,
     /// The scene you act in (default: the token's first scene).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Scene>")]
-    pub(crate) scene: Option<String>,
+    pub scene: Option<String>,
 }
 
 /// `POST /v1/forget` reply (also `memd forget --json`).
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
-pub(crate) struct ForgetReply {
+pub struct ForgetReply {
     /// The forgotten fact.
-    pub(crate) id: String,
+    pub id: String,
     /// Always true.
-    pub(crate) forgotten: bool,
+    pub forgotten: bool,
+}
+
+/// `POST /v1/restore`.
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RestoreVersionBody {
+    /// A forgotten memory (undo the forget), or an older version to make current again.
+    pub id: String,
+    /// The scene you act in (default: the token's first scene).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<Scene>")]
+    pub scene: Option<String>,
+}
+
+/// What `POST /v1/restore` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum RestoreAction {
+    /// The same id is current again (a new journal line with its content): a forget undone,
+    /// or an older version whose later versions were all forgotten.
+    #[serde(rename = "RESTORED")]
+    Restored,
+    /// A later version is live, so the old content became a new version replacing it.
+    #[serde(rename = "NEW_VERSION")]
+    NewVersion,
+    /// It was current already; nothing was written.
+    #[serde(rename = "NOOP")]
+    Noop,
+}
+
+/// `POST /v1/restore` reply (also `memd restore --json`).
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct RestoreVersionReply {
+    /// The memory that is current now: the id asked for, or the new version.
+    pub id: String,
+    /// The id asked for.
+    pub restored: String,
+    /// What was done.
+    pub action: RestoreAction,
 }
 
 /// Who sent an ingested message.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct Sender {
+pub struct Sender {
     /// Provider user id.
-    pub(crate) id: String,
+    pub id: String,
     /// Display name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) name: Option<String>,
+    pub name: Option<String>,
 }
 
 /// `POST /v1/ingest`.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct IngestBody {
+pub struct IngestBody {
     /// The provider's message id.
-    pub(crate) message_id: String,
+    pub message_id: String,
     /// What was said.
-    pub(crate) text: String,
+    pub text: String,
     /// The scene it was said in (default: the token's first scene).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Scene>")]
-    pub(crate) scene: Option<String>,
+    pub scene: Option<String>,
     /// Who said it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) sender: Option<Sender>,
+    pub sender: Option<Sender>,
     /// The owner said it.
     #[serde(default, skip_serializing_if = "is_false")]
-    pub(crate) from_owner: bool,
+    pub from_owner: bool,
     /// The agent said it.
     #[serde(default, skip_serializing_if = "is_false")]
-    pub(crate) from_self: bool,
-    /// When it was said (RFC 3339); the TTL counts from here.
+    pub from_self: bool,
+    /// When it was said (RFC 3339); the TTL counts from here. Its offset is
+    /// kept: consolidation reads "明天" as the day after the sender's day.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) sent_at: Option<DateTime<Utc>>,
+    pub sent_at: Option<DateTime<FixedOffset>>,
     /// Hours to keep it searchable (1-168, default `ingest.ttlHours`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) ttl_hours: Option<u32>,
+    pub ttl_hours: Option<u32>,
     /// The conversation it belongs to (default: none, the message stands alone).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) session: Option<String>,
+    pub session: Option<String>,
+}
+
+/// A group member in `/v1/members`: `{id, name}` as ingest's `sender`, or the bare id.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Member {
+    /// The provider user id alone.
+    Id(String),
+    /// The member as ingest's `sender` names them.
+    Named(Sender),
+}
+
+impl Member {
+    /// The provider user id and display name.
+    pub fn into_parts(self) -> (String, Option<String>) {
+        match self {
+            Member::Id(id) => (id, None),
+            Member::Named(s) => (s.id, s.name),
+        }
+    }
 }
 
 /// `POST /v1/members`.
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct MembersBody {
+pub struct MembersBody {
     /// The group (`qq:group:<id>`); default: the request's scene.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) group: Option<String>,
+    pub group: Option<String>,
     /// The full member list, replacing what is known (daily reconciliation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) set: Option<Vec<Sender>>,
-    /// Members who joined.
+    pub set: Option<Vec<Member>>,
+    /// Members who joined: `{id, name}` objects or ids.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub(crate) add: Vec<Sender>,
-    /// Ids of members who left.
+    pub add: Vec<Member>,
+    /// Members who left: `{id, name}` objects or ids (the name is not needed).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub(crate) remove: Vec<String>,
+    pub remove: Vec<Member>,
     /// The scene you act in (default: the token's first scene).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Scene>")]
-    pub(crate) scene: Option<String>,
+    pub scene: Option<String>,
 }
 
 /// `POST /v1/members` reply.
 #[derive(Debug, Serialize, JsonSchema)]
-pub(crate) struct MembersReply {
+pub struct MembersReply {
     /// The group.
-    pub(crate) group: Scene,
+    pub group: Scene,
     /// Members added.
-    pub(crate) added: usize,
+    pub added: usize,
     /// Members removed.
-    pub(crate) removed: usize,
+    pub removed: usize,
 }
 
 /// What `/v1/categories` does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
-pub(crate) enum CategoryAction {
+pub enum CategoryAction {
     /// List categories with a preview.
     List,
     /// One category's full content.
@@ -525,7 +615,7 @@ pub(crate) enum CategoryAction {
 
 impl CategoryAction {
     /// The wire spelling.
-    pub(crate) fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             CategoryAction::List => "list",
             CategoryAction::Get => "get",
@@ -538,24 +628,24 @@ impl CategoryAction {
 /// `POST /v1/categories`.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct CategoriesBody {
+pub struct CategoriesBody {
     /// list, get, set or delete.
-    pub(crate) action: CategoryAction,
+    pub action: CategoryAction,
     /// Category name for get/set/delete: lowercase letters, digits and `-` (e.g. `coding-standards`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) name: Option<String>,
+    pub name: Option<String>,
     /// Slot for set: company-values, architecture, coding-requirements or custom (default).
     /// Any other word is refused with `INVALID_INPUT` by the route, so it stays a string here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "slot_schema")]
-    pub(crate) slot: Option<String>,
+    pub slot: Option<String>,
     /// Markdown content for set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) content: Option<String>,
+    pub content: Option<String>,
     /// The scene you act in (default: the token's first scene); a new category lives there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<Scene>")]
-    pub(crate) scene: Option<String>,
+    pub scene: Option<String>,
 }
 
 /// The schema of a category slot: one of [`CATEGORY_SLOTS`].
@@ -564,25 +654,25 @@ fn slot_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 }
 
 /// `POST /v1/tags`.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct TagsBody {
+pub struct TagsBody {
     /// The fact id to edit.
-    pub(crate) id: String,
+    pub id: String,
     /// Tags to add.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub(crate) add: Vec<String>,
+    pub add: Vec<String>,
     /// Tags to remove.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub(crate) remove: Vec<String>,
+    pub remove: Vec<String>,
     /// New importance, 0-1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) importance: Option<f32>,
+    pub importance: Option<f32>,
 }
 
 /// What an edit did: a successful edit always rewrites the fact in place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub(crate) enum EditAction {
+pub enum EditAction {
     /// A new `put` line with the same id.
     #[serde(rename = "UPDATE")]
     Update,
@@ -590,80 +680,106 @@ pub(crate) enum EditAction {
 
 /// `POST /v1/tags` reply.
 #[derive(Debug, Serialize, JsonSchema)]
-pub(crate) struct TagsReply {
+pub struct TagsReply {
     /// The fact (same id).
-    pub(crate) id: String,
+    pub id: String,
     /// Always UPDATE.
-    pub(crate) action: EditAction,
+    pub action: EditAction,
     /// The tags now.
-    pub(crate) tags: Vec<String>,
+    pub tags: Vec<String>,
     /// The importance now.
-    pub(crate) importance: f32,
+    pub importance: f32,
 }
 
 /// `POST /v1/archive/search`.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct ArchiveSearchBody {
+pub struct ArchiveSearchBody {
     /// Text the expired memory contains.
-    pub(crate) query: String,
+    pub query: String,
     /// At most this many (1-100, default 20).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) limit: Option<usize>,
+    pub limit: Option<usize>,
 }
 
 /// `POST /v1/archive/restore`.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct RestoreBody {
+pub struct RestoreBody {
     /// The expired fact.
-    pub(crate) id: String,
+    pub id: String,
 }
 
 /// `POST /v1/consolidation/report`.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct ReportBody {
+pub struct ReportBody {
     /// Run id.
-    pub(crate) run: String,
+    pub run: String,
 }
 
 /// `POST /v1/consolidation/run`.
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct RunBody {
+pub struct RunBody {
     /// A local day `YYYY-MM-DD`; default: the configured period ending now.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) date: Option<String>,
+    pub date: Option<String>,
     /// Plan and report only.
     #[serde(default, skip_serializing_if = "is_false")]
-    pub(crate) dry_run: bool,
+    pub dry_run: bool,
 }
 
 /// `POST /v1/consolidation/rollback`.
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct RollbackBody {
+pub struct RollbackBody {
     /// A run id; or `source` and `since`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) run: Option<String>,
+    pub run: Option<String>,
     /// Undo what this source wrote or forgot since `since`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) source: Option<String>,
+    pub source: Option<String>,
     /// RFC 3339.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) since: Option<DateTime<Utc>>,
+    pub since: Option<DateTime<Utc>>,
     /// Say what would be undone; change nothing.
     #[serde(default, skip_serializing_if = "is_false")]
-    pub(crate) dry_run: bool,
+    pub dry_run: bool,
+}
+
+/// `POST /v1/reindex`: rebuild the daemon's index from the files (no fields;
+/// the body must be present, `{}`, so a stray empty POST does nothing).
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReindexBody {}
+
+/// `POST /v1/reindex` reply (also `memd reindex --json`, with or without a daemon).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReindexReply {
+    /// Journal records replayed.
+    pub records: u64,
+    /// Unreadable or invalid journal lines skipped (each reported with file:line).
+    pub bad_lines: u64,
+    /// Documents indexed.
+    pub documents: u64,
+    /// Searchable memories afterwards.
+    pub memories: u64,
+    /// Memories with a vector afterwards.
+    pub vectors: u64,
+    /// Vectors stored by the rebuild (from the vector cache where the text is unchanged).
+    pub vectors_stored: u64,
+    /// How long the rebuild took, in milliseconds.
+    pub elapsed_ms: u64,
 }
 
 /// `POST /v1/tokens/revoke`.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct RevokeBody {
+pub struct RevokeBody {
     /// Token name.
-    pub(crate) name: String,
+    pub name: String,
 }
 
 /// One `/v1` operation's wire types, as JSON Schema.
@@ -734,6 +850,12 @@ pub fn operations() -> Vec<Operation> {
             request::<ForgetBody>(),
             reply::<ForgetReply>(),
         ),
+        op(
+            "POST",
+            "/v1/restore",
+            request::<RestoreVersionBody>(),
+            reply::<RestoreVersionReply>(),
+        ),
         op("POST", "/v1/ingest", request::<IngestBody>(), None),
         op(
             "POST",
@@ -772,6 +894,12 @@ pub fn operations() -> Vec<Operation> {
             "/v1/consolidation/rollback",
             request::<RollbackBody>(),
             None,
+        ),
+        op(
+            "POST",
+            "/v1/reindex",
+            request::<ReindexBody>(),
+            reply::<ReindexReply>(),
         ),
     ]
 }

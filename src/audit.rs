@@ -6,6 +6,10 @@
 //! (30 days), the file is renamed to `audit-<first day>.jsonl` and a new one
 //! started; rotated files older than twice the retention are deleted.
 //! The log is derived data: it lives under `data/` and is not fsync'd per line.
+//! It never takes the last bytes of its file system (below the floor of
+//! [`crate::disk`] a line is dropped, so the index can still grow there),
+//! and a failure to write is logged once a minute with the number of lines
+//! lost meanwhile, not once per request.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -54,6 +58,10 @@ struct Current {
 pub(crate) struct AuditLog {
     path: PathBuf,
     current: Mutex<Current>,
+    /// Failures to write, logged once a minute with a count.
+    repeats: crate::base::repeat::Repeats,
+    /// Whether the last line failed (the next success says so).
+    failing: std::sync::atomic::AtomicBool,
 }
 
 impl AuditLog {
@@ -65,6 +73,8 @@ impl AuditLog {
                 file: None,
                 started: None,
             }),
+            repeats: Default::default(),
+            failing: Default::default(),
         }
     }
 
@@ -81,12 +91,37 @@ impl AuditLog {
     /// Appends one entry. Failures are logged, never returned: auditing must
     /// not turn a served request into an error.
     pub(crate) fn record(&self, entry: &AuditEntry) {
-        if let Err(e) = self.append(entry) {
-            tracing::error!(audit.path = %self.path.display(), error = %e, "cannot write audit line");
+        use std::sync::atomic::Ordering;
+        match self.append(entry) {
+            Ok(()) => {
+                if self.failing.swap(false, Ordering::Relaxed) {
+                    tracing::info!(audit.path = %self.path.display(), "audit lines are written again");
+                    self.repeats.clear("audit");
+                }
+            }
+            Err(e) => {
+                self.failing.store(true, Ordering::Relaxed);
+                if let Some(lost) = self.repeats.admit("audit") {
+                    tracing::error!(
+                        audit.path = %self.path.display(),
+                        error = %e,
+                        audit.lines_lost_since_last_report = lost,
+                        "cannot write audit line (reported once a minute while it lasts)"
+                    );
+                }
+            }
         }
     }
 
     fn append(&self, entry: &AuditEntry) -> std::io::Result<()> {
+        if let Some(dir) = self.path.parent()
+            && crate::disk::Room::of(dir).is_some_and(|r| !r.above_floor())
+        {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::StorageFull,
+                "the file system of data/ is below the room memd keeps for the index",
+            ));
+        }
         let mut cur = self.current.lock().expect("audit log poisoned");
         if cur.file.is_none() {
             cur.started = Self::first_ts(&self.path);

@@ -1,6 +1,7 @@
 //! The one outbound HTTP client: the CLI's calls to a running `memd serve`
-//! (`memd health`, `memd doctor`), Syncthing's REST API, and the
-//! consolidation model's OpenAI-compatible endpoint.
+//! (`memd health`, `memd doctor`), the MCP stdio process's `/v1` calls
+//! ([`crate::mcp::upstream`]), Syncthing's REST API, and the consolidation
+//! model's OpenAI-compatible endpoint.
 //!
 //! Blocking (the callers are synchronous), one request per call, and bounded
 //! everywhere: a whole-call timeout, a cap on the response body
@@ -34,6 +35,18 @@ pub struct Response {
     pub status: u16,
     /// Body, decoded as UTF-8 (invalid sequences replaced).
     pub body: String,
+    /// Headers, names in lowercase (values that are not text left out).
+    pub(crate) headers: Vec<(String, String)>,
+}
+
+impl Response {
+    /// The first value of header `name` (lowercase), if present.
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
 }
 
 /// One request.
@@ -99,6 +112,11 @@ pub(crate) fn send(req: &Request<'_>) -> Result<Response> {
         .map_err(|e| Error::invalid(format!("{}: cannot build a request: {e}", req.service)))?;
     let mut response = agent.run(request).map_err(|e| failure(req, e))?;
     let status = response.status().as_u16();
+    let headers = response
+        .headers()
+        .iter()
+        .filter_map(|(n, v)| Some((n.as_str().to_string(), v.to_str().ok()?.to_string())))
+        .collect();
     let bytes = response
         .body_mut()
         .with_config()
@@ -108,6 +126,7 @@ pub(crate) fn send(req: &Request<'_>) -> Result<Response> {
     Ok(Response {
         status,
         body: String::from_utf8_lossy(&bytes).into_owned(),
+        headers,
     })
 }
 
@@ -159,6 +178,22 @@ fn root_certs() -> Result<RootCerts> {
         )));
     }
     Ok(RootCerts::new_with_certs(&certs))
+}
+
+/// Whether `e` is a refused connection from [`send`]: nothing listened, so
+/// the request never reached a server and sending it again is safe.
+pub(crate) fn is_refused(e: &Error) -> bool {
+    let Error::Unavailable {
+        source: Some(source),
+        ..
+    } = e
+    else {
+        return false;
+    };
+    matches!(
+        source.downcast_ref::<ureq::Error>(),
+        Some(ureq::Error::Io(io)) if io.kind() == std::io::ErrorKind::ConnectionRefused
+    )
 }
 
 /// The stable error for a failed call.
@@ -267,5 +302,7 @@ mod tests {
             "{e}"
         );
         assert!(std::error::Error::source(&e).is_some(), "the cause is kept");
+        assert!(is_refused(&e), "a closed port refuses: safe to resend");
+        assert!(!is_refused(&Error::invalid("x")));
     }
 }

@@ -10,14 +10,14 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::content::PrivacyConfig;
 pub use crate::embed::EmbedderConfig;
 use crate::error::{Error, IoContext, Result};
 pub use crate::layout::{Layout, create_private, open_mode, private_umask, tighten_tree};
-pub use crate::policy::PrivacyConfig;
-use crate::schedule::{Period, Schedule};
 pub use crate::search::SearchConfig;
 pub use crate::store::markdown::DocsConfig;
 pub use crate::sync::SyncConfig;
+use crate::timetable::{Period, Schedule};
 
 /// The whole configuration. Each component receives only its sub-config.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -262,7 +262,7 @@ impl Default for ModelConfig {
 impl SleepConfig {
     /// Checks values that serde cannot.
     pub fn validate(&self) -> Result<()> {
-        crate::schedule::parse_at(&self.at)
+        crate::timetable::parse_at(&self.at)
             .map_err(|e| Error::invalid(format!("sleep.at: {e}")))?;
         if !(0.0..=1.0).contains(&self.fold_similarity) || self.fold_similarity == 0.0 {
             return Err(Error::invalid("sleep.foldSimilarity must be in (0, 1]"));
@@ -304,7 +304,7 @@ impl SleepConfig {
     /// The scheduler's view of `at`, `period` and `retryMinutes`.
     pub(crate) fn schedule(&self) -> Result<Schedule> {
         Ok(Schedule {
-            at: crate::schedule::parse_at(&self.at)?,
+            at: crate::timetable::parse_at(&self.at)?,
             period: self.period,
             retry_minutes: self.retry_minutes,
         })

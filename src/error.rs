@@ -1,9 +1,27 @@
 //! The domain error and its table of stable codes.
 //!
-//! Every module has its own typed error; they fold into [`Error`], whose
-//! [`Error::code`] is the stable string the CLI, HTTP and MCP surfaces report.
-//! Messages are written for the person who sent the input: they say what was
-//! wrong and what to do. Causes stay in `#[source]`.
+//! [`Error`] is what every public operation returns; [`Error::code`] is the
+//! stable string the CLI, HTTP and MCP surfaces report, and [`ErrorCode`]
+//! holds the one table of codes, HTTP statuses, retryability and exit codes.
+//!
+//! - Input that breaks a rule is [`Error::Invalid`] with a message written
+//!   for the person who sent it (what was wrong, what to do); nobody branches
+//!   on those beyond the code.
+//! - Where callers branch on what went wrong below the hub, the module has a
+//!   typed error: [`crate::store::StoreError`] (journal appends: full disk,
+//!   read-back mismatch; files the store owns that are not what they must be)
+//!   and [`crate::index::IndexError`] (SQLite and tantivy failures, told
+//!   apart as full disk or damaged files). Each implements [`Coded`] and is
+//!   folded in as [`Error::Typed`], keeping its own code; callers get it
+//!   back with [`Error::downcast_ref`]. Backend errors (rusqlite, tantivy)
+//!   are sources of the index's error, never variants of this one: this
+//!   module, the lowest layer, knows no backend.
+//! - Domain conditions every layer shares have their own variants
+//!   ([`Error::NotFound`], [`Error::RootLocked`], [`Error::Unavailable`], …),
+//!   and a file operation outside those modules is [`Error::Io`] with the
+//!   path in its context.
+//!
+//! Causes stay in `#[source]`.
 
 use std::path::PathBuf;
 
@@ -15,6 +33,10 @@ pub enum ErrorCode {
     InvalidInput,
     /// The id does not exist or is not visible to the caller.
     NotFound,
+    /// The request contradicts the memory's current state: an older version
+    /// cannot be superseded or edited (the message names the newest version
+    /// when the caller may read it). Retrying unchanged fails the same way.
+    Conflict,
     /// The caller is authenticated but not allowed to do this.
     Forbidden,
     /// The caller is not authenticated.
@@ -48,6 +70,7 @@ impl ErrorCode {
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
         ErrorCode::NotFound,
+        ErrorCode::Conflict,
         ErrorCode::RootLocked,
         ErrorCode::EmbeddingUnavailable,
         ErrorCode::RateLimited,
@@ -63,6 +86,7 @@ impl ErrorCode {
         match self {
             ErrorCode::InvalidInput => "INVALID_INPUT",
             ErrorCode::NotFound => "NOT_FOUND",
+            ErrorCode::Conflict => "CONFLICT",
             ErrorCode::Forbidden => "FORBIDDEN",
             ErrorCode::Unauthorized => "UNAUTHORIZED",
             ErrorCode::RootLocked => "ROOT_LOCKED",
@@ -89,6 +113,7 @@ impl ErrorCode {
             ErrorCode::Unauthorized => 401,
             ErrorCode::Forbidden => 403,
             ErrorCode::NotFound => 404,
+            ErrorCode::Conflict => 409,
             ErrorCode::RateLimited => 429,
             ErrorCode::RootLocked | ErrorCode::EmbeddingUnavailable | ErrorCode::Unavailable => 503,
             ErrorCode::UpstreamInvalid => 502,
@@ -139,6 +164,7 @@ impl ErrorCode {
             ErrorCode::StorageFull => 8,
             ErrorCode::Unavailable => 9,
             ErrorCode::UpstreamInvalid => 10,
+            ErrorCode::Conflict => 11,
             ErrorCode::Storage | ErrorCode::Internal => 1,
         }
     }
@@ -161,6 +187,11 @@ pub enum Error {
     /// The caller may not do this.
     #[error("{0}")]
     Forbidden(String),
+    /// The request contradicts the memory's current state (an older version
+    /// superseded or edited); the message names the newest version when the
+    /// caller may read it.
+    #[error("{0}")]
+    Conflict(String),
     /// Another process writes to the same root.
     #[error(
         "another memd process (pid {pid}) is writing to {}; stop it or talk to it over HTTP",
@@ -184,12 +215,9 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// The SQLite metadata store failed.
-    #[error("metadata store: {0}")]
-    Sqlite(#[from] rusqlite::Error),
-    /// The tantivy full-text index failed.
-    #[error("full-text index: {0}")]
-    Tantivy(#[from] tantivy::TantivyError),
+    /// A typed error of the store or the index, with the code it chose (see [`Coded`]).
+    #[error(transparent)]
+    Typed(Typed),
     /// The disk or quota is full (ENOSPC, EDQUOT); the text says what was being done.
     #[error(
         "{0}: the disk holding the memory root is full; nothing was stored. \
@@ -239,13 +267,13 @@ impl Error {
             Error::Invalid(_) => ErrorCode::InvalidInput,
             Error::NotFound { .. } => ErrorCode::NotFound,
             Error::Forbidden(_) => ErrorCode::Forbidden,
+            Error::Conflict(_) => ErrorCode::Conflict,
             Error::RootLocked { .. } => ErrorCode::RootLocked,
             Error::EmbeddingUnavailable(_) => ErrorCode::EmbeddingUnavailable,
             Error::StorageFull(_) => ErrorCode::StorageFull,
-            Error::Io { .. } | Error::Sqlite(_) | Error::Tantivy(_) if self.is_storage_full() => {
-                ErrorCode::StorageFull
-            }
-            Error::Io { .. } | Error::Sqlite(_) | Error::Tantivy(_) => ErrorCode::Storage,
+            Error::Io { .. } if self.is_storage_full() => ErrorCode::StorageFull,
+            Error::Io { .. } => ErrorCode::Storage,
+            Error::Typed(t) => t.0.code(),
             Error::Unavailable { .. } => ErrorCode::Unavailable,
             Error::UpstreamInvalid { .. } => ErrorCode::UpstreamInvalid,
             Error::Reply { code, .. } => *code,
@@ -253,24 +281,31 @@ impl Error {
         }
     }
 
-    /// Whether the cause is a full disk or quota (ENOSPC, EDQUOT, SQLITE_FULL),
-    /// anywhere in the chain of causes.
+    /// Whether the cause is a full disk or quota (ENOSPC, EDQUOT, a full
+    /// SQLite database), anywhere in the chain of causes.
     pub(crate) fn is_storage_full(&self) -> bool {
         match self {
             Error::StorageFull(_) => true,
             Error::Io { source, .. } => io_is_full(source),
-            Error::Sqlite(e) => {
-                matches!(e.sqlite_error_code(), Some(rusqlite::ErrorCode::DiskFull))
-                    || chain_is_full(e)
-            }
-            // tantivy reports some failures of its threads only as text.
-            Error::Tantivy(e) => {
-                chain_is_full(e) || {
-                    let text = e.to_string();
-                    FULL_MESSAGES.iter().any(|m| text.contains(m))
-                }
-            }
+            Error::Typed(t) => t.0.code() == ErrorCode::StorageFull,
             _ => false,
+        }
+    }
+
+    /// Folds a module's typed error in, keeping its code.
+    pub fn typed(e: impl Coded) -> Self {
+        Error::Typed(Typed(Box::new(e)))
+    }
+
+    /// The typed error of a module, if this is one, e.g.
+    /// `e.downcast_ref::<IndexError>()` to tell a damaged index from a full disk.
+    pub fn downcast_ref<T: Coded>(&self) -> Option<&T> {
+        match self {
+            Error::Typed(t) => {
+                let inner: &(dyn std::error::Error + 'static) = &*t.0;
+                inner.downcast_ref::<T>()
+            }
+            _ => None,
         }
     }
 
@@ -302,22 +337,13 @@ impl Error {
         }
     }
 
-    /// A daemon's error reply read back: the envelope's code and message, or
-    /// the code the status stands for when the body is no envelope.
+    /// A daemon's error reply read back (see [`ReplyEnvelope::read`]).
     pub(crate) fn from_reply(status: u16, body: &str) -> Self {
-        let value: Option<serde_json::Value> = serde_json::from_str(body).ok();
-        let envelope = value.as_ref().and_then(|v| v.get("error"));
-        let code = envelope
-            .and_then(|e| e.get("code"))
-            .and_then(serde_json::Value::as_str)
-            .and_then(ErrorCode::parse)
-            .unwrap_or_else(|| ErrorCode::from_status(status));
-        let message = envelope
-            .and_then(|e| e.get("message"))
-            .and_then(serde_json::Value::as_str)
-            .map(str::to_string)
-            .unwrap_or_else(|| format!("HTTP status {status}"));
-        Error::Reply { code, message }
+        let reply = ReplyEnvelope::read(status, body.as_bytes());
+        Error::Reply {
+            code: reply.code,
+            message: reply.message,
+        }
     }
 
     /// Shorthand for an input error.
@@ -338,21 +364,82 @@ impl Error {
     }
 }
 
+/// The error reply of a memd daemon as a client reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ReplyEnvelope {
+    /// The envelope's code; for a code this build does not know (a newer
+    /// daemon) or a body that is no envelope, the code its HTTP status
+    /// stands for ([`ErrorCode::from_status`]).
+    pub(crate) code: ErrorCode,
+    /// The envelope's code as sent, when this build does not know it.
+    pub(crate) unknown_code: Option<String>,
+    /// The envelope's message, else `HTTP status N`.
+    pub(crate) message: String,
+}
+
+impl ReplyEnvelope {
+    /// Reads a non-2xx answer: `{"error":{"code","message"}}`, or whatever
+    /// the body is (HTML from a proxy, nothing at all).
+    pub(crate) fn read(status: u16, body: &[u8]) -> Self {
+        let value: Option<serde_json::Value> = serde_json::from_slice(body).ok();
+        let envelope = value.as_ref().and_then(|v| v.get("error"));
+        let wire = envelope
+            .and_then(|e| e.get("code"))
+            .and_then(serde_json::Value::as_str);
+        let known = wire.and_then(ErrorCode::parse);
+        ReplyEnvelope {
+            code: known.unwrap_or_else(|| ErrorCode::from_status(status)),
+            unknown_code: wire.filter(|_| known.is_none()).map(str::to_string),
+            message: envelope
+                .and_then(|e| e.get("message"))
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_string)
+                .unwrap_or_else(|| format!("HTTP status {status}")),
+        }
+    }
+}
+
+/// A module's typed error that folds into [`Error`] ([`Error::typed`]):
+/// it says which stable code it stands for.
+pub trait Coded: std::error::Error + Send + Sync + 'static {
+    /// The stable code callers see.
+    fn code(&self) -> ErrorCode;
+}
+
+/// A boxed [`Coded`] error: [`Error::Typed`]'s payload. It reads as the
+/// error it holds (same message, same source).
+#[derive(Debug)]
+pub struct Typed(Box<dyn Coded>);
+
+impl std::fmt::Display for Typed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&*self.0, f)
+    }
+}
+
+impl std::error::Error for Typed {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
 /// OS messages of a full disk, for errors that only carry text.
-const FULL_MESSAGES: &[&str] = &[
+pub(crate) const FULL_MESSAGES: &[&str] = &[
     "No space left on device",
     "Disk quota exceeded",
     "database or disk is full",
 ];
 
-fn io_is_full(e: &std::io::Error) -> bool {
+/// Whether an IO error is a full disk or quota.
+pub(crate) fn io_is_full(e: &std::io::Error) -> bool {
     matches!(
         e.kind(),
         std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
     ) || matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
 }
 
-fn chain_is_full(e: &(dyn std::error::Error + 'static)) -> bool {
+/// Whether any error in the chain from `e` is a full disk or quota.
+pub(crate) fn chain_is_full(e: &(dyn std::error::Error + 'static)) -> bool {
     let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(err) = cur {
         if let Some(io) = err.downcast_ref::<std::io::Error>()
@@ -416,6 +503,25 @@ mod tests {
     }
 
     #[test]
+    fn replies_of_a_newer_daemon_fall_back_to_their_status() {
+        let r = ReplyEnvelope::read(
+            503,
+            br#"{"error":{"code":"SHARD_MOVING","message":"try again"}}"#,
+        );
+        assert_eq!(r.code, ErrorCode::Unavailable);
+        assert_eq!(r.unknown_code.as_deref(), Some("SHARD_MOVING"));
+        assert_eq!(r.message, "try again");
+        let known = ReplyEnvelope::read(400, br#"{"error":{"code":"NOT_FOUND","message":"m"}}"#);
+        assert_eq!(
+            (known.code, known.unknown_code),
+            (ErrorCode::NotFound, None)
+        );
+        let html = ReplyEnvelope::read(502, b"<html>");
+        assert_eq!(html.code, ErrorCode::UpstreamInvalid);
+        assert_eq!(html.message, "HTTP status 502");
+    }
+
+    #[test]
     fn codes_are_stable_strings() {
         let table = [
             (Error::invalid("x"), "INVALID_INPUT", false),
@@ -446,6 +552,8 @@ mod tests {
             (Error::from_reply(503, "<html>"), "UNAVAILABLE", true),
             (Error::from_reply(404, ""), "NOT_FOUND", false),
             (Error::Forbidden("f".into()), "FORBIDDEN", false),
+            (Error::Conflict("c".into()), "CONFLICT", false),
+            (Error::from_reply(409, ""), "CONFLICT", false),
             (
                 Error::RootLocked {
                     root: "/r".into(),
@@ -477,21 +585,6 @@ mod tests {
                     context: "cannot append".into(),
                     source: std::io::Error::from_raw_os_error(libc::EDQUOT),
                 },
-                "STORAGE_FULL",
-                true,
-            ),
-            (
-                Error::Sqlite(rusqlite::Error::SqliteFailure(
-                    rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_FULL),
-                    None,
-                )),
-                "STORAGE_FULL",
-                true,
-            ),
-            (
-                Error::Tantivy(tantivy::TantivyError::IoError(std::sync::Arc::new(
-                    std::io::Error::from_raw_os_error(libc::ENOSPC),
-                ))),
                 "STORAGE_FULL",
                 true,
             ),

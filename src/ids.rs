@@ -41,8 +41,7 @@ pub fn fact_id(origin: &str, scene: &Scene, ts: DateTime<Utc>) -> String {
 
 /// Lowercase hex sha256 of `bytes`.
 pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    crate::base::bytes::hex(&Sha256::digest(bytes))
 }
 
 /// `doc-<first 8 hex of sha256(path)>` for a path relative to `memories/`, with `/` separators.

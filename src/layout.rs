@@ -1,7 +1,10 @@
 //! Paths under one root and the private file modes of what memd writes there.
 //!
 //! The lowest layer every module may use: it knows where things live
-//! (`memories/`, `data/`, `config.json`, ...), not what they contain.
+//! (`memories/`, `data/`, `config.json`, ...), not what they contain, and
+//! where the root is when nobody says ([`default_root`]: the platform's data
+//! directory, never the current directory, so a source checkout or any
+//! other git working tree never becomes a root by accident).
 
 use std::path::{Path, PathBuf};
 
@@ -65,6 +68,12 @@ impl Layout {
         self.root.join(".memd.lock")
     }
 
+    /// The address file of the running `memd serve` (its address, pid and
+    /// local credential), which the CLI reads to go through the daemon.
+    pub fn daemon_address(&self) -> PathBuf {
+        self.root.join(".memd.addr")
+    }
+
     /// Creates `memories/facts/` and `data/` if missing, and makes the root's
     /// own files private (see [`Layout::tighten`]).
     pub(crate) fn create_dirs(&self) -> Result<()> {
@@ -85,6 +94,7 @@ impl Layout {
             self.tokens(),
             self.config(),
             self.lock(),
+            self.daemon_address(),
         ]
     }
 
@@ -106,6 +116,44 @@ impl Layout {
             }
         }
     }
+}
+
+/// The directory under the platform's data directory that holds the
+/// default root.
+const ROOT_DIR_NAME: &str = "memd";
+
+/// The root used when neither `--root` nor `MEMD_ROOT` names one: memd's
+/// directory in the platform's data directory, `$XDG_DATA_HOME/memd` (when
+/// absolute), else `~/.local/share/memd` (on macOS `~/Library/Application
+/// Support/memd`). It is never the current directory, so running memd
+/// inside a source checkout does not put memories into its working tree.
+pub fn default_root() -> Result<PathBuf> {
+    default_root_from(
+        std::env::var_os("XDG_DATA_HOME").map(PathBuf::from),
+        std::env::var_os("HOME").map(PathBuf::from),
+    )
+}
+
+/// [`default_root`] from the values of `XDG_DATA_HOME` and `HOME`.
+fn default_root_from(xdg_data_home: Option<PathBuf>, home: Option<PathBuf>) -> Result<PathBuf> {
+    // The XDG base directory rules ignore a relative value.
+    if !cfg!(target_os = "macos")
+        && let Some(dir) = xdg_data_home.filter(|d| d.is_absolute())
+    {
+        return Ok(dir.join(ROOT_DIR_NAME));
+    }
+    let home = home.filter(|h| h.is_absolute()).ok_or_else(|| {
+        crate::error::Error::invalid(
+            "no root: HOME is not set, so there is no data directory to keep memories in; \
+             pass --root DIR or set MEMD_ROOT",
+        )
+    })?;
+    let data = if cfg!(target_os = "macos") {
+        home.join("Library/Application Support")
+    } else {
+        home.join(".local/share")
+    };
+    Ok(data.join(ROOT_DIR_NAME))
 }
 
 /// The permission bits of `path` (not following symlinks), if it exists.
@@ -143,14 +191,34 @@ pub fn private_umask() {
     rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
 }
 
-/// Creates (or truncates) `path` readable and writable by its owner only,
-/// whatever the umask.
-pub fn create_private(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
+/// Creates (or truncates) a file private to its owner (see [`crate::base::durable::create_private`]).
+pub use crate::base::durable::create_private;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[cfg(not(target_os = "macos"))]
+    fn the_default_root_is_the_data_directory() {
+        let check = |xdg: Option<&str>, home: Option<&str>, want: Option<&str>| {
+            let got = default_root_from(xdg.map(PathBuf::from), home.map(PathBuf::from));
+            match want {
+                Some(w) => assert_eq!(got.unwrap(), PathBuf::from(w), "{xdg:?} {home:?}"),
+                None => assert_eq!(got.unwrap_err().code().as_str(), "INVALID_INPUT"),
+            }
+        };
+        check(None, Some("/home/a"), Some("/home/a/.local/share/memd"));
+        check(Some("/data"), Some("/home/a"), Some("/data/memd"));
+        // A relative XDG_DATA_HOME is ignored, as the base directory rules say.
+        check(
+            Some("rel"),
+            Some("/home/a"),
+            Some("/home/a/.local/share/memd"),
+        );
+        check(Some(""), Some("/home/a"), Some("/home/a/.local/share/memd"));
+        check(Some("/data"), None, Some("/data/memd"));
+        check(None, None, None);
+        check(None, Some("relative"), None);
+    }
 }

@@ -64,12 +64,13 @@ const BM25_K1: f32 = 1.2;
 const BM25_B: f32 = 0.75;
 
 /// The scripts of a query and a memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Pairing {
     /// Both mostly CJK.
     Cjk,
     /// Both mostly Latin (or neutral).
+    #[default]
     Latin,
     /// One mostly CJK, the other not.
     Mixed,
@@ -87,7 +88,7 @@ impl Pairing {
 }
 
 /// What speaks for one hit being about its query.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Evidence {
     /// Share of the query's IDF-weighted content terms the memory contains, in `[0, 1]`.

@@ -1,5 +1,5 @@
 //! Periodic jobs of `memd serve` and the thread that runs them. When a job is
-//! due is decided by [`crate::schedule`] (a pure function of its settings,
+//! due is decided by [`crate::timetable`] (a pure function of its settings,
 //! saved state and "now"); the jobs themselves (backup, archive, sleep
 //! consolidation) are built here, above every module they drive. The runner
 //! thread also commits pending text-index changes every second, so processes
@@ -19,8 +19,8 @@ use crate::config::SleepConfig;
 use crate::consolidate;
 use crate::error::{Error, Result};
 use crate::hub::Hub;
-use crate::schedule::save_states;
-pub use crate::schedule::{JobState, Period, Schedule, load_states, next_run, parse_at};
+use crate::timetable::save_states;
+pub use crate::timetable::{JobState, Period, Schedule, load_states, next_run, parse_at};
 
 /// What a job does; returns a one-line summary.
 pub(crate) type JobFn = Box<dyn Fn(&Hub) -> Result<String> + Send>;
@@ -75,7 +75,7 @@ pub fn tick(hub: &Hub, jobs: &[Job], state_path: &Path, now: DateTime<Utc>) -> V
 
 /// The scheduler state file of a hub's root.
 pub fn state_path(hub: &Hub) -> PathBuf {
-    crate::schedule::state_path(hub.layout())
+    crate::timetable::state_path(hub.layout())
 }
 
 /// A running scheduler; stops when dropped.
@@ -96,8 +96,11 @@ impl Drop for SchedulerHandle {
     }
 }
 
-/// Memories embedded per hold of the writer by the background runner.
-const EMBED_GROUP: usize = 16;
+/// Memories embedded per call of the background runner (it checks for a
+/// stop between calls): enough for a few length-sorted batches per embedder
+/// session, so every core has work and each call's bookkeeping (finding the
+/// pending memories, storing their vectors) is spread over many memories.
+const EMBED_GROUP: usize = 64;
 
 /// Starts the runner: every second it commits pending index changes and
 /// embeds memories that lack a vector; every 30 seconds it runs due jobs.
@@ -148,7 +151,7 @@ pub(crate) fn spawn_every(
                     {}
                 }
                 if seconds.is_multiple_of(30) {
-                    tick(&hub, &jobs, &path, Utc::now());
+                    tick(&hub, &jobs, &path, hub.now());
                 }
                 seconds += 1;
                 match woken.recv_timeout(round) {
@@ -176,7 +179,7 @@ pub(crate) fn backup_job(dir: PathBuf, keep_days: u32) -> Job {
         },
         run: Box::new(move |hub: &Hub| {
             let (path, manifest) = crate::backup::create(hub.layout(), &dir)?;
-            let removed = crate::backup::prune(&dir, keep_days, Utc::now())?;
+            let removed = crate::backup::prune(&dir, keep_days, hub.now())?;
             Ok(format!(
                 "{} ({} files); {} old archives removed",
                 path.display(),
@@ -212,7 +215,7 @@ pub fn sleep_job(cfg: SleepConfig) -> Result<Job> {
         name: consolidate::JOB_NAME,
         schedule,
         run: Box::new(move |hub: &Hub| {
-            let now = Utc::now();
+            let now = hub.now();
             let last_success = load_states(&state_path(hub))
                 .get(consolidate::JOB_NAME)
                 .and_then(|s| s.last_success);
@@ -233,7 +236,7 @@ pub fn sleep_job(cfg: SleepConfig) -> Result<Job> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schedule::tests::{daily, local};
+    use crate::timetable::tests::{daily, local};
 
     #[test]
     fn tick_runs_due_jobs_once_and_remembers_across_restarts() {

@@ -4,11 +4,11 @@
 //! memd does no replication of its own. Each device appends only to its own
 //! journal files, Syncthing copies files between devices, and every daemon
 //! indexes the lines that arrive by the merge rules of
-//! [`crate::index::merge`]. This module writes the folder's `.stignore`,
-//! configures the folder and its peers through Syncthing's REST API (when an
-//! API key is configured: `sync.syncthingApiKey`), and reads peer state back
-//! for `memd sync status`. Only plain HTTP to a loopback Syncthing is
-//! supported.
+//! [`crate::index::merge`]. This module has the store write the folder's
+//! `.stignore` ([`crate::store::syncfiles`]), configures the folder and its
+//! peers through Syncthing's REST API (when an API key is configured:
+//! `sync.syncthingApiKey`), and reads peer state back for `memd sync
+//! status`. Only plain HTTP to a loopback Syncthing is supported.
 
 use std::time::Duration;
 
@@ -25,22 +25,7 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 /// Writes `memories/.stignore` unless a different one is there (kept: it is
 /// the user's). Returns whether it was written.
 pub(crate) fn write_stignore(layout: &Layout) -> Result<bool> {
-    let path = layout.memories().join(syncfiles::STIGNORE);
-    let want = syncfiles::stignore();
-    match std::fs::read_to_string(&path) {
-        Ok(have) if have == want => return Ok(false),
-        Ok(have) if !have.starts_with("// Written by `memd sync init`") => {
-            tracing::warn!(path = %path.display(), "an .stignore of your own is kept as it is");
-            return Ok(false);
-        }
-        _ => {}
-    }
-    std::fs::create_dir_all(layout.memories()).map_err(|e| Error::Io {
-        context: format!("cannot create {}", layout.memories().display()),
-        source: e,
-    })?;
-    crate::store::atomic::write_atomic(&path, want.as_bytes())?;
-    Ok(true)
+    syncfiles::write_stignore(&layout.memories())
 }
 
 /// A Syncthing REST client for one loopback address and API key.

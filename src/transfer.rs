@@ -19,8 +19,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, IoContext, Result};
 use crate::hub::{Hub, WriteAction, WriteRequest};
 use crate::model::{Fact, Record, Scene, parse_kind, parse_tags};
-use crate::store::journal;
-use crate::store::markdown;
+use crate::store::markdown::FrontValue;
+use crate::store::{files, journal, markdown};
 
 /// Input formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -78,6 +78,11 @@ pub(crate) fn read_lines(path: &Path) -> Result<Vec<std::result::Result<String, 
         .ctx("cannot open", path)?
         .read_to_end(&mut bytes)
         .ctx("cannot read", path)?;
+    Ok(split_lines(&bytes))
+}
+
+/// `bytes` cut into lines (`\n` or `\r\n`), each decoded on its own (see [`read_lines`]).
+pub(crate) fn split_lines(bytes: &[u8]) -> Vec<std::result::Result<String, String>> {
     let mut lines: Vec<_> = bytes
         .split(|&b| b == b'\n')
         .map(|line| {
@@ -93,7 +98,7 @@ pub(crate) fn read_lines(path: &Path) -> Result<Vec<std::result::Result<String, 
     if matches!(lines.last(), Some(Ok(l)) if l.is_empty()) {
         lines.pop();
     }
-    Ok(lines)
+    lines
 }
 
 #[derive(Debug, Deserialize)]
@@ -172,6 +177,9 @@ fn loose_request(line: LooseLine, defaults: &ImportDefaults) -> Result<WriteRequ
     Ok(req)
 }
 
+/// Lines refused, by line number, with why.
+type Refusals = Vec<(usize, String)>;
+
 enum Item {
     Record(Record),
     Write(WriteRequest),
@@ -206,11 +214,31 @@ pub fn import(
     }
     let lines = read_lines(path)?;
     let total = lines.len() as u64;
-    let name = path.display().to_string();
     // Refusals by line number, reported in file order at the end.
-    let mut refused: Vec<(usize, String)> = Vec::new();
+    let (items, mut refused) = parse_lines(&lines, format, defaults);
     let mut report = ImportReport::default();
-    let mut items: Vec<(usize, Item)> = Vec::new();
+    for chunk in items.chunks(1000) {
+        apply_chunk(hub, chunk, &mut report, &mut refused)?;
+        progress(chunk.last().map_or(0, |(n, _)| *n as u64), total);
+    }
+    refused.sort_by_key(|(n, _)| *n);
+    let name = path.display();
+    for (n, e) in refused {
+        report.fail(format!("{name}:{n}"), e);
+    }
+    progress(total, total);
+    Ok(report)
+}
+
+/// Reads each non-empty line as `format` (text, journal line or loose JSON):
+/// the items by line number, and the lines refused with why.
+fn parse_lines(
+    lines: &[std::result::Result<String, String>],
+    format: Format,
+    defaults: &ImportDefaults,
+) -> (Vec<(usize, Item)>, Refusals) {
+    let mut items = Vec::new();
+    let mut refused = Vec::new();
     for (i, line) in lines.iter().enumerate() {
         let n = i + 1;
         let line = match line {
@@ -243,43 +271,47 @@ pub fn import(
             Err(e) => refused.push((n, e.to_string())),
         }
     }
-    for chunk in items.chunks(1000) {
-        let mut records = Vec::new();
-        let mut writes = Vec::new();
-        for (n, item) in chunk {
-            match item {
-                Item::Record(r) => records.push((*n, r.clone())),
-                Item::Write(w) => writes.push((*n, w.clone())),
-            }
+    (items, refused)
+}
+
+/// Writes one chunk of items through the hub (journal records with their
+/// ids, new memories through the write rules), counting what went in and
+/// noting what was refused.
+fn apply_chunk(
+    hub: &Hub,
+    chunk: &[(usize, Item)],
+    report: &mut ImportReport,
+    refused: &mut Refusals,
+) -> Result<()> {
+    let mut records = Vec::new();
+    let mut writes = Vec::new();
+    for (n, item) in chunk {
+        match item {
+            Item::Record(r) => records.push((*n, r.clone())),
+            Item::Write(w) => writes.push((*n, w.clone())),
         }
-        if !records.is_empty() {
-            let results = hub.import_records(records.iter().map(|(_, r)| r.clone()).collect())?;
-            for ((n, _), result) in records.iter().zip(results) {
-                match result {
-                    Ok(true) => report.added += 1,
-                    Ok(false) => report.skipped += 1,
-                    Err(e) => refused.push((*n, e.to_string())),
-                }
-            }
-        }
-        if !writes.is_empty() {
-            let results = hub.write_batch(writes.iter().map(|(_, w)| w.clone()).collect())?;
-            for ((n, _), result) in writes.iter().zip(results) {
-                match result {
-                    Ok(w) if w.action == WriteAction::Noop => report.skipped += 1,
-                    Ok(_) => report.added += 1,
-                    Err(e) => refused.push((*n, e.to_string())),
-                }
-            }
-        }
-        progress(chunk.last().map_or(0, |(n, _)| *n as u64), total);
     }
-    refused.sort_by_key(|(n, _)| *n);
-    for (n, e) in refused {
-        report.fail(format!("{name}:{n}"), e);
+    if !records.is_empty() {
+        let results = hub.import_records(records.iter().map(|(_, r)| r.clone()).collect())?;
+        for ((n, _), result) in records.iter().zip(results) {
+            match result {
+                Ok(true) => report.added += 1,
+                Ok(false) => report.skipped += 1,
+                Err(e) => refused.push((*n, e.to_string())),
+            }
+        }
     }
-    progress(total, total);
-    Ok(report)
+    if !writes.is_empty() {
+        let results = hub.append_batch(writes.iter().map(|(_, w)| w.clone()).collect())?;
+        for ((n, _), result) in writes.iter().zip(results) {
+            match result {
+                Ok(w) if w.action == WriteAction::Noop => report.skipped += 1,
+                Ok(_) => report.added += 1,
+                Err(e) => refused.push((*n, e.to_string())),
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Copies Markdown under `memories/import/<name>/`, never overwriting, then indexes it.
@@ -292,7 +324,6 @@ fn import_markdown(hub: &Hub, path: &Path) -> Result<ImportReport> {
         .and_then(|n| n.to_str())
         .filter(|n| !n.is_empty())
         .unwrap_or("import");
-    let dest_base = hub.layout().memories().join("import").join(name);
     let is_dir = std::fs::symlink_metadata(path)
         .ctx("cannot open", path)?
         .is_dir();
@@ -313,19 +344,20 @@ fn import_markdown(hub: &Hub, path: &Path) -> Result<ImportReport> {
             .unwrap_or("doc.md");
         vec![(path.to_path_buf(), file.to_string())]
     };
+    let memories = hub.layout().memories();
     for (src, rel) in sources {
         let dest = if is_dir {
-            dest_base.join(&rel)
+            format!("import/{name}/{rel}")
         } else {
-            hub.layout().memories().join("import").join(&rel)
+            format!("import/{rel}")
         };
         // `symlink_metadata`, not `exists`: a dangling link is not free space to write through.
-        if std::fs::symlink_metadata(&dest).is_ok() {
+        if std::fs::symlink_metadata(memories.join(&dest)).is_ok() {
             report.skipped += 1;
             continue;
         }
-        let bytes = match markdown::read_bounded(&src) {
-            Ok((bytes, _)) => bytes,
+        let (bytes, modified) = match markdown::read_bounded(&src) {
+            Ok(read) => read,
             Err(e) => {
                 report.fail(src.display(), e);
                 continue;
@@ -336,21 +368,17 @@ fn import_markdown(hub: &Hub, path: &Path) -> Result<ImportReport> {
             .and_then(|text| {
                 markdown::parse(&rel, text, &hub.config().docs, &hub.config().privacy)
             });
-        if let Err(e) = parsed {
+        // The copy keeps the date its original was last edited.
+        if files::add_document(&memories, &dest, &bytes, Some(modified))? != files::Added::Created {
+            // Another writer took the name since the check above.
+            report.skipped += 1;
+            continue;
+        }
+        match parsed {
             // Copied anyway (nothing is lost); it is not indexed until fixed.
-            report.fail(src.display(), format!("copied but not indexed: {e}"));
-        } else {
-            report.added += 1;
+            Err(e) => report.fail(src.display(), format!("copied but not indexed: {e}")),
+            Ok(_) => report.added += 1,
         }
-        if let Some(parent) = dest.parent() {
-            std::fs::create_dir_all(parent).ctx("cannot create", parent)?;
-        }
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&dest)
-            .and_then(|mut f| std::io::Write::write_all(&mut f, &bytes))
-            .ctx("cannot write", &dest)?;
     }
     hub.sync_documents()?;
     Ok(report)
@@ -422,8 +450,11 @@ pub(crate) fn export(hub: &Hub, format: ExportFormat, out: &Path, scenes: &[Scen
                 by_scene.entry(f.scene.to_string()).or_default().push(f);
             }
             for (scene, list) in by_scene {
-                let mut text =
-                    format!("---\ntitle: Facts in {scene}\nscene: {scene}\nkind: export\n---\n");
+                let mut text = markdown::render_front_matter(&[
+                    ("title", FrontValue::Text(format!("Facts in {scene}"))),
+                    ("scene", FrontValue::Text(scene.clone())),
+                    ("kind", FrontValue::Text("export".into())),
+                ])?;
                 for f in list {
                     let heading = f
                         .title

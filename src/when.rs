@@ -11,6 +11,14 @@
 //!   `去年五月`, `三天前`) — as a half-open range `[from, to)`. The anchor is
 //!   the caller's "now"; search ranks memories whose event time falls in the
 //!   range a little higher (a boost, never a filter).
+//! - [`resolve`] ([`relative`]): the relative dates inside a statement
+//!   (`下周五`, `明晚`, `next Friday`, `in two weeks`) made absolute against
+//!   the moment it was said, in the text and as its `time`; consolidation
+//!   writes what the person meant, not what a later reader would take it for.
+
+pub mod relative;
+
+pub use relative::{Named, Resolved, resolve};
 
 use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveDateTime, NaiveTime, TimeZone, Utc};
 use regex::Regex;
@@ -68,6 +76,8 @@ static CLOCK: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)(上午|早上|中午|下午|晚上)?\s*(\d{1,2})[:：](\d{2})\s*(am|pm|a\.m\.|p\.m\.)?")
         .expect("valid regex")
 });
+static ISO_REDUCED: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^(\d{4})(?:-(\d{2}))?$").expect("valid regex"));
 static ZH_DATE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(\d{4})\s*年\s*(\d{1,2})\s*月(?:\s*(\d{1,2})\s*[日号])?").expect("valid regex")
 });
@@ -92,6 +102,11 @@ pub fn parse_time(s: &str) -> Option<DateTime<Utc>> {
         if let Ok(d) = NaiveDate::parse_from_str(s, f) {
             return Some(at_midnight(d));
         }
+    }
+    // ISO 8601 at month or year precision (`2027-01`, `2027`): its first day.
+    if let Some(c) = ISO_REDUCED.captures(s) {
+        let month = c.get(2).map_or(Some(1), |m| m.as_str().parse().ok())?;
+        return NaiveDate::from_ymd_opt(c[1].parse().ok()?, month, 1).map(at_midnight);
     }
     let date = if let Some(c) = ZH_DATE.captures(s) {
         let day = c.get(3).map_or(Some(1), |d| d.as_str().parse().ok())?;
@@ -407,6 +422,8 @@ mod tests {
             ("2023年5月8日", "2023-05-08T00:00:00Z"),
             ("2023年5月8号 下午1:56", "2023-05-08T13:56:00Z"),
             ("2023年12月", "2023-12-01T00:00:00Z"),
+            ("2027-01", "2027-01-01T00:00:00Z"),
+            ("2027", "2027-01-01T00:00:00Z"),
         ] {
             assert_eq!(parse_time(input), Some(t(want)), "{input}");
         }
@@ -415,6 +432,7 @@ mod tests {
             "yesterday",
             "last summer",
             "2023-13-01",
+            "2023-13",
             "31 February, 2023",
             "soon",
         ] {

@@ -1,5 +1,5 @@
 //! A bilingual (Chinese ↔ English) lexicon for cross-lingual full text,
-//! read from CC-CEDICT (`scripts/setup.sh` installs the dictionary under
+//! read from CC-CEDICT (`memd setup` installs the dictionary under
 //! the models directory; the data is CC BY-SA 4.0 and is never shipped in
 //! the crate).
 //!
@@ -22,7 +22,10 @@
 //!
 //! Storage is compact: the headwords and the English stems each sit sorted
 //! in one string arena (binary search), and both directions are flat `u32`
-//! posting lists ([`Lexicon::heap_bytes`] reports the total).
+//! posting lists ([`Lexicon::heap_bytes`] reports the total). The same
+//! arrays, written out as they are ([`Lexicon::to_compact`]), load back in
+//! one read and a few checks ([`Lexicon::from_compact`]): parsing the text
+//! takes a second or more, reading the compact form a few milliseconds.
 
 use std::collections::HashMap;
 
@@ -33,6 +36,12 @@ use super::tokenizer::{is_cjk, is_stop_word_text};
 /// At most this many English stems translate one headword (the first ones,
 /// in sense order: CC-CEDICT lists the common senses first).
 pub const MAX_GLOSS_TERMS: usize = 8;
+
+/// The first bytes of [`Lexicon::to_compact`]'s form. The digit is bumped
+/// whenever parsing changes what a CC-CEDICT line becomes (senses kept,
+/// stemming, [`MAX_GLOSS_TERMS`]), so a compact file built by an older build
+/// is rebuilt from the text.
+pub const COMPACT_MAGIC: &[u8] = b"memd-lexicon-1\n";
 
 /// Gloss words that carry no meaning of their own (`to do sth for sb`).
 const GLOSS_STOP: &[&str] = &[
@@ -64,7 +73,7 @@ const REFERENCE_PREFIXES: &[&str] = &[
 ];
 
 /// Sorted, distinct strings in one arena.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq, Eq)]
 struct Strings {
     arena: String,
     ends: Vec<u32>,
@@ -107,8 +116,29 @@ impl Strings {
     }
 }
 
+impl Strings {
+    /// Rebuilds from a compact form's arena and ends, checking that every
+    /// end is in order, within the arena and on a character boundary, and
+    /// that the strings are sorted and distinct (binary search needs it).
+    fn from_parts(arena: String, ends: Vec<u32>) -> Option<Strings> {
+        let mut prev = 0usize;
+        for &e in &ends {
+            let e = e as usize;
+            if e < prev || e > arena.len() || !arena.is_char_boundary(e) {
+                return None;
+            }
+            prev = e;
+        }
+        let s = Strings { arena, ends };
+        if (1..s.len()).any(|i| s.get(i - 1) >= s.get(i)) {
+            return None;
+        }
+        Some(s)
+    }
+}
+
 /// One list of ids per key, flat.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq, Eq)]
 struct Postings {
     ends: Vec<u32>,
     ids: Vec<u32>,
@@ -133,10 +163,29 @@ impl Postings {
     fn heap_bytes(&self) -> usize {
         (self.ends.capacity() + self.ids.capacity()) * 4
     }
+
+    /// Rebuilds from a compact form's parts, checking that `ends` has one
+    /// entry per key, in order and within `ids`, and every id is below `max_id`.
+    fn from_parts(ends: Vec<u32>, ids: Vec<u32>, keys: usize, max_id: usize) -> Option<Postings> {
+        if ends.len() != keys {
+            return None;
+        }
+        let mut prev = 0u32;
+        for &e in &ends {
+            if e < prev || e as usize > ids.len() {
+                return None;
+            }
+            prev = e;
+        }
+        if ids.iter().any(|&i| i as usize >= max_id) {
+            return None;
+        }
+        Some(Postings { ends, ids })
+    }
 }
 
 /// The lexicon: simplified headwords ↔ English stems.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq, Eq)]
 pub struct Lexicon {
     zh: Strings,
     en: Strings,
@@ -281,6 +330,85 @@ impl Lexicon {
         })
     }
 
+    /// The compact binary form ([`Lexicon::from_compact`] reads it back):
+    /// [`COMPACT_MAGIC`], then `stamp` (whatever identifies the source the
+    /// caller built it from), then the eight arrays of the lexicon, each as
+    /// a little-endian `u64` byte length and its bytes (`u32`s little-endian).
+    /// Reading it is one file read and a few checks, no parsing.
+    pub fn to_compact(&self, stamp: &[u8]) -> Vec<u8> {
+        fn words(v: &[u32]) -> Vec<u8> {
+            v.iter().flat_map(|w| w.to_le_bytes()).collect()
+        }
+        let parts: [Vec<u8>; 8] = [
+            self.zh.arena.as_bytes().to_vec(),
+            words(&self.zh.ends),
+            self.en.arena.as_bytes().to_vec(),
+            words(&self.en.ends),
+            words(&self.zh_to_en.ends),
+            words(&self.zh_to_en.ids),
+            words(&self.en_to_zh.ends),
+            words(&self.en_to_zh.ids),
+        ];
+        let mut out = Vec::with_capacity(
+            COMPACT_MAGIC.len()
+                + 8
+                + stamp.len()
+                + parts.iter().map(|p| 8 + p.len()).sum::<usize>(),
+        );
+        out.extend_from_slice(COMPACT_MAGIC);
+        for part in std::iter::once(stamp).chain(parts.iter().map(Vec::as_slice)) {
+            out.extend_from_slice(&(part.len() as u64).to_le_bytes());
+            out.extend_from_slice(part);
+        }
+        out
+    }
+
+    /// Reads [`Lexicon::to_compact`]'s form; `None` unless it is complete,
+    /// consistent (see the `from_parts` checks) and was built from `stamp`.
+    pub fn from_compact(bytes: &[u8], stamp: &[u8]) -> Option<Lexicon> {
+        let mut rest = bytes.strip_prefix(COMPACT_MAGIC)?;
+        let mut next = || -> Option<&[u8]> {
+            let (len, tail) = rest.split_first_chunk::<8>()?;
+            let len = usize::try_from(u64::from_le_bytes(*len)).ok()?;
+            if len > tail.len() {
+                return None;
+            }
+            let (part, tail) = tail.split_at(len);
+            rest = tail;
+            Some(part)
+        };
+        fn words(b: &[u8]) -> Option<Vec<u32>> {
+            if !b.len().is_multiple_of(4) {
+                return None;
+            }
+            Some(
+                b.chunks_exact(4)
+                    .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect(),
+            )
+        }
+        if next()? != stamp {
+            return None;
+        }
+        let zh_arena = std::str::from_utf8(next()?).ok()?.to_string();
+        let zh_ends = words(next()?)?;
+        let en_arena = std::str::from_utf8(next()?).ok()?.to_string();
+        let en_ends = words(next()?)?;
+        let fwd = (words(next()?)?, words(next()?)?);
+        let rev = (words(next()?)?, words(next()?)?);
+        if !rest.is_empty() {
+            return None;
+        }
+        let zh = Strings::from_parts(zh_arena, zh_ends)?;
+        let en = Strings::from_parts(en_arena, en_ends)?;
+        Some(Lexicon {
+            zh_to_en: Postings::from_parts(fwd.0, fwd.1, zh.len(), en.len())?,
+            en_to_zh: Postings::from_parts(rev.0, rev.1, en.len(), zh.len())?,
+            zh,
+            en,
+        })
+    }
+
     /// Number of headwords.
     pub fn entries(&self) -> usize {
         self.zh.len()
@@ -338,6 +466,44 @@ broken line\n";
         assert!(lex.chinese_of("unknown").is_empty());
         assert_eq!(lex.entries(), 6);
         assert!(lex.heap_bytes() > 0);
+    }
+
+    #[test]
+    fn the_compact_form_reads_back_the_same_lexicon() {
+        let lex = Lexicon::parse(SAMPLE);
+        let bytes = lex.to_compact(b"stamp");
+        let back = Lexicon::from_compact(&bytes, b"stamp").expect("reads back");
+        assert_eq!(back, lex);
+        assert_eq!(back.english_of("开心"), ["feel", "happy", "mak", "fun"]);
+        assert_eq!(back.chinese_of("happy"), ["开心", "高兴"]);
+        // Another source's stamp, a truncated or extended file, or damage is refused.
+        assert!(Lexicon::from_compact(&bytes, b"other").is_none());
+        assert!(Lexicon::from_compact(&bytes[..bytes.len() - 1], b"stamp").is_none());
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(Lexicon::from_compact(&longer, b"stamp").is_none());
+        assert!(Lexicon::from_compact(b"", b"stamp").is_none());
+        assert!(Lexicon::from_compact(&bytes[1..], b"stamp").is_none());
+        // A flipped byte anywhere either fails a check or reads back something
+        // that is still safe to query (no panic on a bad boundary or id).
+        for i in COMPACT_MAGIC.len()..bytes.len() {
+            let mut bad = bytes.clone();
+            bad[i] ^= 0x80;
+            if let Some(l) = Lexicon::from_compact(&bad, b"stamp") {
+                for w in ["魔术", "开心", "高兴", "表演", "猫", "李"] {
+                    let _ = l.english_of(w);
+                }
+                for w in ["happy", "magic", "cat", "perform"] {
+                    let _ = l.chinese_of(w);
+                }
+            }
+        }
+        // An empty lexicon round-trips too.
+        let empty = Lexicon::parse("");
+        assert_eq!(
+            Lexicon::from_compact(&empty.to_compact(b""), b""),
+            Some(empty)
+        );
     }
 
     #[test]

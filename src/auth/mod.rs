@@ -8,10 +8,9 @@
 //! revoking take effect without a restart. Secrets are compared by hash in
 //! constant time and never logged.
 //!
-//! [`policy`] turns a token plus a request into the [`Filter`](crate::index::filter::Filter)
-//! the index queries use.
-
-pub mod policy;
+//! What a `Grant` may see and do in a request (scene resolution, the
+//! filters of reads and writes) is decided by the hub's
+//! [`Caller`](crate::hub::Caller); this module only says who the caller is.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -22,10 +21,10 @@ use chrono::{DateTime, Utc};
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
 
+use crate::base::durable::write_atomic;
 use crate::error::{Error, IoContext, Result};
 use crate::ids::sha256_hex;
 use crate::model::Scene;
-use crate::store::atomic::write_atomic;
 
 /// Scope names a token may carry.
 pub mod scope {
@@ -145,6 +144,9 @@ pub(crate) struct Grant {
     /// Scenes it may write, forget and edit in: its scenes minus the ones its
     /// preset only reads ([`preset_read_only`]); the first is the default.
     pub(crate) write_scenes: Vec<Scene>,
+    /// Acts in any scene, listed or not (the local operator only; a token's
+    /// scenes are always a list).
+    pub(crate) any_scene: bool,
 }
 
 impl Grant {
@@ -166,7 +168,46 @@ impl Grant {
                 .filter(|s| !read_only.contains(&s.as_str()))
                 .cloned()
                 .collect(),
+            any_scene: false,
         }
+    }
+
+    /// The local operator (the CLI): every scope, every scene (`main` by
+    /// default), named `cli`.
+    pub(crate) fn operator() -> Grant {
+        let main = Scene::parse("main").expect("built-in scene names are valid");
+        Grant {
+            name: "cli".into(),
+            scopes: scope::KNOWN.iter().map(|s| s.to_string()).collect(),
+            scenes: vec![main.clone()],
+            write_scenes: vec![main],
+            any_scene: true,
+        }
+    }
+}
+
+/// The local credential of one `memd serve`: a random secret it records for
+/// the CLI beside the root (`ROOT/.memd.addr`, private to the user) and
+/// accepts as the local operator (`Grant::operator`). Never stored hashed
+/// in `tokens.json`: it lives as long as the daemon.
+#[derive(Clone)]
+pub struct OperatorSecret(std::sync::Arc<str>);
+
+impl std::fmt::Debug for OperatorSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OperatorSecret(..)")
+    }
+}
+
+impl OperatorSecret {
+    /// The secret a daemon accepts.
+    pub fn new(secret: &str) -> Self {
+        OperatorSecret(std::sync::Arc::from(secret))
+    }
+
+    /// Whether `presented` is this secret (compared in constant time).
+    pub(crate) fn matches(&self, presented: &str) -> bool {
+        crate::base::bytes::constant_time_eq(self.0.as_bytes(), presented.as_bytes())
     }
 }
 
@@ -242,14 +283,6 @@ pub(crate) fn hash_secret(secret: &str) -> String {
     sha256_hex(secret.as_bytes())
 }
 
-/// Compares two byte strings without an early exit on the first difference.
-pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 fn read_file(path: &Path) -> Result<TokenFile> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
@@ -289,8 +322,9 @@ pub struct IssueRequest {
     pub scenes: Vec<String>,
 }
 
-/// Issues a token and returns its record and the secret (shown once, never stored).
-pub fn issue(path: &Path, req: &IssueRequest) -> Result<(TokenInfo, String)> {
+/// Issues a token at `now` and returns its record and the secret (shown
+/// once, never stored).
+pub fn issue(path: &Path, req: &IssueRequest, now: DateTime<Utc>) -> Result<(TokenInfo, String)> {
     validate_name(&req.name)?;
     let (mut scopes, mut scenes) = match &req.preset {
         Some(p) => preset(p)?,
@@ -336,17 +370,14 @@ pub fn issue(path: &Path, req: &IssueRequest) -> Result<(TokenInfo, String)> {
     file.tokens.retain(|t| t.name != req.name);
     let mut raw = [0u8; 32];
     rand::rng().fill_bytes(&mut raw);
-    let secret = format!(
-        "mh_{}",
-        raw.iter().map(|b| format!("{b:02x}")).collect::<String>()
-    );
+    let secret = format!("mh_{}", crate::base::bytes::hex(&raw));
     let record = TokenRecord {
         name: req.name.clone(),
         hash: hash_secret(&secret),
         scopes,
         scenes,
         preset: req.preset.clone(),
-        created_at: Utc::now(),
+        created_at: now,
         revoked_at: None,
     };
     let info = TokenInfo::from(&record);
@@ -356,15 +387,15 @@ pub fn issue(path: &Path, req: &IssueRequest) -> Result<(TokenInfo, String)> {
     Ok((info, secret))
 }
 
-/// Revokes the token named `name`.
-pub fn revoke(path: &Path, name: &str) -> Result<TokenInfo> {
+/// Revokes the token named `name` at `now`.
+pub fn revoke(path: &Path, name: &str, now: DateTime<Utc>) -> Result<TokenInfo> {
     let mut file = read_file(path)?;
     let token = file
         .tokens
         .iter_mut()
         .find(|t| t.name == name && t.revoked_at.is_none())
         .ok_or_else(|| Error::not_found("token", name))?;
-    token.revoked_at = Some(Utc::now());
+    token.revoked_at = Some(now);
     let info = TokenInfo::from(&*token);
     write_file(path, &file)?;
     Ok(info)
@@ -426,21 +457,11 @@ impl TokenStore {
         // Every active token is compared, so timing does not reveal which one matched.
         let mut found = None;
         for t in loaded.tokens.iter().filter(|t| t.revoked_at.is_none()) {
-            if constant_time_eq(t.hash.as_bytes(), presented.as_bytes()) {
+            if crate::base::bytes::constant_time_eq(t.hash.as_bytes(), presented.as_bytes()) {
                 found = Some(Grant::from_record(t));
             }
         }
         Ok(found)
-    }
-
-    /// Every token, without hashes.
-    pub(crate) fn list(&self) -> Result<Vec<TokenInfo>> {
-        list(&self.path)
-    }
-
-    /// Revokes a token; the next request sees the change.
-    pub(crate) fn revoke(&self, name: &str) -> Result<TokenInfo> {
-        revoke(&self.path, name)
     }
 }
 
@@ -479,18 +500,15 @@ mod tests {
             preset: Some("qq-group-1".into()),
             ..Default::default()
         };
-        let (info, secret) = issue(&path, &req).unwrap();
+        let (info, secret) = issue(&path, &req, Utc::now()).unwrap();
         assert_eq!(info.scenes[0].as_str(), "qq:group:1");
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(!text.contains(&secret), "the secret is never stored");
         assert_eq!(store.authenticate(&secret).unwrap().unwrap().name, "g");
-        assert!(issue(&path, &req).is_err(), "names are unique");
-        revoke(&path, "g").unwrap();
+        assert!(issue(&path, &req, Utc::now()).is_err(), "names are unique");
+        revoke(&path, "g", Utc::now()).unwrap();
         assert_eq!(store.authenticate(&secret).unwrap(), None);
-        let (_, again) = issue(&path, &req).unwrap();
+        let (_, again) = issue(&path, &req, Utc::now()).unwrap();
         assert!(store.authenticate(&again).unwrap().is_some());
-        assert!(constant_time_eq(b"ab", b"ab"));
-        assert!(!constant_time_eq(b"ab", b"ac"));
-        assert!(!constant_time_eq(b"ab", b"abc"));
     }
 }

@@ -48,12 +48,16 @@ pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()>
             Ok(())
         }
         Some(Action::Search { query, limit }) => {
-            let items = hub.search_expired(query, *limit, &crate::index::filter::Filter::all())?;
+            let body = crate::api::ArchiveSearchBody {
+                query: query.clone(),
+                limit: Some(*limit),
+            };
+            let reply = hub.archive_search(&hub.operator(), body)?;
             if cli.json {
                 // The same object as `POST /v1/archive/search`.
-                return super::print_json(&crate::api::ArchiveReply { items });
+                return super::print_json(&reply);
             }
-            for m in items {
+            for m in reply.items {
                 let expired = m.expires_at.map(|t| t.to_rfc3339()).unwrap_or_default();
                 outln!(
                     "{}  expired {expired}  {}",
@@ -64,7 +68,8 @@ pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()>
             Ok(())
         }
         Some(Action::Restore { id }) => {
-            let m = hub.restore_expired(id, &crate::index::filter::Filter::all())?;
+            let body = crate::api::RestoreBody { id: id.clone() };
+            let m = hub.archive_restore(&hub.operator(), body)?;
             if cli.json {
                 return super::print_json(&m);
             }

@@ -123,43 +123,54 @@ pub(super) fn run(
                 foreign: *foreign,
                 limits: backup::Limits::default(),
             };
-            let json = cli.json;
-            let (m, plan) = backup::restore(&layout, archive, &opts, &mut |plan| {
-                if !json {
-                    // The restore goes on whatever happens to stdout; a closed
-                    // pipe ends the command at its next line of output.
-                    let _ = print_plan(plan);
-                }
-            })?;
-            let config = Config::load(&layout)?;
-            let bar = ProgressBar::new(0).with_style(
-                ProgressStyle::with_template("reindex {bar:40} {bytes}/{total_bytes}")
-                    .expect("static template"),
-            );
-            let (hub, report) = Hub::reindex(layout, config, &mut |p| {
-                bar.set_length(p.total);
-                bar.set_position(p.done);
-            })?;
-            bar.finish_and_clear();
-            let memories = hub.stats()?.counts.memories;
-            if cli.json {
-                return super::print_json(&serde_json::json!({
-                    "restored": plan.added.len() + plan.extended.len(),
-                    "archived": m.files.len(),
-                    "plan": plan,
-                    "records": report.records,
-                    "memories": memories,
-                }));
-            }
-            outln!(
-                "restored {} of {} files from {}; reindexed {} records, {memories} memories searchable",
-                plan.added.len() + plan.extended.len(),
-                m.files.len(),
-                archive.display(),
-                report.records
-            );
+            return restore(cli, layout, archive, &opts);
         }
     }
+    Ok(())
+}
+
+/// `memd backup restore`: restores the archive, then rebuilds the index.
+fn restore(
+    cli: &super::Cli,
+    layout: Layout,
+    archive: &std::path::Path,
+    opts: &backup::RestoreOptions,
+) -> anyhow::Result<()> {
+    let json = cli.json;
+    let (m, plan) = backup::restore(&layout, archive, opts, &mut |plan| {
+        if !json {
+            // The restore goes on whatever happens to stdout; a closed
+            // pipe ends the command at its next line of output.
+            let _ = print_plan(plan);
+        }
+    })?;
+    let config = Config::load(&layout)?;
+    let bar = ProgressBar::new(0).with_style(
+        ProgressStyle::with_template("reindex {bar:40} {bytes}/{total_bytes}")
+            .expect("static template"),
+    );
+    let (hub, report) = Hub::reindex(layout, config, &mut |p| {
+        bar.set_length(p.total);
+        bar.set_position(p.done);
+    })?;
+    bar.finish_and_clear();
+    let memories = hub.stats()?.counts.memories;
+    if cli.json {
+        return super::print_json(&serde_json::json!({
+            "restored": plan.added.len() + plan.extended.len(),
+            "archived": m.files.len(),
+            "plan": plan,
+            "records": report.records,
+            "memories": memories,
+        }));
+    }
+    outln!(
+        "restored {} of {} files from {}; reindexed {} records, {memories} memories searchable",
+        plan.added.len() + plan.extended.len(),
+        m.files.len(),
+        archive.display(),
+        report.records
+    );
     Ok(())
 }
 

@@ -2,11 +2,12 @@
 //! scheduler of `memd serve` runs). Needs the writer lock, except with
 //! `--dry-run`, which only reads and is safe next to a running server.
 
-use chrono::{NaiveDate, Utc};
+use chrono::NaiveDate;
 
+use super::daemon::Target;
+use crate::api::RunBody;
 use crate::config::Config;
 use crate::consolidate::{self, RunOptions, RunReport, Window};
-use crate::hub::Hub;
 
 /// Arguments of `memd consolidate`.
 #[derive(Debug, clap::Args)]
@@ -27,21 +28,33 @@ impl Args {
     }
 }
 
-pub(super) fn run(cli: &super::Cli, hub: Hub, config: &Config, args: &Args) -> anyhow::Result<()> {
-    let now = Utc::now();
-    let window = match args.date {
-        Some(d) => Window::day(d),
-        None => Window::ending(config.sleep.period, now),
+pub(super) fn run(
+    cli: &super::Cli,
+    target: Target,
+    config: &Config,
+    args: &Args,
+) -> anyhow::Result<()> {
+    let body = RunBody {
+        date: args.date.map(|d| d.format("%Y-%m-%d").to_string()),
+        dry_run: args.dry_run,
     };
-    let report = consolidate::run(
-        &hub,
-        &config.sleep,
-        &RunOptions {
-            window,
-            dry_run: args.dry_run,
-            now,
-        },
-    )?;
+    // Through a daemon, its consolidation route runs the same code.
+    let report: RunReport = target.call("/v1/consolidation/run", body, |hub, caller, _| {
+        let now = caller.now();
+        let window = match args.date {
+            Some(d) => Window::day(d),
+            None => Window::ending(config.sleep.period, now),
+        };
+        consolidate::run(
+            hub,
+            &config.sleep,
+            &RunOptions {
+                window,
+                dry_run: args.dry_run,
+                now,
+            },
+        )
+    })?;
     if cli.json {
         return super::print_json(&report);
     }

@@ -1,6 +1,15 @@
-//! `memd doctor [--shallow]`: readiness checks with a hint for each problem.
+//! `memd doctor [--shallow] [--addr HOST:PORT]`: readiness checks with a hint
+//! for each problem.
+//!
+//! The checks read the root's files (safe next to a running daemon, which
+//! they never disturb); the daemon check finds the daemon as every command
+//! does: the root's address file first, then `--addr`, then config `listen`
+//! (asked only if some process holds the writer lock, since a daemon there
+//! would otherwise serve another root).
 
-use crate::doctor::{self, Status};
+use super::daemon::Found;
+use crate::config::Config;
+use crate::doctor::{self, DaemonAt, Status};
 use crate::layout::Layout;
 
 /// Arguments of `memd doctor`.
@@ -9,10 +18,18 @@ pub(crate) struct Args {
     /// Look at files only: no index, no request to the daemon.
     #[arg(long)]
     shallow: bool,
+    /// Address of a daemon to ask when the root records none (default: config `listen`).
+    #[arg(long)]
+    addr: Option<String>,
 }
 
 pub(super) fn run(cli: &super::Cli, layout: Layout, args: &Args) -> anyhow::Result<()> {
-    let report = doctor::run(&layout, args.shallow);
+    let daemon = if args.shallow {
+        DaemonAt::NotRunning
+    } else {
+        where_is_the_daemon(&layout, args.addr.as_deref())
+    };
+    let report = doctor::run(&layout, args.shallow, &daemon);
     if cli.json {
         super::print_json(&report)?;
     } else {
@@ -33,5 +50,22 @@ pub(super) fn run(cli: &super::Cli, layout: Layout, args: &Args) -> anyhow::Resu
         Ok(())
     } else {
         std::process::exit(1)
+    }
+}
+
+/// The daemon the daemon check looks at.
+fn where_is_the_daemon(layout: &Layout, given: Option<&str>) -> DaemonAt {
+    // A config.json that does not load is the config check's failure; the
+    // daemon is then looked for at the default address.
+    let listen = Config::load(layout).unwrap_or_default().listen;
+    match Found::locate(layout, given, &listen) {
+        Found::Recorded(d) => DaemonAt::Recorded {
+            addr: d.addr,
+            pid: d.pid,
+        },
+        Found::Address(addr) if given.is_some() || super::health::root_locked(layout) => {
+            DaemonAt::Address(addr)
+        }
+        Found::Address(_) => DaemonAt::NotRunning,
     }
 }

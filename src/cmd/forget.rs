@@ -1,7 +1,8 @@
-//! `memd forget`: append a tombstone for a fact.
+//! `memd forget`: forget a memory as the local operator, through the same
+//! use case as `POST /v1/forget` (a tombstone recorded with source `cli`).
 
-use crate::hub::Hub;
-use crate::index::filter::Filter;
+use super::daemon::Target;
+use crate::api::ForgetBody;
 
 /// Arguments of `memd forget`.
 #[derive(Debug, clap::Args)]
@@ -13,15 +14,17 @@ pub(crate) struct Args {
     reason: Option<String>,
 }
 
-pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()> {
-    hub.forget(&args.id, args.reason.clone(), "cli", &Filter::all())?;
+pub(super) fn run(cli: &super::Cli, target: Target, args: &Args) -> anyhow::Result<()> {
+    let body = ForgetBody {
+        id: args.id.clone(),
+        reason: args.reason.clone(),
+        scene: None,
+    };
+    let done = target.call("/v1/forget", body, |hub, c, body| hub.forget(c, body))?;
     if cli.json {
-        super::print_json(&crate::api::ForgetReply {
-            id: args.id.clone(),
-            forgotten: true,
-        })
+        super::print_json(&done)
     } else {
-        outln!("forgot {}", args.id);
+        outln!("forgot {}", done.id);
         Ok(())
     }
 }

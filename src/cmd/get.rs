@@ -1,7 +1,10 @@
-//! `memd get`: one memory by id.
+//! `memd get`: one memory by id, as the local operator, through the same
+//! use case as `POST /v1/get` (an expired short-term memory is gone from
+//! `get`; `memd archive search` finds it). An older version says so and
+//! names the newest one.
 
-use crate::hub::Hub;
-use crate::index::filter::{Filter, Scope};
+use super::daemon::Target;
+use crate::api::GetBody;
 
 /// Arguments of `memd get`.
 #[derive(Debug, clap::Args)]
@@ -10,17 +13,16 @@ pub(crate) struct Args {
     id: String,
 }
 
-pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()> {
-    // Like every reader: an expired short-term memory is gone from `get`
-    // (`memd archive search` finds it).
-    let filter = Filter::scope(Scope {
-        unexpired_at: Some(hub.now()),
-        ..Scope::default()
-    });
-    let memory = hub.get(&args.id, &filter)?;
+pub(super) fn run(cli: &super::Cli, target: Target, args: &Args) -> anyhow::Result<()> {
+    let body = GetBody {
+        id: args.id.clone(),
+        ..GetBody::default()
+    };
+    let reply = target.call("/v1/get", body, |hub, c, body| hub.get(c, body))?;
     if cli.json {
-        return super::print_json(&memory);
+        return super::print_json(&reply);
     }
+    let memory = &reply.memory;
     outln!("id:       {}", memory.id);
     if let Some(t) = &memory.title {
         outln!("title:    {t}");
@@ -38,6 +40,20 @@ pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()>
     }
     if let Some(p) = &memory.path {
         outln!("path:     memories/{p}");
+    }
+    if !reply.superseded_by.is_empty() {
+        outln!("replaced: {}", reply.superseded_by.join(", "));
+    }
+    if reply.superseded {
+        match (&reply.newest, &reply.newest_forgotten) {
+            (Some(newest), _) => outln!("version:  older; the newest is {newest}"),
+            (None, Some(gone)) => outln!(
+                "version:  older; the newest, {gone}, was forgotten (`memd restore {gone}` \
+                 undoes that, `memd restore {}` brings this one back)",
+                memory.id
+            ),
+            (None, None) => outln!("version:  older; a newer version replaced it"),
+        }
     }
     outln!("\n{}", memory.text);
     Ok(())

@@ -1,42 +1,84 @@
-//! `memd health`: asks a running `memd serve` for `/v1/health` and prints it
-//! (counts and jobs with an admin `--token`; `memd stats` reads them locally).
+//! `memd health`: the health of the root's daemon, or of the root itself
+//! when no daemon runs, as `/v1/health` reports it.
+//!
+//! The daemon is found through the root's address file first (and asked
+//! with the local credential: everything), then at `--addr`, then at config
+//! `listen` (only if some process holds the root's writer lock, since a
+//! daemon there would otherwise serve another root). With no daemon, the
+//! root is opened here and its health read as the local operator would see
+//! it from a daemon.
 
 use std::time::Duration;
 
-use crate::config::Config;
+use super::daemon::{Daemon, Found};
+use crate::config::{Config, Layout};
+use crate::hub::{Hub, Mode};
 
 /// Arguments of `memd health`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// Address of the daemon (default: config `listen`).
+    /// Address of a daemon to ask when the root records none (default: config `listen`).
     #[arg(long)]
     addr: Option<String>,
-    /// An admin token: adds counts, pending vectors and scheduled jobs (without
-    /// one, the daemon shows only the status of each component).
+    /// A token to ask with: an admin token sees counts, pending vectors and jobs;
+    /// any other token sees the status of each component.
     #[arg(long, env = "MEMD_TOKEN", hide_env_values = true)]
     token: Option<String>,
 }
 
-pub(super) fn run(cli: &super::Cli, config: &Config, args: &Args) -> anyhow::Result<()> {
-    let addr = args.addr.clone().unwrap_or_else(|| config.listen.clone());
-    let response = crate::client::get(
-        &addr,
-        "/v1/health",
-        args.token.as_deref(),
-        Duration::from_secs(5),
-    )?;
-    if response.status != 200 {
-        anyhow::bail!(crate::Error::from_reply(response.status, &response.body));
-    }
-    let body: serde_json::Value =
-        serde_json::from_str(&response.body).map_err(|e| crate::Error::UpstreamInvalid {
-            service: format!("the memd daemon at {addr}"),
-            reason: "its health answer is not JSON".into(),
-            source: Some(Box::new(e)),
-        })?;
+pub(super) fn run(
+    cli: &super::Cli,
+    layout: &Layout,
+    config: &Config,
+    args: &Args,
+) -> anyhow::Result<()> {
+    let body = match Found::locate(layout, args.addr.as_deref(), &config.listen) {
+        Found::Recorded(daemon) => match &args.token {
+            Some(token) => ask(&daemon.addr, Some(token))?,
+            None => from_daemon(&daemon)?,
+        },
+        Found::Address(addr) if args.addr.is_some() || root_locked(layout) => {
+            ask(&addr, args.token.as_deref())?
+        }
+        Found::Address(_) => in_process(layout, config)?,
+    };
     if cli.json {
         return super::print_json(&body);
     }
     outln!("{}", serde_json::to_string_pretty(&body)?);
     Ok(())
+}
+
+/// Whether some process holds the root's writer lock (a daemon that does
+/// not record its address, from an earlier build, or a command).
+pub(super) fn root_locked(layout: &Layout) -> bool {
+    matches!(
+        crate::store::lock::WriterLock::acquire(&layout.root, &layout.lock()),
+        Err(crate::Error::RootLocked { .. })
+    )
+}
+
+/// `/v1/health` of the root's daemon, as the local operator.
+fn from_daemon(daemon: &Daemon) -> crate::Result<serde_json::Value> {
+    daemon.get("/v1/health")
+}
+
+/// `/v1/health` at `addr`, with `token` if given.
+fn ask(addr: &str, token: Option<&str>) -> crate::Result<serde_json::Value> {
+    let response = crate::client::get(addr, "/v1/health", token, Duration::from_secs(5))?;
+    if response.status != 200 {
+        return Err(crate::Error::from_reply(response.status, &response.body));
+    }
+    serde_json::from_str(&response.body).map_err(|e| crate::Error::UpstreamInvalid {
+        service: format!("the memd daemon at {addr}"),
+        reason: "its health answer is not JSON".into(),
+        source: Some(Box::new(e)),
+    })
+}
+
+/// The health of the root read by this process (no daemon runs).
+fn in_process(layout: &Layout, config: &Config) -> crate::Result<serde_json::Value> {
+    let hub = Hub::open(layout.clone(), config.clone(), Mode::ReadPreferWrite)?;
+    let view = hub.health_view(Some(&hub.operator()))?;
+    serde_json::to_value(&view).map_err(|e| crate::Error::Internal(format!("health: {e}")))
 }

@@ -4,11 +4,13 @@
 //! Many sessions may run at once, so this process never opens the root
 //! itself: every tool call goes over loopback HTTP to the `memd serve` of
 //! the same root (the single writer), with the bearer token from
-//! `--token`/`MEMD_TOKEN` or `--token-file`/`MEMD_TOKEN_FILE`. If the daemon
-//! does not answer `/v1/health`, it is started as a detached `memd serve`
-//! for the same root (log in `data/serve.log`) and waited for; a daemon that
-//! goes away mid-session is started again by the next tool call. stdout
-//! carries the MCP protocol and nothing else; logs go to stderr.
+//! `--token`/`MEMD_TOKEN` or `--token-file`/`MEMD_TOKEN_FILE`. The daemon is
+//! the one the root's address file names (whatever port it listens on),
+//! else the one at `--url`/`MEMD_URL`, else at config `listen`. If it does
+//! not answer `/v1/health`, it is started as a detached `memd serve` for the
+//! same root (log in `data/serve.log`) and waited for; a daemon that goes
+//! away mid-session is started again by the next tool call. stdout carries
+//! the MCP protocol and nothing else; logs go to stderr.
 
 use std::fs::OpenOptions;
 use std::os::unix::process::CommandExt;
@@ -35,7 +37,7 @@ pub(crate) struct Args {
     /// A file whose first line is the token (used when no --token/MEMD_TOKEN is given).
     #[arg(long, env = "MEMD_TOKEN_FILE")]
     token_file: Option<PathBuf>,
-    /// The daemon's base URL (default: http:// + config `listen`).
+    /// The daemon's base URL when the root records none (default: http:// + config `listen`).
     #[arg(long, env = "MEMD_URL")]
     url: Option<String>,
     /// Fail instead of starting `memd serve` when the daemon is not reachable.
@@ -155,7 +157,10 @@ async fn ensure_daemon(layout: &Layout, upstream: &Upstream, start: bool) -> any
 
 pub(super) fn run(layout: Layout, config: Config, args: &Args) -> anyhow::Result<()> {
     let token = token(args)?;
-    let base = args.url.clone().unwrap_or_else(|| base_url(&config.listen));
+    let base = super::daemon::Daemon::find(&layout)
+        .map(|d| d.base_url())
+        .or_else(|| args.url.clone())
+        .unwrap_or_else(|| base_url(&config.listen));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -2,8 +2,17 @@
 //! writes to stdout (besides the MCP transport); logs go to stderr.
 //!
 //! Every command works on the root chosen by `--root` > `MEMD_ROOT` > the
-//! current directory. `--json` makes a command print exactly one JSON document
-//! on stdout, errors included (`{"error":{code,message,retryable}}`).
+//! platform's data directory ([`crate::layout::default_root`], e.g.
+//! `~/.local/share/memd`; never the current directory). `--json` makes a
+//! command print exactly one JSON document on stdout, errors included
+//! (`{"error":{code,message,retryable}}`).
+//!
+//! One CLI whether or not a daemon runs: `write`, `forget`, `search`, `get`,
+//! `ingest`, `consolidate` and `reindex` go through the root's running `memd serve`
+//! when there is one (found through the address file it records, with its
+//! local credential, see `daemon.rs`), else open the root themselves; both
+//! ways build the same `/v1` request, run the same use case and print the
+//! same output. `health`, `doctor` and `mcp` find the daemon the same way.
 //!
 //! Every line goes through `outln!`: a reader that goes away early
 //! (`memd stats | head -1`) ends the command quietly with exit code 141, the
@@ -21,6 +30,7 @@ macro_rules! outln {
 mod archive;
 mod backup;
 mod consolidate;
+mod daemon;
 mod doctor;
 mod eval;
 mod export;
@@ -28,11 +38,14 @@ mod forget;
 mod get;
 mod health;
 mod import;
+mod ingest;
 mod mcp;
 mod reindex;
+mod restore;
 mod rollback;
 mod search;
 mod serve;
+mod setup;
 mod stats;
 mod sync;
 mod token;
@@ -46,12 +59,14 @@ use clap::{Parser, Subcommand};
 use crate::config::{Config, Layout};
 use crate::error::Error;
 use crate::hub::{Hub, Mode};
+use daemon::Target;
 
 /// memd — local-first memory service for AI agents.
 #[derive(Debug, Parser)]
 #[command(name = "memd", version, about)]
 pub struct Cli {
-    /// Root directory holding memories/, data/ and config.json.
+    /// Root directory holding memories/, data/ and config.json [default: the
+    /// platform's data directory, e.g. ~/.local/share/memd].
     #[arg(long, global = true, env = "MEMD_ROOT")]
     pub(crate) root: Option<PathBuf>,
     /// Print one JSON document on stdout.
@@ -65,25 +80,42 @@ pub struct Cli {
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
-    /// Append a memory to the journal and index it (needs the writer lock).
+    /// Install the embedding model, ONNX Runtime and the lexicon (once per machine).
+    Setup(setup::Args),
+    /// Write a memory (through the running daemon if there is one).
     Write(write::Args),
-    /// Full-text search (safe next to a running server: reads its index).
+    /// Search, hybrid (full text + semantic) by default (through the running daemon if there is one).
     Search(search::Args),
-    /// Show one memory by id (safe next to a running server).
+    /// Show one memory by id (through the running daemon if there is one).
     Get(get::Args),
-    /// Forget a memory: appends a tombstone (needs the writer lock).
+    /// Forget a memory: appends a tombstone (through the running daemon if there is one).
     Forget(forget::Args),
+    /// Undo a forget, or make an older version current again (through the running daemon if there is one).
+    Restore(restore::Args),
+    /// Remember one chat message as short-term memory (through the running daemon if there is one).
+    Ingest(ingest::Args),
     /// Counts, sizes and unreadable lines (safe next to a running server).
     Stats,
-    /// Delete data/index and rebuild it from memories/ (refused while a server runs).
+    /// Rebuild the index from memories/ (in the running daemon if there is one).
     Reindex,
     /// Import our JSONL, loose JSON lines, Markdown or plain text (needs the writer lock).
     Import(import::Args),
     /// Export the live facts as JSONL or Markdown (safe next to a running server).
     Export(export::Args),
-    /// Ask a running `memd serve` for its health (components, counts, jobs).
+    /// Health: components, counts and jobs (of the running daemon, else of the root read here).
+    ///
+    /// Each component's status, and with the right credential also counts (by stage, scene,
+    /// privacy, tier), pending vectors, scheduled jobs, tier budgets and consolidation.
+    ///
+    /// Without --token it shows everything when it acts as the local operator: with the root's
+    /// running daemon (found through ROOT/.memd.addr, on any port, asked with the local credential
+    /// it records there), or, when no daemon runs, with the root read by this process. A daemon
+    /// reached only through --addr or config `listen` shows each component's status only.
+    ///
+    /// With --token, the daemon shows what that token may see: everything for an admin token,
+    /// the status only for any other.
     Health(health::Args),
-    /// Readiness checks with a hint for each problem (safe next to a running server).
+    /// Readiness checks with a hint for each problem (safe next to a running daemon).
     Doctor(doctor::Args),
     /// Backups of memories/, tokens and config (restore is refused while a server runs).
     Backup {
@@ -102,7 +134,7 @@ pub(crate) enum Command {
     /// Compress old journal months; `archive search` / `archive restore` for expired memories
     /// (needs the writer lock).
     Archive(archive::Args),
-    /// Nightly consolidation by hand (needs the writer lock; --dry-run is safe next to a server).
+    /// Nightly consolidation by hand (through the running daemon if there is one).
     Consolidate(consolidate::Args),
     /// Undo a consolidation run by appending compensating lines (needs the writer lock).
     Rollback(rollback::Args),
@@ -125,22 +157,23 @@ pub fn init_logging(_cli: &Cli) {
 pub fn run(cli: &Cli) -> anyhow::Result<()> {
     // Everything memd creates (journal, index, tokens, backups) is private.
     crate::layout::private_umask();
-    let root = match &cli.root {
-        Some(r) => r.clone(),
-        None => std::env::current_dir()?,
-    };
-    let layout = Layout::new(root);
+    if let Command::Setup(args) = &cli.command {
+        return setup::run(cli, args);
+    }
+    let layout = Layout::new(root(cli)?);
     if let Command::Doctor(args) = &cli.command {
         return doctor::run(cli, layout, args);
     }
     let config = Config::load(&layout)?;
+    let target = |mode| Target::open(&layout, &config, mode);
     match &cli.command {
-        Command::Write(args) => write::run(cli, open(layout, config, Mode::Write)?, args),
-        Command::Search(args) => {
-            search::run(cli, open(layout, config, Mode::ReadPreferWrite)?, args)
-        }
-        Command::Get(args) => get::run(cli, open(layout, config, Mode::ReadPreferWrite)?, args),
-        Command::Forget(args) => forget::run(cli, open(layout, config, Mode::Write)?, args),
+        Command::Setup(_) => unreachable!("handled before the root is chosen"),
+        Command::Write(args) => write::run(cli, target(Mode::Write)?, args),
+        Command::Search(args) => search::run(cli, target(Mode::ReadPreferWrite)?, args),
+        Command::Get(args) => get::run(cli, target(Mode::ReadPreferWrite)?, args),
+        Command::Forget(args) => forget::run(cli, target(Mode::Write)?, args),
+        Command::Restore(args) => restore::run(cli, target(Mode::Write)?, args),
+        Command::Ingest(args) => ingest::run(cli, target(Mode::Write)?, args),
         Command::Stats => stats::run(cli, open(layout, config, Mode::ReadPreferWrite)?),
         Command::Reindex => reindex::run(cli, layout, config),
         Command::Import(args) => import::run(cli, open(layout, config, Mode::Write)?, args),
@@ -148,7 +181,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<()> {
             export::run(cli, open(layout, config, Mode::ReadPreferWrite)?, args)
         }
         Command::Doctor(_) => unreachable!("handled before the config is loaded"),
-        Command::Health(args) => health::run(cli, &config, args),
+        Command::Health(args) => health::run(cli, &layout, &config, args),
         Command::Backup { action } => backup::run(cli, layout, config, action),
         Command::Serve(args) => serve::run(layout, config, args),
         Command::Mcp(args) => mcp::run(layout, config, args),
@@ -161,8 +194,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<()> {
             } else {
                 Mode::Write
             };
-            let hub = open(layout, config.clone(), mode)?;
-            consolidate::run(cli, hub, &config, args)
+            consolidate::run(cli, target(mode)?, &config, args)
         }
         Command::Rollback(args) => rollback::run(cli, open(layout, config, Mode::Write)?, args),
         Command::Sync(args) => sync::run(cli, layout, config, args),
@@ -171,6 +203,39 @@ pub fn run(cli: &Cli) -> anyhow::Result<()> {
 
 fn open(layout: Layout, config: Config, mode: Mode) -> crate::Result<Hub> {
     Hub::open(layout, config, mode)
+}
+
+/// The root: `--root`/`MEMD_ROOT`, else the platform's data directory.
+fn root(cli: &Cli) -> anyhow::Result<PathBuf> {
+    if let Some(r) = cli.root.as_ref().filter(|r| !r.as_os_str().is_empty()) {
+        return Ok(r.clone());
+    }
+    let root = crate::layout::default_root()?;
+    note_old_root(&root);
+    Ok(root)
+}
+
+/// Earlier builds used the current directory as the default root. When the
+/// default root holds no memories yet and the current directory looks like
+/// such a root, say how to keep using it (stderr only: the command goes on).
+fn note_old_root(default: &std::path::Path) {
+    let Ok(cwd) = std::env::current_dir() else {
+        return;
+    };
+    if cwd == default || default.join("memories").exists() {
+        return;
+    }
+    let old = Layout::new(&cwd);
+    if old.facts().is_dir() || old.tokens().is_file() {
+        eprintln!(
+            "memd: note: using the root {} (the default); {} holds a root of an earlier memd, \
+             which used the current directory: pass --root {} or set MEMD_ROOT to keep using it, \
+             or move it (see docs/operations.md#the-root)",
+            default.display(),
+            cwd.display(),
+            cwd.display()
+        );
+    }
 }
 
 /// Prints a value as one JSON document.

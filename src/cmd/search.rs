@@ -1,9 +1,9 @@
-//! `memd search`: search as the local operator (sees every scene).
+//! `memd search`: search as the local operator (sees every scene), through
+//! the same use case as `POST /v1/search`.
 
-use crate::hub::Hub;
-use crate::index::filter::{Filter, Scope};
-use crate::model::Scene;
-use crate::search::{SearchMode, SearchRequest};
+use super::daemon::Target;
+use crate::api::SearchBody;
+use crate::search::SearchMode;
 
 /// Arguments of `memd search`.
 #[derive(Debug, clap::Args)]
@@ -13,38 +13,37 @@ pub(crate) struct Args {
     /// Only these scenes (repeatable).
     #[arg(long)]
     scene: Vec<String>,
-    /// Number of results (default from config).
+    /// Number of results (default from config; above search.maxLimit it is lowered to it).
     #[arg(long)]
     limit: Option<usize>,
     /// fulltext, semantic or hybrid (default from config: hybrid).
     #[arg(long)]
     mode: Option<String>,
+    /// Relevance floor, 0-1: hits less likely than this to be about the query are left out
+    /// (default: the calibrated threshold; 0 shows every hit).
+    #[arg(long)]
+    min_score: Option<f32>,
 }
 
-pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()> {
-    let scenes = args
-        .scene
-        .iter()
-        .map(|s| Scene::parse(s))
-        .collect::<crate::Result<Vec<_>>>()?;
-    let mode = args
-        .mode
-        .as_deref()
-        .map(str::parse::<SearchMode>)
-        .transpose()?;
-    // Every scene unless narrowed; expired short-term memories never match.
-    let filter = Filter::scope(Scope {
-        scenes,
-        unexpired_at: Some(hub.now()),
-        ..Scope::default()
-    });
-    let results = hub.search(&SearchRequest {
+pub(super) fn run(cli: &super::Cli, target: Target, args: &Args) -> anyhow::Result<()> {
+    let body = SearchBody {
         query: args.query.clone(),
-        filter,
         limit: args.limit,
-        mode,
-        min_score: None,
-    })?;
+        mode: args
+            .mode
+            .as_deref()
+            .map(str::parse::<SearchMode>)
+            .transpose()?,
+        min_score: args.min_score,
+        // Every scene unless narrowed; expired short-term memories never match.
+        scenes: (!args.scene.is_empty()).then(|| args.scene.clone()),
+        ..SearchBody::default()
+    };
+    let out = target.call_limited("/v1/search", body, |hub, c, body| hub.search(c, body))?;
+    if let Some(clamped) = &out.clamped {
+        eprintln!("note: limit lowered to search.maxLimit ({clamped})");
+    }
+    let results = out.body;
     if cli.json {
         return super::print_json(&results);
     }
@@ -53,6 +52,12 @@ pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()>
     }
     if results.hits.is_empty() {
         outln!("no results");
+    }
+    if results.dropped_below_floor > 0 {
+        eprintln!(
+            "note: {} below the relevance floor left out (--min-score 0 shows them)",
+            results.dropped_below_floor
+        );
     }
     for (i, hit) in results.hits.iter().enumerate() {
         let m = &hit.memory;

@@ -1,13 +1,18 @@
 //! `memd serve`: the `/v1` HTTP API, MCP at `/mcp` and the web console at `/` on loopback until SIGINT or SIGTERM.
 //!
-//! Takes the writer lock, catches the index up, starts the file watcher and
+//! Takes the writer lock, catches the index up (on a disk too full for
+//! that, serves reads from the index as it is and refuses writes with
+//! `STORAGE_FULL` until there is room: [`Mode::WriteOrWait`]), starts the
+//! file watcher with its catch-up loop and
 //! the scheduler (index commits every second, daily backup, nightly
 //! consolidation when `sleep.enabled`), binds `listen` (config, or
 //! `--listen`; beyond loopback only with `allowRemote` and an active token),
-//! prints `listening on http://ADDR` on stdout, and serves. On
-//! SIGINT/SIGTERM it stops accepting, lets in-flight requests finish (every
-//! acknowledged write is already fsync'd in the journal), fsyncs the audit
-//! log, releases the lock and exits 0.
+//! records the bound address with a local credential in `ROOT/.memd.addr`
+//! (so the CLI goes through this daemon, see `cmd/daemon.rs`), prints
+//! `listening on http://ADDR` on stdout, and serves. On SIGINT/SIGTERM it
+//! stops accepting, lets in-flight requests finish (every acknowledged write
+//! is already fsync'd in the journal), fsyncs the audit log, removes the
+//! address file, releases the lock and exits 0.
 
 use std::sync::Arc;
 
@@ -95,43 +100,26 @@ pub(super) fn run(layout: Layout, config: Config, args: &Args) -> anyhow::Result
     }
     let backup = config.backup.clone();
     let sleep = config.sleep.clone();
-    let hub = Arc::new(Hub::open(layout, config, Mode::Write)?);
+    let hub = Arc::new(Hub::open(layout, config, Mode::WriteOrWait)?);
     hub.set_access_tracking(true);
+    // The consolidation routes of /v1 run the scheduler's code.
+    hub.install_consolidation(crate::consolidate::service::service());
     // Background work: documents and foreign journal lines reach the index
-    // within a second; periodic jobs (daily backup) run on their schedule.
+    // within a second, and a catch-up that fails (a full disk) is retried
+    // until it succeeds; periodic jobs (daily backup) run on their schedule.
     // A watcher that cannot start (e.g. the inotify instance limit) costs
-    // freshness, not correctness: documents are also synced on the next open.
+    // freshness, not correctness: its loop rescans every 30 s instead.
     let watcher = crate::watch::spawn(Arc::clone(&hub))
         .inspect_err(|e| tracing::warn!(error = %e, "file watcher not running; edits under memories/ apply on the next start"))
         .ok();
-    // The in-process vector copy loads on the first semantic search
-    // otherwise (about 1.3 s at 100k memories, holding up other vector
-    // searches meanwhile); loading it now costs nothing a request waits for.
-    let warm = Arc::clone(&hub);
-    std::thread::Builder::new()
-        .name("memd-warm-vectors".into())
-        .spawn(move || match warm.index().warm_vectors() {
-            Ok((rows, bytes)) => tracing::info!(rows, bytes, "vector copy loaded"),
-            Err(e) => tracing::warn!(error = %e, "vector copy not loaded; the first semantic search loads it"),
-        })
-        .map_err(|e| crate::error::Error::Internal(format!("cannot start a thread: {e}")))?;
-    let mut jobs = Vec::new();
-    if backup.daily {
-        jobs.push(scheduler::backup_job(
-            backup.dir_for(hub.layout()),
-            backup.keep_days,
-        ));
-    }
-    if hub.config().lifecycle.archive_after_months > 0 {
-        jobs.push(scheduler::archive_job());
-    }
-    if sleep.enabled {
-        jobs.push(scheduler::sleep_job(sleep)?);
-    }
+    warm_vectors(&hub)?;
+    let jobs = jobs(&hub, backup, sleep)?;
     let scheduler = scheduler::spawn(Arc::clone(&hub), jobs)?;
+    let credential = super::daemon::Credential::new();
+    let state = AppState::new(Arc::clone(&hub)).with_operator_secret(credential.secret());
+    let root = hub.layout().clone();
     // Editable keys of a changed config.json apply without a restart.
-    let state = AppState::new(Arc::clone(&hub));
-    let reload = state.clone();
+    let reload = Arc::clone(&hub);
     let config_watcher = crate::watch::spawn_config(&hub.layout().root, move || {
         match reload.reload_config() {
             Ok(()) => tracing::info!("config.json changed; editable keys applied"),
@@ -151,6 +139,13 @@ pub(super) fn run(layout: Layout, config: Config, args: &Args) -> anyhow::Result
             .await
             .with_context(|| format!("cannot listen on {listen}"))?;
         let addr = listener.local_addr()?;
+        // The CLI finds this daemon (and its credential) here; removed on a clean stop.
+        // Not fatal: a daemon started on a full disk still serves reads, and the
+        // CLI then finds it by `--addr` or the configured `listen`.
+        let _recorded = credential
+            .record(&root, addr)
+            .inspect_err(|e| tracing::warn!(error = %e, "cannot record the address for the CLI in ROOT/.memd.addr; pass --addr to memd commands"))
+            .ok();
         if !addr.ip().is_loopback() {
             // Only with allowRemote and a token (checked above); no Host check then.
             tracing::warn!(listen.addr = %addr, "listening beyond loopback (allowRemote): anyone who can reach this address can try tokens");
@@ -179,6 +174,45 @@ pub(super) fn run(layout: Layout, config: Config, args: &Args) -> anyhow::Result
     drop(scheduler);
     drop(runtime);
     Ok(())
+}
+
+/// Loads the in-process vector copy on a thread of its own. It loads on the
+/// first semantic search otherwise (about 1.3 s at 100k memories, holding up
+/// other vector searches meanwhile); loading it now costs nothing a request
+/// waits for.
+fn warm_vectors(hub: &Arc<Hub>) -> crate::Result<()> {
+    let warm = Arc::clone(hub);
+    std::thread::Builder::new()
+        .name("memd-warm-vectors".into())
+        .spawn(move || match warm.index().warm_vectors() {
+            Ok((rows, bytes)) => tracing::info!(rows, bytes, "vector copy loaded"),
+            Err(e) => tracing::warn!(error = %e, "vector copy not loaded; the first semantic search loads it"),
+        })
+        .map(drop)
+        .map_err(|e| crate::error::Error::Internal(format!("cannot start a thread: {e}")))
+}
+
+/// The periodic jobs the configuration asks for: daily backup, journal
+/// archive, nightly consolidation.
+fn jobs(
+    hub: &Hub,
+    backup: crate::config::BackupConfig,
+    sleep: crate::consolidate::SleepConfig,
+) -> crate::Result<Vec<scheduler::Job>> {
+    let mut jobs = Vec::new();
+    if backup.daily {
+        jobs.push(scheduler::backup_job(
+            backup.dir_for(hub.layout()),
+            backup.keep_days,
+        ));
+    }
+    if hub.config().lifecycle.archive_after_months > 0 {
+        jobs.push(scheduler::archive_job());
+    }
+    if sleep.enabled {
+        jobs.push(scheduler::sleep_job(sleep)?);
+    }
+    Ok(jobs)
 }
 
 #[cfg(test)]

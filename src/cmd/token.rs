@@ -57,6 +57,9 @@ pub(super) fn run(cli: &super::Cli, layout: &Layout, args: &Args) -> anyhow::Res
                     scopes: scope.clone(),
                     scenes: scene.clone(),
                 },
+                // No hub is opened (this is safe next to a running server):
+                // the stamp is the system clock's.
+                chrono::Utc::now(),
             )?;
             if cli.json {
                 let mut v = serde_json::to_value(&info)?;
@@ -102,7 +105,7 @@ pub(super) fn run(cli: &super::Cli, layout: &Layout, args: &Args) -> anyhow::Res
             Ok(())
         }
         Action::Revoke { name } => {
-            let info = auth::revoke(&path, name)?;
+            let info = auth::revoke(&path, name, chrono::Utc::now())?;
             if cli.json {
                 return super::print_json(&info);
             }

@@ -1,39 +1,45 @@
-//! `memd write`: append one memory.
+//! `memd write`: write one memory as the local operator, through the same
+//! use case as `POST /v1/write` (the CLI builds the same request body).
 
-use crate::hub::{Hub, WriteRequest};
-use crate::model::{Scene, parse_kind, parse_tags};
+use super::daemon::Target;
+use crate::api::WriteBody;
 
 /// Arguments of `memd write`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// Scene (audience) the memory lives in, e.g. main, qq:owner, qq:group:123.
+    /// Scene (audience) the memory lives in, e.g. main, qq:owner, qq:group:123 (default: main;
+    /// with --supersedes, the replaced memory's).
     #[arg(long)]
-    scene: String,
+    scene: Option<String>,
     /// The memory text (may start with '-').
     #[arg(long, allow_hyphen_values = true)]
     text: String,
-    /// Kind: note, fact, preference, event, todo, …
-    #[arg(long, default_value = "note")]
-    kind: String,
-    /// Comma-separated tags.
+    /// Kind: note (default), fact, preference, event, todo, …
+    #[arg(long)]
+    kind: Option<String>,
+    /// Comma-separated tags (with --supersedes: default the replaced memory's; "" clears them).
     #[arg(long, value_delimiter = ',')]
-    tags: Vec<String>,
-    /// normal | personal | sensitive | secret (work, financial = sensitive).
-    #[arg(long, default_value = "normal")]
-    privacy: String,
+    tags: Option<Vec<String>>,
+    /// normal (default) | personal | sensitive | secret (work, financial = sensitive).
+    #[arg(long)]
+    privacy: Option<String>,
     /// Optional title.
     #[arg(long)]
     title: Option<String>,
-    /// owner | self | other.
-    #[arg(long, default_value = "owner")]
-    subject: String,
-    /// Importance between 0 and 1.
-    #[arg(long, default_value_t = 0.5)]
-    importance: f32,
+    /// owner (default) | self | other.
+    #[arg(long)]
+    subject: Option<String>,
+    /// Importance between 0 and 1 (default 0.5).
+    #[arg(long)]
+    importance: Option<f32>,
     /// Retention tier t0-t3 (default: chosen from kind, source and content).
     #[arg(long)]
     tier: Option<String>,
-    /// Id of the memory this one replaces.
+    /// long (default) or short (expires after ingest.ttlHours, like chat).
+    #[arg(long)]
+    stage: Option<String>,
+    /// Id of the memory this one replaces; what is not given is kept from it (only the newest
+    /// version can be replaced).
     #[arg(long)]
     supersedes: Option<String>,
     /// Makes retries of the same write return the same id.
@@ -50,23 +56,39 @@ pub(crate) struct Args {
     speaker: Option<String>,
 }
 
-pub(super) fn run(cli: &super::Cli, hub: Hub, args: &Args) -> anyhow::Result<()> {
-    let mut req = WriteRequest::new(Scene::parse(&args.scene)?, args.text.clone(), "cli");
-    req.kind = parse_kind(&args.kind)?;
-    req.tags = parse_tags(&args.tags)?;
-    req.privacy = args.privacy.parse()?;
-    req.subject = args.subject.parse()?;
-    req.title = args.title.clone();
-    req.importance = args.importance;
-    req.tier = args.tier.as_deref().map(str::parse).transpose()?;
-    req.supersedes = args.supersedes.clone();
-    req.idempotency_key = args.idempotency_key.clone();
-    req.setting = crate::model::Setting::from_input(
-        args.time.as_deref(),
-        args.session.as_deref(),
-        args.speaker.as_deref(),
-    );
-    let outcome = hub.write(req)?;
+impl Args {
+    /// The `/v1/write` body these arguments stand for.
+    fn body(&self) -> crate::Result<WriteBody> {
+        Ok(WriteBody {
+            text: self.text.clone(),
+            scene: self.scene.clone(),
+            kind: self.kind.clone(),
+            title: self.title.clone(),
+            tags: self.tags.as_ref().map(|t| {
+                t.iter()
+                    .map(|t| t.trim())
+                    .filter(|t| !t.is_empty())
+                    .map(String::from)
+                    .collect()
+            }),
+            privacy: self.privacy.as_deref().map(str::parse).transpose()?,
+            subject: self.subject.as_deref().map(str::parse).transpose()?,
+            importance: self.importance,
+            tier: self.tier.as_deref().map(str::parse).transpose()?,
+            stage: self.stage.as_deref().map(str::parse).transpose()?,
+            supersedes: self.supersedes.clone(),
+            idempotency_key: self.idempotency_key.clone(),
+            // What the operator writes is recorded as written from the CLI.
+            source: Some("cli".into()),
+            time: self.time.clone(),
+            session: self.session.clone(),
+            speaker: self.speaker.clone(),
+        })
+    }
+}
+
+pub(super) fn run(cli: &super::Cli, target: Target, args: &Args) -> anyhow::Result<()> {
+    let outcome = target.call("/v1/write", args.body()?, |hub, c, body| hub.write(c, body))?;
     if cli.json {
         super::print_json(&outcome)
     } else {

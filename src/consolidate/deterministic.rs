@@ -12,11 +12,12 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use chrono::Duration;
 
 use super::report::{Fold, Skipped, Stale};
-use super::salience::{self, Verdict};
+use super::salience::Verdict;
+use super::statement;
 use super::{History, JournalView, RunOptions, SOURCE, SleepConfig};
 use crate::hub::WriteRequest;
 use crate::index::tokenizer;
-use crate::model::{Fact, Stage, Tier};
+use crate::model::{Fact, Setting, Stage, Tier};
 
 /// Most stale candidates listed in one report.
 const MAX_STALE: usize = 200;
@@ -234,12 +235,18 @@ fn promotion_request(
         .map(|h| h.last.privacy)
         .max()
         .unwrap_or(f.privacy);
-    // A standalone statement: the cue dropped, the speaker resolved. The
-    // short-term line stays linked through `supersedes`.
-    let text = salience::standalone(&f.text, f.subject, f.title.as_deref());
-    let mut req = WriteRequest::new(f.scene.clone(), text, SOURCE);
+    // The statement the person meant (see `statement`). The short-term line
+    // stays linked through `supersedes`.
+    let said = statement::said_at(f);
+    let s = statement::rewrite(&f.text, f.subject, f.title.as_deref(), said);
+    let mut req = WriteRequest::new(f.scene.clone(), s.text, SOURCE);
     req.origin = SOURCE.into();
-    req.kind = f.kind.clone();
+    req.kind = s.kind.as_str().into();
+    req.tier = s.tier;
+    // Its `time`: the date it names, else when it was said. The speaker
+    // stays; the chat session does not (a long-term fact is no chat turn).
+    let time = s.time.unwrap_or_else(|| statement::message_time(f));
+    req.setting = Setting::from_input(Some(&time), None, f.setting.speaker.as_deref());
     req.stage = Stage::Long;
     req.title = f.title.clone();
     req.tags = tags;

@@ -11,8 +11,11 @@
 //!
 //! Without a model (the default), the deterministic pass also promotes what
 //! a person would expect to be kept — explicit cues and personal facts —
-//! judged by [`salience`] (rules plus the local embedder), rewritten as a
-//! standalone statement.
+//! judged by [`salience`] (rules plus the local embedder). Every promotion is
+//! rewritten as the statement the person meant ([`statement`]): no cue
+//! words or closing particles, the speaker named, relative dates made
+//! absolute against when the message was said (in the text and its `time`),
+//! and a kind (fact, preference, event) instead of `chat`.
 //!
 //! Folds are applied: every folded short-term line gets a tombstone naming
 //! the run (rollback restores it) and is listed in the report's `forgotten`.
@@ -31,6 +34,8 @@ pub mod model_pass;
 pub mod report;
 pub mod rollback;
 pub mod salience;
+pub mod service;
+pub mod statement;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -41,14 +46,14 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::hub::{Hub, WriteRequest};
 use crate::model::{Fact, Record};
-use crate::schedule::{self, Period};
 use crate::store::journal::{self, Cursor};
+use crate::timetable::{self, Period};
 
 pub use crate::config::{ModelConfig, ModelKind, SleepConfig};
 pub use report::{RunReport, RunSummary};
 
 /// The scheduler name of the consolidation job (key in `data/scheduler.json`).
-pub(crate) const JOB_NAME: &str = "sleep";
+pub(crate) const JOB_NAME: &str = crate::hub::consolidation::SLEEP_JOB;
 
 /// The `source` of everything consolidation writes or forgets.
 pub(crate) const SOURCE: &str = "sleep";
@@ -164,13 +169,15 @@ pub(crate) struct JournalView {
 }
 
 impl JournalView {
-    /// Reads every journal file of the root (bad lines are skipped; the index reports them).
+    /// Reads every journal file of the root, compressed months included, so
+    /// that a rollback finds a run's lines after they were archived (bad
+    /// lines are skipped; the index reports them).
     pub(crate) fn read(facts_dir: &Path) -> Result<JournalView> {
         let mut view = JournalView::default();
         if !facts_dir.exists() {
             return Ok(view);
         }
-        for file in journal::list_files(facts_dir)? {
+        for file in journal::list_all(facts_dir)? {
             journal::scan_file(facts_dir, &file, Cursor::default(), |item| {
                 if let Ok(record) = item.entry {
                     view.apply(record);
@@ -261,7 +268,7 @@ pub fn run(hub: &Hub, cfg: &SleepConfig, opts: &RunOptions) -> Result<RunReport>
     report.skipped = plan.skipped.clone();
     if !opts.dry_run {
         let reqs: Vec<WriteRequest> = plan.promotions.iter().map(|p| p.request.clone()).collect();
-        let outcomes = hub.write_batch(reqs)?;
+        let outcomes = hub.append_batch(reqs)?;
         for (promotion, outcome) in report.promoted.iter_mut().zip(outcomes) {
             match outcome {
                 Ok(w) if w.action == crate::hub::WriteAction::Add => {
@@ -291,7 +298,7 @@ pub fn run(hub: &Hub, cfg: &SleepConfig, opts: &RunOptions) -> Result<RunReport>
     if let Err(e) = &model {
         report.model_error = Some(e.to_string());
     }
-    report.finished = Utc::now();
+    report.finished = hub.now();
     if !opts.dry_run {
         report::save(hub.layout(), &report)?;
     }
@@ -323,7 +330,7 @@ fn apply_folds(hub: &Hub, view: &JournalView, run_id: &str, report: &mut RunRepo
             let Some(h) = view.facts.get(id) else {
                 continue;
             };
-            match hub.forget(
+            match hub.tombstone(
                 id,
                 Some(rollback::forget_reason(run_id, Some(&why))),
                 SOURCE,
@@ -393,7 +400,7 @@ pub struct Status {
 
 /// Consolidation status of a hub's root at `now`.
 pub fn status(hub: &Hub, cfg: &SleepConfig, now: DateTime<Utc>) -> Status {
-    let states = schedule::load_states(&schedule::state_path(hub.layout()));
+    let states = timetable::load_states(&timetable::state_path(hub.layout()));
     let state = states.get(JOB_NAME).cloned().unwrap_or_default();
     // Health needs no token, so it says only whether the last run worked.
     let result = if state.failures > 0 {
@@ -405,7 +412,7 @@ pub fn status(hub: &Hub, cfg: &SleepConfig, now: DateTime<Utc>) -> Status {
         .enabled
         .then(|| cfg.schedule().ok())
         .flatten()
-        .map(|s| schedule::next_run(&s, &state, now).max(now));
+        .map(|s| timetable::next_run(&s, &state, now).max(now));
     Status {
         enabled: cfg.enabled,
         last_run: state.last_attempt,

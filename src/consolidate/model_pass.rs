@@ -39,6 +39,7 @@ use serde::{Deserialize, Serialize};
 
 use super::report::{Forgotten, Rejected, RunReport, Superseded};
 use super::rollback::forget_reason;
+use super::statement::{self, said_at};
 use super::{History, JournalView, ModelConfig, ModelKind, RunOptions, SOURCE, SleepConfig};
 use crate::config::PrivacyConfig;
 use crate::error::{Error, Result};
@@ -48,8 +49,12 @@ use crate::model::{Privacy, Scene, Stage, Subject, Tier, parse_kind, parse_tags}
 
 /// What the model is told.
 pub(crate) const INSTRUCTIONS: &str = "You consolidate an assistant's memories overnight. You get the \
-period's memories of one scene as JSON (id, scene, stage short|long, kind, privacy, text). Turn what is worth \
-keeping into durable long-term facts, replace outdated facts, and drop noise. Answer with JSON only: \
+period's memories of one scene as JSON (id, scene, stage short|long, kind, privacy, time, text); `time` is \
+when it was said, with the speaker's UTC offset. Turn what is worth keeping into durable long-term facts, \
+replace outdated facts, and drop noise. Write each fact as a standalone statement: no cue words (记得, \
+千万记住, remember that), no chat particles (啦, 呀, 吧), and every relative date (明天, 下周五, next \
+Friday) as the absolute date it meant on the day it was said (2026-12-11). Plans and one-off states are \
+events with their date, not timeless facts. Answer with JSON only: \
 {\"operations\": [...]} where each operation is one of \
 {\"op\":\"write\",\"from\":[ids it is based on],\"text\":\"the fact\",\"kind\":\"fact|preference|event|todo|note\",\"importance\":0.0-1.0}, \
 {\"op\":\"supersede\",\"id\":\"id of the outdated memory\",\"text\":\"the corrected fact\"}, \
@@ -69,8 +74,10 @@ pub(crate) struct InputMemory {
     pub(crate) kind: String,
     /// Sensitivity.
     pub(crate) privacy: Privacy,
-    /// When.
+    /// When it was written.
     pub(crate) ts: chrono::DateTime<chrono::Utc>,
+    /// When it was said, in the speaker's offset (RFC 3339).
+    pub(crate) time: String,
     /// Text.
     pub(crate) text: String,
 }
@@ -198,6 +205,7 @@ fn run_scene(
             kind: h.last.kind.clone(),
             privacy: h.last.privacy,
             ts: h.last.ts,
+            time: said_at(&h.last).to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             text: h.last.text.clone(),
         })
         .collect();
@@ -250,7 +258,7 @@ fn run_scene(
         return Ok(());
     }
     let (raws, reqs): (Vec<_>, Vec<_>) = writes.into_iter().map(|(raw, req, _)| (raw, req)).unzip();
-    let outcomes = hub.write_batch(reqs.clone())?;
+    let outcomes = hub.append_batch(reqs.clone())?;
     for ((raw, req), outcome) in raws.into_iter().zip(reqs).zip(outcomes) {
         match outcome {
             Ok(w) if w.action == WriteAction::Add => {
@@ -276,7 +284,7 @@ fn run_scene(
     for (raw, id, reason) in forgets {
         let before = by_id[id.as_str()].last.clone();
         let why = forget_reason(run_id, reason.as_deref());
-        match hub.forget(&id, Some(why), SOURCE, &Filter::all()) {
+        match hub.tombstone(&id, Some(why), SOURCE, &Filter::all()) {
             Ok(()) => {
                 report.forgotten.push(Forgotten { id, reason, before });
                 report.accepted.push(raw);
@@ -375,41 +383,72 @@ fn validate(
                 .map(|h| h.last.privacy)
                 .max()
                 .expect("at least one source");
-            let subject = sources[0].last.subject;
-            let kind = body.kind.clone().unwrap_or_else(|| "fact".into());
-            let importance = body.importance.unwrap_or(0.6);
-            request(body, scene, floor, subject, kind, importance, None, run_id)
+            // Dates are read as of the latest message it rests on.
+            let latest = sources
+                .iter()
+                .map(|h| &h.last)
+                .max_by_key(|f| f.ts)
+                .expect("at least one source");
+            request(
+                body,
+                Basis {
+                    scene,
+                    floor,
+                    subject: sources[0].last.subject,
+                    kind: None,
+                    importance: 0.6,
+                    supersedes: None,
+                    said: latest,
+                },
+                run_id,
+            )
         }
         Operation::Supersede { id, body } => {
             let old = known(&id)?;
             scope.may_replace(old, "supersede")?;
-            let kind = body.kind.clone().unwrap_or_else(|| old.last.kind.clone());
-            let importance = body.importance.unwrap_or(old.last.importance);
             request(
                 body,
-                old.last.scene.clone(),
-                old.last.privacy,
-                old.last.subject,
-                kind,
-                importance,
-                Some(id),
+                Basis {
+                    scene: old.last.scene.clone(),
+                    floor: old.last.privacy,
+                    subject: old.last.subject,
+                    kind: Some(old.last.kind.clone()),
+                    importance: old.last.importance,
+                    supersedes: Some(id),
+                    said: &old.last,
+                },
                 run_id,
             )
         }
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn request(
-    body: Body,
+/// What a write or supersede inherits from the memories it rests on.
+struct Basis<'a> {
     scene: Scene,
+    /// The least private it may be.
     floor: Privacy,
-    subject: crate::model::Subject,
-    kind: String,
+    subject: Subject,
+    /// The kind when the model gives none (a supersede keeps the old one's).
+    kind: Option<String>,
+    /// The importance when the model gives none.
     importance: f32,
     supersedes: Option<String>,
-    run_id: &str,
-) -> std::result::Result<Valid, String> {
+    /// The message its dates are read against.
+    said: &'a crate::model::Fact,
+}
+
+fn request(body: Body, basis: Basis<'_>, run_id: &str) -> std::result::Result<Valid, String> {
+    let Basis {
+        scene,
+        floor,
+        subject,
+        kind,
+        importance,
+        supersedes,
+        said,
+    } = basis;
+    let importance = body.importance.unwrap_or(importance);
     if let Some(s) = &body.scene
         && s.trim() != scene.as_str()
     {
@@ -432,7 +471,21 @@ fn request(
     if !(0.0..=1.0).contains(&importance) || importance.is_nan() {
         return Err("importance must be between 0 and 1".into());
     }
-    let mut req = WriteRequest::new(scene, body.text, SOURCE);
+    // A relative date the model left in is read as of the message, as the
+    // deterministic pass reads it; chat is no kind for a long-term memory.
+    let at = said_at(said);
+    let dated = crate::when::resolve(&body.text, at);
+    let kind = match body.kind.clone().or(kind) {
+        Some(k) if !k.trim().eq_ignore_ascii_case("chat") => k,
+        _ => statement::kind_of(&body.text, &dated.named, at.date_naive())
+            .0
+            .as_str()
+            .to_string(),
+    };
+    let time = dated
+        .time()
+        .unwrap_or_else(|| statement::message_time(said));
+    let mut req = WriteRequest::new(scene, dated.text, SOURCE);
     req.origin = SOURCE.into();
     req.kind = parse_kind(&kind).map_err(|e| e.to_string())?;
     req.stage = Stage::Long;
@@ -442,6 +495,7 @@ fn request(
     req.subject = subject;
     req.importance = importance;
     req.supersedes = supersedes;
+    req.setting = crate::model::Setting::from_input(Some(&time), None, None);
     req.run = Some(run_id.to_string());
     Ok(Valid::Write(Box::new(req)))
 }

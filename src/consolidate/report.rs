@@ -8,10 +8,10 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::{RunOptions, Window};
+use crate::base::durable::write_atomic;
 use crate::error::{Error, IoContext, Result};
 use crate::layout::Layout;
 use crate::model::Fact;
-use crate::store::atomic::write_atomic;
 
 /// A short-term line promoted to long-term memory.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -25,8 +25,8 @@ pub struct Promotion {
     pub(crate) scene: String,
     /// Text.
     pub(crate) text: String,
-    /// recalled, important, or both.
-    pub(crate) reason: String,
+    /// recalled, important, salient (with its category), or several.
+    pub reason: String,
 }
 
 /// Near-duplicate short-term lines folded into one.
@@ -164,8 +164,8 @@ impl RunReport {
     pub(crate) fn new(run: &str, opts: &RunOptions) -> RunReport {
         RunReport {
             run: run.to_string(),
-            started: Utc::now(),
-            finished: Utc::now(),
+            started: opts.now,
+            finished: opts.now,
             window: opts.window,
             dry_run: opts.dry_run,
             promoted: Vec::new(),

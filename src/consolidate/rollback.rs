@@ -1,7 +1,9 @@
 //! Undoing consolidation: by run id, or everything one source did since an
 //! instant. The journal stays append-only: what the run wrote gets a
-//! tombstone, and what it forgot gets its last `put` line appended again
-//! (same id, same content). The journal itself says what to undo (facts carry
+//! tombstone, what it forgot gets its last `put` line appended again (same
+//! id, same content), and what it replaced with a new version is restored
+//! explicitly (`Hub::reinstate`: forgetting a newer version never brings
+//! an older one back by itself). The journal itself says what to undo (facts carry
 //! their run id, tombstones name the run in their reason), so a rollback works
 //! even when the run report is gone.
 
@@ -96,6 +98,16 @@ pub fn rollback(hub: &Hub, target: &Target, dry_run: bool) -> Result<RollbackRep
         .map(|h| h.first.id.clone())
         .collect();
     let written: HashSet<&str> = to_forget.iter().map(String::as_str).collect();
+    // What the run's new versions replaced (and the run did not write itself).
+    let mut replaced: Vec<String> = Vec::new();
+    for id in &to_forget {
+        if let Some(old) = view.facts.get(id).and_then(|h| h.last.supersedes.clone())
+            && !written.contains(old.as_str())
+            && !replaced.contains(&old)
+        {
+            replaced.push(old);
+        }
+    }
     let mut to_restore: Vec<Fact> = Vec::new();
     for (record, before) in &view.forgets {
         if !forgot(record) {
@@ -126,11 +138,12 @@ pub fn rollback(hub: &Hub, target: &Target, dry_run: bool) -> Result<RollbackRep
     if dry_run {
         out.forgotten = to_forget;
         out.restored = to_restore.into_iter().map(|f| f.id).collect();
+        out.restored.extend(replaced);
         return Ok(out);
     }
     let reason = format!("rollback of {target}");
     for id in to_forget {
-        match hub.forget(&id, Some(reason.clone()), ROLLBACK_SOURCE, &Filter::all()) {
+        match hub.tombstone(&id, Some(reason.clone()), ROLLBACK_SOURCE, &Filter::all()) {
             Ok(()) => out.forgotten.push(id),
             // Forgotten meanwhile by someone else: nothing left to undo.
             Err(Error::NotFound { .. }) => {}
@@ -138,10 +151,12 @@ pub fn rollback(hub: &Hub, target: &Target, dry_run: bool) -> Result<RollbackRep
         }
     }
     out.restored = hub.restore_forgotten(to_restore)?;
+    out.restored
+        .extend(hub.reinstate(replaced, ROLLBACK_SOURCE)?);
     if let Target::Run(run) = target
         && let Ok(mut r) = report::load(hub.layout(), run)
     {
-        r.rolled_back = Some(Utc::now());
+        r.rolled_back = Some(hub.now());
         report::save(hub.layout(), &r)?;
     }
     Ok(out)

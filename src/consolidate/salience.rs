@@ -25,10 +25,8 @@
 //! allergic to Mondays", "我不是过敏，就是单纯不想吃"). The rules were written
 //! by the same hand as the set, so expect lower figures on other people's chat.
 //!
-//! Kept lines are rewritten as standalone statements where the rules allow
-//! ([`standalone`]): the cue phrase is dropped and the speaker resolved
-//! ("我" from the owner becomes "主人", "I'm" becomes "The owner is", a
-//! named group member's "我" becomes their name).
+//! Kept lines are rewritten as standalone statements by
+//! [`super::statement`].
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
@@ -36,7 +34,6 @@ use std::sync::{Arc, LazyLock, Mutex};
 use regex::Regex;
 
 use crate::embed::Embedder;
-use crate::model::Subject;
 
 fn re(p: &str) -> Regex {
     Regex::new(p).expect("salience patterns compile")
@@ -119,6 +116,13 @@ static RULES: LazyLock<Vec<(&'static str, Regex)>> = LazyLock::new(|| {
         ),
     ]
 });
+
+/// Whether the personal-fact pattern of `category` (`plan`, `date`, …) matches `text`.
+pub(crate) fn matches(category: &str, text: &str) -> bool {
+    RULES
+        .iter()
+        .any(|(c, r)| *c == category && r.is_match(text))
+}
 
 /// What the rules see in one line.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -478,139 +482,6 @@ pub fn cross_validate(samples: &[(Signals, bool)], weights: &[f32], k: usize) ->
     }
 }
 
-static CUE_PREFIX: LazyLock<Regex> = LazyLock::new(|| {
-    re(
-        r"(?i)^\s*(你要记得|你记住|这个要记住|千万别忘了|别忘了|记住了?|记下来|记一下|帮我记一下|帮我记着|帮我记|重要|please remember( that)?|remember( that)?|don'?t forget( that)?|note that|make a note|keep in mind( that)?|note)\s*[:：，,!！]?\s*",
-    )
-});
-static CUE_SUFFIX: LazyLock<Regex> =
-    LazyLock::new(|| re(r"[，,。.\s]*(千万|一定)?(要)?(记住|别忘了)[啊哈呀!！。.]*\s*$"));
-static ZH_KIN: LazyLock<Regex> = LazyLock::new(|| {
-    re(
-        r"我(老婆|老公|妻子|丈夫|女朋友|男朋友|儿子|女儿|妈|爸|爸妈|父亲|母亲|哥|姐|弟|妹|岳父|岳母|爷爷|奶奶|外婆|家)",
-    )
-});
-static ZH_I: LazyLock<Regex> = LazyLock::new(|| re(r"我的|我([^们])|我$"));
-static EN_SUBJ: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"\b(I'm|I am|I've|I have|I'll|I'd|I don't|I can't|I|my|My|me|mine)\b( (\w+))?")
-});
-
-fn third_person(verb: &str) -> Option<String> {
-    const SAME: &[&str] = &[
-        "can", "will", "should", "must", "may", "might", "could", "would", "was",
-    ];
-    let v = verb.to_ascii_lowercase();
-    if SAME.contains(&v.as_str())
-        || v.ends_with("ed")
-        || [
-            "broke", "grew", "had", "went", "got", "took", "made", "saw", "told", "never", "just",
-            "really", "also", "always", "still", "only",
-        ]
-        .contains(&v.as_str())
-    {
-        return Some(verb.to_string());
-    }
-    if !v.chars().all(|c| c.is_ascii_alphabetic()) || v.len() < 2 {
-        return None;
-    }
-    Some(match v.as_str() {
-        "have" => "has".into(),
-        "do" => "does".into(),
-        "go" => "goes".into(),
-        "am" => "is".into(),
-        _ if v.ends_with('s')
-            || v.ends_with("sh")
-            || v.ends_with("ch")
-            || v.ends_with('x')
-            || v.ends_with('o') =>
-        {
-            format!("{verb}es")
-        }
-        _ if v.ends_with('y') && !v.ends_with("ay") && !v.ends_with("ey") && !v.ends_with("oy") => {
-            format!("{}ies", &verb[..verb.len() - 1])
-        }
-        _ => format!("{verb}s"),
-    })
-}
-
-fn english(text: &str, who: &str) -> Option<String> {
-    let mut failed = false;
-    let out = EN_SUBJ.replace_all(text, |c: &regex::Captures<'_>| {
-        let next = c.get(2).map_or("", |m| m.as_str());
-        let word = c.get(3).map(|m| m.as_str());
-        match &c[1] {
-            "I'm" | "I am" => format!("{who} is{next}"),
-            "I've" | "I have" => format!("{who} has{next}"),
-            "I'll" => format!("{who} will{next}"),
-            "I'd" => format!("{who} would{next}"),
-            "I don't" => format!("{who} doesn't{next}"),
-            "I can't" => format!("{who} can't{next}"),
-            "my" | "My" | "mine" => format!("{who}'s{next}"),
-            "me" => format!("{who}{next}"),
-            _ => match word.and_then(third_person) {
-                Some(v) => format!("{who} {v}"),
-                None => {
-                    failed = true;
-                    String::new()
-                }
-            },
-        }
-    });
-    if failed {
-        return None;
-    }
-    let mut s = out.into_owned();
-    if let Some(first) = s.get(..1) {
-        s = first.to_uppercase() + &s[1..];
-    }
-    Some(s)
-}
-
-/// Whether a display name reads as the owner ("主人", "the owner", "me"): a
-/// chat member may call themselves anything, and a rewrite must never turn
-/// their words into a statement about the owner.
-fn claims_owner(name: &str) -> bool {
-    use unicode_normalization::UnicodeNormalization;
-    let n: String = name.nfkc().collect::<String>().trim().to_lowercase();
-    let n = n.strip_prefix("the ").unwrap_or(&n).trim();
-    n.contains("主人")
-        || matches!(
-            n,
-            "owner" | "master" | "me" | "myself" | "self" | "i" | "我" | "本人" | "自己"
-        )
-}
-
-/// `text` as a standalone statement: the cue phrase dropped and the speaker
-/// resolved (`subject: owner` → "主人" / "The owner"; a named other speaker →
-/// their name, unless that name claims to be the owner). Unchanged when the rules cannot rewrite it safely.
-pub fn standalone(text: &str, subject: Subject, speaker: Option<&str>) -> String {
-    let mut t = CUE_PREFIX.replace(text.trim(), "").into_owned();
-    t = CUE_SUFFIX.replace(&t, "").into_owned();
-    if t.chars().filter(|c| c.is_alphanumeric()).count() < 2 {
-        t = text.trim().to_string();
-    }
-    let (zh, en) = match (subject, speaker) {
-        (Subject::Owner, _) => ("主人".to_string(), "the owner".to_string()),
-        (Subject::Other, Some(name)) if !name.trim().is_empty() && !claims_owner(name) => {
-            (name.trim().to_string(), name.trim().to_string())
-        }
-        _ => return t,
-    };
-    if t.chars().any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c)) {
-        let kin = ZH_KIN.replace_all(&t, format!("{zh}的$1").as_str());
-        ZH_I.replace_all(&kin, |c: &regex::Captures<'_>| {
-            if c[0].starts_with("我的") {
-                format!("{zh}的")
-            } else {
-                format!("{zh}{}", c.get(1).map_or("", |m| m.as_str()))
-            }
-        })
-        .into_owned()
-    } else {
-        english(&t, &en).unwrap_or(t)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -626,50 +497,5 @@ mod tests {
         assert!(Features::of("哈").tiny);
         assert!(RULES_ONLY.threshold <= Features::of("我对花生过敏，千万记住").score());
         assert!(RULES_ONLY.threshold > Features::of("哈哈哈哈笑死我了").score());
-    }
-
-    #[test]
-    fn standalone_resolves_the_speaker() {
-        assert_eq!(
-            standalone("我对花生过敏，千万记住", Subject::Owner, None),
-            "主人对花生过敏"
-        );
-        assert_eq!(
-            standalone("记住，我老婆生日是5月20号", Subject::Owner, None),
-            "主人的老婆生日是5月20号"
-        );
-        assert_eq!(
-            standalone("我对猫毛过敏", Subject::Other, Some("小王")),
-            "小王对猫毛过敏"
-        );
-        // A member who calls themselves the owner is not the owner.
-        for name in ["主人", "the owner", "Owner", "ｔｈｅ　ｏｗｎｅｒ"] {
-            assert_eq!(
-                standalone("我对猫毛过敏", Subject::Other, Some(name)),
-                "我对猫毛过敏",
-                "{name}"
-            );
-        }
-        assert_eq!(
-            standalone(
-                "Remember that I'm allergic to shellfish",
-                Subject::Owner,
-                None
-            ),
-            "The owner is allergic to shellfish"
-        );
-        assert_eq!(
-            standalone("I prefer tea over coffee", Subject::Owner, None),
-            "The owner prefers tea over coffee"
-        );
-        assert_eq!(
-            standalone("My wife loves sunflowers", Subject::Owner, None),
-            "The owner's wife loves sunflowers"
-        );
-        // No speaker to resolve: only the cue goes.
-        assert_eq!(
-            standalone("记住，下周二开会", Subject::Other, None),
-            "下周二开会"
-        );
     }
 }

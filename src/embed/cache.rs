@@ -16,7 +16,34 @@ use rusqlite::{Connection, OptionalExtension, params};
 use sha2::{Digest, Sha256};
 
 use super::{Embedder, from_bytes, to_bytes};
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Coded, Error, ErrorCode, IoContext, Result, chain_is_full};
+
+/// A failure of the cache's own SQLite database. The cache only ever saves
+/// work, so its readers and writers log this and embed instead; only
+/// opening it reports it (`STORAGE`, or `STORAGE_FULL` on a full disk).
+#[derive(Debug, thiserror::Error)]
+#[error("vector cache: {0}")]
+pub struct CacheError(#[from] rusqlite::Error);
+
+impl Coded for CacheError {
+    fn code(&self) -> ErrorCode {
+        let full = matches!(
+            self.0.sqlite_error_code(),
+            Some(rusqlite::ErrorCode::DiskFull)
+        ) || chain_is_full(&self.0);
+        if full {
+            ErrorCode::StorageFull
+        } else {
+            ErrorCode::Storage
+        }
+    }
+}
+
+impl From<CacheError> for Error {
+    fn from(e: CacheError) -> Self {
+        Error::typed(e)
+    }
+}
 
 /// A cache key: sha256 of the model id and the passage text.
 pub(crate) type CacheKey = [u8; 32];
@@ -32,15 +59,8 @@ impl VectorCache {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).ctx("cannot create cache directory", dir)?;
         }
-        let conn = Connection::open(path)?;
-        conn.pragma_update(None, "journal_mode", "WAL")?;
-        // A lost cache entry costs one re-embedding, never correctness.
-        conn.pragma_update(None, "synchronous", "OFF")?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))?;
-        let mut conn = conn;
-        migrate(&mut conn)?;
         Ok(VectorCache {
-            conn: Mutex::new(conn),
+            conn: Mutex::new(connect(path)?),
         })
     }
 
@@ -58,7 +78,7 @@ impl VectorCache {
         &self,
         keys: &[CacheKey],
         dim: usize,
-    ) -> Result<HashMap<CacheKey, Vec<f32>>> {
+    ) -> Result<HashMap<CacheKey, Vec<f32>>, CacheError> {
         let conn = self.conn.lock().expect("cache connection poisoned");
         let mut stmt = conn.prepare_cached("SELECT vector FROM vectors WHERE key = ?")?;
         let mut out = HashMap::new();
@@ -75,7 +95,7 @@ impl VectorCache {
     }
 
     /// Stores vectors.
-    pub(crate) fn put_many(&self, entries: &[(CacheKey, &[f32])]) -> Result<()> {
+    pub(crate) fn put_many(&self, entries: &[(CacheKey, &[f32])]) -> Result<(), CacheError> {
         let mut conn = self.conn.lock().expect("cache connection poisoned");
         let tx = conn.transaction()?;
         {
@@ -90,6 +110,19 @@ impl VectorCache {
     }
 }
 
+/// Opens the database at `path` in WAL mode and brings its table up to date.
+fn connect(path: &Path) -> Result<Connection, CacheError> {
+    let mut conn = Connection::open(path)?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    // A lost cache entry costs one re-embedding, never correctness.
+    conn.pragma_update(None, "synchronous", "OFF")?;
+    // A bulk store (a reindex) grows the log to its size; truncated back after it.
+    conn.pragma_update(None, "journal_size_limit", 4 * 1024 * 1024)?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    migrate(&mut conn)?;
+    Ok(conn)
+}
+
 /// The cache table: a rowid table with a unique index on the key. Each
 /// vector (1.5 KiB at 384 dimensions) sits in a table leaf of its own size,
 /// and the key index is small and dense. The first layout (a `WITHOUT ROWID`
@@ -101,7 +134,7 @@ const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS vectors (id INTEGER PRIMARY KEY
 /// Creates the table, or moves a cache of the first layout into it: one
 /// transaction, so a crash leaves the old table whole and the next open
 /// starts the move again.
-fn migrate(conn: &mut Connection) -> Result<()> {
+fn migrate(conn: &mut Connection) -> Result<(), CacheError> {
     let old: Option<String> = conn
         .query_row(
             "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'vectors'",
@@ -139,7 +172,7 @@ pub(crate) fn embed_passages_cached(
     texts: &[&str],
 ) -> Result<Vec<Vec<f32>>> {
     let Some(cache) = cache else {
-        return Ok(embedder.embed_passages(texts)?);
+        return Ok(embedder.index_passages(texts)?);
     };
     let keys: Vec<CacheKey> = texts
         .iter()
@@ -154,7 +187,7 @@ pub(crate) fn embed_passages_cached(
         .collect();
     if !missing.is_empty() {
         let todo: Vec<&str> = missing.iter().map(|&i| texts[i]).collect();
-        let fresh = embedder.embed_passages(&todo)?;
+        let fresh = embedder.index_passages(&todo)?;
         if fresh.len() != todo.len() {
             return Err(Error::Internal(format!(
                 "embedder returned {} vectors for {} texts",

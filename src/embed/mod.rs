@@ -6,15 +6,15 @@
 //! about embeddings). It also owns the [`cache::VectorCache`] under
 //! `data/cache/`, which keeps vectors across `memd reindex`, and
 //! [`EmbedderSlot`], which loads the configured model lazily, once, and
-//! remembers why it could not be loaded. [`lexicon`] finds and loads the
+//! remembers why it could not be loaded. [`dictionary`] finds and loads the
 //! bilingual lexicon installed next to the model (cross-lingual full text).
 //!
 //! Every vector an embedder returns has [`Embedder::dim`] components and unit
 //! L2 norm, so cosine similarity and L2 distance order results the same way.
 
 pub mod cache;
+pub mod dictionary;
 pub mod hash;
-pub mod lexicon;
 pub mod onnx;
 pub mod unigram;
 
@@ -78,7 +78,17 @@ pub trait Embedder: Send + Sync {
     fn embed_queries(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
 
     /// Embeds memories to be searched (the passage prefix is added here).
+    /// Each text's vector depends on that text alone.
     fn embed_passages(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+
+    /// Embeds memories being indexed, as fast as the embedder can: it may
+    /// run them together in batches, whose vectors may differ a little from
+    /// [`Embedder::embed_passages`]' (cosine ≥ 0.99 for the ONNX model, which
+    /// quantises activations per batch). The index stores these; every other
+    /// use (calibrations, evaluation) takes `embed_passages`.
+    fn index_passages(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.embed_passages(texts)
+    }
 }
 
 /// Scales `v` to unit L2 norm (a zero vector stays zero).
@@ -191,7 +201,7 @@ impl EmbedderSlot {
         match loaded {
             Ok(e) => Ok(Arc::clone(e)),
             Err(reason) => Err(Error::EmbeddingUnavailable(format!(
-                "{reason}; run scripts/setup.sh to install the model, or search with --mode fulltext"
+                "{reason}; run `memd setup` to install the model, or search with --mode fulltext"
             ))),
         }
     }
@@ -240,13 +250,12 @@ pub struct EmbedderConfig {
     /// Longer inputs are truncated to this many tokens (special tokens included).
     pub(crate) max_tokens: usize,
     /// Inference sessions run in parallel (each holds its own copy of the
-    /// graph), each with `cores / sessions` threads. Two by default: one text
-    /// of a few dozen tokens barely gains from a second thread inside a run
-    /// (2000 facts cold on 2 cores: one session of two threads 4.75 ms a
-    /// fact and 12.5 CPU s, two sessions of one thread 1.81 ms and 7.0 CPU s,
-    /// `cargo bench --bench footprint -- --facts 1000 --embed 2000
-    /// --sessions N`), and two searches embed their queries at once; the
-    /// second session costs ~50 MiB of anonymous memory.
+    /// graph, ~75 MiB resident for the int8 e5), each with `cores / sessions`
+    /// intra-op threads. One by default: memories are embedded in
+    /// length-sorted batches ([`onnx::BATCH_TOKENS`]), which keep one session
+    /// of two threads as busy as two sessions of one, and a second session
+    /// would cost a quarter of the server's memory budget. Two let two
+    /// searches embed their queries at the same moment.
     pub sessions: usize,
 }
 
@@ -260,7 +269,7 @@ impl Default for EmbedderConfig {
             passage_prefix: "passage: ".into(),
             pooling: Pooling::Mean,
             max_tokens: 512,
-            sessions: 2,
+            sessions: 1,
         }
     }
 }

@@ -19,11 +19,19 @@
 //!   position limit). Memories are short facts and heading-sized document
 //!   chunks (`docs.maxChunkChars`), so truncation rarely bites; windowing and
 //!   averaging would blur exactly the long chunks whose start is most telling.
-//! - Each text is run as its own batch of one. The int8 graph quantises its
-//!   activations per batch at run time, so a text embedded inside a batch gets
-//!   a slightly different vector than alone; running texts alone makes every
-//!   vector a pure function of its text, so a cold rebuild reproduces the
-//!   incremental index exactly. Parallelism comes from the session pool instead.
+//! - Memories being indexed ([`Embedder::index_passages`]) are tokenised
+//!   once, sorted by length and run in batches of at most [`BATCH_TOKENS`]
+//!   padded tokens (dynamic padding: each batch is padded to its own longest
+//!   text), spread over the session pool: short memories run a few dozen at
+//!   a time, for about half the CPU per text of one run each. The int8 graph
+//!   quantises its activations per run, so a text embedded beside others
+//!   gets a vector a little different from the one it gets alone (cosine ≥
+//!   0.99); the vector cache under `data/cache/` keeps the vectors of a
+//!   reindex the ones the live index had. Queries and
+//!   [`Embedder::embed_passages`] (calibrations, evaluation) run each text
+//!   alone, so their vectors are a pure function of the text.
+//! - Activations are allocated per run and freed after it (no arena, no
+//!   memory pattern), so one long batch does not stay resident.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -82,6 +90,11 @@ fn build_session(
         // Spinning threads halve throughput on a busy two-core machine.
         .with_intra_op_spinning(false)?
         .with_inter_op_spinning(false)?
+        // No arena and no memory pattern: activations are allocated per run
+        // and freed after it. The arena keeps the largest run's activations
+        // (a 512-token batch: tens of MiB per session) for the process's life.
+        .with_memory_pattern(false)?
+        .with_execution_providers([ort::ep::CPU::default().with_arena_allocator(false).build()])?
         .commit_from_file(model)
 }
 
@@ -122,6 +135,8 @@ pub struct OnnxEmbedder {
     query_prefix: String,
     passage_prefix: String,
     dim: usize,
+    /// Padded tokens per run ([`BATCH_TOKENS`]).
+    batch_tokens: usize,
 }
 
 impl OnnxEmbedder {
@@ -195,8 +210,9 @@ impl OnnxEmbedder {
             query_prefix: config.query_prefix.clone(),
             passage_prefix: config.passage_prefix.clone(),
             dim: 0,
+            batch_tokens: BATCH_TOKENS,
         };
-        let probe = embedder.run(&[embedder.token_ids("probe")?])?;
+        let probe = embedder.run(&[embedder.token_ids("probe")?.as_slice()])?;
         embedder.dim = probe.first().map_or(0, Vec::len);
         if embedder.dim == 0 {
             return Err(EmbedError::Unavailable(format!(
@@ -217,9 +233,9 @@ impl OnnxEmbedder {
     }
 
     /// Runs one padded batch and pools each row.
-    fn run(&self, batch: &[Vec<i64>]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    fn run(&self, batch: &[&[i64]]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let rows = batch.len();
-        let seq = batch.iter().map(Vec::len).max().unwrap_or(0).max(1);
+        let seq = batch.iter().map(|r| r.len()).max().unwrap_or(0).max(1);
         let mut ids = Vec::with_capacity(rows * seq);
         let mut mask = Vec::with_capacity(rows * seq);
         for row in batch {
@@ -277,52 +293,112 @@ impl OnnxEmbedder {
         })
     }
 
-    /// Embeds `texts` with `prefix`, one text per run, spread over the session pool.
-    fn embed(&self, prefix: &str, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    /// Sets the padded tokens per run of [`Embedder::index_passages`]
+    /// ([`BATCH_TOKENS`] by default; 0 or 1 runs every text alone). For
+    /// benchmarks comparing batch sizes.
+    pub fn with_batch_tokens(mut self, tokens: usize) -> Self {
+        self.batch_tokens = tokens;
+        self
+    }
+
+    /// Embeds `texts` with `prefix`: each text is tokenised once, the texts
+    /// are sorted by length and cut into runs of at most `batch_tokens`
+    /// padded tokens ([`batches`]; 1 runs each text alone), and the runs are
+    /// spread over the session pool.
+    fn embed(
+        &self,
+        prefix: &str,
+        texts: &[&str],
+        batch_tokens: usize,
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
         let inputs: Vec<Vec<i64>> = texts
             .iter()
             .map(|t| self.token_ids(&format!("{prefix}{t}")))
             .collect::<Result<_, _>>()?;
-        let workers = self.sessions.min(inputs.len());
+        let lengths: Vec<usize> = inputs.iter().map(Vec::len).collect();
+        // Enough runs to keep every session busy: a small group of texts is
+        // split over the sessions rather than run as one batch on one core.
+        let total: usize = lengths.iter().sum();
+        let budget = batch_tokens.min(total.div_ceil(self.sessions.max(1)).max(1));
+        let groups = batches(&lengths, budget);
+        let run_group = |group: &[usize]| -> Result<Vec<Vec<f32>>, EmbedError> {
+            let batch: Vec<&[i64]> = group.iter().map(|&i| inputs[i].as_slice()).collect();
+            self.run(&batch)
+        };
+        let mut out: Vec<Option<Vec<f32>>> = vec![None; inputs.len()];
+        let workers = self.sessions.min(groups.len());
         if workers <= 1 {
-            return inputs
-                .iter()
-                .map(|ids| Ok(self.run(std::slice::from_ref(ids))?.remove(0)))
-                .collect();
-        }
-        let next = AtomicUsize::new(0);
-        type Slot = Option<Result<Vec<f32>, EmbedError>>;
-        let results: Mutex<Vec<Slot>> = Mutex::new((0..inputs.len()).map(|_| None).collect());
-        std::thread::scope(|scope| {
-            for _ in 0..workers {
-                scope.spawn(|| {
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(ids) = inputs.get(i) else { break };
-                        let out = self.run(std::slice::from_ref(ids)).map(|mut v| v.remove(0));
-                        let failed = out.is_err();
-                        results.lock().expect("results poisoned")[i] = Some(out);
-                        if failed {
-                            break;
-                        }
-                    }
-                });
+            for group in &groups {
+                for (&i, v) in group.iter().zip(run_group(group)?) {
+                    out[i] = Some(v);
+                }
             }
-        });
-        let results = results.into_inner().expect("results poisoned");
-        let mut out = Vec::with_capacity(results.len());
-        for r in results {
-            match r {
-                Some(v) => out.push(v?),
-                None => {
-                    return Err(EmbedError::Inference(
-                        "a worker stopped after an earlier failure".into(),
-                    ));
+        } else {
+            let next = AtomicUsize::new(0);
+            type Slot = Option<Result<Vec<Vec<f32>>, EmbedError>>;
+            let results: Mutex<Vec<Slot>> = Mutex::new((0..groups.len()).map(|_| None).collect());
+            std::thread::scope(|scope| {
+                for _ in 0..workers {
+                    scope.spawn(|| {
+                        loop {
+                            let g = next.fetch_add(1, Ordering::Relaxed);
+                            let Some(group) = groups.get(g) else { break };
+                            let result = run_group(group);
+                            let failed = result.is_err();
+                            results.lock().expect("results poisoned")[g] = Some(result);
+                            if failed {
+                                break;
+                            }
+                        }
+                    });
+                }
+            });
+            let results = results.into_inner().expect("results poisoned");
+            for (group, result) in groups.iter().zip(results) {
+                let vectors = result.ok_or_else(|| {
+                    EmbedError::Inference("a worker stopped after an earlier failure".into())
+                })??;
+                for (&i, v) in group.iter().zip(vectors) {
+                    out[i] = Some(v);
                 }
             }
         }
-        Ok(out)
+        out.into_iter()
+            .map(|v| v.ok_or_else(|| EmbedError::Inference("embedder lost a vector".into())))
+            .collect()
     }
+}
+
+/// Padded tokens per run of the model (rows × the longest row): a few dozen
+/// short memories, or one long chunk. Bounding by tokens, not by texts, bounds
+/// the activations a run allocates (the attention scores grow with the square
+/// of the length), and sorting by length keeps padding small.
+pub const BATCH_TOKENS: usize = 2048;
+
+/// At most this many texts per run, however short.
+const BATCH_ROWS: usize = 32;
+
+/// Groups text indices into runs: sorted by token length (ties in input
+/// order), cut so that no run exceeds `budget` padded tokens (a text longer
+/// than the budget runs alone) or [`BATCH_ROWS`] texts. Every index appears
+/// exactly once.
+fn batches(lengths: &[usize], budget: usize) -> Vec<Vec<usize>> {
+    let mut order: Vec<usize> = (0..lengths.len()).collect();
+    order.sort_by_key(|&i| lengths[i]);
+    let mut out: Vec<Vec<usize>> = Vec::new();
+    let mut current: Vec<usize> = Vec::new();
+    for i in order {
+        // Sorted ascending: this text is the longest of the run so far.
+        let padded = (current.len() + 1) * lengths[i].max(1);
+        if !current.is_empty() && (padded > budget || current.len() >= BATCH_ROWS) {
+            out.push(std::mem::take(&mut current));
+        }
+        current.push(i);
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out
 }
 
 impl Embedder for OnnxEmbedder {
@@ -335,10 +411,48 @@ impl Embedder for OnnxEmbedder {
     }
 
     fn embed_queries(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        self.embed(&self.query_prefix, texts)
+        self.embed(&self.query_prefix, texts, 1)
     }
 
     fn embed_passages(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        self.embed(&self.passage_prefix, texts)
+        self.embed(&self.passage_prefix, texts, 1)
+    }
+
+    fn index_passages(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.embed(&self.passage_prefix, texts, self.batch_tokens)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batches_are_sorted_by_length_and_bounded_in_padded_tokens() {
+        let lengths = [10, 500, 12, 11, 600, 3, 10];
+        let groups = batches(&lengths, 64);
+        let mut seen: Vec<usize> = groups.iter().flatten().copied().collect();
+        seen.sort_unstable();
+        assert_eq!(
+            seen,
+            (0..lengths.len()).collect::<Vec<_>>(),
+            "each text once"
+        );
+        for g in &groups {
+            let longest = g.iter().map(|&i| lengths[i]).max().unwrap();
+            assert!(
+                g.len() == 1 || g.len() * longest <= 64,
+                "{g:?} pads to {} tokens",
+                g.len() * longest
+            );
+        }
+        // Short texts share runs in length order; texts over the budget run alone.
+        assert_eq!(groups, [vec![5, 0, 6, 3, 2], vec![1], vec![4]]);
+        assert!(batches(&[], 64).is_empty());
+        // A budget of one token runs every text alone.
+        assert_eq!(batches(&[5, 5], 1), [vec![0], vec![1]]);
+        // At most BATCH_ROWS texts however short.
+        let many = vec![1; BATCH_ROWS + 1];
+        assert_eq!(batches(&many, 1 << 20).len(), 2);
     }
 }

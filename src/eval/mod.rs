@@ -4,7 +4,7 @@
 //! A dataset is a directory with `corpus.jsonl` (`id`, `text`, optional
 //! `scene`, `time`, `speaker`, …) and `queries.jsonl` (`qid`, `query`,
 //! `relevant` corpus ids, optional `scene`). [`run`] loads the corpus into a
-//! fresh temporary root with [`Hub::write_batch`] (so vectors are computed by
+//! fresh temporary root with [`Hub::append_batch`] (so vectors are computed by
 //! the normal indexing path), then runs every query with the normal
 //! [`Hub::search`], restricted to the query's scene when it names one, once per
 //! requested mode, with the relevance decision off; recall@5 is reported
@@ -203,18 +203,6 @@ pub fn run(
     run_with(dir, modes, config, embedder, &EvalOptions::default())
 }
 
-/// Copies `from` to `to` through a temporary file and a rename, so a reader
-/// never sees half a file.
-fn copy_atomic(from: &Path, to: &Path) -> Result<()> {
-    if let Some(dir) = to.parent() {
-        std::fs::create_dir_all(dir).ctx("cannot create directory", dir)?;
-    }
-    let tmp = to.with_extension(format!("tmp-{}", std::process::id()));
-    std::fs::copy(from, &tmp).ctx("cannot copy the vector cache to", &tmp)?;
-    std::fs::rename(&tmp, to).ctx("cannot replace", to)?;
-    Ok(())
-}
-
 /// The query's filter: its scene when it names one, else everything.
 fn query_filter(q: &QueryLine) -> Result<Filter> {
     Ok(match &q.scene {
@@ -324,7 +312,7 @@ pub fn run_with(
         for q in &queries {
             let filter = query_filter(q)?;
             let t = Instant::now();
-            let results = hub.search(&SearchRequest {
+            let results = hub.search_filtered(&SearchRequest {
                 query: q.query.clone(),
                 filter,
                 limit: Some(depth),
@@ -466,7 +454,7 @@ impl EvalRoot {
         let layout = Layout::new(&root.0);
         let local_cache = layout.cache().join("vectors.db");
         if let Some(shared) = shared_cache.filter(|p| p.exists()) {
-            copy_atomic(shared, &local_cache)?;
+            crate::base::durable::copy_atomic(shared, &local_cache)?;
         }
         let (hub, _) = Hub::open_with(layout, config, Mode::Write, embedder, &mut |_| {})?;
         Ok(EvalRoot {
@@ -490,7 +478,7 @@ impl EvalRoot {
         if let Some(shared) = shared_cache.as_deref()
             && local_cache.exists()
         {
-            copy_atomic(&local_cache, shared)?;
+            crate::base::durable::copy_atomic(&local_cache, shared)?;
         }
         Ok(())
     }
@@ -524,7 +512,7 @@ fn load_corpus(
             );
             reqs.push(req);
         }
-        for (line, outcome) in chunk.iter().zip(hub.write_batch(reqs)?) {
+        for (line, outcome) in chunk.iter().zip(hub.append_batch(reqs)?) {
             let outcome = outcome
                 .map_err(|e| Error::invalid(format!("{dataset}: corpus id {}: {e}", line.id)))?;
             corpus_id_of.insert(outcome.id, line.id.clone());

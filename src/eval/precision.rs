@@ -25,10 +25,11 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use super::{CorpusLine, EvalRoot, load_corpus, read_jsonl};
+use crate::api::{Format, RecallBody};
 use crate::config::Config;
 use crate::embed::EmbedderSlot;
 use crate::error::{Error, Result};
-use crate::hub::RecallRequest;
+use crate::hub::Caller;
 use crate::index::filter::Filter;
 use crate::index::tokenizer::{is_cjk, normalize};
 use crate::model::Scene;
@@ -234,7 +235,7 @@ pub fn precision(
     );
 
     let search = |query: &str, mode: SearchMode| -> Result<Vec<String>> {
-        let results = hub.search(&SearchRequest {
+        let results = hub.search_filtered(&SearchRequest {
             query: query.to_string(),
             filter: Filter::all(),
             limit: None,
@@ -272,17 +273,20 @@ pub fn precision(
         for &mode in &options.modes {
             hits.push((mode, search(&q.query, mode)?));
         }
-        let recalled = hub.recall(&RecallRequest {
-            turns: Vec::new(),
-            query: Some(q.query.clone()),
-            filter: Filter::all(),
-            limit: None,
-            min_score: options.min_score,
-            live: None,
-            person: None,
-            block: true,
-            now: chrono::Utc::now(),
-        })?;
+        // The local operator reads every scene, as `Filter::all` does; only
+        // looking, so nothing recalled counts as a retrieval.
+        let recalled = hub
+            .recall(
+                &Caller::operator(hub.now()),
+                RecallBody {
+                    query: Some(q.query.clone()),
+                    min_score: options.min_score,
+                    format: Some(Format::Block),
+                    touch: Some(false),
+                    ..RecallBody::default()
+                },
+            )?
+            .body;
         outcomes.push(OffTopicOutcome {
             query: q.query.clone(),
             hits,

@@ -213,7 +213,7 @@ impl Writer<'_> {
     ) -> Result<()> {
         for p in probes {
             for &mode in modes {
-                let results = hub.search(&SearchRequest {
+                let results = hub.search_filtered(&SearchRequest {
                     query: p.query.clone(),
                     filter: p.filter.clone(),
                     limit: Some(DEPTH),

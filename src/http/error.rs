@@ -81,9 +81,12 @@ impl From<Error> for ApiError {
                 "storage error; see the server log".to_string()
             }
             ErrorCode::StorageFull => {
-                tracing::error!(error = %e, "disk full while serving a request");
-                "the disk holding the memory root is full; nothing was stored. \
-                 Free some space and retry"
+                // Every request meets it while the disk is full: once a minute, counted.
+                if let Some(repeats) = crate::base::repeat::global().admit("http.storage_full") {
+                    tracing::error!(error = %e, repeated = repeats, "disk full while serving a request");
+                }
+                "the disk holding the memory root is full (or below the space memd keeps free \
+                 there); nothing was stored. Free some space and retry: writes resume by themselves"
                     .to_string()
             }
             ErrorCode::Internal => {
@@ -113,6 +116,7 @@ mod tests {
             (ErrorCode::Unauthorized, 401),
             (ErrorCode::Forbidden, 403),
             (ErrorCode::NotFound, 404),
+            (ErrorCode::Conflict, 409),
             (ErrorCode::RootLocked, 503),
             (ErrorCode::EmbeddingUnavailable, 503),
             (ErrorCode::RateLimited, 429),

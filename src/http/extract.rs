@@ -1,5 +1,5 @@
 //! Request extractors: a JSON body whose every failure is `INVALID_INPUT`,
-//! and the authenticated caller.
+//! and the authenticated [`Caller`] the auth middleware put in place.
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
@@ -8,7 +8,7 @@ use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
 use super::error::ApiError;
-use crate::auth::Grant;
+use crate::hub::Caller;
 
 /// Largest accepted request body, in bytes.
 pub(crate) const MAX_BODY_BYTES: usize = 256 * 1024;
@@ -110,9 +110,9 @@ fn normalise(value: &mut serde_json::Value) {
 
 /// The authenticated caller, put in place by the auth middleware.
 #[derive(Debug, Clone)]
-pub(crate) struct Caller(pub Grant);
+pub(crate) struct Authenticated(pub Caller);
 
-impl<S: Send + Sync> FromRequestParts<S> for Caller {
+impl<S: Send + Sync> FromRequestParts<S> for Authenticated {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
@@ -120,6 +120,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Caller {
             .extensions
             .get::<Caller>()
             .cloned()
+            .map(Authenticated)
             .ok_or_else(ApiError::unauthorized)
     }
 }

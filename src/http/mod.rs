@@ -1,15 +1,35 @@
 //! The `/v1` HTTP API: routes, authentication, audit, and the launch function.
 //!
-//! This module owns the wire format and nothing else. Handlers parse JSON,
-//! resolve the caller's scene and filter through [`crate::auth::policy`], then
-//! call the synchronous [`Hub`] on the blocking pool (`spawn_blocking`); they
-//! never touch rusqlite or tantivy types. Every route is listed once, in
-//! the list behind [`route_table`]: the router is built from it and a test
-//! checks `openapi.yaml` against it.
+//! This module owns the wire format and nothing else. A handler parses the
+//! JSON body into its [`crate::api`] request, calls one use case of the
+//! synchronous [`Hub`] with the request's [`Caller`] on the blocking pool
+//! (`spawn_blocking`), and turns the reply into JSON (plus its audit note);
+//! every rule (scene rights, defaults, filters) is the use case's. Handlers
+//! never touch the index, the store, consolidation or the embedder (the
+//! layering test forbids it). Every route is listed once, in the list behind
+//! [`route_table`]: the router is built from it and a test checks
+//! `openapi.yaml` against it.
 //!
 //! A middleware authenticates every route but `/v1/health` (Bearer token,
-//! compared by hash in constant time, re-read when `tokens.json` changes) and
-//! writes one audit line per request with the token's name (never its secret).
+//! compared by hash in constant time, re-read when `tokens.json` changes),
+//! builds the request's [`Caller`] (its `now` from the hub's one clock) and
+//! writes one audit line per request with the token's name (never its
+//! secret) and the scene the use case acted in. A request it refuses
+//! (`401`, `429` past the rate limit) has its body read first, so the
+//! connection stays usable and the client reads the refusal instead of a
+//! closed connection; `429` says when to retry (`Retry-After`).
+//!
+//! While the index is behind the journal (catching up after a full disk, a
+//! device's file just copied in), every answer to a caller who may read
+//! says how many journal lines it could read are not in the index yet, in
+//! the `x-memd-index-behind` header (search and recall also in their body), so
+//! an empty result is never mistaken for "no such memory".
+//!
+//! secret) and the scene the use case acted in. The local credential of
+//! `memd serve` ([`AppState::with_operator_secret`], recorded in
+//! `ROOT/.memd.addr` for the CLI) authenticates as the local operator
+//! ([`Hub::operator`], token name `cli`, not rate limited, as in process),
+//! and only from a loopback peer: from any other peer it is an unknown token.
 //!
 //! [`serve`] runs its own accept loop over hyper so that every connection has
 //! a header-read timeout, which also closes idle keep-alive connections
@@ -28,6 +48,8 @@ pub mod metrics;
 mod read;
 mod write;
 
+pub(crate) use read::LIMIT_CLAMPED;
+
 use std::future::Future;
 use std::sync::{Arc, LazyLock};
 use std::time::Instant;
@@ -38,18 +60,17 @@ use axum::http::{HeaderMap, Method};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
-use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::audit::{AuditEntry, AuditLog};
 use crate::auth::TokenStore;
-use crate::config::Config;
-use crate::hub::Hub;
+use crate::hub::{Caller, Clock, Hub};
 use error::ApiError;
-use extract::{Caller, MAX_BODY_BYTES};
+use extract::MAX_BODY_BYTES;
 
-/// The current time; injectable so tests can move the clock.
-pub(crate) type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
+/// The header that says how many journal lines the caller could read are
+/// not in the index yet (absent when none).
+pub(crate) const INDEX_BEHIND: &str = "x-memd-index-behind";
 
 /// Shared state of the HTTP server.
 #[derive(Clone)]
@@ -57,9 +78,22 @@ pub struct AppState {
     hub: Arc<Hub>,
     tokens: Arc<TokenStore>,
     audit: Arc<AuditLog>,
-    clock: Clock,
-    started: Instant,
     metrics: Arc<metrics::Metrics>,
+    /// The local credential of `memd serve`: the operator, from loopback peers.
+    operator_secret: Option<crate::auth::OperatorSecret>,
+}
+
+/// The address of the peer a request came from (put in place by the accept
+/// loop; absent for requests that did not come over a socket).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Peer(pub(crate) std::net::SocketAddr);
+
+/// Who a bearer secret stands for.
+enum Bearer {
+    /// An issued token.
+    Token(crate::auth::Grant),
+    /// The local credential, from a loopback peer.
+    Operator,
 }
 
 impl AppState {
@@ -69,28 +103,66 @@ impl AppState {
         AppState {
             tokens: Arc::new(TokenStore::new(layout.tokens())),
             audit: Arc::new(AuditLog::new(layout.audit())),
-            clock: Arc::new(Utc::now),
-            started: Instant::now(),
             metrics: Arc::new(metrics::Metrics::default()),
+            operator_secret: None,
             hub,
         }
     }
 
-    /// Replaces the clock (tests).
-    pub fn with_clock(mut self, clock: Clock) -> Self {
-        self.hub.set_clock(clock.clone());
-        self.clock = clock;
+    /// Accepts `secret` as the local operator from loopback peers (the local
+    /// credential `memd serve` records for the CLI in `ROOT/.memd.addr`).
+    pub fn with_operator_secret(mut self, secret: &str) -> Self {
+        self.operator_secret = Some(crate::auth::OperatorSecret::new(secret));
         self
     }
 
-    /// Re-reads `config.json` and applies its editable keys (the ones
-    /// `POST /v1/config` may change) without a restart. Other keys need one.
-    /// The hub owns the one live config; this swaps it.
-    pub fn reload_config(&self) -> crate::Result<()> {
-        let from = Config::load(self.hub.layout())?;
-        self.hub
-            .update_config(|current| admin::merge_editable(current, &from))?;
-        Ok(())
+    /// Whether `secret` is the local credential and the request came from a
+    /// loopback peer.
+    fn is_operator(&self, secret: &str, extensions: &axum::http::Extensions) -> bool {
+        let Some(local) = &self.operator_secret else {
+            return false;
+        };
+        let loopback = extensions
+            .get::<Peer>()
+            .is_some_and(|p| p.0.ip().is_loopback());
+        loopback && local.matches(secret)
+    }
+
+    /// Who the request's bearer secret stands for: `None` without one or
+    /// for an unknown or revoked token.
+    fn bearer_of(
+        &self,
+        headers: &HeaderMap,
+        extensions: &axum::http::Extensions,
+    ) -> Result<Option<Bearer>, ApiError> {
+        match bearer(headers) {
+            None => Ok(None),
+            Some(secret) if self.is_operator(secret, extensions) => Ok(Some(Bearer::Operator)),
+            Some(secret) => Ok(self
+                .tokens
+                .authenticate(secret)
+                .map_err(ApiError::from)?
+                .map(Bearer::Token)),
+        }
+    }
+
+    /// The caller the request's bearer secret stands for (`None`: no
+    /// secret, or an unknown one), for the routes open without a token.
+    pub(crate) fn caller_of(
+        &self,
+        headers: &HeaderMap,
+        extensions: &axum::http::Extensions,
+    ) -> Result<Option<Caller>, ApiError> {
+        Ok(self.bearer_of(headers, extensions)?.map(|b| match b {
+            Bearer::Token(g) => self.hub.caller(g),
+            Bearer::Operator => self.hub.operator(),
+        }))
+    }
+
+    /// Replaces the hub's clock, the one every request reads (tests).
+    pub fn with_clock(self, clock: Clock) -> Self {
+        self.hub.set_clock(clock);
+        self
     }
 
     /// The hub.
@@ -110,16 +182,6 @@ impl AppState {
         }
     }
 
-    fn now(&self) -> DateTime<Utc> {
-        (self.clock)()
-    }
-
-    /// The configuration in force (hot-reloadable keys included): the hub's
-    /// live config, a cheap snapshot.
-    fn settings(&self) -> Arc<Config> {
-        self.hub.config()
-    }
-
     /// Runs a hub call on the blocking pool.
     async fn run<T, F>(&self, f: F) -> Result<T, ApiError>
     where
@@ -131,6 +193,18 @@ impl AppState {
             .await
             .map_err(|e| ApiError::from(crate::Error::Internal(format!("worker failed: {e}"))))?
             .map_err(ApiError::from)
+    }
+
+    /// Runs a use case for `caller` on the blocking pool; afterwards
+    /// `caller` knows the scene it acted in (clones share it).
+    async fn call<T, F>(&self, caller: &Caller, f: F) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Hub, &Caller) -> crate::Result<T> + Send + 'static,
+    {
+        let c = caller.clone();
+        self.run(move |hub| hub.on_behalf_of(&c, || f(hub, &c)))
+            .await
     }
 }
 
@@ -154,6 +228,16 @@ pub(crate) struct AuditNote {
     pub(crate) hits: Vec<String>,
     /// Route-specific facts.
     pub(crate) extra: Option<serde_json::Value>,
+}
+
+/// The audit note of `caller`'s request: the scene its use case acted in
+/// and the ids it returned or changed.
+pub(crate) fn note(caller: &Caller, hits: impl IntoIterator<Item = String>) -> AuditNote {
+    AuditNote {
+        scene: caller.acted_in().map(|s| s.to_string()),
+        hits: hits.into_iter().collect(),
+        extra: None,
+    }
 }
 
 /// A JSON response carrying its audit note.
@@ -187,6 +271,7 @@ fn routes() -> Vec<(Route, MethodRouter<AppState>)> {
         (r("POST", "/v1/audience", true), post(read::audience)),
         (r("POST", "/v1/write", true), post(write::write)),
         (r("POST", "/v1/forget", true), post(write::forget)),
+        (r("POST", "/v1/restore", true), post(write::restore)),
         (r("POST", "/v1/ingest", true), post(write::ingest)),
         (r("POST", "/v1/members", true), post(write::members)),
         (r("POST", "/v1/tags", true), post(lifecycle::tags)),
@@ -218,6 +303,7 @@ fn routes() -> Vec<(Route, MethodRouter<AppState>)> {
             r("POST", "/v1/consolidation/rollback", true),
             post(consolidation::rollback),
         ),
+        (r("POST", "/v1/reindex", true), post(admin::reindex)),
     ]
 }
 
@@ -269,7 +355,7 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
 /// Authenticates (except health and unknown paths), runs the handler, audits.
 async fn authenticate(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     let started = Instant::now();
-    let ts = state.now();
+    let ts = state.hub.now();
     let route = format!("{} {}", req.method(), req.uri().path());
     let known = route_table().iter().find(|r| {
         r.path == req.uri().path()
@@ -287,34 +373,54 @@ async fn authenticate(State(state): State<AppState>, mut req: Request, next: Nex
         );
         return res;
     }
-    let grant = match bearer(req.headers()) {
-        None => None,
-        Some(secret) => match state.tokens.authenticate(secret) {
-            Ok(g) => g,
-            Err(e) => return ApiError::from(e).into_response(),
-        },
+    let who = match state.bearer_of(req.headers(), req.extensions()) {
+        Ok(who) => who,
+        Err(e) => return e.into_response(),
     };
-    let token = grant.as_ref().map(|g| g.name.clone());
-    let per_minute = state.settings().http.rate_limit_per_minute;
-    let res = match grant {
-        None => ApiError::unauthorized().into_response(),
-        Some(g) if !state.metrics.allow(&g.name, ts.timestamp().div_euclid(60), per_minute) => {
-            ApiError::new(
-                crate::error::ErrorCode::RateLimited,
-                format!("token {:?} sent more than {per_minute} requests this minute; retry in a minute", g.name),
-            )
-            .into_response()
+    let operator = matches!(who, Some(Bearer::Operator));
+    let caller = who.map(|b| match b {
+        Bearer::Token(g) => state.hub.caller(g),
+        Bearer::Operator => state.hub.operator(),
+    });
+    let token = caller.as_ref().map(|c| c.name().to_string());
+    let per_minute = state.hub.config().http.rate_limit_per_minute;
+    // Shares the scene the use case acts in, for the audit line of a refusal too.
+    let mut acted: Option<Caller> = None;
+    let mut res = match caller {
+        None => {
+            drain(req).await;
+            ApiError::unauthorized().into_response()
         }
-        Some(g) => {
-            req.extensions_mut().insert(Caller(g));
+        // The local operator is not rate limited, as in process.
+        Some(c)
+            if !operator
+                && !state
+                    .metrics
+                    .allow(c.name(), ts.timestamp().div_euclid(60), per_minute) =>
+        {
+            drain(req).await;
+            rate_limited(c.name(), per_minute, ts.timestamp())
+        }
+        Some(caller) => {
+            acted = Some(caller.clone());
+            req.extensions_mut().insert(caller);
             next.run(req).await
         }
     };
-    let note = res
+    if let Some(caller) = acted.clone()
+        && res.status().is_success()
+        && let Ok(Some(n)) = state.run(move |hub| hub.index_behind_for(&caller)).await
+    {
+        res.headers_mut().insert(INDEX_BEHIND, n.into());
+    }
+    let mut note = res
         .extensions()
         .get::<AuditNote>()
         .cloned()
         .unwrap_or_default();
+    if note.scene.is_none() {
+        note.scene = acted.and_then(|c| c.acted_in()).map(|s| s.to_string());
+    }
     let status = res.status().as_u16();
     let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     state
@@ -340,6 +446,31 @@ async fn authenticate(State(state): State<AppState>, mut req: Request, next: Nex
         extra: note.extra,
     });
     res
+}
+
+/// `429` for token `name` past `per_minute` requests, saying when the
+/// minute that began before `now` (seconds) ends (`Retry-After`).
+fn rate_limited(name: &str, per_minute: u32, now: i64) -> Response {
+    let mut res = ApiError::new(
+        crate::error::ErrorCode::RateLimited,
+        format!(
+            "token {name:?} sent more than {per_minute} requests this minute; retry in a minute"
+        ),
+    )
+    .into_response();
+    let wait = 60 - now.rem_euclid(60);
+    res.headers_mut()
+        .insert(axum::http::header::RETRY_AFTER, wait.into());
+    res
+}
+
+/// Reads and drops a request's body (at most [`MAX_BODY_BYTES`]) before a
+/// refusal. A body left unread makes hyper close the connection once the
+/// reply is written, and a client still sending it, or sending its next
+/// request on that connection, then sees the connection closed instead of
+/// the refusal.
+async fn drain(req: Request) {
+    let _ = axum::body::to_bytes(req.into_body(), MAX_BODY_BYTES).await;
 }
 
 /// How long in-flight requests get to finish after shutdown is asked for.
@@ -492,9 +623,9 @@ async fn run(
     let shutdown = shutdown;
     tokio::pin!(shutdown);
     loop {
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _peer)) => stream,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     // Out of file descriptors and the like: wait instead of spinning.
                     tracing::warn!(error = %e, "cannot accept a connection");
@@ -506,7 +637,9 @@ async fn run(
         };
         let app = app.clone();
         let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
-            tower::ServiceExt::oneshot(app.clone(), req.map(axum::body::Body::new))
+            let mut req = req.map(axum::body::Body::new);
+            req.extensions_mut().insert(Peer(peer));
+            tower::ServiceExt::oneshot(app.clone(), req)
         });
         let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
         tokio::spawn(async move {
@@ -530,6 +663,49 @@ async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `GET /v1/capabilities` with `secret`, from `peer` (none: not over a socket).
+    async fn capabilities_from(
+        app: &Router,
+        secret: &str,
+        peer: Option<&str>,
+    ) -> (u16, serde_json::Value) {
+        let mut req = axum::http::Request::builder()
+            .uri("/v1/capabilities")
+            .header("authorization", format!("Bearer {secret}"))
+            .body(axum::body::Body::empty())
+            .unwrap();
+        if let Some(p) = peer {
+            req.extensions_mut().insert(Peer(p.parse().unwrap()));
+        }
+        let res = tower::ServiceExt::oneshot(app.clone(), req).await.unwrap();
+        let status = res.status().as_u16();
+        let bytes = axum::body::to_bytes(res.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        (status, serde_json::from_slice(&bytes).unwrap_or_default())
+    }
+
+    #[tokio::test]
+    async fn the_local_credential_is_the_operator_from_loopback_peers_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let hub = Hub::for_tests(dir.path());
+        let secret = "mdl_0123456789abcdef";
+        let app = router(AppState::new(Arc::new(hub)).with_operator_secret(secret));
+        let (status, caps) = capabilities_from(&app, secret, Some("127.0.0.1:40000")).await;
+        assert_eq!(status, 200);
+        assert_eq!(caps["token"]["name"], "cli");
+        let (status, _) = capabilities_from(&app, secret, Some("[::1]:40000")).await;
+        assert_eq!(status, 200);
+        // From another machine, or from nowhere known, it is an unknown token.
+        for peer in [Some("192.168.1.20:40000"), Some("[2001:db8::1]:1"), None] {
+            let (status, body) = capabilities_from(&app, secret, peer).await;
+            assert_eq!(status, 401, "{peer:?}");
+            assert_eq!(body["error"]["code"], "UNAUTHORIZED");
+        }
+        let (status, _) = capabilities_from(&app, "mdl_wrong", Some("127.0.0.1:1")).await;
+        assert_eq!(status, 401);
+    }
 
     #[test]
     fn loopback_hosts_name_the_port() {

@@ -1,22 +1,32 @@
-//! Categories: always-injected policy slots (BHGBrain's company-values,
-//! architecture, coding-requirements, custom), kept as ordinary Markdown
-//! documents `memories/categories/<name>.md` with T0 front matter.
+//! Use case: categories (`POST /v1/categories`, `memory_category`):
+//! always-injected policy slots (BHGBrain's company-values, architecture,
+//! coding-requirements, custom), kept as ordinary Markdown documents
+//! `memories/categories/<name>.md` with T0 front matter.
+//!
+//! Reading uses the caller's read filter like every read; `set` and
+//! `delete` need `*` (categories are injected into every session: standing
+//! policy is set by the owner's full-rights token only) and the right to
+//! forget what is there now (an existing category in another scene is
+//! `FORBIDDEN`). A new category lives in the request's scene.
 //!
 //! Being documents, they are indexed, searchable and visible under the same
 //! scene/privacy rules as any other memory, a human can edit them in an
-//! editor, and `memd reindex` rebuilds them like everything else. Writing one
-//! keeps the replaced version under `categories/.revisions/` (never indexed),
-//! replaces the file atomically and re-syncs documents through the writer.
+//! editor, and `memd reindex` rebuilds them like everything else. The file
+//! format and the writes are [`crate::store::categories`]'s (which keeps the
+//! replaced version under `categories/.revisions/`, never indexed); this
+//! file holds the rules and re-syncs documents through the writer.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::Hub;
+use super::{Caller, Hub};
+use crate::api::{CategoriesBody, CategoryAction};
+use crate::auth::scope;
 use crate::error::{Error, IoContext, Result};
 use crate::ids;
 use crate::index::filter::Filter;
-use crate::model::Scene;
-use crate::store::atomic::write_atomic;
+use crate::model::{Privacy, Scene};
+use crate::store::categories as store;
 
 /// The slots a category may fill.
 pub const SLOTS: &[&str] = crate::model::CATEGORY_SLOTS;
@@ -47,6 +57,39 @@ pub struct Category {
     pub revisions: Vec<String>,
 }
 
+/// What `/v1/categories` answers.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum CategoriesReply {
+    /// `list`: every visible category with a preview.
+    Listing {
+        /// By name.
+        categories: Vec<Category>,
+    },
+    /// `get` and `set`: one category in full.
+    One(Category),
+    /// `delete`.
+    Deleted {
+        /// Always true.
+        ok: bool,
+        /// The category removed.
+        name: String,
+    },
+}
+
+impl CategoriesReply {
+    /// The document ids the reply shows.
+    pub fn doc_ids(&self) -> Vec<String> {
+        match self {
+            CategoriesReply::Listing { categories } => {
+                categories.iter().map(|c| c.doc_id.clone()).collect()
+            }
+            CategoriesReply::One(c) => vec![c.doc_id.clone()],
+            CategoriesReply::Deleted { .. } => Vec::new(),
+        }
+    }
+}
+
 /// Checks a category name: lowercase letters, digits and `-`, 1-64 bytes.
 pub(crate) fn check_name(name: &str) -> Result<()> {
     let ok = !name.is_empty()
@@ -62,58 +105,6 @@ pub(crate) fn check_name(name: &str) -> Result<()> {
             "category name {name:?} must be 1-64 lowercase letters, digits or '-'"
         )))
     }
-}
-
-/// Path of a category relative to `memories/`.
-fn rel_path(name: &str) -> String {
-    format!("categories/{name}.md")
-}
-
-/// Where earlier versions are kept, relative to `memories/`: a dot directory,
-/// so they are never indexed.
-const REVISIONS: &str = "categories/.revisions";
-
-/// Earlier versions of a category, oldest first.
-fn revisions(memories: &std::path::Path, name: &str) -> Vec<String> {
-    let prefix = format!("{name}@");
-    let mut out: Vec<String> = std::fs::read_dir(memories.join(REVISIONS))
-        .map(|entries| {
-            entries
-                .flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|f| f.starts_with(&prefix) && f.ends_with(".md"))
-                .map(|f| format!("{REVISIONS}/{f}"))
-                .collect()
-        })
-        .unwrap_or_default();
-    // The timestamp in the name sorts chronologically.
-    out.sort();
-    out
-}
-
-/// Splits a category file into (slot, body).
-fn parse(text: &str) -> (String, String) {
-    let mut slot = "custom".to_string();
-    let body = match text
-        .strip_prefix("---\n")
-        .and_then(|rest| rest.split_once("\n---\n"))
-    {
-        Some((front, body)) => {
-            for line in front.lines() {
-                if let Some(tags) = line.strip_prefix("tags:") {
-                    for t in tags.trim().trim_matches(['[', ']']).split(',') {
-                        let t = t.trim().trim_matches('"');
-                        if SLOTS.contains(&t) {
-                            slot = t.to_string();
-                        }
-                    }
-                }
-            }
-            body.to_string()
-        }
-        None => text.to_string(),
-    };
-    (slot, body.trim_start_matches('\n').to_string())
 }
 
 fn preview(body: &str) -> String {
@@ -135,139 +126,173 @@ fn missing_category(e: Error, name: &str) -> Error {
 }
 
 impl Hub {
-    /// Reads one category visible under `filter`.
-    fn read_category(&self, name: &str, filter: &Filter, full: bool) -> Result<Category> {
-        check_name(name)?;
-        let rel = rel_path(name);
-        let doc_id = ids::doc_id(&rel);
-        let visible = self
-            .get(&doc_id, filter)
-            .map_err(|e| missing_category(e, name))?;
-        let path = self.layout().memories().join(&rel);
-        let text = std::fs::read_to_string(&path).ctx("cannot read category", &path)?;
-        let updated_at = std::fs::metadata(&path)
-            .and_then(|m| m.modified())
-            .map(DateTime::<Utc>::from)
-            .unwrap_or(visible.ts);
-        let (slot, body) = parse(&text);
-        Ok(Category {
-            name: name.to_string(),
-            slot,
-            scene: visible.scene,
-            doc_id,
-            updated_at,
-            preview: (!full).then(|| preview(&body)),
-            content: full.then_some(body),
-            revisions: revisions(&self.layout().memories(), name),
-        })
-    }
-
-    /// One category in full.
-    pub fn category(&self, name: &str, filter: &Filter) -> Result<Category> {
-        self.read_category(name, filter, true)
-    }
-
-    /// Every category visible under `filter`, by name, with previews.
-    pub fn categories(&self, filter: &Filter) -> Result<Vec<Category>> {
-        let dir = self.layout().memories().join("categories");
-        let mut names: Vec<String> = match std::fs::read_dir(&dir) {
-            Ok(entries) => entries
-                .flatten()
-                .filter_map(|e| {
-                    let name = e.file_name().to_string_lossy().into_owned();
-                    name.strip_suffix(".md").map(str::to_string)
-                })
-                .filter(|n| check_name(n).is_ok())
-                .collect(),
-            Err(_) => Vec::new(),
+    /// Lists, reads, sets or deletes categories for `caller` (see the module docs).
+    pub fn categories(&self, caller: &Caller, body: CategoriesBody) -> Result<CategoriesReply> {
+        let scene = caller.scene(body.scene.as_deref())?;
+        let name = || {
+            body.name.clone().ok_or_else(|| {
+                Error::invalid(format!("action {:?} needs a name", body.action.as_str()))
+            })
         };
-        names.sort();
-        let mut out = Vec::new();
-        for name in names {
-            match self.read_category(&name, filter, false) {
-                Ok(c) => out.push(c),
-                Err(Error::NotFound { .. }) => {}
-                Err(e) => return Err(e),
+        match body.action {
+            CategoryAction::List => {
+                let filter = caller.read_filter(None, false)?;
+                Ok(CategoriesReply::Listing {
+                    categories: categories_in(self, &filter)?,
+                })
+            }
+            CategoryAction::Get => {
+                let filter = caller.read_filter(None, false)?;
+                Ok(CategoriesReply::One(category(self, &name()?, &filter)?))
+            }
+            CategoryAction::Set => {
+                caller.require(scope::ALL)?;
+                caller.check_write(Privacy::Normal)?;
+                let writable = caller.writable()?;
+                let name = name()?;
+                let slot = body.slot.clone().unwrap_or_else(|| "custom".into());
+                let content = body
+                    .content
+                    .clone()
+                    .ok_or_else(|| Error::invalid("action \"set\" needs content"))?;
+                let c = set_category(self, &name, &slot, &scene, &content, &writable)?;
+                Ok(CategoriesReply::One(c))
+            }
+            CategoryAction::Delete => {
+                caller.require(scope::ALL)?;
+                let writable = caller.writable()?;
+                let name = name()?;
+                delete_category(self, &name, &writable)?;
+                Ok(CategoriesReply::Deleted { ok: true, name })
             }
         }
-        Ok(out)
     }
+}
 
-    /// Creates or replaces a category in `scene`. `writable` must let the
-    /// caller forget memories in the scene of an existing category.
-    pub fn set_category(
-        &self,
-        name: &str,
-        slot: &str,
-        scene: &Scene,
-        content: &str,
-        writable: &Filter,
-    ) -> Result<Category> {
-        check_name(name)?;
-        if !SLOTS.contains(&slot) {
-            return Err(Error::invalid(format!(
-                "slot must be one of {}; got {slot:?}",
-                SLOTS.join(", ")
-            )));
-        }
-        let content = content.trim();
-        if content.is_empty() {
-            return Err(Error::invalid("category content must not be empty"));
-        }
-        if content.chars().count() > MAX_CONTENT_CHARS {
-            return Err(Error::invalid(format!(
-                "category content is limited to {MAX_CONTENT_CHARS} characters"
-            )));
-        }
-        if let Some(what) = crate::policy::detect_credential(content) {
-            return Err(Error::invalid(format!(
-                "content appears to contain {what}; credentials are refused"
-            )));
-        }
-        let rel = rel_path(name);
-        let path = self.layout().memories().join(&rel);
-        if path.exists() {
-            // Replacing needs the right to forget what is there now.
-            self.get(&ids::doc_id(&rel), writable)
-                .map_err(|e| match e {
-                    Error::NotFound { .. } => {
-                        Error::Forbidden(format!("category {name} belongs to another scene"))
-                    }
-                    other => other,
-                })?;
-        }
-        let file = format!(
-            "---\ntitle: \"{name}\"\nkind: category\ntags: [category, {slot}]\nscene: \"{scene}\"\n\
-             privacy: normal\ntier: t0\nimportance: 1.0\nupdated: \"{}\"\n---\n\n{content}\n",
-            Utc::now().to_rfc3339()
-        );
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).ctx("cannot create directory", parent)?;
-        }
-        if let Ok(previous) = std::fs::read(&path) {
-            // Keep the version being replaced (categories are standing policy:
-            // their history matters).
-            let dir = self.layout().memories().join(REVISIONS);
-            std::fs::create_dir_all(&dir).ctx("cannot create directory", &dir)?;
-            let stamp = Utc::now().format("%Y%m%dT%H%M%S%.6fZ");
-            write_atomic(&dir.join(format!("{name}@{stamp}.md")), &previous)?;
-        }
-        write_atomic(&path, file.as_bytes())?;
-        self.sync_documents()?;
-        self.category(name, writable)
-    }
+/// Reads one category visible under `filter`.
+fn read_category(hub: &Hub, name: &str, filter: &Filter, full: bool) -> Result<Category> {
+    check_name(name)?;
+    let rel = store::rel_path(name);
+    let doc_id = ids::doc_id(&rel);
+    let visible = hub
+        .fetch(&doc_id, filter)
+        .map_err(|e| missing_category(e, name))?;
+    let path = hub.layout().memories().join(&rel);
+    let text = std::fs::read_to_string(&path).ctx("cannot read category", &path)?;
+    let updated_at = std::fs::metadata(&path)
+        .and_then(|m| m.modified())
+        .map(DateTime::<Utc>::from)
+        .unwrap_or(visible.ts);
+    let (slot, body) = store::parse(&text);
+    Ok(Category {
+        name: name.to_string(),
+        slot,
+        scene: visible.scene,
+        doc_id,
+        updated_at,
+        preview: (!full).then(|| preview(&body)),
+        content: full.then_some(body),
+        revisions: store::revisions(&hub.layout().memories(), name),
+    })
+}
 
-    /// Removes a category the caller may write.
-    pub fn delete_category(&self, name: &str, writable: &Filter) -> Result<()> {
-        check_name(name)?;
-        let rel = rel_path(name);
-        self.get(&ids::doc_id(&rel), writable)
-            .map_err(|e| missing_category(e, name))?;
-        let path = self.layout().memories().join(&rel);
-        std::fs::remove_file(&path).ctx("cannot remove category", &path)?;
-        self.sync_documents()?;
-        Ok(())
+/// One category in full.
+fn category(hub: &Hub, name: &str, filter: &Filter) -> Result<Category> {
+    read_category(hub, name, filter, true)
+}
+
+/// Every category visible under `filter`, by name, with previews.
+pub(crate) fn categories_in(hub: &Hub, filter: &Filter) -> Result<Vec<Category>> {
+    let dir = hub.layout().memories().join("categories");
+    let mut names: Vec<String> = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                name.strip_suffix(".md").map(str::to_string)
+            })
+            .filter(|n| check_name(n).is_ok())
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    names.sort();
+    let mut out = Vec::new();
+    for name in names {
+        match read_category(hub, &name, filter, false) {
+            Ok(c) => out.push(c),
+            Err(Error::NotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
     }
+    Ok(out)
+}
+
+/// Creates or replaces a category in `scene`. `writable` must let the
+/// caller forget memories in the scene of an existing category.
+fn set_category(
+    hub: &Hub,
+    name: &str,
+    slot: &str,
+    scene: &Scene,
+    content: &str,
+    writable: &Filter,
+) -> Result<Category> {
+    check_name(name)?;
+    if !SLOTS.contains(&slot) {
+        return Err(Error::invalid(format!(
+            "slot must be one of {}; got {slot:?}",
+            SLOTS.join(", ")
+        )));
+    }
+    let content = content.trim();
+    if content.is_empty() {
+        return Err(Error::invalid("category content must not be empty"));
+    }
+    if content.chars().count() > MAX_CONTENT_CHARS {
+        return Err(Error::invalid(format!(
+            "category content is limited to {MAX_CONTENT_CHARS} characters"
+        )));
+    }
+    if let Some(what) = crate::content::detect_credential(content) {
+        return Err(Error::invalid(format!(
+            "content appears to contain {what}; credentials are refused"
+        )));
+    }
+    let rel = store::rel_path(name);
+    let path = hub.layout().memories().join(&rel);
+    if path.exists() {
+        // Replacing needs the right to forget what is there now.
+        hub.fetch(&ids::doc_id(&rel), writable)
+            .map_err(|e| match e {
+                Error::NotFound { .. } => {
+                    Error::Forbidden(format!("category {name} belongs to another scene"))
+                }
+                other => other,
+            })?;
+    }
+    store::write(
+        &hub.layout().memories(),
+        &store::CategoryFile {
+            name,
+            slot,
+            scene,
+            content,
+            updated: hub.now(),
+        },
+    )?;
+    hub.sync_documents()?;
+    category(hub, name, writable)
+}
+
+/// Removes a category the caller may write.
+fn delete_category(hub: &Hub, name: &str, writable: &Filter) -> Result<()> {
+    check_name(name)?;
+    let rel = store::rel_path(name);
+    hub.fetch(&ids::doc_id(&rel), writable)
+        .map_err(|e| missing_category(e, name))?;
+    store::remove(&hub.layout().memories(), name)?;
+    hub.sync_documents()?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -287,8 +312,5 @@ mod tests {
         ] {
             assert_eq!(check_name(name).is_ok(), ok, "{name}");
         }
-        let (slot, body) = parse("---\ntitle: x\ntags: [category, architecture]\n---\n\n# Hi\n");
-        assert_eq!((slot.as_str(), body.as_str()), ("architecture", "# Hi\n"));
-        assert_eq!(parse("plain").0, "custom");
     }
 }

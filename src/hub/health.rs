@@ -5,14 +5,14 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
-use super::Hub;
+use super::parts::backlog;
+use super::parts::heal::IndexState;
+use super::{Hub, Stats};
+use crate::disk::Room;
 use crate::embed::EmbedderStatus;
 use crate::error::Result;
-use crate::schedule::{self, JobState};
 use crate::store::journal;
-
-/// Below this much free space the disk is reported degraded.
-const LOW_DISK_BYTES: u64 = 256 * 1024 * 1024;
+use crate::timetable::{self, JobState};
 
 /// One component's state.
 #[derive(Debug, Clone, Serialize)]
@@ -54,6 +54,9 @@ pub struct HealthReport {
     pub(crate) documents: u64,
     /// Unreadable journal lines and documents.
     pub(crate) issues: usize,
+    /// Journal lines the index has not applied yet (absent when none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) index_behind: Option<u64>,
     /// Stored vectors.
     pub(crate) vectors: u64,
     /// Memories waiting for a vector.
@@ -82,146 +85,18 @@ pub(crate) fn lines_per_device(
 }
 
 impl Hub {
-    /// The `sync` component: lines applied per device, and sync conflict
-    /// copies below `memories/` (degraded while there are any).
-    fn sync_component(&self, cursors: &HashMap<String, journal::Cursor>) -> Component {
-        let per_device = lines_per_device(cursors);
-        let devices = per_device
-            .iter()
-            .map(|(d, n)| format!("{d} {n}"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let (copies, total) =
-            crate::store::syncfiles::conflict_copies(&self.layout().memories(), 1);
-        let mut detail = format!(
-            "this device {}; lines applied per device: {}",
-            self.device(),
-            if devices.is_empty() {
-                "none".into()
-            } else {
-                devices
-            }
-        );
-        if let Some(first) = copies.first() {
-            detail.push_str(&format!(
-                "; {total} sync conflict copies (first: {first}), not indexed: merge them by hand and delete them"
-            ));
-        }
-        component(total == 0, detail)
-    }
-
-    /// Where the embedder stands, without loading it.
-    pub(crate) fn embedder_status(&self) -> EmbedderStatus {
-        self.embedder.status()
-    }
-
     /// Component states, counts and scheduled jobs.
     pub fn health(&self) -> Result<HealthReport> {
         let stats = self.stats()?;
         let mut components = BTreeMap::new();
-        let bad_lines = stats
-            .issues
-            .iter()
-            .filter(|i| i.starts_with("facts/"))
-            .count();
-        components.insert(
-            "journal",
-            component(
-                bad_lines == 0,
-                format!(
-                    "{} files, {} bytes, {bad_lines} unreadable lines",
-                    stats.journal_files, stats.journal_bytes
-                ),
-            ),
-        );
-        let doc_issues: Vec<&String> = stats
-            .issues
-            .iter()
-            .filter(|i| !i.starts_with("facts/"))
-            .collect();
-        components.insert(
-            "documents",
-            component(
-                doc_issues.is_empty(),
-                match doc_issues.first() {
-                    None => format!("{} documents indexed", stats.counts.documents),
-                    Some(first) => format!(
-                        "{} documents indexed, {} not indexed (first: {first}); `memd stats` lists them",
-                        stats.counts.documents,
-                        doc_issues.len()
-                    ),
-                },
-            ),
-        );
-        let dir = self.layout().facts();
+        components.insert("journal", journal_component(&stats));
+        components.insert("documents", documents_component(&stats));
         let cursors = self.index().meta.cursors()?;
-        components.insert("sync", self.sync_component(&cursors));
-        let lag: u64 = journal::list_all(&dir)?
-            .iter()
-            .map(|f| {
-                let size = journal::content_len(&dir, f).unwrap_or(0);
-                size.saturating_sub(cursors.get(f).map_or(0, |c| c.offset))
-            })
-            .sum();
-        let mut index_detail = format!(
-            "{} text documents, {} bytes, {lag} journal bytes not applied",
-            stats.text_documents, stats.index_bytes
-        );
-        let behind = self.index().behind();
-        if let Some((_, reason)) = &behind {
-            index_detail = format!(
-                "behind the journal after a storage error ({reason}); nothing is lost, it \
-                 catches up as soon as storage works again; {index_detail}"
-            );
-        }
-        let mut index = component(lag == 0 && behind.is_none(), index_detail);
-        match self.index_state() {
-            super::heal::IndexState::Ok => {}
-            super::heal::IndexState::Rebuilt { reason } => {
-                index.state = Some("rebuilt");
-                index.reason = Some(reason);
-            }
-            super::heal::IndexState::Degraded { reason } => {
-                index.status = "degraded";
-                index.state = Some("damaged");
-                index.reason = Some(reason);
-            }
-        }
-        components.insert("index", index);
-        let embedder = match self.embedder_status() {
-            EmbedderStatus::Loaded(model) => component(
-                true,
-                format!(
-                    "{model}: {} vectors, {} pending",
-                    stats.vectors, stats.pending_vectors
-                ),
-            ),
-            EmbedderStatus::NotLoaded => component(
-                true,
-                format!(
-                    "loads on first need; {} vectors, {} pending",
-                    stats.vectors, stats.pending_vectors
-                ),
-            ),
-            EmbedderStatus::Unavailable(reason) if !self.config().embedder.enabled => {
-                component(true, format!("disabled: full-text search only ({reason})"))
-            }
-            EmbedderStatus::Unavailable(reason) => component(
-                false,
-                format!("unavailable: {reason}; full-text search keeps working"),
-            ),
-        };
-        let mut embedder = embedder;
-        embedder.detail = format!("{}; {}", embedder.detail, crate::embed::lexicon::status());
-        components.insert("embedder", embedder);
-        let disk = match crate::disk::space(&self.layout().root) {
-            Some((free, total)) => component(
-                free >= LOW_DISK_BYTES.min(total / 100),
-                format!("{free} bytes free of {total}"),
-            ),
-            None => component(false, "free space unknown".into()),
-        };
-        components.insert("disk", disk);
+        components.insert("sync", sync_component(self, &cursors));
+        components.insert("index", index_component(self, &stats, &cursors)?);
+        components.insert("embedder", embedder_component(self, &stats));
+        components.insert("disk", disk_component(self));
+        components.insert("members", members_component(self));
         let status = if components.values().all(|c| c.status == "ok") {
             "ok"
         } else {
@@ -239,12 +114,236 @@ impl Hub {
             facts: stats.counts.facts,
             documents: stats.counts.documents,
             issues: stats.issues.len(),
+            index_behind: self.index_behind(None)?,
             vectors: stats.vectors,
             pending_vectors: stats.pending_vectors,
             components,
             counts,
-            jobs: schedule::load_states(&schedule::state_path(self.layout())),
+            jobs: timetable::load_states(&timetable::state_path(self.layout())),
             tiers: self.tier_report()?,
         })
     }
+}
+
+/// The `sync` component: lines applied per device, and sync conflict
+/// copies below `memories/` (degraded while there are any).
+fn sync_component(hub: &Hub, cursors: &HashMap<String, journal::Cursor>) -> Component {
+    let per_device = lines_per_device(cursors);
+    let devices = per_device
+        .iter()
+        .map(|(d, n)| format!("{d} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let (copies, total) = crate::store::syncfiles::conflict_copies(&hub.layout().memories(), 1);
+    let mut detail = format!(
+        "this device {}; lines applied per device: {}",
+        hub.device(),
+        if devices.is_empty() {
+            "none".into()
+        } else {
+            devices
+        }
+    );
+    if let Some(first) = copies.first() {
+        detail.push_str(&format!(
+            "; {total} sync conflict copies (first: {first}), not indexed: merge them by hand and delete them"
+        ));
+    }
+    component(total == 0, detail)
+}
+
+/// Where the embedder stands, without loading it.
+pub(crate) fn embedder_status(hub: &Hub) -> EmbedderStatus {
+    hub.searcher.embedder_status()
+}
+
+/// The `index` component: journal lines and bytes not applied yet, a
+/// storage error it is catching up from, and whether it was rebuilt, is
+/// damaged or waits for room on a full disk.
+fn index_component(
+    hub: &Hub,
+    stats: &Stats,
+    _cursors: &HashMap<String, journal::Cursor>,
+) -> Result<Component> {
+    let lag = backlog::lag(&hub.core)?;
+    let lines = if lag.bytes == 0 {
+        0
+    } else {
+        backlog::lines_for(&hub.core, None)?
+    };
+    let mut detail = format!(
+        "{} text documents, {} bytes, {} journal lines ({} bytes) not applied",
+        stats.text_documents, stats.index_bytes, lines, lag.bytes
+    );
+    if lag.bytes > 0 && hub.is_writer() {
+        detail.push_str(": the writer applies them by itself, retrying until it has");
+    }
+    let behind = hub.index().behind();
+    if let Some((_, reason)) = &behind {
+        detail = format!(
+            "behind the journal after a storage error ({reason}); nothing is lost: \
+             searches say how many lines they miss, `get` reads those from the journal, \
+             and it catches up by itself once there is room; {detail}"
+        );
+    }
+    let mut index = component(lag.bytes == 0 && behind.is_none(), detail);
+    match hub.catchup.state() {
+        IndexState::Ok => {}
+        IndexState::Rebuilt { reason } => {
+            index.state = Some("rebuilt");
+            index.reason = Some(reason);
+        }
+        IndexState::Degraded { reason } => {
+            index.status = "degraded";
+            index.state = Some("damaged");
+            index.reason = Some(reason);
+        }
+        IndexState::Waiting { reason } => {
+            index.status = "degraded";
+            index.state = Some("waiting");
+            index.reason = Some(format!(
+                "{reason}; reads are served from the index as it was, writes are refused \
+                 until there is room"
+            ));
+        }
+    }
+    Ok(index)
+}
+
+/// The `embedder` component: the model, its vectors and the lexicon.
+fn embedder_component(hub: &Hub, stats: &Stats) -> Component {
+    let mut embedder = match embedder_status(hub) {
+        EmbedderStatus::Loaded(model) => component(
+            true,
+            format!(
+                "{model}: {} vectors, {} pending",
+                stats.vectors, stats.pending_vectors
+            ),
+        ),
+        EmbedderStatus::NotLoaded => component(
+            true,
+            format!(
+                "loads on first need; {} vectors, {} pending",
+                stats.vectors, stats.pending_vectors
+            ),
+        ),
+        EmbedderStatus::Unavailable(reason) if !hub.config().embedder.enabled => {
+            component(true, format!("disabled: full-text search only ({reason})"))
+        }
+        EmbedderStatus::Unavailable(reason) => component(
+            false,
+            format!("unavailable: {reason}; full-text search keeps working"),
+        ),
+    };
+    embedder.detail = format!(
+        "{}; {}",
+        embedder.detail,
+        crate::embed::dictionary::status()
+    );
+    embedder
+}
+
+/// The `disk` component: free space on each file system memd writes
+/// (`memories/`, `data/`, the backup directory), each against its own
+/// reserve (see [`crate::disk`]): degraded when one has less, since writes
+/// (or backups) are refused there.
+fn disk_component(hub: &Hub) -> Component {
+    let layout = hub.layout();
+    let backups = hub.config().backup.dir_for(layout);
+    let mut places: Vec<(u64, Vec<&'static str>, std::path::PathBuf)> = Vec::new();
+    for (name, path) in [
+        ("memories/", layout.memories()),
+        ("data/", layout.data()),
+        ("backups", backups),
+    ] {
+        // The backup directory may not exist yet: its parent's file system.
+        let probe = std::iter::successors(Some(path.as_path()), |p| p.parent())
+            .find(|p| p.exists())
+            .unwrap_or(path.as_path())
+            .to_path_buf();
+        let dev = crate::disk::device(&probe).unwrap_or(u64::MAX);
+        match places.iter_mut().find(|(d, _, _)| *d == dev) {
+            Some((_, names, _)) => names.push(name),
+            None => places.push((dev, vec![name], probe)),
+        }
+    }
+    let mut ok = true;
+    let mut parts = Vec::new();
+    for (_, names, probe) in &places {
+        match Room::of(probe) {
+            Some(room) => {
+                let short = !room.takes(0);
+                ok &= !short;
+                parts.push(format!(
+                    "{}: {} bytes free of {} (keeps {} free{})",
+                    names.join(" and "),
+                    room.free,
+                    room.total,
+                    room.reserve(),
+                    if short {
+                        "; writes there are refused until space is freed"
+                    } else {
+                        ""
+                    }
+                ));
+            }
+            None => {
+                ok = false;
+                parts.push(format!("{}: free space unknown", names.join(" and ")));
+            }
+        }
+    }
+    component(ok, parts.join("; "))
+}
+
+/// The `members` component: the group membership table disclosure reads.
+/// A damaged one refuses every disclosure (fail closed) until it is fixed.
+fn members_component(hub: &Hub) -> Component {
+    let path = crate::store::members::path(&hub.layout().memories());
+    match crate::store::members::check(&path) {
+        Ok(groups) => component(true, format!("{groups} groups with known members")),
+        Err(e) => component(
+            false,
+            format!(
+                "{e}; disclosure refuses every request until memories/groups/members.json is \
+                 fixed or restored from a backup"
+            ),
+        ),
+    }
+}
+
+/// The `journal` component: files, bytes and unreadable lines.
+fn journal_component(stats: &Stats) -> Component {
+    let bad_lines = stats
+        .issues
+        .iter()
+        .filter(|i| i.starts_with("facts/"))
+        .count();
+    component(
+        bad_lines == 0,
+        format!(
+            "{} files, {} bytes, {bad_lines} unreadable lines",
+            stats.journal_files, stats.journal_bytes
+        ),
+    )
+}
+
+/// The `documents` component: documents indexed, and the first one not.
+fn documents_component(stats: &Stats) -> Component {
+    let doc_issues: Vec<&String> = stats
+        .issues
+        .iter()
+        .filter(|i| !i.starts_with("facts/"))
+        .collect();
+    component(
+        doc_issues.is_empty(),
+        match doc_issues.first() {
+            None => format!("{} documents indexed", stats.counts.documents),
+            Some(first) => format!(
+                "{} documents indexed, {} not indexed (first: {first}); `memd stats` lists them",
+                stats.counts.documents,
+                doc_issues.len()
+            ),
+        },
+    )
 }

@@ -1,5 +1,16 @@
-//! Ingest: one chat message becomes a short-term memory with a TTL, and group
-//! senders become known group members.
+//! Use cases: ingest (`POST /v1/ingest`): one chat message becomes a
+//! short-term memory with a TTL, and group senders become known group
+//! members; membership events (`POST /v1/members`).
+//!
+//! An ingested message lands in one of the token's write scenes and is
+//! recorded with the scene's source; its TTL is the request's (1-168 hours)
+//! or `ingest.ttlHours`; a sender listed in `ingest.ownerIds` (read from the
+//! live config, so a reloaded `config.json` applies to the next message)
+//! makes it the owner's. Saying so with `from_owner: true` needs the
+//! `from_owner` scope (or `*`): a token without it cannot put words in the
+//! owner's mouth. A group's members are edited by the group's own token (or
+//! `*`); `add`, `remove` and `set` take the same members, `{id, name}`
+//! objects or bare ids.
 //!
 //! Idempotency keys on `<provider message id>#<first 12 hex of sha256(text)>`
 //! (stored as `source_message_id`), never on the provider id alone: QQ reuses
@@ -10,48 +21,51 @@
 
 use std::sync::LazyLock;
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Duration, FixedOffset, Utc};
 use regex::Regex;
 use serde::Serialize;
 use unicode_normalization::UnicodeNormalization;
 
-use super::{Hub, WriteAction, WriteRequest};
+use super::write::source_for;
+use super::{Caller, Hub, WriteAction, WriteRequest};
+use crate::api::{IngestBody, Member, MembersBody, MembersReply};
+use crate::auth::scope;
 use crate::error::{Error, Result};
 use crate::ids::sha256_hex;
-use crate::model::{Scene, Stage, Subject};
+use crate::model::{Privacy, Scene, Stage, Subject};
 use crate::store::members;
 
-/// A chat message to remember for a while.
+/// A chat message to remember for a while, after the caller's rules.
 #[derive(Debug, Clone)]
-pub struct IngestRequest {
+pub(crate) struct IngestRequest {
     /// The scene the message was said in.
-    pub scene: Scene,
+    pub(crate) scene: Scene,
     /// The provider's message id.
-    pub message_id: String,
+    pub(crate) message_id: String,
     /// What was said.
-    pub text: String,
+    pub(crate) text: String,
     /// Who said it (provider user id), if known.
-    pub sender_id: Option<String>,
+    pub(crate) sender_id: Option<String>,
     /// Their display name, if known.
-    pub sender_name: Option<String>,
+    pub(crate) sender_name: Option<String>,
     /// The owner said it.
-    pub from_owner: bool,
+    pub(crate) from_owner: bool,
     /// The agent itself said it.
-    pub from_self: bool,
-    /// When it was said; the TTL counts from here (default: now).
-    pub sent_at: Option<DateTime<Utc>>,
+    pub(crate) from_self: bool,
+    /// When it was said, in the sender's offset; the TTL counts from here (default: now).
+    pub(crate) sent_at: Option<DateTime<FixedOffset>>,
     /// How long it stays searchable.
-    pub ttl: Duration,
+    pub(crate) ttl: Duration,
     /// Who reports it (recorded as the source).
-    pub source: String,
+    pub(crate) source: String,
     /// The conversation it belongs to, if the caller knows one (a thread, or
     /// the scene's day); messages of one session are each other's search
     /// context. Without it a message is a session of its own.
-    pub session: Option<String>,
+    pub(crate) session: Option<String>,
 }
 
 /// What ingest did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum IngestAction {
     /// Stored as a new short-term memory.
@@ -63,7 +77,7 @@ pub enum IngestAction {
 }
 
 /// The result of an ingest.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct IngestOutcome {
     /// The memory id (absent when skipped).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -141,145 +155,237 @@ pub(crate) fn noise(text: &str) -> Option<&'static str> {
 }
 
 impl Hub {
-    /// Stores a chat message as a short-term memory; see the module docs.
-    pub fn ingest(&self, req: IngestRequest) -> Result<IngestOutcome> {
-        let text = req.text.trim();
-        if text.is_empty() {
-            return Err(Error::invalid("text must not be empty"));
+    /// Stores a chat message for `caller` as a short-term memory (see the module docs).
+    pub fn ingest(&self, caller: &Caller, body: IngestBody) -> Result<IngestOutcome> {
+        let scene = caller.write_scene(body.scene.as_deref())?;
+        caller.check_write(Privacy::Normal)?;
+        if body.from_owner && !caller.has(scope::ALL) {
+            caller.require(scope::FROM_OWNER).map_err(|_| {
+                Error::Forbidden(
+                    "from_owner needs the \"from_owner\" scope (or \"*\"): this token may not \
+                     say the owner sent a message"
+                        .into(),
+                )
+            })?;
         }
-        let message_id = req.message_id.trim();
-        if message_id.is_empty() || message_id.len() > 128 {
-            return Err(Error::invalid("message_id must be 1-128 bytes"));
+        let config = self.config();
+        let ttl_hours = body.ttl_hours.unwrap_or(config.ingest.ttl_hours);
+        if !(1..=168).contains(&ttl_hours) {
+            return Err(Error::invalid("ttl_hours must be between 1 and 168"));
         }
-        if req.from_owner && req.from_self {
-            return Err(Error::invalid(
-                "a message cannot be both from_owner and from_self",
-            ));
-        }
-        let smid = source_message_id(message_id, text);
-        // A clock ahead of ours must not stretch the TTL.
-        let now = self.now();
-        let expires_at = req.sent_at.map_or(now, |t| t.min(now)) + req.ttl;
-        if let Some(reason) = noise(text) {
-            return Ok(IngestOutcome {
-                id: None,
-                action: IngestAction::Skip,
-                source_message_id: smid,
-                expires_at,
-                reason: Some(reason.into()),
-            });
-        }
-        if req.scene.as_str().starts_with("qq:group:")
-            && !req.from_self
-            && let Some(sender) = &req.sender_id
-        {
-            // The message matters more than the membership table: an
-            // unreadable table (a damaged file, a sync conflict) is logged and
-            // disclosure keeps failing closed, but the chat line is stored.
-            match members::update(
-                &members::path(&self.layout().memories()),
-                &req.scene,
-                &[(sender.clone(), req.sender_name.clone())],
-                &[],
-                "ingest",
-            ) {
-                Ok(_) => {}
-                Err(e) if e.code() == crate::error::ErrorCode::InvalidInput => return Err(e),
-                Err(e) => {
-                    tracing::error!(error = %e, "membership table not updated; the message is stored anyway");
-                }
-            }
-        }
-        // Placeholders say nothing searchable; the words around them stay.
-        let stored = CQ_CODE.replace_all(text, "");
-        let mut w = WriteRequest::new(req.scene.clone(), stored.trim(), req.source);
-        w.origin = "chat".into();
-        w.kind = "chat".into();
-        w.stage = Stage::Short;
-        // The sender's name, fitted (never a reason to refuse the message).
-        let name = req
-            .sender_name
-            .as_deref()
-            .and_then(crate::model::Setting::fit_label);
-        w.title = name.clone();
-        w.subject = if req.from_owner {
-            Subject::Owner
-        } else if req.from_self {
-            Subject::SelfAgent
-        } else {
-            Subject::Other
+        let (sender_id, sender_name) = match body.sender {
+            Some(s) => (Some(s.id), s.name),
+            None => (None, None),
         };
-        if let Some(sender) = &req.sender_id {
-            w.tags = crate::model::parse_tags([format!("from:{sender}")])?;
-        }
-        w.expires_at = Some(expires_at);
-        w.setting = crate::model::Setting::from_input(
-            req.sent_at
-                .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
-                .as_deref(),
-            req.session.as_deref(),
-            name.or_else(|| {
-                req.sender_id
-                    .as_deref()
-                    .and_then(crate::model::Setting::fit_label)
-            })
-            .as_deref(),
-        );
-        w.source_message_id = Some(smid.clone());
-        // The scene is part of the key so one conversation can never learn
-        // that a message id exists in another.
-        w.idempotency_key = Some(format!("ingest|{}|{smid}", req.scene));
-        let outcome = self.write(w)?;
-        Ok(IngestOutcome {
-            id: Some(outcome.id),
-            action: match outcome.action {
-                WriteAction::Add => IngestAction::Add,
-                WriteAction::Noop | WriteAction::Update => IngestAction::Noop,
+        // The configured owner ids make a message the owner's, as `from_owner` does.
+        let from_owner = body.from_owner
+            || (!body.from_self
+                && sender_id
+                    .as_ref()
+                    .is_some_and(|id| config.ingest.owner_ids.contains(id)));
+        ingest_message(
+            self,
+            IngestRequest {
+                source: source_for(caller, &scene, None)?,
+                scene,
+                message_id: body.message_id,
+                text: body.text,
+                sender_id,
+                sender_name,
+                from_owner,
+                from_self: body.from_self,
+                sent_at: body.sent_at,
+                ttl: Duration::hours(i64::from(ttl_hours)),
+                session: body.session,
             },
-            source_message_id: smid,
-            expires_at,
-            reason: None,
-        })
+        )
     }
 
-    /// Records explicit membership changes of a group; with `set`, the given
-    /// list replaces the whole table of the group first (reconciliation).
-    pub fn update_members(
-        &self,
-        group: &Scene,
-        set: Option<&[(String, Option<String>)]>,
-        add: &[(String, Option<String>)],
-        remove: &[String],
-    ) -> Result<(usize, usize)> {
-        if !group.as_str().starts_with("qq:group:") {
-            return Err(Error::invalid(format!(
-                "group must be a qq:group:<id> scene; got {group}"
+    /// Records membership events of a group for `caller`: the group's own
+    /// token, or one with `*`.
+    pub fn members(&self, caller: &Caller, body: MembersBody) -> Result<MembersReply> {
+        let scene = caller.scene(body.scene.as_deref())?;
+        caller.require(scope::WRITE)?;
+        let group = match &body.group {
+            Some(g) => Scene::parse(g)?,
+            None => scene,
+        };
+        if !caller.has(scope::ALL) && !caller.write_scenes().contains(&group) {
+            return Err(Error::Forbidden(format!(
+                "group {group} is not one of this token's scenes"
             )));
         }
-        if !self.is_writer() {
-            return Err(Error::invalid(
-                "membership changes need the writer; this hub is read-only",
-            ));
-        }
-        let path = members::path(&self.layout().memories());
-        let (mut added, mut removed) = (0, 0);
-        if let Some(list) = set {
-            (added, removed) = members::replace(&path, group, list, "explicit")?;
-        }
-        let (a, r) = members::update(&path, group, add, remove, "explicit")?;
-        Ok((added + a, removed + r))
+        let pairs = |list: Vec<Member>| -> Vec<(String, Option<String>)> {
+            list.into_iter().map(Member::into_parts).collect()
+        };
+        let set = body.set.map(pairs);
+        let remove: Vec<String> = pairs(body.remove).into_iter().map(|(id, _)| id).collect();
+        let (added, removed) =
+            update_members(self, &group, set.as_deref(), &pairs(body.add), &remove)?;
+        Ok(MembersReply {
+            group,
+            added,
+            removed,
+        })
     }
+}
 
-    /// Whether `user` is a known member of `group`; any doubt (unreadable table) is "no".
-    pub fn is_member(&self, group: &Scene, user: &str) -> bool {
-        match members::is_member(&members::path(&self.layout().memories()), group, user) {
-            Ok(known) => known,
-            Err(e) => {
-                tracing::error!(error = %e, "membership table unreadable; refusing disclosure");
-                false
-            }
+/// Stores a chat message as a short-term memory; see the module docs.
+pub(crate) fn ingest_message(hub: &Hub, req: IngestRequest) -> Result<IngestOutcome> {
+    let text = req.text.trim();
+    if text.is_empty() {
+        return Err(Error::invalid("text must not be empty"));
+    }
+    let message_id = req.message_id.trim();
+    if message_id.is_empty() || message_id.len() > 128 {
+        return Err(Error::invalid("message_id must be 1-128 bytes"));
+    }
+    if req.from_owner && req.from_self {
+        return Err(Error::invalid(
+            "a message cannot be both from_owner and from_self",
+        ));
+    }
+    let smid = source_message_id(message_id, text);
+    // A clock ahead of ours must not stretch the TTL.
+    let now = hub.now();
+    let expires_at = req.sent_at.map_or(now, |t| t.with_timezone(&Utc).min(now)) + req.ttl;
+    if let Some(reason) = noise(text) {
+        return Ok(IngestOutcome {
+            id: None,
+            action: IngestAction::Skip,
+            source_message_id: smid,
+            expires_at,
+            reason: Some(reason.into()),
+        });
+    }
+    note_sender(hub, &req)?;
+    let w = chat_write(&req, text, &smid, expires_at)?;
+    let outcome = hub.append(w)?;
+    Ok(IngestOutcome {
+        id: Some(outcome.id),
+        action: match outcome.action {
+            WriteAction::Add => IngestAction::Add,
+            WriteAction::Noop | WriteAction::Update => IngestAction::Noop,
+        },
+        source_message_id: smid,
+        expires_at,
+        reason: None,
+    })
+}
+
+/// A group message's sender becomes a known member of the group. The
+/// message matters more than the membership table: an unreadable table
+/// (a damaged file, a sync conflict) is logged and disclosure keeps
+/// failing closed, but the chat line is stored.
+fn note_sender(hub: &Hub, req: &IngestRequest) -> Result<()> {
+    if !req.scene.as_str().starts_with("qq:group:") || req.from_self {
+        return Ok(());
+    }
+    let Some(sender) = &req.sender_id else {
+        return Ok(());
+    };
+    match members::update(
+        &members::path(&hub.layout().memories()),
+        &req.scene,
+        &[(sender.clone(), req.sender_name.clone())],
+        &[],
+        "ingest",
+    ) {
+        Ok(_) => Ok(()),
+        Err(e) if e.code() == crate::error::ErrorCode::InvalidInput => Err(e),
+        Err(e) => {
+            tracing::error!(error = %e, "membership table not updated; the message is stored anyway");
+            Ok(())
         }
     }
+}
+
+/// Records explicit membership changes of a group; with `set`, the given
+/// list replaces the whole table of the group first (reconciliation).
+pub(crate) fn update_members(
+    hub: &Hub,
+    group: &Scene,
+    set: Option<&[(String, Option<String>)]>,
+    add: &[(String, Option<String>)],
+    remove: &[String],
+) -> Result<(usize, usize)> {
+    if !group.as_str().starts_with("qq:group:") {
+        return Err(Error::invalid(format!(
+            "group must be a qq:group:<id> scene; got {group}"
+        )));
+    }
+    if !hub.is_writer() {
+        return Err(Error::invalid(
+            "membership changes need the writer; this hub is read-only",
+        ));
+    }
+    let path = members::path(&hub.layout().memories());
+    let (mut added, mut removed) = (0, 0);
+    if let Some(list) = set {
+        (added, removed) = members::replace(&path, group, list, "explicit")?;
+    }
+    let (a, r) = members::update(&path, group, add, remove, "explicit")?;
+    Ok((added + a, removed + r))
+}
+
+/// Whether `user` is a known member of `group`; any doubt (unreadable table) is "no".
+pub(crate) fn is_member(hub: &Hub, group: &Scene, user: &str) -> bool {
+    match members::is_member(&members::path(&hub.layout().memories()), group, user) {
+        Ok(known) => known,
+        Err(e) => {
+            tracing::error!(error = %e, "membership table unreadable; refusing disclosure");
+            false
+        }
+    }
+}
+
+/// The short-term chat memory of a message (`text` is the trimmed text).
+fn chat_write(
+    req: &IngestRequest,
+    text: &str,
+    smid: &str,
+    expires_at: DateTime<Utc>,
+) -> Result<WriteRequest> {
+    // Placeholders say nothing searchable; the words around them stay.
+    let stored = CQ_CODE.replace_all(text, "");
+    let mut w = WriteRequest::new(req.scene.clone(), stored.trim(), req.source.clone());
+    w.origin = "chat".into();
+    w.kind = "chat".into();
+    w.stage = Stage::Short;
+    // The sender's name, fitted (never a reason to refuse the message).
+    let name = req
+        .sender_name
+        .as_deref()
+        .and_then(crate::model::Setting::fit_label);
+    w.title = name.clone();
+    w.subject = if req.from_owner {
+        Subject::Owner
+    } else if req.from_self {
+        Subject::SelfAgent
+    } else {
+        Subject::Other
+    };
+    if let Some(sender) = &req.sender_id {
+        w.tags = crate::model::parse_tags([format!("from:{sender}")])?;
+    }
+    w.expires_at = Some(expires_at);
+    w.setting = crate::model::Setting::from_input(
+        req.sent_at
+            .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+            .as_deref(),
+        req.session.as_deref(),
+        name.or_else(|| {
+            req.sender_id
+                .as_deref()
+                .and_then(crate::model::Setting::fit_label)
+        })
+        .as_deref(),
+    );
+    w.source_message_id = Some(smid.to_string());
+    // The scene is part of the key so one conversation can never learn
+    // that a message id exists in another.
+    w.idempotency_key = Some(format!("ingest|{}|{smid}", req.scene));
+    Ok(w)
 }
 
 #[cfg(test)]

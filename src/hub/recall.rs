@@ -1,6 +1,11 @@
-//! Recall: find long-term memories for the recent conversation, optionally
-//! with a live side channel of recent short-term chat, and render both as a
-//! prompt-ready text block.
+//! Use case: recall (`POST /v1/recall`, `memory_recall`): find long-term
+//! memories for the recent conversation, optionally with a live side channel
+//! of recent short-term chat, and render both as a prompt-ready text block.
+//!
+//! The relevance decision of [`crate::search`] applies by default here as in
+//! search (`min_score` 0 turns it off; the reply counts what it dropped in
+//! `dropped_below_floor`), and recalled short-term chat stays alive for
+//! another `ingest.ttlHours` (sliding expiry, DESIGN §6).
 //!
 //! Which scenes, how many and whether to ask for live chat is the client's
 //! choice; how the block looks is decided here, once, for every client:
@@ -22,8 +27,12 @@
 use chrono::{DateTime, Local, Utc};
 use serde::Serialize;
 
-use super::Hub;
-use super::read::one_line;
+use super::blocks::{memory_line, one_line};
+use super::caller::Visibility;
+use super::read::narrow;
+use super::search::Limited;
+use super::{Caller, Hub};
+use crate::api::{Format, RecallBody, Turn};
 use crate::error::{Error, Result};
 use crate::index::filter::{Filter, Scope};
 use crate::model::{Memory, Stage, Subject};
@@ -33,8 +42,6 @@ use crate::search::{SearchHit, SearchRequest};
 const QUERY_TURNS: usize = 3;
 /// Longest recall query, in characters (the newest text is kept).
 const QUERY_CHARS: usize = 240;
-/// Longest rendered line of a long-term memory, in characters.
-const BLOCK_MEMORY_CHARS: usize = 160;
 /// Longest rendered line of live chat, in characters.
 const BLOCK_LIVE_CHARS: usize = 120;
 
@@ -67,6 +74,21 @@ pub struct RecallOutcome {
     /// The rendered block, when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub block: Option<String>,
+    /// Journal lines the caller could read that the index has not applied
+    /// yet (it is catching up): the hits may miss them. Absent when none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub index_behind: Option<u64>,
+}
+
+impl RecallOutcome {
+    /// The ids the reply shows: hits, then live chat.
+    pub fn ids(&self) -> Vec<String> {
+        self.hits
+            .iter()
+            .map(|h| h.hit.memory.id.clone())
+            .chain(self.live.iter().map(|m| m.id.clone()))
+            .collect()
+    }
 }
 
 /// A recall hit.
@@ -147,115 +169,155 @@ pub(crate) fn render_recall_block(
     out
 }
 
-fn memory_line(m: &Memory, self_mentioned: bool) -> String {
-    let date = m.ts.with_timezone(&Local).format("%Y-%m-%d");
-    let mark = if self_mentioned {
-        "（对方自己提起过的）"
-    } else {
-        ""
-    };
-    let text = one_line(&m.text, BLOCK_MEMORY_CHARS);
-    match m.title.as_deref().filter(|t| !text.starts_with(*t)) {
-        Some(title) => format!("{date} {mark}{}：{text}", one_line(title, 40)),
-        None => format!("{date} {mark}{text}"),
-    }
-}
-
-/// Renders the `recent` block.
-pub(crate) fn render_recent_block(items: &[Memory]) -> String {
-    if items.is_empty() {
-        return String::new();
-    }
-    let mut out = String::from("【最近记得的事】\n");
-    for m in items {
-        out.push_str(&format!("- {}\n", memory_line(m, false)));
-    }
-    out
-}
-
 /// A recall request after authorization.
 #[derive(Debug, Clone)]
-pub struct RecallRequest {
+struct RecallRequest {
     /// Conversation turns, oldest first (the query is built from the last ones).
-    pub turns: Vec<String>,
+    turns: Vec<String>,
     /// An explicit query; replaces the one built from `turns`.
-    pub query: Option<String>,
+    query: Option<String>,
     /// What the caller may see.
-    pub filter: Filter,
+    filter: Filter,
     /// Hits wanted.
-    pub limit: Option<usize>,
+    limit: Option<usize>,
     /// Relevance floor ([`crate::relevance`], applied by search); `None`:
     /// the calibrated default; 0 turns it off.
-    pub min_score: Option<f32>,
+    min_score: Option<f32>,
     /// The live side channel: filter, window and count.
-    pub live: Option<(Filter, u32, usize)>,
+    live: Option<(Filter, u32, usize)>,
     /// The person the conversation is with (marks what they said themselves).
-    pub person: Option<String>,
+    person: Option<String>,
     /// Render the block.
-    pub block: bool,
+    block: bool,
     /// Now.
-    pub now: DateTime<Utc>,
+    now: DateTime<Utc>,
 }
 
 impl Hub {
-    /// Recalls memories for a conversation.
-    pub fn recall(&self, req: &RecallRequest) -> Result<RecallOutcome> {
-        let query = match &req.query {
-            Some(q) if !q.trim().is_empty() => q.trim().to_string(),
-            _ => recall_query(&req.turns),
-        };
-        if query.is_empty() {
-            return Err(Error::invalid(
-                "give messages (the recent conversation) or a query",
-            ));
-        }
-        let results = self.search(&SearchRequest {
-            query: query.clone(),
-            filter: req.filter.clone(),
-            limit: req.limit,
-            mode: None,
-            min_score: req.min_score,
+    /// Recalls what `caller` may read for a conversation (see the module docs).
+    pub fn recall(&self, caller: &Caller, body: RecallBody) -> Result<Limited<RecallOutcome>> {
+        let (_, filter) = caller.read(Visibility {
+            scene: body.scene.as_deref(),
+            scenes: body.scenes.as_deref(),
+            from_owner: body.from_owner,
         })?;
-        let dropped_below_floor = results.dropped_below_floor;
-        let hits: Vec<RecallHit> = results
-            .hits
-            .into_iter()
-            .map(|hit| RecallHit {
-                self_mentioned: mentioned_by(&hit.memory, req.person.as_deref()),
-                hit,
-            })
-            .collect();
-        let mut live = Vec::new();
-        let mut minutes = 0;
-        if let Some((filter, mins, k)) = &req.live {
-            minutes = *mins;
-            let short = super::read::narrow(
-                filter,
-                &Scope {
-                    stages: vec![Stage::Short],
-                    ..Scope::default()
-                },
-            );
-            let since = req.now - chrono::Duration::minutes(i64::from(*mins));
-            live = self.since(&short, since, *k)?;
-            live.reverse();
-        }
-        // A line already shown as live chat is not repeated as a memory.
-        let hits: Vec<RecallHit> = hits
-            .into_iter()
-            .filter(|h| !live.iter().any(|m| m.id == h.hit.memory.id))
-            .collect();
-        let block = req
-            .block
-            .then(|| render_recall_block(&live, minutes, &hits));
-        Ok(RecallOutcome {
-            query,
-            hits,
-            dropped_below_floor,
+        let live = match &body.live {
+            None => None,
+            Some(l) => {
+                let k = l.k.unwrap_or(6);
+                let minutes = l.minutes.unwrap_or(30);
+                if !(1..=50).contains(&k) || !(1..=1440).contains(&minutes) {
+                    return Err(Error::invalid(
+                        "live.k must be 1-50 and live.minutes 1-1440",
+                    ));
+                }
+                let (_, live_filter) = caller.read(Visibility {
+                    scene: body.scene.as_deref(),
+                    scenes: l.scenes.as_deref().or(body.scenes.as_deref()),
+                    from_owner: false,
+                })?;
+                Some((live_filter, minutes, k))
+            }
+        };
+        let (limit, clamped) = super::search::clamp_limit(self, body.limit);
+        let req = RecallRequest {
+            turns: body.messages.into_iter().map(Turn::into_text).collect(),
+            query: body.query,
+            filter,
+            limit,
+            min_score: body.min_score,
             live,
-            block,
-        })
+            person: body.person,
+            block: Format::is_block(body.format),
+            now: caller.now(),
+        };
+        let out = recall_for(self, &req)?;
+        // An agent's recall is a retrieval (promotion counts it, recalled
+        // chat stays alive) unless the request says a person is only looking
+        // (`touch: false`): then nothing is written.
+        if body.touch != Some(false) {
+            self.note_retrieval(out.hits.iter().map(|h| &h.hit.memory));
+            keep_recalled_chat(self, &out, req.now);
+        }
+        Ok(Limited { body: out, clamped })
     }
+}
+
+/// Recalled short-term chat stays alive for another TTL (DESIGN §6). A
+/// failure here costs only the extension, never the answer.
+fn keep_recalled_chat(hub: &Hub, out: &RecallOutcome, now: DateTime<Utc>) {
+    let short: Vec<String> = out
+        .hits
+        .iter()
+        .map(|h| &h.hit.memory)
+        .chain(out.live.iter())
+        .filter(|m| m.stage == Stage::Short)
+        .map(|m| m.id.clone())
+        .collect();
+    let ttl = chrono::Duration::hours(i64::from(hub.config().ingest.ttl_hours));
+    if let Err(e) = hub.extend_short_ttl(&short, ttl, now) {
+        tracing::warn!(error.code = e.code().as_str(), error.message = %e, "cannot extend recalled short-term memories");
+    }
+}
+
+/// Recalls memories for a conversation under the request's filters.
+fn recall_for(hub: &Hub, req: &RecallRequest) -> Result<RecallOutcome> {
+    let query = match &req.query {
+        Some(q) if !q.trim().is_empty() => q.trim().to_string(),
+        _ => recall_query(&req.turns),
+    };
+    if query.is_empty() {
+        return Err(Error::invalid(
+            "give messages (the recent conversation) or a query",
+        ));
+    }
+    let results = hub.search_filtered(&SearchRequest {
+        query: query.clone(),
+        filter: req.filter.clone(),
+        limit: req.limit,
+        mode: None,
+        min_score: req.min_score,
+    })?;
+    let dropped_below_floor = results.dropped_below_floor;
+    let hits: Vec<RecallHit> = results
+        .hits
+        .into_iter()
+        .map(|hit| RecallHit {
+            self_mentioned: mentioned_by(&hit.memory, req.person.as_deref()),
+            hit,
+        })
+        .collect();
+    let mut live = Vec::new();
+    let mut minutes = 0;
+    if let Some((filter, mins, k)) = &req.live {
+        minutes = *mins;
+        let short = narrow(
+            filter,
+            &Scope {
+                stages: vec![Stage::Short],
+                ..Scope::default()
+            },
+        );
+        let since = req.now - chrono::Duration::minutes(i64::from(*mins));
+        live = super::read::since(hub, &short, since, *k)?;
+        live.reverse();
+    }
+    // A line already shown as live chat is not repeated as a memory.
+    let hits: Vec<RecallHit> = hits
+        .into_iter()
+        .filter(|h| !live.iter().any(|m| m.id == h.hit.memory.id))
+        .collect();
+    let block = req
+        .block
+        .then(|| render_recall_block(&live, minutes, &hits));
+    Ok(RecallOutcome {
+        query,
+        hits,
+        dropped_below_floor,
+        live,
+        block,
+        index_behind: hub.index_behind(Some(&req.filter))?,
+    })
 }
 
 #[cfg(test)]

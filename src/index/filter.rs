@@ -60,6 +60,28 @@ impl Filter {
         self.any_of.is_empty()
     }
 
+    /// Whether `m` matches the filter: the same test the SQL `WHERE` of
+    /// [`crate::index::meta`] makes, for the one memory read from outside
+    /// the index (a journal line not applied yet, see
+    /// `hub::parts::backlog`).
+    pub(crate) fn admits(&self, m: &crate::model::Memory) -> bool {
+        fn one_of<T: PartialEq>(allowed: &[T], v: &T) -> bool {
+            allowed.is_empty() || allowed.contains(v)
+        }
+        self.any_of.iter().any(|s| {
+            one_of(&s.scenes, &m.scene)
+                && one_of(&s.privacy, &m.privacy)
+                && one_of(&s.stages, &m.stage)
+                && one_of(&s.kinds, &m.kind)
+                && one_of(&s.subjects, &m.subject)
+                && one_of(&s.origins, &m.origin)
+                && s.unexpired_at.is_none_or(|at| {
+                    m.expires_at
+                        .is_none_or(|e| e.timestamp_millis() > at.timestamp_millis())
+                })
+        })
+    }
+
     /// Whether a scope restricts nothing at all.
     pub(crate) fn is_unrestricted(scope: &Scope) -> bool {
         scope.unexpired_at.is_none() && Self::field_sets(scope).is_empty()

@@ -5,8 +5,15 @@
 //!   keeps `superseded_by`, and in tantivy and vec0 its expiry is the epoch,
 //!   so every search (which always carries an expiry bound) skips it inside
 //!   the query, while `get` and the timeline (SQL) still show it. The mark is
-//!   derived from the `supersedes` column, so replaying the journal in any
-//!   batching gives the same marks.
+//!   derived from the rows that name the fact (`SUCCESSOR`), so replaying
+//!   the journal in any batching gives the same marks.
+//! - Versions form a line, and forgetting a newer version never brings an
+//!   older one back: a successor counts whether or not it is forgotten. The
+//!   one exception is an explicit restore: a `put` of the older fact written
+//!   after its successor was forgotten (its `put_at` is later than the
+//!   successor's `forgotten_at`) makes it current again. Nothing but a
+//!   restore writes such a line: edits of an older version are refused by
+//!   the writer.
 //! - A `touch` record counts one access per id and slides its expiry
 //!   ([`crate::lifecycle::LifecycleConfig::touch`]). It is idempotent: a row
 //!   remembers the time of the last touch applied (`last_access`) and older or
@@ -20,6 +27,15 @@ use rusqlite::{OptionalExtension, Transaction, params};
 use crate::error::Result;
 use crate::lifecycle::{LifecycleConfig, TouchState};
 use crate::model::{Memory, Stage, Tier};
+
+/// The condition on a row `s` that makes it a successor counted in the
+/// supersede mark of the fact whose id is bound as `?1`: it names that fact
+/// in `supersedes`, and it is live, or was forgotten no earlier than that
+/// fact's own newest `put` (a restore written after the forget does not
+/// count it).
+pub(crate) const SUCCESSOR: &str = "s.supersedes = ?1 AND s.origin = 'fact' \
+     AND (s.forgotten_at IS NULL OR s.forgotten_at >= \
+     (SELECT COALESCE(o.put_at, o.ts) FROM memories o WHERE o.id = ?1))";
 
 /// The searchable expiry of a superseded memory.
 pub(crate) fn superseded_expiry() -> DateTime<Utc> {
@@ -38,12 +54,10 @@ pub(crate) fn effective(m: &Memory, superseded: bool) -> Memory {
 /// After a fact row was (re)written: recomputes its own supersede mark and, if
 /// it supersedes another fact, marks that one (whose vector is re-stored).
 pub(crate) fn after_upsert(tx: &Transaction<'_>, m: &Memory) -> Result<()> {
-    tx.prepare_cached(
+    tx.prepare_cached(&format!(
         "UPDATE memories SET superseded_by = (SELECT s.id FROM memories s \
-         WHERE s.supersedes = ?1 AND s.origin = 'fact' AND s.forgotten_at IS NULL \
-         ORDER BY s.ts, s.id LIMIT 1) \
-         WHERE id = ?1",
-    )?
+         WHERE {SUCCESSOR} ORDER BY s.ts, s.id LIMIT 1) WHERE id = ?1"
+    ))?
     .execute([&m.id])?;
     if let Some(old) = &m.supersedes {
         let n = tx
@@ -59,13 +73,12 @@ pub(crate) fn after_upsert(tx: &Transaction<'_>, m: &Memory) -> Result<()> {
     Ok(())
 }
 
-/// Whether some live fact (applied so far) names `id` in `supersedes`.
+/// Whether some fact applied so far supersedes `id` (`SUCCESSOR`).
 pub(crate) fn is_superseded(conn: &rusqlite::Connection, id: &str) -> Result<bool> {
     Ok(conn
-        .prepare_cached(
-            "SELECT 1 FROM memories WHERE supersedes = ? AND origin = 'fact' \
-             AND forgotten_at IS NULL LIMIT 1",
-        )?
+        .prepare_cached(&format!(
+            "SELECT 1 FROM memories s WHERE {SUCCESSOR} LIMIT 1"
+        ))?
         .exists([id])?)
 }
 

@@ -22,8 +22,10 @@
 //!   restore) brings the fact back; an older put arriving after the forget
 //!   does not.
 //! - **Supersede and touch lines commute.** The supersede mark
-//!   (`superseded_by`) is recomputed from the live rows that name the fact
-//!   (the oldest by `(ts, id)`), never accumulated. Touches are kept per
+//!   (`superseded_by`) is recomputed from the rows that name the fact (the
+//!   oldest by `(ts, id)` among those `index::lifecycle::SUCCESSOR`
+//!   counts: live ones, and forgotten ones unless the fact was put again
+//!   after the forget), never accumulated. Touches are kept per
 //!   journal line (table `touches`); a row's tier, access count and expiry
 //!   are its winning put's values folded with every touch later than that
 //!   put, in time order, so a touch arriving late is folded in its place.
@@ -34,6 +36,18 @@
 //!   with a `ts` no earlier than the put it forgets
 //!   ([`crate::hub::Hub`] does this when appending): a line always outranks
 //!   the lines its device had seen, whatever the clock says.
+//!
+//! - **No line moves a memory or makes it less private.** A `put` of an id
+//!   whose row is in another scene, or at a higher privacy, is not applied:
+//!   it is *quarantined* (table `quarantine`: file, line, id, reason) and
+//!   reported with the journal's issues (`memd stats`, health, doctor). The
+//!   writer never writes such a line (a new scene or a lower privacy is a new
+//!   version with its own id), so only another device's line, or a hand
+//!   edit, can be one. Lines arriving out of order are judged the same way:
+//!   an older put arriving after a newer one that is *less* private than it
+//!   puts the older one back and quarantines the newer; for the scene, the
+//!   scene written into the id ([`crate::ids::fact_id`]) says which of two
+//!   disagreeing lines is the moved one.
 //!
 //! Concurrent changes to one id on two devices that had not seen each other
 //! are decided by the version alone; the loser's change is not merged (a
@@ -48,7 +62,7 @@ use rusqlite::{OptionalExtension, Transaction, params};
 use crate::error::Result;
 use crate::index::meta::{FactExtras, tx};
 use crate::lifecycle::{LifecycleConfig, TouchState};
-use crate::model::{Memory, Stage, Tier};
+use crate::model::{Memory, Privacy, Stage, Tier};
 use crate::store::journal;
 
 /// The merge order of `put` lines for one id.
@@ -115,6 +129,121 @@ fn stored_version(t: &Transaction<'_>, id: &str) -> Result<Option<PutVersion>> {
     .optional()?)
 }
 
+/// A fact's stored row as the merge rules judge a new `put` of it.
+struct StoredRow {
+    version: PutVersion,
+    scene: String,
+    privacy: Option<Privacy>,
+}
+
+/// The stored row of fact `id`, if it has one.
+fn stored_row(t: &Transaction<'_>, id: &str) -> Result<Option<StoredRow>> {
+    let Some(version) = stored_version(t, id)? else {
+        return Ok(None);
+    };
+    let (scene, privacy): (String, String) = t
+        .prepare_cached("SELECT scene, privacy FROM memories WHERE id = ? AND origin = 'fact'")?
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    Ok(Some(StoredRow {
+        version,
+        scene,
+        privacy: privacy.parse().ok(),
+    }))
+}
+
+/// What to do with a `put` of an id that has a row.
+#[derive(Debug, PartialEq, Eq)]
+enum Verdict {
+    /// Newer than the row: applied.
+    Apply,
+    /// Older than the row: changes nothing (an out-of-order arrival).
+    Ignore,
+    /// The line moves the memory or makes it less private: not applied,
+    /// recorded as quarantined.
+    Quarantine(String),
+    /// The row's own line was the bad one (it arrived first): it is
+    /// quarantined and this older line takes its place.
+    Replace(String),
+}
+
+/// Judges a `put` of `m` at `version` against the row the index holds (see
+/// the module docs: no line moves a memory to another scene or lowers its
+/// privacy, whatever order lines arrive in).
+fn judge(row: &StoredRow, m: &Memory, version: &PutVersion) -> Verdict {
+    let newer = *version >= row.version;
+    if row.scene != m.scene.as_str() {
+        // The scene the id was made in says which line moved it; without
+        // one (an id of another scheme) the line that came second is refused.
+        let made_in = scene_of_id(&m.id);
+        let row_moved = made_in.is_some_and(|s| s != row.scene.replace(':', "-"))
+            && made_in == Some(m.scene.id_part().as_str());
+        return if row_moved {
+            Verdict::Replace(format!(
+                "moved {} from scene {} to {}",
+                m.id, m.scene, row.scene
+            ))
+        } else {
+            Verdict::Quarantine(format!(
+                "would move {} from scene {} to {}",
+                m.id, row.scene, m.scene
+            ))
+        };
+    }
+    if let Some(stored) = row.privacy {
+        let (older, newer_privacy) = if newer {
+            (stored, m.privacy)
+        } else {
+            (m.privacy, stored)
+        };
+        if newer_privacy < older {
+            return if newer {
+                Verdict::Quarantine(format!(
+                    "would lower the privacy of {} from {older} to {newer_privacy}",
+                    m.id
+                ))
+            } else {
+                Verdict::Replace(format!(
+                    "lowered the privacy of {} from {older} to {newer_privacy}",
+                    m.id
+                ))
+            };
+        }
+    }
+    if newer {
+        Verdict::Apply
+    } else {
+        Verdict::Ignore
+    }
+}
+
+/// The scene part of a fact id made by [`crate::ids::fact_id`]
+/// (`<origin>-<scene with : as ->-<time36>-<rand4>`), if it has that shape.
+fn scene_of_id(id: &str) -> Option<&str> {
+    let mut parts = id.rsplitn(3, '-');
+    let rand4 = parts.next()?;
+    let time36 = parts.next()?;
+    let rest = parts.next()?;
+    let shaped = rand4.len() == 4
+        && rand4.bytes().all(|b| b.is_ascii_hexdigit())
+        && !time36.is_empty()
+        && time36
+            .bytes()
+            .all(|b| b.is_ascii_digit() || b.is_ascii_lowercase());
+    let (_, scene) = rest.split_once('-')?;
+    (shaped && !scene.is_empty()).then_some(scene)
+}
+
+/// Records a `put` line that was not applied (see [`Verdict`]). Replaying it
+/// records the same row again.
+fn quarantine(t: &Transaction<'_>, file: &str, line: u64, id: &str, reason: &str) -> Result<()> {
+    tracing::warn!(journal.file = %file, journal.line = line, fact.id = %id, reason = %reason, "journal line quarantined");
+    t.prepare_cached(
+        "INSERT OR REPLACE INTO quarantine (file, line, id, reason) VALUES (?, ?, ?, ?)",
+    )?
+    .execute(params![file, line as i64, id, reason])?;
+    Ok(())
+}
+
 /// The newest forget of `id` (ms), if any.
 pub(crate) fn tombstone(t: &rusqlite::Connection, id: &str) -> Result<Option<i64>> {
     Ok(t.prepare_cached("SELECT at FROM forgets WHERE id = ?")?
@@ -122,8 +251,10 @@ pub(crate) fn tombstone(t: &rusqlite::Connection, id: &str) -> Result<Option<i64
         .optional()?)
 }
 
-/// The newest time the writer has of `id`: its put's `at` or a forget,
-/// whichever is later. A new line about `id` must be stamped after it.
+/// The newest time the writer has of `id`: its put's `at`, a forget of it,
+/// or a forget of a fact that supersedes it, whichever is later. A new line
+/// about `id` must be stamped after it (a restore of an older version must
+/// come after the forget of the version that replaced it).
 pub(crate) fn floor(c: &rusqlite::Connection, id: &str) -> Result<Option<i64>> {
     let put: Option<i64> = c
         .prepare_cached(
@@ -131,7 +262,13 @@ pub(crate) fn floor(c: &rusqlite::Connection, id: &str) -> Result<Option<i64>> {
         )?
         .query_row([id], |r| r.get(0))
         .optional()?;
-    Ok(put.max(tombstone(c, id)?))
+    let successor_forgotten: Option<i64> = c
+        .prepare_cached(
+            "SELECT MAX(f.at) FROM memories s JOIN forgets f ON f.id = s.id \
+             WHERE s.supersedes = ? AND s.origin = 'fact'",
+        )?
+        .query_row([id], |r| r.get(0))?;
+    Ok(put.max(tombstone(c, id)?).max(successor_forgotten))
 }
 
 /// Applies a `put` by the rules. Returns the ids whose row (or searchable
@@ -144,8 +281,19 @@ pub(crate) fn put(
     cfg: &LifecycleConfig,
 ) -> Result<Vec<String>> {
     let version = PutVersion::of(at.timestamp_millis(), extras);
-    if stored_version(t, &m.id)?.is_some_and(|cur| cur > version) {
-        return Ok(Vec::new());
+    if let Some(row) = stored_row(t, &m.id)? {
+        match judge(&row, m, &version) {
+            Verdict::Apply => {}
+            Verdict::Ignore => return Ok(Vec::new()),
+            Verdict::Quarantine(reason) => {
+                let (file, line) = extras.journal.clone().unwrap_or_default();
+                quarantine(t, &file, line, &m.id, &reason)?;
+                return Ok(Vec::new());
+            }
+            Verdict::Replace(reason) => {
+                quarantine(t, &row.version.file, row.version.line, &m.id, &reason)?;
+            }
+        }
     }
     let before: Option<String> = t
         .prepare_cached("SELECT supersedes FROM memories WHERE id = ?")?
@@ -227,9 +375,10 @@ fn hide(t: &Transaction<'_>, id: &str, gone: i64) -> Result<()> {
     Ok(())
 }
 
-/// Recomputes the supersede mark of `id` from the live facts naming it: the
-/// oldest by `(ts, id)`. A changed mark drops the vector (re-stored with the
-/// new expiry by the next embedding pass).
+/// Recomputes the supersede mark of `id` from the facts naming it that
+/// count ([`crate::index::lifecycle::SUCCESSOR`]): the oldest by `(ts, id)`.
+/// A changed mark drops the vector (re-stored with the new expiry by the
+/// next embedding pass).
 pub(crate) fn remark(t: &Transaction<'_>, id: &str) -> Result<()> {
     let row: Option<Option<String>> = t
         .prepare_cached("SELECT superseded_by FROM memories WHERE id = ? AND origin = 'fact'")?
@@ -239,10 +388,10 @@ pub(crate) fn remark(t: &Transaction<'_>, id: &str) -> Result<()> {
         return Ok(());
     };
     let after: Option<String> = t
-        .prepare_cached(
-            "SELECT s.id FROM memories s WHERE s.supersedes = ? AND s.origin = 'fact' \
-             AND s.forgotten_at IS NULL ORDER BY s.ts, s.id LIMIT 1",
-        )?
+        .prepare_cached(&format!(
+            "SELECT s.id FROM memories s WHERE {} ORDER BY s.ts, s.id LIMIT 1",
+            crate::index::lifecycle::SUCCESSOR
+        ))?
         .query_row([id], |r| r.get(0))
         .optional()?;
     if before != after {
@@ -355,4 +504,136 @@ fn fold_touches(t: &Transaction<'_>, id: &str, cfg: &LifecycleConfig) -> Result<
         crate::index::lifecycle::set_vector_expiry(t, id, expires)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Origin, Scene, Subject};
+
+    fn memory(id: &str, scene: &str, privacy: Privacy) -> Memory {
+        Memory {
+            id: id.into(),
+            origin: Origin::Fact,
+            doc_id: None,
+            path: None,
+            ts: DateTime::from_timestamp(1_780_000_000, 0).unwrap(),
+            scene: Scene::parse(scene).unwrap(),
+            kind: "note".into(),
+            stage: Stage::Long,
+            title: None,
+            text: "t".into(),
+            tags: vec![],
+            privacy,
+            subject: Subject::Owner,
+            source: "test".into(),
+            importance: 0.5,
+            tier: Some(Tier::T2),
+            supersedes: None,
+            expires_at: None,
+            setting: Default::default(),
+        }
+    }
+
+    fn version(at: i64, file: &str, line: u64) -> PutVersion {
+        PutVersion {
+            at,
+            device: journal::device_of(file).unwrap_or_default().to_string(),
+            file: file.into(),
+            line,
+        }
+    }
+
+    fn row(scene: &str, privacy: Privacy, v: PutVersion) -> StoredRow {
+        StoredRow {
+            version: v,
+            scene: scene.into(),
+            privacy: Some(privacy),
+        }
+    }
+
+    #[test]
+    fn ids_name_the_scene_they_were_made_in() {
+        // As `ids::fact_id` makes them (a layer above the index).
+        assert_eq!(
+            scene_of_id("chat-qq-group-12-mqz8k2p1-0f3c"),
+            Some("qq-group-12")
+        );
+        assert_eq!(scene_of_id("fact-main-mqz8k2p1-a1b2"), Some("main"));
+        for other in [
+            "fact-main-x",
+            "doc-1a2b3c4d#0",
+            "fact-main-mqz8k2p1-zz",
+            "main-abc-0123",
+        ] {
+            assert_eq!(scene_of_id(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn a_line_may_neither_move_a_memory_nor_lower_its_privacy() {
+        use Privacy::*;
+        let id = "fact-main-mqz8k2p1-a1b2";
+        let old = version(1, "home/2026-06.jsonl", 1);
+        let new = version(2, "laptop/2026-06.jsonl", 1);
+        let quarantined = |v: &Verdict| matches!(v, Verdict::Quarantine(_));
+        let replaced = |v: &Verdict| matches!(v, Verdict::Replace(_));
+        // A newer line: applied, unless it moves the memory or lowers its privacy.
+        let stored = row("main", Personal, old.clone());
+        assert_eq!(
+            judge(&stored, &memory(id, "main", Personal), &new),
+            Verdict::Apply
+        );
+        assert_eq!(
+            judge(&stored, &memory(id, "main", Secret), &new),
+            Verdict::Apply
+        );
+        assert!(quarantined(&judge(
+            &stored,
+            &memory(id, "qq:group:9", Personal),
+            &new
+        )));
+        assert!(quarantined(&judge(
+            &stored,
+            &memory(id, "main", Normal),
+            &new
+        )));
+        // The same line replayed changes nothing.
+        assert_eq!(
+            judge(&stored, &memory(id, "main", Personal), &old),
+            Verdict::Apply
+        );
+        // An older line arriving late: ignored, unless the row it finds was the bad one.
+        let moved = row("qq:group:9", Personal, new.clone());
+        assert!(replaced(&judge(
+            &moved,
+            &memory(id, "main", Personal),
+            &old
+        )));
+        let lowered = row("main", Normal, new.clone());
+        assert!(replaced(&judge(
+            &lowered,
+            &memory(id, "main", Personal),
+            &old
+        )));
+        let raised = row("main", Secret, new.clone());
+        assert_eq!(
+            judge(&raised, &memory(id, "main", Personal), &old),
+            Verdict::Ignore
+        );
+        // A backdated line cannot move a memory: the id says where it was made.
+        let home = row("main", Personal, new);
+        assert!(quarantined(&judge(
+            &home,
+            &memory(id, "pet", Personal),
+            &old
+        )));
+        // An id of another scheme: whichever disagreeing line comes second is refused.
+        let legacy = row("main", Personal, version(1, "home/2026-06.jsonl", 1));
+        assert!(quarantined(&judge(
+            &legacy,
+            &memory("legacy-42", "pet", Personal),
+            &version(2, "laptop/2026-06.jsonl", 1)
+        )));
+    }
 }

@@ -126,6 +126,18 @@ CREATE INDEX memories_session ON memories(scene, session) WHERE session IS NOT N
     r#"
 CREATE TABLE vector_log (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT);
 "#,
+    // Journal lines read but not applied, and why (see `index::merge`): one
+    // row per line, reported with the journal's issues. Other rules that
+    // refuse a line on replay record it here too.
+    r#"
+CREATE TABLE quarantine (
+    file TEXT NOT NULL,
+    line INTEGER NOT NULL,
+    id TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    PRIMARY KEY (file, line)
+);
+"#,
 ];
 
 pub(crate) const MEMORY_COLUMNS: &str = "id, origin, doc_id, path, ts, scene, kind, stage, privacy, subject, tier, \
@@ -184,13 +196,67 @@ pub struct MetaCounts {
     pub(crate) by_privacy: HashMap<String, u64>,
     /// Active memories by retention tier (`none` for short-term chat and untiered documents).
     pub(crate) by_tier: HashMap<String, u64>,
+    /// Journal lines read but not applied (see [`crate::index::merge`]).
+    pub quarantined: u64,
 }
 
 /// The SQLite store: one write connection (writer mode) and a pool of readers.
+///
+/// A writer that opens on a full disk (`MetaDb::open_pinned`) reads
+/// through one pinned connection instead, and opens its write connection
+/// later (`MetaDb::open_writer_late`).
 pub struct MetaDb {
     path: std::path::PathBuf,
-    writer: Option<Mutex<Connection>>,
+    /// Set at open in writer mode, or later once a full disk has room again.
+    writer: std::sync::OnceLock<Mutex<Connection>>,
     readers: Mutex<Vec<Connection>>,
+    /// The one connection every read uses while the disk was too full to
+    /// open normally: exclusive locking keeps SQLite's WAL index in heap
+    /// memory, so it needs no `-shm` file (which a full disk cannot hold).
+    pinned: Mutex<Option<Connection>>,
+    /// Write transactions committed since the write-ahead log was last
+    /// checkpointed and truncated ([`MetaDb::checkpoint_if_idle`]).
+    unflushed: std::sync::atomic::AtomicU64,
+    /// When the last write transaction committed.
+    last_write: Mutex<Option<std::time::Instant>>,
+}
+
+/// Idle read connections kept for reuse; a burst of concurrent readers opens
+/// more, and those beyond this many are closed when returned (each holds its
+/// own page cache and prepared statements).
+const IDLE_READERS: usize = 4;
+
+/// Each read connection's page cache (SQLite's negative `cache_size`: KiB).
+/// Readers go through the kernel's page cache (no memory map, see
+/// `MetaDb::reader`), so a small private cache costs little.
+const READER_CACHE_KIB: i64 = -1024;
+
+/// After a checkpoint, a write-ahead log larger than this is truncated back
+/// to it (`journal_size_limit`): one large transaction (a catch-up) no longer
+/// leaves a log of its size behind.
+const WAL_SIZE_LIMIT: i64 = 4 * 1024 * 1024;
+
+/// The write-ahead log is checkpointed and truncated once no write has
+/// committed for this long ([`MetaDb::checkpoint_if_idle`]).
+pub(crate) const IDLE_CHECKPOINT: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl Drop for MetaDb {
+    /// A clean close leaves no write-ahead log behind: the read connections
+    /// close first, then the log is checkpointed and truncated on the write
+    /// connection, which closes last (SQLite removes the log when the last
+    /// connection closes, but only a connection that may write can; a
+    /// read-only connection closing last left the whole log on disk).
+    fn drop(&mut self) {
+        self.readers
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clear();
+        if self.writer.get().is_some()
+            && let Err(e) = self.checkpoint()
+        {
+            tracing::warn!(error = %e, "cannot checkpoint the metadata store's log on close; the next open does");
+        }
+    }
 }
 
 fn migrate(conn: &mut Connection) -> Result<()> {
@@ -359,55 +425,150 @@ impl MetaDb {
 
     fn open_inner(path: &Path, writable: bool, bulk: bool) -> Result<MetaDb> {
         crate::index::vector::register_extension();
-        let writer = if writable {
-            let mut conn = Connection::open(path)?;
-            if bulk {
-                // Every page is written once (no WAL copy, no checkpoint)
-                // and nothing is synced until the load ends; transactions
-                // still roll back (a failed batch, a full disk).
-                conn.pragma_update(None, "journal_mode", "MEMORY")?;
-                conn.pragma_update(None, "synchronous", "OFF")?;
-            } else {
-                conn.pragma_update(None, "journal_mode", "WAL")?;
-                // The journal is the durable record; the index may lose its last
-                // transactions in a power cut and catches up from the journal.
-                conn.pragma_update(None, "synchronous", "NORMAL")?;
-            }
-            // Storing a vector writes into the newest sqlite-vec chunk, one
-            // blob of 1024 vectors (1.5 MiB float, + 384 KiB int8 in tables
-            // of earlier builds) read by
-            // walking its overflow pages. SQLite's default 2 MiB page cache
-            // cannot hold that walk, so every store re-read the chunk with a
-            // read call per page; 8 MiB keeps it cached (half the store cost).
-            conn.pragma_update(
-                None,
-                "cache_size",
-                if bulk {
-                    BULK_CACHE_KIB
-                } else {
-                    WRITER_CACHE_KIB
-                },
-            )?;
-            stable_plans(&conn)?;
-            conn.busy_timeout(std::time::Duration::from_secs(5))?;
-            migrate(&mut conn)?;
-            if bulk {
-                // Built once at the end instead of row by row.
-                for (name, _) in DEFERRED_INDEXES {
-                    conn.execute_batch(&format!("DROP INDEX IF EXISTS {name}"))?;
-                }
-            }
-            Some(Mutex::new(conn))
-        } else {
-            None
-        };
+        let writer = std::sync::OnceLock::new();
+        if writable {
+            let _ = writer.set(Mutex::new(Self::open_writer(path, bulk)?));
+        }
         let db = MetaDb {
             path: path.to_path_buf(),
             writer,
             readers: Mutex::new(Vec::new()),
+            pinned: Mutex::new(None),
+            unflushed: std::sync::atomic::AtomicU64::new(0),
+            last_write: Mutex::new(None),
         };
         db.with_reader(|_| Ok(()))?;
         Ok(db)
+    }
+
+    /// The write connection, set up and migrated.
+    fn open_writer(path: &Path, bulk: bool) -> Result<Connection> {
+        let mut conn = Connection::open(path)?;
+        if bulk {
+            // Every page is written once (no WAL copy, no checkpoint)
+            // and nothing is synced until the load ends; transactions
+            // still roll back (a failed batch, a full disk).
+            conn.pragma_update(None, "journal_mode", "MEMORY")?;
+            conn.pragma_update(None, "synchronous", "OFF")?;
+        } else {
+            conn.pragma_update(None, "journal_mode", "WAL")?;
+            // The journal is the durable record; the index may lose its last
+            // transactions in a power cut and catches up from the journal.
+            conn.pragma_update(None, "synchronous", "NORMAL")?;
+            conn.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT)?;
+        }
+        // Storing a vector writes into the newest sqlite-vec chunk, one
+        // blob of 1024 vectors (1.5 MiB float, + 384 KiB int8 in tables
+        // of earlier builds) read by
+        // walking its overflow pages. SQLite's default 2 MiB page cache
+        // cannot hold that walk, so every store re-read the chunk with a
+        // read call per page; 8 MiB keeps it cached (half the store cost).
+        conn.pragma_update(
+            None,
+            "cache_size",
+            if bulk {
+                BULK_CACHE_KIB
+            } else {
+                WRITER_CACHE_KIB
+            },
+        )?;
+        stable_plans(&conn)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        migrate(&mut conn)?;
+        if bulk {
+            // Built once at the end instead of row by row.
+            for (name, _) in DEFERRED_INDEXES {
+                conn.execute_batch(&format!("DROP INDEX IF EXISTS {name}"))?;
+            }
+        }
+        Ok(conn)
+    }
+
+    /// Opens an existing database for reading on a disk too full for
+    /// [`MetaDb::open`]: one read-write connection in exclusive locking
+    /// mode (no `-shm` file; it reads the write-ahead log into memory)
+    /// serves every read, and nothing is written until
+    /// [`MetaDb::open_writer_late`] succeeds.
+    pub(crate) fn open_pinned(path: &Path) -> Result<MetaDb> {
+        crate::index::vector::register_extension();
+        if !path.is_file() {
+            return Err(Error::Internal(format!(
+                "no metadata store at {}",
+                path.display()
+            )));
+        }
+        let db = MetaDb {
+            path: path.to_path_buf(),
+            writer: std::sync::OnceLock::new(),
+            readers: Mutex::new(Vec::new()),
+            pinned: Mutex::new(Some(Self::pinned_connection(path)?)),
+            unflushed: std::sync::atomic::AtomicU64::new(0),
+            last_write: Mutex::new(None),
+        };
+        db.with_reader(|c| {
+            c.query_row("SELECT COUNT(*) FROM journal_cursors", [], |r| {
+                r.get::<_, i64>(0)
+            })?;
+            Ok(())
+        })?;
+        Ok(db)
+    }
+
+    fn pinned_connection(path: &Path) -> Result<Connection> {
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        // Before the first access: the WAL index then lives in heap memory.
+        conn.pragma_update(None, "locking_mode", "EXCLUSIVE")?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        stable_plans(&conn)?;
+        Ok(conn)
+    }
+
+    /// Whether the write connection is open.
+    pub(crate) fn is_writable(&self) -> bool {
+        self.writer.get().is_some()
+    }
+
+    /// Opens the write connection of a store opened by
+    /// [`MetaDb::open_pinned`], once the disk has room: the pinned
+    /// connection is closed first (it holds the exclusive lock), and
+    /// pinned again if the write connection still cannot open.
+    pub(crate) fn open_writer_late(&self) -> Result<()> {
+        if self.is_writable() {
+            return Ok(());
+        }
+        let mut pinned = self.pinned.lock().expect("pinned connection poisoned");
+        drop(pinned.take());
+        match Self::open_writer(&self.path, false) {
+            Ok(conn) => {
+                let _ = self.writer.set(Mutex::new(conn));
+                Ok(())
+            }
+            Err(e) => {
+                *pinned = Some(Self::pinned_connection(&self.path)?);
+                Err(e)
+            }
+        }
+    }
+
+    /// Copies the write-ahead log into the database and truncates it to
+    /// nothing, giving its space back to the file system (see
+    /// [`crate::disk`]). Returns the bytes the log held before.
+    pub(crate) fn checkpoint_truncate(&self) -> Result<u64> {
+        let wal = std::path::PathBuf::from(format!("{}-wal", self.path.display()));
+        let before = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+        if before == 0 {
+            return Ok(0);
+        }
+        let writer = self
+            .writer
+            .get()
+            .ok_or_else(|| Error::Internal("metadata store opened read-only".into()))?;
+        let conn = writer.lock().expect("writer connection poisoned");
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        Ok(before)
     }
 
     fn reader(&self) -> Result<Connection> {
@@ -419,6 +580,7 @@ impl MetaDb {
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        conn.pragma_update(None, "cache_size", READER_CACHE_KIB)?;
         stable_plans(&conn)?;
         // No memory map: pages a reader touches through one stay in the
         // process's resident set for as long as the connection lives, so
@@ -429,28 +591,118 @@ impl MetaDb {
         Ok(conn)
     }
 
-    /// Runs `f` on a pooled read-only connection.
+    /// Runs `f` on a pooled read-only connection (on the pinned one while
+    /// there is one, see [`MetaDb::open_pinned`]).
     pub(crate) fn with_reader<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        {
+            let pinned = self.pinned.lock().expect("pinned connection poisoned");
+            if let Some(conn) = pinned.as_ref() {
+                return f(conn);
+            }
+        }
         let conn = self.reader()?;
         let out = f(&conn);
-        self.readers
-            .lock()
-            .expect("reader pool poisoned")
-            .push(conn);
+        let mut idle = self.readers.lock().expect("reader pool poisoned");
+        if idle.len() < IDLE_READERS {
+            idle.push(conn);
+        } else {
+            drop(idle);
+            drop(conn);
+        }
         out
+    }
+
+    /// Idle read connections in the pool (at most [`IDLE_READERS`]).
+    #[cfg(test)]
+    pub(crate) fn idle_readers(&self) -> usize {
+        self.readers.lock().expect("reader pool poisoned").len()
     }
 
     /// Runs `f` in one write transaction.
     pub fn write<T>(&self, f: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
         let writer = self
             .writer
-            .as_ref()
+            .get()
             .ok_or_else(|| Error::Internal("metadata store opened read-only".into()))?;
         let mut conn = writer.lock().expect("writer connection poisoned");
         let tx = conn.transaction()?;
         let out = f(&tx)?;
         tx.commit()?;
+        drop(conn);
+        self.unflushed
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        *self.last_write.lock().expect("write clock poisoned") = Some(std::time::Instant::now());
         Ok(out)
+    }
+
+    /// Deletes every row, vectors included, in one transaction (a rebuild
+    /// in place, see [`crate::index::Index::clear`]). Every table is
+    /// emptied, whatever migrations add later, except the vector change
+    /// log, whose sequence numbers must keep growing for the coarse pass.
+    pub(crate) fn clear(&self) -> Result<()> {
+        self.write(|tx| {
+            crate::index::vector::reset(tx)?;
+            let tables: Vec<String> = tx
+                .prepare(
+                    "SELECT name FROM sqlite_master WHERE type = 'table' \
+                     AND name NOT LIKE 'sqlite_%' AND sql NOT LIKE 'CREATE VIRTUAL TABLE%'",
+                )?
+                .query_map([], |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            for table in tables.iter().filter(|t| *t != "vector_log") {
+                tx.execute(&format!("DELETE FROM \"{table}\""), [])?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Checkpoints the write-ahead log into the database and truncates it to
+    /// zero bytes (`PRAGMA wal_checkpoint(TRUNCATE)`). Returns whether it
+    /// completed; a reader in the middle of a long read can keep it from
+    /// completing (it then waits up to the busy timeout), and it is simply
+    /// tried again later. Nothing to do on a read-only store.
+    pub(crate) fn checkpoint(&self) -> Result<bool> {
+        let Some(writer) = self.writer.get() else {
+            return Ok(true);
+        };
+        let conn = writer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let before = self.unflushed.load(std::sync::atomic::Ordering::Relaxed);
+        // (busy, log frames, frames checkpointed); busy = 1 when readers kept it from completing.
+        let (busy, _, _): (i64, i64, i64) =
+            conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })?;
+        drop(conn);
+        if busy == 0 {
+            // Only the writes seen before the checkpoint are flushed (the
+            // writer lock was held, so none committed meanwhile).
+            self.unflushed
+                .fetch_sub(before, std::sync::atomic::Ordering::Relaxed);
+        }
+        Ok(busy == 0)
+    }
+
+    /// Checkpoints and truncates the write-ahead log ([`MetaDb::checkpoint`])
+    /// when writes committed since the last checkpoint and none for
+    /// [`IDLE_CHECKPOINT`]: an idle server holds no log on disk. Returns
+    /// whether it checkpointed.
+    pub(crate) fn checkpoint_if_idle(&self, idle: std::time::Duration) -> Result<bool> {
+        if self.writer.get().is_none()
+            || self.unflushed.load(std::sync::atomic::Ordering::Relaxed) == 0
+        {
+            return Ok(false);
+        }
+        let quiet = self
+            .last_write
+            .lock()
+            .expect("write clock poisoned")
+            .is_none_or(|t| t.elapsed() >= idle);
+        if !quiet {
+            return Ok(false);
+        }
+        self.checkpoint()
     }
 
     /// Ends a bulk load ([`MetaDb::open_for_bulk_load`]): the file is synced
@@ -460,7 +712,7 @@ impl MetaDb {
     pub(crate) fn end_bulk_load(&self) -> Result<()> {
         let writer = self
             .writer
-            .as_ref()
+            .get()
             .ok_or_else(|| Error::Internal("metadata store opened read-only".into()))?;
         let conn = writer.lock().expect("writer connection poisoned");
         for (name, sql) in DEFERRED_INDEXES {
@@ -666,7 +918,8 @@ impl MetaDb {
         })
     }
 
-    /// Journal line issues and document issues, as `file:line: message` strings.
+    /// Journal line issues, quarantined journal lines and document issues,
+    /// as `file:line: message` strings.
     pub(crate) fn issues(&self) -> Result<Vec<String>> {
         self.with_reader(|c| {
             let mut out = Vec::new();
@@ -677,6 +930,20 @@ impl MetaDb {
                     "facts/{}:{}: {}",
                     r.get::<_, String>(0)?,
                     r.get::<_, i64>(1)?,
+                    r.get::<_, String>(2)?
+                ))
+            })?;
+            for row in rows {
+                out.push(row?);
+            }
+            let mut stmt =
+                c.prepare("SELECT file, line, id, reason FROM quarantine ORDER BY file, line")?;
+            let rows = stmt.query_map([], |r| {
+                Ok(format!(
+                    "facts/{}:{}: quarantined (not applied): {} ({})",
+                    r.get::<_, String>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, String>(3)?,
                     r.get::<_, String>(2)?
                 ))
             })?;
@@ -724,6 +991,7 @@ impl MetaDb {
                 by_scene: group("scene")?,
                 by_privacy: group("privacy")?,
                 by_tier: group("tier")?,
+                quarantined: one("SELECT COUNT(*) FROM quarantine")?,
             })
         })
     }
@@ -831,6 +1099,14 @@ pub mod tx {
         Ok(())
     }
 
+    /// Forgets the bad lines recorded for a journal file (it is being
+    /// checked again from its first line).
+    pub(crate) fn clear_issues(tx: &Transaction<'_>, file: &str) -> Result<()> {
+        tx.prepare_cached("DELETE FROM journal_issues WHERE file = ?")?
+            .execute([file])?;
+        Ok(())
+    }
+
     /// Records a bad journal line.
     pub(crate) fn add_issue(tx: &Transaction<'_>, issue: &LineIssue) -> Result<()> {
         tx.prepare_cached(
@@ -927,6 +1203,110 @@ mod tests {
         // 1024 vectors of 384 floats and their int8 copies: the chunk being filled.
         let chunk_kib = 1024 * 384 * (4 + 1) / 1024;
         assert!(-kib >= chunk_kib, "cache {kib} KiB");
+    }
+
+    /// Bytes of the write-ahead log beside `db` (0 when there is none).
+    fn wal_bytes(db: &Path) -> u64 {
+        let mut wal = db.as_os_str().to_owned();
+        wal.push("-wal");
+        std::fs::metadata(std::path::PathBuf::from(wal)).map_or(0, |m| m.len())
+    }
+
+    /// Writes `n` rows (about 4 KiB of text each) in `n` transactions.
+    fn fill(db: &MetaDb, from: usize, n: usize) {
+        for i in from..from + n {
+            let mut m = memory(&format!("m{i}"), "main", Privacy::Normal);
+            m.text = "x".repeat(4096);
+            db.write(|t| tx::upsert_memory(t, &m, None, &FactExtras::default()))
+                .unwrap();
+        }
+    }
+
+    #[test]
+    fn a_clean_close_leaves_no_write_ahead_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("meta.db");
+        let db = MetaDb::open(&path, true).unwrap();
+        fill(&db, 0, 200);
+        // Readers used and returned to the pool: one of them closing last
+        // used to leave the whole log behind.
+        for _ in 0..3 {
+            assert_eq!(db.live_count().unwrap(), 200);
+        }
+        assert!(wal_bytes(&path) > 100_000, "the log holds the writes");
+        drop(db);
+        assert_eq!(wal_bytes(&path), 0, "checkpointed and truncated on close");
+        let db = MetaDb::open(&path, false).unwrap();
+        assert_eq!(db.live_count().unwrap(), 200, "nothing lost");
+    }
+
+    #[test]
+    fn an_idle_store_checkpoints_and_truncates_its_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("meta.db");
+        let db = MetaDb::open(&path, true).unwrap();
+        fill(&db, 0, 100);
+        assert!(wal_bytes(&path) > 100_000);
+        // Not idle for an hour yet: nothing happens.
+        assert!(
+            !db.checkpoint_if_idle(std::time::Duration::from_secs(3600))
+                .unwrap()
+        );
+        assert!(wal_bytes(&path) > 100_000);
+        assert!(db.checkpoint_if_idle(std::time::Duration::ZERO).unwrap());
+        assert_eq!(wal_bytes(&path), 0);
+        // Nothing written since: nothing to do.
+        assert!(!db.checkpoint_if_idle(std::time::Duration::ZERO).unwrap());
+        fill(&db, 100, 1);
+        assert!(db.checkpoint_if_idle(std::time::Duration::ZERO).unwrap());
+        assert_eq!(db.live_count().unwrap(), 101);
+    }
+
+    #[test]
+    fn a_large_transaction_does_not_leave_a_large_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("meta.db");
+        let db = MetaDb::open(&path, true).unwrap();
+        // One transaction of ~16 MiB (a catch-up), then small ones.
+        db.write(|t| {
+            for i in 0..4000 {
+                let mut m = memory(&format!("big{i}"), "main", Privacy::Normal);
+                m.text = "y".repeat(4096);
+                tx::upsert_memory(t, &m, None, &FactExtras::default())?;
+            }
+            Ok(())
+        })
+        .unwrap();
+        assert!(wal_bytes(&path) > 16_000_000);
+        // The automatic checkpoints after it bring the log back under the limit.
+        fill(&db, 0, 2000);
+        assert!(
+            wal_bytes(&path) <= WAL_SIZE_LIMIT as u64 + 4_200_000,
+            "log {} bytes",
+            wal_bytes(&path)
+        );
+    }
+
+    #[test]
+    fn idle_read_connections_are_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = MetaDb::open(&dir.path().join("meta.db"), true).unwrap();
+        fill(&db, 0, 1);
+        let barrier = std::sync::Barrier::new(12);
+        std::thread::scope(|s| {
+            for _ in 0..12 {
+                s.spawn(|| {
+                    db.with_reader(|_| {
+                        // All twelve hold a connection at once.
+                        barrier.wait();
+                        Ok(())
+                    })
+                    .unwrap();
+                });
+            }
+        });
+        assert_eq!(db.idle_readers(), IDLE_READERS);
+        assert_eq!(db.live_count().unwrap(), 1);
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Time-ordered reads of the metadata store: recent memories, timeline pages,
-//! live chat, supersede links and expired matches.
+//! live chat, supersede links, the versions of a memory and expired matches.
 //!
 //! Like every read of [`MetaDb`], each query takes a [`Filter`] that becomes
 //! part of its SQL `WHERE`, so rows the caller may not see are never loaded.
@@ -94,7 +94,102 @@ impl MetaDb {
     }
 }
 
+/// One fact's place in its line of versions (see [`crate::index::lifecycle`]).
+#[derive(Debug, Clone)]
+pub(crate) struct VersionRow {
+    /// The fact as stored (forgotten or not).
+    pub(crate) memory: Memory,
+    /// Whether it is forgotten.
+    pub(crate) forgotten: bool,
+    /// The version that replaces it, if it is an older version.
+    pub(crate) superseded_by: Option<String>,
+}
+
+/// Most versions followed from one fact to the newest of its line (a guard
+/// against a cycle that no writer makes but a hand-edited journal could).
+const MAX_LINE: usize = 10_000;
+
 impl MetaDb {
+    /// Fact `id` visible under `filter`, forgotten or not, with its version
+    /// state. The filter is part of the `WHERE`.
+    pub(crate) fn version_row(&self, id: &str, filter: &Filter) -> Result<Option<VersionRow>> {
+        use rusqlite::OptionalExtension;
+        let (where_sql, params) = filter_sql_on_rows(filter);
+        let sql = format!(
+            "SELECT {MEMORY_COLUMNS}, forgotten_at IS NOT NULL, superseded_by FROM memories \
+             WHERE id = ? AND origin = 'fact' AND {where_sql}"
+        );
+        let mut all = vec![id.to_string()];
+        all.extend(params);
+        let n = MEMORY_COLUMNS.split(',').count();
+        self.with_reader(|c| {
+            Ok(c.prepare_cached(&sql)?
+                .query_row(params_from_iter(all.iter()), |r| {
+                    Ok(VersionRow {
+                        memory: row_to_memory(r)?,
+                        forgotten: r.get(n)?,
+                        superseded_by: r.get(n + 1)?,
+                    })
+                })
+                .optional()?)
+        })
+    }
+
+    /// The supersede mark of each of `ids` that has one (no filter: the
+    /// caller decides what of it to show).
+    pub(crate) fn supersede_marks(&self, ids: &[String]) -> Result<HashMap<String, String>> {
+        if ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let marks = vec!["?"; ids.len()].join(",");
+        let sql = format!(
+            "SELECT id, superseded_by FROM memories WHERE id IN ({marks}) \
+             AND superseded_by IS NOT NULL"
+        );
+        self.with_reader(|c| {
+            let mut stmt = c.prepare_cached(&sql)?;
+            let rows = stmt.query_map(params_from_iter(ids.iter()), |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+            })?;
+            rows.map(|r| r.map_err(Error::from)).collect()
+        })
+    }
+
+    /// The newest version of `id`'s line: follows the supersede marks from
+    /// `id` (forgotten versions included) to the version nothing replaces.
+    pub(crate) fn head_of(&self, id: &str) -> Result<String> {
+        use rusqlite::OptionalExtension;
+        self.with_reader(|c| {
+            let mut stmt = c.prepare_cached("SELECT superseded_by FROM memories WHERE id = ?")?;
+            let mut head = id.to_string();
+            for _ in 0..MAX_LINE {
+                let next: Option<String> =
+                    stmt.query_row([&head], |r| r.get(0)).optional()?.flatten();
+                match next {
+                    Some(n) if n != head => head = n,
+                    _ => break,
+                }
+            }
+            Ok(head)
+        })
+    }
+
+    /// Whether a fact that is not forgotten comes after `id` in its line:
+    /// any fact reached from it through `supersedes` links, forks included.
+    pub(crate) fn has_live_successor(&self, id: &str) -> Result<bool> {
+        self.with_reader(|c| {
+            Ok(c.prepare_cached(
+                "WITH RECURSIVE later(id) AS ( \
+                   SELECT id FROM memories WHERE supersedes = ?1 AND origin = 'fact' \
+                   UNION SELECT m.id FROM memories m JOIN later l ON m.supersedes = l.id \
+                   WHERE m.origin = 'fact') \
+                 SELECT 1 FROM memories WHERE id IN (SELECT id FROM later) \
+                 AND forgotten_at IS NULL LIMIT 1",
+            )?
+            .exists([id])?)
+        })
+    }
+
     /// The columns of a fact that are not part of [`Memory`], if the fact is known.
     pub(crate) fn fact_extras(&self, id: &str) -> Result<Option<crate::index::meta::FactExtras>> {
         use rusqlite::OptionalExtension;

@@ -16,6 +16,7 @@
 //!
 //! Only this module writes below `data/index/`.
 
+pub mod error;
 pub mod filter;
 pub mod fusion;
 pub mod lifecycle;
@@ -36,6 +37,8 @@ pub use crate::analysis::{stem, tokenizer};
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
+
+pub use error::IndexError;
 
 use crate::embed::Embedder;
 use crate::embed::cache::{VectorCache, embed_passages_cached};
@@ -115,35 +118,26 @@ pub struct Batch {
     pub(crate) cursors: Vec<(String, Cursor)>,
     /// Bad journal lines found while reading.
     pub(crate) issues: Vec<LineIssue>,
+    /// Journal files read again from their first line: the bad lines
+    /// recorded for them are replaced by this batch's `issues`.
+    pub(crate) rechecked: Vec<String>,
 }
 
 impl Batch {
     /// Whether there is nothing to apply.
     pub(crate) fn is_empty(&self) -> bool {
-        self.changes.is_empty() && self.cursors.is_empty() && self.issues.is_empty()
+        self.changes.is_empty()
+            && self.cursors.is_empty()
+            && self.issues.is_empty()
+            && self.rechecked.is_empty()
     }
 }
 
-/// Whether `e` says the index files themselves are damaged (as opposed to,
-/// say, a full disk): SQLite reports corruption, or tantivy cannot read its
-/// own files. Such an index is moved aside and rebuilt.
+/// Whether `e` says the index files themselves are damaged (see
+/// [`IndexError::is_damage`]). Such an index is moved aside and rebuilt.
 pub(crate) fn is_damage(e: &Error) -> bool {
-    use tantivy::TantivyError as T;
-    match e {
-        Error::Sqlite(rusqlite::Error::SqliteFailure(f, _)) => matches!(
-            f.code,
-            rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase
-        ),
-        Error::Tantivy(t) => matches!(
-            t,
-            T::DataCorruption(_)
-                | T::OpenReadError(_)
-                | T::OpenDirectoryError(_)
-                | T::IncompatibleIndex(_)
-                | T::SchemaError(_)
-        ),
-        _ => false,
-    }
+    e.downcast_ref::<IndexError>()
+        .is_some_and(IndexError::is_damage)
 }
 
 /// Moves a damaged index directory to `data/index.broken-<timestamp>/`
@@ -256,6 +250,68 @@ impl Index {
         })
     }
 
+    /// Opens a complete index for reading on a disk too full to open it for
+    /// writing ([`Index::open`] fails there: SQLite cannot create its
+    /// shared-memory file, tantivy its lock file). Searches and reads work;
+    /// every change fails until [`Index::ensure_writable`] succeeds once
+    /// there is room again.
+    pub(crate) fn open_on_full_disk(dir: &Path) -> Result<Index> {
+        let format = std::fs::read_to_string(dir.join(FORMAT_FILE)).ok();
+        if format.as_deref().map(str::trim) != Some(INDEX_FORMAT) {
+            return Err(Error::StorageFull(format!(
+                "the disk holding {} is full and there is no complete index to read meanwhile",
+                dir.display()
+            )));
+        }
+        let text = TextIndex::open(&dir.join("text"), true)?;
+        let meta = MetaDb::open_pinned(&dir.join("meta.db"))?;
+        Ok(Index {
+            dir: dir.to_path_buf(),
+            bulk: std::sync::atomic::AtomicBool::new(false),
+            text,
+            meta,
+            lifecycle: Default::default(),
+            behind: Default::default(),
+            coarse: std::sync::RwLock::new(vector_scan::CoarseVectors::in_dir(dir)),
+            named: std::sync::Mutex::new(None),
+        })
+    }
+
+    /// Opens the metadata store's write connection if the index was opened
+    /// on a full disk ([`Index::open_on_full_disk`]); nothing to do otherwise.
+    pub(crate) fn ensure_writable(&self) -> Result<()> {
+        self.meta.open_writer_late()
+    }
+
+    /// Whether changes can be applied (false while an index opened on a
+    /// full disk waits for room).
+    pub(crate) fn is_writable(&self) -> bool {
+        self.meta.is_writable()
+    }
+
+    /// The room left on the file system holding the index.
+    pub(crate) fn room(&self) -> Option<crate::disk::Room> {
+        crate::disk::Room::of(&self.dir)
+    }
+
+    /// Gives space back to a file system short of it: checkpoints SQLite's
+    /// write-ahead log into the database and truncates it. Returns the
+    /// bytes the log held.
+    pub(crate) fn reclaim(&self) -> Result<u64> {
+        if !self.is_writable() {
+            return Ok(0);
+        }
+        self.meta.checkpoint_truncate()
+    }
+
+    /// Marks the index behind the journal for `reason` without a failed
+    /// apply (it opened on a full disk and has not caught up).
+    pub(crate) fn mark_behind(&self, reason: String) {
+        let mut behind = self.behind.lock().expect("index state poisoned");
+        behind.0 += 1;
+        behind.1 = Some(reason);
+    }
+
     /// Opens the index for writing and checks it cheaply: tantivy's segment
     /// files are present with valid checksums and load, and SQLite passes
     /// `PRAGMA quick_check`. Any error means the index must be rebuilt.
@@ -302,6 +358,24 @@ impl Index {
     /// because the journal lines are durable and catch-up applies them again
     /// from the cursors of the last successful commits.
     pub(crate) fn apply(&self, batch: &Batch) -> Result<()> {
+        // The index never takes the last bytes of its file system: below
+        // the floor it stops growing (see `crate::disk`) and catches up once
+        // there is room again.
+        if !batch.changes.is_empty()
+            && let Some(room) = self.room()
+            && !room.above_floor()
+        {
+            let _ = self.reclaim();
+            if self.room().is_some_and(|r| !r.above_floor()) {
+                let e = Error::StorageFull(format!(
+                    "the index does not grow with {} bytes free on its file system (it keeps {} bytes free)",
+                    room.free,
+                    room.floor()
+                ));
+                self.mark_behind(e.to_string());
+                return Err(e);
+            }
+        }
         let out = self.apply_inner(batch);
         if let Err(e) = &out {
             self.fell_behind(e);
@@ -311,7 +385,10 @@ impl Index {
 
     /// Records a failed apply or commit and resets the text writer.
     fn fell_behind(&self, e: &Error) {
-        tracing::error!(error = %e, "index update failed; it catches up from the journal once storage works again");
+        // On a full disk this repeats with every write: once a minute, counted.
+        if let Some(repeats) = crate::base::repeat::global().admit("index.behind") {
+            tracing::error!(error = %e, repeated = repeats, "index update failed; it catches up from the journal once storage works again");
+        }
         let mut behind = self.behind.lock().expect("index state poisoned");
         behind.0 += 1;
         behind.1 = Some(e.to_string());
@@ -334,6 +411,7 @@ impl Index {
         let mut behind = self.behind.lock().expect("index state poisoned");
         if behind.0 == failures {
             behind.1 = None;
+            crate::base::repeat::global().clear("index.behind");
         }
     }
 
@@ -423,6 +501,9 @@ impl Index {
             for (file, cursor) in &batch.cursors {
                 tx::set_cursor(t, file, *cursor)?;
             }
+            for file in &batch.rechecked {
+                tx::clear_issues(t, file)?;
+            }
             for issue in &batch.issues {
                 tx::add_issue(t, issue)?;
             }
@@ -510,6 +591,21 @@ impl Index {
             .upsert(&lifecycle::effective(m, superseded), &context)
     }
 
+    /// Empties the index in place, for a rebuild by the process that holds
+    /// the writer (a running daemon asked to reindex): the text index
+    /// commits its emptiness with no journal cursors, the metadata store
+    /// deletes every row (vectors included) in one transaction, and the
+    /// in-process vector copy starts over. Catch-up then replays the files
+    /// from the start. The caller holds the writer, so no batch is applied
+    /// meanwhile; searches meanwhile see what has been replayed so far.
+    pub(crate) fn clear(&self) -> Result<()> {
+        self.text.clear()?;
+        self.meta.clear()?;
+        *self.coarse.write().expect("coarse vectors poisoned") =
+            vector_scan::CoarseVectors::in_dir(&self.dir);
+        Ok(())
+    }
+
     /// Clears the expiry of long-term facts indexed with one (tier expiry
     /// off); see [`lifecycle::clear_long_term_expiry`]. Returns how many.
     pub(crate) fn clear_long_term_expiry(&self) -> Result<usize> {
@@ -538,19 +634,7 @@ impl Index {
         }
         self.refresh()?;
         self.meta.end_bulk_load()?;
-        let marker = self.dir.join(FORMAT_FILE);
-        let tmp = self.dir.join(format!("{FORMAT_FILE}.tmp"));
-        {
-            use std::io::Write;
-            let mut f = std::fs::File::create(&tmp).ctx("cannot write", &tmp)?;
-            f.write_all(INDEX_FORMAT.as_bytes())
-                .and_then(|()| f.sync_all())
-                .ctx("cannot write", &tmp)?;
-        }
-        std::fs::rename(&tmp, &marker).ctx("cannot write", &marker)?;
-        std::fs::File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .ctx("cannot sync", &self.dir)?;
+        crate::base::durable::write_atomic(&self.dir.join(FORMAT_FILE), INDEX_FORMAT.as_bytes())?;
         self.bulk.store(false, std::sync::atomic::Ordering::Release);
         Ok(())
     }
@@ -560,13 +644,27 @@ impl Index {
         self.bulk.load(std::sync::atomic::Ordering::Acquire)
     }
 
-    /// Commits pending text-index changes so searches see them.
+    /// Commits pending text-index changes so searches see them, and once
+    /// no metadata write has committed for `IDLE_CHECKPOINT` (10 s),
+    /// checkpoints and truncates SQLite's write-ahead log (the server's
+    /// scheduler calls this every second, so an idle server holds no log).
     pub fn refresh(&self) -> Result<()> {
         let out = self.text.commit();
         if let Err(e) = &out {
             self.fell_behind(e);
         }
+        if !self.bulk_loading()
+            && let Err(e) = self.meta.checkpoint_if_idle(meta::IDLE_CHECKPOINT)
+        {
+            tracing::warn!(error = %e, "cannot checkpoint the metadata store's log; retried when idle");
+        }
         out
+    }
+
+    /// Checkpoints SQLite's write-ahead log into the database and truncates
+    /// it (a clean close does this too); returns whether it completed.
+    pub fn checkpoint(&self) -> Result<bool> {
+        self.meta.checkpoint()
     }
 
     /// Where catch-up must resume per journal file: the older of the SQLite and
@@ -768,31 +866,6 @@ impl Index {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn sqlite(code: i32) -> Error {
-        Error::Sqlite(rusqlite::Error::SqliteFailure(
-            rusqlite::ffi::Error::new(code),
-            None,
-        ))
-    }
-
-    #[test]
-    fn corruption_is_damage_and_a_full_disk_is_not() {
-        assert!(is_damage(&sqlite(rusqlite::ffi::SQLITE_CORRUPT)));
-        assert!(is_damage(&sqlite(rusqlite::ffi::SQLITE_NOTADB)));
-        assert!(!is_damage(&sqlite(rusqlite::ffi::SQLITE_FULL)));
-        assert!(!is_damage(&sqlite(rusqlite::ffi::SQLITE_BUSY)));
-        let corrupt = tantivy::TantivyError::DataCorruption(
-            tantivy::error::DataCorruption::comment_only("bad"),
-        );
-        assert!(is_damage(&Error::Tantivy(corrupt)));
-        let full = tantivy::TantivyError::IoError(std::sync::Arc::new(std::io::Error::new(
-            std::io::ErrorKind::StorageFull,
-            "full",
-        )));
-        assert!(!is_damage(&Error::Tantivy(full)));
-        assert!(!is_damage(&Error::Internal("x".into())));
-    }
 
     #[test]
     fn at_most_two_damaged_indexes_are_kept() {

@@ -289,9 +289,20 @@ impl TextIndex {
             })
             .try_into()?;
         let writer = if writable {
-            Some(Mutex::new(Some(
-                index.writer_with_num_threads(1, WRITER_HEAP)?,
-            )))
+            // On a full disk the writer (its lock file) cannot be created
+            // yet: reads work without it, and it opens on first use.
+            let writer = match index.writer_with_num_threads(1, WRITER_HEAP) {
+                Ok(w) => Some(w),
+                Err(e) => {
+                    let e = crate::error::Error::from(e);
+                    if !e.is_storage_full() {
+                        return Err(e);
+                    }
+                    tracing::warn!(error = %e, "full-text writer not opened (disk full); it opens once there is room");
+                    None
+                }
+            };
+            Some(Mutex::new(writer))
         } else {
             None
         };
@@ -561,6 +572,31 @@ impl TextIndex {
             self.reader.reload()?;
             *committed = seq;
         }
+        Ok(())
+    }
+
+    /// Deletes every document and commits the empty index with no journal
+    /// cursors, so that catch-up replays every file from the start (a
+    /// rebuild in place, see [`crate::index::Index::clear`]). Changes queued
+    /// before are dropped, and a batch queued before cannot note its cursors.
+    pub(crate) fn clear(&self) -> Result<()> {
+        let mut committed = self.committed.lock().expect("commit lock poisoned");
+        let mut guard = self.writer()?;
+        let writer = guard.as_mut().expect("opened by writer()");
+        let seq = {
+            let mut state = self.commit_state.lock().expect("commit state poisoned");
+            state.queue.clear();
+            state.cursors.clear();
+            state.epoch += 1;
+            state.seq += 1;
+            state.seq
+        };
+        writer.delete_all_documents()?;
+        let mut prepared = writer.prepare_commit()?;
+        prepared.set_payload("{}");
+        prepared.commit()?;
+        self.reader.reload()?;
+        *committed = seq;
         Ok(())
     }
 

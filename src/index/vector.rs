@@ -170,6 +170,15 @@ pub(crate) fn ensure_model(tx: &Transaction<'_>, model: &str, dim: usize) -> Res
     Ok(true)
 }
 
+/// Drops every vector and the model they belong to (a rebuild in place);
+/// the next store creates the table again ([`ensure_model`]). Logged as a
+/// change of everything, so the coarse pass reloads.
+pub(crate) fn reset(tx: &Transaction<'_>) -> Result<()> {
+    tx.execute_batch(&format!("DROP TABLE IF EXISTS {TABLE}"))?;
+    tx.execute("DELETE FROM vector_meta", [])?;
+    log(tx, None)
+}
+
 fn table_exists(conn: &Connection) -> Result<bool> {
     Ok(layout(conn)?.is_some())
 }

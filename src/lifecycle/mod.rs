@@ -14,9 +14,12 @@
 //!   default) replay as non-expiring.
 //! - Dedup on write is exact only ([`content_hash`] and idempotency keys);
 //!   near-duplicates are folded by consolidation, never on the write path.
-//! - Every successful retrieval counts as an access. Accesses are buffered in
-//!   memory and written as one `touch` line at most every few seconds; replaying
-//!   those lines reproduces access counts, tiers and expiry exactly.
+//! - An agent's retrieval counts as an access: a recall (unless it says
+//!   `touch: false`), or a search or get that asks with `touch: true`. Looking
+//!   (a get, a search, a list, a timeline page, the console) counts nothing
+//!   and writes nothing. Accesses are buffered in memory and written as one
+//!   `touch` line at most every few seconds; replaying those lines reproduces
+//!   access counts, tiers and expiry exactly.
 //! - After `promoteAfter` accesses a T3 memory becomes T2 and a T2 memory T1
 //!   (the count restarts); nothing is ever promoted to T0.
 
@@ -83,7 +86,8 @@ pub struct LifecycleConfig {
     pub(crate) tier_days: TierDays,
     /// Accesses after which T3 → T2 and T2 → T1 (0 turns promotion off).
     pub(crate) promote_after: u32,
-    /// Results expiring within this many days carry `expiring_soon`.
+    /// The longest warning window: results expiring within this many days, and
+    /// within the last seventh of their lifetime, carry `expiring_soon`.
     pub(crate) expiring_soon_days: u32,
     /// Per-tier budgets.
     pub(crate) budgets: TierBudgets,
@@ -224,15 +228,29 @@ pub fn content_hash(
     crate::ids::sha256_hex(key.as_bytes())
 }
 
-/// Whether `expires_at` falls within the warning window after `now`.
+/// Whether a memory written at `ts` that expires at `expires_at` is in its
+/// warning window at `now`. The window is relative to the memory's lifetime:
+/// its last seventh, and never more than `expiringSoonDays` days. A chat line
+/// (24 h) is flagged in its last 3 h 26 min, one kept alive for the longest
+/// 168 h in its last day; a 30-day tier memory in its last 4.3 days, a
+/// 90-day one in its last 7.
 pub(crate) fn expiring_soon(
+    ts: DateTime<Utc>,
     expires_at: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
     cfg: &LifecycleConfig,
 ) -> bool {
-    expires_at
-        .is_some_and(|e| e > now && e - now <= Duration::days(i64::from(cfg.expiring_soon_days)))
+    let Some(expires) = expires_at.filter(|e| *e > now) else {
+        return false;
+    };
+    let lifetime = (expires - ts).max(Duration::zero());
+    let window = (lifetime / WARNING_SHARE).min(Duration::days(i64::from(cfg.expiring_soon_days)));
+    expires - now <= window
 }
+
+/// The share of a memory's lifetime that `expiring_soon` flags (one seventh:
+/// a day of the longest-lived chat).
+const WARNING_SHARE: i32 = 7;
 
 #[cfg(test)]
 mod tests {
@@ -253,6 +271,35 @@ mod tests {
             tier_expiry: true,
             ..LifecycleConfig::default()
         }
+    }
+
+    #[test]
+    fn expiring_soon_is_the_last_seventh_of_a_lifetime() {
+        let cfg = LifecycleConfig::default();
+        let t0 = DateTime::from_timestamp(1_700_000_000, 0).unwrap();
+        let h = Duration::hours;
+        // (lifetime, time left, flagged)
+        for (life, left, want) in [
+            (h(24), h(24), false), // a fresh chat line
+            (h(24), h(4), false),  // a seventh of a day is 3 h 26 min
+            (h(24), h(3), true),
+            (h(168), h(25), false), // a chat line kept alive to the longest: its last day
+            (h(168), h(23), true),
+            (Duration::days(30), Duration::days(5), false),
+            (Duration::days(30), Duration::days(4), true),
+            (Duration::days(365), Duration::days(8), false), // capped at expiringSoonDays
+            (Duration::days(365), Duration::days(7), true),
+            (h(24), h(0), false), // expired: gone, not soon
+        ] {
+            let expires = t0 + life;
+            let now = expires - left;
+            assert_eq!(
+                expiring_soon(t0, Some(expires), now, &cfg),
+                want,
+                "lifetime {life:?}, {left:?} left"
+            );
+        }
+        assert!(!expiring_soon(t0, None, t0, &cfg), "no expiry");
     }
 
     #[test]

@@ -54,11 +54,12 @@ memory_timeline for \"what happened when\" and memory_get to read one memory in 
 you to remember something: one self-contained statement per call, with kind, tags and an honest privacy \
 (personal / sensitive / secret). If it corrects an earlier memory, search for it first and pass its id in \
 `supersedes` instead of writing a contradiction. Never store passwords, API keys or tokens.
-- Call memory_forget only when the user asks you to forget something or a memory is plainly wrong.
+- Call memory_forget only when the user asks you to forget something or a memory is plainly wrong; \
+memory_restore undoes a forget or brings an older version back when the user says a change was a mistake.
 - memory_tag changes tags, memory_category manages standing rules (company-values, architecture, \
 coding-requirements, custom), memory_call reaches any other /v1 operation.
-- Errors come back as `CODE: message` (INVALID_INPUT, NOT_FOUND, FORBIDDEN, …); fix the input rather than \
-retrying unchanged. Your token decides which scenes and privacy levels you can see; you cannot widen it.";
+- Errors come back as `CODE: message` (INVALID_INPUT, NOT_FOUND, FORBIDDEN, CONFLICT, …); fix the input \
+rather than retrying unchanged (CONFLICT: you tried to replace an older version; the message names the newest). Your token decides which scenes and privacy levels you can see; you cannot widen it.";
 
 /// The memory-hub MCP server. Cheap to clone: one per MCP session.
 #[derive(Clone)]
@@ -120,25 +121,13 @@ impl MemoryServer {
         self.send(ctx, "POST", path, Some(body?)).await
     }
 
-    /// `memory_tag`: rewrite a fact with a new tag set, superseding and forgetting the old one.
+    /// `memory_tag`: `/v1/tags` (the fact keeps its id; the hub's rules
+    /// decide what may be edited).
     async fn retag(
         &self,
         ctx: &RequestContext<RoleServer>,
         p: tools::TagParams,
     ) -> Result<Value, CallError> {
-        if p.id.starts_with("doc-") {
-            return Err(CallError::invalid(format!(
-                "{} is a Markdown document; change `tags` in its front matter instead",
-                p.id
-            )));
-        }
-        if p.add.is_empty() && p.remove.is_empty() && p.importance.is_none() {
-            return Err(CallError::invalid(
-                "give tags to `add` and/or `remove`, or an `importance`",
-            ));
-        }
-        // The fact keeps its id: /v1/tags appends a new put line with the
-        // changed tags (the token must be allowed to write its scene).
         let body =
             serde_json::to_value(p.into_body()).map_err(|e| CallError::invalid(e.to_string()))?;
         self.send(ctx, "POST", "/v1/tags", Some(body)).await

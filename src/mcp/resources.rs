@@ -96,10 +96,9 @@ fn to_mcp(uri: &str, e: CallError) -> McpError {
     let message = format!("{e} ({uri})");
     // The server's failures (5xx in the one status table) are internal
     // errors; the rest are the caller's.
-    let code = crate::error::ErrorCode::parse(&e.code);
-    match code {
-        Some(crate::error::ErrorCode::NotFound) => McpError::resource_not_found(message, None),
-        Some(c) if c.http_status() < 500 => McpError::invalid_params(message, None),
+    match e.code {
+        crate::error::ErrorCode::NotFound => McpError::resource_not_found(message, None),
+        c if c.http_status() < 500 => McpError::invalid_params(message, None),
         _ => McpError::internal_error(message, None),
     }
 }
@@ -288,7 +287,24 @@ async fn inject(
             str_of(&boot["audience"], "text").trim()
         ));
     }
-    if let Ok(list) = server
+    push_categories(server, ctx, scene.as_deref(), &mut b).await;
+    push_self_notes(&boot, &mut b);
+    let recent = server
+        .send(ctx, "POST", "/v1/recent", Some(recent_body))
+        .await?;
+    push_recent(&recent, &mut b);
+    Ok(b.out)
+}
+
+/// The categories in full (their previews where a full read fails), while
+/// the budget lasts; nothing when they cannot be listed.
+async fn push_categories(
+    server: &MemoryServer,
+    ctx: &RequestContext<RoleServer>,
+    scene: Option<&str>,
+    b: &mut Budget,
+) {
+    let Ok(list) = server
         .send(
             ctx,
             "POST",
@@ -296,51 +312,58 @@ async fn inject(
             Some(json!({"action": "list", "scene": scene})),
         )
         .await
-    {
-        let items = list["categories"].as_array().cloned().unwrap_or_default();
-        if !items.is_empty() {
-            b.push("\n## Categories (standing rules)\n");
-        }
-        for c in items {
-            let name = str_of(&c, "name");
-            let full = server
-                .send(
-                    ctx,
-                    "POST",
-                    "/v1/categories",
-                    Some(json!({"action": "get", "name": name, "scene": scene})),
-                )
-                .await;
-            let content = match &full {
-                Ok(v) => str_of(v, "content").to_string(),
-                Err(_) => str_of(&c, "preview").to_string(),
-            };
-            if !b.push(&format!(
-                "\n### {name} ({})\n{}\n",
-                str_of(&c, "slot"),
-                content.trim()
-            )) {
-                break;
-            }
+    else {
+        return;
+    };
+    let items = list["categories"].as_array().cloned().unwrap_or_default();
+    if !items.is_empty() {
+        b.push("\n## Categories (standing rules)\n");
+    }
+    for c in items {
+        let name = str_of(&c, "name");
+        let full = server
+            .send(
+                ctx,
+                "POST",
+                "/v1/categories",
+                Some(json!({"action": "get", "name": name, "scene": scene})),
+            )
+            .await;
+        let content = match &full {
+            Ok(v) => str_of(v, "content").to_string(),
+            Err(_) => str_of(&c, "preview").to_string(),
+        };
+        if !b.push(&format!(
+            "\n### {name} ({})\n{}\n",
+            str_of(&c, "slot"),
+            content.trim()
+        )) {
+            break;
         }
     }
+}
+
+/// The agent's own recent notes from a bootstrap reply.
+fn push_self_notes(boot: &Value, b: &mut Budget) {
     let self_notes = boot["recent_self"].as_array().cloned().unwrap_or_default();
-    if !self_notes.is_empty() {
-        b.push("\n## Your own recent notes (written in your scenes)\n");
-        for m in &self_notes {
-            if !b.push(&format!(
-                "- [{}] {} ({})\n",
-                str_of(m, "scene"),
-                one_line(str_of(m, "text")),
-                str_of(m, "id")
-            )) {
-                break;
-            }
+    if self_notes.is_empty() {
+        return;
+    }
+    b.push("\n## Your own recent notes (written in your scenes)\n");
+    for m in &self_notes {
+        if !b.push(&format!(
+            "- [{}] {} ({})\n",
+            str_of(m, "scene"),
+            one_line(str_of(m, "text")),
+            str_of(m, "id")
+        )) {
+            break;
         }
     }
-    let recent = server
-        .send(ctx, "POST", "/v1/recent", Some(recent_body))
-        .await?;
+}
+
+/// The recent memories of a `/v1/recent` reply, one a line.
+fn push_recent(recent: &Value, b: &mut Budget) {
     let items = recent["items"].as_array().cloned().unwrap_or_default();
     if !items.is_empty() {
         b.push("\n## Recent memories\n");
@@ -362,7 +385,6 @@ async fn inject(
             break;
         }
     }
-    Ok(b.out)
 }
 
 fn one_line(text: &str) -> String {

@@ -17,8 +17,8 @@ use serde_json::{Value, json};
 use super::MemoryServer;
 use super::upstream::CallError;
 use crate::api::{
-    BootstrapBody, CategoriesBody, ForgetBody, GetBody, RecallBody, RecentBody, SearchBody,
-    TagsBody, TimelineBody, WriteBody,
+    BootstrapBody, CategoriesBody, ForgetBody, GetBody, RecallBody, RecentBody, RestoreVersionBody,
+    SearchBody, TagsBody, TimelineBody, WriteBody,
 };
 
 /// `memory_call` parameters.
@@ -200,6 +200,23 @@ impl MemoryServer {
     }
 
     #[tool(
+        description = "Bring a memory back by id: undo a forget (the id is current again), or make an older version current again (its content becomes a new version replacing the newest one). Use when the user says a forget or a correction was a mistake. Answers RESTORED, NEW_VERSION (with the new id) or NOOP (it was current).",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn memory_restore(
+        &self,
+        Parameters(p): Parameters<RestoreVersionBody>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        finish(self.post(&ctx, "/v1/restore", body_of(&p)).await)
+    }
+
+    #[tool(
         description = "Generic entry to any memory-hub /v1 operation not covered by the other tools (e.g. `POST /v1/audience`, `GET /v1/capabilities`, `POST /v1/ingest`, `GET /v1/health`). `route` is `METHOD /v1/path` (the method may be omitted), `body` the JSON request body. Your token's rights apply exactly as over HTTP.",
         annotations(open_world_hint = false)
     )]
@@ -306,7 +323,7 @@ mod tests {
     async fn every_tool_and_parameter_is_described() {
         let upstream = std::sync::Arc::new(super::super::Upstream::loopback("http://127.0.0.1:9"));
         let tools = MemoryServer::new(upstream, None).tools();
-        assert_eq!(tools.len(), 11);
+        assert_eq!(tools.len(), 12);
         for tool in tools {
             let name = tool.name.to_string();
             assert!(
@@ -351,6 +368,7 @@ mod tests {
             ("memory_recall", fields::<RecallBody>()),
             ("memory_write", fields::<WriteBody>()),
             ("memory_forget", fields::<ForgetBody>()),
+            ("memory_restore", fields::<RestoreVersionBody>()),
             ("memory_category", fields::<CategoriesBody>()),
         ] {
             let t = tools.iter().find(|t| t.name == tool).unwrap();

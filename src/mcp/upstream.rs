@@ -4,7 +4,15 @@
 //!
 //! Both paths carry the caller's bearer token and go through the same
 //! authentication, privacy filters and audit as any other `/v1` client, so
-//! MCP can never do more than that token could do over HTTP.
+//! MCP can never do more than that token could do over HTTP. The loopback
+//! path is the crate's one outbound HTTP client ([`crate::client`], blocking,
+//! run on tokio's blocking pool); the in-process path is a call of the router
+//! as a service, no HTTP client at all.
+//!
+//! A failed call carries the stable [`ErrorCode`] of the daemon's error
+//! envelope. A code this build does not know (a newer daemon) falls back to
+//! the code of the reply's HTTP status, and the code as sent is kept for the
+//! message the model reads.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -14,16 +22,14 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, header};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
 use tower::ServiceExt;
 
-use crate::error::ErrorCode;
+use crate::client;
+use crate::error::{ErrorCode, ReplyEnvelope};
 
 /// Largest response body read from the API, in bytes.
-const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
+const MAX_RESPONSE_BYTES: usize = client::LOOPBACK_BODY_LIMIT as usize;
 
 /// How long one loopback call may take before it is reported as failed.
 const CALL_TIMEOUT: Duration = Duration::from_secs(120);
@@ -31,8 +37,11 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(120);
 /// A failed `/v1` call: the stable code and the message of its error envelope.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallError {
-    /// Stable code, e.g. `INVALID_INPUT`.
-    pub code: String,
+    /// Stable code, e.g. [`ErrorCode::InvalidInput`].
+    pub code: ErrorCode,
+    /// The code the daemon sent when this build does not know it; `code` is
+    /// then the one the reply's HTTP status stands for.
+    pub(crate) unknown_code: Option<String>,
     /// What went wrong, for the model to read.
     pub(crate) message: String,
 }
@@ -41,7 +50,8 @@ impl CallError {
     /// An error with one of the stable codes.
     pub(crate) fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         CallError {
-            code: code.as_str().to_string(),
+            code,
+            unknown_code: None,
             message: message.into(),
         }
     }
@@ -52,9 +62,16 @@ impl CallError {
     }
 }
 
+impl From<crate::Error> for CallError {
+    fn from(e: crate::Error) -> Self {
+        CallError::new(e.code(), e.to_string())
+    }
+}
+
 impl std::fmt::Display for CallError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.code, self.message)
+        let code = self.unknown_code.as_deref().unwrap_or(self.code.as_str());
+        write!(f, "{code}: {}", self.message)
     }
 }
 
@@ -66,8 +83,6 @@ pub(crate) type Revive = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = bool> + Sen
 pub enum Upstream {
     /// A running `memd serve` on loopback, e.g. `http://127.0.0.1:8787`.
     Loopback {
-        /// HTTP/1 client (a fresh loopback connection per call).
-        client: Client<HttpConnector, Body>,
         /// Base URL without a trailing slash.
         base: String,
         /// Called when the daemon refuses connections (it was stopped or
@@ -79,17 +94,47 @@ pub enum Upstream {
     InProcess(Router),
 }
 
+/// One call, owned so that it can move to the blocking pool.
+struct Call {
+    url: String,
+    method: String,
+    token: Option<String>,
+    body: Option<Vec<u8>>,
+}
+
+impl Call {
+    /// Sends the call with [`client::send`] (a fresh connection each time: a
+    /// stopped daemon then shows up as a refused connection, safe to resend
+    /// after reviving it, rather than as a broken pooled one, which a crash
+    /// mid-request also produces).
+    async fn send(self: Arc<Self>, service: &str) -> crate::Result<client::Response> {
+        let service = service.to_string();
+        tokio::task::spawn_blocking(move || {
+            let auth = self.token.as_ref().map(|t| format!("Bearer {t}"));
+            let headers: Vec<(&str, &str)> = auth
+                .as_deref()
+                .map(|a| ("Authorization", a))
+                .into_iter()
+                .collect();
+            client::send(&client::Request {
+                service: &service,
+                method: &self.method,
+                url: &self.url,
+                headers: &headers,
+                json: self.body.as_deref(),
+                timeout: CALL_TIMEOUT,
+                body_limit: client::LOOPBACK_BODY_LIMIT,
+            })
+        })
+        .await
+        .map_err(|e| crate::Error::Internal(format!("the loopback call did not finish: {e}")))?
+    }
+}
+
 impl Upstream {
     /// A loopback upstream at `base` (`http://host:port`).
     pub fn loopback(base: impl Into<String>) -> Self {
-        // No idle connections: a stopped daemon then shows up as a refused
-        // connection (safe to resend after reviving it) rather than as a
-        // broken pooled one, which a crash mid-request also produces.
-        let client = Client::builder(TokioExecutor::new())
-            .pool_max_idle_per_host(0)
-            .build_http();
         Upstream::Loopback {
-            client,
             base: base.into().trim_end_matches('/').to_string(),
             revive: None,
         }
@@ -120,110 +165,81 @@ impl Upstream {
         token: Option<&str>,
         body: Option<&Value>,
     ) -> Result<Value, CallError> {
-        let bytes = match body {
-            Some(v) => serde_json::to_vec(v).map_err(|e| {
-                CallError::new(ErrorCode::Internal, format!("cannot encode body: {e}"))
-            })?,
-            None => Vec::new(),
-        };
-        let uri = match self {
-            Upstream::Loopback { base, .. } => format!("{base}{path}"),
-            Upstream::InProcess(_) => path.to_string(),
-        };
-        let request = || {
-            let mut req = Request::builder()
-                .method(method)
-                .uri(&uri)
-                .header(header::CONTENT_TYPE, "application/json");
-            if let Some(t) = token {
-                req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
-            }
-            req.body(Body::from(bytes.clone()))
-                .map_err(|e| CallError::invalid(format!("bad route {path:?}: {e}")))
-        };
+        let bytes = body
+            .map(serde_json::to_vec)
+            .transpose()
+            .map_err(|e| CallError::new(ErrorCode::Internal, format!("cannot encode body: {e}")))?;
         let (status, body) = match self {
-            Upstream::Loopback {
-                client,
-                base,
-                revive,
-            } => {
-                let unreachable = |e: &dyn std::fmt::Display| {
-                    CallError::new(
-                        ErrorCode::Unavailable,
-                        format!("the memd daemon at {base} did not answer: {e}"),
-                    )
-                };
-                let mut sent = tokio::time::timeout(CALL_TIMEOUT, client.request(request()?))
-                    .await
-                    .map_err(|e| unreachable(&e))?;
+            Upstream::Loopback { base, revive } => {
+                let call = Arc::new(Call {
+                    url: format!("{base}{path}"),
+                    method: method.to_string(),
+                    token: token.map(str::to_string),
+                    body: bytes,
+                });
+                let service = format!("the memd daemon at {base}");
+                let mut sent = Arc::clone(&call).send(&service).await;
                 if let (Err(e), Some(revive)) = (&sent, revive)
-                    && e.is_connect()
+                    && client::is_refused(e)
                 {
                     tracing::warn!(error = %e, "the memd daemon is gone; starting it again");
                     if revive().await {
-                        sent = tokio::time::timeout(CALL_TIMEOUT, client.request(request()?))
-                            .await
-                            .map_err(|e| unreachable(&e))?;
+                        sent = call.send(&service).await;
                     }
                 }
-                let res = sent.map_err(|e| unreachable(&e))?;
-                let status = res.status().as_u16();
-                let body = axum::body::to_bytes(Body::new(res.into_body()), MAX_RESPONSE_BYTES)
-                    .await
-                    .map_err(|e| {
-                        CallError::new(
-                            ErrorCode::UpstreamInvalid,
-                            format!(
-                                "the memd daemon at {base} sent an unreadable answer \
-                                 (over {MAX_RESPONSE_BYTES} bytes, or cut short): {e}"
-                            ),
-                        )
-                    })?;
-                (status, body)
+                let res = sent?;
+                (res.status, res.body.into_bytes())
             }
-            Upstream::InProcess(router) => {
-                let res = router
-                    .clone()
-                    .oneshot(request()?)
-                    .await
-                    .unwrap_or_else(|never| match never {});
-                let status = res.status().as_u16();
-                let body = axum::body::to_bytes(res.into_body(), MAX_RESPONSE_BYTES)
-                    .await
-                    .map_err(|e| {
-                        CallError::new(ErrorCode::Internal, format!("cannot read reply: {e}"))
-                    })?;
-                (status, body)
-            }
+            Upstream::InProcess(router) => in_process(router, method, path, token, bytes).await?,
         };
         decode(status, &body)
     }
 }
 
+/// Calls the daemon's own router as a service: the status and body of its answer.
+async fn in_process(
+    router: &Router,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<Vec<u8>>,
+) -> Result<(u16, Vec<u8>), CallError> {
+    let mut req = Request::builder()
+        .method(method)
+        .uri(path)
+        .header(header::CONTENT_TYPE, "application/json");
+    if let Some(t) = token {
+        req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
+    }
+    let req = req
+        .body(Body::from(body.unwrap_or_default()))
+        .map_err(|e| CallError::invalid(format!("bad route {path:?}: {e}")))?;
+    let res = router
+        .clone()
+        .oneshot(req)
+        .await
+        .unwrap_or_else(|never| match never {});
+    let status = res.status().as_u16();
+    let body = axum::body::to_bytes(res.into_body(), MAX_RESPONSE_BYTES)
+        .await
+        .map_err(|e| CallError::new(ErrorCode::Internal, format!("cannot read reply: {e}")))?;
+    Ok((status, body.to_vec()))
+}
+
 /// A 2xx body as JSON, anything else as its error envelope.
 fn decode(status: u16, body: &[u8]) -> Result<Value, CallError> {
-    let value: Option<Value> = if body.is_empty() {
-        Some(Value::Null)
-    } else {
-        serde_json::from_slice(body).ok()
-    };
     if (200..300).contains(&status) {
-        return value
-            .ok_or_else(|| CallError::new(ErrorCode::Internal, "the API answered with non-JSON"));
+        if body.is_empty() {
+            return Ok(Value::Null);
+        }
+        return serde_json::from_slice(body)
+            .map_err(|_| CallError::new(ErrorCode::Internal, "the API answered with non-JSON"));
     }
-    let envelope = value.as_ref().and_then(|v| v.get("error"));
-    let code = envelope
-        .and_then(|e| e.get("code"))
-        .and_then(Value::as_str)
-        .unwrap_or(ErrorCode::from_status(status).as_str());
-    let message = envelope
-        .and_then(|e| e.get("message"))
-        .and_then(Value::as_str)
-        .map(str::to_string)
-        .unwrap_or_else(|| format!("HTTP status {status}"));
+    let reply = ReplyEnvelope::read(status, body);
     Err(CallError {
-        code: code.to_string(),
-        message,
+        code: reply.code,
+        unknown_code: reply.unknown_code,
+        message: reply.message,
     })
 }
 
@@ -240,10 +256,23 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.to_string(), "INVALID_INPUT: text must not be empty");
-        assert_eq!(decode(403, b"").unwrap_err().code, "FORBIDDEN");
-        assert_eq!(decode(500, b"<html>").unwrap_err().code, "INTERNAL");
-        assert_eq!(decode(502, b"<html>").unwrap_err().code, "UPSTREAM_INVALID");
-        assert_eq!(decode(503, b"").unwrap_err().code, "UNAVAILABLE");
-        assert_eq!(decode(507, b"").unwrap_err().code, "STORAGE_FULL");
+        for (status, code) in [
+            (403, ErrorCode::Forbidden),
+            (500, ErrorCode::Internal),
+            (502, ErrorCode::UpstreamInvalid),
+            (503, ErrorCode::Unavailable),
+            (507, ErrorCode::StorageFull),
+        ] {
+            let e = decode(status, b"<html>").unwrap_err();
+            assert_eq!((e.code, e.unknown_code), (code, None), "{status}");
+        }
+        // A newer daemon's code: typed as what its status stands for, shown as sent.
+        let newer = decode(
+            418,
+            br#"{"error":{"code":"EDIT_CONFLICT","message":"reload and retry"}}"#,
+        )
+        .unwrap_err();
+        assert_eq!(newer.code, ErrorCode::Internal);
+        assert_eq!(newer.to_string(), "EDIT_CONFLICT: reload and retry");
     }
 }

@@ -99,7 +99,7 @@ impl std::fmt::Display for SearchMode {
 pub(crate) const HYBRID_DEPTH: usize = 50;
 
 /// Which pass found a hit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Pass {
     /// Every query term matched.
@@ -128,7 +128,7 @@ pub struct SearchRequest {
 }
 
 /// One result.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct SearchHit {
     /// The memory.
     #[serde(flatten)]
@@ -138,20 +138,20 @@ pub struct SearchHit {
     /// The pass that found it.
     pub pass: Pass,
     /// The memory holds the query as written.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub phrase: bool,
     /// P(relevant) from the calibrated model ([`crate::relevance`]), in (0, 1).
     pub relevance: f32,
     /// What the relevance was judged on (not sent on the wire).
-    #[serde(skip)]
+    #[serde(skip, default)]
     pub evidence: Evidence,
     /// Whether it expires within `lifecycle.expiringSoonDays` (set by the hub).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub expiring_soon: bool,
 }
 
 /// A response.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct SearchResults {
     /// Hits, best first.
     pub hits: Vec<SearchHit>,
@@ -165,6 +165,10 @@ pub struct SearchResults {
     /// Why the mode that ran differs from the one asked for, if it does.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fallback: Option<String>,
+    /// Journal lines the caller could read that the index has not applied
+    /// yet (it is catching up): the hits may miss them. Absent when none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub index_behind: Option<u64>,
 }
 
 /// A ranked candidate before its memory is read.
@@ -241,7 +245,7 @@ impl Planned {
         let translation = if latin && !index.text_has_cjk()? {
             None
         } else {
-            crate::embed::lexicon::lexicon().and_then(|l| crate::query::translate(&req.query, l))
+            crate::embed::dictionary::lexicon().and_then(|l| crate::query::translate(&req.query, l))
         };
         let evidence =
             QueryEvidence::new(index, &req.query, &plan, translation.as_ref(), &req.filter)?;
@@ -254,12 +258,14 @@ impl Planned {
 }
 
 /// Runs a search. `embedder` is `None` when none is available: hybrid then
-/// runs as fulltext and semantic fails with `EMBEDDING_UNAVAILABLE`.
+/// runs as fulltext and semantic fails with `EMBEDDING_UNAVAILABLE`. `now`
+/// (the hub's clock) anchors the times a query names ("last week").
 pub(crate) fn search(
     index: &Index,
     embedder: Option<&dyn Embedder>,
     req: &SearchRequest,
     cfg: &SearchConfig,
+    now: chrono::DateTime<chrono::Utc>,
 ) -> Result<SearchResults> {
     let limit = req.limit.unwrap_or(cfg.default_limit);
     if limit == 0 || limit > cfg.max_limit {
@@ -299,7 +305,7 @@ pub(crate) fn search(
     // A time the query names ("in May 2023", "last week", "去年五月") ranks
     // memories from then higher; the ranking reaches deeper so that they can
     // come up from below the cut.
-    let range = crate::when::query_range(&req.query, chrono::Utc::now());
+    let range = crate::when::query_range(&req.query, now);
     let wanted = limit;
     let limit = if range.is_some() {
         HYBRID_DEPTH.max(limit)
@@ -468,6 +474,7 @@ pub(crate) fn search(
         fallback: fallback.or_else(|| {
             (mode != requested).then(|| format!("{requested} search needs an embedder; ran {mode}"))
         }),
+        index_behind: None,
     })
 }
 

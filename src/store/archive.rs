@@ -24,6 +24,7 @@ use flate2::Compression;
 use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
 
+use crate::base::durable::sync_dir;
 use crate::error::{Error, IoContext, Result};
 
 /// The archive directory below `memories/facts/`.
@@ -100,12 +101,6 @@ pub(crate) fn len(facts: &Path, month_file: &str) -> Result<u64> {
         .and_then(|_| f.read_exact(&mut tail))
         .ctx("cannot read archive", &path)?;
     Ok(u64::from(u32::from_le_bytes(tail)))
-}
-
-fn sync_dir(dir: &Path) -> Result<()> {
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .ctx("cannot fsync directory", dir)
 }
 
 /// Repairs an interrupted [`archive_month`] of a legacy month or one of

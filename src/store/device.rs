@@ -137,7 +137,7 @@ pub(crate) fn resolve(layout: &Layout, configured: &str, create: bool) -> Result
     };
     let bytes = serde_json::to_vec_pretty(&file)
         .map_err(|e| crate::error::Error::Internal(format!("device file: {e}")))?;
-    crate::store::atomic::write_atomic(&path, &bytes)?;
+    crate::base::durable::write_atomic(&path, &bytes)?;
     tracing::info!(device = %id, "generated the device id of this root");
     Ok(id)
 }

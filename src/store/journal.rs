@@ -20,6 +20,14 @@
 //! back to its previous length, so no fragment is left for the next line to
 //! be glued to.
 //!
+//! Every line this build writes ends with a checksum field,
+//! `,"crc":"<8 hex>"}`: the CRC-32 of the line's bytes without that field
+//! (as if the object closed right before it). Replay verifies it, so a
+//! flipped bit inside a string is reported as a damaged line rather than
+//! served as data. The field is optional: lines without it (older builds,
+//! other tools) stay valid, and older readers ignore it (a record has no
+//! closed field list).
+//!
 //! Scanning reads from a byte offset and reports corrupt lines with
 //! `file:line` instead of failing. A last line without its newline is never
 //! consumed: the cursor stays before it until it is complete (a sync tool may
@@ -34,10 +42,12 @@ use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Datelike, Utc};
 
+use crate::base::durable::sync_dir;
 use crate::error::{Error, IoContext, Result};
 use crate::model::{JOURNAL_VERSION, Record};
 use crate::store::device;
 pub use crate::store::device::{device_dirs, is_journal_name};
+use crate::store::error::StoreError;
 
 /// The journal month file name for a timestamp: `YYYY-MM.jsonl`.
 pub fn file_name_for(ts: DateTime<Utc>) -> String {
@@ -177,8 +187,54 @@ pub(crate) struct ScanItem {
     pub(crate) cursor: Cursor,
 }
 
-/// Parses one journal line.
+/// The checksum field's opening, as it ends a sealed line: `,"crc":"`,
+/// eight lowercase hex digits, `"}`.
+const CRC_OPEN: &str = ",\"crc\":\"";
+
+/// Length of the checksum field at the end of a sealed line.
+const CRC_FIELD_LEN: usize = CRC_OPEN.len() + 8 + 2;
+
+/// Appends the checksum field to one serialised record (a JSON object).
+pub(crate) fn seal(line: &mut Vec<u8>) {
+    debug_assert_eq!(line.last(), Some(&b'}'));
+    let crc = crc32fast::hash(line);
+    line.pop();
+    line.extend_from_slice(format!("{CRC_OPEN}{crc:08x}\"}}").as_bytes());
+}
+
+/// Checks the checksum field ending `line`, if it has one.
+fn check_seal(line: &str) -> std::result::Result<(), String> {
+    let Some(split) = line.len().checked_sub(CRC_FIELD_LEN) else {
+        return Ok(());
+    };
+    let (Some(body), Some(field)) = (line.get(..split), line.get(split..)) else {
+        return Ok(());
+    };
+    let Some(hex) = field
+        .strip_prefix(CRC_OPEN)
+        .and_then(|f| f.strip_suffix("\"}"))
+    else {
+        return Ok(());
+    };
+    let Ok(want) = u32::from_str_radix(hex, 16) else {
+        return Err(format!("checksum field {hex:?} is not 8 hex digits"));
+    };
+    let mut h = crc32fast::Hasher::new();
+    h.update(body.as_bytes());
+    h.update(b"}");
+    let got = h.finalize();
+    if got != want {
+        return Err(format!(
+            "checksum mismatch (the line says {want:08x}, its bytes give {got:08x}): \
+             the line was changed or damaged after it was written"
+        ));
+    }
+    Ok(())
+}
+
+/// Parses one journal line, verifying its checksum if it has one.
 pub(crate) fn parse_line(line: &str) -> std::result::Result<Record, String> {
+    check_seal(line)?;
     let record: Record = serde_json::from_str(line).map_err(|e| e.to_string())?;
     let v = record.version();
     if v == 0 || v > JOURNAL_VERSION {
@@ -189,16 +245,20 @@ pub(crate) fn parse_line(line: &str) -> std::result::Result<Record, String> {
     Ok(record)
 }
 
-/// Reads the complete lines of `file` after `from`, calling `visit` for each.
-///
-/// A trailing line without a newline is not consumed: it is returned as the
-/// torn tail (line number and length) so the caller can report it.
-pub(crate) fn scan_file(
-    dir: &Path,
-    file: &str,
-    from: Cursor,
-    mut visit: impl FnMut(ScanItem) -> Result<()>,
-) -> Result<Option<LineIssue>> {
+/// A month's archive (decompressed, in memory) followed by its plain file.
+type ArchiveThenPlain = std::io::Chain<std::io::Cursor<Vec<u8>>, Box<dyn Read>>;
+
+/// A journal file's logical stream (archive, then plain file) from an offset.
+enum Stream {
+    /// The bytes from the offset on.
+    Lines(BufReader<ArchiveThenPlain>),
+    /// Not a regular file: skipped with a warning.
+    Skipped,
+    /// The month cannot be read past its archive; nothing past the offset applies.
+    Held(LineIssue),
+}
+
+fn open_from(dir: &Path, file: &str, from: Cursor) -> Result<Stream> {
     let path = dir.join(file);
     // An archived month is read from its archive first, then from the plain
     // file appended since; offsets count bytes of both together.
@@ -208,7 +268,7 @@ pub(crate) fn scan_file(
     let archived = match crate::store::archive::read(dir, file) {
         Ok(bytes) => bytes,
         Err(e) => {
-            return Ok(Some(LineIssue {
+            return Ok(Stream::Held(LineIssue {
                 file: file.to_string(),
                 line: from.lines + 1,
                 message: format!(
@@ -220,7 +280,7 @@ pub(crate) fn scan_file(
     let head_len = archived.len() as u64;
     if std::fs::metadata(&path).is_ok_and(|m| !m.is_file()) {
         tracing::warn!(path = %path.display(), "not a regular file; skipped as a journal file");
-        return Ok(None);
+        return Ok(Stream::Skipped);
     }
     let tail: Box<dyn Read> = match File::open(&path) {
         Ok(mut f) => {
@@ -233,10 +293,50 @@ pub(crate) fn scan_file(
         }
         Err(e) => return Err(e).ctx("cannot open journal", &path),
     };
-    let skip = from.offset.min(head_len) as usize;
+    let skip = from.offset.min(head_len);
     let mut head = std::io::Cursor::new(archived);
-    head.set_position(skip as u64);
-    let mut reader = BufReader::with_capacity(1 << 16, head.chain(tail));
+    head.set_position(skip);
+    Ok(Stream::Lines(BufReader::with_capacity(
+        1 << 16,
+        head.chain(tail),
+    )))
+}
+
+/// Complete lines of `file` after `from` (blank ones included), without
+/// parsing them.
+pub(crate) fn count_lines(dir: &Path, file: &str, from: Cursor) -> Result<u64> {
+    let Stream::Lines(mut reader) = open_from(dir, file, from)? else {
+        return Ok(0);
+    };
+    let path = dir.join(file);
+    let mut n = 0u64;
+    loop {
+        let buf = reader.fill_buf().ctx("cannot read journal", &path)?;
+        if buf.is_empty() {
+            return Ok(n);
+        }
+        let len = buf.len();
+        n += buf.iter().filter(|&&b| b == b'\n').count() as u64;
+        reader.consume(len);
+    }
+}
+
+/// Reads the complete lines of `file` after `from`, calling `visit` for each.
+///
+/// A trailing line without a newline is not consumed: it is returned as the
+/// torn tail (line number and length) so the caller can report it.
+pub(crate) fn scan_file(
+    dir: &Path,
+    file: &str,
+    from: Cursor,
+    mut visit: impl FnMut(ScanItem) -> Result<()>,
+) -> Result<Option<LineIssue>> {
+    let mut reader = match open_from(dir, file, from)? {
+        Stream::Lines(r) => r,
+        Stream::Skipped => return Ok(None),
+        Stream::Held(issue) => return Ok(Some(issue)),
+    };
+    let path = dir.join(file);
     let mut cursor = from;
     let mut buf = Vec::new();
     loop {
@@ -338,8 +438,15 @@ impl JournalWriter {
         let mut repaired = Vec::new();
         for name in month_files(&facts.join(device))? {
             let rel = format!("{device}/{name}");
-            if let Some(issue) = writer.ensure_open(&rel)? {
-                repaired.push(issue);
+            match writer.ensure_open(&rel) {
+                Ok(Some(issue)) => repaired.push(issue),
+                Ok(None) => {}
+                // A torn tail cannot be terminated on a full disk: the next
+                // append terminates it first (see `append_file`).
+                Err(e) if e.is_storage_full() => {
+                    tracing::warn!(journal.file = %rel, error = %e, "cannot repair the journal's last line yet (disk full)");
+                }
+                Err(e) => return Err(e),
             }
         }
         Ok((writer, repaired))
@@ -385,10 +492,11 @@ impl JournalWriter {
         }
         let meta = file.metadata().ctx("cannot stat journal", &path)?;
         if !meta.is_file() {
-            return Err(Error::Internal(format!(
-                "{} is not a regular file; move it away so memd can append to it",
-                path.display()
-            )));
+            return Err(StoreError::Damaged {
+                path,
+                problem: "not a regular file; move it away so memd can append to it".into(),
+            }
+            .into());
         }
         self.open.insert(
             rel.to_string(),
@@ -440,6 +548,7 @@ impl JournalWriter {
         for r in records {
             let mut line = serde_json::to_vec(r)
                 .map_err(|e| Error::Internal(format!("serialise record: {e}")))?;
+            seal(&mut line);
             line.push(b'\n');
             by_file
                 .entry(format!("{}/{}", self.device, file_name_for(r.ts())))
@@ -455,7 +564,9 @@ impl JournalWriter {
                     ends.insert(rel, end);
                 }
                 Err(e) => {
-                    tracing::error!(journal.file = %rel, error = %e, "journal append failed; the group is rolled back");
+                    if let Some(repeats) = crate::base::repeat::global().admit("journal.append") {
+                        tracing::error!(journal.file = %rel, error = %e, repeated = repeats, "journal append failed; the group is rolled back");
+                    }
                     for (rel, start) in done {
                         self.truncate_back(&rel, start);
                     }
@@ -514,7 +625,12 @@ impl JournalWriter {
             own.file.write_all(bytes)?;
             own.file.sync_data()
         })()
-        .ctx("cannot append to journal", &path)
+        .map_err(|source| {
+            Error::from(StoreError::Append {
+                path: path.clone(),
+                source,
+            })
+        })
         .and_then(|()| read_back(&own.file, &path, start, bytes));
         match written {
             Ok(()) => {
@@ -553,18 +669,12 @@ fn read_back(file: &File, path: &Path, start: u64, bytes: &[u8]) -> Result<()> {
     file.read_exact_at(&mut back, start)
         .ctx("cannot read back journal", path)?;
     if len != start + bytes.len() as u64 || back != bytes {
-        return Err(Error::Io {
-            context: format!("{} did not read back as written", path.display()),
-            source: std::io::Error::other("read-back mismatch"),
-        });
+        return Err(StoreError::ReadBack {
+            path: path.to_path_buf(),
+        }
+        .into());
     }
     Ok(())
-}
-
-fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .ctx("cannot fsync journal directory", dir)
 }
 
 fn count_newlines(path: &Path) -> Result<u64> {
@@ -683,6 +793,57 @@ mod tests {
         assert_eq!(ids, ["a", "b", "c"]);
         assert_eq!(issues.len(), 3);
         assert!(torn.is_none());
+    }
+
+    #[test]
+    fn sealed_lines_verify_and_older_readers_ignore_the_seal() {
+        let mut line = serde_json::to_vec(&fact("a", "kayak")).unwrap();
+        seal(&mut line);
+        let text = String::from_utf8(line).unwrap();
+        assert!(text.ends_with("\"}"), "{text}");
+        assert_eq!(parse_line(&text).unwrap(), fact("a", "kayak"));
+        // What an older build does with a line (deserialise the record): the
+        // field is ignored, the line is not refused.
+        let older: Record = serde_json::from_str(&text).unwrap();
+        assert_eq!(older, fact("a", "kayak"));
+        // A flipped bit inside a string is reported, not served.
+        let flipped = text.replacen("kayak", "kayal", 1);
+        assert!(
+            parse_line(&flipped)
+                .unwrap_err()
+                .contains("checksum mismatch"),
+            "{flipped}"
+        );
+        let bad_field = format!("{}zzzzzzzz\"}}", &text[..text.len() - 10]);
+        assert!(parse_line(&bad_field).is_err(), "{bad_field}");
+        // Lines without the field stay valid.
+        let plain = serde_json::to_string(&fact("b", "canoe")).unwrap();
+        assert_eq!(parse_line(&plain).unwrap(), fact("b", "canoe"));
+        // Appended lines carry it.
+        let dir = tempfile::tempdir().unwrap();
+        let (mut w, _) = JournalWriter::open(dir.path(), DEV).unwrap();
+        w.append(&[fact("c", "raft")]).unwrap();
+        let name = list_files(dir.path()).unwrap().remove(0);
+        let written = std::fs::read_to_string(dir.path().join(name)).unwrap();
+        assert!(written.contains(CRC_OPEN), "{written}");
+        assert_eq!(parse_line(written.trim()).unwrap(), fact("c", "raft"));
+    }
+
+    #[test]
+    fn lines_after_a_cursor_are_counted_without_parsing() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut w, _) = JournalWriter::open(dir.path(), DEV).unwrap();
+        let ends = w.append(&[fact("a", "x")]).unwrap();
+        w.append(&[fact("b", "y"), fact("c", "z")]).unwrap();
+        let (name, offset) = ends.into_iter().next().unwrap();
+        assert_eq!(
+            count_lines(dir.path(), &name, Cursor::default()).unwrap(),
+            3
+        );
+        assert_eq!(
+            count_lines(dir.path(), &name, Cursor { offset, lines: 1 }).unwrap(),
+            2
+        );
     }
 
     #[test]

@@ -45,10 +45,10 @@ use serde::{Deserialize, Serialize};
 use yaml_rust2::parser::{Event as YamlEvent, Parser as YamlParser};
 use yaml_rust2::scanner::TScalarStyle;
 
+use crate::content::PrivacyConfig;
 use crate::error::{Error, IoContext, Result};
 use crate::ids;
 use crate::model::{Privacy, Scene, Subject, Tier, parse_kind, parse_tags};
-use crate::policy::PrivacyConfig;
 
 /// Front matter longer than this (between the fences) is refused.
 pub const MAX_FRONT_MATTER_BYTES: usize = 16 * 1024;
@@ -455,6 +455,87 @@ fn front_matter(text: &str) -> Result<(FrontMatter, &str)> {
         _ => return Err(Error::invalid("front matter: must be a YAML mapping")),
     };
     Ok((fm, body))
+}
+
+/// The front matter of `text` as plain JSON (see [`parse_yaml`]; `Null`
+/// without any) and the body after it.
+pub(crate) fn split(text: &str) -> Result<(serde_json::Value, &str)> {
+    let (yaml, body) = split_front_matter(text)?;
+    let value = match yaml {
+        Some(yaml) => parse_yaml(yaml)?,
+        None => serde_json::Value::Null,
+    };
+    Ok((value, body))
+}
+
+/// A value memd writes into front matter.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum FrontValue {
+    /// A string, written quoted whenever YAML would read it as anything else.
+    Text(String),
+    /// A list of strings.
+    List(Vec<String>),
+    /// A number.
+    Number(f64),
+}
+
+impl FrontValue {
+    fn yaml(&self) -> yaml_rust2::Yaml {
+        use yaml_rust2::Yaml;
+        match self {
+            FrontValue::Text(t) => Yaml::String(t.clone()),
+            FrontValue::List(items) => {
+                Yaml::Array(items.iter().cloned().map(Yaml::String).collect())
+            }
+            FrontValue::Number(n) => Yaml::Real(format!("{n:?}")),
+        }
+    }
+
+    /// Whether `value` (as [`parse_yaml`] reads it back) is this value.
+    fn reads_back_as(&self, value: Option<&serde_json::Value>) -> bool {
+        use serde_json::Value;
+        match (self, value) {
+            (FrontValue::Text(t), Some(Value::String(s))) => s == t,
+            (FrontValue::List(items), Some(Value::Array(values))) => {
+                items.len() == values.len()
+                    && items
+                        .iter()
+                        .zip(values)
+                        .all(|(i, v)| v.as_str() == Some(i.as_str()))
+            }
+            (FrontValue::Number(n), Some(v)) => v.as_f64() == Some(*n),
+            _ => false,
+        }
+    }
+}
+
+/// Front matter holding `fields` in order, between `---` fences and ending
+/// in a line break, emitted by a YAML emitter: quotes, colons, line breaks,
+/// leading dashes, text that looks like a number or `null`, and any script
+/// come back as written. The result is parsed back with the same parser
+/// that reads documents; a value that would not come back identical (control
+/// characters the emitter leaves bare) is refused with `INVALID_INPUT`.
+pub(crate) fn render_front_matter(fields: &[(&str, FrontValue)]) -> Result<String> {
+    let mut map = yaml_rust2::yaml::Hash::new();
+    for (key, value) in fields {
+        map.insert(yaml_rust2::Yaml::String((*key).to_string()), value.yaml());
+    }
+    let mut out = String::new();
+    yaml_rust2::YamlEmitter::new(&mut out)
+        .dump(&yaml_rust2::Yaml::Hash(map))
+        .map_err(|e| Error::Internal(format!("cannot emit front matter: {e}")))?;
+    // The emitter opens the document with `---`; close it the same way.
+    out.push_str("\n---\n");
+    let (back, _) = split(&out)?;
+    for (key, value) in fields {
+        if !value.reads_back_as(back.get(*key)) {
+            return Err(Error::invalid(format!(
+                "front matter: the value of `{key}` cannot be written so that it reads back \
+                 the same (remove control characters from it)"
+            )));
+        }
+    }
+    Ok(out)
 }
 
 /// Parses document text (no IO). `modified` and `hash` are left empty.
@@ -909,5 +990,82 @@ mod tests {
         assert_eq!(listing.links, ["link.md", "linked-dir"]);
         let err = read_bounded(&m.join("link.md")).unwrap_err();
         assert!(err.to_string().contains("symbolic link"), "{err}");
+    }
+
+    /// Values that `format!`-built front matter gets wrong come back exactly
+    /// as written through the emitter, in a document the parser accepts.
+    #[test]
+    fn emitted_front_matter_round_trips_awkward_values() {
+        let awkward = [
+            "plain",
+            "say \"hi\"",
+            "it's",
+            "a: b",
+            "key:value",
+            "line one\nline two",
+            "trailing newline\n",
+            "季度预算评审",
+            "日本語のメモ: テスト",
+            "- leading dash",
+            "---",
+            "...",
+            "# not a comment",
+            "[not, a, list]",
+            "{not: a map}",
+            "&anchor",
+            "*alias",
+            "!tag",
+            "null",
+            "~",
+            "true",
+            "no",
+            "2024",
+            "1.5",
+            "0x1f",
+            ".hidden",
+            " padded ",
+            "",
+            "tab\there",
+            "back\\slash",
+            "emoji 🧠",
+            "line\u{2028}separator",
+            "bom\u{feff}inside",
+        ];
+        for value in awkward {
+            let fields = [
+                ("title", FrontValue::Text(value.to_string())),
+                (
+                    "tags",
+                    FrontValue::List(vec![value.to_string(), "x".into()]),
+                ),
+                ("importance", FrontValue::Number(0.25)),
+            ];
+            let front =
+                render_front_matter(&fields).unwrap_or_else(|e| panic!("{value:?} refused: {e}"));
+            let doc = format!("{front}\nbody\n");
+            let (back, body) = split(&doc).unwrap();
+            assert_eq!(back["title"], value, "{front}");
+            assert_eq!(back["tags"][0], value, "{front}");
+            assert_eq!(back["importance"], 0.25, "{front}");
+            assert_eq!(body, "\nbody\n");
+        }
+        // A value the emitter would leave bare is refused, never garbled.
+        for control in ["ding\u{7}", "esc\u{1b}[0m", "del\u{7f}"] {
+            match render_front_matter(&[("title", FrontValue::Text(control.into()))]) {
+                Ok(front) => assert_eq!(split(&front).unwrap().0["title"], control),
+                Err(e) => assert_eq!(e.code().as_str(), "INVALID_INPUT", "{control:?}"),
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// Any printable text (any script, quotes, colons, dashes, line
+        /// breaks) reads back exactly as emitted.
+        #[test]
+        fn any_printable_text_round_trips(value in "[\\PC\n\t]{0,40}") {
+            let front = render_front_matter(&[("title", FrontValue::Text(value.clone()))]).unwrap();
+            let (back, _) = split(&front).unwrap();
+            proptest::prop_assert_eq!(back["title"].as_str(), Some(value.as_str()));
+        }
     }
 }

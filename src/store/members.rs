@@ -14,6 +14,7 @@ use std::sync::Mutex;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::error::StoreError;
 use crate::error::{Error, IoContext, Result};
 use crate::model::Scene;
 
@@ -49,10 +50,11 @@ pub(crate) fn path(memories: &Path) -> PathBuf {
 fn load(path: &Path) -> Result<MemberFile> {
     match std::fs::read_to_string(path) {
         Ok(text) => serde_json::from_str(&text).map_err(|e| {
-            Error::Internal(format!(
-                "membership table {} is unreadable: {e}",
-                path.display()
-            ))
+            StoreError::Damaged {
+                path: path.to_path_buf(),
+                problem: format!("the membership table is unreadable: {e}"),
+            }
+            .into()
         }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(MemberFile {
             version: 1,
@@ -60,6 +62,12 @@ fn load(path: &Path) -> Result<MemberFile> {
         }),
         Err(e) => Err(e).ctx("cannot read membership table", path),
     }
+}
+
+/// Reads the table and returns how many groups it knows members of; an
+/// error says why it is unreadable (health and doctor report it).
+pub(crate) fn check(path: &Path) -> Result<usize> {
+    Ok(load(path)?.groups.len())
 }
 
 /// Whether `user` is a known member of `group`. Errors (unreadable table) mean "no".
@@ -168,7 +176,7 @@ fn save(path: &Path, file: &mut MemberFile) -> Result<()> {
         std::fs::create_dir_all(dir).ctx("cannot create directory", dir)?;
     }
     let text = serde_json::to_string_pretty(file).expect("membership table serialises");
-    super::atomic::write_atomic(path, text.as_bytes())
+    crate::base::durable::write_atomic(path, text.as_bytes())
 }
 
 fn validate_user(user: &str) -> Result<()> {

@@ -1,13 +1,23 @@
 //! The source of truth: Markdown documents and the fact journal under `memories/`,
 //! plus the writer lock that makes one process the only writer of a root.
 //!
-//! Only this module writes below `memories/`.
+//! Only this module writes below `memories/`: the journal ([`journal`],
+//! [`archive`]), categories ([`categories`]), group membership
+//! ([`members`]), the sync ignore file ([`syncfiles`]), and documents added
+//! by an import or a migration or taken from a backup ([`files`]). Every
+//! whole-file replacement goes through [`crate::base::durable`].
+//! `tests/integration/layering.rs` fails on a file write in another module
+//! that names a path under `memories/`.
 
 pub mod archive;
-pub mod atomic;
+pub mod categories;
 pub mod device;
+pub mod error;
+pub mod files;
 pub mod journal;
 pub mod lock;
 pub mod markdown;
 pub mod members;
 pub mod syncfiles;
+
+pub use error::StoreError;

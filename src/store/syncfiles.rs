@@ -1,5 +1,6 @@
 //! Files a file-sync tool leaves below `memories/`: conflict copies and
-//! temporary files (Syncthing's names).
+//! temporary files (Syncthing's names), and the `.stignore` memd writes for
+//! it (durably, and never over one the user wrote).
 //!
 //! - A *conflict copy* (`name.sync-conflict-YYYYMMDD-HHMMSS-DEVICE.ext`) is
 //!   what Syncthing keeps when a file changed on two devices at once. memd
@@ -13,6 +14,8 @@
 //!   neither name is a document or journal name) and never reported.
 
 use std::path::Path;
+
+use crate::error::{IoContext, Result};
 
 /// The marker in a Syncthing conflict copy's name.
 pub(crate) const CONFLICT_MARK: &str = ".sync-conflict-";
@@ -75,6 +78,24 @@ pub(crate) fn stignore() -> &'static str {
      (?d).#*\n\
      *.sync-conflict-*.jsonl\n\
      *.tmp.[0-9]*\n"
+}
+
+/// Writes `memories/.stignore` durably unless a different one is there
+/// (kept: it is the user's). Returns whether it was written.
+pub(crate) fn write_stignore(memories: &Path) -> Result<bool> {
+    let path = memories.join(STIGNORE);
+    let want = stignore();
+    match std::fs::read_to_string(&path) {
+        Ok(have) if have == want => return Ok(false),
+        Ok(have) if !have.starts_with("// Written by `memd sync init`") => {
+            tracing::warn!(path = %path.display(), "an .stignore of your own is kept as it is");
+            return Ok(false);
+        }
+        _ => {}
+    }
+    std::fs::create_dir_all(memories).ctx("cannot create", memories)?;
+    crate::base::durable::write_atomic(&path, want.as_bytes())?;
+    Ok(true)
 }
 
 #[cfg(test)]

@@ -105,3 +105,38 @@ impl Fts5 {
             .collect()
     }
 }
+
+impl Fts5 {
+    /// Times one autocommit insert per text into a fresh FTS5 table
+    /// (`synchronous = OFF`: not durable, the floor a durable write is
+    /// compared against); sorted.
+    pub fn time_single_inserts(
+        path: &std::path::Path,
+        texts: &[String],
+    ) -> Vec<std::time::Duration> {
+        let conn = rusqlite::Connection::open(path).unwrap();
+        conn.execute_batch(
+            "PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF; CREATE VIRTUAL TABLE f USING fts5(body);",
+        )
+        .unwrap();
+        let mut stmt = conn.prepare("INSERT INTO f (body) VALUES (?)").unwrap();
+        let mut out: Vec<std::time::Duration> = texts
+            .iter()
+            .map(|t| {
+                let start = std::time::Instant::now();
+                let terms: Vec<String> = tokenize(t).into_iter().map(|t| t.text).collect();
+                stmt.execute([terms.join(" ")]).unwrap();
+                start.elapsed()
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// Folds the write-ahead log into the database file (to measure its size).
+    pub fn checkpoint(&self) {
+        self.conn
+            .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+            .unwrap();
+    }
+}

@@ -156,7 +156,7 @@ pub fn write_all(hub: &Hub, items: &[Item]) {
             .iter()
             .map(|i| WriteRequest::new(Scene::parse(i.scene).unwrap(), i.text.clone(), "bench"))
             .collect();
-        for r in hub.write_batch(reqs).unwrap() {
+        for r in hub.append_batch(reqs).unwrap() {
             r.unwrap();
         }
     }

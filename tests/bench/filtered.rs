@@ -68,7 +68,7 @@ pub fn run(n: usize, nq: usize) -> Vec<Row> {
         ),
     ];
     let search = |filter: &Filter, q: &String| {
-        hub.search(&SearchRequest {
+        hub.search_filtered(&SearchRequest {
             query: q.clone(),
             filter: filter.clone(),
             limit: Some(10),

@@ -48,7 +48,8 @@ impl Model {
 }
 
 /// One keep-alive HTTP/1.1 connection.
-struct Client {
+pub struct Client {
+    addr: SocketAddr,
     reader: BufReader<TcpStream>,
     token: String,
     /// The `Host` header: the loopback address itself (memd refuses other names).
@@ -56,10 +57,11 @@ struct Client {
 }
 
 impl Client {
-    fn connect(addr: SocketAddr, token: &str) -> Client {
+    pub fn connect(addr: SocketAddr, token: &str) -> Client {
         let stream = TcpStream::connect(addr).unwrap();
         stream.set_nodelay(true).unwrap();
         Client {
+            addr,
             reader: BufReader::new(stream),
             token: token.to_string(),
             host: addr.to_string(),
@@ -67,7 +69,7 @@ impl Client {
     }
 
     /// POSTs a JSON body and returns the status and response body.
-    fn post(&mut self, path: &str, body: &str) -> (u16, Vec<u8>) {
+    pub fn post(&mut self, path: &str, body: &str) -> (u16, Vec<u8>) {
         let req = format!(
             "POST {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\n\
              Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
@@ -75,28 +77,95 @@ impl Client {
             self.token,
             body.len()
         );
-        self.reader.get_mut().write_all(req.as_bytes()).unwrap();
+        self.request(&req)
+    }
+
+    /// GETs `path` and returns the status and response body.
+    pub fn get(&mut self, path: &str) -> (u16, Vec<u8>) {
+        let req = format!(
+            "GET {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\n\r\n",
+            self.host, self.token
+        );
+        self.request(&req)
+    }
+
+    /// Sends `req`; a connection the server closed while it sat idle is
+    /// opened again once.
+    fn request(&mut self, req: &str) -> (u16, Vec<u8>) {
+        self.try_request(req)
+            .or_else(|_| {
+                *self = Client::connect(self.addr, &self.token);
+                self.try_request(req)
+            })
+            .unwrap_or_else(|e| panic!("HTTP request failed: {e}"))
+    }
+
+    /// POSTs a JSON body; an I/O or framing error instead of a panic (the
+    /// connection is then unusable: connect again).
+    pub fn try_post(&mut self, path: &str, body: &str) -> std::io::Result<(u16, Vec<u8>)> {
+        let req = format!(
+            "POST {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            self.host,
+            self.token,
+            body.len()
+        );
+        self.try_request(&req)
+    }
+
+    fn try_request(&mut self, req: &str) -> std::io::Result<(u16, Vec<u8>)> {
+        let bad = |what: String| std::io::Error::new(std::io::ErrorKind::InvalidData, what);
+        self.reader.get_mut().write_all(req.as_bytes())?;
         let mut status = 0;
         let mut length = 0usize;
+        let mut chunked = false;
         let mut line = String::new();
         loop {
             line.clear();
-            self.reader.read_line(&mut line).unwrap();
+            if self.reader.read_line(&mut line)? == 0 {
+                return Err(bad("connection closed".into()));
+            }
             let l = line.trim_end();
             if l.is_empty() {
                 break;
             }
             if status == 0 {
-                status = l.split_whitespace().nth(1).unwrap().parse().unwrap();
-            } else if let Some((k, v)) = l.split_once(':')
-                && k.eq_ignore_ascii_case("content-length")
-            {
-                length = v.trim().parse().unwrap();
+                status = l
+                    .split_whitespace()
+                    .nth(1)
+                    .and_then(|s| s.parse().ok())
+                    .ok_or_else(|| bad(format!("bad status line {l:?}")))?;
+            } else if let Some((k, v)) = l.split_once(':') {
+                if k.eq_ignore_ascii_case("content-length") {
+                    length = v
+                        .trim()
+                        .parse()
+                        .map_err(|_| bad(format!("bad length {v:?}")))?;
+                } else if k.eq_ignore_ascii_case("transfer-encoding")
+                    && v.trim().eq_ignore_ascii_case("chunked")
+                {
+                    chunked = true;
+                }
             }
         }
-        let mut buf = vec![0; length];
-        self.reader.read_exact(&mut buf).unwrap();
-        (status, buf)
+        if !chunked {
+            let mut buf = vec![0; length];
+            self.reader.read_exact(&mut buf)?;
+            return Ok((status, buf));
+        }
+        let mut buf = Vec::new();
+        loop {
+            line.clear();
+            self.reader.read_line(&mut line)?;
+            let size = usize::from_str_radix(line.trim_end().split(';').next().unwrap_or(""), 16)
+                .map_err(|_| bad(format!("bad chunk size {line:?}")))?;
+            let mut chunk = vec![0; size + 2];
+            self.reader.read_exact(&mut chunk)?;
+            if size == 0 {
+                return Ok((status, buf));
+            }
+            buf.extend_from_slice(&chunk[..size]);
+        }
     }
 }
 
@@ -204,6 +273,7 @@ fn run_with(n: usize, nq: usize, model: Model, fulltext_only: bool) -> Vec<Row> 
             scopes: Vec::new(),
             scenes: corpus::SCENES.iter().map(|s| s.to_string()).collect(),
         },
+        chrono::Utc::now(),
     )
     .unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -253,7 +323,7 @@ fn run_with(n: usize, nq: usize, model: Model, fulltext_only: bool) -> Vec<Row> 
                 qs,
                 || (),
                 |_, q| {
-                    hub.search(&SearchRequest {
+                    hub.search_filtered(&SearchRequest {
                         query: q.into(),
                         filter: Filter::all(),
                         limit: Some(10),

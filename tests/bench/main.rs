@@ -21,9 +21,11 @@ mod baseline;
 mod corpus;
 mod filtered;
 mod http;
+mod issue;
 mod peers;
 mod quality;
 mod reindex;
+mod soak;
 mod vectors;
 mod writes;
 
@@ -164,7 +166,7 @@ fn run(n: usize, nq: usize) -> Vec<Row> {
     let single = 300.min(n);
     let t = Instant::now();
     for item in &items[..single] {
-        hub.write(req(item)).unwrap();
+        hub.append(req(item)).unwrap();
     }
     let memd_single = single as f64 / t.elapsed().as_secs_f64();
     let lines: Vec<String> = items[..single]
@@ -187,7 +189,7 @@ fn run(n: usize, nq: usize) -> Vec<Row> {
             let items = &items;
             s.spawn(move || {
                 for item in items[single..].iter().skip(c).step_by(8).take(40) {
-                    hub.write(req(item)).unwrap();
+                    hub.append(req(item)).unwrap();
                 }
             });
         }
@@ -204,7 +206,7 @@ fn run(n: usize, nq: usize) -> Vec<Row> {
     let rest = &items[(single + 320).min(n)..];
     let t = Instant::now();
     for chunk in rest.chunks(1000) {
-        for r in hub.write_batch(chunk.iter().map(req).collect()).unwrap() {
+        for r in hub.append_batch(chunk.iter().map(req).collect()).unwrap() {
             r.unwrap();
         }
     }
@@ -235,7 +237,7 @@ fn run(n: usize, nq: usize) -> Vec<Row> {
     let fts = baseline::Fts5::build(&tmp.path().join("fts5.db"), &texts);
     for threads in [1, 8] {
         let memd = latencies(threads, &queries, |q| {
-            hub.search(&SearchRequest {
+            hub.search_filtered(&SearchRequest {
                 query: q.into(),
                 filter: Filter::all(),
                 limit: Some(10),
@@ -315,6 +317,39 @@ fn run(n: usize, nq: usize) -> Vec<Row> {
 }
 
 fn main() {
+    if let Some(seconds) = arg("--soak") {
+        let seconds: u64 = seconds.parse().expect("--soak takes seconds");
+        let warmup: u64 =
+            arg("--warmup").map_or(300, |s| s.parse().expect("--warmup takes seconds"));
+        let sample: u64 =
+            arg("--sample").map_or(10, |s| s.parse().expect("--sample takes seconds"));
+        let facts: usize =
+            arg("--facts").map_or(2000, |s| s.parse().expect("--facts takes a number"));
+        let json = arg("--json").unwrap_or_else(|| "target/bench/soak.json".into());
+        let ok = soak::run(seconds, warmup, sample, facts, std::path::Path::new(&json));
+        std::process::exit(if ok { 0 } else { 1 });
+    }
+    if std::env::args().any(|a| a == "--table") {
+        let n: usize = arg("--facts").map_or(10_000, |s| {
+            s.parse().expect("--facts takes one number with --table")
+        });
+        let nq: usize =
+            arg("--queries").map_or(500, |s| s.parse().expect("--queries takes a number"));
+        println!("\n## Performance table: {n} facts, {nq} queries\n");
+        let rows = issue::run(n, nq);
+        let json = arg("--json").unwrap_or_else(|| "target/bench/table.json".into());
+        let path = std::path::Path::new(&json);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        std::fs::write(
+            path,
+            serde_json::to_string_pretty(&issue::to_json(n, &rows)).unwrap(),
+        )
+        .unwrap();
+        println!("\nwrote {}", path.display());
+        return;
+    }
     let sizes: Vec<usize> = arg("--facts")
         .unwrap_or_else(|| "10000,100000".into())
         .split(',')

@@ -77,7 +77,7 @@ pub fn run(n: usize, nq: usize, real_model: bool) -> Vec<Row> {
             })
             .collect();
         ids.extend(
-            hub.write_batch(reqs)
+            hub.append_batch(reqs)
                 .unwrap()
                 .into_iter()
                 .map(|r| r.unwrap().id),
@@ -90,7 +90,7 @@ pub fn run(n: usize, nq: usize, real_model: bool) -> Vec<Row> {
         .collect();
     let memd = |mode: SearchMode, min_score: Option<f32>| {
         recall(&queries, |q| {
-            hub.search(&SearchRequest {
+            hub.search_filtered(&SearchRequest {
                 query: q.into(),
                 filter: Filter::all(),
                 limit: Some(5),

@@ -314,7 +314,7 @@ pub fn run(n: usize, nq: usize) -> Vec<Row> {
             Some(ms(coarse.0) / ms(exact.0).max(1e-6)),
         ));
         let search = |mode: SearchMode, q: &String| {
-            hub.search(&SearchRequest {
+            hub.search_filtered(&SearchRequest {
                 query: q.clone(),
                 filter: filter.clone(),
                 limit: Some(10),

@@ -100,7 +100,7 @@ pub fn run(n: usize, writes: usize, real: bool, embed_ms: u64) -> Vec<Row> {
                 let req =
                     WriteRequest::new(Scene::parse(i.scene).unwrap(), i.text.clone(), "bench");
                 let t = Instant::now();
-                hub.write(req).unwrap();
+                hub.append(req).unwrap();
                 t.elapsed()
             })
             .collect();
@@ -118,7 +118,7 @@ pub fn run(n: usize, writes: usize, real: bool, embed_ms: u64) -> Vec<Row> {
             s.spawn(move || {
                 let mut i = t;
                 while !stop.load(Ordering::Relaxed) {
-                    hub.search(&SearchRequest {
+                    hub.search_filtered(&SearchRequest {
                         query: queries[i % queries.len()].clone(),
                         filter: Filter::all(),
                         limit: Some(10),

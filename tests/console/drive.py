@@ -165,6 +165,14 @@ def owner_flow(args):
         check("the new version lists the old one in its history", any(keep in h for h in history), history)
         check("the new version shows the new text", "雨伞" in d.find_element(By.ID, "m-text").text)
 
+        # The old version's page is history: it names the newest, offers a restore, no edit or forget.
+        go(d, args, "/memory/" + keep, "#superseded-note")
+        links = [a.get_attribute("href") for a in d.find_elements(By.CSS_SELECTOR, "#newest-link a")]
+        check("an old version names the newest", any(newer in h for h in links), links)
+        check("an old version cannot be edited or forgotten",
+              not d.find_elements(By.CSS_SELECTOR, "#edit-go, #forget-go"))
+        check("an old version offers a restore", bool(d.find_elements(By.CSS_SELECTOR, "#restore-go")))
+
         # Forget another, with a reason.
         go(d, args, "/memory/" + drop, "#forget-go")
         d.find_element(By.ID, "forget-reason").send_keys("号码已过期")

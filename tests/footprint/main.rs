@@ -16,7 +16,10 @@
 //!    model as in 2. Its RSS is what serving N memories takes, without what
 //!    writing them left in the allocator of the first process.
 //! 4. `--embed M` facts (default 10000) embedded cold by `Hub::embed_pending`
-//!    through the real model in a fresh hub (wall and CPU time).
+//!    through the real model in a fresh hub (wall and CPU time), after the
+//!    embedder alone on up to 2000 of them: one run per text against
+//!    length-sorted batches of `--batch-tokens T` padded tokens (default the
+//!    embedder's), with the lowest cosine between the two vectors of a text.
 #![allow(clippy::print_stdout)]
 
 #[path = "../bench/corpus.rs"]
@@ -74,7 +77,7 @@ fn cpu_seconds() -> f64 {
 /// Runs each query as a hybrid search over every scene, top 10.
 fn hybrid_searches(hub: &Hub, queries: &[String]) {
     for q in queries {
-        hub.search(&SearchRequest {
+        hub.search_filtered(&SearchRequest {
             query: q.clone(),
             filter: Filter::all(),
             limit: Some(10),
@@ -222,6 +225,44 @@ fn main() {
     }
     let status = child.status().expect("cannot start the reopening child");
     assert!(status.success(), "the reopening child failed: {status}");
+
+    // 5 (first, on a quiet process). The embedder alone: one run per text
+    // against length-sorted batches of `--batch-tokens` padded tokens.
+    if m > 0 {
+        let budget: usize = arg("--batch-tokens")
+            .map_or(memory_hub::embed::onnx::BATCH_TOKENS, |v| {
+                v.parse().expect("--batch-tokens T")
+            });
+        let texts: Vec<String> = corpus::generate(m.min(2000), 44)
+            .into_iter()
+            .map(|i| i.text)
+            .collect();
+        let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let mut per_text = Vec::new();
+        for (label, tokens) in [("one run per text", 1), ("batched", budget)] {
+            let e5 = OnnxEmbedder::load(&config.embedder)
+                .expect("the model is installed by scripts/setup.sh")
+                .with_batch_tokens(tokens);
+            let cpu = cpu_seconds();
+            let t = Instant::now();
+            let vectors = e5.index_passages(&texts).unwrap();
+            let wall = t.elapsed().as_secs_f64();
+            let cpu = cpu_seconds() - cpu;
+            per_text.push(vectors);
+            println!(
+                "| embed {} texts, {label} ({tokens} padded tokens per run) | {:.0} texts/s | {:.2} ms CPU per text, {wall:.1} s wall |",
+                texts.len(),
+                texts.len() as f64 / wall,
+                cpu * 1000.0 / texts.len() as f64
+            );
+        }
+        let worst = per_text[0]
+            .iter()
+            .zip(&per_text[1])
+            .map(|(a, b)| a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>())
+            .fold(1.0f32, f32::min);
+        println!("| lowest cosine between a text's vector alone and batched | {worst:.4} | — |");
+    }
 
     // 4. Cold embedding throughput through the hub's own path.
     if m > 0 {

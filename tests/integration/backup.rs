@@ -63,9 +63,10 @@ fn restore_drill_is_byte_identical_and_searches_the_same() {
                 "test",
             );
             req.tags = vec![format!("n{i}")];
-            ids.push(hub.write(req).unwrap().id);
+            ids.push(hub.append(req).unwrap().id);
         }
-        hub.forget(&ids[3], None, "test", &Filter::all()).unwrap();
+        hub.tombstone(&ids[3], None, "test", &Filter::all())
+            .unwrap();
         QUERIES
             .iter()
             .map(|q| search_ids(&hub, q, 10))

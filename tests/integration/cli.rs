@@ -211,7 +211,7 @@ fn bad_input_gets_a_stable_code_and_writes_nothing() {
             "tier",
         ),
         (&["search", "  "], "INVALID_INPUT", "query"),
-        (&["search", "x", "--limit", "500"], "INVALID_INPUT", "limit"),
+        (&["search", "x", "--limit", "0"], "INVALID_INPUT", "limit"),
     ];
     for (args, code, needle) in cases {
         let mut all = args.to_vec();
@@ -226,6 +226,12 @@ fn bad_input_gets_a_stable_code_and_writes_nothing() {
         assert!(String::from_utf8_lossy(&out.stderr).contains(code));
     }
     assert!(root.journal_lines().is_empty());
+    // A limit above search.maxLimit is lowered to it, as over HTTP (one rule
+    // in the search use case), and the CLI says so on stderr.
+    let out = root.memd(&["search", "x", "--limit", "500"]);
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("500; max="), "{stderr}");
 }
 
 #[test]

@@ -265,6 +265,8 @@ fn console_in_headless_chromium() {
         "ok search hides the superseded version",
         "ok search hides the forgotten memory",
         "ok timeline marks the superseded version",
+        "ok an old version names the newest",
+        "ok an old version cannot be edited or forgotten",
         "ok kept memory leaves the inbox",
         "ok document raw HTML stays text",
         "ok a group token sees only its scene",

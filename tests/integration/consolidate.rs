@@ -25,11 +25,11 @@ fn chat(hub: &Hub, scene_name: &str, text: &str, importance: f32) -> String {
     req.stage = Stage::Short;
     req.importance = importance;
     req.expires_at = Some(Utc::now() + Duration::hours(24));
-    hub.write(req).unwrap().id
+    hub.append(req).unwrap().id
 }
 
 fn long(hub: &Hub, scene_name: &str, text: &str) -> String {
-    hub.write(WriteRequest::new(scene(scene_name), text, "main"))
+    hub.append(WriteRequest::new(scene(scene_name), text, "main"))
         .unwrap()
         .id
 }
@@ -182,7 +182,7 @@ fn stale_long_term_memories_are_reported_only() {
     let mut req = WriteRequest::new(scene("main"), "an old unimportant note", "main");
     req.importance = 0.2;
     req.ts = Some(Utc::now() - Duration::days(200));
-    let old = hub.write(req).unwrap().id;
+    let old = hub.append(req).unwrap().id;
     let fresh = long(&hub, "main", "a fresh note");
     let lines = root.journal_lines().len();
     let r = consolidate::run(&hub, &SleepConfig::default(), &options(false)).unwrap();
@@ -314,7 +314,7 @@ fn model_pass_applies_valid_operations_and_rollback_restores_search() {
         let party = chat(&hub, "qq:group:7", "群里说周五一起聚餐", 0.5);
         let mut req = WriteRequest::new(scene("main"), "保险箱的位置在书房", "main");
         req.privacy = Privacy::Secret;
-        let secret = hub.write(req).unwrap().id;
+        let secret = hub.append(req).unwrap().id;
         let ops = json!({ "operations": [
             { "op": "write", "from": [tea], "text": "主人喜欢无糖乌龙茶", "kind": "preference", "importance": 0.8 },
             { "op": "supersede", "id": moved, "text": "主人搬到了杭州" },
@@ -397,8 +397,10 @@ fn model_pass_applies_valid_operations_and_rollback_restores_search() {
         String::from_utf8_lossy(&out.stderr)
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("2 forgotten, 1 restored"), "{stdout}");
-    assert_eq!(root.journal_lines().len(), lines + 3, "append-only");
+    // Restored: the forgotten reminder, and the memory the run superseded
+    // (forgetting the run's new version alone does not bring it back).
+    assert!(stdout.contains("2 forgotten, 2 restored"), "{stdout}");
+    assert_eq!(root.journal_lines().len(), lines + 4, "append-only");
     let hub = root.hub();
     let restored: Vec<Vec<String>> = queries.iter().map(|q| search_ids(&hub, q, 10)).collect();
     assert_eq!(
@@ -418,10 +420,10 @@ fn model_pass_through_a_command_and_its_failures() {
     cfg.model.kind = ModelKind::Command;
     let mut req = WriteRequest::new(scene("main"), "主人的体检报告显示血压偏高", "main");
     req.privacy = Privacy::Personal;
-    let personal = hub.write(req).unwrap().id;
+    let personal = hub.append(req).unwrap().id;
     let mut req = WriteRequest::new(scene("main"), "主人的名字叫小林", "main");
     req.tier = Some(memory_hub::model::Tier::T0);
-    let pinned = hub.write(req).unwrap().id;
+    let pinned = hub.append(req).unwrap().id;
     let answer = json!({"operations": [
         {"op": "write", "from": [note], "text": "主人周末爬山"},
         {"op": "write", "from": [personal], "text": "主人血压偏高", "privacy": "normal"},
@@ -618,6 +620,7 @@ fn serve_runs_the_enabled_sleep_job_and_health_reports_it() {
             preset: Some("dsh-desktop".into()),
             ..Default::default()
         },
+        chrono::Utc::now(),
     )
     .unwrap();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_memd"))
@@ -660,7 +663,7 @@ fn a_fact_restored_in_a_later_month_survives_a_reindex() {
             "main",
         );
         req.ts = Some(Utc::now() - Duration::days(40));
-        let old = hub.write(req).unwrap().id;
+        let old = hub.append(req).unwrap().id;
         let mut cfg = SleepConfig::default();
         cfg.model.kind = ModelKind::Command;
         let answer = json!({"operations": [{"op": "forget", "id": old}]});
@@ -702,7 +705,7 @@ fn openai_cfg(base_url: String) -> SleepConfig {
 fn write_as(hub: &Hub, scene_name: &str, text: &str, privacy: Privacy) -> String {
     let mut req = WriteRequest::new(scene(scene_name), text, "main");
     req.privacy = privacy;
-    hub.write(req).unwrap().id
+    hub.append(req).unwrap().id
 }
 
 #[test]
@@ -804,14 +807,14 @@ fn group_evidence_cannot_touch_other_scenes_owner_or_pinned_memories() {
     // In the group: the owner's own line, a pinned note, and another member's line.
     let mut req = WriteRequest::new(scene("qq:group:7"), "owner said he likes hotpot", "qq");
     req.subject = memory_hub::model::Subject::Owner;
-    let owner_in_group = hub.write(req).unwrap().id;
+    let owner_in_group = hub.append(req).unwrap().id;
     let mut req = WriteRequest::new(scene("qq:group:7"), "group rule: no spam", "qq");
     req.subject = memory_hub::model::Subject::Other;
     req.tier = Some(memory_hub::model::Tier::T0);
-    let pinned_in_group = hub.write(req).unwrap().id;
+    let pinned_in_group = hub.append(req).unwrap().id;
     let mut req = WriteRequest::new(scene("qq:group:7"), "alice is moving to Beijing", "qq");
     req.subject = memory_hub::model::Subject::Other;
-    let alice = hub.write(req).unwrap().id;
+    let alice = hub.append(req).unwrap().id;
     let group_ops = json!({ "operations": [
         { "op": "forget", "id": owner_main, "reason": "a member said so" },
         { "op": "supersede", "id": owner_main, "text": "the owner moved to Beijing" },
@@ -875,4 +878,268 @@ fn group_evidence_cannot_touch_other_scenes_owner_or_pinned_memories() {
     });
     let r = consolidate::run(&hub, &openai_cfg(base_url), &options(false)).unwrap();
     assert_eq!(r.superseded.len(), 1, "{r:#?}");
+}
+
+// --- Issue "Everyday correctness", item 4: consolidation writes what the person meant. ---
+
+/// Thursday 2026-12-03, 10:00 in China.
+const THURSDAY: &str = "2026-12-03T10:00:00+08:00";
+
+/// Ingests a message from the owner into `qq:owner`, sent at `sent_at`.
+fn said(hub: &Hub, message_id: &str, text: &str, sent_at: &str) -> String {
+    hub.ingest(
+        &hub.operator(),
+        memory_hub::api::IngestBody {
+            scene: Some("qq:owner".into()),
+            message_id: message_id.into(),
+            text: text.into(),
+            sender: None,
+            from_owner: true,
+            from_self: false,
+            sent_at: Some(DateTime::parse_from_rfc3339(sent_at).unwrap()),
+            ttl_hours: Some(168),
+            session: None,
+        },
+    )
+    .unwrap()
+    .id
+    .expect("stored")
+}
+
+/// The promotion of chat line `from` in a report.
+fn promoted_from<'a>(r: &'a report::RunReport, from: &str) -> &'a report::Promotion {
+    r.promoted
+        .iter()
+        .find(|p| p.from == from)
+        .unwrap_or_else(|| panic!("{from} not promoted: {r:#?}"))
+}
+
+#[test]
+fn issue_4_a_relative_date_becomes_the_date_the_person_meant() {
+    let root = TempRoot::new();
+    let hub = root.hub();
+    let chat = said(&hub, "m1", "下周五是我妈妈的生日，千万记住", THURSDAY);
+    let r = consolidate::run(&hub, &SleepConfig::default(), &options(false)).unwrap();
+    let p = promoted_from(&r, &chat);
+    let id = p.id.clone().unwrap();
+    // Before: "下周五是主人的妈妈的生日", no `time`, stamped with the run's time.
+    let line = fact_line(&root, &id);
+    assert_eq!(
+        line["text"], "2026-12-11（周五）是主人的妈妈的生日",
+        "{line}"
+    );
+    assert_eq!(line["time"], "2026-12-11", "{line}");
+    assert_eq!(line["time_at"], "2026-12-11T00:00:00Z", "{line}");
+    // A birthday named by its day is a fact, not a passing event, and not chat.
+    assert_eq!(line["kind"], "fact");
+    assert_eq!(line["stage"], "long");
+    // Read a week later (or any time), the memory names the same Friday.
+    let m = hub
+        .fetch(&id, &memory_hub::index::filter::Filter::all())
+        .unwrap();
+    assert!(
+        m.text.contains("2026-12-11") && !m.text.contains("下周"),
+        "{}",
+        m.text
+    );
+    assert_eq!(
+        m.setting.time_at.unwrap().to_rfc3339(),
+        "2026-12-11T00:00:00+00:00"
+    );
+}
+
+#[test]
+fn issue_4_the_senders_day_decides_what_tomorrow_is() {
+    let root = TempRoot::new();
+    let hub = root.hub();
+    // 00:30 on Friday in China is still Thursday in UTC.
+    let chat = said(&hub, "m1", "记得明天带护照", "2026-12-04T00:30:00+08:00");
+    let r = consolidate::run(&hub, &SleepConfig::default(), &options(false)).unwrap();
+    let line = fact_line(&root, promoted_from(&r, &chat).id.as_ref().unwrap());
+    assert_eq!(line["text"], "2026-12-05（周六）带护照", "{line}");
+    assert_eq!(line["time"], "2026-12-05");
+}
+
+#[test]
+fn issue_4_cues_particles_plans_and_kinds() {
+    let root = TempRoot::new();
+    let hub = root.hub();
+    let cases = [
+        // (said, text written, kind, time, tier)
+        (
+            "记得下周五交季度报告",
+            "2026-12-11（周五）交季度报告",
+            "event",
+            "2026-12-11",
+            "t3",
+        ),
+        ("我搬家到杭州啦", "主人搬家到杭州", "fact", THURSDAY, "t2"),
+        (
+            "周六不去聚餐了，要加班",
+            "2026-12-05（周六）不去聚餐了，要加班",
+            "event",
+            "2026-12-05",
+            "t3",
+        ),
+        (
+            "I'm working late tonight",
+            "The owner is working late on the evening of 2026-12-03 (Thursday)",
+            "event",
+            "2026-12-03",
+            "t3",
+        ),
+        (
+            "我喜欢喝乌龙茶，不加糖哦",
+            "主人喜欢喝乌龙茶，不加糖",
+            "preference",
+            THURSDAY,
+            "t2",
+        ),
+    ];
+    let ids: Vec<String> = cases
+        .iter()
+        .enumerate()
+        .map(|(i, c)| said(&hub, &format!("m{i}"), c.0, THURSDAY))
+        .collect();
+    let r = consolidate::run(&hub, &SleepConfig::default(), &options(false)).unwrap();
+    for (id, (text, want, kind, time, tier)) in ids.iter().zip(cases) {
+        let line = fact_line(&root, promoted_from(&r, id).id.as_ref().unwrap());
+        assert_eq!(
+            (
+                line["text"].as_str(),
+                line["kind"].as_str(),
+                line["time"].as_str(),
+                line["tier"].as_str()
+            ),
+            (Some(want), Some(kind), Some(time), Some(tier)),
+            "{text}: {line}"
+        );
+    }
+    // Nothing promoted keeps `kind: chat`; every promotion carries a time.
+    for id in &r.written {
+        let line = fact_line(&root, id);
+        assert_ne!(line["kind"], "chat", "{line}");
+        assert!(line["time_at"].is_string(), "{line}");
+    }
+    // Rollback still restores exactly: the promotions leave, the chat stays.
+    let undone = rollback(&hub, &Target::Run(r.run.clone()), false).unwrap();
+    assert_eq!(undone.forgotten.len(), ids.len());
+    for id in &ids {
+        assert_eq!(
+            hub.fetch(id, &memory_hub::index::filter::Filter::all())
+                .unwrap()
+                .stage,
+            Stage::Short
+        );
+    }
+}
+
+#[tokio::test]
+async fn issue_4_a_recall_in_the_first_hour_counts() {
+    let api = Api::new();
+    let owner = api.token("o", "qq-owner");
+    let sent = Utc::now().to_rfc3339();
+    let ingest = |n: &'static str, text: &'static str| {
+        let body = json!({"message_id": n, "text": text, "sent_at": sent});
+        let (api, owner) = (&api, &owner);
+        async move {
+            let v = api.ok("/v1/ingest", owner, body).await;
+            v["id"].as_str().unwrap().to_string()
+        }
+    };
+    let recalled = ingest("1", "那家店的招牌是酸菜鱼").await;
+    // Recalled a minute after it was said.
+    let r = api
+        .ok("/v1/recall", &owner, json!({"messages": ["酸菜鱼"]}))
+        .await;
+    assert!(r["hits"].to_string().contains(&recalled), "{r}");
+    // A second recall right away writes nothing more.
+    let lines = api.root.journal_lines().len();
+    api.ok("/v1/recall", &owner, json!({"messages": ["酸菜鱼"]}))
+        .await;
+    assert_eq!(api.root.journal_lines().len(), lines);
+    // Said as well, never recalled.
+    ingest("2", "楼下新开了一家面包店").await;
+    let ids = [recalled];
+    let run = consolidate::run(&api.hub, &SleepConfig::default(), &options(false)).unwrap();
+    let from: Vec<&str> = run.promoted.iter().map(|p| p.from.as_str()).collect();
+    assert_eq!(from, [ids[0].as_str()], "{run:#?}");
+    assert!(run.promoted[0].reason.contains("recalled"), "{run:#?}");
+}
+
+#[test]
+fn issue_4_the_model_pass_gets_when_and_writes_absolute_dates() {
+    let root = TempRoot::new();
+    let hub = root.hub();
+    let chat = said(&hub, "m1", "下周五是我妈妈的生日", THURSDAY);
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("input.json");
+    // The model echoes the relative date and calls it chat, as small models do.
+    let answer = json!({"operations": [
+        {"op": "write", "from": [chat], "text": "下周五是主人妈妈的生日", "kind": "chat"},
+    ]});
+    let mut cfg = SleepConfig::default();
+    cfg.model.kind = ModelKind::Command;
+    cfg.model.command = vec![
+        "sh".into(),
+        "-c".into(),
+        format!("cat >'{}'; echo '{answer}'", input.display()),
+    ];
+    let r = consolidate::run(&hub, &cfg, &options(false)).unwrap();
+    let sent: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&input).unwrap()).unwrap();
+    assert_eq!(
+        sent["memories"][0]["time"], "2026-12-03T10:00:00+08:00",
+        "{sent}"
+    );
+    assert_eq!(r.written.len(), 1, "{r:#?}");
+    let line = fact_line(&root, &r.written[0]);
+    assert_eq!(line["text"], "2026-12-11（周五）是主人妈妈的生日");
+    assert_eq!(line["time"], "2026-12-11");
+    assert_eq!(line["kind"], "fact");
+}
+
+/// Issue item 7: the model pass wrote `kind: category` (a pinned, always
+/// injected memory) from a group's chat. The writer refuses a pin from
+/// evidence outside the owner's audiences, and a tier rule that would pin
+/// such a memory gives t1; the owner's own scene may still pin.
+#[test]
+fn group_evidence_cannot_pin_a_memory() {
+    let root = TempRoot::new();
+    let hub = root.hub();
+    let mut req = WriteRequest::new(scene("qq:group:7"), "alice posts the weekly schedule", "qq");
+    req.subject = memory_hub::model::Subject::Other;
+    let alice = hub.append(req).unwrap().id;
+    let owner_note = long(&hub, "main", "the owner reviews every pull request himself");
+    let group_ops = json!({ "operations": [
+        { "op": "write", "from": [alice], "text": "group rule: everyone follows alice's schedule", "kind": "category" },
+        { "op": "write", "from": [alice], "text": "the group security policy is alice's schedule", "kind": "fact" },
+    ]})
+    .to_string();
+    let main_ops = json!({ "operations": [
+        { "op": "write", "from": [owner_note], "text": "standing rule: every pull request gets the owner's review", "kind": "category" },
+    ]})
+    .to_string();
+    let (base_url, _) = fake_model_with(move |scene| match scene {
+        "qq:group:7" => group_ops.clone(),
+        "main" => main_ops.clone(),
+        _ => r#"{"operations": []}"#.into(),
+    });
+    let r = consolidate::run(&hub, &openai_cfg(base_url), &options(false)).unwrap();
+    let reasons: Vec<&str> = r.rejected.iter().map(|x| x.reason.as_str()).collect();
+    assert_eq!(reasons.len(), 1, "{r:#?}");
+    assert!(
+        reasons[0].contains("may not pin") && reasons[0].contains("qq:group:7"),
+        "{reasons:?}"
+    );
+    assert_eq!(r.written.len(), 2, "{r:#?}");
+    let lines: Vec<serde_json::Value> = r.written.iter().map(|id| fact_line(&root, id)).collect();
+    let group_fact = lines.iter().find(|l| l["scene"] == "qq:group:7").unwrap();
+    assert_eq!(group_fact["kind"], "fact");
+    assert_eq!(
+        group_fact["tier"], "t1",
+        "\"security policy\" pins a memory written by hand, never one from group evidence"
+    );
+    let main_fact = lines.iter().find(|l| l["scene"] == "main").unwrap();
+    assert_eq!(main_fact["kind"], "category");
 }

@@ -14,12 +14,12 @@ fn turn(hub: &Hub, scene_name: &str, session: &str, text: &str, privacy: Privacy
     let mut req = WriteRequest::new(scene(scene_name), text, "test");
     req.privacy = privacy;
     req.setting = Setting::from_input(Some("1:56 pm on 8 May, 2023"), Some(session), Some("Mel"));
-    hub.write(req).unwrap().id
+    hub.append(req).unwrap().id
 }
 
 /// Ids and scores of a full-text search.
 fn scored(hub: &Hub, query: &str, filter: Filter) -> Vec<(String, f32)> {
-    hub.search(&SearchRequest {
+    hub.search_filtered(&SearchRequest {
         query: query.into(),
         filter,
         limit: Some(10),
@@ -44,7 +44,7 @@ fn a_hidden_turn_between_two_readable_ones_changes_nothing_a_reader_sees() {
         let mut req = WriteRequest::new(scene("main"), text, "test");
         req.privacy = privacy;
         req.setting = Setting::from_input(Some(time), Some("p"), Some("Mel"));
-        hub.write(req).unwrap().id
+        hub.append(req).unwrap().id
     };
     at(
         "2023-05-08T10:00:00Z",
@@ -120,7 +120,7 @@ fn a_turn_is_found_by_the_words_of_its_neighbours_but_ranks_below_the_turn_that_
     );
     assert!(!hits.contains(&other));
     // The stored text is unchanged: context is an index field only.
-    let got = hub.get(&b, &Filter::all()).unwrap();
+    let got = hub.fetch(&b, &Filter::all()).unwrap();
     assert_eq!(got.text, "That is wonderful news, congratulations");
     assert_eq!(got.setting.session.as_deref(), Some("s1"));
     assert_eq!(got.setting.speaker.as_deref(), Some("Mel"));
@@ -162,14 +162,15 @@ fn a_neighbour_of_another_privacy_lends_no_words_and_a_forgotten_one_stops_lendi
         search_with(&hub, "lunch", normal_only()),
         vec![after.clone(), before.clone()]
     );
-    hub.forget(&private, None, "test", &Filter::all()).unwrap();
+    hub.tombstone(&private, None, "test", &Filter::all())
+        .unwrap();
     assert!(search_with(&hub, "zebrafish", Filter::all()).is_empty());
     assert_eq!(
         search_with(&hub, "lunch", normal_only()),
         vec![after.clone(), before.clone()]
     );
     // Forgetting a turn removes its words from its neighbours' context.
-    hub.forget(&after, None, "test", &Filter::all()).unwrap();
+    hub.tombstone(&after, None, "test", &Filter::all()).unwrap();
     assert!(search_with(&hub, "lunch", Filter::all()).is_empty());
 }
 
@@ -195,7 +196,7 @@ fn a_superseded_turn_lends_no_words() {
     let mut fix = WriteRequest::new(scene("main"), "The meeting is in Porto", "test");
     fix.supersedes = Some(a.clone());
     fix.setting = Setting::from_input(None, Some("other"), None);
-    hub.write(fix).unwrap();
+    hub.append(fix).unwrap();
     assert!(search_ids(&hub, "lisbon", 10).is_empty());
 }
 
@@ -224,7 +225,8 @@ fn rebuilt_context_equals_the_incremental_one() {
             };
             ids.push(turn(&hub, "main", &format!("s{}", i / 3), text, privacy));
         }
-        hub.forget(&ids[4], None, "test", &Filter::all()).unwrap();
+        hub.tombstone(&ids[4], None, "test", &Filter::all())
+            .unwrap();
         queries.iter().map(|q| search_ids(&hub, q, 10)).collect()
     };
     assert!(
@@ -252,7 +254,7 @@ fn a_date_in_the_query_ranks_memories_from_then_higher() {
         let text = format!("Went hiking with the dog, take {n}");
         let mut req = WriteRequest::new(scene("main"), text, "test");
         req.setting = Setting::from_input(Some(time), None, None);
-        ids.push(hub.write(req).unwrap().id);
+        ids.push(hub.append(req).unwrap().id);
     }
     let first = |q: &str| search_ids(&hub, q, 10).first().cloned();
     assert_eq!(
@@ -320,22 +322,24 @@ async fn http_write_keeps_the_event_time_session_and_speaker_and_refuses_bad_one
 }
 
 fn ingest(hub: &Hub, id: &str, text: &str, sent_at: &str, session: Option<&str>) -> String {
-    let sent_at = chrono::DateTime::parse_from_rfc3339(sent_at)
-        .unwrap()
-        .with_timezone(&chrono::Utc);
-    hub.ingest(memory_hub::hub::IngestRequest {
-        scene: scene("qq:group:1"),
-        message_id: id.into(),
-        text: text.into(),
-        sender_id: Some("42".into()),
-        sender_name: Some("Li".into()),
-        from_owner: false,
-        from_self: false,
-        sent_at: Some(sent_at),
-        ttl: chrono::Duration::hours(24 * 7),
-        source: "qq".into(),
-        session: session.map(String::from),
-    })
+    let sent_at = chrono::DateTime::parse_from_rfc3339(sent_at).unwrap();
+    hub.ingest(
+        &hub.operator(),
+        memory_hub::api::IngestBody {
+            scene: Some("qq:group:1".into()),
+            message_id: id.into(),
+            text: text.into(),
+            sender: Some(memory_hub::api::Sender {
+                id: "42".into(),
+                name: Some("Li".into()),
+            }),
+            from_owner: false,
+            from_self: false,
+            sent_at: Some(sent_at),
+            ttl_hours: Some(24 * 7),
+            session: session.map(String::from),
+        },
+    )
     .unwrap()
     .id
     .unwrap()
@@ -356,11 +360,11 @@ fn ingested_chat_given_a_session_is_context_for_its_neighbours() {
     let answer = ingest(&hub, "m2", "好啊，几点出发", &day(2), Some(session));
     let next_day = ingest(&hub, "m3", "早上八点", &day(1), Some(&day(1)[..10]));
     let alone = ingest(&hub, "m4", "我也去", &day(2), None);
-    let got = hub.get(&answer, &Filter::all()).unwrap();
+    let got = hub.fetch(&answer, &Filter::all()).unwrap();
     assert_eq!(got.setting.speaker.as_deref(), Some("Li"));
     assert_eq!(got.setting.session.as_deref(), Some(session));
     assert_eq!(
-        hub.get(&alone, &Filter::all()).unwrap().setting.session,
+        hub.fetch(&alone, &Filter::all()).unwrap().setting.session,
         None
     );
     assert!(got.setting.time_at.is_some());
@@ -385,21 +389,25 @@ fn a_chat_message_is_never_refused_over_its_senders_name() {
         .enumerate()
     {
         let out = hub
-            .ingest(memory_hub::hub::IngestRequest {
-                scene: scene("qq:group:1"),
-                message_id: format!("m{i}"),
-                text: format!("the kettle is broken {i}"),
-                sender_id: Some("42".into()),
-                sender_name: Some(name),
-                from_owner: false,
-                from_self: false,
-                sent_at: None,
-                ttl: chrono::Duration::hours(24),
-                source: "qq".into(),
-                session: None,
-            })
+            .ingest(
+                &hub.operator(),
+                memory_hub::api::IngestBody {
+                    scene: Some("qq:group:1".into()),
+                    message_id: format!("m{i}"),
+                    text: format!("the kettle is broken {i}"),
+                    sender: Some(memory_hub::api::Sender {
+                        id: "42".into(),
+                        name: Some(name),
+                    }),
+                    from_owner: false,
+                    from_self: false,
+                    sent_at: None,
+                    ttl_hours: Some(24),
+                    session: None,
+                },
+            )
             .unwrap();
-        let got = hub.get(&out.id.unwrap(), &Filter::all()).unwrap();
+        let got = hub.fetch(&out.id.unwrap(), &Filter::all()).unwrap();
         let speaker = got.setting.speaker.unwrap();
         assert!(speaker.len() <= 200 && !speaker.chars().any(char::is_control));
     }

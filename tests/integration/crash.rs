@@ -92,7 +92,7 @@ fn kill_during_burst_loses_no_acknowledged_write() {
 
     let hub = root.hub();
     for id in &acked {
-        hub.get(id, &Filter::all())
+        hub.fetch(id, &Filter::all())
             .unwrap_or_else(|e| panic!("acknowledged {id} lost: {e}"));
     }
     let stats = hub.stats().unwrap();

@@ -13,7 +13,7 @@ use crate::support::{TempRoot, scene, search_ids_in, write};
 
 fn require_lexicon() {
     assert!(
-        memory_hub::embed::lexicon::lexicon().is_some(),
+        memory_hub::embed::dictionary::lexicon().is_some(),
         "the CC-CEDICT lexicon is installed by scripts/setup.sh (scripts/test.sh runs it)"
     );
 }
@@ -52,7 +52,7 @@ fn the_translated_pass_sees_only_what_the_filter_allows() {
     });
     for mode in [SearchMode::Fulltext, SearchMode::Hybrid] {
         let results = hub
-            .search(&SearchRequest {
+            .search_filtered(&SearchRequest {
                 query: "我想看魔术表演".into(),
                 filter: main_only.clone(),
                 limit: Some(10),
@@ -169,7 +169,7 @@ fn full_text_ranks_by_evidence_not_by_rank_position() {
         write(&hub, "main", text);
     }
     let results = hub
-        .search(&SearchRequest {
+        .search_filtered(&SearchRequest {
             query: "pottery class yesterday, made".into(),
             filter: Filter::all(),
             limit: Some(5),

@@ -89,7 +89,7 @@ fn a_missing_model_is_named() {
             .contains("/nonexistent/model"),
         "{model}"
     );
-    assert!(model["hint"].as_str().unwrap().contains("scripts/setup.sh"));
+    assert!(model["hint"].as_str().unwrap().contains("memd setup"));
 }
 
 #[test]
@@ -245,4 +245,47 @@ fn doctor_reads_documents_itself() {
         detail.starts_with("2 documents not indexed: link.md: symbolic link"),
         "{detail}"
     );
+}
+
+#[test]
+fn a_shallow_check_sees_a_missing_index_a_lagging_one_and_a_damaged_membership_table() {
+    let root = TempRoot::new();
+    {
+        let hub = root.hub();
+        write(&hub, "main", "shallow doctor memory");
+    }
+    let (code, report) = doctor(&root, &["--shallow"]);
+    assert_eq!(
+        (code, &report["ready"]),
+        (0, &serde_json::json!(true)),
+        "{report}"
+    );
+    assert_eq!(status(&report, "index"), "ok", "{report}");
+    assert_eq!(status(&report, "members"), "ok", "{report}");
+
+    // Lines the index has not applied: a warning with the byte count.
+    let facts = root.path().join("memories/facts/laptop-0a1b2c");
+    std::fs::create_dir_all(&facts).unwrap();
+    std::fs::write(
+        facts.join("2026-11.jsonl"),
+        r#"{"op":"put","v":1,"id":"fact-main-laptop-1","ts":"2026-11-30T08:00:00Z","scene":"main","kind":"note","stage":"long","text":"from the laptop","privacy":"normal","subject":"owner","source":"laptop","importance":0.5}
+"#,
+    )
+    .unwrap();
+    let (_, report) = doctor(&root, &["--shallow"]);
+    assert_eq!(status(&report, "index"), "warn", "{report}");
+
+    // The metadata store deleted: not ready.
+    std::fs::remove_file(root.path().join("data/index/meta.db")).unwrap();
+    let (code, report) = doctor(&root, &["--shallow"]);
+    assert_ne!(code, 0, "{report}");
+    assert_eq!(report["ready"], false, "{report}");
+    assert_eq!(status(&report, "index"), "fail", "{report}");
+
+    // A damaged membership table: disclosure refuses everything, so not ready.
+    let members = root.path().join("memories/groups/members.json");
+    std::fs::create_dir_all(members.parent().unwrap()).unwrap();
+    std::fs::write(&members, "{\"version\": 1, \"groups\": ").unwrap();
+    let (_, report) = doctor(&root, &["--shallow"]);
+    assert_eq!(status(&report, "members"), "fail", "{report}");
 }

@@ -19,11 +19,11 @@ fn documents_are_chunked_indexed_and_kept_in_sync() {
 
     assert_eq!(search_ids(&hub, "lovelace", 5), [format!("{doc}#0")]);
     assert_eq!(search_ids(&hub, "西湖", 5), [format!("{doc}#1")]);
-    let chunk = hub.get(&format!("{doc}#1"), &Filter::all()).unwrap();
+    let chunk = hub.fetch(&format!("{doc}#1"), &Filter::all()).unwrap();
     assert_eq!(chunk.title.as_deref(), Some("Identity › Home"));
     assert_eq!(chunk.kind, "identity");
     assert_eq!(chunk.path.as_deref(), Some("user/identity.md"));
-    let whole = hub.get(&doc, &Filter::all()).unwrap();
+    let whole = hub.fetch(&doc, &Filter::all()).unwrap();
     assert!(whole.text.contains("Ada") && whole.text.contains("西湖"));
     assert_eq!(whole.title.as_deref(), Some("Identity"));
     drop(hub);
@@ -47,7 +47,7 @@ fn documents_are_chunked_indexed_and_kept_in_sync() {
             .any(|i| i.starts_with("bad.md:") && i.contains("privacy")),
         "{issues:?}"
     );
-    let err = hub.get(&doc, &Filter::all()).unwrap_err();
+    let err = hub.fetch(&doc, &Filter::all()).unwrap_err();
     assert_eq!(err.code().as_str(), "NOT_FOUND");
 }
 
@@ -60,7 +60,7 @@ fn document_privacy_is_part_of_the_filter() {
     );
     let hub = root.hub();
     let visible = |filter: Filter| {
-        hub.search(&memory_hub::search::SearchRequest {
+        hub.search_filtered(&memory_hub::search::SearchRequest {
             query: "salary".into(),
             filter,
             limit: None,
@@ -160,7 +160,7 @@ fn an_unclosed_front_matter_fence_is_reported_and_never_indexed() {
     let hub = &api.hub;
     assert!(search_ids(hub, "combination", 5).is_empty());
     let err = hub
-        .get(&ids::doc_id("notes/diary.md"), &Filter::all())
+        .fetch(&ids::doc_id("notes/diary.md"), &Filter::all())
         .unwrap_err();
     assert_eq!(err.code().as_str(), "NOT_FOUND");
     let issues = doc_issues(hub);
@@ -338,7 +338,7 @@ fn a_restore_keeps_document_times() {
         .set_modified(then)
         .unwrap();
     let id = ids::doc_id("notes/old.md");
-    let before = root.hub().get(&id, &Filter::all()).unwrap().ts;
+    let before = root.hub().fetch(&id, &Filter::all()).unwrap().ts;
     assert_eq!(before.timestamp(), 1_600_000_000);
     let backups = tempfile::tempdir().unwrap();
     let created = root.memd_json(&[
@@ -355,7 +355,7 @@ fn a_restore_keeps_document_times() {
         "--foreign",
         created["path"].as_str().unwrap(),
     ]);
-    let after = root.hub().get(&id, &Filter::all()).unwrap().ts;
+    let after = root.hub().fetch(&id, &Filter::all()).unwrap().ts;
     assert_eq!(after, before);
 }
 
@@ -378,9 +378,9 @@ fn a_front_matter_id_survives_a_rename() {
     let hub = root.hub();
     assert_eq!(search_ids(&hub, "glacier", 5), [format!("{doc}#0")]);
     assert_eq!(search_ids(&hub, "划船", 5), [format!("{doc}#1")]);
-    let chunk = hub.get(&format!("{doc}#1"), &Filter::all()).unwrap();
+    let chunk = hub.fetch(&format!("{doc}#1"), &Filter::all()).unwrap();
     assert_eq!(chunk.path.as_deref(), Some("archive/2026-trip.md"));
-    assert!(hub.get(&doc, &Filter::all()).is_ok());
+    assert!(hub.fetch(&doc, &Filter::all()).is_ok());
     assert!(hub.stats().unwrap().issues.is_empty());
 
     // Renamed while the hub runs: the next document sync keeps the id too.
@@ -391,7 +391,7 @@ fn a_front_matter_id_survives_a_rename() {
     .unwrap();
     hub.sync_documents().unwrap();
     assert_eq!(search_ids(&hub, "glacier", 5), [format!("{doc}#0")]);
-    let chunk = hub.get(&format!("{doc}#0"), &Filter::all()).unwrap();
+    let chunk = hub.fetch(&format!("{doc}#0"), &Filter::all()).unwrap();
     assert_eq!(chunk.path.as_deref(), Some("trip.md"));
 
     // Dropping the id gives the file its path id again; nothing stays under the old one.
@@ -407,7 +407,7 @@ fn a_front_matter_id_survives_a_rename() {
         [format!("{}#0", ids::doc_id("trip.md"))]
     );
     assert_eq!(
-        hub.get(&doc, &Filter::all()).unwrap_err().code().as_str(),
+        hub.fetch(&doc, &Filter::all()).unwrap_err().code().as_str(),
         "NOT_FOUND"
     );
 }

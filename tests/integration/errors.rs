@@ -4,9 +4,9 @@
 use memory_hub::ErrorCode;
 use memory_hub::consolidate::report;
 use memory_hub::consolidate::rollback::{Target, rollback};
-use memory_hub::index::filter::Filter;
+use serde_json::json;
 
-use crate::support::{TempRoot, scene};
+use crate::support::{TempRoot, categories};
 
 #[test]
 fn a_missing_consolidation_run_is_named_as_such() {
@@ -43,16 +43,16 @@ fn a_missing_consolidation_run_is_named_as_such() {
 fn a_category_read_over_a_broken_index_is_a_storage_error_not_not_found() {
     let root = TempRoot::new();
     let hub = root.hub();
-    let all = Filter::all();
-    hub.set_category(
-        "coding-requirements",
-        "coding-requirements",
-        &scene("main"),
-        "Every change ships with a test.",
-        &all,
-    )
-    .unwrap();
-    let err = hub.category("nope", &all).unwrap_err();
+    let set = |content: &str| {
+        categories(
+            &hub,
+            json!({"action": "set", "name": "coding-requirements", "slot": "coding-requirements",
+                   "scene": "main", "content": content}),
+        )
+    };
+    set("Every change ships with a test.").unwrap();
+    let get = |name: &str| categories(&hub, json!({"action": "get", "name": name}));
+    let err = get("nope").unwrap_err();
     assert_eq!(err.code(), ErrorCode::NotFound);
     assert_eq!(err.to_string(), r#"no category with id "nope""#);
     // Break the metadata store under the running hub.
@@ -62,16 +62,13 @@ fn a_category_read_over_a_broken_index_is_a_storage_error_not_not_found() {
         .execute_batch("DROP TABLE memories")
         .unwrap();
     for result in [
-        hub.category("coding-requirements", &all).map(|_| ()),
-        hub.delete_category("coding-requirements", &all),
-        hub.set_category(
-            "coding-requirements",
-            "coding-requirements",
-            &scene("main"),
-            "Every change ships with tests.",
-            &all,
+        get("coding-requirements").map(|_| ()),
+        categories(
+            &hub,
+            json!({"action": "delete", "name": "coding-requirements"}),
         )
         .map(|_| ()),
+        set("Every change ships with tests.").map(|_| ()),
     ] {
         let err = result.unwrap_err();
         assert_eq!(err.code(), ErrorCode::Storage, "{err}");

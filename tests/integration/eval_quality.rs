@@ -95,7 +95,7 @@ fn hybrid_is_never_worse_than_its_best_part_on_the_dev_sets() {
         SearchMode::Hybrid,
     ];
     let mut failures = Vec::new();
-    let lexicon = memory_hub::embed::lexicon::lexicon().is_some();
+    let lexicon = memory_hub::embed::dictionary::lexicon().is_some();
     eprintln!(
         "cross-lingual full text (lexicon): {}",
         if lexicon { "on" } else { "off" }
@@ -383,7 +383,7 @@ fn hybrid_search_orders_its_candidates_by_the_checked_in_fusion() {
         .collect();
     want.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     let got: Vec<String> = hub
-        .search(&req)
+        .search_filtered(&req)
         .unwrap()
         .hits
         .into_iter()

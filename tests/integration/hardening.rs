@@ -87,7 +87,7 @@ async fn archive_routes_keep_the_privacy_scopes_of_the_token() {
         // Only short-term chat expires by default.
         req.stage = Stage::Short;
         req.expires_at = Some(Utc::now() + chrono::Duration::hours(1));
-        api.hub.write(req).unwrap().id
+        api.hub.append(req).unwrap().id
     };
     let normal = expiring("archive probe normal note", Privacy::Normal);
     let sensitive = expiring("archive probe salary figure", Privacy::Sensitive);

@@ -55,12 +55,13 @@ fn small_root() -> TempRoot {
     let mut ids = Vec::new();
     for (i, text) in texts.iter().cycle().take(30).enumerate() {
         let req = WriteRequest::new(scene(scenes[i % 3]), format!("{text} #{i}"), "test");
-        ids.push(hub.write(req).unwrap().id);
+        ids.push(hub.append(req).unwrap().id);
     }
-    hub.forget(&ids[3], None, "test", &Filter::all()).unwrap();
+    hub.tombstone(&ids[3], None, "test", &Filter::all())
+        .unwrap();
     let mut req = WriteRequest::new(scene("main"), "Coffee with Sam moved to Monday", "test");
     req.supersedes = Some(ids[0].clone());
-    hub.write(req).unwrap();
+    hub.append(req).unwrap();
     drop(hub);
     root
 }
@@ -446,14 +447,14 @@ fn rebuilt_index_ranks_exactly_like_the_incremental_one_at_2k() {
             if i % 97 == 50 {
                 req.supersedes = Some(ids[i - 40].clone());
             }
-            ids.push(hub.write(req).unwrap().id);
+            ids.push(hub.append(req).unwrap().id);
             // Searches in between commit many small segments.
             if i % 250 == 0 {
                 search_ids_in(&hub, "coffee", 5, SearchMode::Fulltext);
             }
         }
         for id in ids.iter().step_by(17) {
-            hub.forget(id, None, "test", &Filter::all()).unwrap();
+            hub.tombstone(id, None, "test", &Filter::all()).unwrap();
         }
         ranking_snapshot(&hub, &queries)
     };

@@ -64,7 +64,7 @@ async fn tokens_issue_and_revoke_without_restart() {
     // Revoked by the CLI library call: same.
     let g = api.token("g", "qq-group-5");
     assert_eq!(api.get("/v1/capabilities", Some(&g)).await.0, 200);
-    memory_hub::auth::revoke(&api.root.layout().tokens(), "g").unwrap();
+    memory_hub::auth::revoke(&api.root.layout().tokens(), "g", chrono::Utc::now()).unwrap();
     assert_eq!(api.get("/v1/capabilities", Some(&g)).await.0, 401);
     // The audit log names tokens, never secrets.
     let audit = std::fs::read_to_string(api.root.layout().audit()).unwrap();
@@ -495,7 +495,7 @@ async fn the_hub_owns_the_one_live_config() {
     }
     let hub_search = |api: &Api| {
         api.hub
-            .search(&memory_hub::search::SearchRequest {
+            .search_filtered(&memory_hub::search::SearchRequest {
                 query: "apple".into(),
                 filter: memory_hub::index::filter::Filter::all(),
                 limit: None,
@@ -525,9 +525,7 @@ async fn the_hub_owns_the_one_live_config() {
     )
     .unwrap();
     let before = api.hub.config();
-    memory_hub::http::AppState::new(api.hub.clone())
-        .reload_config()
-        .unwrap();
+    api.hub.reload_config().unwrap();
     let after = api.hub.config();
     assert_eq!(after.search.default_limit, 3);
     assert_eq!(after.listen, before.listen, "listen needs a restart");
@@ -540,9 +538,7 @@ async fn the_hub_owns_the_one_live_config() {
 
     // An invalid file is refused and the config in force stays.
     std::fs::write(&path, r#"{"search": {"defaultLimit": 0}}"#).unwrap();
-    let err = memory_hub::http::AppState::new(api.hub.clone())
-        .reload_config()
-        .unwrap_err();
+    let err = api.hub.reload_config().unwrap_err();
     assert_eq!(err.code().as_str(), "INVALID_INPUT");
     assert_eq!(api.hub.config().search.default_limit, 3);
 }
@@ -592,7 +588,7 @@ async fn recall_extends_short_term_memories_up_to_the_cap() {
     let capped = expiry(&api.ok("/v1/get", &g, json!({"id": id})).await);
     let written = api
         .hub
-        .get(&id, &memory_hub::index::filter::Filter::all())
+        .fetch(&id, &memory_hub::index::filter::Filter::all())
         .unwrap()
         .ts;
     assert_eq!(capped, written + Duration::hours(168));
@@ -611,12 +607,12 @@ async fn recall_extends_short_term_memories_up_to_the_cap() {
     .unwrap()
     .0;
     let replayed = reopened
-        .get(&id, &memory_hub::index::filter::Filter::all())
+        .fetch(&id, &memory_hub::index::filter::Filter::all())
         .unwrap();
     assert_eq!(replayed.expires_at, Some(capped));
     // Forgotten memories are never brought back by an extension.
     reopened
-        .forget(&id, None, "test", &memory_hub::index::filter::Filter::all())
+        .tombstone(&id, None, "test", &memory_hub::index::filter::Filter::all())
         .unwrap();
     assert_eq!(
         reopened
@@ -697,7 +693,7 @@ async fn ingest_owner_ids_make_the_sender_the_owner() {
     let g = api.token("g", "qq-group-9");
     let subject = |id: &Value| {
         api.hub
-            .get(
+            .fetch(
                 id.as_str().unwrap(),
                 &memory_hub::index::filter::Filter::all(),
             )

@@ -38,6 +38,8 @@ impl Api {
     /// An API over a hub opened by the caller (another config or embedder).
     pub fn over_hub(root: TempRoot, hub: Hub) -> Self {
         let hub = Arc::new(hub);
+        // As `memd serve` does: the consolidation routes run the scheduler's code.
+        hub.install_consolidation(memory_hub::consolidate::service::service());
         let clock: Arc<Mutex<Option<DateTime<Utc>>>> = Arc::new(Mutex::new(None));
         let c = clock.clone();
         let state = AppState::new(hub.clone())
@@ -64,6 +66,7 @@ impl Api {
                 preset: Some(preset.into()),
                 ..Default::default()
             },
+            chrono::Utc::now(),
         )
         .unwrap()
         .1
@@ -79,6 +82,7 @@ impl Api {
                 scopes: scopes.iter().map(|s| s.to_string()).collect(),
                 scenes: scenes.iter().map(|s| s.to_string()).collect(),
             },
+            chrono::Utc::now(),
         )
         .unwrap()
         .1
@@ -170,7 +174,7 @@ impl Api {
         let mut req = WriteRequest::new(scene(scene_name), text, "test");
         req.privacy = privacy;
         req.subject = subject;
-        self.hub.write(req).unwrap().id
+        self.hub.append(req).unwrap().id
     }
 
     /// All audit lines.

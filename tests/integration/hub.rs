@@ -33,7 +33,7 @@ fn concurrent_writers_lose_nothing() {
     assert_eq!(unique.len(), 200, "ids are unique");
     assert_eq!(root.journal_lines().len(), 200);
     for id in &ids {
-        hub.get(id, &Filter::all()).unwrap();
+        hub.fetch(id, &Filter::all()).unwrap();
     }
     assert_eq!(hub.stats().unwrap().counts.facts, 200);
     assert_eq!(
@@ -48,8 +48,8 @@ fn idempotency_key_returns_the_same_id() {
     let hub = root.hub();
     let mut req = WriteRequest::new(scene("main"), "pay rent on the first", "test");
     req.idempotency_key = Some("client-42".into());
-    let first = hub.write(req.clone()).unwrap();
-    let second = hub.write(req).unwrap();
+    let first = hub.append(req.clone()).unwrap();
+    let second = hub.append(req).unwrap();
     assert_eq!(first.action, WriteAction::Add);
     assert_eq!(second.action, WriteAction::Noop);
     assert_eq!(first.id, second.id);
@@ -64,14 +64,14 @@ fn filters_restrict_search_and_get() {
     let owner = write(&hub, "qq:owner", "owner plans the picnic");
     let mut req = WriteRequest::new(scene("main"), "picnic budget is private", "test");
     req.privacy = Privacy::Sensitive;
-    let sensitive = hub.write(req).unwrap().id;
+    let sensitive = hub.append(req).unwrap().id;
     let mut req = WriteRequest::new(scene("qq:group:1"), "picnic chatter", "test");
     req.stage = Stage::Short;
-    let short = hub.write(req).unwrap().id;
+    let short = hub.append(req).unwrap().id;
 
     let search = |filter: Filter| -> Vec<String> {
         let mut ids: Vec<String> = hub
-            .search(&SearchRequest {
+            .search_filtered(&SearchRequest {
                 query: "picnic".into(),
                 filter,
                 limit: Some(10),
@@ -119,15 +119,15 @@ fn filters_restrict_search_and_get() {
 
     // get honours the same filter: invisible is NOT_FOUND, not FORBIDDEN.
     let err = hub
-        .get(&owner, &Filter::scope(group_scope.clone()))
+        .fetch(&owner, &Filter::scope(group_scope.clone()))
         .unwrap_err();
     assert_eq!(err.code().as_str(), "NOT_FOUND");
     // and so does forget.
     let err = hub
-        .forget(&owner, None, "test", &Filter::scope(group_scope))
+        .tombstone(&owner, None, "test", &Filter::scope(group_scope))
         .unwrap_err();
     assert_eq!(err.code().as_str(), "NOT_FOUND");
-    hub.get(&owner, &Filter::all()).unwrap();
+    hub.fetch(&owner, &Filter::all()).unwrap();
 }
 
 #[test]
@@ -137,7 +137,7 @@ fn and_pass_first_then_or_fallback() {
     let both = write(&hub, "main", "alpha beta together");
     let alpha = write(&hub, "main", "alpha alone");
     let results = hub
-        .search(&SearchRequest {
+        .search_filtered(&SearchRequest {
             query: "alpha beta".into(),
             filter: Filter::all(),
             limit: Some(5),
@@ -171,8 +171,8 @@ fn corrupt_lines_are_reported_with_file_and_line_and_neighbours_survive() {
     let hub = root.hub();
     let second = write(&hub, "main", "after the damage");
     assert_eq!(search_ids(&hub, "damage", 10).len(), 2);
-    hub.get(&first, &Filter::all()).unwrap();
-    hub.get(&second, &Filter::all()).unwrap();
+    hub.fetch(&first, &Filter::all()).unwrap();
+    hub.fetch(&second, &Filter::all()).unwrap();
     let issues = hub.stats().unwrap().issues;
     let name = file
         .strip_prefix(root.path().join("memories/facts"))
@@ -199,4 +199,55 @@ fn a_chinese_word_outranks_the_same_bigram_across_a_word_boundary() {
     let word = write(&hub, "main", "她穿着和服拍照");
     assert!(across < word);
     assert_eq!(search_ids(&hub, "和服", 2), [word, across]);
+}
+
+/// Issue: `Utc::now()` calls bypassed the hub's clock, so a "last week"
+/// query ignored a test clock (the search anchored relative dates on the
+/// system clock). The hub's one clock now anchors them: moving it moves
+/// "last week".
+#[test]
+fn last_week_follows_the_hubs_clock() {
+    let root = TempRoot::new();
+    let hub = root.hub();
+    let at = |t: &str| {
+        chrono::DateTime::parse_from_rfc3339(t)
+            .unwrap()
+            .with_timezone(&chrono::Utc)
+    };
+    let set_clock = |t: &str| {
+        let now = at(t);
+        hub.set_clock(Arc::new(move || now));
+    };
+    set_clock("2026-03-18T12:00:00Z");
+    // The same words (the same BM25 score), said at different times.
+    let write_at = |text: &str, time: &str| {
+        let body = memory_hub::api::WriteBody {
+            text: text.into(),
+            time: Some(time.into()),
+            ..Default::default()
+        };
+        hub.write(&hub.operator(), body).unwrap().id
+    };
+    let recent = write_at("visited the aquarium with Mia", "2026-03-11");
+    let older = write_at("with Mia visited the aquarium", "2025-09-10");
+    let search = |query: &str| {
+        let body = memory_hub::api::SearchBody {
+            query: query.into(),
+            mode: Some(memory_hub::search::SearchMode::Fulltext),
+            ..Default::default()
+        };
+        hub.search(&hub.operator(), body).unwrap().body.hits
+    };
+    let hits = search("aquarium with Mia last week");
+    assert_eq!(hits[0].memory.id, recent, "{hits:#?}");
+    assert!(hits[0].score > 1.5 * hits[1].score, "{hits:#?}");
+    // A year later, last week is another week: neither memory is in it.
+    set_clock("2027-03-18T12:00:00Z");
+    let hits = search("aquarium with Mia last week");
+    assert_eq!(hits.len(), 2);
+    assert_eq!(hits[0].score, hits[1].score, "{hits:#?}");
+    // And in September 2025 the older one was said last week.
+    set_clock("2025-09-16T12:00:00Z");
+    let hits = search("aquarium with Mia last week");
+    assert_eq!(hits[0].memory.id, older, "{hits:#?}");
 }

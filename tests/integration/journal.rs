@@ -11,7 +11,7 @@ use chrono::{Duration, Utc};
 use memory_hub::config::Config;
 use memory_hub::embed::EmbedderSlot;
 use memory_hub::embed::hash::HashEmbedder;
-use memory_hub::hub::{EditRequest, Hub, WriteRequest};
+use memory_hub::hub::{Hub, WriteRequest};
 use memory_hub::ids;
 use memory_hub::index::filter::Filter;
 use memory_hub::model::{Fact, Privacy, Record, Stage, Subject};
@@ -122,11 +122,11 @@ async fn a_sync_tools_half_written_line_is_read_once_complete_and_our_write_is_k
     drop(router);
     drop(hub);
     let hub = root.hub();
-    assert!(hub.get(&late_id, &Filter::all()).is_err());
+    assert!(hub.fetch(&late_id, &Filter::all()).is_err());
     append(&legacy, &late_line[30..]);
     hub.catch_up_journal().unwrap();
     for id in [&legacy_id, &other_id, &ours, &late_id] {
-        hub.get(id, &Filter::all())
+        hub.fetch(id, &Filter::all())
             .unwrap_or_else(|e| panic!("{id} lost: {e}"));
     }
     assert!(hub.stats().unwrap().issues.is_empty());
@@ -151,7 +151,7 @@ fn entries_named_like_journal_months_that_are_not_files_are_skipped() {
         id
     };
     let hub = root.hub();
-    hub.get(&id, &Filter::all()).unwrap();
+    hub.fetch(&id, &Filter::all()).unwrap();
     drop(hub);
     let (hub, report) = Hub::reindex_with(
         root.layout(),
@@ -161,7 +161,7 @@ fn entries_named_like_journal_months_that_are_not_files_are_skipped() {
     )
     .unwrap();
     assert_eq!(report.records, 1);
-    hub.get(&id, &Filter::all()).unwrap();
+    hub.fetch(&id, &Filter::all()).unwrap();
 }
 
 /// Everything a reader can see of `ids`, plus a few searches.
@@ -169,7 +169,7 @@ fn state(hub: &Hub, ids: &[String]) -> (BTreeMap<String, String>, Vec<Vec<String
     let memories = ids
         .iter()
         .map(|id| {
-            let seen = match hub.get(id, &Filter::all()) {
+            let seen = match hub.fetch(id, &Filter::all()) {
                 Ok(m) => serde_json::to_string(&m).unwrap(),
                 Err(e) => e.code().as_str().to_string(),
             };
@@ -199,7 +199,7 @@ fn a_legacy_flat_root_keeps_working_and_new_lines_go_to_the_device_directory() {
         ] {
             let mut req = WriteRequest::new(scene("main"), text, "test");
             req.ts = Some(Utc::now() - Duration::days(days));
-            ids.push(hub.write(req).unwrap().id);
+            ids.push(hub.append(req).unwrap().id);
         }
     }
     for file in root.journal_files() {
@@ -221,22 +221,23 @@ fn a_legacy_flat_root_keeps_working_and_new_lines_go_to_the_device_directory() {
 
     let hub = root.hub();
     for id in &ids {
-        hub.get(id, &Filter::all()).unwrap();
+        hub.fetch(id, &Filter::all()).unwrap();
     }
     // After the upgrade: a new memory, an edit and a forget of legacy ones.
     ids.push(write(&hub, "main", "written after the upgrade"));
-    hub.edit(
-        &ids[1],
-        &EditRequest {
-            add_tags: vec!["garden".into()],
-            ..EditRequest::default()
+    hub.tags(
+        &hub.operator(),
+        memory_hub::api::TagsBody {
+            id: ids[1].clone(),
+            add: vec!["garden".into()],
+            ..Default::default()
         },
-        &Filter::all(),
     )
     .unwrap();
-    hub.forget(&ids[2], None, "test", &Filter::all()).unwrap();
-    assert_eq!(hub.get(&ids[1], &Filter::all()).unwrap().tags, ["garden"]);
-    assert!(hub.get(&ids[2], &Filter::all()).is_err());
+    hub.tombstone(&ids[2], None, "test", &Filter::all())
+        .unwrap();
+    assert_eq!(hub.fetch(&ids[1], &Filter::all()).unwrap().tags, ["garden"]);
+    assert!(hub.fetch(&ids[2], &Filter::all()).is_err());
     // The legacy files are untouched; the new lines are in this device's directory.
     for (f, bytes) in &legacy {
         assert_eq!(&std::fs::read(facts.join(f)).unwrap(), bytes, "{f}");
@@ -329,25 +330,39 @@ fn a_damaged_membership_table_never_loses_a_chat_message() {
     std::fs::create_dir_all(table.parent().unwrap()).unwrap();
     std::fs::write(&table, "{garbage").unwrap();
     let out = hub
-        .ingest(memory_hub::hub::IngestRequest {
-            scene: scene("qq:group:1"),
-            message_id: "mm1".into(),
-            text: "周六晚上大家一起去吃火锅".into(),
-            sender_id: Some("777".into()),
-            sender_name: Some("小王".into()),
-            from_owner: false,
-            from_self: false,
-            sent_at: None,
-            ttl: Duration::hours(24),
-            source: "qq-group-1".into(),
-            session: None,
-        })
+        .ingest(
+            &hub.operator(),
+            memory_hub::api::IngestBody {
+                scene: Some("qq:group:1".into()),
+                message_id: "mm1".into(),
+                text: "周六晚上大家一起去吃火锅".into(),
+                sender: Some(memory_hub::api::Sender {
+                    id: "777".into(),
+                    name: Some("小王".into()),
+                }),
+                from_owner: false,
+                from_self: false,
+                sent_at: None,
+                ttl_hours: Some(24),
+                session: None,
+            },
+        )
         .unwrap();
     assert_eq!(out.action, memory_hub::hub::IngestAction::Add);
     let id = out.id.unwrap();
     assert_eq!(
-        hub.get(&id, &Filter::all()).unwrap().text,
+        hub.fetch(&id, &Filter::all()).unwrap().text,
         "周六晚上大家一起去吃火锅"
     );
-    assert!(!hub.is_member(&scene("qq:group:1"), "777"));
+    let refused = hub
+        .disclose(
+            &hub.operator(),
+            memory_hub::api::DiscloseBody {
+                group: "qq:group:1".into(),
+                asker: "777".into(),
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+    assert_eq!(refused.code(), memory_hub::ErrorCode::Forbidden);
 }

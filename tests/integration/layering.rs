@@ -1,10 +1,14 @@
 //! The layering of `src/` is enforced, not only written down: this test reads
 //! every `crate::`/`super::`/`self::` path in the sources (in `use` lines and
-//! inline), maps it to the top-level module and the file it names, and fails
+//! inline), maps it to the top-level module and the file it names (a file of
+//! a sub-module such as `hub/parts/writer.rs` is `parts/writer`), and fails
 //! on any import the "Layers" table in the crate docs (`src/lib.rs`) does not
-//! allow (unit tests included), on any cycle among top-level modules, and on
-//! any cycle among the files of one module (there a file's `#[cfg(test)]`
-//! module may use any sibling). Violations are printed as `file:line`.
+//! allow (unit tests included), on a right in that table nothing uses, on a
+//! surface (`http`, `mcp`, `console`) reaching the engine (`index`, `store`,
+//! `consolidate`, `embed`, …) instead of the hub's use cases, on any cycle
+//! among top-level modules, and on any cycle among the files of one module
+//! (there a file's `#[cfg(test)]` module may use any sibling, and a `mod.rs`
+//! is a facade). Violations are printed as `file:line`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -20,8 +24,13 @@ struct Place {
 struct Source {
     path: String,
     place: Place,
-    /// Whether the file is `src/<top>/mod.rs` or `src/<top>.rs` (its `super` is the crate).
-    is_root: bool,
+    /// The module path of the file inside its top-level module: `[]` for
+    /// `src/<top>.rs` and `src/<top>/mod.rs`, `["x"]` for `src/<top>/x.rs`
+    /// and `src/<top>/x/mod.rs`, `["x", "y"]` for `src/<top>/x/y.rs`.
+    module: Vec<String>,
+    /// Whether the file is a `mod.rs`: a module's facade, whose `self` is
+    /// its directory and whose children it names directly.
+    facade: bool,
     text: String,
 }
 
@@ -65,36 +74,26 @@ fn sources() -> Vec<Source> {
             .map(|s| s.to_string_lossy().into_owned())
             .collect();
         let stem = |s: &str| s.trim_end_matches(".rs").to_string();
-        let (place, is_root) = match rel.as_slice() {
+        let (top, module, facade): (String, Vec<String>, bool) = match rel.as_slice() {
             [f] if f == "lib.rs" || f == "main.rs" => continue,
-            [f] => (
-                Place {
-                    top: stem(f),
-                    file: stem(f),
-                },
-                true,
-            ),
-            [d, f] if f == "mod.rs" => (
-                Place {
-                    top: d.clone(),
-                    file: "mod".into(),
-                },
-                true,
-            ),
-            [d, f] => (
-                Place {
-                    top: d.clone(),
-                    file: stem(f),
-                },
-                false,
-            ),
+            [f] => (stem(f), Vec::new(), false),
+            [d, f] if f == "mod.rs" => (d.clone(), Vec::new(), true),
+            [d, f] => (d.clone(), vec![stem(f)], false),
+            [d, sub, f] if f == "mod.rs" => (d.clone(), vec![sub.clone()], true),
+            [d, sub, f] => (d.clone(), vec![sub.clone(), stem(f)], false),
             other => panic!("unexpected source depth: {other:?}"),
+        };
+        let file = match (module.is_empty(), facade) {
+            (true, true) => "mod".to_string(),
+            (true, false) => top.clone(),
+            (false, _) => module.join("/"),
         };
         let text = std::fs::read_to_string(&p).unwrap();
         out.push(Source {
             path: format!("src/{}", rel.join("/")),
-            place,
-            is_root,
+            place: Place { top, file },
+            module,
+            facade,
             text,
         });
     }
@@ -102,7 +101,7 @@ fn sources() -> Vec<Source> {
 }
 
 /// Blanks comments, string and char literals (keeping newlines), so only code remains.
-fn strip(text: &str) -> String {
+pub(crate) fn strip(text: &str) -> String {
     let b: Vec<char> = text.chars().collect();
     let mut out = String::with_capacity(b.len());
     let mut i = 0;
@@ -444,7 +443,7 @@ impl Crate {
         let mut files: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         for s in &sources {
             let e = files.entry(s.place.top.clone()).or_default();
-            if s.place.file != s.place.top {
+            if !s.module.is_empty() {
                 e.insert(s.place.file.clone());
             }
         }
@@ -459,7 +458,7 @@ impl Crate {
         for p in find_paths(&lib, &tops) {
             if p.is_pub_use && p.segs.len() >= 2 {
                 let name = p.segs.last().unwrap().clone();
-                let target = c.place_in(&p.segs[0], p.segs.get(1));
+                let target = c.place_at(&p.segs[0], &[], &p.segs[1..2]);
                 c.reexports.insert((String::new(), name), target);
             }
         }
@@ -467,10 +466,10 @@ impl Crate {
         for _ in 0..2 {
             for idx in 0..c.sources.len() {
                 let s = &c.sources[idx];
-                if !s.is_root {
+                if !s.module.is_empty() {
                     continue;
                 }
-                let children = c.files[&s.place.top].clone();
+                let children = c.children(idx);
                 let top = s.place.top.clone();
                 for p in find_paths(&s.text, &children) {
                     if !p.is_pub_use || p.in_test || p.segs.len() < 2 {
@@ -486,17 +485,55 @@ impl Crate {
         c
     }
 
-    /// The place `crate::<top>::<next>` names: the file `next` of `top`, what
-    /// `top` re-exports as `next` (wherever it comes from), else `top` itself.
-    fn place_in(&self, top: &str, next: Option<&String>) -> Place {
-        if let Some(p) = next.and_then(|n| self.reexports.get(&(top.to_string(), n.clone()))) {
+    /// The files a facade declares directly (the next level of its directory).
+    fn children(&self, idx: usize) -> BTreeSet<String> {
+        let s = &self.sources[idx];
+        if !s.facade {
+            return BTreeSet::new();
+        }
+        let depth = s.module.len() + 1;
+        self.sources
+            .iter()
+            .filter(|o| {
+                o.place.top == s.place.top
+                    && o.module.len() == depth
+                    && o.module.starts_with(&s.module)
+            })
+            .map(|o| o.module[depth - 1].clone())
+            .collect()
+    }
+
+    /// Whether `file` of `top` is a facade (`mod.rs` of the module or of a sub-module).
+    fn is_facade(&self, place: &Place) -> bool {
+        place.file == "mod" || self.sources.iter().any(|s| s.facade && s.place == *place)
+    }
+
+    /// The place `<top>::<base>::<rest>` names: what the top module
+    /// re-exports as `rest[0]` (from its root), else the deepest file along
+    /// the path, else the module's facade (or the single-file module itself).
+    fn place_at(&self, top: &str, base: &[String], rest: &[String]) -> Place {
+        if base.is_empty()
+            && let Some(p) = rest
+                .first()
+                .and_then(|n| self.reexports.get(&(top.to_string(), n.clone())))
+        {
             return p.clone();
         }
         let files = self.files.get(top);
-        let file = match next {
-            Some(n) if files.is_some_and(|f| f.contains(n)) => n.clone(),
-            _ if files.is_none_or(|f| f.is_empty()) => top.to_string(),
-            _ => "mod".into(),
+        let has = |path: &[String]| files.is_some_and(|f| f.contains(&path.join("/")));
+        let mut path = base.to_vec();
+        let mut best = (!base.is_empty() && has(&path)).then(|| path.join("/"));
+        for seg in rest {
+            path.push(seg.clone());
+            if !has(&path) {
+                break;
+            }
+            best = Some(path.join("/"));
+        }
+        let file = match best {
+            Some(f) => f,
+            None if files.is_none_or(|f| f.is_empty()) => top.to_string(),
+            None => "mod".into(),
         };
         Place {
             top: top.to_string(),
@@ -507,7 +544,7 @@ impl Crate {
     fn in_crate(&self, segs: &[String]) -> Option<Place> {
         let first = segs.first()?;
         if self.files.contains_key(first) {
-            return Some(self.place_in(first, segs.get(1)));
+            return Some(self.place_at(first, &[], &segs[1..]));
         }
         self.reexports.get(&(String::new(), first.clone())).cloned()
     }
@@ -517,13 +554,14 @@ impl Crate {
         let s = &self.sources[idx];
         let segs = &p.segs;
         let first = segs.first()?.as_str();
+        let top = s.place.top.as_str();
         match first {
             "crate" | "$crate" => self.in_crate(&segs[1..]),
             "self" => {
-                if p.inline_depth > 0 || s.place.file != "mod" {
+                if p.inline_depth > 0 || !s.facade {
                     None
                 } else {
-                    Some(self.place_in(&s.place.top, segs.get(1)))
+                    Some(self.place_at(top, &s.module, &segs[1..]))
                 }
             }
             "super" => {
@@ -531,21 +569,23 @@ impl Crate {
                 if n <= p.inline_depth {
                     return None;
                 }
+                let rest = &segs[n..];
                 let n = n - p.inline_depth;
-                let rest = &segs[segs.len().min(n + p.inline_depth)..];
-                if s.is_root || n >= 2 {
-                    self.in_crate(rest)
+                // A file's own module is its path; each `super` goes one up,
+                // and one past the top module is the crate.
+                let m = &s.module;
+                if n > m.len() {
+                    (n == m.len() + 1).then(|| self.in_crate(rest)).flatten()
                 } else {
-                    Some(self.place_in(&s.place.top, rest.first()))
+                    Some(self.place_at(top, &m[..m.len() - n], rest))
                 }
             }
             child => {
-                // a `mod.rs` naming one of its files directly
-                if s.place.file == "mod" && p.inline_depth == 0 {
-                    Some(Place {
-                        top: s.place.top.clone(),
-                        file: child.to_string(),
-                    })
+                // a facade naming one of its files directly
+                if s.facade && p.inline_depth == 0 && self.children(idx).contains(child) {
+                    let mut base = s.module.clone();
+                    base.push(child.to_string());
+                    Some(self.place_at(top, &base, &segs[1..]))
                 } else {
                     None
                 }
@@ -556,11 +596,7 @@ impl Crate {
     fn edges(&self) -> Vec<Edge> {
         let mut out = Vec::new();
         for (idx, s) in self.sources.iter().enumerate() {
-            let children = if s.place.file == "mod" {
-                self.files[&s.place.top].clone()
-            } else {
-                BTreeSet::new()
-            };
+            let children = self.children(idx);
             for p in find_paths(&s.text, &children) {
                 if let Some(to) = self.resolve(idx, &p)
                     && to != s.place
@@ -769,7 +805,7 @@ fn no_cycle_among_files_of_a_module() {
     let mut graphs: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
     for e in &edges {
         let from = &c.sources[e.from].place;
-        if from.top == e.to.top && from.file != "mod" && e.to.file != "mod" && !e.in_test {
+        if from.top == e.to.top && !c.is_facade(from) && !c.is_facade(&e.to) && !e.in_test {
             graphs
                 .entry(from.top.clone())
                 .or_default()
@@ -797,11 +833,89 @@ fn no_cycle_among_files_of_a_module() {
     assert!(bad.is_empty(), "{bad}");
 }
 
+/// Every right the Layers table grants is used by at least one import: a
+/// row lists what its module needs, not what it might.
+#[test]
+fn the_layers_table_has_no_unused_rights() {
+    let c = Crate::load();
+    let edges = c.edges();
+    let mut used: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for e in &edges {
+        let from = &c.sources[e.from].place.top;
+        if *from != e.to.top {
+            used.entry(from.clone())
+                .or_default()
+                .insert(e.to.top.clone());
+        }
+    }
+    let mut unused = Vec::new();
+    for (module, may) in allowed() {
+        for m in may.iter().filter(|m| *m != "*") {
+            if !used.get(&module).is_some_and(|u| u.contains(m)) {
+                unused.push(format!("`{module}` may import `{m}` but does not"));
+            }
+        }
+    }
+    assert!(
+        unused.is_empty(),
+        "unused rights in the Layers table of src/lib.rs (remove them):\n{}",
+        unused.join("\n")
+    );
+}
+
+/// The surfaces parse, call one use case of the hub and reply: they never
+/// reach the engine below it. The table says so, and so do the imports.
+#[test]
+fn surfaces_reach_the_engine_only_through_the_hub() {
+    const ENGINE: &[&str] = &[
+        "index",
+        "store",
+        "consolidate",
+        "embed",
+        "search",
+        "relevance",
+        "query",
+        "lifecycle",
+        "content",
+        "backup",
+        "transfer",
+        "migrate",
+    ];
+    let table = allowed();
+    let c = Crate::load();
+    let mut bad = Vec::new();
+    for surface in ["http", "mcp", "console"] {
+        for m in ENGINE {
+            if table.get(surface).is_some_and(|a| a.contains(*m)) {
+                bad.push(format!("the Layers table lets `{surface}` import `{m}`"));
+            }
+        }
+    }
+    for e in c.edges() {
+        let from = &c.sources[e.from];
+        if ["http", "mcp", "console"].contains(&from.place.top.as_str())
+            && ENGINE.contains(&e.to.top.as_str())
+        {
+            bad.push(format!(
+                "{}:{}: `{}` reaches `{}`; call a hub use case instead",
+                from.path, e.line, from.place.top, e.to.top
+            ));
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
 /// Third-party types stay in their layer: `http` never touches rusqlite or
-/// tantivy; `store`, `index`, `hub` and `auth` never mention axum.
+/// tantivy; `store`, `index`, `hub` and `auth` never mention axum; rusqlite
+/// appears only in `index` and the vector cache (`embed/cache.rs`), tantivy
+/// only in `index` and the tokenizer adapter (`analysis/tokenizer.rs`), so
+/// the domain error and everything above the index meet the backends only
+/// as `index::IndexError` sources; ureq (the one outbound HTTP client) only
+/// in `client`, hyper only in the `http` server.
 #[test]
 fn foreign_types_keep_to_their_layer() {
     let c = Crate::load();
+    let backend = regex::Regex::new(r"\b(rusqlite|tantivy)\b").unwrap();
     for s in &c.sources {
         let code = strip(&s.text);
         let words: &[&str] = match s.place.top.as_str() {
@@ -815,5 +929,220 @@ fn foreign_types_keep_to_their_layer() {
                 panic!("{}:{line} mentions {w}", s.path);
             }
         }
+        let may_use_backends = s.place.top == "index"
+            || matches!(
+                s.path.as_str(),
+                "src/embed/cache.rs" | "src/analysis/tokenizer.rs"
+            );
+        // One outbound HTTP client: ureq lives in `client` only, and hyper
+        // (the server's HTTP stack) in `http` only.
+        for (word, home) in [("ureq", "src/client.rs"), ("hyper", "src/http/")] {
+            let re = regex::Regex::new(&format!(r"\b{word}(_util)?\b")).unwrap();
+            if let Some(m) = re.find(&code).filter(|_| !s.path.starts_with(home)) {
+                let line = code[..m.start()].lines().count().max(1);
+                panic!("{}:{line} mentions {}; only {home} may", s.path, m.as_str());
+            }
+        }
+        if let Some(m) = backend.find(&code).filter(|_| !may_use_backends) {
+            let line = code[..m.start()].lines().count().max(1);
+            panic!(
+                "{}:{line} mentions {}; only the index (and the vector cache, the tokenizer \
+                 adapter) may",
+                s.path,
+                m.as_str()
+            );
+        }
     }
+}
+
+/// Calls that create, replace, move or remove files: std's, and the durable
+/// writes of `base` (which know nothing about where they write).
+const FILE_WRITES: &[&str] = &[
+    "fs::write(",
+    "File::create(",
+    "OpenOptions::new(",
+    "fs::rename(",
+    "fs::copy(",
+    "fs::remove_file(",
+    "fs::remove_dir_all(",
+    "fs::hard_link(",
+    ".set_len(",
+    "create_private(",
+    "write_atomic(",
+    "write_atomic_with(",
+    "copy_atomic(",
+    "create_new(",
+    "rename_all(",
+];
+
+/// Functions outside `store` allowed to write files while naming a path
+/// under `memories/`, and why none of their writes lands there.
+const MEMORIES_WRITE_EXCEPTIONS: &[(&str, &str, &str)] = &[
+    (
+        "src/doctor.rs",
+        "directories",
+        "creates and removes a probe file to prove memories/ is writable; nothing stays",
+    ),
+    (
+        "src/transfer.rs",
+        "export",
+        "reads documents from memories/ and writes copies into the export directory",
+    ),
+];
+
+/// The function bodies of `code` (comments and strings blanked) outside
+/// `#[cfg(test)]` items: `(name, first line, char range)`.
+pub(crate) fn fn_bodies(code: &[char]) -> Vec<(String, usize, std::ops::Range<usize>)> {
+    let text: String = code.iter().collect();
+    let line_of = |at: usize| code[..at].iter().filter(|&&c| c == '\n').count() + 1;
+    let block_end = |open: usize| {
+        let mut depth = 0usize;
+        for (i, &c) in code.iter().enumerate().skip(open) {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        return i + 1;
+                    }
+                }
+                _ => {}
+            }
+        }
+        code.len()
+    };
+    // Test items: the block after each `#[cfg(test)]`.
+    let mut skipped: Vec<std::ops::Range<usize>> = Vec::new();
+    let cfg = regex::Regex::new(r"#\s*\[\s*cfg\s*\(\s*test\s*\)\s*\]").unwrap();
+    for m in cfg.find_iter(&text) {
+        let start = text[..m.start()].chars().count();
+        if let Some(open) = code[start..].iter().position(|&c| c == '{') {
+            skipped.push(start..block_end(start + open));
+        }
+    }
+    let fn_re = regex::Regex::new(r"\bfn\s+([A-Za-z_][A-Za-z0-9_]*)").unwrap();
+    let mut out = Vec::new();
+    for cap in fn_re.captures_iter(&text) {
+        let at = text[..cap.get(0).unwrap().start()].chars().count();
+        if skipped.iter().any(|r| r.contains(&at)) {
+            continue;
+        }
+        // The body opens at the first `{` before any `;` (a declaration has none).
+        let rest = &code[at..];
+        let Some(open) = rest.iter().position(|&c| c == '{' || c == ';') else {
+            continue;
+        };
+        if rest[open] == ';' {
+            continue;
+        }
+        out.push((cap[1].to_string(), line_of(at), at..block_end(at + open)));
+    }
+    out
+}
+
+/// The functions of a source file that write files and name a path under
+/// `memories/` (`.memories()`, `.facts()`, a `"memories/…"` literal), with
+/// their line and the write found.
+fn memories_writers(text: &str) -> Vec<(String, usize, &'static str)> {
+    let names_memories = regex::Regex::new(r#"\.(memories|facts)\(\)|"memories(/|")"#).unwrap();
+    let raw: Vec<char> = text.chars().collect();
+    let code: Vec<char> = strip(text).chars().collect();
+    let mut out = Vec::new();
+    for (name, line, range) in fn_bodies(&code) {
+        let body: String = code[range.clone()].iter().collect();
+        let Some(write) = FILE_WRITES.iter().find(|w| body.contains(*w)) else {
+            continue;
+        };
+        // String literals are blanked in `code`: look for them in the raw
+        // text, without its line comments.
+        let raw_body: String = raw[range].iter().collect();
+        let without_comments: String = raw_body
+            .lines()
+            .map(|l| l.split("//").next().unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join("\n");
+        if names_memories.is_match(&without_comments) {
+            out.push((name, line, *write));
+        }
+    }
+    out
+}
+
+/// "Only `store` writes `memories/`": outside `store` (and `base`, whose
+/// durable writes take any path), no function both writes files and names a
+/// path under `memories/`, except the listed functions whose writes land
+/// elsewhere. Such a write goes through a `store` function instead
+/// (categories, imported documents, a restore's files, `.stignore`).
+#[test]
+fn only_store_writes_memories() {
+    let c = Crate::load();
+    let mut bad = Vec::new();
+    let mut used = BTreeSet::new();
+    for s in &c.sources {
+        if matches!(s.place.top.as_str(), "store" | "base") {
+            continue;
+        }
+        for (name, line, write) in memories_writers(&s.text) {
+            if let Some(e) = MEMORIES_WRITE_EXCEPTIONS
+                .iter()
+                .find(|(file, f, _)| *file == s.path && *f == name)
+            {
+                used.insert((e.0, e.1));
+                continue;
+            }
+            bad.push(format!(
+                "{}:{line}: fn {name} calls {write}… and names a path under memories/; \
+                 write through a `store` function",
+                s.path
+            ));
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "writes to memories/ outside store:\n{}",
+        bad.join("\n")
+    );
+    for (file, f, why) in MEMORIES_WRITE_EXCEPTIONS {
+        assert!(
+            used.contains(&(*file, *f)),
+            "the exception for {file} fn {f} ({why}) no longer applies; remove it"
+        );
+    }
+}
+
+/// The rule above finds the writes it is about: a write next to
+/// `.memories()` or a `"memories/…"` path is caught, the same write elsewhere
+/// is not, and test modules and comments are ignored.
+#[test]
+fn the_memories_rule_sees_what_it_forbids() {
+    let src = r#"
+fn categories(hub: &Hub) {
+    let p = hub.layout().memories().join("x.md");
+    std::fs::write(&p, "y").unwrap();
+}
+fn elsewhere(out: &Path) {
+    // not hub.layout().memories()
+    std::fs::write(out.join("x"), "y").unwrap();
+}
+fn restore(root: &Path, a: &Path) -> std::io::Result<()> {
+    std::fs::rename(a, root.join("memories/facts/a.jsonl"))
+}
+fn reads_only(hub: &Hub) -> Vec<u8> {
+    std::fs::read(hub.layout().memories().join("x.md")).unwrap()
+}
+#[cfg(test)]
+mod tests {
+    fn fixture(l: &Layout) {
+        std::fs::write(l.memories().join("a.md"), "x").unwrap();
+    }
+}
+"#;
+    let found: Vec<(String, usize, &str)> = memories_writers(src);
+    assert_eq!(
+        found,
+        [
+            ("categories".to_string(), 2, "fs::write("),
+            ("restore".to_string(), 10, "fs::rename("),
+        ]
+    );
 }

@@ -8,12 +8,15 @@ use chrono::{DateTime, Duration, Utc};
 use memory_hub::config::Config;
 use memory_hub::embed::EmbedderSlot;
 use memory_hub::embed::hash::HashEmbedder;
-use memory_hub::hub::{EditRequest, Hub, IngestRequest, Mode, WriteAction, WriteRequest};
+use memory_hub::hub::{Hub, Mode, WriteAction, WriteRequest};
 use memory_hub::index::filter::{Filter, Scope};
 use memory_hub::model::{Stage, Tier};
 use memory_hub::search::{SearchMode, SearchRequest};
 
-use crate::support::{TempRoot, scene};
+use crate::support::{
+    TempRoot, archive_restore, archive_search, categories, edit_tags, one_category, scene,
+};
+use serde_json::json;
 
 /// A clock the test moves by hand.
 #[derive(Clone)]
@@ -78,7 +81,7 @@ fn visible(now: DateTime<Utc>) -> Filter {
 }
 
 fn find(hub: &Hub, query: &str, now: DateTime<Utc>) -> Vec<String> {
-    hub.search(&SearchRequest {
+    hub.search_filtered(&SearchRequest {
         query: query.into(),
         filter: visible(now),
         limit: Some(10),
@@ -92,20 +95,63 @@ fn find(hub: &Hub, query: &str, now: DateTime<Utc>) -> Vec<String> {
     .collect()
 }
 
-fn chat(hub: &Hub, id: &str, text: &str, now: DateTime<Utc>) -> String {
-    hub.ingest(IngestRequest {
-        scene: scene("qq:group:1"),
-        message_id: id.into(),
-        text: text.into(),
-        sender_id: Some("42".into()),
-        sender_name: Some("Li".into()),
-        from_owner: false,
-        from_self: false,
-        sent_at: Some(now),
-        ttl: Duration::hours(24),
-        source: "qq".into(),
-        session: None,
+/// An agent's retrieval: a search that counts its hits as accesses
+/// (`touch: true`), as the local operator at the hub's clock. Looking alone
+/// ([`find`]) counts nothing.
+fn retrieve(hub: &Hub, query: &str) -> Vec<memory_hub::search::SearchHit> {
+    hub.search(
+        &hub.operator(),
+        memory_hub::api::SearchBody {
+            query: query.into(),
+            limit: Some(10),
+            mode: Some(SearchMode::Fulltext),
+            touch: true,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+    .body
+    .hits
+}
+
+/// Looking: the same search without counting.
+fn find_hits(hub: &Hub, query: &str) -> Vec<memory_hub::search::SearchHit> {
+    hub.search_filtered(&SearchRequest {
+        query: query.into(),
+        filter: visible(hub.now()),
+        limit: Some(10),
+        mode: Some(SearchMode::Fulltext),
+        min_score: None,
     })
+    .unwrap()
+    .hits
+}
+
+fn retrieve_ids(hub: &Hub, query: &str) -> Vec<String> {
+    retrieve(hub, query)
+        .into_iter()
+        .map(|h| h.memory.id)
+        .collect()
+}
+
+fn chat(hub: &Hub, id: &str, text: &str, now: DateTime<Utc>) -> String {
+    hub.ingest(
+        &hub.operator(),
+        memory_hub::api::IngestBody {
+            scene: Some("qq:group:1".into()),
+            message_id: id.into(),
+            text: text.into(),
+            sender: Some(memory_hub::api::Sender {
+                id: "42".into(),
+                name: Some("Li".into()),
+            }),
+            from_owner: false,
+            from_self: false,
+            sent_at: Some(now.fixed_offset()),
+            ttl_hours: Some(24),
+            session: None,
+        },
+    )
     .unwrap()
     .id
     .unwrap()
@@ -138,8 +184,8 @@ fn short_term_chat_expires_after_its_ttl_and_recall_extends_it_up_to_the_cap() {
         std::slice::from_ref(&kept)
     );
     let everything = Filter::all();
-    assert!(hub.get(&gone, &visible(clock.now())).is_err());
-    assert!(hub.get(&gone, &everything).is_ok(), "the index row stays");
+    assert!(hub.fetch(&gone, &visible(clock.now())).is_err());
+    assert!(hub.fetch(&gone, &everything).is_ok(), "the index row stays");
     assert!(
         root.journal_lines()
             .iter()
@@ -157,7 +203,7 @@ fn short_term_chat_expires_after_its_ttl_and_recall_extends_it_up_to_the_cap() {
         )
         .unwrap();
     }
-    let m = hub.get(&kept, &everything).unwrap();
+    let m = hub.fetch(&kept, &everything).unwrap();
     assert_eq!(m.expires_at, Some(t0 + Duration::hours(168)));
     clock.advance(Duration::hours(1000));
     assert!(find(&hub, "bicycle", clock.now()).is_empty());
@@ -173,7 +219,7 @@ fn short_term_chat_expires_after_its_ttl_and_recall_extends_it_up_to_the_cap() {
     .unwrap();
     assert!(find(&hub, "kettle", t0 + Duration::hours(25)).is_empty());
     assert_eq!(
-        hub.get(&kept, &everything).unwrap().expires_at,
+        hub.fetch(&kept, &everything).unwrap().expires_at,
         Some(t0 + Duration::hours(168))
     );
 }
@@ -181,7 +227,7 @@ fn short_term_chat_expires_after_its_ttl_and_recall_extends_it_up_to_the_cap() {
 fn lifecycle_state(hub: &Hub, ids: &[String]) -> Vec<(Option<Tier>, Option<DateTime<Utc>>)> {
     ids.iter()
         .map(|id| {
-            let m = hub.get(id, &Filter::all()).unwrap();
+            let m = hub.fetch(id, &Filter::all()).unwrap();
             (m.tier, m.expires_at)
         })
         .collect()
@@ -195,12 +241,12 @@ fn promotion_and_sliding_expiry_survive_reindex() {
     let t0 = clock.now();
     let mut req = WriteRequest::new(scene("main"), "the garage door opener battery", "test");
     req.tier = Some(Tier::T3);
-    let hot = hub.write(req).unwrap().id;
+    let hot = hub.append(req).unwrap().id;
     let cold = crate::support::write(&hub, "main", "granny's apple pie recipe uses cinnamon");
     let forever = {
         let mut r = WriteRequest::new(scene("main"), "our security policy requires 2FA", "test");
         r.tier = Some(Tier::T0);
-        hub.write(r).unwrap().id
+        hub.append(r).unwrap().id
     };
     let before = lifecycle_state(&hub, &[hot.clone(), cold.clone(), forever.clone()]);
     assert_eq!(before[0], (Some(Tier::T3), Some(t0 + Duration::days(30))));
@@ -211,7 +257,7 @@ fn promotion_and_sliding_expiry_survive_reindex() {
     for day in 1..=5 {
         clock.advance(Duration::days(1));
         assert_eq!(
-            find(&hub, "garage opener", clock.now()),
+            retrieve_ids(&hub, "garage opener"),
             std::slice::from_ref(&hot)
         );
         hub.flush_accesses(true).unwrap();
@@ -224,7 +270,12 @@ fn promotion_and_sliding_expiry_survive_reindex() {
             assert_eq!(expires, Some(clock.now() + Duration::days(90)));
         }
     }
-    hub.get(&forever, &visible(clock.now())).unwrap();
+    let read = memory_hub::api::GetBody {
+        id: forever.clone(),
+        touch: true,
+        ..Default::default()
+    };
+    hub.get(&hub.operator(), read).unwrap();
     hub.flush_accesses(true).unwrap();
     let touched = root
         .journal_lines()
@@ -237,7 +288,7 @@ fn promotion_and_sliding_expiry_survive_reindex() {
     clock.advance(Duration::days(88));
     assert!(find(&hub, "apple pie", clock.now()).is_empty());
     assert_eq!(
-        find(&hub, "garage opener", clock.now()),
+        retrieve_ids(&hub, "garage opener"),
         std::slice::from_ref(&hot)
     );
     hub.flush_accesses(true).unwrap();
@@ -278,10 +329,10 @@ fn promotion_and_sliding_expiry_survive_reindex() {
     );
 
     // The expired memory can be found in the archive and restored.
-    let expired = hub.search_expired("apple", 10, &Filter::all()).unwrap();
+    let expired = archive_search(&hub, "apple", 10).unwrap();
     assert_eq!(expired.len(), 1);
     assert_eq!(expired[0].id, cold);
-    hub.restore_expired(&cold, &Filter::all()).unwrap();
+    archive_restore(&hub, &cold).unwrap();
     assert_eq!(
         find(&hub, "apple pie", clock.now()),
         std::slice::from_ref(&cold)
@@ -299,35 +350,35 @@ fn same_write_twice_is_one_memory_and_a_similar_write_is_another() {
         "test",
     );
     chat.kind = "chat".into();
-    let a = hub.write(chat.clone()).unwrap();
-    let b = hub.write(chat.clone()).unwrap();
+    let a = hub.append(chat.clone()).unwrap();
+    let b = hub.append(chat.clone()).unwrap();
     assert_eq!(a.action, WriteAction::Add);
     assert_eq!(b.action, WriteAction::Noop);
     assert_eq!(a.id, b.id);
     // Whitespace differences normalise away.
     chat.text = "  Owner likes green tea in the morning \r\n".into();
-    assert_eq!(hub.write(chat).unwrap().id, a.id);
+    assert_eq!(hub.append(chat).unwrap().id, a.id);
 
     let words = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima \
                  mike november oscar papa quebec romeo sierra tango";
     let mut first = WriteRequest::new(scene("main"), words, "test");
     first.tags = vec!["radio".into()];
     first.importance = 0.3;
-    let first = hub.write(first).unwrap();
+    let first = hub.append(first).unwrap();
     let mut second = WriteRequest::new(scene("main"), format!("{words} uniform"), "test");
     second.tags = vec!["nato".into()];
     second.importance = 0.8;
-    let second = hub.write(second).unwrap();
+    let second = hub.append(second).unwrap();
     // Near-duplicates are never folded on write: that is consolidation's job.
     assert_eq!(second.action, WriteAction::Add);
     assert_ne!(second.id, first.id);
-    let m = hub.get(&first.id, &Filter::all()).unwrap();
+    let m = hub.fetch(&first.id, &Filter::all()).unwrap();
     assert_eq!(m.tags, ["radio"]);
     assert_eq!(m.importance, 0.3);
     assert_eq!(m.text, words);
     // Another scene is another memory.
     let other = hub
-        .write(WriteRequest::new(scene("pet"), words, "test"))
+        .append(WriteRequest::new(scene("pet"), words, "test"))
         .unwrap();
     assert_eq!(other.action, WriteAction::Add);
 }
@@ -340,14 +391,14 @@ fn a_superseded_memory_leaves_search_but_stays_readable() {
     let old = crate::support::write(&hub, "main", "the wifi password hint is the cat's name");
     let mut req = WriteRequest::new(scene("main"), "the wifi hint is now the dog's name", "test");
     req.supersedes = Some(old.clone());
-    let new = hub.write(req).unwrap().id;
+    let new = hub.append(req).unwrap().id;
     for mode in [
         SearchMode::Fulltext,
         SearchMode::Hybrid,
         SearchMode::Semantic,
     ] {
         let ids: Vec<String> = hub
-            .search(&SearchRequest {
+            .search_filtered(&SearchRequest {
                 query: "wifi hint name".into(),
                 filter: Filter::all(),
                 limit: Some(10),
@@ -362,7 +413,7 @@ fn a_superseded_memory_leaves_search_but_stays_readable() {
         assert!(ids.contains(&new), "{mode}");
         assert!(!ids.contains(&old), "{mode}: superseded memory found");
     }
-    assert!(hub.get(&old, &visible(clock.now())).is_ok());
+    assert!(hub.fetch(&old, &visible(clock.now())).is_ok());
     drop(hub);
     let (hub, _) = Hub::reindex_with(
         root.layout(),
@@ -386,30 +437,25 @@ fn tags_and_importance_edits_are_put_lines_with_the_same_id() {
         "test",
     );
     req.tags = vec!["health".into(), "todo".into()];
-    let id = hub.write(req).unwrap().id;
-    let out = hub
-        .edit(
-            &id,
-            &EditRequest {
-                add_tags: vec!["dentist".into()],
-                remove_tags: vec!["todo".into()],
-                importance: Some(0.9),
-            },
-            &Filter::all(),
-        )
-        .unwrap();
+    let id = hub.append(req).unwrap().id;
+    let out = edit_tags(&hub, &id, &["dentist"], &["todo"], Some(0.9)).unwrap();
+    assert_eq!(out.id, id);
     assert_eq!(
-        (out.id.as_str(), out.action),
-        (id.as_str(), WriteAction::Update)
+        serde_json::to_value(out.action).unwrap(),
+        serde_json::json!("UPDATE")
     );
-    let m = hub.get(&id, &Filter::all()).unwrap();
+    let m = hub.fetch(&id, &Filter::all()).unwrap();
     assert_eq!(m.tags, ["health", "dentist"]);
     assert_eq!(m.importance, 0.9);
     assert_eq!(root.journal_lines().len(), 2);
-    assert!(
-        hub.edit("fact-main-nope", &EditRequest::default(), &Filter::all())
-            .is_err()
+    let missing = edit_tags(&hub, "fact-main-nope", &["x"], &[], None).unwrap_err();
+    let empty = edit_tags(&hub, &id, &[], &[], None).unwrap_err();
+    assert_eq!(
+        empty.code(),
+        memory_hub::ErrorCode::InvalidInput,
+        "an edit changes something"
     );
+    assert_eq!(missing.code(), memory_hub::ErrorCode::NotFound);
 }
 
 #[test]
@@ -417,25 +463,28 @@ fn categories_are_t0_documents_with_revisions_and_join_bootstrap() {
     let root = TempRoot::new();
     let hub = root.hub();
     let all = Filter::all();
-    let main = scene("main");
-    assert!(hub.categories(&all).unwrap().is_empty());
-    hub.set_category(
+    let listed = categories(&hub, json!({"action": "list"})).unwrap();
+    assert!(listed.doc_ids().is_empty());
+    let set = |name: &str, slot: &str, content: &str| {
+        categories(
+            &hub,
+            json!({"action": "set", "name": name, "slot": slot, "scene": "main", "content": content}),
+        )
+    };
+    set(
         "coding-requirements",
         "coding-requirements",
-        &main,
         "Every change ships with a test.",
-        &all,
     )
     .unwrap();
-    let c = hub
-        .set_category(
+    let c = one_category(
+        set(
             "coding-requirements",
             "coding-requirements",
-            &main,
             "Every change ships with tests and docs.",
-            &all,
         )
-        .unwrap();
+        .unwrap(),
+    );
     assert_eq!(
         c.content.as_deref(),
         Some("Every change ships with tests and docs.\n")
@@ -443,12 +492,18 @@ fn categories_are_t0_documents_with_revisions_and_join_bootstrap() {
     assert_eq!(c.revisions.len(), 1);
     let old = std::fs::read_to_string(root.path().join("memories").join(&c.revisions[0])).unwrap();
     assert!(old.contains("Every change ships with a test."), "{old}");
-    assert!(hub.set_category("x", "nonsense", &main, "x", &all).is_err());
-    let m = hub.get(&c.doc_id, &all).unwrap();
+    assert!(set("x", "nonsense", "x").is_err());
+    let m = hub.fetch(&c.doc_id, &all).unwrap();
     assert_eq!(m.tier, Some(Tier::T0));
     assert_eq!(m.stage, Stage::Long);
     let boot = hub
-        .bootstrap(&main, &all, std::slice::from_ref(&main), 5)
+        .bootstrap(
+            &hub.operator(),
+            memory_hub::api::BootstrapBody {
+                recent: Some(5),
+                ..Default::default()
+            },
+        )
         .unwrap();
     assert_eq!(boot.categories.len(), 1);
     assert_eq!(boot.categories[0].slot, "coding-requirements");
@@ -473,7 +528,7 @@ fn reads_do_not_write_without_access_tracking() {
     .unwrap()
     .0;
     let id = crate::support::write(&hub, "main", "a quiet memory");
-    hub.get(&id, &Filter::all()).unwrap();
+    hub.fetch(&id, &Filter::all()).unwrap();
     hub.flush_accesses(true).unwrap();
     drop(hub);
     assert_eq!(root.journal_lines().len(), 1);
@@ -615,7 +670,7 @@ fn archived_months_read_transparently_and_reindex_gives_the_same_results() {
                 .unwrap()
                 .with_timezone(&Utc),
         );
-        ids.push(hub.write(req).unwrap().id);
+        ids.push(hub.append(req).unwrap().id);
     }
     let queries = ["ski", "tax folder", "garden shed", "alps"];
     let results = |hub: &Hub| -> Vec<Vec<String>> {
@@ -651,15 +706,7 @@ fn archived_months_read_transparently_and_reindex_gives_the_same_results() {
     );
 
     // A rewrite of an archived fact appends to its month again.
-    hub.edit(
-        &ids[0],
-        &EditRequest {
-            add_tags: vec!["winter".into()],
-            ..EditRequest::default()
-        },
-        &Filter::all(),
-    )
-    .unwrap();
+    edit_tags(&hub, &ids[0], &["winter"], &[], None).unwrap();
     assert!(facts.join(month("2026-01.jsonl")).exists());
     let exported = memory_hub::transfer::live_facts(&hub, &[]).unwrap();
     assert_eq!(exported.len(), 4);
@@ -679,14 +726,14 @@ fn archived_months_read_transparently_and_reindex_gives_the_same_results() {
     )
     .unwrap();
     clock.install(&hub);
-    // Four puts, the searches' touch line (journaled with the next write), the rewrite.
-    assert_eq!(report.records, 6);
+    // Four puts and the rewrite: looking (the searches) writes no touch line.
+    assert_eq!(report.records, 5);
     assert_eq!(report.bad_lines, 0);
     assert_eq!(results(&hub), before);
-    assert_eq!(hub.get(&ids[0], &Filter::all()).unwrap().tags, ["winter"]);
+    assert_eq!(hub.fetch(&ids[0], &Filter::all()).unwrap().tags, ["winter"]);
     // Semantic search sees archived memories too.
     let semantic = hub
-        .search(&SearchRequest {
+        .search_filtered(&SearchRequest {
             query: "tax documents folder".into(),
             filter: visible(clock.now()),
             limit: Some(3),
@@ -705,7 +752,7 @@ fn memd_archive_compresses_old_months_from_the_cli() {
         let mut req =
             WriteRequest::new(scene("main"), "an old note about the lighthouse", "import");
         req.ts = Some(Utc::now() - Duration::days(400));
-        hub.write(req).unwrap();
+        hub.append(req).unwrap();
         crate::support::write(&hub, "main", "a fresh note about the harbour");
     }
     let out = root.memd_json(&["archive", "--older-than-months", "3"]);
@@ -727,7 +774,7 @@ fn ranking_weighs_short_term_down_and_flags_expiring_soon() {
     let short = chat(&hub, "m1", "blue umbrella by the door", clock.now());
     let long = crate::support::write(&hub, "qq:group:1", "blue umbrella by the door, kept");
     let hits = hub
-        .search(&SearchRequest {
+        .search_filtered(&SearchRequest {
             query: "blue umbrella door".into(),
             filter: visible(clock.now()),
             limit: Some(5),
@@ -741,23 +788,19 @@ fn ranking_weighs_short_term_down_and_flags_expiring_soon() {
 
     let mut req = WriteRequest::new(scene("main"), "renew the parking permit", "test");
     req.tier = Some(Tier::T3);
-    let soon = hub.write(req).unwrap().id;
+    let soon = hub.append(req).unwrap().id;
+    // The warning window is a seventh of the lifetime (30 days: 4.3 days).
     clock.advance(Duration::days(25));
-    let hits = hub
-        .search(&SearchRequest {
-            query: "parking permit".into(),
-            filter: visible(clock.now()),
-            limit: Some(5),
-            mode: Some(SearchMode::Fulltext),
-            min_score: None,
-        })
-        .unwrap()
-        .hits;
+    let hits = find_hits(&hub, "parking permit");
     assert_eq!(hits[0].memory.id, soon);
-    assert!(hits[0].expiring_soon, "5 days left of 30");
+    assert!(!hits[0].expiring_soon, "5 days left of 30");
+    clock.advance(Duration::days(1));
+    let hits = retrieve(&hub, "parking permit");
+    assert_eq!(hits[0].memory.id, soon);
+    assert!(hits[0].expiring_soon, "4 days left of 30");
     hub.flush_accesses(true).unwrap();
     let again = hub
-        .search(&SearchRequest {
+        .search_filtered(&SearchRequest {
             query: "parking permit".into(),
             filter: visible(clock.now()),
             limit: Some(5),
@@ -776,11 +819,11 @@ fn a_lost_text_index_catches_up_to_the_same_lifecycle_state() {
     let hub = open(&root, &clock);
     let mut req = WriteRequest::new(scene("main"), "the boiler service contract", "test");
     req.tier = Some(Tier::T3);
-    let id = hub.write(req).unwrap().id;
+    let id = hub.append(req).unwrap().id;
     for _ in 0..3 {
         clock.advance(Duration::days(20));
         assert_eq!(
-            find(&hub, "boiler contract", clock.now()),
+            retrieve_ids(&hub, "boiler contract"),
             std::slice::from_ref(&id)
         );
         hub.flush_accesses(true).unwrap();

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use crate::support::TempRoot;
 
-const MEMD: &str = env!("CARGO_BIN_EXE_memd");
+pub(crate) const MEMD: &str = env!("CARGO_BIN_EXE_memd");
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -69,11 +69,11 @@ fn report(out: Output) -> (Value, String) {
     (v, stderr)
 }
 
-fn check(args: &[&str]) -> Value {
+pub(crate) fn check(args: &[&str]) -> Value {
     report(spawn_check(args).wait_with_output().unwrap()).0
 }
 
-fn issue(root: &TempRoot, name: &str, preset: &str) -> String {
+pub(crate) fn issue(root: &TempRoot, name: &str, preset: &str) -> String {
     root.memd_json(&["token", "issue", "--name", name, "--preset", preset])["secret"]
         .as_str()
         .unwrap()
@@ -90,7 +90,7 @@ fn free_port() -> u16 {
 }
 
 /// A root whose config makes the daemon listen on its own free port.
-fn root_with_port() -> (TempRoot, u16) {
+pub(crate) fn root_with_port() -> (TempRoot, u16) {
     let root = TempRoot::new();
     root.write_doc(
         "user/identity.md",
@@ -107,7 +107,7 @@ fn root_with_port() -> (TempRoot, u16) {
 
 /// Stops whichever `memd serve` holds the root's writer lock when dropped
 /// (including a daemon that `memd mcp` started), and waits until it is gone.
-struct DaemonGuard(PathBuf);
+pub(crate) struct DaemonGuard(pub(crate) PathBuf);
 
 impl Drop for DaemonGuard {
     fn drop(&mut self) {
@@ -177,6 +177,7 @@ const TOOLS: &[&str] = &[
     "memory_get",
     "memory_recall",
     "memory_recent",
+    "memory_restore",
     "memory_search",
     "memory_tag",
     "memory_timeline",

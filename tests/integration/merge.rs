@@ -258,7 +258,7 @@ fn snapshot(root: &TempRoot, hub: &memory_hub::hub::Hub) -> Value {
         .collect();
     let gets: Vec<Value> = IDS
         .iter()
-        .map(|id| match hub.get(id, &Filter::all()) {
+        .map(|id| match hub.fetch(id, &Filter::all()) {
             Ok(m) => json!([id, m.text, m.tier, m.expires_at]),
             Err(e) => json!([id, format!("{:?}", e.code())]),
         })
@@ -337,7 +337,7 @@ fn device_files_in_any_order_give_the_same_index() {
     assert_eq!(snapshot(&all, &hub), expected, "after reindex");
 
     // What the rules decide.
-    let get = |id: &str| hub.get(id, &Filter::all());
+    let get = |id: &str| hub.fetch(id, &Filter::all());
     assert_eq!(get("fact-main-x").unwrap().text, "the kettle is red");
     assert!(get("fact-main-y").is_err(), "a forget beats an older put");
     assert!(
@@ -376,12 +376,12 @@ fn a_clock_going_backwards_does_not_reorder_a_devices_own_lines() {
     let id = write(&hub, "main", "the boat is moored at the north jetty");
     // The clock jumps back an hour; the forget still beats the put it saw.
     *at.lock().unwrap() = now - Duration::hours(1);
-    hub.forget(&id, None, "test", &Filter::all()).unwrap();
-    assert!(hub.get(&id, &Filter::all()).is_err());
+    hub.tombstone(&id, None, "test", &Filter::all()).unwrap();
+    assert!(hub.fetch(&id, &Filter::all()).is_err());
     drop(hub);
     let hub = rebuild(&root);
     assert!(
-        hub.get(&id, &Filter::all()).is_err(),
+        hub.fetch(&id, &Filter::all()).is_err(),
         "still forgotten after a replay"
     );
     assert!(search_ids(&hub, "boat moored jetty", 10).is_empty());
@@ -428,7 +428,7 @@ fn sync_conflict_copies_and_temp_files_are_reported_never_indexed() {
     let hub = root.hub();
     assert_eq!(hub.stats().unwrap().counts.documents, 1);
     assert_eq!(search_ids(&hub, "boiler pressure", 10).len(), 1);
-    assert!(hub.get("fact-main-dup", &Filter::all()).is_err());
+    assert!(hub.fetch("fact-main-dup", &Filter::all()).is_err());
     let health = hub.health().unwrap();
     let sync = &health.components["sync"];
     assert_eq!(sync.status, "degraded");

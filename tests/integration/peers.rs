@@ -29,7 +29,7 @@ fn recall(
     let mut by_kind: std::collections::BTreeMap<String, (f64, usize)> = Default::default();
     for q in queries {
         let hits: Vec<String> = hub
-            .search(&SearchRequest {
+            .search_filtered(&SearchRequest {
                 query: q.text.clone(),
                 filter: Filter::all(),
                 limit: Some(5),
@@ -78,7 +78,7 @@ fn full_text_finds_invented_words_in_either_script_and_hybrid_keeps_up() {
         .map(|n| WriteRequest::new(scene("main"), n.text.clone(), "peers"))
         .collect();
     let ids: Vec<String> = hub
-        .write_batch(reqs)
+        .append_batch(reqs)
         .unwrap()
         .into_iter()
         .map(|r| r.unwrap().id)

@@ -7,12 +7,12 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use memory_hub::api::{Format, IngestBody, RecallBody, Sender};
 use memory_hub::config::{Config, EmbedderConfig};
 use memory_hub::embed::EmbedderSlot;
 use memory_hub::embed::onnx::OnnxEmbedder;
 use memory_hub::eval::precision::{MixedSource, PrecisionOptions, precision, read_off_topic};
-use memory_hub::hub::{Hub, IngestRequest, Mode, RecallRequest, WriteRequest};
-use memory_hub::index::filter::Filter;
+use memory_hub::hub::{Hub, Mode, WriteRequest};
 use memory_hub::search::SearchMode;
 
 use crate::support::{TempRoot, scene};
@@ -145,7 +145,7 @@ fn an_off_topic_recall_on_a_five_memory_root_returns_nothing() {
         "filler long-term note 2 about gardening",
         "我搬到了上海徐汇区",
     ] {
-        hub.write(WriteRequest::new(scene("main"), text, "test"))
+        hub.append(WriteRequest::new(scene("main"), text, "test"))
             .unwrap();
     }
     for (i, text) in [
@@ -156,34 +156,36 @@ fn an_off_topic_recall_on_a_five_memory_root_returns_nothing() {
     .into_iter()
     .enumerate()
     {
-        hub.ingest(IngestRequest {
-            scene: scene("main"),
-            message_id: format!("m{i}"),
-            text: text.into(),
-            sender_id: Some("u1".into()),
-            sender_name: Some("小王".into()),
-            from_owner: false,
-            from_self: false,
-            sent_at: None,
-            ttl: chrono::Duration::hours(48),
-            source: "test".into(),
-            session: None,
-        })
+        hub.ingest(
+            &hub.operator(),
+            IngestBody {
+                scene: Some("main".into()),
+                message_id: format!("m{i}"),
+                text: text.into(),
+                sender: Some(Sender {
+                    id: "u1".into(),
+                    name: Some("小王".into()),
+                }),
+                from_owner: false,
+                from_self: false,
+                sent_at: None,
+                ttl_hours: Some(48),
+                session: None,
+            },
+        )
         .unwrap();
     }
     let recall = |query: &str| {
-        hub.recall(&RecallRequest {
-            turns: Vec::new(),
-            query: Some(query.into()),
-            filter: Filter::all(),
-            limit: None,
-            min_score: None,
-            live: None,
-            person: None,
-            block: true,
-            now: chrono::Utc::now(),
-        })
+        hub.recall(
+            &hub.operator(),
+            RecallBody {
+                query: Some(query.into()),
+                format: Some(Format::Block),
+                ..RecallBody::default()
+            },
+        )
         .unwrap()
+        .body
     };
     let off = recall("量子色动力学的渐近自由");
     let off_json = serde_json::to_value(&off).unwrap();

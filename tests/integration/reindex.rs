@@ -54,7 +54,7 @@ fn corpus(hub: &memory_hub::hub::Hub) -> Vec<String> {
         if i % 11 == 0 {
             req.privacy = Privacy::Personal;
         }
-        ids.push(hub.write(req).unwrap().id);
+        ids.push(hub.append(req).unwrap().id);
     }
     ids
 }
@@ -82,7 +82,7 @@ fn rebuilt_index_gives_the_same_results_in_the_same_order() {
         let hub = root.hub();
         let ids = corpus(&hub);
         for id in ids.iter().step_by(9) {
-            hub.forget(id, None, "test", &Filter::all()).unwrap();
+            hub.tombstone(id, None, "test", &Filter::all()).unwrap();
         }
         let snap = snapshot(&hub);
         assert!(

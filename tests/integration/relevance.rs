@@ -64,7 +64,7 @@ fn texts(api: &Api, found: &[String]) -> Vec<String> {
         .iter()
         .map(|id| {
             api.hub
-                .get(id, &memory_hub::index::filter::Filter::all())
+                .fetch(id, &memory_hub::index::filter::Filter::all())
                 .unwrap()
                 .text
         })
@@ -108,18 +108,23 @@ async fn an_unrelated_topic_recalls_nothing_and_a_related_one_still_hits() {
 }
 
 #[tokio::test]
-async fn min_score_overrides_the_floor_and_search_applies_one_only_when_asked() {
+async fn min_score_overrides_the_default_floor_of_recall_and_search() {
     let (api, t) = populated();
     let q = "量子色动力学的渐近自由";
-    // min_score 0 turns recall's floor off: the nearest memories come back.
+    // min_score 0 turns the floor off: the nearest memories come back.
     assert!(
         !recall(&api, &t, json!({ "query": q, "min_score": 0 }))
             .await
             .is_empty()
     );
-    // Search keeps its behaviour without min_score, and applies the floor with it.
     assert!(
-        !api.search_ids(&t, json!({ "query": q, "mode": "hybrid" }))
+        !api.search_ids(&t, json!({ "query": q, "mode": "hybrid", "min_score": 0 }))
+            .await
+            .is_empty()
+    );
+    // Search applies the same default floor as recall, and any floor asked for.
+    assert!(
+        api.search_ids(&t, json!({ "query": q, "mode": "hybrid" }))
             .await
             .is_empty()
     );

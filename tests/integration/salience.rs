@@ -18,7 +18,7 @@ use memory_hub::consolidate::salience::{self, Signals};
 use memory_hub::consolidate::{self, RunOptions, SleepConfig, Window};
 use memory_hub::embed::onnx::OnnxEmbedder;
 use memory_hub::embed::{Embedder, EmbedderSlot};
-use memory_hub::hub::{Hub, IngestAction, IngestRequest, Mode};
+use memory_hub::hub::{Hub, IngestAction, Mode};
 use memory_hub::index::filter::{Filter, Scope};
 use memory_hub::model::Stage;
 use memory_hub::search::{SearchMode, SearchRequest};
@@ -128,19 +128,25 @@ fn chat_to_memory(hub: &Hub) -> (f64, f64) {
     for (i, l) in lines.iter().enumerate() {
         let owner = l.speaker == "owner";
         let out = hub
-            .ingest(IngestRequest {
-                scene: scene(if owner { "qq:owner" } else { "qq:group:42" }),
-                message_id: format!("m{i}"),
-                text: l.text.clone(),
-                sender_id: (!owner).then(|| format!("u{}", i % 6)),
-                sender_name: l.name.clone(),
-                from_owner: owner,
-                from_self: false,
-                sent_at: None,
-                ttl: Duration::hours(24),
-                source: "qq".into(),
-                session: None,
-            })
+            .ingest(
+                &hub.operator(),
+                memory_hub::api::IngestBody {
+                    scene: Some(if owner { "qq:owner" } else { "qq:group:42" }.into()),
+                    message_id: format!("m{i}"),
+                    text: l.text.clone(),
+                    sender: (!owner).then(|| format!("u{}", i % 6)).map(|id| {
+                        memory_hub::api::Sender {
+                            id,
+                            name: l.name.clone(),
+                        }
+                    }),
+                    from_owner: owner,
+                    from_self: false,
+                    sent_at: None,
+                    ttl_hours: Some(24),
+                    session: None,
+                },
+            )
             .unwrap();
         if out.action == IngestAction::Add {
             chat_ids.insert(out.id.unwrap(), l);
@@ -184,7 +190,7 @@ fn chat_to_memory(hub: &Hub) -> (f64, f64) {
             continue;
         }
         let hits = hub
-            .search(&SearchRequest {
+            .search_filtered(&SearchRequest {
                 query: l.text.clone(),
                 filter: long_only.clone(),
                 limit: Some(5),
@@ -221,19 +227,23 @@ fn chat_becomes_long_term_memory_without_an_embedder() {
 }
 
 fn ingest(hub: &Hub, id: &str, text: &str) -> memory_hub::hub::IngestOutcome {
-    hub.ingest(IngestRequest {
-        scene: scene("qq:owner"),
-        message_id: id.into(),
-        text: text.into(),
-        sender_id: Some("10001".into()),
-        sender_name: None,
-        from_owner: true,
-        from_self: false,
-        sent_at: None,
-        ttl: Duration::hours(24),
-        source: "qq".into(),
-        session: None,
-    })
+    hub.ingest(
+        &hub.operator(),
+        memory_hub::api::IngestBody {
+            scene: Some("qq:owner".into()),
+            message_id: id.into(),
+            text: text.into(),
+            sender: Some(memory_hub::api::Sender {
+                id: "10001".into(),
+                name: None,
+            }),
+            from_owner: true,
+            from_self: false,
+            sent_at: None,
+            ttl_hours: Some(24),
+            session: None,
+        },
+    )
     .unwrap()
 }
 
@@ -303,7 +313,7 @@ fn the_allergy_survives_consolidation_without_a_model() {
     {
         let hub = root.hub();
         let long = hub
-            .search(&SearchRequest {
+            .search_filtered(&SearchRequest {
                 query: "花生过敏".into(),
                 filter: Filter::scope(Scope {
                     stages: vec![Stage::Long],
@@ -328,25 +338,24 @@ fn recall_block_labels_short_term_chat_as_recent_chat() {
     let root = TempRoot::new();
     let hub = root.hub();
     ingest(&hub, "1", "周末想去西湖划船");
-    hub.write(memory_hub::hub::WriteRequest::new(
+    hub.append(memory_hub::hub::WriteRequest::new(
         scene("qq:owner"),
         "主人喜欢西湖边的茶馆",
         "main",
     ))
     .unwrap();
     let out = hub
-        .recall(&memory_hub::hub::RecallRequest {
-            turns: vec![],
-            query: Some("西湖".into()),
-            filter: Filter::all(),
-            limit: Some(5),
-            min_score: None,
-            live: None,
-            person: None,
-            block: true,
-            now: Utc::now(),
-        })
-        .unwrap();
+        .recall(
+            &hub.operator(),
+            memory_hub::api::RecallBody {
+                query: Some("西湖".into()),
+                limit: Some(5),
+                format: Some(memory_hub::api::Format::Block),
+                ..Default::default()
+            },
+        )
+        .unwrap()
+        .body;
     let block = out.block.unwrap();
     let (recent, long) = block
         .split_once("【长期记忆】")
@@ -371,7 +380,7 @@ async fn a_limit_above_the_maximum_is_clamped_with_a_header() {
     let token = api.token("desk", "dsh-desktop");
     for i in 0..15 {
         api.hub
-            .write(memory_hub::hub::WriteRequest::new(
+            .append(memory_hub::hub::WriteRequest::new(
                 scene("main"),
                 format!("第{i}次去西湖划船"),
                 "main",

@@ -108,14 +108,14 @@ fn a_write_completes_while_a_search_is_embedding_pending_memories() {
     let first = write(&hub, "main", "the lighthouse keeper logs every ship");
     let entered = gate.arm();
     std::thread::scope(|s| {
-        let search = s.spawn(|| hub.search(&hybrid("lighthouse ships")));
+        let search = s.spawn(|| hub.search_filtered(&hybrid("lighthouse ships")));
         // The search is now inside the embedder, embedding the pending memory.
         let reached = entered.recv_timeout(BOUND);
         let (done_tx, done_rx) = mpsc::channel();
         let writing = if reached.is_ok() {
             let hub = &hub;
             Some(s.spawn(move || {
-                let out = hub.write(WriteRequest::new(
+                let out = hub.append(WriteRequest::new(
                     scene("main"),
                     "the harbour master counts the boats",
                     "test",
@@ -163,7 +163,7 @@ fn a_memory_forgotten_while_its_vector_is_computed_gets_no_vector() {
         let forgetting = reached.is_ok().then(|| {
             let (hub, id) = (&hub, id.clone());
             s.spawn(move || {
-                let out = hub.forget(&id, Some("test".into()), "test", &Filter::all());
+                let out = hub.tombstone(&id, Some("test".into()), "test", &Filter::all());
                 let _ = done_tx.send(());
                 out
             })

@@ -21,7 +21,7 @@ fn real_embedder() -> OnnxEmbedder {
 }
 
 fn search(hub: &Hub, query: &str, filter: Filter, limit: usize, mode: SearchMode) -> SearchResults {
-    hub.search(&SearchRequest {
+    hub.search_filtered(&SearchRequest {
         query: query.into(),
         filter,
         limit: Some(limit),
@@ -69,6 +69,29 @@ fn embedder_token_ids_pooling_and_normalisation() {
     // The int8 graph quantises per run, so compare by cosine, never exactly.
     let alone = e.embed_passages(&texts[..1]).unwrap();
     assert!(cosine(&alone[0], &vectors[0]) >= 0.995);
+    // Indexing runs texts in length-sorted batches: each vector stays close
+    // to the text's own, and comes back in the order of the texts.
+    let many: Vec<String> = (0..40)
+        .map(|i| {
+            format!(
+                "memory {i}: {}",
+                "the cat sat on the mat ".repeat(1 + i % 7)
+            )
+        })
+        .chain(texts.iter().map(|t| t.to_string()))
+        .collect();
+    let many: Vec<&str> = many.iter().map(String::as_str).collect();
+    let batched = e.index_passages(&many).unwrap();
+    let single = e.embed_passages(&many).unwrap();
+    assert_eq!(batched.len(), many.len());
+    for (i, (b, s)) in batched.iter().zip(&single).enumerate() {
+        assert!(cosine(b, s) >= 0.99, "text {i}: cosine {}", cosine(b, s));
+    }
+    assert_eq!(
+        e.embed_passages(&many[..1]).unwrap()[0],
+        single[0],
+        "a text alone gets the same vector however many are embedded"
+    );
     let q = e.embed_queries(&["a kitten resting on a rug"]).unwrap();
     assert!(
         cosine(&q[0], &vectors[0]) > cosine(&q[0], &vectors[1]),
@@ -123,7 +146,7 @@ fn semantic_search_finds_a_paraphrase_with_no_shared_words() {
     assert_eq!(walk.hits[0].memory.id, park);
     // Hybrid is the default mode and finds it too.
     let hybrid = hub
-        .search(&SearchRequest {
+        .search_filtered(&SearchRequest {
             query: "kitten resting on a rug".into(),
             filter: Filter::all(),
             limit: Some(3),
@@ -165,7 +188,7 @@ fn group_scoped_knn_returns_k_visible_rows_even_when_invisible_rows_are_nearer()
     let mut personal = WriteRequest::new(scene("qq:group:5"), format!("{query} personal"), "test");
     personal.privacy = Privacy::Personal;
     reqs.push(personal);
-    let written = hub.write_batch(reqs).unwrap();
+    let written = hub.append_batch(reqs).unwrap();
     assert!(
         written
             .iter()
@@ -257,7 +280,7 @@ fn embedding_unavailable_when_the_model_dir_is_wrong_but_full_text_works() {
         std::slice::from_ref(&id)
     );
     let err = hub
-        .search(&SearchRequest {
+        .search_filtered(&SearchRequest {
             query: "umbrella".into(),
             filter: Filter::all(),
             limit: None,
@@ -269,7 +292,7 @@ fn embedding_unavailable_when_the_model_dir_is_wrong_but_full_text_works() {
     assert!(err.to_string().contains("no-such-model"), "{err}");
     // The default mode degrades to full text and says so.
     let hybrid = hub
-        .search(&SearchRequest {
+        .search_filtered(&SearchRequest {
             query: "umbrella".into(),
             filter: Filter::all(),
             limit: None,
@@ -310,7 +333,7 @@ fn warm_vector_cache_makes_reindex_not_re_embed() {
                 "test",
             ));
         }
-        hub.write_batch(reqs).unwrap();
+        hub.append_batch(reqs).unwrap();
         assert_eq!(
             first.passages_embedded(),
             0,
@@ -367,7 +390,7 @@ fn forget_and_document_removal_remove_vectors() {
     let gone = write(&hub, "main", "forget this memory");
     hub.embed_pending(usize::MAX);
     assert_eq!(hub.stats().unwrap().vectors, 4);
-    hub.forget(&gone, None, "test", &Filter::all()).unwrap();
+    hub.tombstone(&gone, None, "test", &Filter::all()).unwrap();
     assert_eq!(hub.stats().unwrap().vectors, 3);
     let ids = search_ids_in(&hub, "forget this memory", 10, SearchMode::Semantic);
     assert!(!ids.contains(&gone) && ids.contains(&keep), "{ids:?}");
@@ -407,7 +430,7 @@ fn write_batch_is_one_group_with_an_answer_per_request() {
         .map(|i| WriteRequest::new(scene("main"), format!("batch item {i}"), "test"))
         .collect();
     reqs[300].text = "   ".into();
-    let answers = hub.write_batch(reqs).unwrap();
+    let answers = hub.append_batch(reqs).unwrap();
     assert_eq!(answers.len(), 600);
     assert_eq!(
         answers[300].as_ref().unwrap_err().code().as_str(),
@@ -504,7 +527,7 @@ fn memories_written_without_an_embedder_are_embedded_once_one_is_available() {
         let id = write(&hub, "main", "written while the model was missing");
         assert_eq!(hub.stats().unwrap().vectors, 0);
         let err = hub
-            .search(&SearchRequest {
+            .search_filtered(&SearchRequest {
                 query: "model".into(),
                 filter: Filter::all(),
                 limit: None,
@@ -533,12 +556,12 @@ fn expired_short_term_memories_never_come_back_through_the_knn() {
     expired.stage = memory_hub::model::Stage::Short;
     expired.kind = "chat".into();
     expired.expires_at = Some(now - chrono::Duration::hours(1));
-    let expired = hub.write(expired).unwrap().id;
+    let expired = hub.append(expired).unwrap().id;
     let mut live = WriteRequest::new(scene("qq:group:5"), "hotpot tomorrow at noon", "test");
     live.stage = memory_hub::model::Stage::Short;
     live.kind = "chat".into();
     live.expires_at = Some(now + chrono::Duration::hours(1));
-    let live = hub.write(live).unwrap().id;
+    let live = hub.append(live).unwrap().id;
     let scope = |unexpired_at| Scope {
         scenes: vec![scene("qq:group:5")],
         unexpired_at,

@@ -334,11 +334,11 @@ fn superseded_world() -> Superseded {
         if stage == Stage::Short {
             req.expires_at = Some(chrono::Utc::now() + chrono::Duration::hours(24));
         }
-        let o = api.hub.write(req.clone()).unwrap().id;
+        let o = api.hub.append(req.clone()).unwrap().id;
         let mut req2 = req;
         req2.text = b.into();
         req2.supersedes = Some(o.clone());
-        let n = api.hub.write(req2).unwrap().id;
+        let n = api.hub.append(req2).unwrap().id;
         old.push(o);
         new.push(n);
     };
@@ -408,7 +408,13 @@ async fn superseded_memories_leave_recent() {
         .await;
     let v = w.api.ok("/v1/recent", &w.root, json!({"limit": 50})).await;
     assert!(!ids(&v["items"]).contains(&w.new[0]));
-    // Forgetting the replacement brings the old memory back (it is current again).
+    // Forgetting the replacement does not bring the old memory back: it
+    // stays an older version until someone restores it on purpose.
+    assert!(!ids(&v["items"]).contains(&w.old[0]));
+    w.api
+        .ok("/v1/restore", &w.root, json!({"id": w.old[0]}))
+        .await;
+    let v = w.api.ok("/v1/recent", &w.root, json!({"limit": 50})).await;
     assert!(ids(&v["items"]).contains(&w.old[0]));
 }
 
@@ -444,10 +450,10 @@ async fn superseded_memories_leave_bootstrap() {
     // A superseded self note is not "your own" note any more.
     let mut req = WriteRequest::new(scene("main"), "I think the user likes tea", "test");
     req.subject = Subject::SelfAgent;
-    let old = w.api.hub.write(req.clone()).unwrap().id;
+    let old = w.api.hub.append(req.clone()).unwrap().id;
     req.text = "I think the user likes coffee, not tea".into();
     req.supersedes = Some(old.clone());
-    let new = w.api.hub.write(req).unwrap().id;
+    let new = w.api.hub.append(req).unwrap().id;
     let v = w
         .api
         .ok("/v1/bootstrap", &w.root, json!({"recent": 50}))
@@ -467,10 +473,13 @@ async fn superseded_memories_leave_inject() {
 #[tokio::test]
 async fn superseded_memories_leave_disclosure() {
     let w = superseded_world();
-    let group = scene("qq:group:1");
     w.api
         .hub
-        .update_members(&group, None, &[("10001".into(), None)], &[])
+        .members(
+            &w.api.hub.operator(),
+            serde_json::from_value(json!({"group": "qq:group:1", "add": [{"id": "10001"}]}))
+                .unwrap(),
+        )
         .unwrap();
     let d = w.api.token("disclose", "qq-disclose");
     let v = w

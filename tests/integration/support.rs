@@ -137,7 +137,7 @@ pub fn scene(s: &str) -> Scene {
 }
 
 pub fn write(hub: &Hub, scene_name: &str, text: &str) -> String {
-    hub.write(WriteRequest::new(scene(scene_name), text, "test"))
+    hub.append(WriteRequest::new(scene(scene_name), text, "test"))
         .unwrap()
         .id
 }
@@ -149,7 +149,7 @@ pub fn search_ids(hub: &Hub, query: &str, limit: usize) -> Vec<String> {
 
 /// Ids found for `query` across all scenes in `mode`.
 pub fn search_ids_in(hub: &Hub, query: &str, limit: usize, mode: SearchMode) -> Vec<String> {
-    hub.search(&SearchRequest {
+    hub.search_filtered(&SearchRequest {
         query: query.into(),
         filter: Filter::all(),
         limit: Some(limit),
@@ -175,4 +175,124 @@ pub fn serve_addr(child: &mut std::process::Child) -> String {
         .strip_prefix("listening on http://")
         .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
         .to_string()
+}
+
+/// Runs the categories use case (`/v1/categories`) as the local operator;
+/// `fields` is the JSON request (`{"action": "set", "name": …}`).
+pub fn categories(
+    hub: &Hub,
+    fields: serde_json::Value,
+) -> memory_hub::Result<memory_hub::hub::categories::CategoriesReply> {
+    let body = serde_json::from_value(fields).expect("a valid categories request");
+    hub.categories(&hub.operator(), body)
+}
+
+/// The one category of a `get` or `set` reply.
+pub fn one_category(
+    reply: memory_hub::hub::categories::CategoriesReply,
+) -> memory_hub::hub::categories::Category {
+    match reply {
+        memory_hub::hub::categories::CategoriesReply::One(c) => c,
+        other => panic!("expected one category, got {other:?}"),
+    }
+}
+
+/// Expired memories whose text contains `query`, as the local operator sees the archive.
+pub fn archive_search(
+    hub: &Hub,
+    query: &str,
+    limit: usize,
+) -> memory_hub::Result<Vec<memory_hub::model::Memory>> {
+    let body = memory_hub::api::ArchiveSearchBody {
+        query: query.into(),
+        limit: Some(limit),
+    };
+    Ok(hub.archive_search(&hub.operator(), body)?.items)
+}
+
+/// Restores an expired memory as the local operator.
+pub fn archive_restore(hub: &Hub, id: &str) -> memory_hub::Result<memory_hub::model::Memory> {
+    let body = memory_hub::api::RestoreBody { id: id.into() };
+    hub.archive_restore(&hub.operator(), body)
+}
+
+/// Edits a fact's tags and importance as the local operator (`/v1/tags`).
+pub fn edit_tags(
+    hub: &Hub,
+    id: &str,
+    add: &[&str],
+    remove: &[&str],
+    importance: Option<f32>,
+) -> memory_hub::Result<memory_hub::api::TagsReply> {
+    let body = memory_hub::api::TagsBody {
+        id: id.into(),
+        add: add.iter().map(|s| s.to_string()).collect(),
+        remove: remove.iter().map(|s| s.to_string()).collect(),
+        importance,
+    };
+    hub.tags(&hub.operator(), body)
+}
+
+/// A `memd serve` child on a free loopback port, stopped with SIGTERM (a
+/// clean stop) on drop.
+pub struct Served {
+    pub child: std::process::Child,
+    /// `127.0.0.1:PORT`.
+    pub addr: String,
+}
+
+impl Served {
+    /// Stops the daemon cleanly (SIGTERM) and waits for it.
+    pub fn stop(mut self) -> std::process::ExitStatus {
+        self.terminate()
+    }
+
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait for memd serve") {
+                return status;
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = self.child.kill();
+                return self.child.wait().expect("wait for memd serve");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            self.terminate();
+        }
+    }
+}
+
+impl TempRoot {
+    /// Starts `memd serve --listen 127.0.0.1:0` on this root without an
+    /// embedding model (as [`TempRoot::memd`] runs the CLI), and waits until
+    /// it has recorded its address.
+    pub fn serve(&self) -> Served {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_memd"))
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .env("MEMD_ROOT", self.path())
+            .env("MEMD_MODELS_DIR", self.path().join("no-models"))
+            .env_remove("MEMD_LOG")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start memd serve");
+        let addr = serve_addr(&mut child);
+        assert!(
+            self.path().join(".memd.addr").is_file(),
+            "memd serve records its address before it announces it"
+        );
+        Served { child, addr }
+    }
 }

@@ -14,7 +14,8 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 /// Issue 19: `unsafe` (blocks, functions, `allow(unsafe_code)`) appears in
-/// one place only: registering the sqlite-vec extension with SQLite.
+/// two places only: registering the sqlite-vec extension with SQLite, and
+/// `memd`'s one allocator option in `main.rs`.
 #[test]
 fn unsafe_code_lives_only_in_the_sqlite_vec_registration() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -34,9 +35,68 @@ fn unsafe_code_lives_only_in_the_sqlite_vec_registration() {
             }
         }
     }
+    // The other exception: `memd`'s allocator setting in main.rs (one
+    // mimalloc option, a number, no pointers).
     assert!(
-        found.iter().all(|at| at.starts_with("index/vector.rs:")),
-        "unsafe outside the sqlite-vec registration: {found:?}"
+        found
+            .iter()
+            .all(|at| at.starts_with("index/vector.rs:") || at.starts_with("main.rs:")),
+        "unsafe outside the sqlite-vec registration and the allocator setting: {found:?}"
+    );
+    assert!(
+        found.iter().filter(|at| at.starts_with("main.rs:")).count() <= 2,
+        "main.rs holds one allow and one unsafe block: {found:?}"
     );
     assert!(!found.is_empty(), "the registration itself is found");
+}
+
+/// Longest function body allowed, in lines (signature to closing brace).
+const MAX_FN_LINES: usize = 100;
+
+/// Functions that were longer than [`MAX_FN_LINES`] when the limit was set,
+/// in modules being restructured by their owners; each is split there. An
+/// entry that no longer exceeds the limit is ignored, and no new one may be
+/// added.
+const LONG_FN_EXCEPTIONS: &[(&str, &str)] = &[
+    ("src/hub/replay.rs", "sync_documents_inner"),
+    ("src/eval.rs", "run_with"),
+    ("src/search.rs", "search"),
+    ("src/hub/writer.rs", "prepare_write"),
+    ("src/hub/writer.rs", "commit"),
+    ("src/hub/health.rs", "health"),
+    ("src/consolidate/deterministic.rs", "plan"),
+    ("src/mcp/resources.rs", "inject"),
+    ("src/index/mod.rs", "apply_inner"),
+    ("src/consolidate/model_pass.rs", "run_scene"),
+    ("src/cmd/backup.rs", "run"),
+];
+
+/// No function (outside tests) is longer than [`MAX_FN_LINES`] lines: a
+/// longer one does several things, and each deserves a name.
+#[test]
+fn functions_are_at_most_100_lines() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files.sort();
+    let mut long = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let code: Vec<char> = super::layering::strip(&text).chars().collect();
+        let rel = format!("src/{}", file.strip_prefix(&src).unwrap().display());
+        for (name, line, range) in super::layering::fn_bodies(&code) {
+            let lines = code[range].iter().filter(|&&c| c == '\n').count() + 1;
+            let excepted = LONG_FN_EXCEPTIONS
+                .iter()
+                .any(|(f, n)| *f == rel && *n == name);
+            if lines > MAX_FN_LINES && !excepted {
+                long.push(format!("{rel}:{line}: fn {name} is {lines} lines"));
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "functions over {MAX_FN_LINES} lines (split them):\n{}",
+        long.join("\n")
+    );
 }

@@ -66,10 +66,12 @@ fn edits_and_foreign_appends_reach_the_running_index() {
             preset: Some("dsh-desktop".into()),
             ..Default::default()
         },
+        chrono::Utc::now(),
     )
     .unwrap();
-    let public = root.memd_json(&["health", "--addr", &addr]);
-    assert!(public.get("pending_vectors").is_none(), "{public}");
+    // Next to its daemon, the CLI asks as the local operator: the full view.
+    let local = root.memd_json(&["health", "--addr", &addr]);
+    assert!(local.get("pending_vectors").is_some(), "{local}");
     let health = root.memd_json(&["health", "--addr", &addr, "--token", &admin]);
     assert_eq!(health["writer"], true);
     for c in ["journal", "index", "embedder", "disk"] {
@@ -313,4 +315,159 @@ fn post_write(addr: &str, token: &str, text: &str) {
     let mut answer = String::new();
     stream.read_to_string(&mut answer).unwrap();
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
+/// An admin token issued on `root` (the daemon re-reads tokens.json).
+fn admin_token(root: &TempRoot) -> String {
+    root.memd_json(&[
+        "token",
+        "issue",
+        "--name",
+        "root",
+        "--preset",
+        "dsh-desktop",
+    ])["secret"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// `POST path` to a running daemon.
+fn post(addr: &str, token: &str, path: &str, body: serde_json::Value) -> serde_json::Value {
+    let (status, v) = crate::serve::call(addr, "POST", path, Some(token), &body);
+    assert_eq!(status, 200, "{path}: {v}");
+    v
+}
+
+/// The ids of the newest facts (up to 100) a daemon serves.
+fn recent_ids(addr: &str, token: &str) -> Vec<String> {
+    let v = post(
+        addr,
+        token,
+        "/v1/recent",
+        serde_json::json!({ "limit": 100 }),
+    );
+    let mut ids: Vec<String> = v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap().to_string())
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// Waits up to 5 s for `pred`; returns how long it took.
+fn within_5s(what: &str, mut pred: impl FnMut() -> bool) -> Duration {
+    let start = Instant::now();
+    while !pred() {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{what}: not within 5 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    start.elapsed()
+}
+
+/// Copies this root's own journal files into `to` as `os.makedirs` then
+/// `shutil.copyfile` do: the device directory first, then each file in it
+/// (the file is created before inotify watches the new directory).
+fn copy_device_files(from: &TempRoot, to: &TempRoot) {
+    let facts = from.path().join("memories/facts");
+    for file in from.journal_files() {
+        let rel = file.strip_prefix(&facts).unwrap();
+        let target = to.path().join("memories/facts").join(rel);
+        std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+        std::fs::copy(&file, &target).unwrap();
+    }
+}
+
+#[test]
+fn a_device_directory_created_before_its_file_is_applied_within_seconds() {
+    // Another device's journal: five memories written by its own CLI.
+    let laptop = TempRoot::new();
+    for i in 0..5 {
+        laptop.memd_json(&[
+            "write",
+            "--scene",
+            "main",
+            "--text",
+            &format!("laptop note {i} about kayaks"),
+        ]);
+    }
+    let root = TempRoot::new();
+    let (_server, addr) = serve(&root);
+    let token = admin_token(&root);
+    post(
+        &addr,
+        &token,
+        "/v1/write",
+        serde_json::json!({ "text": "desktop note" }),
+    );
+    // Long after the start (whose first catch-up would find anything).
+    std::thread::sleep(Duration::from_millis(1500));
+    // The directory arrives whole (a sync tool renames it into place): one
+    // event, for the directory only, whose file must be found by a scan.
+    let staging = TempRoot {
+        dir: tempfile::tempdir_in(root.path()).unwrap(),
+    };
+    copy_device_files(&laptop, &staging);
+    for entry in std::fs::read_dir(staging.path().join("memories/facts")).unwrap() {
+        let entry = entry.unwrap();
+        let to = root.path().join("memories/facts").join(entry.file_name());
+        std::fs::rename(entry.path(), to).unwrap();
+    }
+    let took = within_5s("the laptop's lines", || {
+        let v = post(
+            &addr,
+            &token,
+            "/v1/search",
+            serde_json::json!({ "query": "kayaks", "mode": "fulltext", "limit": 10 }),
+        );
+        v["hits"].as_array().unwrap().len() == 5 && v.get("index_behind").is_none()
+    });
+    let health = root.memd_json(&["health", "--addr", &addr, "--token", &token]);
+    assert_eq!(health["components"]["index"]["status"], "ok", "{health}");
+    eprintln!("a new device's file applied in {took:?}");
+}
+
+#[test]
+fn two_roots_exchanging_journal_files_converge() {
+    let (a, b) = (TempRoot::new(), TempRoot::new());
+    let (_sa, addr_a) = serve(&a);
+    let (_sb, addr_b) = serve(&b);
+    let (ta, tb) = (admin_token(&a), admin_token(&b));
+    for i in 0..30 {
+        post(
+            &addr_a,
+            &ta,
+            "/v1/write",
+            serde_json::json!({ "text": format!("alpha fact {i} from the first root") }),
+        );
+        post(
+            &addr_b,
+            &tb,
+            "/v1/write",
+            serde_json::json!({ "text": format!("beta fact {i} from the second root") }),
+        );
+    }
+    copy_device_files(&a, &b);
+    copy_device_files(&b, &a);
+    within_5s("both roots hold 60 facts", || {
+        recent_ids(&addr_a, &ta).len() == 60 && recent_ids(&addr_b, &tb).len() == 60
+    });
+    assert_eq!(recent_ids(&addr_a, &ta), recent_ids(&addr_b, &tb));
+    for query in ["alpha", "beta", "fact root"] {
+        let body = serde_json::json!({ "query": query, "mode": "fulltext", "limit": 50 });
+        let ids = |addr: &str, token: &str| -> Vec<String> {
+            post(addr, token, "/v1/search", body.clone())["hits"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|h| h["id"].as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(ids(&addr_a, &ta), ids(&addr_b, &tb), "{query}");
+    }
 }

@@ -10,14 +10,14 @@ use memory_hub::config::Config;
 use memory_hub::embed::EmbedderSlot;
 use memory_hub::embed::hash::HashEmbedder;
 use memory_hub::error::ErrorCode;
-use memory_hub::hub::{Hub, IngestRequest, Mode, WriteAction, WriteRequest};
+use memory_hub::hub::{Hub, Mode, WriteAction, WriteRequest};
 use memory_hub::index::filter::{Filter, Scope};
 use memory_hub::model::{MAX_TEXT_BYTES, Privacy, Stage, Tier};
 use memory_hub::transfer::{self, Format, ImportDefaults};
 use serde_json::{Value, json};
 
 use crate::http_support::Api;
-use crate::support::{TempRoot, scene};
+use crate::support::{TempRoot, archive_restore, archive_search, scene};
 
 // ---------------------------------------------------------------------------
 // Helpers
@@ -235,7 +235,7 @@ fn similar_but_different_statements_each_get_their_own_memory_with_the_real_mode
     let mut ids = Vec::new();
     for (i, text) in statements.iter().enumerate() {
         let out = hub
-            .write(WriteRequest::new(scene("main"), text.as_str(), "test"))
+            .append(WriteRequest::new(scene("main"), text.as_str(), "test"))
             .unwrap();
         assert_eq!(out.action, WriteAction::Add, "{text}");
         ids.push(out.id);
@@ -250,18 +250,18 @@ fn similar_but_different_statements_each_get_their_own_memory_with_the_real_mode
     assert_eq!(distinct.len(), statements.len(), "one id per statement");
     assert!(!distinct.contains(&seed));
     for (id, text) in ids.iter().zip(&statements) {
-        assert_eq!(&hub.get(id, &Filter::all()).unwrap().text, text);
+        assert_eq!(&hub.fetch(id, &Filter::all()).unwrap().text, text);
     }
     // Exact repeats are still one memory.
     for (id, text) in ids.iter().zip(&statements).step_by(7) {
         let again = hub
-            .write(WriteRequest::new(scene("main"), text.as_str(), "test"))
+            .append(WriteRequest::new(scene("main"), text.as_str(), "test"))
             .unwrap();
         assert_eq!((again.action, &again.id), (WriteAction::Noop, id), "{text}");
     }
     // The semantic index holds them all: a corrected date is findable.
     let hits = hub
-        .search(&memory_hub::search::SearchRequest {
+        .search_filtered(&memory_hub::search::SearchRequest {
             query: "主人的生日是五月三日".into(),
             filter: Filter::all(),
             limit: Some(3),
@@ -326,23 +326,23 @@ fn long_term_memories_never_expire_by_default_even_ten_years_on() {
             "test",
         );
         req.tier = tier;
-        let id = hub.write(req).unwrap().id;
-        assert_eq!(hub.get(&id, &Filter::all()).unwrap().expires_at, None);
+        let id = hub.append(req).unwrap().id;
+        assert_eq!(hub.fetch(&id, &Filter::all()).unwrap().expires_at, None);
         ids.push(id);
     }
     // Transient wording (T3 by the tier rules) does not expire either.
     let transient = crate::support::write(&hub, "main", "JIRA-1234 standup today");
-    let m = hub.get(&transient, &Filter::all()).unwrap();
+    let m = hub.fetch(&transient, &Filter::all()).unwrap();
     assert_eq!((m.tier, m.expires_at), (Some(Tier::T3), None));
     ids.push(transient);
     // A long-term write cannot ask for an expiry while tier expiry is off.
     let mut req = WriteRequest::new(scene("main"), "expire me please", "test");
     req.expires_at = Some(clock.now() + Duration::days(1));
-    assert_eq!(hub.write(req).unwrap_err().code(), ErrorCode::InvalidInput);
+    assert_eq!(hub.append(req).unwrap_err().code(), ErrorCode::InvalidInput);
 
     clock.advance(Duration::days(3653));
     for id in &ids {
-        hub.get(id, &visible(clock.now())).unwrap();
+        hub.fetch(id, &visible(clock.now())).unwrap();
     }
     assert_eq!(
         crate::support::search_ids(&hub, "garden gate code", 10).len(),
@@ -366,7 +366,10 @@ fn long_term_memories_never_expire_by_default_even_ten_years_on() {
     .unwrap();
     clock.install(&hub);
     for id in &ids {
-        assert_eq!(hub.get(id, &visible(clock.now())).unwrap().expires_at, None);
+        assert_eq!(
+            hub.fetch(id, &visible(clock.now())).unwrap().expires_at,
+            None
+        );
     }
 }
 
@@ -388,7 +391,7 @@ fn long_term_lines_written_with_the_old_default_expiry_replay_as_non_expiring() 
     let clock = TestClock::at("2036-06-01T08:00:00Z");
     let hub = open_with(&root, Config::default(), &clock);
     for id in ["fact-main-old-0001", "fact-main-old-0002"] {
-        let m = hub.get(id, &visible(clock.now())).unwrap();
+        let m = hub.fetch(id, &visible(clock.now())).unwrap();
         assert_eq!(m.expires_at, None, "{id}");
     }
     drop(hub);
@@ -403,7 +406,7 @@ fn long_term_lines_written_with_the_old_default_expiry_replay_as_non_expiring() 
     .unwrap();
     clock.install(&hub);
     assert_eq!(
-        hub.get("fact-main-old-0001", &visible(clock.now()))
+        hub.fetch("fact-main-old-0001", &visible(clock.now()))
             .unwrap_err()
             .code(),
         ErrorCode::NotFound
@@ -414,7 +417,7 @@ fn long_term_lines_written_with_the_old_default_expiry_replay_as_non_expiring() 
     // cleared on the next open with the default.
     let hub = open_with(&root, Config::default(), &clock);
     for id in ["fact-main-old-0001", "fact-main-old-0002"] {
-        let m = hub.get(id, &visible(clock.now())).unwrap();
+        let m = hub.fetch(id, &visible(clock.now())).unwrap();
         assert_eq!(m.expires_at, None, "{id}");
     }
     assert_eq!(
@@ -430,20 +433,17 @@ fn opting_into_tier_expiry_restores_it_and_short_term_chat_still_expires() {
     let hub = open_with(&root, expiring_config(), &clock);
     let id = crate::support::write(&hub, "main", "granny's apple pie recipe uses cinnamon");
     assert_eq!(
-        hub.get(&id, &Filter::all()).unwrap().expires_at,
+        hub.fetch(&id, &Filter::all()).unwrap().expires_at,
         Some(clock.now() + Duration::days(90))
     );
     clock.advance(Duration::days(91));
     assert_eq!(
-        hub.get(&id, &visible(clock.now())).unwrap_err().code(),
+        hub.fetch(&id, &visible(clock.now())).unwrap_err().code(),
         ErrorCode::NotFound
     );
-    assert_eq!(
-        hub.search_expired("apple", 5, &Filter::all()).unwrap()[0].id,
-        id
-    );
-    hub.restore_expired(&id, &Filter::all()).unwrap();
-    hub.get(&id, &visible(clock.now())).unwrap();
+    assert_eq!(archive_search(&hub, "apple", 5).unwrap()[0].id, id);
+    archive_restore(&hub, &id).unwrap();
+    hub.fetch(&id, &visible(clock.now())).unwrap();
     drop(hub);
 
     // The default: short-term chat expires after its TTL, and can be restored.
@@ -451,39 +451,40 @@ fn opting_into_tier_expiry_restores_it_and_short_term_chat_still_expires() {
     let clock = TestClock::at("2026-06-01T08:00:00Z");
     let hub = open_with(&root, Config::default(), &clock);
     let chat = hub
-        .ingest(IngestRequest {
-            scene: scene("qq:group:1"),
-            message_id: "m1".into(),
-            text: "hotpot tonight at eight".into(),
-            sender_id: Some("42".into()),
-            sender_name: None,
-            from_owner: false,
-            from_self: false,
-            sent_at: Some(clock.now()),
-            ttl: Duration::hours(24),
-            source: "qq".into(),
-            session: None,
-        })
+        .ingest(
+            &hub.operator(),
+            memory_hub::api::IngestBody {
+                scene: Some("qq:group:1".into()),
+                message_id: "m1".into(),
+                text: "hotpot tonight at eight".into(),
+                sender: Some(memory_hub::api::Sender {
+                    id: "42".into(),
+                    name: None,
+                }),
+                from_owner: false,
+                from_self: false,
+                sent_at: Some(clock.now().fixed_offset()),
+                ttl_hours: Some(24),
+                session: None,
+            },
+        )
         .unwrap()
         .id
         .unwrap();
-    let m = hub.get(&chat, &Filter::all()).unwrap();
+    let m = hub.fetch(&chat, &Filter::all()).unwrap();
     assert_eq!(m.stage, Stage::Short);
     assert_eq!(m.expires_at, Some(clock.now() + Duration::hours(24)));
     clock.advance(Duration::hours(23));
-    let soon = hub.get(&chat, &visible(clock.now())).unwrap();
+    let soon = hub.fetch(&chat, &visible(clock.now())).unwrap();
     assert!(hub.is_expiring_soon(&soon));
     clock.advance(Duration::hours(2));
     assert_eq!(
-        hub.get(&chat, &visible(clock.now())).unwrap_err().code(),
+        hub.fetch(&chat, &visible(clock.now())).unwrap_err().code(),
         ErrorCode::NotFound
     );
-    assert_eq!(
-        hub.search_expired("hotpot", 5, &Filter::all()).unwrap()[0].id,
-        chat
-    );
-    hub.restore_expired(&chat, &Filter::all()).unwrap();
-    hub.get(&chat, &visible(clock.now())).unwrap();
+    assert_eq!(archive_search(&hub, "hotpot", 5).unwrap()[0].id, chat);
+    archive_restore(&hub, &chat).unwrap();
+    hub.fetch(&chat, &visible(clock.now())).unwrap();
 }
 
 // ---------------------------------------------------------------------------
@@ -560,10 +561,10 @@ fn writes_that_break_a_rule_are_refused_and_store_nothing() {
     r.idempotency_key = Some(String::new());
     cases.push(("empty idempotency key", r));
     for (label, req) in cases {
-        let err = hub.write(req.clone()).unwrap_err();
+        let err = hub.append(req.clone()).unwrap_err();
         assert_eq!(err.code(), ErrorCode::InvalidInput, "{label}: {err}");
         // The same through a batch (consolidation and import use it).
-        let batch = hub.write_batch(vec![req]).unwrap();
+        let batch = hub.append_batch(vec![req]).unwrap();
         assert_eq!(
             batch[0].as_ref().unwrap_err().code(),
             ErrorCode::InvalidInput,
@@ -576,7 +577,7 @@ fn writes_that_break_a_rule_are_refused_and_store_nothing() {
     r.text = "x".repeat(MAX_TEXT_BYTES);
     r.importance = 1.0;
     r.tags = (0..32).map(|i| format!("t{i}")).collect();
-    assert_eq!(hub.write(r).unwrap().action, WriteAction::Add);
+    assert_eq!(hub.append(r).unwrap().action, WriteAction::Add);
 }
 
 #[tokio::test]
@@ -687,11 +688,11 @@ fn import_skips_each_bad_line_with_file_and_line_and_imports_the_rest() {
         assert!(error.starts_with(&prefix), "{label}: {error}");
     }
     for (id, _) in &good {
-        hub.get(id, &Filter::all()).unwrap();
+        hub.fetch(id, &Filter::all()).unwrap();
     }
     let hit = &crate::support::search_ids(&hub, "loose good line", 5)[0];
     assert_eq!(
-        hub.get(hit, &Filter::all()).unwrap().text,
+        hub.fetch(hit, &Filter::all()).unwrap().text,
         "a loose good line"
     );
     // Nothing that broke a rule reached the journal.
@@ -733,7 +734,7 @@ fn replay_reports_lines_that_break_a_rule_and_indexes_their_neighbours() {
     let hub = open_with(&root, Config::default(), &clock);
     let check = |hub: &Hub, file: &str, first_bad: usize, n_bad: usize, good: &[&str]| {
         for id in good {
-            hub.get(id, &Filter::all()).unwrap();
+            hub.fetch(id, &Filter::all()).unwrap();
         }
         let issues = hub.stats().unwrap().issues;
         for line in first_bad..first_bad + n_bad {
@@ -754,7 +755,7 @@ fn replay_reports_lines_that_break_a_rule_and_indexes_their_neighbours() {
     );
     for i in 0..n_bad {
         assert_eq!(
-            hub.get(&format!("fact-main-rep-bad{i}"), &Filter::all())
+            hub.fetch(&format!("fact-main-rep-bad{i}"), &Filter::all())
                 .unwrap_err()
                 .code(),
             ErrorCode::NotFound
@@ -816,7 +817,7 @@ async fn another_token_cannot_squat_an_idempotency_key() {
     // An idempotency key written by an older build (scene-only namespace).
     let mut legacy = WriteRequest::new(scene("main"), "written before the upgrade", "main");
     legacy.idempotency_key = Some("w|main|turn-44".into());
-    let legacy = api.hub.write(legacy).unwrap().id;
+    let legacy = api.hub.append(legacy).unwrap().id;
 
     // Another token that may write in `main` (the pet preset now writes only in `pet`).
     let pet = api.custom_token("helper", &["read", "write"], &["main"]);

@@ -109,8 +109,9 @@ export async function timeline(ctx) {
         const chain = [];
         if (m.supersedes) chain.push(h('span', { class: 'chain' }, 'replaces ', memoryLink(m.supersedes, headline({ id: m.supersedes }, 12))));
         for (const next of m.superseded_by || []) chain.push(h('span', { class: 'chain' }, 'superseded by ', memoryLink(next)));
+        if (m.superseded && !(m.superseded_by || []).length) chain.push(h('span', { class: 'chain muted' }, 'replaced by a newer version'));
         const c = card(m, [], chain);
-        if ((m.superseded_by || []).length) c.classList.add('superseded');
+        if (m.superseded || (m.superseded_by || []).length) c.classList.add('superseded');
         sec.append(c);
       }
     }
@@ -126,7 +127,9 @@ export async function timeline(ctx) {
 export async function memory(ctx) {
   const id = ctx.args[0];
   const m = await api.post('/v1/get', { id });
-  const canWrite = writeScenes(ctx.caps).includes(m.scene);
+  const mayWrite = writeScenes(ctx.caps).includes(m.scene);
+  // An older version is history: it is not edited or forgotten, it can be restored.
+  const canWrite = mayWrite && !m.superseded;
   const body = m.origin === 'doc' ? await documentBody(m) : h('div', { class: 'text full', id: 'm-text' }, m.text);
   const facts = h('dl', { class: 'facts' },
     [['id', m.id], ['time', when(m.ts)], ['kind', m.kind], ['subject', m.subject], ['source', m.source],
@@ -144,7 +147,9 @@ export async function memory(ctx) {
     } catch (err) { ctx.flash(`${err.code}: ${err.message}`, 'error'); }
   };
   drawTags(m.tags || []);
-  const parts = [h('h1', null, headline(m, 60)), h('div', { class: 'meta' }, badges(m)), h('div', { class: 'card' }, body), facts, tagList];
+  const parts = [h('h1', null, headline(m, 60)), h('div', { class: 'meta' }, badges(m))];
+  if (m.superseded) parts.push(versionNote(ctx, m, mayWrite));
+  parts.push(h('div', { class: 'card' }, body), facts, tagList);
   if (canWrite && m.origin !== 'doc') {
     const tagIn = h('input', { id: 'm-tag-add', placeholder: 'add tags' });
     const imp = h('input', { id: 'm-importance', type: 'number', min: 0, max: 1, step: 0.05, value: m.importance });
@@ -161,9 +166,9 @@ export async function memory(ctx) {
       h('div', { class: 'row' }, tier, h('button', { type: 'submit', id: 'edit-go' }, 'Save new version')));
     ef.addEventListener('submit', async e => {
       e.preventDefault();
-      const next = { text: edit.value, scene: m.scene, supersedes: m.id, tags: m.tags || [], importance: m.importance, privacy: m.privacy, tier: tier.value };
-      if (m.kind) next.kind = m.kind;
-      if (m.title) next.title = m.title;
+      // The new version keeps every field it does not set (kind, time, subject, speaker, …).
+      const next = { text: edit.value, supersedes: m.id };
+      if (tier.value !== m.tier) next.tier = tier.value;
       try {
         const r = await api.post('/v1/write', next);
         ctx.flash(`${r.action}: ${r.id}`);
@@ -195,6 +200,28 @@ export async function memory(ctx) {
   add(history, list.childElementCount ? list : h('p', { class: 'muted' }, 'No earlier version.'));
 }
 
+/** The note on an older version's page: what replaced it, and restoring on purpose. */
+function versionNote(ctx, m, mayWrite) {
+  const restore = async (target, what) => {
+    try {
+      const r = await api.post('/v1/restore', { id: target });
+      ctx.flash(`${what}: ${r.action} ${r.id}`);
+      ctx.go('#/memory/' + encodeURIComponent(r.id));
+    } catch (err) { ctx.flash(`${err.code}: ${err.message}`, 'error'); }
+  };
+  const note = h('div', { class: 'card superseded', id: 'superseded-note' });
+  if (m.newest) {
+    add(note, [h('p', null, 'An older version. The newest: ', h('span', { id: 'newest-link' }, memoryLink(m.newest)))]);
+  } else if (m.newest_forgotten) {
+    add(note, [h('p', null, 'An older version; the newest (', memoryLink(m.newest_forgotten), ') was forgotten.')]);
+    if (mayWrite) add(note, [h('button', { type: 'button', id: 'undo-forget-go', onclick: () => restore(m.newest_forgotten, 'Forget undone') }, 'Undo that forget')]);
+  } else {
+    add(note, [h('p', null, 'An older version, replaced by a newer one.')]);
+  }
+  if (mayWrite) add(note, [h('button', { type: 'button', id: 'restore-go', onclick: () => restore(m.id, 'Restored') }, 'Restore this version')]);
+  return note;
+}
+
 export async function inbox(ctx) {
   const r = await api.post('/v1/recent', { stage: 'short', limit: 50 });
   const canWrite = writeScenes(ctx.caps);
@@ -203,7 +230,8 @@ export async function inbox(ctx) {
     keep?.addEventListener('click', async () => {
       keep.disabled = true;
       try {
-        const w = await api.post('/v1/write', { text: m.text, scene: m.scene, supersedes: m.id, stage: 'long', tags: m.tags || [], privacy: m.privacy });
+        // The kept memory keeps the line's speaker, title, session and tags.
+        const w = await api.post('/v1/write', { text: m.text, supersedes: m.id, stage: 'long' });
         ctx.flash(`Kept as ${w.id}`);
         keep.closest('article').classList.add('superseded');
         keep.replaceWith(memoryLink(w.id, 'kept'));
