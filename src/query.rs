@@ -81,6 +81,9 @@ pub(crate) struct WeightedTerm {
     pub(crate) term: Term,
     /// Its boost (1.0 for the last turn).
     pub(crate) weight: f32,
+    /// It comes only from speaker tags (`<Bart>:`), not from what was said:
+    /// a name that heads the turns, not what they are about.
+    pub(crate) speaker: bool,
 }
 
 /// What a query searches for.
@@ -195,21 +198,21 @@ pub fn plan(query: &str) -> QueryPlan {
     let n = turns.len();
     for (i, turn) in turns.iter().enumerate() {
         let weight = turn_weight(turn, n - 1 - i);
-        // The speaker's name stays a term (measured: the memories name the person).
-        let text = match &turn.speaker {
-            Some(s) => format!("{s} {}", turn.text),
-            None => turn.text.clone(),
-        };
-        let mut turn_terms: Vec<(Term, f32)> =
-            tokenize(&text).into_iter().map(|t| (t, weight)).collect();
-        turn_terms.extend(cjk_words(&text).into_iter().map(|text| {
-            let term = Term {
-                text,
-                kind: TermKind::Segment,
-            };
-            (term, weight * SEGMENT_WEIGHT)
-        }));
-        for (term, weight) in turn_terms {
+        // The speaker's name stays a term (measured: the memories name the
+        // person), marked as such.
+        let mut turn_terms: Vec<(Term, f32, bool)> = Vec::new();
+        for (text, speaker) in [(turn.speaker.as_deref(), true), (Some(&turn.text), false)] {
+            let Some(text) = text else { continue };
+            turn_terms.extend(tokenize(text).into_iter().map(|t| (t, weight, speaker)));
+            turn_terms.extend(cjk_words(text).into_iter().map(|text| {
+                let term = Term {
+                    text,
+                    kind: TermKind::Segment,
+                };
+                (term, weight * SEGMENT_WEIGHT, speaker)
+            }));
+        }
+        for (term, weight, speaker) in turn_terms {
             let weight = if low_signal(&term) {
                 weight * ZH_FUNCTION_WEIGHT
             } else {
@@ -219,8 +222,15 @@ pub fn plan(query: &str) -> QueryPlan {
                 .iter_mut()
                 .find(|w| w.term.text == term.text && w.term.kind == term.kind)
             {
-                Some(w) => w.weight = w.weight.max(weight),
-                None => all.push(WeightedTerm { term, weight }),
+                Some(w) => {
+                    w.weight = w.weight.max(weight);
+                    w.speaker &= speaker;
+                }
+                None => all.push(WeightedTerm {
+                    term,
+                    weight,
+                    speaker,
+                }),
             }
         }
     }
@@ -278,7 +288,11 @@ pub fn translate(query: &str, lexicon: &Lexicon) -> Option<Translation> {
             .find(|w| w.term.text == term.text && w.term.kind == term.kind)
         {
             Some(w) => w.weight = w.weight.max(weight),
-            None => all.push(WeightedTerm { term, weight }),
+            None => all.push(WeightedTerm {
+                term,
+                weight,
+                speaker: false,
+            }),
         }
     };
     for (i, turn) in turns.iter().enumerate() {

@@ -213,6 +213,10 @@ pub(crate) struct QueryEvidence {
     terms: Vec<(Term, f32)>,
     /// Turn weight × IDF per term, in the order of `terms`.
     signal: Vec<f32>,
+    /// Whether each term says something the root knows: some visible
+    /// memory holds it, and it is not only a speaker tag
+    /// ([`crate::query::WeightedTerm::speaker`]).
+    content: Vec<bool>,
     /// The sum of `signal`: BM25's maximum for one occurrence of each term
     /// in a text of average length.
     total: f32,
@@ -330,6 +334,12 @@ impl QueryEvidence {
                 .map(|w| (w.term.clone(), w.weight))
                 .collect(),
             signal,
+            content: plan
+                .terms
+                .iter()
+                .zip(&dfs)
+                .map(|(w, &df)| !w.speaker && df > 0)
+                .collect(),
             total,
             avg_len: index.text_average_body_tokens(filter)?.max(1.0),
             groups,
@@ -360,15 +370,37 @@ impl QueryEvidence {
         self.of_text(text, None).coverage
     }
 
-    /// The evidence for `memory`, with its cosine when there is one.
-    pub(crate) fn of(&self, memory: &Memory, cosine: Option<f32>) -> Evidence {
-        self.of_text(&indexed_text(memory), cosine)
+    /// The share of the query's content-term signal that `text` holds, in
+    /// `[0, 1]`, counting only terms some visible memory holds and leaving
+    /// speaker tags out: how much a memory has of what the conversation
+    /// says that the root could match at all, not of who says it.
+    pub(crate) fn content_coverage(&self, text: &str) -> f32 {
+        let counts = self.counts(text);
+        let (mut held, mut total) = (0.0f32, 0.0f32);
+        for ((s, content), f) in self.signal.iter().zip(&self.content).zip(&counts) {
+            if *content {
+                total += s;
+                if *f > 0 {
+                    held += s;
+                }
+            }
+        }
+        if total > 0.0 {
+            (held / total).clamp(0.0, 1.0)
+        } else {
+            0.0
+        }
     }
 
-    fn of_text(&self, text: &str, cosine: Option<f32>) -> Evidence {
+    /// How often `text` holds each query term, in the order of `terms`.
+    fn counts(&self, text: &str) -> Vec<u32> {
         let tokens = tokenize(text);
+        self.counts_in(text, &tokens)
+    }
+
+    fn counts_in(&self, text: &str, tokens: &[Term]) -> Vec<u32> {
         let mut tf: HashMap<&str, u32> = HashMap::new();
-        for t in &tokens {
+        for t in tokens {
             *tf.entry(t.text.as_str()).or_default() += 1;
         }
         let needs = |kind| self.terms.iter().any(|(t, _)| t.kind == kind);
@@ -384,17 +416,28 @@ impl QueryEvidence {
                 *segments.entry(w).or_default() += 1;
             }
         }
-        let count = |t: &Term| -> u32 {
-            match t.kind {
+        self.terms
+            .iter()
+            .map(|(t, _)| match t.kind {
                 TermKind::Single => chars.get(&t.text).copied().unwrap_or(0),
                 TermKind::Segment => segments.get(&t.text).copied().unwrap_or(0),
                 TermKind::Word | TermKind::Bigram => tf.get(t.text.as_str()).copied().unwrap_or(0),
-            }
-        };
+            })
+            .collect()
+    }
+
+    /// The evidence for `memory`, with its cosine when there is one.
+    pub(crate) fn of(&self, memory: &Memory, cosine: Option<f32>) -> Evidence {
+        self.of_text(&indexed_text(memory), cosine)
+    }
+
+    fn of_text(&self, text: &str, cosine: Option<f32>) -> Evidence {
+        let tokens = tokenize(text);
+        let counts = self.counts_in(text, &tokens);
         let len_norm = 1.0 - BM25_B + BM25_B * tokens.len() as f32 / self.avg_len;
         let (mut covered, mut bm25) = (0.0f32, 0.0f32);
-        for ((term, _), s) in self.terms.iter().zip(&self.signal) {
-            let f = count(term) as f32;
+        for (s, &f) in self.signal.iter().zip(&counts) {
+            let f = f as f32;
             if f > 0.0 {
                 covered += s;
                 bm25 += s * f * (BM25_K1 + 1.0) / (f + BM25_K1 * len_norm);

@@ -6,24 +6,34 @@
 //! full-text evidence: a hit scores
 //!
 //! ```text
-//! vote / (K + text rank) + semantic weight / (K + semantic rank) + EVIDENCE_WEIGHT × min(1, text score)
+//! vote / (K + text rank) + semantic weight / (K + semantic rank) + EVIDENCE_WEIGHT × evidence
 //! ```
 //!
-//! where the text score is the hit's full-text evidence (own + weighted
-//! translated, see [`super::fulltext`]). Ranks alone give the first hit of
-//! each list the same 1/(K+1) whatever its BM25, so a memory holding every
-//! query word once lost to semantic neighbours holding none; the evidence
-//! term keeps it ahead.
+//! where `evidence` is the hit's full-text score (own + weighted translated,
+//! see [`super::fulltext`]) capped at 1, and for a one-turn query the larger
+//! of that and the share of the query's content terms the memory holds
+//! ([`crate::relevance::QueryEvidence::content_coverage`]): every word of a
+//! question is asked about, while most words of a conversation are not, so
+//! there holding many of them is weak evidence (measured: taking coverage
+//! for conversations too cost MADial-en hybrid recall@5 0.012). Ranks alone
+//! give the first hit of each list the same 1/(K+1) whatever its BM25, so a
+//! memory holding every query word once lost to semantic neighbours holding
+//! none; the evidence term keeps it ahead.
 //!
 //! A full-text hit written in another script than the query (mostly CJK
-//! against mostly Latin) votes only with evidence: when the translated pass
-//! found a translation in it, or when its own evidence reaches
-//! [`OTHER_SCRIPT_VOTE`] (it holds the query's rarer words, not merely a
-//! name everyone shares). A name match alone letting such hits vote made
-//! hybrid worse than semantic alone across languages (dev recall@5 zh→en
-//! 0.213 against 0.331).
+//! against mostly Latin) votes (`vote` is the full-text weight, and the
+//! evidence term counts) only with evidence of what the query says: when
+//! the translated pass found a translation in it, or when it holds at least
+//! [`OTHER_SCRIPT_VOTE`] of the query's content terms that some memory holds
+//! (IDF-weighted, speaker tags such as `<Bart>:` left out:
+//! [`crate::relevance::QueryEvidence::content_coverage`]).
+//! Otherwise `vote` is 0 and full text adds nothing to it. The name that
+//! heads every turn of a dialogue letting such hits vote made hybrid worse
+//! than semantic alone across languages (dev recall@5 zh→en 0.213 against
+//! 0.331); words of the query held in a memory of the other script (a
+//! codename, a Chinese remark in an English note) do count.
 
-use super::fulltext::TextScored;
+use super::fulltext::{Context, TextScored};
 use super::{HYBRID_DEPTH, Pass, Scored, SearchConfig, SearchRequest};
 use crate::analysis::tokenizer::scripts_differ_milli;
 use crate::embed::Embedder;
@@ -32,11 +42,12 @@ use crate::index::Index;
 use crate::index::fusion;
 use crate::query::QueryPlan;
 
-/// The weight of full-text evidence (capped at 1) in the hybrid score.
+/// The weight of full-text evidence (in `[0, 1]`) in the hybrid score.
 pub(crate) const EVIDENCE_WEIGHT: f32 = 0.02;
 
-/// The own evidence from which a full-text hit in the other script votes.
-pub(crate) const OTHER_SCRIPT_VOTE: f32 = 0.25;
+/// The share of the query's content terms from which a full-text hit in
+/// the other script votes.
+pub(crate) const OTHER_SCRIPT_VOTE: f32 = 0.5;
 
 /// The nearest visible memories of a query, `(id, cosine similarity)`, best first.
 pub(crate) type Neighbours = Vec<(String, f32)>;
@@ -61,29 +72,65 @@ pub(crate) fn semantic_ranking(
     Ok((query, hits))
 }
 
-/// The fusion vote of a full-text hit (see the module docs).
-pub(crate) fn vote(h: &TextScored, query_script: i64, cfg: &SearchConfig) -> f32 {
-    let other = scripts_differ_milli(h.script, query_script);
-    if !other || h.translated > 0.0 || h.own >= OTHER_SCRIPT_VOTE {
-        cfg.fulltext_weight
-    } else {
-        0.0
-    }
+/// What a full-text hit brings to the fusion.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct TextVote {
+    /// `search.fulltextWeight`, or 0 for a hit in the other script without
+    /// evidence of what the query says (see the module docs).
+    pub(crate) weight: f32,
+    /// Its evidence, in `[0, 1]` (0 without a vote).
+    pub(crate) evidence: f32,
 }
 
-/// Fuses the two rankings (see the module docs), best first.
+/// The vote of each full-text hit, in order (see the module docs).
+pub(crate) fn votes(cx: &Context<'_>, text: &[TextScored]) -> Result<Vec<TextVote>> {
+    let script = cx.evidence.script();
+    let unsure = |h: &TextScored| scripts_differ_milli(h.script, script) && h.translated <= 0.0;
+    let question = !cx.plan.dialogue;
+    let ids: Vec<String> = text
+        .iter()
+        .filter(|h| question || unsure(h))
+        .map(|h| h.id.clone())
+        .collect();
+    let bodies = if ids.is_empty() {
+        Default::default()
+    } else {
+        cx.index.meta.bodies_of(&ids, cx.filter)?
+    };
+    Ok(text
+        .iter()
+        .map(|h| {
+            let content = bodies
+                .get(&h.id)
+                .map_or(0.0, |b| cx.evidence.content_coverage(b));
+            if unsure(h) && content < OTHER_SCRIPT_VOTE {
+                return TextVote {
+                    weight: 0.0,
+                    evidence: 0.0,
+                };
+            }
+            let score = h.score.clamp(0.0, 1.0);
+            TextVote {
+                weight: cx.cfg.fulltext_weight,
+                evidence: if question { score.max(content) } else { score },
+            }
+        })
+        .collect())
+}
+
+/// Fuses the two rankings (see the module docs), best first. `votes` are
+/// those of the full-text hits ([`votes`]).
 pub(crate) fn fuse(
     text: &[TextScored],
+    votes: &[TextVote],
     semantic: &[(String, f32)],
-    query_script: i64,
     cfg: &SearchConfig,
 ) -> Vec<Scored> {
     let mut out: Vec<Scored> = Vec::with_capacity(text.len() + semantic.len());
     let mut at: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
-    for (i, h) in text.iter().enumerate() {
+    for (i, (h, vote)) in text.iter().zip(votes).enumerate() {
         let rank = (i + 1) as f32;
-        let score = vote(h, query_script, cfg) / (cfg.rrf_k + rank)
-            + EVIDENCE_WEIGHT * h.score.clamp(0.0, 1.0);
+        let score = vote.weight / (cfg.rrf_k + rank) + EVIDENCE_WEIGHT * vote.evidence;
         at.insert(h.id.as_str(), out.len());
         out.push(Scored {
             id: h.id.clone(),
@@ -169,12 +216,12 @@ pub(crate) fn candidates(
     let (index, plan, evidence, cfg) = (cx.index, cx.plan, cx.evidence, cx.cfg);
     let depth = HYBRID_DEPTH.max(limit);
     let text = super::fulltext::ranking(cx, depth, true)?;
+    let votes = votes(cx, &text)?;
     let (qvec, semantic) = semantic_ranking(index, embedder, plan, req, depth)?;
-    let fused: std::collections::HashMap<String, f32> =
-        fuse(&text, &semantic, evidence.script(), cfg)
-            .into_iter()
-            .map(|s| (s.id, s.score))
-            .collect();
+    let fused: std::collections::HashMap<String, f32> = fuse(&text, &votes, &semantic, cfg)
+        .into_iter()
+        .map(|s| (s.id, s.score))
+        .collect();
     let mut ids: Vec<String> = text.iter().map(|h| h.id.clone()).collect();
     for (id, _) in &semantic {
         if !ids.contains(id) {
@@ -193,7 +240,7 @@ pub(crate) fn candidates(
             let m = rows.get(&id)?;
             let t = text.iter().position(|h| h.id == id);
             let s = semantic.iter().position(|h| h.0 == id);
-            let text_weight = t.map_or(0.0, |i| vote(&text[i], evidence.script(), cfg));
+            let text_weight = t.map_or(0.0, |i| votes[i].weight);
             let text_rrf = t.map_or(0.0, |i| text_weight * rrf(i + 1));
             let sem_rrf = s.map_or(0.0, |i| cfg.semantic_weight * rrf(i + 1));
             let cosine = vectors.get(&id).map(|v| dot(&qvec, v));

@@ -379,7 +379,8 @@ pub(crate) fn search(
                 Ok((v, semantic)) => {
                     query_vector = Some(v);
                     let text = fulltext::ranking(&cx, depth, true)?;
-                    let mut fused = hybrid::fuse(&text, &semantic, q.evidence.script(), cfg);
+                    let votes = hybrid::votes(&cx, &text)?;
+                    let mut fused = hybrid::fuse(&text, &votes, &semantic, cfg);
                     fused.truncate(limit);
                     fused
                 }
