@@ -13,17 +13,26 @@
 //!   memories, that the memory contains. A term no memory holds has the
 //!   largest IDF, so a question about something the root never heard of
 //!   covers little of any memory.
+//! - **content**: the same share counting only the query's terms that some
+//!   visible memory holds, speaker tags left out: all the root could match of
+//!   the question (and `content_known`, that times **known**, the share of
+//!   the query's words the root knows).
 //! - **bm25**: the own-language BM25 of the memory's text over those terms,
 //!   divided by the query's maximum (every term once, in a text of average length).
 //! - **phrase**: the memory holds the query as written (every token adjacent, in order).
 //! - **translated**: the share of the query's translated words (CC-CEDICT,
-//!   [`crate::query::translate`]) one of whose translations the memory holds.
+//!   [`crate::query::translate`]) one of whose translations the memory holds,
+//!   each word counted with the IDF of the rarest translation held (at most
+//!   the mean of its translations'): a common sense says less.
 //! - **cosine** of query and memory embeddings with the calibrated model
 //!   ([`CALIBRATED_MODEL`]), read with the scripts of the two texts
 //!   ([`Pairing`]): cross-script pairs run lower than same-script ones.
 //!
 //! A logistic model over these ([`RelevanceModel`]) gives P(relevant); a
-//! hit below the threshold (the operating point) is dropped. Two variants
+//! hit below the threshold (the operating point: the probability above
+//! which a thousandth of the off-topic training searches keep a hit, out of
+//! fold) is dropped. Evidence only ever raises the probability (the trainer
+//! keeps the weights of the evidence features at or above zero). Two variants
 //! are trained: `semantic` for hits with a cosine of the calibrated model,
 //! `lexical` for the rest (full-text searches, other models). The
 //! coefficients, thresholds and cross-validated figures are data:
@@ -93,6 +102,10 @@ impl Pairing {
 pub struct Evidence {
     /// Share of the query's IDF-weighted content terms the memory contains, in `[0, 1]`.
     pub coverage: f32,
+    /// The same share counting only terms some visible memory holds, speaker
+    /// tags left out (what hybrid fusion reads too), in `[0, 1]`: all
+    /// of what the root could match of the question.
+    pub content: f32,
     /// Own-language BM25 over the query's terms, divided by the query's maximum, in `[0, 2]`.
     pub bm25: f32,
     /// The memory holds the query as written.
@@ -152,6 +165,8 @@ impl Evidence {
         let mixed = f32::from(u8::from(self.pairing == Pairing::Mixed));
         Some(match name {
             "coverage" => self.coverage,
+            "content" => self.content,
+            "content_known" => self.content * self.known,
             "bm25" => self.bm25,
             "phrase" => f32::from(u8::from(self.phrase)),
             "translated" => self.translated,
@@ -180,8 +195,10 @@ impl Evidence {
 }
 
 /// Every feature name [`Evidence::feature`] knows (what the training data holds).
-pub const FEATURES: [&str; 23] = [
+pub const FEATURES: [&str; 25] = [
     "coverage",
+    "content",
+    "content_known",
     "bm25",
     "phrase",
     "translated",
@@ -223,6 +240,8 @@ pub(crate) struct QueryEvidence {
     avg_len: f32,
     groups: Vec<Vec<Vec<Term>>>,
     group_weights: Vec<f32>,
+    /// Each translated word's turn weight and the IDF of each of its translations.
+    group_idfs: Vec<(f32, Vec<f32>)>,
     phrase: Option<Vec<String>>,
     script: i64,
     n_terms: f32,
@@ -260,6 +279,7 @@ impl QueryEvidence {
         // Each translated word weighs its turn weight × the mean IDF of its
         // translations (a word without any: the IDF of a term no memory holds).
         let mut translated_known = 0.0f32;
+        let mut group_idfs: Vec<(f32, Vec<f32>)> = Vec::new();
         let (groups, group_weights): (Vec<Vec<Vec<Term>>>, Vec<f32>) = match translation {
             Some(t) => {
                 let keys: Vec<Term> = t
@@ -302,6 +322,7 @@ impl QueryEvidence {
                         } else {
                             idfs.iter().sum::<f32>() / idfs.len() as f32
                         };
+                        group_idfs.push((g.weight, idfs));
                         g.weight * mean
                     })
                     .collect();
@@ -344,6 +365,7 @@ impl QueryEvidence {
             avg_len: index.text_average_body_tokens(filter)?.max(1.0),
             groups,
             group_weights,
+            group_idfs,
             phrase: crate::query::phrase_tokens(query)
                 .map(|t| t.into_iter().map(|t| t.text).collect()),
             script: script_milli(query),
@@ -436,7 +458,14 @@ impl QueryEvidence {
         let counts = self.counts_in(text, &tokens);
         let len_norm = 1.0 - BM25_B + BM25_B * tokens.len() as f32 / self.avg_len;
         let (mut covered, mut bm25) = (0.0f32, 0.0f32);
-        for (s, &f) in self.signal.iter().zip(&counts) {
+        let (mut content_held, mut content_total) = (0.0f32, 0.0f32);
+        for ((s, &f), &content) in self.signal.iter().zip(&counts).zip(&self.content) {
+            if content {
+                content_total += s;
+                if f > 0 {
+                    content_held += s;
+                }
+            }
             let f = f as f32;
             if f > 0.0 {
                 covered += s;
@@ -462,12 +491,23 @@ impl QueryEvidence {
             None => false,
         };
         let group_total: f32 = self.group_weights.iter().sum();
+        // A word counts with the IDF of the rarest translation the memory
+        // holds, at most its mean: holding a common sense (`time` for 时间)
+        // says less than holding the word's specific one.
         let translated: f32 = self
             .groups
             .iter()
             .zip(&self.group_weights)
-            .filter(|(g, _)| g.iter().any(|a| holds(a)))
-            .map(|(_, w)| *w)
+            .zip(&self.group_idfs)
+            .filter_map(|((g, w), (turn, idfs))| {
+                let held = g
+                    .iter()
+                    .zip(idfs)
+                    .filter(|(a, _)| holds(a))
+                    .map(|(_, idf)| *idf)
+                    .reduce(f32::max)?;
+                Some(w.min(turn * held))
+            })
             .sum();
         let phrase = self.phrase.as_ref().is_some_and(|p| {
             tokens.len() >= p.len()
@@ -477,6 +517,11 @@ impl QueryEvidence {
         });
         Evidence {
             coverage: share(covered).clamp(0.0, 1.0),
+            content: if content_total > 0.0 {
+                (content_held / content_total).clamp(0.0, 1.0)
+            } else {
+                0.0
+            },
             bm25: share(bm25).clamp(0.0, 2.0),
             phrase,
             translated: if group_total > 0.0 {
@@ -616,6 +661,7 @@ mod tests {
     fn evidence(coverage: f32, cosine: Option<f32>, pairing: Pairing) -> Evidence {
         Evidence {
             coverage,
+            content: coverage,
             bm25: coverage,
             phrase: false,
             translated: 0.0,

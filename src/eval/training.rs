@@ -14,10 +14,17 @@
 //!   trainer may fit on them).
 //! - **span**: distinctive spans copied from memories of the mixed root
 //!   ([`super::precision`]), relevant only to the memory they come from.
+//! - **translated**: on the cross-language sets, each memory's version in
+//!   the other language (the same id in `madial-zh-dev` or `madial-en-dev`)
+//!   as the query, under the memory's scene; relevant to that memory only
+//!   (dataset `<set>:translated`, counted as labelled).
 //! - **small** roots (5 and 20 memories of one scene, half of them with
-//!   [`CHATTER`] beside) and **large** roots (a dev set's scenes filled up
-//!   with `filler` texts), with the labelled queries whose relevant memories
-//!   they hold. The mixed root holds the chatter too.
+//!   [`CHATTER`] beside): random ones, and ones built around a query (its
+//!   relevant memories and others of its scene), so that short questions
+//!   and translations on small roots are represented; and **large** roots (a
+//!   dev set's scenes filled up with `filler` texts), with the labelled
+//!   queries whose relevant memories they hold. The mixed root holds the
+//!   chatter too.
 //!
 //! Off-topic questions are asked alone and three at a time as the turns of
 //! a conversation (what recall sends).
@@ -32,7 +39,7 @@ use std::sync::{Arc, Mutex};
 
 use rand::SeedableRng;
 use rand::rngs::StdRng;
-use rand::seq::SliceRandom;
+use rand::seq::{IndexedRandom, SliceRandom};
 use serde::Serialize;
 
 use super::precision::{OffTopic, distinctive_span};
@@ -134,6 +141,19 @@ pub struct TrainingOptions {
 
 /// The largest root searched in hybrid and semantic mode (embedding more costs minutes per 10k).
 pub const LARGE_HYBRID_MAX: usize = 20_000;
+
+/// Small roots built around a query, per dataset and size.
+pub const SMALL_AROUND_QUERIES: usize = 8;
+
+/// The set holding the other-language version of a cross-language set's
+/// memories (the same ids).
+fn counterpart(set: &str) -> Option<&'static str> {
+    match set {
+        "madial-zh2en-dev" => Some("madial-zh-dev"),
+        "madial-en2zh-dev" => Some("madial-en-dev"),
+        _ => None,
+    }
+}
 
 /// Remembers query vectors: the same query is embedded once across modes and roots.
 struct RememberedQueries {
@@ -297,6 +317,42 @@ fn group_of(q: &QueryLine) -> String {
     }
 }
 
+/// The translated probes of a cross-language set (see the module docs) for
+/// the memories in `held`.
+fn translated_probes(
+    set: &str,
+    corpus: &[CorpusLine],
+    other: &HashMap<String, String>,
+    held: Option<&[String]>,
+) -> Result<Vec<Probe>> {
+    let lang = if set == "madial-zh2en-dev" {
+        "zh"
+    } else {
+        "en"
+    };
+    let mut probes = Vec::new();
+    for line in corpus {
+        if held.is_some_and(|h| !h.contains(&line.id)) {
+            continue;
+        }
+        let (Some(query), Some(scene)) = (other.get(&line.id), line.scene.as_deref()) else {
+            continue;
+        };
+        probes.push(Probe {
+            dataset: format!("{set}:translated"),
+            qid: format!("translated-{}", line.id),
+            group: format!("memory-{scene}-{}", line.id),
+            kind: "labelled",
+            split: "dev".into(),
+            lang: lang.into(),
+            query: query.clone(),
+            filter: scene_filter(scene)?,
+            relevant: vec![line.id.clone()],
+        });
+    }
+    Ok(probes)
+}
+
 fn off_topic_probes(questions: &[OffTopic]) -> Vec<Probe> {
     let mut probes: Vec<Probe> = questions
         .iter()
@@ -406,6 +462,14 @@ pub fn export(
         let corpus: Vec<CorpusLine> = read_jsonl(&dir.join("corpus.jsonl"))?;
         let queries: Vec<QueryLine> = read_jsonl(&dir.join("queries.jsonl"))?;
         let lang = lang_of(set);
+        // The other-language version of each memory, for the translated probes.
+        let other: HashMap<String, String> = match counterpart(set) {
+            Some(c) => read_jsonl::<CorpusLine>(&eval_dir.join(c).join("corpus.jsonl"))?
+                .into_iter()
+                .map(|l| (l.id, l.text))
+                .collect(),
+            None => HashMap::new(),
+        };
         let labelled = |q: &QueryLine, kind: &'static str, scene: Option<&str>| -> Result<Probe> {
             Ok(Probe {
                 dataset: set.to_string(),
@@ -440,6 +504,14 @@ pub fn export(
                 corpus.len(),
                 &ids,
                 &probes,
+                &all_modes,
+            )?;
+            w.run(
+                &root.hub,
+                &format!("dev:{set}"),
+                corpus.len(),
+                &ids,
+                &translated_probes(set, &corpus, &other, None)?,
                 &all_modes,
             )?;
             let mut others = Vec::new();
@@ -504,6 +576,51 @@ pub fn export(
                     w.run(&root.hub, &name, picked.len(), &ids, &off_topic, &all_modes)?;
                     root.close()?;
                 }
+            }
+        }
+        // Small roots built around a query: its relevant memories (at most
+        // half the root) and others of its scene; every query and translation
+        // whose relevant memories they hold is asked.
+        for n in [5usize, 20] {
+            for sample in 0..SMALL_AROUND_QUERIES {
+                let Some(q) = queries.choose(&mut rng) else {
+                    break;
+                };
+                let Some(scene) = q.scene.as_deref() else {
+                    continue;
+                };
+                let mut held: Vec<String> = q.relevant.iter().take(n / 2).cloned().collect();
+                let mut rest: Vec<&CorpusLine> = corpus
+                    .iter()
+                    .filter(|c| c.scene.as_deref() == Some(scene) && !held.contains(&c.id))
+                    .collect();
+                rest.shuffle(&mut rng);
+                held.extend(rest.into_iter().take(n - held.len()).map(|c| c.id.clone()));
+                let mut picked: Vec<CorpusLine> = corpus
+                    .iter()
+                    .filter(|c| held.contains(&c.id))
+                    .cloned()
+                    .collect();
+                if sample % 2 == 1 {
+                    picked.extend(chatter(Some(scene)));
+                }
+                let root = open(&config)?;
+                let ids = load_corpus(&root.hub, set, &picked, None)?;
+                let mut probes = Vec::new();
+                for q in queries.iter().filter(|q| q.scene.as_deref() == Some(scene)) {
+                    let mut p = labelled(q, "labelled", None)?;
+                    p.relevant.retain(|r| held.contains(r));
+                    if !p.relevant.is_empty() {
+                        probes.push(p);
+                    }
+                }
+                probes.extend(translated_probes(set, &corpus, &other, Some(&held))?);
+                let name = format!("small-{n}:{set}:q{sample}");
+                w.run(&root.hub, &name, picked.len(), &ids, &probes, &all_modes)?;
+                if sample % 2 == 0 {
+                    w.run(&root.hub, &name, picked.len(), &ids, &off_topic, &all_modes)?;
+                }
+                root.close()?;
             }
         }
         // Large roots: the dev set's scenes filled up with other texts.

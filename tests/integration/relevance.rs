@@ -136,14 +136,22 @@ async fn min_score_overrides_the_default_floor_of_recall_and_search() {
         .await
         .is_empty()
     );
-    assert!(
-        !api.search_ids(
-            &t,
-            json!({ "query": "小王对什么过敏", "mode": "hybrid", "min_score": 0.5 })
-        )
-        .await
-        .is_empty()
-    );
+    // A floor is on the probability each hit reports: one at the best hit's
+    // relevance keeps it, one just above drops it.
+    let related = json!({ "query": "小王对什么过敏", "mode": "hybrid", "min_score": 0 });
+    let all = api.ok("/v1/search", &t, related.clone()).await;
+    let best = &all["hits"][0];
+    assert!(best["text"].as_str().unwrap().contains("花生"), "{all}");
+    let p = best["relevance"].as_f64().unwrap();
+    let with_floor = |floor: f64| {
+        let mut body = related.clone();
+        body["min_score"] = json!(floor);
+        body
+    };
+    let kept = api.search_ids(&t, with_floor(p)).await;
+    assert_eq!(kept.first(), best["id"].as_str().map(String::from).as_ref());
+    let above = api.search_ids(&t, with_floor((p + 1e-3).min(1.0))).await;
+    assert!(!above.iter().any(|id| best["id"] == *id), "{above:?}");
     // A stricter floor than the evidence of any hit empties a related recall too.
     assert!(
         recall(
