@@ -213,7 +213,7 @@ def main():
                     help="weight of hits of queries searched under another user's or conversation's scene")
     ap.add_argument("--max-drop", type=float, default=0.05,
                     help="warn when dev recall@5 drops more than this with the decision on")
-    ap.add_argument("--off-topic-rate", type=float, default=0.001,
+    ap.add_argument("--off-topic-rate", type=float, default=0.0005,
                     help="share of off-topic tune questions (per root and mode) allowed to keep a hit")
     ap.add_argument("--dialogue-off-topic", action="store_true",
                     help="also fit on off-topic questions asked as three-turn conversations")

@@ -275,33 +275,60 @@ pub fn plan(query: &str) -> QueryPlan {
 pub fn translate(query: &str, lexicon: &Lexicon) -> Option<Translation> {
     let turns = turns(query);
     let n = turns.len();
-    let mut translated = false;
-    let mut all: Vec<WeightedTerm> = Vec::new();
-    let mut from_lexicon: Vec<Term> = Vec::new();
-    let mut groups: Vec<TranslationGroup> = Vec::new();
-    let mut add = |term: Term, weight: f32, is_translation: bool| {
-        if is_translation && !from_lexicon.contains(&term) {
-            from_lexicon.push(term.clone());
-        }
-        match all
-            .iter_mut()
-            .find(|w| w.term.text == term.text && w.term.kind == term.kind)
-        {
-            Some(w) => w.weight = w.weight.max(weight),
-            None => all.push(WeightedTerm {
-                term,
-                weight,
-                speaker: false,
-            }),
-        }
-    };
+    let mut t = Translating::default();
     for (i, turn) in turns.iter().enumerate() {
         let weight = turn_weight(turn, n - 1 - i);
         let text = match &turn.speaker {
             Some(s) => format!("{s} {}", turn.text),
             None => turn.text.clone(),
         };
-        for word in cjk_content_words(&text) {
+        t.chinese_words(&text, weight, lexicon);
+        t.english_words(&text, weight, lexicon);
+    }
+    t.translated.then(|| Translation {
+        plan: QueryPlan {
+            conversational: plan(query).conversational,
+            dialogue: n > 1,
+            semantic: String::new(),
+            terms: t.all,
+        },
+        translations: t.from_lexicon,
+        groups: t.groups,
+    })
+}
+
+/// A translation being built by [`translate`].
+#[derive(Default)]
+struct Translating {
+    translated: bool,
+    all: Vec<WeightedTerm>,
+    from_lexicon: Vec<Term>,
+    groups: Vec<TranslationGroup>,
+}
+
+impl Translating {
+    /// Adds a term of the translated plan (keeping its highest weight).
+    fn add(&mut self, term: Term, weight: f32, is_translation: bool) {
+        if is_translation && !self.from_lexicon.contains(&term) {
+            self.from_lexicon.push(term.clone());
+        }
+        match self
+            .all
+            .iter_mut()
+            .find(|w| w.term.text == term.text && w.term.kind == term.kind)
+        {
+            Some(w) => w.weight = w.weight.max(weight),
+            None => self.all.push(WeightedTerm {
+                term,
+                weight,
+                speaker: false,
+            }),
+        }
+    }
+
+    /// zh → en: each Chinese content word of `text`.
+    fn chinese_words(&mut self, text: &str, weight: f32, lexicon: &Lexicon) {
+        for word in cjk_content_words(text) {
             // A compound the dictionary lacks (`数学考试`) is read as its parts.
             let known = if lexicon.english_of(&word).is_empty() {
                 cjk_words(&word)
@@ -314,7 +341,7 @@ pub fn translate(query: &str, lexicon: &Lexicon) -> Option<Translation> {
             let mut any = false;
             for word in known {
                 let english = lexicon.english_of(&word);
-                translated |= !english.is_empty();
+                self.translated |= !english.is_empty();
                 let share = weight / english.len().max(1) as f32;
                 let mut alternatives = Vec::new();
                 for e in english {
@@ -323,11 +350,11 @@ pub fn translate(query: &str, lexicon: &Lexicon) -> Option<Translation> {
                         kind: TermKind::Word,
                     };
                     alternatives.push(vec![(term.clone(), share)]);
-                    add(term, share, true);
+                    self.add(term, share, true);
                 }
                 if !alternatives.is_empty() {
                     any = true;
-                    groups.push(TranslationGroup {
+                    self.groups.push(TranslationGroup {
                         weight,
                         alternatives,
                     });
@@ -336,29 +363,32 @@ pub fn translate(query: &str, lexicon: &Lexicon) -> Option<Translation> {
             // A word nothing translates still belongs to the question: no
             // memory in the other script can be said to hold it.
             if !any {
-                groups.push(TranslationGroup {
+                self.groups.push(TranslationGroup {
                     weight,
                     alternatives: Vec::new(),
                 });
             }
         }
-        for term in tokenize(&text) {
+    }
+
+    /// en → zh: each English content word of `text` (a name is its own translation).
+    fn english_words(&mut self, text: &str, weight: f32, lexicon: &Lexicon) {
+        for term in tokenize(text) {
             if term.kind != TermKind::Word || is_stop_word(&term) {
                 continue;
             }
             let chinese = lexicon.chinese_of(&term.text);
             if chinese.is_empty() {
                 if term.text.bytes().any(|b| b.is_ascii_alphabetic()) {
-                    // A name is its own translation.
-                    groups.push(TranslationGroup {
+                    self.groups.push(TranslationGroup {
                         weight,
                         alternatives: vec![vec![(term.clone(), weight)]],
                     });
-                    add(term, weight, false);
+                    self.add(term, weight, false);
                 }
                 continue;
             }
-            translated = true;
+            self.translated = true;
             let share = weight / chinese.len() as f32;
             let mut alternatives = Vec::new();
             for zh in chinese {
@@ -367,29 +397,19 @@ pub fn translate(query: &str, lexicon: &Lexicon) -> Option<Translation> {
                     kind: TermKind::Segment,
                 };
                 let mut terms = vec![(segment.clone(), share)];
-                add(segment, share, true);
+                self.add(segment, share, true);
                 for t in tokenize(zh) {
                     terms.push((t.clone(), share));
-                    add(t, share, true);
+                    self.add(t, share, true);
                 }
                 alternatives.push(terms);
             }
-            groups.push(TranslationGroup {
+            self.groups.push(TranslationGroup {
                 weight,
                 alternatives,
             });
         }
     }
-    translated.then(|| Translation {
-        plan: QueryPlan {
-            conversational: plan(query).conversational,
-            dialogue: n > 1,
-            semantic: String::new(),
-            terms: all,
-        },
-        translations: from_lexicon,
-        groups,
-    })
 }
 
 /// A query translated for the cross-lingual pass ([`translate`]).

@@ -10,7 +10,8 @@
 //!
 //! - **coverage**: the share of the query's content terms, each weighted by
 //!   its turn weight ([`crate::query::plan`]) × IDF over the visible
-//!   memories, that the memory contains. A term no memory holds has the
+//!   memories, that the memory contains. Speaker tags (`小王：…`, `<Bart>:`)
+//!   are left out of every feature: who says something is not what is asked. A term no memory holds has the
 //!   largest IDF, so a question about something the root never heard of
 //!   covers little of any memory.
 //! - **content**: the same share counting only the query's terms that some
@@ -237,6 +238,12 @@ pub(crate) struct QueryEvidence {
     /// The sum of `signal`: BM25's maximum for one occurrence of each term
     /// in a text of average length.
     total: f32,
+    /// Whether each term is asked about: not only a speaker tag (who says
+    /// something is not what is asked).
+    asked: Vec<bool>,
+    /// The sum of `signal` over the asked terms (the divisor of the
+    /// coverage and BM25 features).
+    asked_total: f32,
     avg_len: f32,
     groups: Vec<Vec<Vec<Term>>>,
     group_weights: Vec<f32>,
@@ -248,6 +255,76 @@ pub(crate) struct QueryEvidence {
     dialogue: bool,
     known: f32,
     docs: f32,
+}
+
+/// The translated words of a query as [`QueryEvidence`] weighs them.
+#[derive(Default)]
+struct TranslatedSide {
+    /// Each word's translations, as the terms of each.
+    groups: Vec<Vec<Vec<Term>>>,
+    /// Each word's turn weight × the mean IDF of its translations (a word
+    /// without any: the IDF of a term no memory holds).
+    weights: Vec<f32>,
+    /// Each word's turn weight and the IDF of each of its translations.
+    idfs: Vec<(f32, Vec<f32>)>,
+    /// The share of the words (by turn weight) some visible memory holds a
+    /// translation of.
+    known: f32,
+}
+
+impl TranslatedSide {
+    fn new(index: &Index, t: &Translation, filter: &Filter) -> Result<TranslatedSide> {
+        let keys: Vec<Term> = t
+            .groups
+            .iter()
+            .flat_map(|g| g.alternatives.iter().filter_map(|a| a.first()))
+            .map(|(term, _)| term.clone())
+            .collect();
+        let (key_dfs, n) = index.text_doc_freqs(&keys, filter)?;
+        // Whether some visible memory holds a translation of each word.
+        let mut at = 0;
+        let (mut held, mut all) = (0.0f32, 0.0f32);
+        for g in &t.groups {
+            let k = g.alternatives.len();
+            if key_dfs[at..at + k].iter().any(|&df| df > 0) {
+                held += g.weight;
+            }
+            all += g.weight;
+            at += k;
+        }
+        let mut key_idf = key_dfs.into_iter().map(|df| idf(df, n));
+        let groups = t
+            .groups
+            .iter()
+            .map(|g| {
+                g.alternatives
+                    .iter()
+                    .map(|a| a.iter().map(|(t, _)| t.clone()).collect())
+                    .collect()
+            })
+            .collect();
+        let mut idfs = Vec::new();
+        let weights = t
+            .groups
+            .iter()
+            .map(|g| {
+                let these: Vec<f32> = key_idf.by_ref().take(g.alternatives.len()).collect();
+                let mean = if these.is_empty() {
+                    idf(0, n)
+                } else {
+                    these.iter().sum::<f32>() / these.len() as f32
+                };
+                idfs.push((g.weight, these));
+                g.weight * mean
+            })
+            .collect();
+        Ok(TranslatedSide {
+            groups,
+            weights,
+            idfs,
+            known: if all > 0.0 { held / all } else { 0.0 },
+        })
+    }
 }
 
 /// Inverse document frequency as tantivy's BM25 computes it.
@@ -276,69 +353,19 @@ impl QueryEvidence {
             .map(|(w, &df)| w.weight * idf(df, n))
             .collect();
         let total = signal.iter().sum::<f32>();
-        // Each translated word weighs its turn weight × the mean IDF of its
-        // translations (a word without any: the IDF of a term no memory holds).
-        let mut translated_known = 0.0f32;
-        let mut group_idfs: Vec<(f32, Vec<f32>)> = Vec::new();
-        let (groups, group_weights): (Vec<Vec<Vec<Term>>>, Vec<f32>) = match translation {
-            Some(t) => {
-                let keys: Vec<Term> = t
-                    .groups
-                    .iter()
-                    .flat_map(|g| g.alternatives.iter().filter_map(|a| a.first()))
-                    .map(|(term, _)| term.clone())
-                    .collect();
-                let (key_dfs, n) = index.text_doc_freqs(&keys, filter)?;
-                // Whether some visible memory holds a translation of each word.
-                let mut at = 0;
-                let (mut held, mut all) = (0.0f32, 0.0f32);
-                for g in &t.groups {
-                    let k = g.alternatives.len();
-                    if key_dfs[at..at + k].iter().any(|&df| df > 0) {
-                        held += g.weight;
-                    }
-                    all += g.weight;
-                    at += k;
-                }
-                translated_known = if all > 0.0 { held / all } else { 0.0 };
-                let mut key_idf = key_dfs.into_iter().map(|df| idf(df, n));
-                let groups = t
-                    .groups
-                    .iter()
-                    .map(|g| {
-                        g.alternatives
-                            .iter()
-                            .map(|a| a.iter().map(|(t, _)| t.clone()).collect())
-                            .collect()
-                    })
-                    .collect();
-                let weights = t
-                    .groups
-                    .iter()
-                    .map(|g| {
-                        let idfs: Vec<f32> = key_idf.by_ref().take(g.alternatives.len()).collect();
-                        let mean = if idfs.is_empty() {
-                            idf(0, n)
-                        } else {
-                            idfs.iter().sum::<f32>() / idfs.len() as f32
-                        };
-                        group_idfs.push((g.weight, idfs));
-                        g.weight * mean
-                    })
-                    .collect();
-                (groups, weights)
-            }
-            None => (Vec::new(), Vec::new()),
+        let side = match translation {
+            Some(t) => TranslatedSide::new(index, t, filter)?,
+            None => TranslatedSide::default(),
         };
         let weight_of = |only_known: bool| -> f32 {
             plan.terms
                 .iter()
                 .zip(&dfs)
-                .filter(|(_, df)| !only_known || **df > 0)
+                .filter(|(w, df)| !w.speaker && (!only_known || **df > 0))
                 .map(|(w, _)| w.weight)
                 .sum()
         };
-        let own_known = if plan.terms.is_empty() {
+        let own_known = if plan.terms.iter().all(|w| w.speaker) {
             0.0
         } else {
             weight_of(true) / weight_of(false).max(f32::EPSILON)
@@ -346,8 +373,15 @@ impl QueryEvidence {
         let counted = plan
             .terms
             .iter()
-            .filter(|w| w.term.kind != TermKind::Segment)
+            .filter(|w| w.term.kind != TermKind::Segment && !w.speaker)
             .count();
+        let asked: Vec<bool> = plan.terms.iter().map(|w| !w.speaker).collect();
+        let asked_total = signal
+            .iter()
+            .zip(&asked)
+            .filter(|(_, a)| **a)
+            .map(|(s, _)| s)
+            .sum::<f32>();
         Ok(QueryEvidence {
             terms: plan
                 .terms
@@ -355,6 +389,8 @@ impl QueryEvidence {
                 .map(|w| (w.term.clone(), w.weight))
                 .collect(),
             signal,
+            asked,
+            asked_total,
             content: plan
                 .terms
                 .iter()
@@ -363,15 +399,15 @@ impl QueryEvidence {
                 .collect(),
             total,
             avg_len: index.text_average_body_tokens(filter)?.max(1.0),
-            groups,
-            group_weights,
-            group_idfs,
+            groups: side.groups,
+            group_weights: side.weights,
+            group_idfs: side.idfs,
             phrase: crate::query::phrase_tokens(query)
                 .map(|t| t.into_iter().map(|t| t.text).collect()),
             script: script_milli(query),
             n_terms: (1.0 + counted as f32).ln(),
             dialogue: plan.dialogue,
-            known: own_known.max(translated_known),
+            known: own_known.max(side.known),
             docs: (1.0 + n as f32).ln(),
         })
     }
@@ -389,7 +425,21 @@ impl QueryEvidence {
 
     /// The coverage of a text alone (see [`Evidence::coverage`]).
     pub(crate) fn coverage(&self, text: &str) -> f32 {
-        self.of_text(text, None).coverage
+        // Every term counts here, speaker tags too: this orders the coverage
+        // re-rank of full text, not the relevance decision.
+        let counts = self.counts(text);
+        let held: f32 = self
+            .signal
+            .iter()
+            .zip(&counts)
+            .filter(|(_, f)| **f > 0)
+            .map(|(s, _)| s)
+            .sum();
+        if self.total > 0.0 {
+            (held / self.total).clamp(0.0, 1.0)
+        } else {
+            0.0
+        }
     }
 
     /// The share of the query's content-term signal that `text` holds, in
@@ -459,7 +509,13 @@ impl QueryEvidence {
         let len_norm = 1.0 - BM25_B + BM25_B * tokens.len() as f32 / self.avg_len;
         let (mut covered, mut bm25) = (0.0f32, 0.0f32);
         let (mut content_held, mut content_total) = (0.0f32, 0.0f32);
-        for ((s, &f), &content) in self.signal.iter().zip(&counts).zip(&self.content) {
+        for (((s, &f), &content), &asked) in self
+            .signal
+            .iter()
+            .zip(&counts)
+            .zip(&self.content)
+            .zip(&self.asked)
+        {
             if content {
                 content_total += s;
                 if f > 0 {
@@ -467,14 +523,14 @@ impl QueryEvidence {
                 }
             }
             let f = f as f32;
-            if f > 0.0 {
+            if asked && f > 0.0 {
                 covered += s;
                 bm25 += s * f * (BM25_K1 + 1.0) / (f + BM25_K1 * len_norm);
             }
         }
         let share = |x: f32| {
-            if self.total > 0.0 {
-                x / self.total
+            if self.asked_total > 0.0 {
+                x / self.asked_total
             } else {
                 0.0
             }

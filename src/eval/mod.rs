@@ -302,101 +302,21 @@ pub fn run_with(
 
     let mut reports = Vec::new();
     for &mode in modes {
-        let mut recall5 = 0.0;
-        let mut recall5_floor = 0.0;
-        let mut kept_hits = 0.0;
-        let mut recall10 = 0.0;
-        let mut mrr = 0.0;
-        let mut latencies = Vec::with_capacity(queries.len());
-        let mut ran = mode;
+        let mut run = ModeRun {
+            hub,
+            dataset: &dataset,
+            corpus_id_of: &corpus_id_of,
+            depth,
+            per_query: per_query.as_mut().zip(options.per_query.as_deref()),
+            totals: Totals::default(),
+            ran: mode,
+        };
         for q in &queries {
-            let filter = query_filter(q)?;
-            let t = Instant::now();
-            let results = hub.search_filtered(&SearchRequest {
-                query: q.query.clone(),
-                filter,
-                limit: Some(depth),
-                mode: Some(mode),
-                min_score: Some(0.0),
-            })?;
-            latencies.push(t.elapsed().as_secs_f64() * 1000.0);
-            ran = results.mode;
-            let known: Vec<(&str, &crate::search::SearchHit)> = results
-                .hits
-                .iter()
-                .filter_map(|h| corpus_id_of.get(&h.memory.id).map(|id| (id.as_str(), h)))
-                .collect();
-            let ranked: Vec<&str> = known.iter().map(|(id, _)| *id).collect();
-            // What a client gets by default: the relevance decision on.
-            let model = crate::relevance::model();
-            let kept: Vec<&str> = known
-                .iter()
-                .take(5)
-                .filter(|(_, h)| model.keeps(&h.evidence, h.relevance, None))
-                .map(|(id, _)| *id)
-                .collect();
-            if let Some(out) = per_query.as_mut() {
-                use std::io::Write;
-                let first_hit_rank = ranked
-                    .iter()
-                    .position(|id| q.relevant.iter().any(|r| r == id))
-                    .map(|i| i + 1);
-                let hit5 = ranked
-                    .iter()
-                    .take(5)
-                    .filter(|id| q.relevant.iter().any(|r| r == *id))
-                    .count();
-                let record = QueryRecord {
-                    dataset: dataset.clone(),
-                    mode,
-                    qid: q.qid.clone(),
-                    query: q.query.clone(),
-                    ranked: ranked.iter().map(|s| s.to_string()).collect(),
-                    scores: known.iter().map(|(_, h)| h.score).collect(),
-                    passes: known.iter().map(|(_, h)| h.pass).collect(),
-                    relevance: known.iter().map(|(_, h)| h.relevance).collect(),
-                    relevant: q.relevant.clone(),
-                    first_hit_rank,
-                    recall_at_5: if q.relevant.is_empty() {
-                        0.0
-                    } else {
-                        hit5 as f64 / q.relevant.len() as f64
-                    },
-                };
-                let line = serde_json::to_string(&record)
-                    .map_err(|e| Error::Internal(format!("per-query record: {e}")))?;
-                let path = options.per_query.as_deref().unwrap_or(Path::new(""));
-                writeln!(out, "{line}").ctx("cannot write", path)?;
-            }
-            if q.relevant.is_empty() {
-                tracing::warn!(eval.qid = %q.qid, "query lists no relevant ids; counted as zero");
-                continue;
-            }
-            let found = |k: usize| {
-                ranked
-                    .iter()
-                    .take(k)
-                    .filter(|id| q.relevant.iter().any(|r| r == *id))
-                    .count() as f64
-                    / q.relevant.len() as f64
-            };
-            recall5 += found(5);
-            recall5_floor += kept
-                .iter()
-                .filter(|id| q.relevant.iter().any(|r| r == *id))
-                .count() as f64
-                / q.relevant.len() as f64;
-            kept_hits += kept.len() as f64;
-            recall10 += found(10);
-            if let Some(rank) = ranked
-                .iter()
-                .take(TOP)
-                .position(|id| q.relevant.iter().any(|r| r == id))
-            {
-                mrr += 1.0 / (rank + 1) as f64;
-            }
+            run.query(q, mode)?;
         }
+        let (t, ran) = (run.totals, run.ran);
         let n = queries.len() as f64;
+        let mut latencies = t.latencies;
         latencies.sort_by(f64::total_cmp);
         let pct = |p: f64| {
             let i = ((latencies.len() as f64 - 1.0) * p).round() as usize;
@@ -408,11 +328,11 @@ pub fn run_with(
             ran,
             corpus: corpus.len(),
             queries: queries.len(),
-            recall_at_5: recall5 / n,
-            recall_at_5_with_floor: recall5_floor / n,
-            kept_at_5: kept_hits / n,
-            recall_at_10: recall10 / n,
-            mrr_at_10: mrr / n,
+            recall_at_5: t.recall5 / n,
+            recall_at_5_with_floor: t.recall5_floor / n,
+            kept_at_5: t.kept / n,
+            recall_at_10: t.recall10 / n,
+            mrr_at_10: t.mrr / n,
             latency_p50_ms: pct(0.5),
             latency_p95_ms: pct(0.95),
             load_ms,
@@ -424,6 +344,105 @@ pub fn run_with(
     }
     root.close()?;
     Ok(reports)
+}
+
+/// Sums over the queries of one mode.
+#[derive(Default)]
+struct Totals {
+    recall5: f64,
+    recall5_floor: f64,
+    kept: f64,
+    recall10: f64,
+    mrr: f64,
+    latencies: Vec<f64>,
+}
+
+/// One mode of [`run_with`] over a loaded root.
+struct ModeRun<'a> {
+    hub: &'a Hub,
+    dataset: &'a str,
+    corpus_id_of: &'a HashMap<String, String>,
+    depth: usize,
+    per_query: Option<(&'a mut std::io::BufWriter<std::fs::File>, &'a Path)>,
+    totals: Totals,
+    ran: SearchMode,
+}
+
+impl ModeRun<'_> {
+    /// Runs `q` in `mode` (the decision off) and adds it to the totals.
+    fn query(&mut self, q: &QueryLine, mode: SearchMode) -> Result<()> {
+        let t = Instant::now();
+        let results = self.hub.search_filtered(&SearchRequest {
+            query: q.query.clone(),
+            filter: query_filter(q)?,
+            limit: Some(self.depth),
+            mode: Some(mode),
+            min_score: Some(0.0),
+        })?;
+        self.totals
+            .latencies
+            .push(t.elapsed().as_secs_f64() * 1000.0);
+        self.ran = results.mode;
+        let known: Vec<(&str, &crate::search::SearchHit)> = results
+            .hits
+            .iter()
+            .filter_map(|h| {
+                self.corpus_id_of
+                    .get(&h.memory.id)
+                    .map(|id| (id.as_str(), h))
+            })
+            .collect();
+        let ranked: Vec<&str> = known.iter().map(|(id, _)| *id).collect();
+        // What a client gets by default: the relevance decision on.
+        let model = crate::relevance::model();
+        let kept: Vec<&str> = known
+            .iter()
+            .take(5)
+            .filter(|(_, h)| model.keeps(&h.evidence, h.relevance, None))
+            .map(|(id, _)| *id)
+            .collect();
+        let is_relevant = |id: &str| q.relevant.iter().any(|r| r == id);
+        if let Some((out, path)) = self.per_query.as_mut() {
+            use std::io::Write;
+            let hit5 = ranked.iter().take(5).filter(|id| is_relevant(id)).count();
+            let record = QueryRecord {
+                dataset: self.dataset.to_string(),
+                mode,
+                qid: q.qid.clone(),
+                query: q.query.clone(),
+                ranked: ranked.iter().map(|s| s.to_string()).collect(),
+                scores: known.iter().map(|(_, h)| h.score).collect(),
+                passes: known.iter().map(|(_, h)| h.pass).collect(),
+                relevance: known.iter().map(|(_, h)| h.relevance).collect(),
+                relevant: q.relevant.clone(),
+                first_hit_rank: ranked.iter().position(|id| is_relevant(id)).map(|i| i + 1),
+                recall_at_5: if q.relevant.is_empty() {
+                    0.0
+                } else {
+                    hit5 as f64 / q.relevant.len() as f64
+                },
+            };
+            let line = serde_json::to_string(&record)
+                .map_err(|e| Error::Internal(format!("per-query record: {e}")))?;
+            writeln!(out, "{line}").ctx("cannot write", path)?;
+        }
+        if q.relevant.is_empty() {
+            tracing::warn!(eval.qid = %q.qid, "query lists no relevant ids; counted as zero");
+            return Ok(());
+        }
+        let share = |ids: &[&str]| {
+            ids.iter().filter(|id| is_relevant(id)).count() as f64 / q.relevant.len() as f64
+        };
+        let t = &mut self.totals;
+        t.recall5 += share(&ranked[..ranked.len().min(5)]);
+        t.recall5_floor += share(&kept);
+        t.kept += kept.len() as f64;
+        t.recall10 += share(&ranked[..ranked.len().min(10)]);
+        if let Some(rank) = ranked.iter().take(TOP).position(|id| is_relevant(id)) {
+            t.mrr += 1.0 / (rank + 1) as f64;
+        }
+        Ok(())
+    }
 }
 
 /// A fresh temporary root with a writer hub, its vector cache seeded from a

@@ -16,7 +16,6 @@
 //!   all with the defaults a client gets; a question is answered when any
 //!   hit comes back.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use rand::rngs::StdRng;
@@ -178,6 +177,32 @@ pub(crate) fn distinctive_span(text: &str, others: &[&str], rng: &mut StdRng) ->
     })
 }
 
+/// Up to `count` memories of `corpus` in a seeded random order, each with a
+/// distinctive span of its text: `(corpus id, span)`.
+fn pick_spans(corpus: &[CorpusLine], count: usize, seed: u64) -> Vec<(String, String)> {
+    let normalised: Vec<String> = corpus.iter().map(|l| normalize(&l.text)).collect();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut order: Vec<usize> = (0..corpus.len()).collect();
+    order.shuffle(&mut rng);
+    let mut picked: Vec<(String, String)> = Vec::new();
+    for i in order {
+        if picked.len() >= count {
+            break;
+        }
+        let others: Vec<&str> = normalised
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .map(|(_, t)| t.as_str())
+            .collect();
+        let mut span_rng = StdRng::seed_from_u64(rng.random());
+        if let Some(span) = distinctive_span(&corpus[i].text, &others, &mut span_rng) {
+            picked.push((corpus[i].id.clone(), span));
+        }
+    }
+    picked
+}
+
 /// Builds the mixed root of `sources` and measures exact-first and
 /// off-topic answers (see the module docs).
 pub fn precision(
@@ -203,36 +228,7 @@ pub fn precision(
     let root = EvalRoot::open(config.clone(), embedder, options.vector_cache.as_deref())?;
     let hub = &root.hub;
     let corpus_id_of = load_corpus(hub, "mixed", &corpus, Some(&main))?;
-    let text_of: HashMap<&str, &str> = corpus
-        .iter()
-        .map(|l| (l.id.as_str(), l.text.as_str()))
-        .collect();
-    let normalised: Vec<String> = corpus.iter().map(|l| normalize(&l.text)).collect();
-
-    let mut rng = StdRng::seed_from_u64(options.seed);
-    let mut order: Vec<usize> = (0..corpus.len()).collect();
-    order.shuffle(&mut rng);
-    let mut picked: Vec<(String, String)> = Vec::new();
-    for i in order {
-        if picked.len() >= options.spans {
-            break;
-        }
-        let others: Vec<&str> = normalised
-            .iter()
-            .enumerate()
-            .filter(|(j, _)| *j != i)
-            .map(|(_, t)| t.as_str())
-            .collect();
-        let mut span_rng = StdRng::seed_from_u64(rng.random());
-        if let Some(span) = distinctive_span(&corpus[i].text, &others, &mut span_rng) {
-            picked.push((corpus[i].id.clone(), span));
-        }
-    }
-    debug_assert!(
-        picked
-            .iter()
-            .all(|(id, _)| text_of.contains_key(id.as_str()))
-    );
+    let picked = pick_spans(&corpus, options.spans, options.seed);
 
     let search = |query: &str, mode: SearchMode| -> Result<Vec<String>> {
         let results = hub.search_filtered(&SearchRequest {
@@ -298,7 +294,6 @@ pub fn precision(
         });
     }
     let memories = corpus.len();
-    drop(text_of);
     root.close()?;
     Ok(PrecisionReport {
         memories,

@@ -14,6 +14,10 @@
 //!   trainer may fit on them).
 //! - **span**: distinctive spans copied from memories of the mixed root
 //!   ([`super::precision`]), relevant only to the memory they come from.
+//! - **keyword**: one or two rare words of a memory (a Latin word of four
+//!   letters or more, or a Chinese word), as a person searches for a word
+//!   they remember; relevant to every memory holding them (dataset
+//!   `<root>:keyword`, counted as labelled).
 //! - **translated**: on the cross-language sets, each memory's version in
 //!   the other language (the same id in `madial-zh-dev` or `madial-en-dev`)
 //!   as the query, under the memory's scene; relevant to that memory only
@@ -353,6 +357,94 @@ fn translated_probes(
     Ok(probes)
 }
 
+/// Keyword probes (see the module docs) for up to `max` memories of
+/// `corpus` (those in `held` when given), each searched under `filter`.
+fn keyword_probes(
+    dataset: &str,
+    corpus: &[CorpusLine],
+    held: Option<&[String]>,
+    filter: &Filter,
+    rng: &mut StdRng,
+    max: usize,
+) -> Vec<Probe> {
+    use crate::analysis::tokenizer::{Term, cjk_words, is_stop_word, script_milli, tokenize};
+    let terms: Vec<std::collections::HashSet<String>> = corpus
+        .iter()
+        .map(|c| tokenize(&c.text).into_iter().map(|t| t.text).collect())
+        .collect();
+    let holds = |i: usize, query: &[Term]| query.iter().all(|t| terms[i].contains(&t.text));
+    let mut order: Vec<usize> = (0..corpus.len())
+        .filter(|&i| held.is_none_or(|h| h.contains(&corpus[i].id)))
+        .filter(|&i| !corpus[i].id.starts_with("chatter-"))
+        .collect();
+    order.shuffle(rng);
+    let mut probes = Vec::new();
+    for i in order {
+        if probes.len() >= max {
+            break;
+        }
+        let text = &corpus[i].text;
+        let mut words: Vec<String> = if script_milli(text) > 500 {
+            cjk_words(text)
+                .into_iter()
+                .filter(|w| w.chars().count() >= 2)
+                .collect()
+        } else {
+            text.split(|c: char| !c.is_alphanumeric())
+                .filter(|w| w.chars().count() >= 4 && w.chars().all(char::is_alphabetic))
+                .map(str::to_lowercase)
+                .collect()
+        };
+        words.retain(|w| {
+            let t = tokenize(w);
+            !t.is_empty() && !t.iter().any(is_stop_word)
+        });
+        words.sort();
+        words.dedup();
+        // Rare words only: held by at most three memories.
+        let rare: Vec<(String, Vec<Term>)> = words
+            .into_iter()
+            .map(|w| {
+                let t = tokenize(&w);
+                (w, t)
+            })
+            .filter(|(_, t)| (0..corpus.len()).filter(|&j| holds(j, t)).count() <= 3)
+            .collect();
+        let Some(first) = rare.choose(rng).cloned() else {
+            continue;
+        };
+        // Every other probe asks for two words of the memory.
+        let (query, tokens) = match rare.iter().find(|(w, _)| *w != first.0) {
+            Some(second) if probes.len() % 2 == 1 => (
+                format!("{} {}", first.0, second.0),
+                first.1.iter().chain(&second.1).cloned().collect::<Vec<_>>(),
+            ),
+            _ => first.clone(),
+        };
+        let relevant: Vec<String> = (0..corpus.len())
+            .filter(|&j| holds(j, &tokens))
+            .map(|j| corpus[j].id.clone())
+            .collect();
+        probes.push(Probe {
+            dataset: format!("{dataset}:keyword"),
+            qid: format!("keyword-{}", corpus[i].id),
+            group: format!("keyword-{}", corpus[i].id),
+            kind: "labelled",
+            split: "dev".into(),
+            lang: if script_milli(&query) > 500 {
+                "zh"
+            } else {
+                "en"
+            }
+            .into(),
+            query,
+            filter: filter.clone(),
+            relevant,
+        });
+    }
+    probes
+}
+
 fn off_topic_probes(questions: &[OffTopic]) -> Vec<Probe> {
     let mut probes: Vec<Probe> = questions
         .iter()
@@ -417,186 +509,204 @@ fn chatter(scene: Option<&str>) -> Vec<CorpusLine> {
         .collect()
 }
 
-/// Writes the training rows (see the module docs) to `out`; returns how many.
-pub fn export(
-    eval_dir: &Path,
-    out: &Path,
-    config: &Config,
-    embedder: Arc<dyn Embedder>,
-    options: &TrainingOptions,
-) -> Result<usize> {
-    let embedder: Arc<dyn Embedder> = Arc::new(RememberedQueries {
-        model: embedder,
-        queries: Mutex::default(),
-    });
-    let mut w = Writer {
-        out: std::io::BufWriter::new(std::fs::File::create(out).ctx("cannot create", out)?),
-        path: out,
-        rows: 0,
-    };
-    let mut config = config.clone();
-    config.search.max_limit = config.search.max_limit.max(DEPTH);
-    let all_modes = [
-        SearchMode::Fulltext,
-        SearchMode::Hybrid,
-        SearchMode::Semantic,
-    ];
-    let off_topic = off_topic_probes(&options.off_topic);
-    let open = |config: &Config| {
-        EvalRoot::open(
-            config.clone(),
-            EmbedderSlot::ready(embedder.clone()),
-            options.vector_cache.as_deref(),
-        )
-    };
-    let sets = [
-        "madial-zh-dev",
-        "madial-en-dev",
-        "madial-zh2en-dev",
-        "madial-en2zh-dev",
-        "locomo-dev",
-    ];
-    let mut rng = StdRng::seed_from_u64(options.seed);
-    for set in sets {
-        let dir = eval_dir.join(set);
-        let corpus: Vec<CorpusLine> = read_jsonl(&dir.join("corpus.jsonl"))?;
-        let queries: Vec<QueryLine> = read_jsonl(&dir.join("queries.jsonl"))?;
-        let lang = lang_of(set);
-        // The other-language version of each memory, for the translated probes.
-        let other: HashMap<String, String> = match counterpart(set) {
+/// The modes every probe runs in.
+const ALL_MODES: [SearchMode; 3] = [
+    SearchMode::Fulltext,
+    SearchMode::Hybrid,
+    SearchMode::Semantic,
+];
+
+/// The dev sets, in the order the rows are written.
+const SETS: [&str; 5] = [
+    "madial-zh-dev",
+    "madial-en-dev",
+    "madial-zh2en-dev",
+    "madial-en2zh-dev",
+    "locomo-dev",
+];
+
+/// One dev set as read for training.
+struct DevSet<'s> {
+    name: &'s str,
+    corpus: Vec<CorpusLine>,
+    queries: Vec<QueryLine>,
+    /// The other-language version of each memory (the translated probes).
+    other: HashMap<String, String>,
+}
+
+impl<'s> DevSet<'s> {
+    fn read(eval_dir: &Path, name: &'s str) -> Result<DevSet<'s>> {
+        let dir = eval_dir.join(name);
+        let other = match counterpart(name) {
             Some(c) => read_jsonl::<CorpusLine>(&eval_dir.join(c).join("corpus.jsonl"))?
                 .into_iter()
                 .map(|l| (l.id, l.text))
                 .collect(),
             None => HashMap::new(),
         };
-        let labelled = |q: &QueryLine, kind: &'static str, scene: Option<&str>| -> Result<Probe> {
-            Ok(Probe {
-                dataset: set.to_string(),
-                qid: q.qid.clone(),
-                group: group_of(q),
-                kind,
-                split: "dev".into(),
-                lang: lang.into(),
-                query: q.query.clone(),
-                filter: match scene.or(q.scene.as_deref()) {
-                    Some(s) => scene_filter(s)?,
-                    None => Filter::all(),
-                },
-                relevant: if kind == "labelled" {
-                    q.relevant.clone()
-                } else {
-                    Vec::new()
-                },
-            })
-        };
-        // The dev set as its own root, its queries under their own scene and another's.
+        Ok(DevSet {
+            name,
+            corpus: read_jsonl(&dir.join("corpus.jsonl"))?,
+            queries: read_jsonl(&dir.join("queries.jsonl"))?,
+            other,
+        })
+    }
+
+    /// A probe of query `q` (`kind` labelled, or the other scene's kind
+    /// with `scene` given, relevant to nothing there).
+    fn labelled(&self, q: &QueryLine, kind: &'static str, scene: Option<&str>) -> Result<Probe> {
+        Ok(Probe {
+            dataset: self.name.to_string(),
+            qid: q.qid.clone(),
+            group: group_of(q),
+            kind,
+            split: "dev".into(),
+            lang: lang_of(self.name).into(),
+            query: q.query.clone(),
+            filter: match scene.or(q.scene.as_deref()) {
+                Some(s) => scene_filter(s)?,
+                None => Filter::all(),
+            },
+            relevant: if kind == "labelled" {
+                q.relevant.clone()
+            } else {
+                Vec::new()
+            },
+        })
+    }
+
+    /// The labelled probes of the queries of `scene` whose relevant
+    /// memories `held` holds, relevant to those only.
+    fn held_probes(&self, scene: &str, held: &[String]) -> Result<Vec<Probe>> {
+        let mut probes = Vec::new();
+        for q in self
+            .queries
+            .iter()
+            .filter(|q| q.scene.as_deref() == Some(scene))
         {
-            let root = open(&config)?;
-            let ids = load_corpus(&root.hub, set, &corpus, None)?;
-            let mut probes = Vec::new();
-            for q in &queries {
-                probes.push(labelled(q, "labelled", None)?);
-            }
-            w.run(
-                &root.hub,
-                &format!("dev:{set}"),
-                corpus.len(),
-                &ids,
-                &probes,
-                &all_modes,
-            )?;
-            w.run(
-                &root.hub,
-                &format!("dev:{set}"),
-                corpus.len(),
-                &ids,
-                &translated_probes(set, &corpus, &other, None)?,
-                &all_modes,
-            )?;
-            let mut others = Vec::new();
-            for q in &queries {
-                if let Some((scene, kind)) = q.scene.as_deref().and_then(other_scene) {
-                    others.push(labelled(q, kind, Some(&scene))?);
-                }
-            }
-            w.run(
-                &root.hub,
-                &format!("dev:{set}"),
-                corpus.len(),
-                &ids,
-                &others,
-                &[SearchMode::Fulltext, SearchMode::Hybrid],
-            )?;
-            w.run(
-                &root.hub,
-                &format!("dev:{set}"),
-                corpus.len(),
-                &ids,
-                &off_topic,
-                &all_modes,
-            )?;
-            root.close()?;
-        }
-        // Small roots: a few memories of one scene, with the queries they answer.
-        if set == "madial-zh-dev" || set == "madial-en-dev" || set == "locomo-dev" {
-            for n in [5usize, 20] {
-                for sample in 0..3 {
-                    let scenes: Vec<&str> = {
-                        let mut s: Vec<&str> =
-                            corpus.iter().filter_map(|c| c.scene.as_deref()).collect();
-                        s.sort_unstable();
-                        s.dedup();
-                        s
-                    };
-                    let scene = scenes[sample % scenes.len()];
-                    let mut lines: Vec<&CorpusLine> = corpus
-                        .iter()
-                        .filter(|c| c.scene.as_deref() == Some(scene))
-                        .collect();
-                    lines.shuffle(&mut rng);
-                    let mut picked: Vec<CorpusLine> = lines.into_iter().take(n).cloned().collect();
-                    let held: Vec<String> = picked.iter().map(|c| c.id.clone()).collect();
-                    // Every other small root also holds group-chat filler.
-                    if sample % 2 == 1 {
-                        picked.extend(chatter(Some(scene)));
-                    }
-                    let root = open(&config)?;
-                    let ids = load_corpus(&root.hub, set, &picked, None)?;
-                    let mut probes = Vec::new();
-                    for q in queries.iter().filter(|q| q.scene.as_deref() == Some(scene)) {
-                        let mut p = labelled(q, "labelled", None)?;
-                        p.relevant.retain(|r| held.contains(r));
-                        if !p.relevant.is_empty() {
-                            probes.push(p);
-                        }
-                    }
-                    let name = format!("small-{n}:{set}:{sample}");
-                    w.run(&root.hub, &name, picked.len(), &ids, &probes, &all_modes)?;
-                    w.run(&root.hub, &name, picked.len(), &ids, &off_topic, &all_modes)?;
-                    root.close()?;
-                }
+            let mut p = self.labelled(q, "labelled", None)?;
+            p.relevant.retain(|r| held.contains(r));
+            if !p.relevant.is_empty() {
+                probes.push(p);
             }
         }
-        // Small roots built around a query: its relevant memories (at most
-        // half the root) and others of its scene; every query and translation
-        // whose relevant memories they hold is asked.
+        Ok(probes)
+    }
+
+    /// Its scenes, sorted.
+    fn scenes(&self) -> Vec<String> {
+        let mut s: Vec<String> = self.corpus.iter().filter_map(|c| c.scene.clone()).collect();
+        s.sort_unstable();
+        s.dedup();
+        s
+    }
+}
+
+/// What [`export`] works with.
+struct Exporter<'a> {
+    w: Writer<'a>,
+    config: Config,
+    embedder: Arc<dyn Embedder>,
+    options: &'a TrainingOptions,
+    off_topic: Vec<Probe>,
+    rng: StdRng,
+}
+
+impl Exporter<'_> {
+    fn open(&self) -> Result<EvalRoot> {
+        EvalRoot::open(
+            self.config.clone(),
+            EmbedderSlot::ready(self.embedder.clone()),
+            self.options.vector_cache.as_deref(),
+        )
+    }
+
+    /// The dev set as its own root: its queries under their own scene and
+    /// another's, its translations, the off-topic questions.
+    fn dev_root(&mut self, set: &DevSet<'_>) -> Result<()> {
+        let root = self.open()?;
+        let ids = load_corpus(&root.hub, set.name, &set.corpus, None)?;
+        let name = format!("dev:{}", set.name);
+        let size = set.corpus.len();
+        let probes = set
+            .queries
+            .iter()
+            .map(|q| set.labelled(q, "labelled", None))
+            .collect::<Result<Vec<_>>>()?;
+        self.w
+            .run(&root.hub, &name, size, &ids, &probes, &ALL_MODES)?;
+        let translated = translated_probes(set.name, &set.corpus, &set.other, None)?;
+        self.w
+            .run(&root.hub, &name, size, &ids, &translated, &ALL_MODES)?;
+        let mut others = Vec::new();
+        for q in &set.queries {
+            if let Some((scene, kind)) = q.scene.as_deref().and_then(other_scene) {
+                others.push(set.labelled(q, kind, Some(&scene))?);
+            }
+        }
+        let text_modes = [SearchMode::Fulltext, SearchMode::Hybrid];
+        self.w
+            .run(&root.hub, &name, size, &ids, &others, &text_modes)?;
+        self.w
+            .run(&root.hub, &name, size, &ids, &self.off_topic, &ALL_MODES)?;
+        root.close()
+    }
+
+    /// Small roots: a few random memories of one scene, with the queries they answer.
+    fn small_random(&mut self, set: &DevSet<'_>) -> Result<()> {
+        let scenes = set.scenes();
+        for n in [5usize, 20] {
+            for sample in 0..3 {
+                let scene = scenes[sample % scenes.len()].as_str();
+                let mut lines: Vec<&CorpusLine> = set
+                    .corpus
+                    .iter()
+                    .filter(|c| c.scene.as_deref() == Some(scene))
+                    .collect();
+                lines.shuffle(&mut self.rng);
+                let mut picked: Vec<CorpusLine> = lines.into_iter().take(n).cloned().collect();
+                let held: Vec<String> = picked.iter().map(|c| c.id.clone()).collect();
+                // Every other small root also holds group-chat filler.
+                if sample % 2 == 1 {
+                    picked.extend(chatter(Some(scene)));
+                }
+                let root = self.open()?;
+                let ids = load_corpus(&root.hub, set.name, &picked, None)?;
+                let probes = set.held_probes(scene, &held)?;
+                let name = format!("small-{n}:{}:{sample}", set.name);
+                let size = picked.len();
+                self.w
+                    .run(&root.hub, &name, size, &ids, &probes, &ALL_MODES)?;
+                self.w
+                    .run(&root.hub, &name, size, &ids, &self.off_topic, &ALL_MODES)?;
+                root.close()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Small roots built around a query: its relevant memories (at most
+    /// half the root) and others of its scene; every query, translation and
+    /// keyword whose relevant memories they hold is asked.
+    fn small_around(&mut self, set: &DevSet<'_>) -> Result<()> {
         for n in [5usize, 20] {
             for sample in 0..SMALL_AROUND_QUERIES {
-                let Some(q) = queries.choose(&mut rng) else {
+                let Some(q) = set.queries.choose(&mut self.rng) else {
                     break;
                 };
                 let Some(scene) = q.scene.as_deref() else {
                     continue;
                 };
                 let mut held: Vec<String> = q.relevant.iter().take(n / 2).cloned().collect();
-                let mut rest: Vec<&CorpusLine> = corpus
+                let mut rest: Vec<&CorpusLine> = set
+                    .corpus
                     .iter()
                     .filter(|c| c.scene.as_deref() == Some(scene) && !held.contains(&c.id))
                     .collect();
-                rest.shuffle(&mut rng);
+                rest.shuffle(&mut self.rng);
                 held.extend(rest.into_iter().take(n - held.len()).map(|c| c.id.clone()));
-                let mut picked: Vec<CorpusLine> = corpus
+                let mut picked: Vec<CorpusLine> = set
+                    .corpus
                     .iter()
                     .filter(|c| held.contains(&c.id))
                     .cloned()
@@ -604,78 +714,84 @@ pub fn export(
                 if sample % 2 == 1 {
                     picked.extend(chatter(Some(scene)));
                 }
-                let root = open(&config)?;
-                let ids = load_corpus(&root.hub, set, &picked, None)?;
-                let mut probes = Vec::new();
-                for q in queries.iter().filter(|q| q.scene.as_deref() == Some(scene)) {
-                    let mut p = labelled(q, "labelled", None)?;
-                    p.relevant.retain(|r| held.contains(r));
-                    if !p.relevant.is_empty() {
-                        probes.push(p);
-                    }
-                }
-                probes.extend(translated_probes(set, &corpus, &other, Some(&held))?);
-                let name = format!("small-{n}:{set}:q{sample}");
-                w.run(&root.hub, &name, picked.len(), &ids, &probes, &all_modes)?;
+                let root = self.open()?;
+                let ids = load_corpus(&root.hub, set.name, &picked, None)?;
+                let mut probes = set.held_probes(scene, &held)?;
+                probes.extend(translated_probes(
+                    set.name,
+                    &set.corpus,
+                    &set.other,
+                    Some(&held),
+                )?);
+                probes.extend(keyword_probes(
+                    set.name,
+                    &picked,
+                    None,
+                    &scene_filter(scene)?,
+                    &mut self.rng,
+                    3,
+                ));
+                let name = format!("small-{n}:{}:q{sample}", set.name);
+                let size = picked.len();
+                self.w
+                    .run(&root.hub, &name, size, &ids, &probes, &ALL_MODES)?;
                 if sample % 2 == 0 {
-                    w.run(&root.hub, &name, picked.len(), &ids, &off_topic, &all_modes)?;
+                    self.w
+                        .run(&root.hub, &name, size, &ids, &self.off_topic, &ALL_MODES)?;
                 }
                 root.close()?;
             }
         }
-        // Large roots: the dev set's scenes filled up with other texts.
-        if set == "locomo-dev" || set == "madial-zh-dev" {
-            for &n in &options.large {
-                let scenes: Vec<String> = {
-                    let mut s: Vec<String> =
-                        corpus.iter().filter_map(|c| c.scene.clone()).collect();
-                    s.sort_unstable();
-                    s.dedup();
-                    s
-                };
-                let fill = n.saturating_sub(corpus.len()).min(options.filler.len());
-                let mut all = corpus.clone();
-                all.extend(
-                    options.filler[..fill]
-                        .iter()
-                        .enumerate()
-                        .map(|(i, text)| CorpusLine {
-                            id: format!("filler-{i}"),
-                            text: text.clone(),
-                            scene: Some(scenes[i % scenes.len()].clone()),
-                            time: None,
-                            speaker: None,
-                            session: None,
-                        }),
-                );
-                let modes: &[SearchMode] = if n <= LARGE_HYBRID_MAX {
-                    &all_modes
-                } else {
-                    &[SearchMode::Fulltext]
-                };
-                let root = if n > LARGE_HYBRID_MAX {
-                    EvalRoot::open(
-                        config.clone(),
-                        EmbedderSlot::none("full text only at this size"),
-                        None,
-                    )?
-                } else {
-                    open(&config)?
-                };
-                let ids = load_corpus(&root.hub, set, &all, None)?;
-                let probes: Vec<Probe> = queries
-                    .iter()
-                    .map(|q| labelled(q, "labelled", None))
-                    .collect::<Result<_>>()?;
-                let name = format!("large-{n}:{set}");
-                w.run(&root.hub, &name, all.len(), &ids, &probes, modes)?;
-                w.run(&root.hub, &name, all.len(), &ids, &off_topic, modes)?;
-                root.close()?;
-            }
-        }
+        Ok(())
     }
-    // The mixed root of the precision figures, with spans of its own seed.
-    {
+
+    /// Large roots: the dev set's scenes filled up with other texts.
+    fn large(&mut self, set: &DevSet<'_>) -> Result<()> {
+        let scenes = set.scenes();
+        for &n in &self.options.large {
+            let fill = n
+                .saturating_sub(set.corpus.len())
+                .min(self.options.filler.len());
+            let mut all = set.corpus.clone();
+            all.extend(
+                self.options.filler[..fill]
+                    .iter()
+                    .enumerate()
+                    .map(|(i, text)| CorpusLine {
+                        id: format!("filler-{i}"),
+                        text: text.clone(),
+                        scene: Some(scenes[i % scenes.len()].clone()),
+                        time: None,
+                        speaker: None,
+                        session: None,
+                    }),
+            );
+            let full_text = [SearchMode::Fulltext];
+            let (root, modes): (EvalRoot, &[SearchMode]) = if n > LARGE_HYBRID_MAX {
+                let slot = EmbedderSlot::none("full text only at this size");
+                (EvalRoot::open(self.config.clone(), slot, None)?, &full_text)
+            } else {
+                (self.open()?, &ALL_MODES)
+            };
+            let ids = load_corpus(&root.hub, set.name, &all, None)?;
+            let probes = set
+                .queries
+                .iter()
+                .map(|q| set.labelled(q, "labelled", None))
+                .collect::<Result<Vec<_>>>()?;
+            let name = format!("large-{n}:{}", set.name);
+            self.w
+                .run(&root.hub, &name, all.len(), &ids, &probes, modes)?;
+            self.w
+                .run(&root.hub, &name, all.len(), &ids, &self.off_topic, modes)?;
+            root.close()?;
+        }
+        Ok(())
+    }
+
+    /// The mixed root of the precision figures, with spans and keywords of
+    /// its own seed.
+    fn mixed(&mut self, eval_dir: &Path) -> Result<()> {
         let mut corpus: Vec<CorpusLine> = Vec::new();
         for (set, scene) in [
             ("locomo-dev", "locomo-0"),
@@ -691,52 +807,101 @@ pub fn export(
         }
         corpus.extend(chatter(None));
         let main = Scene::parse("main")?;
-        let root = open(&config)?;
+        let root = self.open()?;
         let ids = load_corpus(&root.hub, "mixed", &corpus, Some(&main))?;
-        let normalised: Vec<String> = corpus.iter().map(|l| normalize(&l.text)).collect();
-        let mut order: Vec<usize> = (0..corpus.len()).collect();
-        order.shuffle(&mut rng);
-        let mut probes = Vec::new();
-        for i in order
-            .into_iter()
-            .filter(|&i| !corpus[i].id.starts_with("chatter-"))
-            .take(160)
-        {
-            let others: Vec<&str> = normalised
-                .iter()
-                .enumerate()
-                .filter(|(j, _)| *j != i)
-                .map(|(_, t)| t.as_str())
-                .collect();
-            if let Some(span) = distinctive_span(&corpus[i].text, &others, &mut rng) {
-                probes.push(Probe {
-                    dataset: "span".into(),
-                    qid: format!("span-{}", corpus[i].id),
-                    group: format!("span-{}", corpus[i].id),
-                    kind: "span",
-                    split: "dev".into(),
-                    lang: if crate::analysis::tokenizer::script_milli(&span) > 500 {
-                        "zh".into()
-                    } else {
-                        "en".into()
-                    },
-                    query: span,
-                    filter: Filter::all(),
-                    relevant: vec![corpus[i].id.clone()],
-                });
-            }
-        }
-        w.run(&root.hub, "mixed", corpus.len(), &ids, &probes, &all_modes)?;
-        w.run(
-            &root.hub,
+        let mut probes = span_probes(&corpus, &mut self.rng);
+        probes.extend(keyword_probes(
             "mixed",
-            corpus.len(),
-            &ids,
-            &off_topic,
-            &all_modes,
-        )?;
-        root.close()?;
+            &corpus,
+            None,
+            &Filter::all(),
+            &mut self.rng,
+            160,
+        ));
+        let size = corpus.len();
+        self.w
+            .run(&root.hub, "mixed", size, &ids, &probes, &ALL_MODES)?;
+        self.w
+            .run(&root.hub, "mixed", size, &ids, &self.off_topic, &ALL_MODES)?;
+        root.close()
     }
-    w.out.flush().ctx("cannot write", out)?;
-    Ok(w.rows)
+}
+
+/// Span probes for up to 160 memories of `corpus` (not the chatter).
+fn span_probes(corpus: &[CorpusLine], rng: &mut StdRng) -> Vec<Probe> {
+    let normalised: Vec<String> = corpus.iter().map(|l| normalize(&l.text)).collect();
+    let mut order: Vec<usize> = (0..corpus.len()).collect();
+    order.shuffle(rng);
+    let mut probes = Vec::new();
+    for i in order
+        .into_iter()
+        .filter(|&i| !corpus[i].id.starts_with("chatter-"))
+        .take(160)
+    {
+        let others: Vec<&str> = normalised
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .map(|(_, t)| t.as_str())
+            .collect();
+        if let Some(span) = distinctive_span(&corpus[i].text, &others, rng) {
+            probes.push(Probe {
+                dataset: "span".into(),
+                qid: format!("span-{}", corpus[i].id),
+                group: format!("span-{}", corpus[i].id),
+                kind: "span",
+                split: "dev".into(),
+                lang: if crate::analysis::tokenizer::script_milli(&span) > 500 {
+                    "zh".into()
+                } else {
+                    "en".into()
+                },
+                query: span,
+                filter: Filter::all(),
+                relevant: vec![corpus[i].id.clone()],
+            });
+        }
+    }
+    probes
+}
+
+/// Writes the training rows (see the module docs) to `out`; returns how many.
+pub fn export(
+    eval_dir: &Path,
+    out: &Path,
+    config: &Config,
+    embedder: Arc<dyn Embedder>,
+    options: &TrainingOptions,
+) -> Result<usize> {
+    let mut config = config.clone();
+    config.search.max_limit = config.search.max_limit.max(DEPTH);
+    let mut ex = Exporter {
+        w: Writer {
+            out: std::io::BufWriter::new(std::fs::File::create(out).ctx("cannot create", out)?),
+            path: out,
+            rows: 0,
+        },
+        config,
+        embedder: Arc::new(RememberedQueries {
+            model: embedder,
+            queries: Mutex::default(),
+        }),
+        options,
+        off_topic: off_topic_probes(&options.off_topic),
+        rng: StdRng::seed_from_u64(options.seed),
+    };
+    for name in SETS {
+        let set = DevSet::read(eval_dir, name)?;
+        ex.dev_root(&set)?;
+        if name == "madial-zh-dev" || name == "madial-en-dev" || name == "locomo-dev" {
+            ex.small_random(&set)?;
+        }
+        ex.small_around(&set)?;
+        if name == "locomo-dev" || name == "madial-zh-dev" {
+            ex.large(&set)?;
+        }
+    }
+    ex.mixed(eval_dir)?;
+    ex.w.out.flush().ctx("cannot write", out)?;
+    Ok(ex.w.rows)
 }

@@ -257,16 +257,8 @@ impl Planned {
     }
 }
 
-/// Runs a search. `embedder` is `None` when none is available: hybrid then
-/// runs as fulltext and semantic fails with `EMBEDDING_UNAVAILABLE`. `now`
-/// (the hub's clock) anchors the times a query names ("last week").
-pub(crate) fn search(
-    index: &Index,
-    embedder: Option<&dyn Embedder>,
-    req: &SearchRequest,
-    cfg: &SearchConfig,
-    now: chrono::DateTime<chrono::Utc>,
-) -> Result<SearchResults> {
+/// Checks a request's limit, query and floor; returns the limit.
+fn check_request(req: &SearchRequest, cfg: &SearchConfig) -> Result<usize> {
     let limit = req.limit.unwrap_or(cfg.default_limit);
     if limit == 0 || limit > cfg.max_limit {
         return Err(Error::invalid(format!(
@@ -284,6 +276,129 @@ pub(crate) fn search(
         )));
     }
     check_min_score(req.min_score)?;
+    Ok(limit)
+}
+
+/// The ranking of one search before exact phrases, the time boost and the
+/// relevance decision.
+struct Ranked {
+    scored: Vec<Scored>,
+    /// The mode that ran.
+    mode: SearchMode,
+    /// Why it differs from the one asked for, when the embedder failed.
+    fallback: Option<String>,
+    /// The query's vector, when a semantic ranking ran (for the cosines of
+    /// the relevance decision).
+    query_vector: Option<Vec<f32>>,
+}
+
+/// Ranks `limit` candidates in `mode` (see the module docs); hybrid falls
+/// back to full text when the embedder fails with `EMBEDDING_UNAVAILABLE`.
+fn rank(
+    cx: &fulltext::Context<'_>,
+    embedder: Option<&dyn Embedder>,
+    req: &SearchRequest,
+    mode: SearchMode,
+    limit: usize,
+) -> Result<Ranked> {
+    let (index, plan, cfg) = (cx.index, cx.plan, cx.cfg);
+    let fulltext_only = |limit: usize| -> Result<Vec<Scored>> {
+        Ok(fulltext::ranking(cx, limit, false)?
+            .into_iter()
+            .map(|h| Scored {
+                id: h.id,
+                score: h.score,
+                own: h.own,
+                pass: h.pass,
+                cosine: None,
+            })
+            .collect())
+    };
+    let ranked = |scored, query_vector| Ranked {
+        scored,
+        mode,
+        fallback: None,
+        query_vector,
+    };
+    let fell_back = |err: Error| -> Result<Ranked> {
+        Ok(Ranked {
+            scored: fulltext_only(limit)?,
+            mode: SearchMode::Fulltext,
+            fallback: Some(err.to_string()),
+            query_vector: None,
+        })
+    };
+    let unavailable = |err: &Error| err.code() == crate::error::ErrorCode::EmbeddingUnavailable;
+    match (mode, embedder) {
+        (SearchMode::Semantic, Some(e)) => {
+            let (v, hits) = hybrid::semantic_ranking(index, e, plan, req, limit)?;
+            let scored = hits
+                .into_iter()
+                .map(|(id, cosine)| Scored {
+                    id,
+                    score: cosine,
+                    own: 0.0,
+                    pass: Pass::Semantic,
+                    cosine: Some(cosine),
+                })
+                .collect();
+            Ok(ranked(scored, Some(v)))
+        }
+        (SearchMode::Hybrid, Some(e)) if fusion::learned().is_some_and(|m| m.enabled) => {
+            let model = fusion::learned().expect("checked in the guard");
+            match hybrid::candidates(cx, e, req, limit) {
+                Ok(candidates) => {
+                    let mut scored: Vec<Scored> = candidates
+                        .into_iter()
+                        // Quantised like BM25 scores: features that differ by
+                        // a few ulps between an incremental and a rebuilt
+                        // index must not reorder hits.
+                        .map(|c| Scored {
+                            score: crate::index::text::quantise(model.score(&c.features)),
+                            own: 0.0,
+                            pass: c.pass,
+                            cosine: None,
+                            id: c.id,
+                        })
+                        .collect();
+                    scored.sort_by(|a, b| b.score.total_cmp(&a.score));
+                    scored.truncate(limit);
+                    Ok(ranked(scored, None))
+                }
+                Err(err) if unavailable(&err) => fell_back(err),
+                Err(err) => Err(err),
+            }
+        }
+        (SearchMode::Hybrid, Some(e)) => {
+            let depth = HYBRID_DEPTH.max(limit);
+            match hybrid::semantic_ranking(index, e, plan, req, depth) {
+                Ok((v, semantic)) => {
+                    let text = fulltext::ranking(cx, depth, true)?;
+                    let votes = hybrid::votes(cx, &text)?;
+                    let mut fused = hybrid::fuse(&text, &votes, &semantic, cfg);
+                    fused.truncate(limit);
+                    Ok(ranked(fused, Some(v)))
+                }
+                // E.g. the index holds vectors of another model: full text still answers.
+                Err(err) if unavailable(&err) => fell_back(err),
+                Err(err) => Err(err),
+            }
+        }
+        _ => Ok(ranked(fulltext_only(limit)?, None)),
+    }
+}
+
+/// Runs a search. `embedder` is `None` when none is available: hybrid then
+/// runs as fulltext and semantic fails with `EMBEDDING_UNAVAILABLE`. `now`
+/// (the hub's clock) anchors the times a query names ("last week").
+pub(crate) fn search(
+    index: &Index,
+    embedder: Option<&dyn Embedder>,
+    req: &SearchRequest,
+    cfg: &SearchConfig,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<SearchResults> {
+    let limit = check_request(req, cfg)?;
     // Changes applied but not yet committed to the text index become visible now.
     // If the commit fails (a full disk), search what was committed; the index catches up later.
     if let Err(e) = index.refresh() {
@@ -313,88 +428,13 @@ pub(crate) fn search(
         limit
     };
     let term_texts = q.plan.terms.iter().map(|w| w.term.text.clone()).collect();
-    let mut mode = mode;
-    let mut fallback = None;
-    // The query's vector, when a semantic ranking ran (for the cosines of the relevance decision).
-    let mut query_vector: Option<Vec<f32>> = None;
     let cx = q.context(index, req, cfg);
-    let fulltext_only = |limit: usize| -> Result<Vec<Scored>> {
-        Ok(fulltext::ranking(&cx, limit, false)?
-            .into_iter()
-            .map(|h| Scored {
-                id: h.id,
-                score: h.score,
-                own: h.own,
-                pass: h.pass,
-                cosine: None,
-            })
-            .collect())
-    };
-    let mut scored: Vec<Scored> = match (mode, embedder) {
-        (SearchMode::Semantic, Some(e)) => {
-            let (v, hits) = hybrid::semantic_ranking(index, e, &q.plan, req, limit)?;
-            query_vector = Some(v);
-            hits.into_iter()
-                .map(|(id, cosine)| Scored {
-                    id,
-                    score: cosine,
-                    own: 0.0,
-                    pass: Pass::Semantic,
-                    cosine: Some(cosine),
-                })
-                .collect()
-        }
-        (SearchMode::Hybrid, Some(e)) if fusion::learned().is_some_and(|m| m.enabled) => {
-            let model = fusion::learned().expect("checked in the guard");
-            match hybrid::candidates(&cx, e, req, limit) {
-                Ok(candidates) => {
-                    let mut scored: Vec<Scored> = candidates
-                        .into_iter()
-                        // Quantised like BM25 scores: features that differ by
-                        // a few ulps between an incremental and a rebuilt
-                        // index must not reorder hits.
-                        .map(|c| Scored {
-                            score: crate::index::text::quantise(model.score(&c.features)),
-                            own: 0.0,
-                            pass: c.pass,
-                            cosine: None,
-                            id: c.id,
-                        })
-                        .collect();
-                    scored.sort_by(|a, b| b.score.total_cmp(&a.score));
-                    scored.truncate(limit);
-                    scored
-                }
-                Err(err) if err.code() == crate::error::ErrorCode::EmbeddingUnavailable => {
-                    mode = SearchMode::Fulltext;
-                    fallback = Some(err.to_string());
-                    fulltext_only(limit)?
-                }
-                Err(err) => return Err(err),
-            }
-        }
-        (SearchMode::Hybrid, Some(e)) => {
-            let depth = HYBRID_DEPTH.max(limit);
-            match hybrid::semantic_ranking(index, e, &q.plan, req, depth) {
-                Ok((v, semantic)) => {
-                    query_vector = Some(v);
-                    let text = fulltext::ranking(&cx, depth, true)?;
-                    let votes = hybrid::votes(&cx, &text)?;
-                    let mut fused = hybrid::fuse(&text, &votes, &semantic, cfg);
-                    fused.truncate(limit);
-                    fused
-                }
-                // E.g. the index holds vectors of another model: full text still answers.
-                Err(err) if err.code() == crate::error::ErrorCode::EmbeddingUnavailable => {
-                    mode = SearchMode::Fulltext;
-                    fallback = Some(err.to_string());
-                    fulltext_only(limit)?
-                }
-                Err(err) => return Err(err),
-            }
-        }
-        _ => fulltext_only(limit)?,
-    };
+    let Ranked {
+        mut scored,
+        mode,
+        fallback,
+        query_vector,
+    } = rank(&cx, embedder, req, mode, limit)?;
     // Exact phrases first, in every mode: found by the index (a memory
     // holding the phrase may be in neither ranking), and never more than asked for.
     let phrases = match crate::query::phrase_tokens(&req.query) {
@@ -416,59 +456,27 @@ pub(crate) fn search(
         }
     }
     let ids: Vec<String> = scored.iter().map(|s| s.id.clone()).collect();
-    let mut rows = index.meta.get_many(&ids, &req.filter)?;
-    let fulltext_mode = mode == SearchMode::Fulltext;
+    let rows = index.meta.get_many(&ids, &req.filter)?;
     if let Some(range) = range {
         time_boost(&mut scored, &rows, range);
     }
-    order(&mut scored, &rows, &phrase_ids, fulltext_mode);
-    scored.truncate(wanted);
-    // Cosines of the hits the semantic ranking did not hold, for the relevance decision.
-    let calibrated = embedder.filter(|e| crate::relevance::calibrated(*e));
-    let mut cosines: HashMap<String, f32> = HashMap::new();
-    if let (Some(e), Some(v)) = (calibrated, query_vector.as_ref()) {
-        let missing: Vec<String> = scored
-            .iter()
-            .filter(|s| s.cosine.is_none())
-            .map(|s| s.id.clone())
-            .collect();
-        if !missing.is_empty() {
-            for (id, vector) in index.vectors_of(&missing, e.model_id())? {
-                cosines.insert(id, hybrid::dot(v, &vector));
-            }
-        }
-    }
-    let model = crate::relevance::model();
-    let mut hits: Vec<SearchHit> = scored
-        .into_iter()
-        .filter_map(|s| {
-            let memory = rows.remove(&s.id)?;
-            let cosine = match calibrated {
-                Some(_) => s.cosine.or_else(|| cosines.get(&s.id).copied()),
-                None => None,
-            };
-            Some(SearchHit {
-                relevance: 0.0,
-                phrase: phrase_ids.contains(&s.id),
-                evidence: q.evidence.of(&memory, cosine),
-                memory,
-                score: s.score,
-                pass: s.pass,
-                expiring_soon: false,
-            })
-        })
-        .collect();
-    rerank(&mut hits, mode, cfg.short_weight);
-    crate::relevance::set_list_evidence(
-        &mut hits.iter_mut().map(|h| &mut h.evidence).collect::<Vec<_>>(),
+    order(
+        &mut scored,
+        &rows,
+        &phrase_ids,
+        mode == SearchMode::Fulltext,
     );
-    for h in &mut hits {
-        h.relevance = model.probability(&h.evidence);
-    }
-    let before = hits.len();
-    hits.retain(|h| model.keeps(&h.evidence, h.relevance, req.min_score));
+    scored.truncate(wanted);
+    let embedder = embedder.filter(|e| crate::relevance::calibrated(*e));
+    let judged = Judged {
+        index,
+        evidence: &q.evidence,
+        calibrated: embedder.zip(query_vector.as_deref()),
+        phrases: &phrase_ids,
+    };
+    let (hits, dropped_below_floor) = judged.decide(scored, rows, mode, cfg, req.min_score)?;
     Ok(SearchResults {
-        dropped_below_floor: before - hits.len(),
+        dropped_below_floor,
         hits,
         terms: term_texts,
         mode,
@@ -477,6 +485,77 @@ pub(crate) fn search(
         }),
         index_behind: None,
     })
+}
+
+/// What the relevance decision of one search works with.
+struct Judged<'a> {
+    index: &'a Index,
+    evidence: &'a QueryEvidence,
+    /// The calibrated embedder and the query's vector, when the search
+    /// ran with both: cosines count as evidence only then.
+    calibrated: Option<(&'a dyn Embedder, &'a [f32])>,
+    phrases: &'a std::collections::HashSet<String>,
+}
+
+impl Judged<'_> {
+    /// The hits of `scored` (best first, rows read) with their evidence and
+    /// P(relevant), re-ranked by lifecycle signals, those below `min_score`
+    /// (`None`: the model's threshold) dropped; returns them and how many
+    /// were dropped.
+    fn decide(
+        &self,
+        scored: Vec<Scored>,
+        mut rows: HashMap<String, Memory>,
+        mode: SearchMode,
+        cfg: &SearchConfig,
+        min_score: Option<f32>,
+    ) -> Result<(Vec<SearchHit>, usize)> {
+        // Cosines of the hits the semantic ranking did not hold.
+        let mut cosines: HashMap<String, f32> = HashMap::new();
+        if let Some((e, v)) = self.calibrated {
+            let missing: Vec<String> = scored
+                .iter()
+                .filter(|s| s.cosine.is_none())
+                .map(|s| s.id.clone())
+                .collect();
+            if !missing.is_empty() {
+                for (id, vector) in self.index.vectors_of(&missing, e.model_id())? {
+                    cosines.insert(id, hybrid::dot(v, &vector));
+                }
+            }
+        }
+        let model = crate::relevance::model();
+        let mut hits: Vec<SearchHit> = scored
+            .into_iter()
+            .filter_map(|s| {
+                let memory = rows.remove(&s.id)?;
+                let cosine = match self.calibrated {
+                    Some(_) => s.cosine.or_else(|| cosines.get(&s.id).copied()),
+                    None => None,
+                };
+                Some(SearchHit {
+                    relevance: 0.0,
+                    phrase: self.phrases.contains(&s.id),
+                    evidence: self.evidence.of(&memory, cosine),
+                    memory,
+                    score: s.score,
+                    pass: s.pass,
+                    expiring_soon: false,
+                })
+            })
+            .collect();
+        rerank(&mut hits, mode, cfg.short_weight);
+        crate::relevance::set_list_evidence(
+            &mut hits.iter_mut().map(|h| &mut h.evidence).collect::<Vec<_>>(),
+        );
+        for h in &mut hits {
+            h.relevance = model.probability(&h.evidence);
+        }
+        let before = hits.len();
+        hits.retain(|h| model.keeps(&h.evidence, h.relevance, min_score));
+        let dropped = before - hits.len();
+        Ok((hits, dropped))
+    }
 }
 
 /// Sorts candidates best first: exact phrases, then (in full text) AND
