@@ -122,6 +122,10 @@ fn serve(root: &TempRoot) -> (Server, String) {
 const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
 connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs selenium (scripts/setup-browser.sh)"
+)]
 #[test]
 fn console_serves_static_files_with_a_strict_policy_and_no_api() {
     let root = TempRoot::new();
@@ -168,6 +172,10 @@ fn console_serves_static_files_with_a_strict_policy_and_no_api() {
     }
 }
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs Chromium and selenium (scripts/setup-system.sh, scripts/setup-browser.sh)"
+)]
 #[test]
 fn console_in_headless_chromium() {
     let (python, chromedriver) = browser_setup();

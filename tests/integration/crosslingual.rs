@@ -18,6 +18,10 @@ fn require_lexicon() {
     );
 }
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the CC-CEDICT lexicon (scripts/setup.sh)"
+)]
 #[test]
 fn a_chinese_query_finds_english_memories_and_back() {
     require_lexicon();
@@ -39,6 +43,10 @@ fn a_chinese_query_finds_english_memories_and_back() {
     }
 }
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the CC-CEDICT lexicon (scripts/setup.sh)"
+)]
 #[test]
 fn the_translated_pass_sees_only_what_the_filter_allows() {
     require_lexicon();
@@ -68,6 +76,10 @@ fn the_translated_pass_sees_only_what_the_filter_allows() {
     assert_eq!(all.first(), Some(&hidden));
 }
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the CC-CEDICT lexicon (scripts/setup.sh)"
+)]
 #[test]
 fn full_text_keeps_literal_matches_in_the_other_script_when_the_translated_pass_fires() {
     require_lexicon();

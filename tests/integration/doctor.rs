@@ -22,6 +22,10 @@ fn status<'a>(report: &'a serde_json::Value, name: &str) -> &'a str {
         .unwrap()
 }
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "counts the installed model as ready (scripts/setup.sh)"
+)]
 #[test]
 fn healthy_root_is_ready() {
     let root = TempRoot::new();
@@ -92,6 +96,10 @@ fn a_missing_model_is_named() {
     assert!(model["hint"].as_str().unwrap().contains("memd setup"));
 }
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "counts the installed model as ready (scripts/setup.sh)"
+)]
 #[test]
 fn broken_roots_name_the_fault() {
     let root = TempRoot::new();
@@ -215,6 +223,10 @@ fn the_service_installer_writes_a_restarting_unit() {
     assert!(unit.contains("WantedBy=default.target"));
 }
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "counts the installed model as ready (scripts/setup.sh)"
+)]
 #[test]
 fn doctor_reads_documents_itself() {
     // A bad file added while no writer runs is reported before any index sees it.
@@ -247,6 +259,10 @@ fn doctor_reads_documents_itself() {
     );
 }
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "counts the installed model as ready (scripts/setup.sh)"
+)]
 #[test]
 fn a_shallow_check_sees_a_missing_index_a_lagging_one_and_a_damaged_membership_table() {
     let root = TempRoot::new();

@@ -248,6 +248,10 @@ fn pytest_passed(output: &str) -> usize {
         .unwrap_or_else(|| panic!("unreadable pytest summary {summary:?}"))
 }
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the example clients (scripts/setup-test-clients.sh)"
+)]
 #[test]
 fn qq_bridge_nonebot_plugin_on_recorded_onebot_events() {
     let d = Daemon::start(false);
@@ -290,6 +294,10 @@ fn qq_bridge_nonebot_plugin_on_recorded_onebot_events() {
     assert_eq!(count("群里周六早上八点在地铁站集合"), 1);
 }
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the example clients (scripts/setup-test-clients.sh)"
+)]
 #[test]
 fn desktop_pet_against_live_memd_a_closed_port_and_a_silent_one() {
     let d = Daemon::start(false);
@@ -323,6 +331,10 @@ fn desktop_pet_against_live_memd_a_closed_port_and_a_silent_one() {
     assert!(!lines.iter().any(|l| l.contains("主人喜欢猫")));
 }
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the example clients (scripts/setup-test-clients.sh)"
+)]
 #[test]
 fn agent_mcp_configs_drive_memd_over_stdio_and_http() {
     let d = Daemon::start(true);
@@ -420,6 +432,10 @@ fn agent_mcp_configs_drive_memd_over_stdio_and_http() {
     assert!(!fatal.is_empty(), "{report}");
 }
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the example clients (scripts/setup-test-clients.sh)"
+)]
 #[test]
 fn dsh_memory_cordis_plugin_at_pre_step() {
     let d = Daemon::start(false);

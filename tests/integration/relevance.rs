@@ -71,6 +71,10 @@ fn texts(api: &Api, found: &[String]) -> Vec<String> {
         .collect()
 }
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the embedding model (scripts/setup.sh)"
+)]
 #[tokio::test]
 async fn an_unrelated_topic_recalls_nothing_and_a_related_one_still_hits() {
     let (api, t) = populated();
@@ -107,6 +111,10 @@ async fn an_unrelated_topic_recalls_nothing_and_a_related_one_still_hits() {
     }
 }
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the embedding model (scripts/setup.sh)"
+)]
 #[tokio::test]
 async fn min_score_overrides_the_floor_and_search_applies_one_only_when_asked() {
     let (api, t) = populated();

@@ -8,6 +8,10 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs Syncthing (scripts/setup-system.sh)"
+)]
 #[test]
 fn two_devices_converge_through_syncthing() {
     let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));

@@ -216,6 +216,10 @@ fn similar_statements() -> Vec<String> {
 // ---------------------------------------------------------------------------
 // (a) Exact-only dedup, with the real model loaded.
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the embedding model (scripts/setup.sh)"
+)]
 #[test]
 fn similar_but_different_statements_each_get_their_own_memory_with_the_real_model() {
     let statements = similar_statements();
@@ -271,6 +275,10 @@ fn similar_but_different_statements_each_get_their_own_memory_with_the_real_mode
     assert_eq!(hits.hits[0].memory.text, "主人的生日是五月三日");
 }
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the embedding model (scripts/setup.sh)"
+)]
 #[tokio::test]
 async fn corrections_written_over_http_are_new_memories_with_the_real_model() {
     let root = TempRoot::new();
