@@ -415,13 +415,9 @@ impl Index {
         }
     }
 
-    fn apply_inner(&self, batch: &Batch) -> Result<()> {
-        if batch.is_empty() {
-            return Ok(());
-        }
-        // A reset of the text writer from here on drops what this batch queues.
-        let epoch = self.text.epoch();
-        // Documents are not journaled: their text changes commit before SQLite.
+    /// Documents are not journaled: the text changes of a batch's documents
+    /// commit to tantivy before SQLite is written.
+    fn apply_documents_to_text(&self, batch: &Batch) -> Result<()> {
         let mut documents = false;
         for change in &batch.changes {
             match change {
@@ -442,6 +438,16 @@ impl Index {
         if documents {
             self.text.commit()?;
         }
+        Ok(())
+    }
+
+    fn apply_inner(&self, batch: &Batch) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        // A reset of the text writer from here on drops what this batch queues.
+        let epoch = self.text.epoch();
+        self.apply_documents_to_text(batch)?;
         let cfg = self
             .lifecycle
             .read()
