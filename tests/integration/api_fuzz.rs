@@ -6,7 +6,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use crate::support::run;
+use crate::support::run_within;
 
 #[cfg_attr(
     not(feature = "full-tests"),
@@ -24,7 +24,7 @@ fn schemathesis_finds_no_server_error_and_no_schema_violation() {
         // nothing here touches the repository's memories/ or data/.
         .env("TMPDIR", home.path());
     // Bounded: two 45 s runs plus start-up; a hung fuzzer fails the test.
-    let done = run(fuzz, Duration::from_secs(400), "scripts/api-fuzz.sh");
+    let done = run_within(fuzz, Duration::from_secs(400), "scripts/api-fuzz.sh");
     done.assert_success();
     let log = done.stderr;
     // Both runs happened and tested every operation.

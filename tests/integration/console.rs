@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{TempRoot, run, setup_script};
+use crate::support::{TempRoot, run_within, setup_script};
 use crate::wire::{exchange, json_headers};
 
 fn repo() -> &'static Path {
@@ -169,7 +169,7 @@ fn console_in_headless_chromium() {
         .arg("--chromedriver")
         .arg(chromedriver);
     // Bounded: a hung browser fails the test instead of holding the suite.
-    let done = run(drive, Duration::from_secs(300), "drive.py");
+    let done = run_within(drive, Duration::from_secs(300), "drive.py");
     done.assert_success();
     let out = done.stdout;
     for check in [

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{TempRoot, free_port, run, setup_script};
+use crate::support::{TempRoot, free_port, run_within, setup_script};
 
 const MEMD: &str = env!("CARGO_BIN_EXE_memd");
 
@@ -179,7 +179,7 @@ fn qq_bridge_nonebot_plugin_on_recorded_onebot_events() {
         .env("MEMD_DISCLOSE_TOKEN", d.token("qq-disclose", "qq-disclose"))
         .env("MEMD_SEED_TOKEN", d.token("dsh", "dsh-desktop"))
         .env("MEMD_ROOT", d.path());
-    let done = run(
+    let done = run_within(
         cmd,
         Duration::from_secs(240),
         "the qq-bridge tests (pytest)",
@@ -217,7 +217,7 @@ fn desktop_pet_against_live_memd_a_closed_port_and_a_silent_one() {
         .env("MEMD_URL", format!("http://{}", d.url))
         .env("MEMD_PET_TOKEN", d.token("pet", "pet"))
         .env("MEMD_SEED_TOKEN", d.token("dsh", "dsh-desktop"));
-    let done = run(
+    let done = run_within(
         cmd,
         Duration::from_secs(120),
         "the desktop-pet tests (unittest)",
@@ -268,7 +268,7 @@ fn agent_mcp_configs_drive_memd_over_stdio_and_http() {
             .env("MEMD_URL", format!("http://{}", d.url))
             .env("MEMD_TOKEN", token)
             .env_remove("MEMD_LOG");
-        let done = run(cmd, Duration::from_secs(180), "drive_configs.py");
+        let done = run_within(cmd, Duration::from_secs(180), "drive_configs.py");
         done.assert_success();
         let report: Value = serde_json::from_str(done.stdout.trim())
             .unwrap_or_else(|e| panic!("no JSON report ({e}):\n{}", done.output()));
@@ -359,7 +359,7 @@ fn dsh_memory_cordis_plugin_at_pre_step() {
         .env("MEMD_URL", format!("http://{}", d.url))
         .env("MEMD_TOKEN_FILE", &token_file)
         .env("MEMD_SEED_TOKEN", &token);
-    let done = run(
+    let done = run_within(
         cmd,
         Duration::from_secs(120),
         "the dsh-memory tests (node --test)",

@@ -4,14 +4,14 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Output, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use memory_hub::auth::{self, IssueRequest};
 use memory_hub::config::{Config, Layout};
-use memory_hub::embed::EmbedderSlot;
 use memory_hub::embed::hash::HashEmbedder;
+use memory_hub::embed::{Embedder, EmbedderSlot};
 use memory_hub::hub::{CatchUpReport, Hub, Mode, WriteRequest};
 use memory_hub::index::filter::Filter;
 use memory_hub::model::Scene;
@@ -43,30 +43,23 @@ impl TempRoot {
         self.hub_with(Arc::new(HashEmbedder::new(384)))
     }
 
-    /// A writer hub with this embedder.
-    pub fn hub_with(&self, embedder: Arc<HashEmbedder>) -> Hub {
-        Hub::open_with(
-            self.layout(),
-            Config::default(),
-            Mode::Write,
-            EmbedderSlot::ready(embedder),
-            &mut |_| {},
-        )
-        .expect("open hub")
-        .0
+    /// A writer hub with this embedder (a fake one, or the model).
+    pub fn hub_with(&self, embedder: Arc<dyn Embedder>) -> Hub {
+        self.open(Config::default(), EmbedderSlot::ready(embedder))
     }
 
     /// A writer hub with this config and the hash embedder.
     pub fn hub_configured(&self, config: Config) -> Hub {
-        Hub::open_with(
-            self.layout(),
+        self.open(
             config,
-            Mode::Write,
             EmbedderSlot::ready(Arc::new(HashEmbedder::new(384))),
-            &mut |_| {},
         )
-        .expect("open hub")
-        .0
+    }
+
+    fn open(&self, config: Config, embedder: EmbedderSlot) -> Hub {
+        Hub::open_with(self.layout(), config, Mode::Write, embedder, &mut |_| {})
+            .expect("open hub")
+            .0
     }
 
     /// Rebuilds the index from `memories/` (as `memd reindex` does) with this
@@ -106,8 +99,8 @@ impl TempRoot {
             .1
     }
 
-    /// Issues a token from a preset with `memd token issue` (next to a
-    /// running daemon, the CLI asks the daemon); its secret.
+    /// Issues a token from a preset with `memd token issue`, as a person
+    /// does; its secret.
     pub fn cli_token(&self, name: &str, preset: &str) -> String {
         self.memd_json(&["token", "issue", "--name", name, "--preset", preset])["secret"]
             .as_str()
@@ -358,6 +351,39 @@ impl TestClock {
     }
 }
 
+/// A gate where threads wait until the test opens it: a fake embedder
+/// holds a search or a write at the point under test with one.
+pub struct Gate {
+    open: Mutex<bool>,
+    opened: Condvar,
+}
+
+impl Gate {
+    pub fn new(open: bool) -> Self {
+        Gate {
+            open: Mutex::new(open),
+            opened: Condvar::new(),
+        }
+    }
+
+    /// Returns once the gate is open.
+    pub fn pass(&self) {
+        let mut open = self.open.lock().unwrap();
+        while !*open {
+            open = self.opened.wait(open).unwrap();
+        }
+    }
+
+    pub fn open(&self) {
+        *self.open.lock().unwrap() = true;
+        self.opened.notify_all();
+    }
+
+    pub fn close(&self) {
+        *self.open.lock().unwrap() = false;
+    }
+}
+
 /// The fields a new version takes from the one it replaces when the
 /// request leaves them out.
 pub const INHERITED: &[&str] = &[
@@ -385,7 +411,7 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// A finished (or killed) client run.
+/// A child run by [`run_within`]: finished, or killed at its time limit.
 pub struct Finished {
     what: String,
     pub status: Option<ExitStatus>,
@@ -417,7 +443,7 @@ impl Finished {
 
 /// Runs `cmd` to the end or kills it after `limit`; output goes through files,
 /// so a chatty client can never block on a full pipe.
-pub fn run(mut cmd: Command, limit: Duration, what: &str) -> Finished {
+pub fn run_within(mut cmd: Command, limit: Duration, what: &str) -> Finished {
     let dir = tempfile::tempdir().expect("temp dir");
     let out = dir.path().join("stdout");
     let err = dir.path().join("stderr");
@@ -460,7 +486,7 @@ pub fn setup_script(name: &str) -> std::collections::HashMap<String, String> {
             .join("scripts")
             .join(name),
     );
-    let done = run(cmd, Duration::from_secs(600), &format!("scripts/{name}"));
+    let done = run_within(cmd, Duration::from_secs(600), &format!("scripts/{name}"));
     done.assert_success();
     done.stdout
         .lines()

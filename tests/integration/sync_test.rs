@@ -8,7 +8,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use crate::support::run;
+use crate::support::run_within;
 
 #[cfg_attr(
     not(feature = "full-tests"),
@@ -26,5 +26,5 @@ fn two_devices_converge_through_syncthing() {
         .env("SYNC_TEST_SECONDS", "60");
     // Bounded: about 70 s of work; a hung sync fails the test.
     // (Syncthing comes from Debian: scripts/setup-system.sh.)
-    run(sync, Duration::from_secs(300), "scripts/sync-test.sh").assert_success();
+    run_within(sync, Duration::from_secs(300), "scripts/sync-test.sh").assert_success();
 }
