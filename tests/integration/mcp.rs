@@ -362,6 +362,7 @@ fn both_transports_keep_the_token_rights() {
     let owner = root.cli_token("dsh", "dsh-desktop");
     let group = root.cli_token("group", "qq-group-42");
     let served = Served::start(&mut serve_on_config(root.path()));
+    let _others = DaemonGuard(root.path().to_path_buf());
     let url = format!("http://{}/mcp", served.addr);
     let root_dir = root.path().to_str().unwrap();
 
@@ -499,6 +500,7 @@ fn three_stdio_sessions_write_at_once_next_to_serve() {
     let (root, _port) = root_with_port();
     let token = root.cli_token("dsh", "dsh-desktop");
     let served = Served::start(&mut serve_on_config(root.path()));
+    let _others = DaemonGuard(root.path().to_path_buf());
     let ids = assert_writes(three_writers(&root, &token, 15), 15);
     assert_eq!(ids.len(), 45);
     let journal = root.journal_lines();
