@@ -51,4 +51,5 @@ mod transfer;
 mod vectors_coarse;
 mod versions;
 mod watch;
+mod wire;
 mod write_rules;

@@ -2,16 +2,15 @@
 //! order): concurrent searches all complete with the results of serial ones,
 //! and a write completes while searches hold the gate and others wait.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
 
-use memory_hub::config::Config;
 use memory_hub::embed::hash::HashEmbedder;
-use memory_hub::embed::{EmbedError, Embedder, EmbedderSlot};
-use memory_hub::hub::{Hub, Mode};
+use memory_hub::embed::{EmbedError, Embedder};
+use memory_hub::hub::Hub;
 use memory_hub::search::SearchMode;
 
-use crate::support::{TempRoot, search_ids, search_ids_in, write};
+use crate::support::{Gate, TempRoot, search_ids, search_ids_in, write};
 
 const WORDS: &[&str] = &[
     "river", "garden", "invoice", "piano", "harbour", "lantern", "meadow", "orchard", "violin",
@@ -83,8 +82,7 @@ fn concurrent_searches_return_what_serial_ones_do() {
 /// a hybrid search embedding its query is a search holding the gate.
 struct HeldQueries {
     inner: HashEmbedder,
-    open: Mutex<bool>,
-    opened: Condvar,
+    gate: Gate,
     inside: AtomicUsize,
     most_inside: AtomicUsize,
     entered: AtomicUsize,
@@ -92,8 +90,7 @@ struct HeldQueries {
 
 impl HeldQueries {
     fn release(&self) {
-        *self.open.lock().unwrap() = true;
-        self.opened.notify_all();
+        self.gate.open();
     }
 }
 
@@ -108,11 +105,7 @@ impl Embedder for HeldQueries {
         let now = self.inside.fetch_add(1, Ordering::SeqCst) + 1;
         self.most_inside.fetch_max(now, Ordering::SeqCst);
         self.entered.fetch_add(1, Ordering::SeqCst);
-        let mut open = self.open.lock().unwrap();
-        while !*open {
-            open = self.opened.wait(open).unwrap();
-        }
-        drop(open);
+        self.gate.pass();
         self.inside.fetch_sub(1, Ordering::SeqCst);
         self.inner.embed_queries(texts)
     }
@@ -126,23 +119,12 @@ fn a_write_completes_while_searches_hold_the_gate() {
     let root = TempRoot::new();
     let embedder = Arc::new(HeldQueries {
         inner: HashEmbedder::new(384),
-        open: Mutex::new(false),
-        opened: Condvar::new(),
+        gate: Gate::new(false),
         inside: AtomicUsize::new(0),
         most_inside: AtomicUsize::new(0),
         entered: AtomicUsize::new(0),
     });
-    let hub = Arc::new(
-        Hub::open_with(
-            root.layout(),
-            Config::default(),
-            Mode::Write,
-            EmbedderSlot::ready(embedder.clone()),
-            &mut |_| {},
-        )
-        .unwrap()
-        .0,
-    );
+    let hub = Arc::new(root.hub_with(embedder.clone()));
     fill(&hub);
     hub.embed_pending(usize::MAX);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
