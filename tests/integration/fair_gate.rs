@@ -1,0 +1,373 @@
+//! The fair search gate under the starvation scenario: one token runs six
+//! threads of 2,000-character hybrid searches while another token's short
+//! searches are timed, idle and then under that load, over loopback against
+//! the in-process server with the real embedding model. The short searches'
+//! median under load must stay within 3× their idle median (a ratio within
+//! one run: absolute times depend on the machine). Also: a token whose own
+//! queue is full is refused with `429 RATE_LIMITED` and `Retry-After`, and
+//! another token's searches still succeed meanwhile.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use memory_hub::auth::{self, IssueRequest};
+use memory_hub::config::Config;
+use memory_hub::hub::{Hub, Mode};
+use serde_json::{Value, json};
+
+use crate::support::{TempRoot, write};
+
+/// Memories in the root.
+const MEMORIES: usize = 2000;
+/// Short searches timed idle and again under load.
+const SHORT_SEARCHES: usize = 40;
+/// Threads of the heavy token.
+const HEAVY_THREADS: usize = 6;
+
+const SUBJECTS: &[&str] = &[
+    "Anna", "the landlord", "my sister", "the dentist", "Tom", "the plumber", "grandma",
+    "the team lead", "Lucas", "the neighbour",
+];
+const VERBS: &[&str] = &[
+    "booked", "cancelled", "asked about", "paid for", "forgot", "moved", "recommended", "returned",
+    "planned", "complained about",
+];
+const OBJECTS: &[&str] = &[
+    "the piano lesson",
+    "a train ticket to Lyon",
+    "the quarterly invoice",
+    "the garden fence",
+    "a birthday cake",
+    "the violin repair",
+    "the harbour tour",
+    "a yoga class",
+    "the car insurance",
+    "the orchard visit",
+    "a lantern festival trip",
+    "the canyon hike",
+];
+const WHEN: &[&str] = &[
+    "on Monday",
+    "last week",
+    "before the holidays",
+    "in March",
+    "after work",
+    "on the weekend",
+    "yesterday",
+];
+
+/// A deterministic pseudo-random sequence (no seed file, no dependency).
+struct Lcg(u64);
+
+impl Lcg {
+    fn pick<'a>(&mut self, list: &[&'a str]) -> &'a str {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        list[((self.0 >> 33) as usize) % list.len()]
+    }
+}
+
+fn sentence(rng: &mut Lcg, i: usize) -> String {
+    format!(
+        "{} {} {} {} (note {i})",
+        rng.pick(SUBJECTS),
+        rng.pick(VERBS),
+        rng.pick(OBJECTS),
+        rng.pick(WHEN)
+    )
+}
+
+/// A query of about 1,950 characters on one line (under the 2,000 limit),
+/// so the whole of it is embedded (the model reads its first 512 tokens).
+fn long_query(rng: &mut Lcg, k: usize) -> String {
+    let mut q = String::new();
+    let mut i = k * 1000;
+    loop {
+        let s = sentence(rng, i);
+        if q.chars().count() + s.chars().count() + 1 > 1950 {
+            return q;
+        }
+        q.push_str(&s);
+        q.push(' ');
+        i += 1;
+    }
+}
+
+/// A short question: an object and a subject.
+fn short_query(rng: &mut Lcg) -> String {
+    format!("{} {}", rng.pick(OBJECTS), rng.pick(SUBJECTS))
+}
+
+/// A keep-alive HTTP/1.1 connection to the server.
+pub(crate) struct Conn {
+    reader: BufReader<TcpStream>,
+    addr: String,
+    token: String,
+}
+
+/// A reply: status, headers (lowercase names) and JSON body.
+pub(crate) struct Reply {
+    pub(crate) status: u16,
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) body: Value,
+}
+
+impl Reply {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+impl Conn {
+    pub(crate) fn open(addr: &str, token: &str) -> Conn {
+        let stream = TcpStream::connect(addr).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(120)))
+            .unwrap();
+        stream.set_nodelay(true).unwrap();
+        Conn {
+            reader: BufReader::new(stream),
+            addr: addr.to_string(),
+            token: token.to_string(),
+        }
+    }
+
+    pub(crate) fn post(&mut self, path: &str, body: &Value) -> Reply {
+        let body = body.to_string();
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            self.addr,
+            self.token,
+            body.len()
+        );
+        let stream = self.reader.get_mut();
+        stream.write_all(head.as_bytes()).unwrap();
+        stream.write_all(body.as_bytes()).unwrap();
+        let mut status_line = String::new();
+        self.reader.read_line(&mut status_line).unwrap();
+        let status: u16 = status_line
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("no status line: {status_line:?}"));
+        let mut headers = Vec::new();
+        loop {
+            let mut line = String::new();
+            self.reader.read_line(&mut line).unwrap();
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            let (k, v) = line.split_once(':').expect("a header line");
+            headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
+        }
+        let len: usize = headers
+            .iter()
+            .find(|(k, _)| k == "content-length")
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or(0);
+        let mut raw = vec![0u8; len];
+        self.reader.read_exact(&mut raw).unwrap();
+        Reply {
+            status,
+            headers,
+            body: serde_json::from_slice(&raw).unwrap_or(Value::Null),
+        }
+    }
+}
+
+/// Issues a token of `preset` named `name` and returns its secret.
+pub(crate) fn issue(root: &TempRoot, name: &str, preset: &str) -> String {
+    auth::issue(
+        &root.layout().tokens(),
+        &IssueRequest {
+            name: name.into(),
+            preset: Some(preset.into()),
+            ..Default::default()
+        },
+        chrono::Utc::now(),
+    )
+    .unwrap()
+    .1
+}
+
+/// The `/v1` API of `hub` served in process on a loopback port; stops when
+/// the returned runtime is dropped.
+pub(crate) fn serve(hub: Arc<Hub>) -> (tokio::runtime::Runtime, String) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    rt.spawn(memory_hub::http::serve(
+        listener,
+        memory_hub::http::AppState::new(hub),
+        std::future::pending(),
+    ));
+    (rt, addr)
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// Times each search of `queries` from one connection (all must succeed).
+fn timed(conn: &mut Conn, queries: &[String]) -> Vec<Duration> {
+    queries
+        .iter()
+        .map(|q| {
+            let t = Instant::now();
+            let r = conn.post(
+                "/v1/search",
+                &json!({"query": q, "mode": "hybrid", "limit": 10}),
+            );
+            let took = t.elapsed();
+            assert_eq!(r.status, 200, "{}", r.body);
+            assert!(!r.body["hits"].as_array().unwrap().is_empty(), "{q}");
+            took
+        })
+        .collect()
+}
+
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the embedding model (scripts/setup.sh)"
+)]
+#[test]
+fn a_token_with_six_threads_of_long_hybrid_searches_slows_only_itself() {
+    let root = TempRoot::new();
+    let hub = Arc::new(
+        Hub::open(root.layout(), Config::default(), Mode::Write).expect("open hub"),
+    );
+    let mut rng = Lcg(7);
+    for i in 0..MEMORIES {
+        write(&hub, "main", &sentence(&mut rng, i));
+    }
+    hub.embed_pending(usize::MAX);
+    let owner = issue(&root, "owner", "dsh-desktop");
+    let heavy = issue(&root, "heavy", "dsh-desktop");
+    let (_rt, addr) = serve(Arc::clone(&hub));
+
+    let short: Vec<String> = (0..SHORT_SEARCHES).map(|_| short_query(&mut rng)).collect();
+    let long: Vec<String> = (0..12).map(|k| long_query(&mut rng, k)).collect();
+    let mut conn = Conn::open(&addr, &owner);
+    // Warm up (the model, the indexes' caches), then the idle median.
+    timed(&mut conn, &short[..10]);
+    let idle = median(timed(&mut conn, &short));
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let heavy_done = Arc::new(AtomicUsize::new(0));
+    let refused = Arc::new(AtomicUsize::new(0));
+    let threads: Vec<_> = (0..HEAVY_THREADS)
+        .map(|t| {
+            let (addr, heavy, long) = (addr.clone(), heavy.clone(), long.clone());
+            let (stop, done, refused) = (stop.clone(), heavy_done.clone(), refused.clone());
+            std::thread::spawn(move || {
+                let mut conn = Conn::open(&addr, &heavy);
+                let mut i = t;
+                while !stop.load(Ordering::SeqCst) {
+                    let q = &long[i % long.len()];
+                    let r = conn.post(
+                        "/v1/search",
+                        &json!({"query": q, "mode": "hybrid", "limit": 10}),
+                    );
+                    match r.status {
+                        200 => done.fetch_add(1, Ordering::SeqCst),
+                        429 => refused.fetch_add(1, Ordering::SeqCst),
+                        other => panic!("heavy search: {other} {}", r.body),
+                    };
+                    i += HEAVY_THREADS;
+                }
+            })
+        })
+        .collect();
+    // The load is on once the heavy token has finished a few searches.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while heavy_done.load(Ordering::SeqCst) < HEAVY_THREADS && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let before = heavy_done.load(Ordering::SeqCst);
+    let loaded = median(timed(&mut conn, &short));
+    let during = heavy_done.load(Ordering::SeqCst) - before;
+    stop.store(true, Ordering::SeqCst);
+    for t in threads {
+        t.join().unwrap();
+    }
+    let ratio = loaded.as_secs_f64() / idle.as_secs_f64();
+    eprintln!(
+        "owner median idle {:.1} ms, under load {:.1} ms ({ratio:.2}×); heavy searches done \
+         during the timing: {during}, refused: {}",
+        idle.as_secs_f64() * 1e3,
+        loaded.as_secs_f64() * 1e3,
+        refused.load(Ordering::SeqCst)
+    );
+    assert!(before >= HEAVY_THREADS, "the heavy token made progress");
+    assert!(
+        ratio <= 3.0,
+        "the owner's median went from {idle:?} idle to {loaded:?} under the heavy token's load"
+    );
+}
+
+#[test]
+#[ignore]
+fn scratch_embed_times() {
+    let root = TempRoot::new();
+    let hub = Hub::open(root.layout(), Config::default(), Mode::Write).expect("open hub");
+    let e = hub.embedder().unwrap();
+    let mut rng = Lcg(7);
+    let long = long_query(&mut rng, 0);
+    let short = short_query(&mut rng);
+    for _ in 0..3 {
+        e.embed_queries(&[&long]).unwrap();
+        e.embed_queries(&[&short]).unwrap();
+    }
+    let t = Instant::now();
+    for _ in 0..10 {
+        e.embed_queries(&[&long]).unwrap();
+    }
+    let l = t.elapsed() / 10;
+    let t = Instant::now();
+    for _ in 0..50 {
+        e.embed_queries(&[&short]).unwrap();
+    }
+    let s = t.elapsed() / 50;
+    for i in 0..MEMORIES {
+        write(&hub, "main", &sentence(&mut rng, i));
+    }
+    hub.embed_pending(usize::MAX);
+    let owner = hub.operator();
+    let t = Instant::now();
+    for _ in 0..10 {
+        hub.search(&owner, serde_json::from_value(json!({"query": long, "mode": "fulltext"})).unwrap()).unwrap();
+    }
+    let lf = t.elapsed() / 10;
+    let t = Instant::now();
+    for _ in 0..10 {
+        hub.search(&owner, serde_json::from_value(json!({"query": long, "mode": "hybrid"})).unwrap()).unwrap();
+    }
+    let lh = t.elapsed() / 10;
+    let t = Instant::now();
+    for _ in 0..50 {
+        hub.search(&owner, serde_json::from_value(json!({"query": short, "mode": "hybrid"})).unwrap()).unwrap();
+    }
+    let sh = t.elapsed() / 50;
+    let t = Instant::now();
+    for _ in 0..50 {
+        hub.search(&owner, serde_json::from_value(json!({"query": short, "mode": "fulltext"})).unwrap()).unwrap();
+    }
+    let sf = t.elapsed() / 50;
+    eprintln!("embed long {l:?} short {s:?}; long fulltext {lf:?} hybrid {lh:?}; short hybrid {sh:?} fulltext {sf:?}; tokens {}", e.dim());
+}
