@@ -627,7 +627,8 @@ impl Hub {
     /// Search under the request's own filter, in its mode (default
     /// `search.mode`); see [`Hub::search`] for the use case.
     pub fn search_filtered(&self, req: &SearchRequest) -> Result<SearchResults> {
-        self.searcher.search(self.cx(), parts::gate::IN_PROCESS, req)
+        self.searcher
+            .search(self.cx(), parts::gate::IN_PROCESS, req)
     }
 
     /// [`Hub::search_filtered`] in `caller`'s queue at the search gate (a
@@ -640,6 +641,12 @@ impl Hub {
             caller.name()
         };
         self.searcher.search(self.cx(), queue, req)
+    }
+
+    /// Searches holding the search gate's permits, and searches waiting for
+    /// their turn (all callers together).
+    pub fn search_gate_load(&self) -> (usize, usize) {
+        self.searcher.gate_load()
     }
 
     /// The candidates of a hybrid search with the learned-fusion features of

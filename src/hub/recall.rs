@@ -268,12 +268,15 @@ fn recall_for(hub: &Hub, caller: &Caller, req: &RecallRequest) -> Result<RecallO
             "give messages (the recent conversation) or a query",
         ));
     }
-    let mut results = hub.search_as(caller, &SearchRequest {
-        query: query.clone(),
-        filter: req.filter.clone(),
-        limit: req.limit,
-        mode: None,
-    })?;
+    let mut results = hub.search_as(
+        caller,
+        &SearchRequest {
+            query: query.clone(),
+            filter: req.filter.clone(),
+            limit: req.limit,
+            mode: None,
+        },
+    )?;
     hub.searcher
         .apply_floor(&hub.core, &mut results, &query, &req.filter, req.min_score)?;
     let hits: Vec<RecallHit> = results

@@ -28,12 +28,28 @@ const SHORT_SEARCHES: usize = 40;
 const HEAVY_THREADS: usize = 6;
 
 const SUBJECTS: &[&str] = &[
-    "Anna", "the landlord", "my sister", "the dentist", "Tom", "the plumber", "grandma",
-    "the team lead", "Lucas", "the neighbour",
+    "Anna",
+    "the landlord",
+    "my sister",
+    "the dentist",
+    "Tom",
+    "the plumber",
+    "grandma",
+    "the team lead",
+    "Lucas",
+    "the neighbour",
 ];
 const VERBS: &[&str] = &[
-    "booked", "cancelled", "asked about", "paid for", "forgot", "moved", "recommended", "returned",
-    "planned", "complained about",
+    "booked",
+    "cancelled",
+    "asked about",
+    "paid for",
+    "forgot",
+    "moved",
+    "recommended",
+    "returned",
+    "planned",
+    "complained about",
 ];
 const OBJECTS: &[&str] = &[
     "the piano lesson",
@@ -249,9 +265,7 @@ fn timed(conn: &mut Conn, queries: &[String]) -> Vec<Duration> {
 #[test]
 fn a_token_with_six_threads_of_long_hybrid_searches_slows_only_itself() {
     let root = TempRoot::new();
-    let hub = Arc::new(
-        Hub::open(root.layout(), Config::default(), Mode::Write).expect("open hub"),
-    );
+    let hub = Arc::new(Hub::open(root.layout(), Config::default(), Mode::Write).expect("open hub"));
     let mut rng = Lcg(7);
     for i in 0..MEMORIES {
         write(&hub, "main", &sentence(&mut rng, i));
@@ -319,55 +333,4 @@ fn a_token_with_six_threads_of_long_hybrid_searches_slows_only_itself() {
         ratio <= 3.0,
         "the owner's median went from {idle:?} idle to {loaded:?} under the heavy token's load"
     );
-}
-
-#[test]
-#[ignore]
-fn scratch_embed_times() {
-    let root = TempRoot::new();
-    let hub = Hub::open(root.layout(), Config::default(), Mode::Write).expect("open hub");
-    let e = hub.embedder().unwrap();
-    let mut rng = Lcg(7);
-    let long = long_query(&mut rng, 0);
-    let short = short_query(&mut rng);
-    for _ in 0..3 {
-        e.embed_queries(&[&long]).unwrap();
-        e.embed_queries(&[&short]).unwrap();
-    }
-    let t = Instant::now();
-    for _ in 0..10 {
-        e.embed_queries(&[&long]).unwrap();
-    }
-    let l = t.elapsed() / 10;
-    let t = Instant::now();
-    for _ in 0..50 {
-        e.embed_queries(&[&short]).unwrap();
-    }
-    let s = t.elapsed() / 50;
-    for i in 0..MEMORIES {
-        write(&hub, "main", &sentence(&mut rng, i));
-    }
-    hub.embed_pending(usize::MAX);
-    let owner = hub.operator();
-    let t = Instant::now();
-    for _ in 0..10 {
-        hub.search(&owner, serde_json::from_value(json!({"query": long, "mode": "fulltext"})).unwrap()).unwrap();
-    }
-    let lf = t.elapsed() / 10;
-    let t = Instant::now();
-    for _ in 0..10 {
-        hub.search(&owner, serde_json::from_value(json!({"query": long, "mode": "hybrid"})).unwrap()).unwrap();
-    }
-    let lh = t.elapsed() / 10;
-    let t = Instant::now();
-    for _ in 0..50 {
-        hub.search(&owner, serde_json::from_value(json!({"query": short, "mode": "hybrid"})).unwrap()).unwrap();
-    }
-    let sh = t.elapsed() / 50;
-    let t = Instant::now();
-    for _ in 0..50 {
-        hub.search(&owner, serde_json::from_value(json!({"query": short, "mode": "fulltext"})).unwrap()).unwrap();
-    }
-    let sf = t.elapsed() / 50;
-    eprintln!("embed long {l:?} short {s:?}; long fulltext {lf:?} hybrid {lh:?}; short hybrid {sh:?} fulltext {sf:?}; tokens {}", e.dim());
 }

@@ -254,7 +254,6 @@ impl Gate {
     }
 
     /// Permits held, and searches waiting (for tests and metrics).
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn load(&self) -> (usize, usize) {
         let state = self.lock();
         let waiting = state.callers.values().map(|q| q.waiting.len()).sum();
@@ -443,11 +442,16 @@ mod tests {
         let gate = Arc::new(Gate::new(2));
         let inside = Arc::new(AtomicUsize::new(0));
         let most = Arc::new(AtomicUsize::new(0));
-        let per_caller: Arc<Vec<AtomicUsize>> = Arc::new((0..3).map(|_| AtomicUsize::new(0)).collect());
+        let per_caller: Arc<Vec<AtomicUsize>> =
+            Arc::new((0..3).map(|_| AtomicUsize::new(0)).collect());
         let handles: Vec<_> = (0..9)
             .map(|t| {
-                let (gate, inside, most, per_caller) =
-                    (gate.clone(), inside.clone(), most.clone(), per_caller.clone());
+                let (gate, inside, most, per_caller) = (
+                    gate.clone(),
+                    inside.clone(),
+                    most.clone(),
+                    per_caller.clone(),
+                );
                 std::thread::spawn(move || {
                     let caller = t % 3;
                     for k in 0..200 {
@@ -492,7 +496,10 @@ mod tests {
     fn costs_grow_with_length_and_embedding() {
         let short = cost(SearchMode::Fulltext, 20);
         assert!(short < cost(SearchMode::Hybrid, 20));
-        assert!(cost(SearchMode::Hybrid, 20) <= HEAVY_COST, "a short hybrid search is cheap");
+        assert!(
+            cost(SearchMode::Hybrid, 20) <= HEAVY_COST,
+            "a short hybrid search is cheap"
+        );
         assert!(cost(SearchMode::Hybrid, 2000) > HEAVY_COST);
         assert!(cost(SearchMode::Fulltext, 2000) > HEAVY_COST);
         assert!(cost(SearchMode::Semantic, 2000) > HEAVY_COST);

@@ -51,6 +51,11 @@ impl Searcher {
         }
     }
 
+    /// Searches holding the gate, and searches waiting.
+    pub(crate) fn gate_load(&self) -> (usize, usize) {
+        self.gate.load()
+    }
+
     /// The embedder, loading the configured model on first use;
     /// `EMBEDDING_UNAVAILABLE` says why there is none.
     pub(crate) fn embedder(&self) -> Result<Arc<dyn Embedder>> {
@@ -242,10 +247,17 @@ impl Searcher {
         // caller, served fairly (see `gate.rs`). Vectors are refreshed before
         // the gate: embedding pending memories is not this search's service time.
         let now = core.now();
-        let cost_mode = if embedder.is_some() { mode } else { SearchMode::Fulltext };
+        let cost_mode = if embedder.is_some() {
+            mode
+        } else {
+            SearchMode::Fulltext
+        };
         let cost = gate::cost(cost_mode, req.query.chars().count());
         let limits = gate::Limits::of(&config.search_gate);
-        let permit = self.gate.enter(caller, cost, limits).map_err(|r| refused(caller, &r))?;
+        let permit = self
+            .gate
+            .enter(caller, cost, limits)
+            .map_err(|r| refused(caller, &r))?;
         let searched = search::search(&core.index, embedder.as_deref(), req, cfg, now);
         drop(permit);
         let mut results = searched.inspect_err(|e| cx.catchup.note_index_error(e))?;
