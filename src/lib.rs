@@ -234,8 +234,8 @@
 //!   server) and reindex (rebuilding the index in place in a running
 //!   daemon). The [`hub::Hub`] facade owns four parts under `hub/parts/`:
 //!   the writer (queue, group commit, write rules), catch-up (journal and
-//!   document replay, self-healing open), the searcher (gate, search,
-//!   vectors, relevance floor) and the lifecycle (accesses, tiers, expiry,
+//!   document replay, self-healing open), the searcher (the fair search
+//!   gate with its per-token queues, search, vectors, relevance floor) and the lifecycle (accesses, tiers, expiry,
 //!   edits), over one core (root, live config, index, device, the one clock).
 //! - [`auth`]: tokens (hashed in `tokens.json`, presets), the `Grant`
 //!   of an authenticated token (what [`hub::Caller`] decides with) and the

@@ -55,7 +55,7 @@ impl Hub {
             mode: body.mode,
         };
         let floor = check_min_score(body.min_score)?;
-        let mut results = self.search_filtered(&req)?;
+        let mut results = self.search_as(caller, &req)?;
         results.index_behind = self.index_behind(Some(&req.filter))?;
         if let Some(floor) = floor {
             self.searcher.apply_floor(

@@ -21,6 +21,7 @@ mod documents;
 mod errors;
 mod eval_quality;
 mod examples;
+mod fair_gate;
 mod hardening;
 mod heal;
 mod http_api;

@@ -56,6 +56,11 @@ impl TempRoot {
         )
     }
 
+    /// A writer hub with this config and this embedder.
+    pub fn hub_configured_with(&self, config: Config, embedder: Arc<dyn Embedder>) -> Hub {
+        self.open(config, EmbedderSlot::ready(embedder))
+    }
+
     fn open(&self, config: Config, embedder: EmbedderSlot) -> Hub {
         Hub::open_with(self.layout(), config, Mode::Write, embedder, &mut |_| {})
             .expect("open hub")
