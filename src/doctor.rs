@@ -693,16 +693,17 @@ fn index_checks(layout: &Layout, config: Option<&Config>, daemon_writes: bool) -
     out
 }
 
-/// Journal lines the index read but did not apply (see `index::merge`):
-/// lines from another device that would move a memory to another scene or
-/// lower its privacy.
+/// Journal lines the index read and quarantined: lines that hold a
+/// credential in a field (see `content::replay_verdict`), and lines from
+/// another device that would move a memory to another scene or lower its
+/// privacy (see `index::merge`).
 fn quarantine(index: &Index) -> Check {
     let lines: Vec<String> = index
         .meta
         .issues()
         .unwrap_or_default()
         .into_iter()
-        .filter(|i| i.contains(": quarantined "))
+        .filter(|i| i.contains(": quarantined: "))
         .collect();
     if lines.is_empty() {
         return check(
@@ -716,13 +717,15 @@ fn quarantine(index: &Index) -> Check {
         "quarantine",
         Status::Warn,
         format!(
-            "{} journal lines quarantined (not applied): {}",
+            "{} journal lines quarantined (not indexed): {}",
             lines.len(),
             lines.iter().take(5).cloned().collect::<Vec<_>>().join("; ")
         ),
         Some(
-            "another device (or a hand edit) wrote lines that would move a memory or make it less \
-             private; the memory stays as it was. Check that device; `memd stats` lists every line",
+            "another device, an old build or a hand edit wrote lines that hold a credential, or \
+             that would move a memory or make it less private; they are not indexed and the \
+             memory stays as it was. Check that device and rotate any credential named; the \
+             journal is append-only, so the lines stay on disk. `memd stats` lists every line",
         ),
     )
 }
@@ -802,6 +805,12 @@ fn integrity(index: &Index, dir: &std::path::Path, files: &[String], daemon_writ
     for f in files {
         let _ = journal::scan_file(dir, f, Default::default(), |item| {
             match item.entry {
+                // Quarantined on replay, as the index does.
+                Ok(ref r)
+                    if matches!(
+                        crate::content::replay_verdict(r),
+                        crate::content::Replay::Quarantine(_)
+                    ) => {}
                 Ok(crate::model::Record::Put { fact, .. }) => {
                     live.insert(fact.id);
                 }

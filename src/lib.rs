@@ -127,7 +127,7 @@
 //! | `transfer` | `error`, `hub`, `model`, `store` |
 //! | `migrate` | `content`, `error`, `hub`, `model`, `store`, `transfer` |
 //! | `backup` | `base`, `config`, `disk`, `error`, `ids`, `layout`, `model`, `store` |
-//! | `doctor` | `client`, `config`, `embed`, `error`, `index`, `layout`, `model`, `store` |
+//! | `doctor` | `client`, `config`, `content`, `embed`, `error`, `index`, `layout`, `model`, `store` |
 //! | `eval` | `base`, `config`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `search` |
 //! | `consolidate` | `analysis`, `base`, `client`, `config`, `content`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `store`, `timetable`, `when` |
 //! | `scheduler` | `backup`, `config`, `consolidate`, `error`, `hub`, `layout`, `timetable` |

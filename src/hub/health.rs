@@ -312,20 +312,32 @@ fn members_component(hub: &Hub) -> Component {
     }
 }
 
-/// The `journal` component: files, bytes and unreadable lines.
+/// The `journal` component: files, bytes, unreadable lines and lines
+/// quarantined on replay (a credential in a field, a line that would move a
+/// memory or lower its privacy).
 fn journal_component(stats: &Stats) -> Component {
-    let bad_lines = stats
+    let journal: Vec<&String> = stats
         .issues
         .iter()
         .filter(|i| i.starts_with("facts/"))
-        .count();
+        .collect();
+    let quarantined = journal.iter().filter(|i| is_quarantine(i)).count();
+    let bad_lines = journal.len() - quarantined;
     component(
-        bad_lines == 0,
+        journal.is_empty(),
         format!(
-            "{} files, {} bytes, {bad_lines} unreadable lines",
+            "{} files, {} bytes, {bad_lines} unreadable lines, {quarantined} lines quarantined \
+             (not indexed; `memd stats` lists them)",
             stats.journal_files, stats.journal_bytes
         ),
     )
+}
+
+/// Whether an issue line reports a quarantined journal line.
+fn is_quarantine(issue: &str) -> bool {
+    issue
+        .split_once(": ")
+        .is_some_and(|(_, rest)| rest.starts_with("quarantined: "))
 }
 
 /// The `documents` component: documents indexed, and the first one not.

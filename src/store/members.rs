@@ -102,7 +102,7 @@ pub(crate) fn update(
     let entry = file.groups.entry(group.as_str().to_string()).or_default();
     let (mut added, mut removed) = (0, 0);
     for (user, name) in add {
-        validate_user(user)?;
+        validate_member(user, name.as_deref())?;
         // Known members are left as they are: rewriting the file for every
         // message would put a file replace on the ingest hot path.
         if !entry.contains_key(user) {
@@ -136,8 +136,8 @@ pub(crate) fn replace(
     list: &[(String, Option<String>)],
     source: &str,
 ) -> Result<(usize, usize)> {
-    for (user, _) in list {
-        validate_user(user)?;
+    for (user, name) in list {
+        validate_member(user, name.as_deref())?;
     }
     let _guard = WRITE.lock().expect("membership lock poisoned");
     let mut file = load(path)?;
@@ -179,11 +179,21 @@ fn save(path: &Path, file: &mut MemberFile) -> Result<()> {
     crate::base::durable::write_atomic(path, text.as_bytes())
 }
 
-fn validate_user(user: &str) -> Result<()> {
+/// A member id is 1-64 bytes without control characters; neither it nor
+/// the name holds a credential (the table is a source file, synced and
+/// backed up like the journal).
+fn validate_member(user: &str, name: Option<&str>) -> Result<()> {
     if user.is_empty() || user.len() > 64 || user.chars().any(char::is_control) {
         return Err(Error::invalid(
             "member ids must be 1-64 bytes without control characters",
         ));
+    }
+    use crate::content::FieldKind::{Id, Prose};
+    let fields = [("member id", Id, user)]
+        .into_iter()
+        .chain(name.map(|n| ("member name", Prose, n)));
+    if let Some(hit) = crate::content::scan(fields) {
+        return Err(hit.refusal());
     }
     Ok(())
 }
