@@ -120,6 +120,7 @@ pub(crate) fn run(layout: &Layout, shallow: bool, daemon: &DaemonAt) -> Report {
     }
     checks.push(lexicon(shallow));
     checks.push(members(layout));
+    checks.push(links(layout));
     if shallow {
         checks.push(index_files(layout, locked));
     } else {
@@ -691,6 +692,35 @@ fn index_checks(layout: &Layout, config: Option<&Config>, daemon_writes: bool) -
     }
     out.push(documents(layout, config));
     out
+}
+
+/// Symbolic links under `memories/`, each named: memd never follows one
+/// (a linked journal is not indexed, nothing is appended through one, a
+/// backup leaves it out), so what it points to is not part of the root.
+fn links(layout: &Layout) -> Check {
+    let found = crate::store::links::find(&layout.memories());
+    if found.is_empty() {
+        return check(
+            "links",
+            Status::Ok,
+            "no symbolic links under memories/",
+            None,
+        );
+    }
+    check(
+        "links",
+        Status::Warn,
+        format!(
+            "{} symbolic links under memories/, not followed (not indexed, not written through, \
+             not backed up): {}",
+            found.len(),
+            found.join(", ")
+        ),
+        Some(
+            "replace each link by the file or directory it points to (a device's journal \
+             directory must be a real directory; a peer's journal arrives by file sync, not by link)",
+        ),
+    )
 }
 
 /// Journal lines the index read and quarantined: lines that hold a

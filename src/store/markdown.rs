@@ -62,8 +62,7 @@ pub const MAX_DOCUMENT_BYTES: u64 = 8 * 1024 * 1024;
 pub const MAX_YAML_DEPTH: usize = 16;
 
 /// What a document issue says about a symbolic link.
-pub(crate) const SYMLINK_ISSUE: &str =
-    "symbolic link, not followed (memd never follows links under memories/)";
+pub(crate) const SYMLINK_ISSUE: &str = super::links::NOT_FOLLOWED;
 
 /// A parsed document, ready to index.
 #[derive(Debug, Clone, PartialEq)]

@@ -47,8 +47,32 @@ pub(crate) fn path(memories: &Path) -> PathBuf {
     memories.join("groups").join("members.json")
 }
 
+/// A link at the table or its directory: never read or written through.
+fn refuse_link(path: &Path) -> Result<()> {
+    let linked = [Some(path), path.parent()]
+        .into_iter()
+        .flatten()
+        .find(|p| super::links::is_link(p));
+    match linked {
+        Some(link) => Err(StoreError::Damaged {
+            path: link.to_path_buf(),
+            problem: format!(
+                "{}; the membership table is not read or written through it",
+                super::links::NOT_FOLLOWED
+            ),
+        }
+        .into()),
+        None => Ok(()),
+    }
+}
+
 fn load(path: &Path) -> Result<MemberFile> {
-    match std::fs::read_to_string(path) {
+    refuse_link(path)?;
+    let read = super::links::open_read(path).and_then(|mut f| {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut f, &mut text).map(|_| text)
+    });
+    match read {
         Ok(text) => serde_json::from_str(&text).map_err(|e| {
             StoreError::Damaged {
                 path: path.to_path_buf(),
@@ -171,6 +195,7 @@ pub(crate) fn replace(
 }
 
 fn save(path: &Path, file: &mut MemberFile) -> Result<()> {
+    refuse_link(path)?;
     file.version = 1;
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).ctx("cannot create directory", dir)?;
