@@ -47,12 +47,7 @@ fn collect(layout: &Layout) -> Result<(Files, Vec<String>)> {
 /// Regular files below `dir`, as paths relative to `root`; symbolic links
 /// are never followed (an open with `O_NOFOLLOW` refuses one swapped in)
 /// and are listed in `links` instead.
-fn walk(
-    root: &Path,
-    dir: &Path,
-    out: &mut Files,
-    links: &mut Vec<String>,
-) -> Result<()> {
+fn walk(root: &Path, dir: &Path, out: &mut Files, links: &mut Vec<String>) -> Result<()> {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
