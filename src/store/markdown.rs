@@ -592,6 +592,26 @@ fn credential(doc: &Document, body: &str) -> Option<CredentialHit> {
     )
 }
 
+/// The document id: `doc-<pathHash8>`, or `doc-id-<id>` from a valid
+/// front matter `id`.
+fn doc_id_of(rel_path: &str, front_id: Option<&str>) -> Result<String> {
+    Ok(match front_id.map(str::trim) {
+        None => ids::doc_id(rel_path),
+        Some(key) if ids::valid_doc_key(key) => ids::doc_id_from_key(key),
+        // Never echoed: reported by the credential check instead.
+        Some(key)
+            if crate::content::scan([("id", crate::content::FieldKind::Id, key)]).is_some() =>
+        {
+            ids::doc_id_from_key(key)
+        }
+        Some(key) => {
+            return Err(Error::invalid(format!(
+                "front matter: `id: {key}` must be 1-64 ASCII letters, digits, `_` or `-`, starting with a letter or digit"
+            )));
+        }
+    })
+}
+
 /// [`parse`] without the credential check; also returns the body.
 fn parse_unchecked<'t>(
     rel_path: &str,
@@ -644,21 +664,7 @@ fn parse_unchecked<'t>(
     }
 
     pins.check_pinned(privacy, &scene)?;
-    let doc_id = match fm.id.as_deref().map(str::trim) {
-        None => ids::doc_id(rel_path),
-        Some(key) if ids::valid_doc_key(key) => ids::doc_id_from_key(key),
-        // Never echoed: reported by the credential check instead.
-        Some(key)
-            if crate::content::scan([("id", crate::content::FieldKind::Id, key)]).is_some() =>
-        {
-            ids::doc_id_from_key(key)
-        }
-        Some(key) => {
-            return Err(Error::invalid(format!(
-                "front matter: `id: {key}` must be 1-64 ASCII letters, digits, `_` or `-`, starting with a letter or digit"
-            )));
-        }
-    };
+    let doc_id = doc_id_of(rel_path, fm.id.as_deref())?;
 
     let sections = sections(body);
     let first_heading = sections.iter().find_map(|s| s.heading.clone());
