@@ -478,23 +478,25 @@ fn replay_file(
     let tier_expiry = config.lifecycle.tier_expiry;
     let file = at.file;
     let torn = journal::scan_file(&core.layout.facts(), file, at.from, |item| {
+        // The one credential check of every way in: a line that holds one
+        // is quarantined, never indexed (a forget, which only hides, is
+        // applied and reported). It comes first: a validation message may
+        // name the id, and the id may be where the credential is.
         let entry = item.entry.and_then(|record| {
-            record
-                .validate(&pins)
-                .map(|()| record)
-                .map_err(|e| LineIssue {
+            let verdict = content::replay_verdict(&record);
+            if !matches!(verdict, Replay::Quarantine(_)) {
+                record.validate(&pins).map_err(|e| LineIssue {
                     file: file.to_string(),
                     line: item.cursor.lines,
                     message: e.to_string(),
-                })
+                })?;
+            }
+            Ok((record, verdict))
         });
         match entry {
-            Ok(record) => {
+            Ok((record, verdict)) => {
                 let line = item.cursor.lines;
-                // The one credential check of every way in: a line that
-                // holds one is quarantined, never indexed (a forget, which
-                // only hides, is applied and reported).
-                let (apply, hit) = match content::replay_verdict(&record) {
+                let (apply, hit) = match verdict {
                     Replay::Apply => (true, None),
                     Replay::ApplyReported(hit) => (true, Some(hit)),
                     Replay::Quarantine(hit) => (false, Some(hit)),
