@@ -761,7 +761,19 @@ fn code_expression(value: &str) -> bool {
 /// the first token (`wifi password hunter2`), or the token after the
 /// connectors (`password is hunter2`, `密码：123456`), possibly behind a
 /// short clause (`password for my bank is hunter2`).
-fn keyword_value(after: &str, kind: ValueKind) -> bool {
+fn keyword_value(after: &str, kind: ValueKind, connected_only: bool) -> bool {
+    // `password-reset-2024`, `api-key-rotation`: the keyword is part of a
+    // compound word; `password-hunter2` (a dash between word and value) is not.
+    let after = match after.strip_prefix('-') {
+        Some(rest) => {
+            let segment = rest.split(char::is_whitespace).next().unwrap_or("");
+            if segment.contains(['-', '_']) {
+                return false;
+            }
+            rest
+        }
+        None => after,
+    };
     let toks = tokens(after, 12);
     let is_connector = |t: &str| CONNECTORS.contains(&t.to_ascii_lowercase().as_str());
     let value_after = |start: usize| -> bool {
@@ -780,7 +792,8 @@ fn keyword_value(after: &str, kind: ValueKind) -> bool {
                     && !code_expression(t))
         })
     };
-    if value_after(0) {
+    let connected = toks.first().is_some_and(|(t, _)| is_connector(t));
+    if (connected || !connected_only) && value_after(0) {
         return true;
     }
     // `for my bank is hunter2`, `of the router: Hunter2!`
@@ -827,15 +840,18 @@ fn in_url(text: &str, at: usize) -> bool {
     text[start..end].contains("://")
 }
 
-/// A keyword followed by its value.
-fn keyword(view: &View) -> Option<&'static str> {
+/// A keyword followed by its value; with `connected_only` (identifiers,
+/// where `token-8f3k2m9x` is a name), only after a connector (`=`, `:`, `is`).
+fn keyword(view: &View, connected_only: bool) -> Option<&'static str> {
     for (re, kind, what) in [
         (&*PASSWORD_RE, ValueKind::Password, "a password"),
         (&*KEY_RE, ValueKind::Key, "a credential"),
     ] {
         for m in re.find_iter(&view.lower) {
             let end = word_end(&view.lower, m);
-            if !in_url(&view.lower, m.start()) && keyword_value(&view.cased[end..], kind) {
+            if !in_url(&view.lower, m.start())
+                && keyword_value(&view.cased[end..], kind, connected_only)
+            {
                 return Some(what);
             }
         }
@@ -1018,20 +1034,24 @@ pub fn detect_credential(text: &str) -> Option<&'static str> {
 }
 
 /// [`detect_credential`] for an identifier (idempotency key, session or
-/// message id): without the entropy test, since a random id is expected there.
+/// message id): without the entropy test, since a random id is expected
+/// there, and with a keyword's value only after a connector
+/// (`csrf-token-3f9a8b7c` is a name, `token=3f9a8b7c` is not).
 pub(crate) fn detect_credential_in_id(text: &str) -> Option<&'static str> {
     detect(text, false)
 }
 
-fn detect(text: &str, entropy_test: bool) -> Option<&'static str> {
+/// `prose`: every test; else (an identifier) no entropy test, and a
+/// keyword's value only after a connector.
+fn detect(text: &str, prose: bool) -> Option<&'static str> {
     if text.is_empty() {
         return None;
     }
     let view = View::of(text);
     vendor(&view)
         .or_else(|| split_token(&view))
-        .or_else(|| keyword(&view))
-        .or_else(|| entropy_test.then(|| high_entropy(&view)).flatten())
+        .or_else(|| keyword(&view, !prose))
+        .or_else(|| prose.then(|| high_entropy(&view)).flatten())
 }
 
 #[cfg(test)]
@@ -1198,6 +1218,38 @@ mod tests {
         assert_eq!(detect_credential_in_id(random), None);
         assert!(detect_credential_in_id("ghp_abcdefghijklmnopqrstuvwxyz0123456789").is_some());
         assert!(detect_credential_in_id("password=hunter22").is_some());
+        assert!(detect_credential_in_id("w|cli|main|token:3f9a8b7c6d5e").is_some());
+        for id in [
+            "csrf-token-3f9a8b7c",
+            "w|cli|main|password-reset-42",
+            "sess_8f3kD92nLx0Qa7ZmWq4R",
+            "ingest|qq:group:1|12345#abcdef012345",
+            "550e8400-e29b-41d4-a716-446655440000",
+            "chat-qq-group-42-mqz8k2p1-0001",
+            "msg_01HXZ7Q9K3M2N8P4R6T0V5W7Y1",
+            "token 2 of 5",
+        ] {
+            assert_eq!(detect_credential_in_id(id), None, "{id}");
+        }
+    }
+
+    /// A keyword inside a compound word is a name, not the start of a value.
+    #[test]
+    fn compound_words_are_not_keywords_with_values() {
+        for text in [
+            "the password-reset-2024 ticket is closed",
+            "api-key-rotation-v2 shipped",
+            "secret-santa-2024 draw on Friday",
+        ] {
+            assert_eq!(detect_credential(text), None, "{text}");
+        }
+        for text in [
+            "password-123456",
+            "password\u{2014}hunter2",
+            "password - hunter22",
+        ] {
+            assert!(detect_credential(text).is_some(), "{text}");
+        }
     }
 
     /// Tokens cut by dashes, spaces or a line break are whole again.
