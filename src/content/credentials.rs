@@ -944,37 +944,27 @@ const ID_WORDS: &[&str] = &[
     "链接",
 ];
 
-/// Runs of key-like characters outside URLs that look random ([`random_run`]).
+/// Runs of key-like characters outside URLs that look random
+/// ([`random_run`]), line by line: what a word says about the next one
+/// (`doc id 1Bxi...`) stays on its line.
 fn high_entropy(view: &View) -> Option<&'static str> {
+    view.cased.lines().find_map(high_entropy_line)
+}
+
+/// Whether a character ends a word for the entropy test.
+fn word_break(c: char) -> bool {
+    c.is_whitespace() || "\"'`()<>,;[]{}|".contains(c)
+}
+
+/// [`high_entropy`] over one line.
+fn high_entropy_line(line: &str) -> Option<&'static str> {
     static SHAPES: LazyLock<Regex> = LazyLock::new(|| {
         Regex::new(
             r"^(?:[0-9a-fA-F]+|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|[13][1-9A-HJ-NP-Za-km-z]{25,34}|(?:sha256|sha384|sha512)-.*)$",
         )
         .expect("benign shapes compile")
     });
-    let words: Vec<&str> = view
-        .cased
-        .split(|c: char| {
-            c.is_whitespace()
-                || matches!(
-                    c,
-                    '"' | '\''
-                        | '`'
-                        | '('
-                        | ')'
-                        | '<'
-                        | '>'
-                        | ','
-                        | ';'
-                        | '['
-                        | ']'
-                        | '{'
-                        | '}'
-                        | '|'
-                )
-        })
-        .filter(|w| !w.is_empty())
-        .collect();
+    let words: Vec<&str> = line.split(word_break).filter(|w| !w.is_empty()).collect();
     let id_word = |w: &str| {
         let w = w.trim_end_matches([':', '：', '#']).to_lowercase();
         ID_WORDS.contains(&w.as_str())

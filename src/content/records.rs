@@ -38,16 +38,42 @@ pub(crate) enum FieldKind {
     Id,
 }
 
+/// What joins fields checked together (see [`scan`]).
+const SEPARATOR: &str = "\n\u{1}\n";
+
 /// The first credential among `fields`, checked in order.
+///
+/// Fields of one kind are first checked together (a record without a
+/// credential, nearly every one, costs two passes instead of one per
+/// field); only when that finds something is each of them checked on its
+/// own, and that answer counts. The fields are joined by [`SEPARATOR`]: no
+/// test reads across a line break, and none matches a line holding only
+/// `\u{1}`, so together they find whatever one of them would.
 pub(crate) fn scan<'a>(
     fields: impl IntoIterator<Item = (&'static str, FieldKind, &'a str)>,
 ) -> Option<CredentialHit> {
-    fields.into_iter().find_map(|(field, kind, value)| {
-        let what = match kind {
-            FieldKind::Prose => detect_credential(value),
-            FieldKind::Id => detect_credential_in_id(value),
-        }?;
-        Some(CredentialHit { field, what })
+    let fields: Vec<(&'static str, FieldKind, &str)> = fields.into_iter().collect();
+    let check = |kind: FieldKind, value: &str| match kind {
+        FieldKind::Prose => detect_credential(value),
+        FieldKind::Id => detect_credential_in_id(value),
+    };
+    let suspect = |kind: FieldKind| {
+        let values: Vec<&str> = fields
+            .iter()
+            .filter(|(_, k, _)| *k == kind)
+            .map(|(_, _, v)| *v)
+            .collect();
+        values.len() == 1 || (values.len() > 1 && check(kind, &values.join(SEPARATOR)).is_some())
+    };
+    let suspects = [FieldKind::Prose, FieldKind::Id].map(|k| (k, suspect(k)));
+    fields.iter().find_map(|&(field, kind, value)| {
+        if !suspects.contains(&(kind, true)) {
+            return None;
+        }
+        Some(CredentialHit {
+            field,
+            what: check(kind, value)?,
+        })
     })
 }
 
@@ -267,6 +293,46 @@ mod tests {
         f.idempotency_key = Some("w|cli|main|aB3dE5gH7jK9mN1pQ3sTuV5x".into());
         f.setting.session = Some("sess_8f3kD92nLx0Qa7ZmWq4R".into());
         assert_eq!(check(&f), None);
+    }
+
+    /// Checking fields together finds exactly what checking them one by
+    /// one does: every window of three probe lines, as prose and as ids.
+    #[test]
+    fn fields_checked_together_answer_as_one_by_one() {
+        let probes = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures/credential-probes.jsonl"),
+        )
+        .unwrap();
+        let texts: Vec<String> = probes
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["text"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        let names = ["a", "b", "c"];
+        for window in texts.windows(3) {
+            for kinds in [
+                [FieldKind::Prose; 3],
+                [FieldKind::Id; 3],
+                [FieldKind::Id, FieldKind::Prose, FieldKind::Id],
+            ] {
+                let fields: Vec<(&'static str, FieldKind, &str)> = (0..3)
+                    .map(|i| (names[i], kinds[i], window[i].as_str()))
+                    .collect();
+                let one_by_one = fields.iter().find_map(|&(field, kind, value)| {
+                    let what = match kind {
+                        FieldKind::Prose => detect_credential(value),
+                        FieldKind::Id => detect_credential_in_id(value),
+                    }?;
+                    Some(CredentialHit { field, what })
+                });
+                assert_eq!(scan(fields.clone()), one_by_one, "{window:?}");
+            }
+        }
     }
 
     #[test]
