@@ -13,8 +13,8 @@ use memory_hub::content::detect_credential;
 use memory_hub::index::filter::Filter;
 use serde_json::{Value, json};
 
-use crate::serve::call;
 use crate::support::{Served, TempRoot, search_ids};
+use crate::wire::call;
 
 /// Tokens shaped like the real ones, invented for these tests.
 const GITHUB: &str = "ghp_R7kQ2mZx9LvT4wN8bY3cF6hJ1sD5gA0pE2uK";

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::serve::call;
 use crate::support::{TempRoot, search_ids};
+use crate::wire::call;
 
 fn ok(out: std::process::Output) -> std::process::Output {
     assert!(
