@@ -116,16 +116,23 @@ impl Embedder for HeldQueries {
     }
 }
 
+impl HeldQueries {
+    /// The hash embedder behind a closed gate, with no search inside yet.
+    fn closed() -> Arc<HeldQueries> {
+        Arc::new(HeldQueries {
+            inner: HashEmbedder::new(384),
+            gate: Gate::new(false),
+            inside: AtomicUsize::new(0),
+            most_inside: AtomicUsize::new(0),
+            entered: AtomicUsize::new(0),
+        })
+    }
+}
+
 #[test]
 fn a_write_completes_while_searches_hold_the_gate() {
     let root = TempRoot::new();
-    let embedder = Arc::new(HeldQueries {
-        inner: HashEmbedder::new(384),
-        gate: Gate::new(false),
-        inside: AtomicUsize::new(0),
-        most_inside: AtomicUsize::new(0),
-        entered: AtomicUsize::new(0),
-    });
+    let embedder = HeldQueries::closed();
     let hub = Arc::new(root.hub_with(embedder.clone()));
     fill(&hub);
     hub.embed_pending(usize::MAX);
@@ -166,13 +173,7 @@ fn a_write_completes_while_searches_hold_the_gate() {
 #[test]
 fn a_token_whose_queue_is_full_gets_429_and_another_token_is_served() {
     let root = TempRoot::new();
-    let embedder = Arc::new(HeldQueries {
-        inner: HashEmbedder::new(384),
-        gate: Gate::new(false),
-        inside: AtomicUsize::new(0),
-        most_inside: AtomicUsize::new(0),
-        entered: AtomicUsize::new(0),
-    });
+    let embedder = HeldQueries::closed();
     let config: Config = serde_json::from_value(serde_json::json!({
         "searchGate": {"concurrencyPerToken": 1, "queuePerToken": 2}
     }))
