@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # scripts/setup-browser.sh - install what the console's browser test needs:
-#   - Debian's chromium, chromium-driver and fonts-noto-cjk (apt-get, as root);
+#   - checks Debian's chromium, chromium-driver and fonts-noto-cjk (scripts/setup-system.sh installs them);
 #   - Python selenium, pinned in tests/console/requirements.txt, in a venv under
 #     ${MEMD_TEST_CLIENTS_DIR:-$HOME/.cache/memory-hub/mcp-client}/browser-venv
-# Idempotent and quick when installed. Not root and the packages missing: it
-# fails with a message saying what to install. The last two lines on stdout are
+# Idempotent and quick when installed. The packages missing: it fails with a
+# message saying what to install. The last two lines on stdout are
 #   chromedriver=<path>
 #   python=<path of the venv's python>
 set -euo pipefail
@@ -24,16 +24,7 @@ for p in "${PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$' || missing+=("$p")
 done
 if ((${#missing[@]})); then
-    if [[ $(id -u) -ne 0 ]]; then
-        die "missing Debian packages: ${missing[*]}; install them as root: apt-get update && apt-get install -y ${missing[*]}"
-    fi
-    command -v apt-get >/dev/null 2>&1 || die "missing ${missing[*]} and no apt-get to install them"
-    log "installing ${missing[*]} (apt-get)"
-    exec 8>/var/lock/memd-setup-browser.lock
-    flock 8
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >&2 || die "apt-get update failed"
-    apt-get install -y -qq "${missing[@]}" >&2 || die "apt-get install ${missing[*]} failed"
+    die "missing Debian packages: ${missing[*]}; install them as root: scripts/setup-system.sh"
 fi
 DRIVER=$(command -v chromedriver) || die "chromium-driver is installed but chromedriver is not on PATH"
 

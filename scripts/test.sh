@@ -19,17 +19,14 @@ bash scripts/setup-browser.sh >/dev/null
 bash scripts/api-fuzz.sh --setup-only
 
 # The two-device sync test (tests/integration/sync_test.rs runs scripts/sync-test.sh) needs
-# Syncthing from Debian; installed here when running as root.
-if ! command -v syncthing >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    { apt-get update -qq && apt-get install -y -qq syncthing; } >/dev/null
-  else
-    echo "test.sh: syncthing is missing; install it (apt-get install syncthing) or the sync test fails" >&2
-  fi
-fi
+# Syncthing from Debian, installed with the browser by scripts/setup-system.sh (as root, once).
+command -v syncthing >/dev/null 2>&1 \
+  || { echo "test.sh: syncthing is missing; install it as root: scripts/setup-system.sh" >&2; exit 1; }
 
+# `full-tests` turns on the tests that need what the lines above install (a plain `cargo test`
+# runs the hermetic tier only and lists those as ignored, with what each needs).
 if command -v cargo-nextest >/dev/null 2>&1; then
-  cargo nextest run --no-fail-fast "$@"
+  cargo nextest run --features full-tests --no-fail-fast "$@"
 else
-  cargo test --no-fail-fast "$@"
+  cargo test --features full-tests --no-fail-fast "$@"
 fi

@@ -42,6 +42,8 @@ pub struct Config {
     pub ingest: IngestConfig,
     /// The HTTP server.
     pub(crate) http: HttpConfig,
+    /// The search gate: each token's share of the search capacity.
+    pub(crate) search_gate: SearchGateConfig,
     /// The local embedding model for semantic search.
     pub embedder: EmbedderConfig,
     /// Retention tiers, promotion, dedup and archive.
@@ -95,6 +97,29 @@ impl Default for HttpConfig {
     }
 }
 
+/// The search gate (read per search): searches run about one per core,
+/// queued per token and served fairly between tokens, so one token's heavy
+/// load delays only itself.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct SearchGateConfig {
+    /// Searches one token may run at once; 0 means one per core but one
+    /// (at least one), so a core is always left to the other tokens.
+    pub(crate) concurrency_per_token: usize,
+    /// Searches one token may have waiting for their turn; the next one is
+    /// refused with `429 RATE_LIMITED` and `Retry-After` (at least 1).
+    pub(crate) queue_per_token: usize,
+}
+
+impl Default for SearchGateConfig {
+    fn default() -> Self {
+        SearchGateConfig {
+            concurrency_per_token: 0,
+            queue_per_token: 16,
+        }
+    }
+}
+
 /// Short-term chat from `/v1/ingest`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
@@ -127,6 +152,7 @@ impl Default for Config {
             backup: BackupConfig::default(),
             ingest: IngestConfig::default(),
             http: HttpConfig::default(),
+            search_gate: SearchGateConfig::default(),
             embedder: EmbedderConfig::default(),
             lifecycle: Default::default(),
             sleep: SleepConfig::default(),
@@ -366,6 +392,16 @@ impl Config {
         if !(8..=8192).contains(&e.max_tokens) {
             return Err(Error::invalid(
                 "embedder.maxTokens must be between 8 and 8192",
+            ));
+        }
+        if !(1..=10_000).contains(&self.search_gate.queue_per_token) {
+            return Err(Error::invalid(
+                "searchGate.queuePerToken must be between 1 and 10000",
+            ));
+        }
+        if self.search_gate.concurrency_per_token > 1024 {
+            return Err(Error::invalid(
+                "searchGate.concurrencyPerToken must be at most 1024 (0: one per core but one)",
             ));
         }
         if !(1..=16).contains(&e.sessions) {

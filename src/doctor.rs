@@ -120,6 +120,7 @@ pub(crate) fn run(layout: &Layout, shallow: bool, daemon: &DaemonAt) -> Report {
     }
     checks.push(lexicon(shallow));
     checks.push(members(layout));
+    checks.push(links(layout));
     if shallow {
         checks.push(index_files(layout, locked));
     } else {
@@ -693,16 +694,46 @@ fn index_checks(layout: &Layout, config: Option<&Config>, daemon_writes: bool) -
     out
 }
 
-/// Journal lines the index read but did not apply (see `index::merge`):
-/// lines from another device that would move a memory to another scene or
-/// lower its privacy.
+/// Symbolic links under `memories/`, each named: memd never follows one
+/// (a linked journal is not indexed, nothing is appended through one, a
+/// backup leaves it out), so what it points to is not part of the root.
+fn links(layout: &Layout) -> Check {
+    let found = crate::store::links::find(&layout.memories());
+    if found.is_empty() {
+        return check(
+            "links",
+            Status::Ok,
+            "no symbolic links under memories/",
+            None,
+        );
+    }
+    check(
+        "links",
+        Status::Warn,
+        format!(
+            "{} symbolic links under memories/, not followed (not indexed, not written through, \
+             not backed up): {}",
+            found.len(),
+            found.join(", ")
+        ),
+        Some(
+            "replace each link by the file or directory it points to (a device's journal \
+             directory must be a real directory; a peer's journal arrives by file sync, not by link)",
+        ),
+    )
+}
+
+/// Journal lines the index read and quarantined: lines that hold a
+/// credential in a field (see `content::replay_verdict`), and lines from
+/// another device that would move a memory to another scene or lower its
+/// privacy (see `index::merge`).
 fn quarantine(index: &Index) -> Check {
     let lines: Vec<String> = index
         .meta
         .issues()
         .unwrap_or_default()
         .into_iter()
-        .filter(|i| i.contains(": quarantined "))
+        .filter(|i| i.contains(": quarantined: "))
         .collect();
     if lines.is_empty() {
         return check(
@@ -716,13 +747,15 @@ fn quarantine(index: &Index) -> Check {
         "quarantine",
         Status::Warn,
         format!(
-            "{} journal lines quarantined (not applied): {}",
+            "{} journal lines quarantined (not indexed): {}",
             lines.len(),
             lines.iter().take(5).cloned().collect::<Vec<_>>().join("; ")
         ),
         Some(
-            "another device (or a hand edit) wrote lines that would move a memory or make it less \
-             private; the memory stays as it was. Check that device; `memd stats` lists every line",
+            "another device, an old build or a hand edit wrote lines that hold a credential, or \
+             that would move a memory or make it less private; they are not indexed and the \
+             memory stays as it was. Check that device and rotate any credential named; the \
+             journal is append-only, so the lines stay on disk. `memd stats` lists every line",
         ),
     )
 }
@@ -802,6 +835,12 @@ fn integrity(index: &Index, dir: &std::path::Path, files: &[String], daemon_writ
     for f in files {
         let _ = journal::scan_file(dir, f, Default::default(), |item| {
             match item.entry {
+                // Quarantined on replay, as the index does.
+                Ok(ref r)
+                    if matches!(
+                        crate::content::replay_verdict(r),
+                        crate::content::Replay::Quarantine(_)
+                    ) => {}
                 Ok(crate::model::Record::Put { fact, .. }) => {
                     live.insert(fact.id);
                 }

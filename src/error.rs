@@ -247,6 +247,15 @@ pub enum Error {
         #[source]
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
+    /// The caller sent more than its own share allows (its search queue is
+    /// full); nothing was done. Retry after `retry_after` seconds.
+    #[error("{message}")]
+    RateLimited {
+        /// What was refused, for the caller.
+        message: String,
+        /// Seconds to wait before retrying (HTTP `Retry-After`).
+        retry_after: u64,
+    },
     /// A memd daemon answered a request with this error envelope.
     #[error("{message}")]
     Reply {
@@ -276,8 +285,17 @@ impl Error {
             Error::Typed(t) => t.0.code(),
             Error::Unavailable { .. } => ErrorCode::Unavailable,
             Error::UpstreamInvalid { .. } => ErrorCode::UpstreamInvalid,
+            Error::RateLimited { .. } => ErrorCode::RateLimited,
             Error::Reply { code, .. } => *code,
             Error::Internal(_) => ErrorCode::Internal,
+        }
+    }
+
+    /// Seconds the caller should wait before retrying, when the error says.
+    pub fn retry_after(&self) -> Option<u64> {
+        match self {
+            Error::RateLimited { retry_after, .. } => Some(*retry_after),
+            _ => None,
         }
     }
 
@@ -594,6 +612,14 @@ mod tests {
                     source: std::io::Error::from_raw_os_error(libc::EIO),
                 },
                 "STORAGE",
+                true,
+            ),
+            (
+                Error::RateLimited {
+                    message: "too many searches waiting".into(),
+                    retry_after: 2,
+                },
+                "RATE_LIMITED",
                 true,
             ),
         ];

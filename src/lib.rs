@@ -130,7 +130,7 @@
 //! | `transfer` | `error`, `hub`, `model`, `store` |
 //! | `migrate` | `content`, `error`, `hub`, `model`, `store`, `transfer` |
 //! | `backup` | `base`, `config`, `disk`, `error`, `ids`, `layout`, `model`, `store` |
-//! | `doctor` | `client`, `config`, `embed`, `error`, `index`, `layout`, `model`, `store` |
+//! | `doctor` | `client`, `config`, `content`, `embed`, `error`, `index`, `layout`, `model`, `store` |
 //! | `eval` | `analysis`, `api`, `base`, `config`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `relevance`, `search` |
 //! | `consolidate` | `analysis`, `base`, `client`, `config`, `content`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `store`, `timetable`, `when` |
 //! | `scheduler` | `backup`, `config`, `consolidate`, `error`, `hub`, `layout`, `timetable` |
@@ -176,7 +176,9 @@
 //!   [`store::files`] (documents an import or migration adds, files a restore
 //!   takes from a backup), [`store::lock`], [`store::members`] (group
 //!   membership for disclosure), [`store::archive`] (compressed journal
-//!   months); [`store::StoreError`] for the failures callers tell apart.
+//!   months), [`store::links`] (files opened with `O_NOFOLLOW`, links
+//!   listed for doctor, health and backups); [`store::StoreError`] for the
+//!   failures callers tell apart.
 //! - [`index`]: the only writer of `data/index/`: [`index::text`] (tantivy),
 //!   [`index::meta`] (SQLite), [`index::meta_read`] (time-ordered reads),
 //!   [`index::vector`] (vectors in sqlite-vec, their change log, the SQL
@@ -230,9 +232,12 @@
 //!   [`client`]: the one outbound HTTP client (daemon, the MCP stdio process's `/v1`
 //!   calls, Syncthing, model endpoint).
 //! - [`content`]: the content rules of what is stored: normalisation,
-//!   credential refusal over text, title and tags (NFKC + confusables; secret
-//!   writes are exempt), tier assignment, and where sensitive and secret
-//!   memories may live ([`content::PrivacyConfig`]).
+//!   credential detection (vendor formats, keyword and value in English and
+//!   Chinese, entropy; over NFKC with look-alikes mapped) and the one
+//!   credential check over every field of a record ([`content::in_record`];
+//!   the text, title and tags of a secret memory are exempt), tier
+//!   assignment, and where sensitive and secret memories may live
+//!   ([`content::PrivacyConfig`]).
 //! - [`hub`]: the application service every surface calls. Its use cases,
 //!   one file each, take a [`hub::Caller`] and an [`api`] request:
 //!   [`hub::caller`] (scene resolution, read and write filters), write,
@@ -243,7 +248,8 @@
 //!   server) and reindex (rebuilding the index in place in a running
 //!   daemon). The [`hub::Hub`] facade owns four parts under `hub/parts/`:
 //!   the writer (queue, group commit, write rules), catch-up (journal and
-//!   document replay, self-healing open), the searcher (gate, search,
+//!   document replay, self-healing open), the searcher (the fair search
+//!   gate with its per-token queues, search with its relevance decision,
 //!   vectors) and the lifecycle (accesses, tiers, expiry,
 //!   edits), over one core (root, live config, index, device, the one clock).
 //! - [`auth`]: tokens (hashed in `tokens.json`, presets), the `Grant`
@@ -298,7 +304,19 @@
 //! - A damaged derived index is moved aside and rebuilt at open, never an
 //!   outage; a full disk is not damage and never moves the index aside.
 //! - Documents are read and parsed outside the writer; a document the rules
-//!   refuse is reported and never indexed; no link under `memories/` is followed.
+//!   refuse is reported and never indexed.
+//! - No symbolic link under `memories/` is followed, to read or to write: a
+//!   linked journal or document is not indexed, nothing is appended or
+//!   created through a link (the writer refuses), and doctor names every
+//!   link, health counts them and a backup lists the ones it leaves out.
+//! - No credential enters through any way in: every field of every record
+//!   meets one check ([`content::in_record`]) on a write, an ingest, a
+//!   membership change, an import, a forget's reason, a replayed journal
+//!   line and a Markdown document (only the text, title and tags of a
+//!   `secret` memory may hold one). A refusal names the field and the kind,
+//!   never the value; a replayed line or a document that fails is
+//!   quarantined (reported by health, doctor and stats, never indexed,
+//!   never dropped silently).
 //! - No score, count, list or error shows a token anything about memories it
 //!   cannot read: BM25 statistics are computed under the caller's filter, and a
 //!   superseded or forgotten memory appears in no list, block or disclosure.

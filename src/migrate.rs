@@ -456,6 +456,15 @@ fn copy_documents(hub: &Hub, from: &Path, report: &mut ImportReport) -> Result<(
                 continue;
             }
         };
+        let config = hub.config();
+        // A document that holds a credential is not copied in (see `transfer`).
+        if let Some(hit) = std::str::from_utf8(&bytes)
+            .ok()
+            .and_then(|text| markdown::credential_in(rel, text, &config.docs, &config.privacy))
+        {
+            report.fail(src.display(), format!("not copied: {}", hit.refusal()));
+            continue;
+        }
         match files::add_document(&ours, rel, &bytes, Some(modified))? {
             Added::Different => report.fail(
                 src.display(),

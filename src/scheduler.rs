@@ -180,8 +180,15 @@ pub(crate) fn backup_job(dir: PathBuf, keep_days: u32) -> Job {
         run: Box::new(move |hub: &Hub| {
             let (path, manifest) = crate::backup::create(hub.layout(), &dir)?;
             let removed = crate::backup::prune(&dir, keep_days, hub.now())?;
+            let links = match manifest.links_left_out.len() {
+                0 => String::new(),
+                n => format!(
+                    "; {n} symbolic links under memories/ left out (first: {})",
+                    manifest.links_left_out[0]
+                ),
+            };
             Ok(format!(
-                "{} ({} files); {} old archives removed",
+                "{} ({} files){links}; {} old archives removed",
                 path.display(),
                 manifest.files.len(),
                 removed.len()

@@ -6,9 +6,11 @@
 //! written as new facts), a directory or file of Markdown (copied under
 //! `memories/import/`), or plain text (one memory per non-empty line).
 //! Export writes the live facts as journal lines, or as Markdown files that
-//! `memd import` reads back. Every bad line (not UTF-8, not JSON, or breaking
-//! the write rules of [`crate::model::Fact::validate`]) is reported as
-//! `FILE:LINE: reason` and skipped; the rest still goes in.
+//! `memd import` reads back. Every bad line (not UTF-8, not JSON, breaking
+//! the write rules of [`crate::model::Fact::validate`], or holding a
+//! credential in any field, [`crate::content::in_record`]) is reported as
+//! `FILE:LINE: reason` and skipped; the rest still goes in. A Markdown file
+//! that holds a credential is reported and not copied.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -363,11 +365,19 @@ fn import_markdown(hub: &Hub, path: &Path) -> Result<ImportReport> {
                 continue;
             }
         };
+        let config = hub.config();
+        // A document that holds a credential is not copied in: memories/ is
+        // synced and backed up, and the original stays where it is.
+        if let Some(hit) = std::str::from_utf8(&bytes)
+            .ok()
+            .and_then(|text| markdown::credential_in(&rel, text, &config.docs, &config.privacy))
+        {
+            report.fail(src.display(), format!("not copied: {}", hit.refusal()));
+            continue;
+        }
         let parsed = std::str::from_utf8(&bytes)
             .map_err(|_| Error::invalid("not valid UTF-8"))
-            .and_then(|text| {
-                markdown::parse(&rel, text, &hub.config().docs, &hub.config().privacy)
-            });
+            .and_then(|text| markdown::parse(&rel, text, &config.docs, &config.privacy));
         // The copy keeps the date its original was last edited.
         if files::add_document(&memories, &dest, &bytes, Some(modified))? != files::Added::Created {
             // Another writer took the name since the check above.

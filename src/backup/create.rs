@@ -15,10 +15,15 @@ use crate::config::Layout;
 use crate::error::{IoContext, Result};
 use crate::store::journal;
 
-/// Collects `(relative path, bytes)` for everything a backup holds, sorted by path.
-fn collect(layout: &Layout) -> Result<Vec<(String, Vec<u8>)>> {
+/// `(relative path, bytes)` of the files a backup holds.
+type Files = Vec<(String, Vec<u8>)>;
+
+/// Collects `(relative path, bytes)` for everything a backup holds, sorted
+/// by path, and the symbolic links under `memories/` it leaves out.
+fn collect(layout: &Layout) -> Result<(Files, Vec<String>)> {
     let mut out = Vec::new();
-    walk(&layout.root, &layout.memories(), &mut out)?;
+    let mut links = Vec::new();
+    walk(&layout.root, &layout.memories(), &mut out, &mut links)?;
     for name in ["tokens.json", "config.json"] {
         let path = layout.root.join(name);
         match std::fs::read(&path) {
@@ -28,11 +33,21 @@ fn collect(layout: &Layout) -> Result<Vec<(String, Vec<u8>)>> {
         }
     }
     out.sort_by(|a, b| a.0.cmp(&b.0));
-    Ok(out)
+    links.sort();
+    if !links.is_empty() {
+        tracing::warn!(
+            links = links.len(),
+            first = %links[0],
+            "symbolic links under memories/ are not followed and not backed up"
+        );
+    }
+    Ok((out, links))
 }
 
-/// Regular files below `dir` (links are not followed), as paths relative to `root`.
-fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, Vec<u8>)>) -> Result<()> {
+/// Regular files below `dir`, as paths relative to `root`; symbolic links
+/// are never followed (an open with `O_NOFOLLOW` refuses one swapped in)
+/// and are listed in `links` instead.
+fn walk(root: &Path, dir: &Path, out: &mut Files, links: &mut Vec<String>) -> Result<()> {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
@@ -42,11 +57,23 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, Vec<u8>)>) -> Result<()>
     paths.sort();
     for path in paths {
         let meta = std::fs::symlink_metadata(&path).ctx("cannot stat", &path)?;
-        if meta.is_dir() {
-            walk(root, &path, out)?;
+        if meta.file_type().is_symlink() {
+            links.push(rel_path(root, &path));
+        } else if meta.is_dir() {
+            walk(root, &path, out, links)?;
         } else if meta.is_file() {
             let rel = rel_path(root, &path);
-            let mut bytes = std::fs::read(&path).ctx("cannot read", &path)?;
+            let mut bytes = Vec::new();
+            match crate::store::links::open_read(&path) {
+                Ok(mut f) => {
+                    std::io::Read::read_to_end(&mut f, &mut bytes).ctx("cannot read", &path)?;
+                }
+                Err(e) if crate::store::links::is_loop(&e) => {
+                    links.push(rel);
+                    continue;
+                }
+                Err(e) => return Err(e).ctx("cannot read", &path),
+            }
             let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
             if is_journal_path(&rel) && journal::is_journal_name(name) {
                 // A line still being appended is not part of the backup.
@@ -71,8 +98,8 @@ fn rel_path(root: &Path, path: &Path) -> String {
 /// Writes a new archive into `out_dir`; returns its path and manifest.
 pub(crate) fn create(layout: &Layout, out_dir: &Path) -> Result<(PathBuf, Manifest)> {
     let key = signing::key_or_create(layout)?;
-    let files = collect(layout)?;
-    let manifest = manifest_for(&files);
+    let (files, links) = collect(layout)?;
+    let manifest = manifest_for(&files, links);
     std::fs::create_dir_all(out_dir).ctx("cannot create backup directory", out_dir)?;
     // A backup never takes the reserve of its file system (the journal may
     // share it): the uncompressed size bounds what the archive can take.

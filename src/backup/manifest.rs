@@ -51,6 +51,11 @@ pub(crate) struct Manifest {
     pub(crate) journal_lines: u64,
     /// Markdown documents.
     pub(crate) documents: usize,
+    /// Symbolic links under `memories/` that were left out (links are never
+    /// followed; see [`crate::store::links`]), so a restore says what the
+    /// archive does not hold. Absent when there were none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) links_left_out: Vec<String>,
 }
 
 /// The `manifest.mac` entry: which key signed the manifest, and the signature.
@@ -89,7 +94,7 @@ pub(super) fn safe_path(path: &str) -> bool {
 }
 
 /// The manifest of `files` (`(path, bytes)`, sorted by path), made now.
-pub(super) fn manifest_for(files: &[(String, Vec<u8>)]) -> Manifest {
+pub(super) fn manifest_for(files: &[(String, Vec<u8>)], links: Vec<String>) -> Manifest {
     let journals: Vec<&(String, Vec<u8>)> =
         files.iter().filter(|(p, _)| is_journal_path(p)).collect();
     Manifest {
@@ -114,6 +119,7 @@ pub(super) fn manifest_for(files: &[(String, Vec<u8>)]) -> Manifest {
             .iter()
             .filter(|(p, _)| p.starts_with("memories/") && p.ends_with(".md"))
             .count(),
+        links_left_out: links,
     }
 }
 

@@ -119,7 +119,16 @@ fn plan_memories(
         .filter(|f| f.path.starts_with("memories/"))
     {
         let local = layout.root.join(&f.path);
-        let ours = match std::fs::read(&local) {
+        // A link on this root is never read or written through.
+        if let Some(link) = crate::store::links::first_link(&layout.root, &f.path) {
+            conflicts.push(format!("{link} (a symbolic link here, never followed)"));
+            continue;
+        }
+        let read = crate::store::links::open_read(&local).and_then(|mut file| {
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut file, &mut bytes).map(|_| bytes)
+        });
+        let ours = match read {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 plan.added.push(f.path.clone());

@@ -73,6 +73,16 @@ pub(super) fn run(
                 m.journal_lines,
                 m.documents
             );
+            if !m.links_left_out.is_empty() {
+                outln!(
+                    "  {} symbolic links under memories/ left out (memd never follows links; \
+                     replace each by the file or directory it points to):",
+                    m.links_left_out.len()
+                );
+                for link in &m.links_left_out {
+                    outln!("    {link}");
+                }
+            }
         }
         Action::List { dir } => {
             let found = backup::list(dir.as_deref().unwrap_or(&default_dir))?;

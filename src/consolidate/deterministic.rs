@@ -66,12 +66,12 @@ pub(crate) fn jaccard(a: &HashSet<String>, b: &HashSet<String>) -> f32 {
     inter as f32 / union as f32
 }
 
+/// Chat lines alike enough to be one memory, with the terms of the first.
 struct Cluster<'a> {
     members: Vec<&'a History>,
     terms: HashSet<String>,
 }
 
-/// Plans the deterministic pass over `view`.
 /// The short-term chat a run over `opts.window` looks at, in journal order.
 pub(crate) fn candidates<'a>(view: &'a JournalView, opts: &RunOptions) -> Vec<&'a History> {
     view.live()
@@ -107,110 +107,143 @@ pub(crate) fn plan(
                 .push((h.last.id.as_str(), terms(&h.last.text)));
         }
     }
+    let ctx = Decide {
+        cfg,
+        run_id,
+        salient,
+    };
     for (scene, lines) in &by_scene {
-        let mut clusters: Vec<Cluster<'_>> = Vec::new();
-        for &h in lines {
-            let t = terms(&h.last.text);
-            match clusters
-                .iter_mut()
-                .find(|c| f64::from(jaccard(&c.terms, &t)) >= cfg.fold_similarity)
-            {
-                Some(c) => c.members.push(h),
-                None => clusters.push(Cluster {
-                    members: vec![h],
-                    terms: t,
-                }),
-            }
+        let longs = long_terms.get(scene).map_or(&[][..], Vec::as_slice);
+        for c in clusters(lines, cfg.fold_similarity) {
+            ctx.decide(&c, longs, &mut plan);
         }
-        for c in clusters {
-            let recalled = c.members.iter().any(|h| h.recalled());
-            let importance = c
-                .members
-                .iter()
-                .map(|h| h.last.importance)
-                .fold(0.0f32, f32::max);
-            let important = f64::from(importance) >= cfg.promote_importance;
-            let verdict = |h: &History| salient.get(&h.last.id).filter(|v| v.keep);
-            let salience = c.members.iter().find_map(|h| verdict(h));
-            // The representative: a salient line if there is one, then the
-            // longest text, the latest on ties.
-            let rep = c
-                .members
-                .iter()
-                .copied()
-                .max_by(|a, b| {
-                    verdict(a)
-                        .is_some()
-                        .cmp(&verdict(b).is_some())
-                        .then(
-                            a.last
-                                .text
-                                .chars()
-                                .count()
-                                .cmp(&b.last.text.chars().count()),
-                        )
-                        .then(a.last.ts.cmp(&b.last.ts))
-                })
-                .expect("a cluster has a member");
-            let others: Vec<String> = c
-                .members
-                .iter()
-                .filter(|h| h.last.id != rep.last.id)
-                .map(|h| h.last.id.clone())
-                .collect();
-            if !recalled && !important && salience.is_none() {
-                plan.expiring += c.members.len();
-                if !others.is_empty() {
-                    plan.folded.push(Fold {
-                        into: rep.last.id.clone(),
-                        ids: others,
-                    });
-                }
-                continue;
-            }
-            let existing = long_terms.get(scene).and_then(|longs| {
-                longs
-                    .iter()
-                    .find(|(_, lt)| f64::from(jaccard(lt, &c.terms)) >= cfg.fold_similarity)
-            });
-            if let Some((id, _)) = existing {
-                let mut ids = others;
-                ids.insert(0, rep.last.id.clone());
-                plan.folded.push(Fold {
-                    into: (*id).to_string(),
-                    ids,
-                });
-                plan.skipped.push(Skipped {
-                    id: rep.last.id.clone(),
-                    reason: format!("already in long-term memory as {id}"),
-                });
-                continue;
-            }
+    }
+    plan.stale = stale(view, cfg, opts);
+    plan
+}
+
+/// Groups one scene's lines into clusters of lines at least `similarity`
+/// alike (Jaccard over terms), each joining the first cluster it matches.
+fn clusters<'a>(lines: &[&'a History], similarity: f64) -> Vec<Cluster<'a>> {
+    let mut clusters: Vec<Cluster<'a>> = Vec::new();
+    for &h in lines {
+        let t = terms(&h.last.text);
+        match clusters
+            .iter_mut()
+            .find(|c| f64::from(jaccard(&c.terms, &t)) >= similarity)
+        {
+            Some(c) => c.members.push(h),
+            None => clusters.push(Cluster {
+                members: vec![h],
+                terms: t,
+            }),
+        }
+    }
+    clusters
+}
+
+/// What one run decides each cluster by.
+struct Decide<'a> {
+    cfg: &'a SleepConfig,
+    run_id: &'a str,
+    salient: &'a HashMap<String, Verdict>,
+}
+
+impl Decide<'_> {
+    /// The salience verdict that keeps `h`, if any.
+    fn keeps(&self, h: &History) -> Option<&Verdict> {
+        self.salient.get(&h.last.id).filter(|v| v.keep)
+    }
+
+    /// The representative of a cluster: a salient line if there is one,
+    /// then the longest text, the latest on ties.
+    fn representative<'h>(&self, c: &Cluster<'h>) -> &'h History {
+        c.members
+            .iter()
+            .copied()
+            .max_by(|a, b| {
+                self.keeps(a)
+                    .is_some()
+                    .cmp(&self.keeps(b).is_some())
+                    .then(
+                        a.last
+                            .text
+                            .chars()
+                            .count()
+                            .cmp(&b.last.text.chars().count()),
+                    )
+                    .then(a.last.ts.cmp(&b.last.ts))
+            })
+            .expect("a cluster has a member")
+    }
+
+    /// Adds to `plan` what becomes of cluster `c`: it expires (its other
+    /// lines folded into one), folds into an existing long-term memory of
+    /// `longs`, or is promoted with the reasons that keep it.
+    fn decide(&self, c: &Cluster<'_>, longs: &[(&str, HashSet<String>)], plan: &mut Plan) {
+        let recalled = c.members.iter().any(|h| h.recalled());
+        let importance = c
+            .members
+            .iter()
+            .map(|h| h.last.importance)
+            .fold(0.0f32, f32::max);
+        let important = f64::from(importance) >= self.cfg.promote_importance;
+        let salience = c.members.iter().find_map(|h| self.keeps(h));
+        let rep = self.representative(c);
+        let others: Vec<String> = c
+            .members
+            .iter()
+            .filter(|h| h.last.id != rep.last.id)
+            .map(|h| h.last.id.clone())
+            .collect();
+        if !recalled && !important && salience.is_none() {
+            plan.expiring += c.members.len();
             if !others.is_empty() {
                 plan.folded.push(Fold {
                     into: rep.last.id.clone(),
                     ids: others,
                 });
             }
-            let mut reasons: Vec<String> = Vec::new();
-            if recalled {
-                reasons.push("recalled".into());
-            }
-            if important {
-                reasons.push("important".into());
-            }
-            if let Some(v) = salience {
-                reasons.push(format!("salient: {}", v.reason));
-            }
-            plan.promotions.push(PlannedPromotion {
-                from: rep.last.id.clone(),
-                request: promotion_request(&c.members, rep, importance, run_id),
-                reason: reasons.join(", "),
+            return;
+        }
+        let existing = longs
+            .iter()
+            .find(|(_, lt)| f64::from(jaccard(lt, &c.terms)) >= self.cfg.fold_similarity);
+        if let Some((id, _)) = existing {
+            let mut ids = others;
+            ids.insert(0, rep.last.id.clone());
+            plan.folded.push(Fold {
+                into: (*id).to_string(),
+                ids,
+            });
+            plan.skipped.push(Skipped {
+                id: rep.last.id.clone(),
+                reason: format!("already in long-term memory as {id}"),
+            });
+            return;
+        }
+        if !others.is_empty() {
+            plan.folded.push(Fold {
+                into: rep.last.id.clone(),
+                ids: others,
             });
         }
+        let mut reasons: Vec<String> = Vec::new();
+        if recalled {
+            reasons.push("recalled".into());
+        }
+        if important {
+            reasons.push("important".into());
+        }
+        if let Some(v) = salience {
+            reasons.push(format!("salient: {}", v.reason));
+        }
+        plan.promotions.push(PlannedPromotion {
+            from: rep.last.id.clone(),
+            request: promotion_request(&c.members, rep, importance, self.run_id),
+            reason: reasons.join(", "),
+        });
     }
-    plan.stale = stale(view, cfg, opts);
-    plan
 }
 
 fn promotion_request(

@@ -222,8 +222,8 @@ fn run_scene(
         owner_scene,
         shown: &by_id,
     };
-    let mut writes: Vec<(serde_json::Value, WriteRequest, Option<String>)> = Vec::new();
-    let mut forgets: Vec<(serde_json::Value, String, Option<String>)> = Vec::new();
+    let mut writes: Vec<ProposedWrite> = Vec::new();
+    let mut forgets: Vec<ProposedForget> = Vec::new();
     for raw in ops {
         match validate(&raw, &scope, run_id) {
             Ok(Valid::Write(req)) => {
@@ -257,6 +257,24 @@ fn run_scene(
             .extend(forgets.into_iter().map(|(raw, _, _)| raw));
         return Ok(());
     }
+    apply(hub, writes, forgets, &by_id, run_id, report)
+}
+
+/// A write the model proposed: its raw operation, the request, and the id it supersedes.
+type ProposedWrite = (serde_json::Value, WriteRequest, Option<String>);
+/// A forget the model proposed: its raw operation, the id and the reason.
+type ProposedForget = (serde_json::Value, String, Option<String>);
+
+/// Appends the accepted writes in one batch and the forgets one by one,
+/// reporting each as written, superseded, forgotten or rejected with why.
+fn apply(
+    hub: &Hub,
+    writes: Vec<ProposedWrite>,
+    forgets: Vec<ProposedForget>,
+    by_id: &HashMap<&str, &History>,
+    run_id: &str,
+    report: &mut RunReport,
+) -> Result<()> {
     let (raws, reqs): (Vec<_>, Vec<_>) = writes.into_iter().map(|(raw, req, _)| (raw, req)).unzip();
     let outcomes = hub.append_batch(reqs.clone())?;
     for ((raw, req), outcome) in raws.into_iter().zip(reqs).zip(outcomes) {

@@ -38,6 +38,7 @@ pub(crate) async fn metrics(
     Authenticated(caller): Authenticated,
 ) -> Result<Response, ApiError> {
     let stats = st.call(&caller, |hub, c| hub.admin_stats(c)).await?;
+    let gate = st.hub.search_gate_load();
     let text = st.metrics.render(&[
         (
             "memd_memories",
@@ -59,6 +60,16 @@ pub(crate) async fn metrics(
             "memd_journal_bytes",
             "Bytes in the fact journal.",
             stats.journal_bytes,
+        ),
+        (
+            "memd_search_gate_running",
+            "Searches holding the search gate.",
+            gate.0 as u64,
+        ),
+        (
+            "memd_search_gate_waiting",
+            "Searches waiting at the search gate (all tokens).",
+            gate.1 as u64,
         ),
         (
             "memd_uptime_seconds",

@@ -23,6 +23,8 @@ pub(crate) struct ApiError {
     pub(crate) code: ErrorCode,
     /// What the caller sees.
     pub(crate) message: String,
+    /// Seconds to wait before retrying (`Retry-After`), when the error says.
+    pub(crate) retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -31,6 +33,7 @@ impl ApiError {
         ApiError {
             code,
             message: message.into(),
+            retry_after: None,
         }
     }
 
@@ -95,13 +98,22 @@ impl From<Error> for ApiError {
             }
             _ => e.to_string(),
         };
-        ApiError { code, message }
+        ApiError {
+            code,
+            message,
+            retry_after: e.retry_after(),
+        }
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (status_of(self.code), Json(self.envelope())).into_response()
+        let mut res = (status_of(self.code), Json(self.envelope())).into_response();
+        if let Some(secs) = self.retry_after {
+            res.headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, secs.into());
+        }
+        res
     }
 }
 
@@ -134,5 +146,12 @@ mod tests {
         assert_eq!(e.code, ErrorCode::StorageFull);
         assert!(!e.message.contains("/srv/root"), "{}", e.message);
         assert!(e.envelope()["error"]["retryable"].as_bool().unwrap());
+        let res = ApiError::from(Error::RateLimited {
+            message: "token \"busy\" has 16 searches waiting".into(),
+            retry_after: 3,
+        })
+        .into_response();
+        assert_eq!(res.status().as_u16(), 429);
+        assert_eq!(res.headers()[axum::http::header::RETRY_AFTER], "3");
     }
 }

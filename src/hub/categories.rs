@@ -22,7 +22,7 @@ use serde::Serialize;
 use super::{Caller, Hub};
 use crate::api::{CategoriesBody, CategoryAction};
 use crate::auth::scope;
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, Result};
 use crate::ids;
 use crate::index::filter::Filter;
 use crate::model::{Privacy, Scene};
@@ -178,7 +178,9 @@ fn read_category(hub: &Hub, name: &str, filter: &Filter, full: bool) -> Result<C
         .fetch(&doc_id, filter)
         .map_err(|e| missing_category(e, name))?;
     let path = hub.layout().memories().join(&rel);
-    let text = std::fs::read_to_string(&path).ctx("cannot read category", &path)?;
+    // Never through a link (see `store::links`).
+    let (bytes, _) = crate::store::markdown::read_bounded(&path)?;
+    let text = String::from_utf8_lossy(&bytes).into_owned();
     let updated_at = std::fs::metadata(&path)
         .and_then(|m| m.modified())
         .map(DateTime::<Utc>::from)

@@ -54,6 +54,9 @@ pub struct HealthReport {
     pub(crate) documents: u64,
     /// Unreadable journal lines and documents.
     pub(crate) issues: usize,
+    /// Symbolic links under `memories/`: never followed, so not indexed,
+    /// not written through and not backed up (`memd doctor` names each).
+    pub(crate) links: usize,
     /// Journal lines the index has not applied yet (absent when none).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) index_behind: Option<u64>,
@@ -88,8 +91,9 @@ impl Hub {
     /// Component states, counts and scheduled jobs.
     pub fn health(&self) -> Result<HealthReport> {
         let stats = self.stats()?;
+        let links = crate::store::links::find(&self.layout().memories());
         let mut components = BTreeMap::new();
-        components.insert("journal", journal_component(&stats));
+        components.insert("journal", journal_component(&stats, &links));
         components.insert("documents", documents_component(&stats));
         let cursors = self.index().meta.cursors()?;
         components.insert("sync", sync_component(self, &cursors));
@@ -114,6 +118,7 @@ impl Hub {
             facts: stats.counts.facts,
             documents: stats.counts.documents,
             issues: stats.issues.len(),
+            links: links.len(),
             index_behind: self.index_behind(None)?,
             vectors: stats.vectors,
             pending_vectors: stats.pending_vectors,
@@ -312,20 +317,38 @@ fn members_component(hub: &Hub) -> Component {
     }
 }
 
-/// The `journal` component: files, bytes and unreadable lines.
-fn journal_component(stats: &Stats) -> Component {
-    let bad_lines = stats
+/// The `journal` component: files, bytes, unreadable lines, lines
+/// quarantined on replay (a credential in a field, a line that would move a
+/// memory or lower its privacy), and symbolic links below `memories/facts/`
+/// (never followed: a linked journal is not read).
+fn journal_component(stats: &Stats, links: &[String]) -> Component {
+    let journal: Vec<&String> = stats
         .issues
         .iter()
         .filter(|i| i.starts_with("facts/"))
-        .count();
-    component(
-        bad_lines == 0,
-        format!(
-            "{} files, {} bytes, {bad_lines} unreadable lines",
-            stats.journal_files, stats.journal_bytes
-        ),
-    )
+        .collect();
+    let quarantined = journal.iter().filter(|i| is_quarantine(i)).count();
+    let bad_lines = journal.len() - quarantined;
+    let linked: Vec<&String> = links.iter().filter(|l| l.starts_with("facts/")).collect();
+    let mut detail = format!(
+        "{} files, {} bytes, {bad_lines} unreadable lines, {quarantined} lines quarantined \
+         (not indexed; `memd stats` lists them)",
+        stats.journal_files, stats.journal_bytes
+    );
+    if let Some(first) = linked.first() {
+        detail.push_str(&format!(
+            "; {} symbolic links not followed (first: {first}; `memd doctor` names them all)",
+            linked.len()
+        ));
+    }
+    component(journal.is_empty() && linked.is_empty(), detail)
+}
+
+/// Whether an issue line reports a quarantined journal line.
+fn is_quarantine(issue: &str) -> bool {
+    issue
+        .split_once(": ")
+        .is_some_and(|(_, rest)| rest.starts_with("quarantined: "))
 }
 
 /// The `documents` component: documents indexed, and the first one not.

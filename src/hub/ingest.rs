@@ -17,7 +17,10 @@
 //! short message ids within a conversation, so the id alone would drop a
 //! different second message as a duplicate. A repeat answers `NOOP` with the
 //! existing id. Messages without words (empty, only punctuation or emoji,
-//! bot commands) are skipped at the door.
+//! bot commands) are skipped at the door. A credential in any field of a
+//! message (text, message id, sender id and name, session) or of a
+//! membership event (member ids and names) is refused before anything is
+//! stored, the membership table included.
 
 use std::sync::LazyLock;
 
@@ -245,6 +248,11 @@ pub(crate) fn ingest_message(hub: &Hub, req: IngestRequest) -> Result<IngestOutc
             "a message cannot be both from_owner and from_self",
         ));
     }
+    // Every field the message brings, checked before anything is stored or
+    // answered (the membership table included).
+    if let Some(hit) = message_credential(&req, text, message_id) {
+        return Err(hit.refusal());
+    }
     let smid = source_message_id(message_id, text);
     // A clock ahead of ours must not stretch the TTL.
     let now = hub.now();
@@ -271,6 +279,26 @@ pub(crate) fn ingest_message(hub: &Hub, req: IngestRequest) -> Result<IngestOutc
         expires_at,
         reason: None,
     })
+}
+
+/// A credential in any field of a message, named as the request names it.
+fn message_credential(
+    req: &IngestRequest,
+    text: &str,
+    message_id: &str,
+) -> Option<crate::content::CredentialHit> {
+    use crate::content::FieldKind::{Id, Prose};
+    crate::content::scan(
+        [("text", Prose, text), ("message_id", Id, message_id)]
+            .into_iter()
+            .chain(req.sender_id.as_deref().map(|v| ("sender.id", Id, v)))
+            .chain(
+                req.sender_name
+                    .as_deref()
+                    .map(|v| ("sender.name", Prose, v)),
+            )
+            .chain(req.session.as_deref().map(|v| ("session", Id, v))),
+    )
 }
 
 /// A group message's sender becomes a known member of the group. The

@@ -627,7 +627,26 @@ impl Hub {
     /// Search under the request's own filter, in its mode (default
     /// `search.mode`); see [`Hub::search`] for the use case.
     pub fn search_filtered(&self, req: &SearchRequest) -> Result<SearchResults> {
-        self.searcher.search(self.cx(), req)
+        self.searcher
+            .search(self.cx(), parts::gate::IN_PROCESS, req)
+    }
+
+    /// [`Hub::search_filtered`] in `caller`'s queue at the search gate (a
+    /// token's own, the local operator's), so that one caller's load delays
+    /// only that caller; a full queue is `RATE_LIMITED`.
+    pub(crate) fn search_as(&self, caller: &Caller, req: &SearchRequest) -> Result<SearchResults> {
+        let queue = if caller.is_operator() {
+            parts::gate::OPERATOR
+        } else {
+            caller.name()
+        };
+        self.searcher.search(self.cx(), queue, req)
+    }
+
+    /// Searches holding the search gate's permits, and searches waiting for
+    /// their turn (all callers together).
+    pub fn search_gate_load(&self) -> (usize, usize) {
+        self.searcher.gate_load()
     }
 
     /// The candidates of a hybrid search with the learned-fusion features of

@@ -231,7 +231,7 @@ impl Hub {
             block: Format::is_block(body.format),
             now: caller.now(),
         };
-        let out = recall_for(self, &req)?;
+        let out = recall_for(self, caller, &req)?;
         // An agent's recall is a retrieval (promotion counts it, recalled
         // chat stays alive) unless the request says a person is only looking
         // (`touch: false`): then nothing is written.
@@ -261,7 +261,7 @@ fn keep_recalled_chat(hub: &Hub, out: &RecallOutcome, now: DateTime<Utc>) {
 }
 
 /// Recalls memories for a conversation under the request's filters.
-fn recall_for(hub: &Hub, req: &RecallRequest) -> Result<RecallOutcome> {
+fn recall_for(hub: &Hub, caller: &Caller, req: &RecallRequest) -> Result<RecallOutcome> {
     let query = match &req.query {
         Some(q) if !q.trim().is_empty() => q.trim().to_string(),
         _ => recall_query(&req.turns),
@@ -271,13 +271,16 @@ fn recall_for(hub: &Hub, req: &RecallRequest) -> Result<RecallOutcome> {
             "give messages (the recent conversation) or a query",
         ));
     }
-    let results = hub.search_filtered(&SearchRequest {
-        query: query.clone(),
-        filter: req.filter.clone(),
-        limit: req.limit,
-        mode: None,
-        min_score: req.min_score,
-    })?;
+    let results = hub.search_as(
+        caller,
+        &SearchRequest {
+            query: query.clone(),
+            filter: req.filter.clone(),
+            limit: req.limit,
+            mode: None,
+            min_score: req.min_score,
+        },
+    )?;
     let dropped_below_floor = results.dropped_below_floor;
     let hits: Vec<RecallHit> = results
         .hits

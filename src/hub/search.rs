@@ -58,7 +58,7 @@ impl Hub {
             mode: body.mode,
             min_score: body.min_score,
         };
-        let mut results = self.search_filtered(&req)?;
+        let mut results = self.search_as(caller, &req)?;
         results.index_behind = self.index_behind(Some(&req.filter))?;
         // A search is looking; it counts as a retrieval only when asked.
         if body.touch {

@@ -179,12 +179,12 @@ fn judge(row: &StoredRow, m: &Memory, version: &PutVersion) -> Verdict {
             && made_in == Some(m.scene.id_part().as_str());
         return if row_moved {
             Verdict::Replace(format!(
-                "moved {} from scene {} to {}",
+                "moved {} from scene {} to {}; not applied",
                 m.id, m.scene, row.scene
             ))
         } else {
             Verdict::Quarantine(format!(
-                "would move {} from scene {} to {}",
+                "would move {} from scene {} to {}; not applied",
                 m.id, row.scene, m.scene
             ))
         };
@@ -198,12 +198,12 @@ fn judge(row: &StoredRow, m: &Memory, version: &PutVersion) -> Verdict {
         if newer_privacy < older {
             return if newer {
                 Verdict::Quarantine(format!(
-                    "would lower the privacy of {} from {older} to {newer_privacy}",
+                    "would lower the privacy of {} from {older} to {newer_privacy}; not applied",
                     m.id
                 ))
             } else {
                 Verdict::Replace(format!(
-                    "lowered the privacy of {} from {older} to {newer_privacy}",
+                    "lowered the privacy of {} from {older} to {newer_privacy}; not applied",
                     m.id
                 ))
             };
@@ -233,9 +233,16 @@ fn scene_of_id(id: &str) -> Option<&str> {
     (shaped && !scene.is_empty()).then_some(scene)
 }
 
-/// Records a `put` line that was not applied (see [`Verdict`]). Replaying it
-/// records the same row again.
-fn quarantine(t: &Transaction<'_>, file: &str, line: u64, id: &str, reason: &str) -> Result<()> {
+/// Records a line that was not applied (see [`Verdict`]; replay records
+/// lines that hold a credential here too). Replaying it records the same
+/// row again.
+pub(crate) fn quarantine(
+    t: &Transaction<'_>,
+    file: &str,
+    line: u64,
+    id: &str,
+    reason: &str,
+) -> Result<()> {
     tracing::warn!(journal.file = %file, journal.line = line, fact.id = %id, reason = %reason, "journal line quarantined");
     t.prepare_cached(
         "INSERT OR REPLACE INTO quarantine (file, line, id, reason) VALUES (?, ?, ?, ?)",

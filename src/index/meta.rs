@@ -940,7 +940,7 @@ impl MetaDb {
                 c.prepare("SELECT file, line, id, reason FROM quarantine ORDER BY file, line")?;
             let rows = stmt.query_map([], |r| {
                 Ok(format!(
-                    "facts/{}:{}: quarantined (not applied): {} ({})",
+                    "facts/{}:{}: quarantined: {} ({})",
                     r.get::<_, String>(0)?,
                     r.get::<_, i64>(1)?,
                     r.get::<_, String>(3)?,

@@ -121,6 +121,22 @@ pub struct Batch {
     /// Journal files read again from their first line: the bad lines
     /// recorded for them are replaced by this batch's `issues`.
     pub(crate) rechecked: Vec<String>,
+    /// Journal lines read and quarantined by a rule outside the merge rules
+    /// (a credential in a field): recorded in table `quarantine`.
+    pub(crate) quarantined: Vec<Quarantined>,
+}
+
+/// A journal line quarantined on replay: where, which id, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Quarantined {
+    /// Journal file (relative to `facts/`).
+    pub(crate) file: String,
+    /// 1-based line.
+    pub(crate) line: u64,
+    /// The id it names (withheld when the id itself is the problem).
+    pub(crate) id: String,
+    /// Why; never the offending value.
+    pub(crate) reason: String,
 }
 
 impl Batch {
@@ -130,6 +146,7 @@ impl Batch {
             && self.cursors.is_empty()
             && self.issues.is_empty()
             && self.rechecked.is_empty()
+            && self.quarantined.is_empty()
     }
 }
 
@@ -415,13 +432,9 @@ impl Index {
         }
     }
 
-    fn apply_inner(&self, batch: &Batch) -> Result<()> {
-        if batch.is_empty() {
-            return Ok(());
-        }
-        // A reset of the text writer from here on drops what this batch queues.
-        let epoch = self.text.epoch();
-        // Documents are not journaled: their text changes commit before SQLite.
+    /// Documents are not journaled: the text changes of a batch's documents
+    /// commit to tantivy before SQLite is written.
+    fn apply_documents_to_text(&self, batch: &Batch) -> Result<()> {
         let mut documents = false;
         for change in &batch.changes {
             match change {
@@ -442,6 +455,16 @@ impl Index {
         if documents {
             self.text.commit()?;
         }
+        Ok(())
+    }
+
+    fn apply_inner(&self, batch: &Batch) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        // A reset of the text writer from here on drops what this batch queues.
+        let epoch = self.text.epoch();
+        self.apply_documents_to_text(batch)?;
         let cfg = self
             .lifecycle
             .read()
@@ -506,6 +529,9 @@ impl Index {
             }
             for issue in &batch.issues {
                 tx::add_issue(t, issue)?;
+            }
+            for q in &batch.quarantined {
+                merge::quarantine(t, &q.file, q.line, &q.id, &q.reason)?;
             }
             Ok(())
         })?;

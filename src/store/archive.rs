@@ -30,6 +30,16 @@ use crate::error::{Error, IoContext, Result};
 /// The archive directory below `memories/facts/`.
 pub(crate) const DIR: &str = crate::store::device::ARCHIVE_DIR;
 
+/// The archive of `month_file` unless a link stands anywhere on its way
+/// below `memories/` (then it is treated as absent, and doctor names the link).
+fn own_path(facts: &Path, month_file: &str) -> Option<PathBuf> {
+    let memories = facts.parent().unwrap_or(facts);
+    let rel = format!("facts/{DIR}/{month_file}.gz");
+    crate::store::links::first_link(memories, &rel)
+        .is_none()
+        .then(|| archive_path(facts, month_file))
+}
+
 /// `archive/<file>.gz` for a journal file `<file>` (relative to `facts/`).
 pub(crate) fn archive_path(facts: &Path, month_file: &str) -> PathBuf {
     facts.join(DIR).join(format!("{month_file}.gz"))
@@ -42,18 +52,23 @@ fn archived_in(dir: &Path) -> Result<Vec<String>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e).ctx("cannot list", dir),
     };
+    // `file_type` does not follow links: a linked archive is not read.
     Ok(entries
         .flatten()
-        .filter(|e| std::fs::metadata(e.path()).is_ok_and(|m| m.is_file()))
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
         .filter_map(|e| e.file_name().to_str().map(str::to_string))
         .filter_map(|n| n.strip_suffix(".gz").map(str::to_string))
         .filter(|n| crate::store::device::is_journal_name(n))
         .collect())
 }
 
-/// Journal files (relative to `facts/`) that have an archive.
+/// Journal files (relative to `facts/`) that have an archive (never
+/// through a link: see [`crate::store::links`]).
 pub(crate) fn archived_months(facts: &Path) -> Result<Vec<String>> {
     let dir = facts.join(DIR);
+    if crate::store::links::is_link(facts) || crate::store::links::is_link(&dir) {
+        return Ok(Vec::new());
+    }
     let mut out = archived_in(&dir)?;
     for dev in crate::store::device::device_dirs(&dir)? {
         out.extend(
@@ -68,10 +83,13 @@ pub(crate) fn archived_months(facts: &Path) -> Result<Vec<String>> {
 
 /// The decompressed bytes of a month's archive (empty if it has none).
 pub(crate) fn read(facts: &Path, month_file: &str) -> Result<Vec<u8>> {
-    let path = archive_path(facts, month_file);
-    let f = match std::fs::File::open(&path) {
+    let Some(path) = own_path(facts, month_file) else {
+        return Ok(Vec::new());
+    };
+    let f = match crate::store::links::open_read(&path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if crate::store::links::is_loop(&e) => return Ok(Vec::new()),
         Err(e) => return Err(e).ctx("cannot open archive", &path),
     };
     let mut out = Vec::new();
@@ -84,10 +102,13 @@ pub(crate) fn read(facts: &Path, month_file: &str) -> Result<Vec<u8>> {
 /// The decompressed length of a month's archive, from the gzip trailer (0 if none).
 pub(crate) fn len(facts: &Path, month_file: &str) -> Result<u64> {
     use std::io::{Seek, SeekFrom};
-    let path = archive_path(facts, month_file);
-    let mut f = match std::fs::File::open(&path) {
+    let Some(path) = own_path(facts, month_file) else {
+        return Ok(0);
+    };
+    let mut f = match crate::store::links::open_read(&path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) if crate::store::links::is_loop(&e) => return Ok(0),
         Err(e) => return Err(e).ctx("cannot open archive", &path),
     };
     let size = f.metadata().ctx("cannot stat archive", &path)?.len();
@@ -139,7 +160,24 @@ pub fn recover(facts: &Path, device: &str) -> Result<()> {
 pub fn archive_month(facts: &Path, month_file: &str) -> Result<u64> {
     let plain = facts.join(month_file);
     let target = archive_path(facts, month_file);
-    if target.exists() {
+    // Nothing is read or written through a link (see `store::links`).
+    let memories = facts.parent().unwrap_or(facts);
+    for rel in [
+        format!("facts/{month_file}"),
+        format!("facts/{DIR}/{month_file}.gz"),
+    ] {
+        if let Some(link) = crate::store::links::first_link(memories, &rel) {
+            return Err(crate::store::StoreError::Damaged {
+                path: memories.join(link),
+                problem: format!(
+                    "{}; the month is not archived",
+                    crate::store::links::NOT_FOLLOWED
+                ),
+            }
+            .into());
+        }
+    }
+    if std::fs::symlink_metadata(&target).is_ok() {
         return Ok(0);
     }
     let bytes = std::fs::read(&plain).ctx("cannot read journal", &plain)?;

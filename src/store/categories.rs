@@ -84,6 +84,9 @@ pub(crate) fn parse(text: &str) -> (String, String) {
 /// Earlier versions of a category, oldest first (paths below `memories/`).
 pub(crate) fn revisions(memories: &Path, name: &str) -> Vec<String> {
     let prefix = format!("{name}@");
+    if super::links::first_link(memories, REVISIONS).is_some() {
+        return Vec::new();
+    }
     let mut out: Vec<String> = std::fs::read_dir(memories.join(REVISIONS))
         .map(|entries| {
             entries
@@ -103,6 +106,19 @@ pub(crate) fn revisions(memories: &Path, name: &str) -> Vec<String> {
 /// revision first, then the file is replaced durably.
 pub(crate) fn write(memories: &Path, file: &CategoryFile<'_>) -> Result<()> {
     let text = render(file)?;
+    // Nothing is read or written through a link (see `store::links`).
+    for rel in [rel_path(file.name), REVISIONS.to_string()] {
+        if let Some(link) = super::links::first_link(memories, &rel) {
+            return Err(super::StoreError::Damaged {
+                path: memories.join(link),
+                problem: format!(
+                    "{}; the category is not written",
+                    super::links::NOT_FOLLOWED
+                ),
+            }
+            .into());
+        }
+    }
     let path = memories.join(rel_path(file.name));
     let dir = path.parent().expect("categories/ is below memories/");
     std::fs::create_dir_all(dir).ctx("cannot create directory", dir)?;

@@ -47,8 +47,12 @@ pub fn is_journal_name(name: &str) -> bool {
             .all(|(i, c)| i == 4 || c.is_ascii_digit())
 }
 
-/// Device directories below `facts/`, by name.
+/// Device directories below `facts/`, by name (links to directories are not).
 pub fn device_dirs(facts: &Path) -> Result<Vec<String>> {
+    if crate::store::links::is_link(facts) {
+        tracing::warn!(path = %facts.display(), "symbolic link, not followed; no journal read through it");
+        return Ok(Vec::new());
+    }
     let entries = match std::fs::read_dir(facts) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -57,11 +61,19 @@ pub fn device_dirs(facts: &Path) -> Result<Vec<String>> {
     let mut out = Vec::new();
     for entry in entries {
         let entry = entry.ctx("cannot list journal directory", facts)?;
+        // `file_type` does not follow links: a linked directory is skipped
+        // (see `store::links`), never read as a device's journal.
+        let kind = entry
+            .file_type()
+            .ctx("cannot list journal directory", facts)?;
         if let Some(name) = entry.file_name().to_str()
             && is_device_name(name)
-            && std::fs::metadata(entry.path()).is_ok_and(|m| m.is_dir())
         {
-            out.push(name.to_string());
+            if kind.is_dir() {
+                out.push(name.to_string());
+            } else if kind.is_symlink() {
+                tracing::warn!(path = %entry.path().display(), "symbolic link, not followed; skipped as a device directory");
+            }
         }
     }
     out.sort();

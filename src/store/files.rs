@@ -35,6 +35,17 @@ fn below(memories: &Path, rel: &str) -> Result<PathBuf> {
             "{rel:?} is not a plain relative path below memories/"
         )));
     }
+    // Nothing is written through a link (see `store::links`).
+    if let Some(link) = super::links::first_link(memories, rel) {
+        return Err(super::StoreError::Damaged {
+            path: memories.join(link),
+            problem: format!(
+                "{}; {rel} is not written through it",
+                super::links::NOT_FOLLOWED
+            ),
+        }
+        .into());
+    }
     Ok(memories.join(path))
 }
 

@@ -10,7 +10,9 @@
 //! Files are read in month order, and within a month the legacy file first,
 //! then the devices by name. Anything that is not a regular file but has a
 //! journal name (a directory called `2026-10.jsonl`, a socket) is skipped
-//! with a warning.
+//! with a warning, and so is a symbolic link, file or directory: links are
+//! never followed, read or write ([`crate::store::links`]; `memd doctor`
+//! names them). The writer refuses to append through one.
 //!
 //! Appending (one line per record, group commit with one `fsync` per file,
 //! nothing acknowledged before it is durable and reads back): only the
@@ -35,7 +37,7 @@
 //! rewritten.
 
 use std::collections::BTreeMap;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -45,9 +47,9 @@ use chrono::{DateTime, Datelike, Utc};
 use crate::base::durable::sync_dir;
 use crate::error::{Error, IoContext, Result};
 use crate::model::{JOURNAL_VERSION, Record};
-use crate::store::device;
 pub use crate::store::device::{device_dirs, is_journal_name};
 use crate::store::error::StoreError;
+use crate::store::{device, links};
 
 /// The journal month file name for a timestamp: `YYYY-MM.jsonl`.
 pub fn file_name_for(ts: DateTime<Utc>) -> String {
@@ -83,9 +85,14 @@ fn sort_files(names: &mut Vec<String>) {
     names.dedup();
 }
 
-/// Journal month files (`YYYY-MM.jsonl` names) that are regular files in `dir`.
+/// Journal month files (`YYYY-MM.jsonl` names) that are regular files in
+/// `dir`; links are skipped, never followed (see [`crate::store::links`]).
 fn month_files(dir: &Path) -> Result<Vec<String>> {
     let mut names = Vec::new();
+    if links::is_link(dir) {
+        tracing::warn!(path = %dir.display(), "symbolic link, not followed; no journal read through it");
+        return Ok(names);
+    }
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(names),
@@ -100,8 +107,11 @@ fn month_files(dir: &Path) -> Result<Vec<String>> {
             continue;
         }
         let path = entry.path();
-        match std::fs::metadata(&path) {
-            Ok(m) if m.is_file() => names.push(name),
+        match entry.file_type() {
+            Ok(t) if t.is_file() => names.push(name),
+            Ok(t) if t.is_symlink() => {
+                tracing::warn!(path = %path.display(), "symbolic link, not followed; skipped as a journal file")
+            }
             Ok(_) => {
                 tracing::warn!(path = %path.display(), "not a regular file; skipped as a journal file")
             }
@@ -142,7 +152,7 @@ pub(crate) fn list_all(facts: &Path) -> Result<Vec<String>> {
 pub(crate) fn content_len(facts: &Path, file: &str) -> Result<u64> {
     let archived = crate::store::archive::len(facts, file)?;
     let path = facts.join(file);
-    let plain = match std::fs::metadata(&path) {
+    let plain = match std::fs::symlink_metadata(&path) {
         Ok(m) if m.is_file() => m.len(),
         Ok(_) => 0,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
@@ -278,11 +288,16 @@ fn open_from(dir: &Path, file: &str, from: Cursor) -> Result<Stream> {
         }
     };
     let head_len = archived.len() as u64;
-    if std::fs::metadata(&path).is_ok_and(|m| !m.is_file()) {
+    if links::first_link(dir, file).is_some() {
+        tracing::warn!(path = %path.display(), "symbolic link, not followed; skipped as a journal file");
+        return Ok(Stream::Skipped);
+    }
+    if std::fs::symlink_metadata(&path).is_ok_and(|m| !m.is_file()) {
         tracing::warn!(path = %path.display(), "not a regular file; skipped as a journal file");
         return Ok(Stream::Skipped);
     }
-    let tail: Box<dyn Read> = match File::open(&path) {
+    // O_NOFOLLOW: a link swapped in after the check is refused by the open.
+    let tail: Box<dyn Read> = match links::open_read(&path) {
         Ok(mut f) => {
             f.seek(SeekFrom::Start(from.offset.saturating_sub(head_len)))
                 .ctx("cannot seek journal", &path)?;
@@ -290,6 +305,10 @@ fn open_from(dir: &Path, file: &str, from: Cursor) -> Result<Stream> {
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && head_len > 0 => {
             Box::new(std::io::empty())
+        }
+        Err(e) if links::is_loop(&e) => {
+            tracing::warn!(path = %path.display(), "symbolic link, not followed; skipped as a journal file");
+            return Ok(Stream::Skipped);
         }
         Err(e) => return Err(e).ctx("cannot open journal", &path),
     };
@@ -424,6 +443,20 @@ impl JournalWriter {
                 "{device:?} is not usable as a journal directory name"
             )));
         }
+        // Nothing is written through a link: the writer refuses to start
+        // on one rather than append outside the root.
+        let memories = facts.parent().unwrap_or(facts);
+        if let Some(link) = links::first_link(memories, &format!("facts/{device}")) {
+            return Err(StoreError::Damaged {
+                path: memories.join(&link),
+                problem: format!(
+                    "{}; memd appends only to a real directory: replace the link by the \
+                     directory it points to",
+                    links::NOT_FOLLOWED
+                ),
+            }
+            .into());
+        }
         std::fs::create_dir_all(facts).ctx("cannot create journal directory", facts)?;
         crate::store::archive::recover(facts, device)?;
         let mut writer = JournalWriter {
@@ -474,18 +507,33 @@ impl JournalWriter {
             return Ok(None);
         }
         let dir = self.facts.join(&self.device);
-        if !dir.is_dir() {
+        let path = self.facts.join(rel);
+        let memories = self.facts.parent().unwrap_or(&self.facts);
+        let refuse_link = |link: &Path| -> Error {
+            StoreError::Damaged {
+                path: link.to_path_buf(),
+                problem: format!(
+                    "{}; nothing is appended through it (move it away so memd can append to \
+                     its own file)",
+                    links::NOT_FOLLOWED
+                ),
+            }
+            .into()
+        };
+        if let Some(link) = links::first_link(memories, &format!("facts/{rel}")) {
+            return Err(refuse_link(&memories.join(link)));
+        }
+        if std::fs::symlink_metadata(&dir).is_err() {
             std::fs::create_dir_all(&dir).ctx("cannot create journal directory", &dir)?;
             sync_dir(&self.facts)?;
         }
-        let path = self.facts.join(rel);
-        let existed = path.exists();
-        let file = OpenOptions::new()
-            .create(true)
-            .read(true)
-            .append(true)
-            .open(&path)
-            .ctx("cannot open journal", &path)?;
+        let existed = std::fs::symlink_metadata(&path).is_ok();
+        // O_NOFOLLOW: a link (dangling or not) is refused, never created through.
+        let file = match links::open_append(&path) {
+            Ok(f) => f,
+            Err(e) if links::is_loop(&e) => return Err(refuse_link(&path)),
+            Err(e) => return Err(e).ctx("cannot open journal", &path),
+        };
         if !existed {
             // The new directory entry must be durable too.
             sync_dir(&dir)?;
@@ -678,7 +726,7 @@ fn read_back(file: &File, path: &Path, start: u64, bytes: &[u8]) -> Result<()> {
 }
 
 fn count_newlines(path: &Path) -> Result<u64> {
-    let mut f = File::open(path).ctx("cannot open journal", path)?;
+    let mut f = links::open_read(path).ctx("cannot open journal", path)?;
     let mut buf = vec![0u8; 1 << 16];
     let mut n = 0u64;
     loop {
@@ -694,6 +742,7 @@ fn count_newlines(path: &Path) -> Result<u64> {
 mod tests {
     use super::*;
     use crate::model::{Fact, Privacy, Scene, Stage, Subject};
+    use std::fs::OpenOptions;
 
     fn fact(id: &str, text: &str) -> Record {
         Record::Put {

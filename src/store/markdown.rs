@@ -31,7 +31,11 @@
 //!   pinned to (`privacy.sensitiveAudiences`, `privacy.secretAudiences`), the
 //!   same rule facts follow;
 //! - a symbolic link (file or directory): links are never followed, so a link
-//!   cannot pull a file from outside `memories/` into the index.
+//!   cannot pull a file from outside `memories/` into the index;
+//! - a credential in its text, title, tags, path or `id` (the check every
+//!   record meets, [`crate::content::in_record`]; a `secret` document may
+//!   hold one in its content): the document is quarantined, reported and
+//!   never indexed.
 //!
 //! Parsing is linear in the input and the input is capped, so one file cannot
 //! stall the others; it runs before the writer is taken (see `hub::replay`).
@@ -45,7 +49,7 @@ use serde::{Deserialize, Serialize};
 use yaml_rust2::parser::{Event as YamlEvent, Parser as YamlParser};
 use yaml_rust2::scanner::TScalarStyle;
 
-use crate::content::PrivacyConfig;
+use crate::content::{CredentialHit, PrivacyConfig};
 use crate::error::{Error, IoContext, Result};
 use crate::ids;
 use crate::model::{Privacy, Scene, Subject, Tier, parse_kind, parse_tags};
@@ -58,8 +62,7 @@ pub const MAX_DOCUMENT_BYTES: u64 = 8 * 1024 * 1024;
 pub const MAX_YAML_DEPTH: usize = 16;
 
 /// What a document issue says about a symbolic link.
-pub(crate) const SYMLINK_ISSUE: &str =
-    "symbolic link, not followed (memd never follows links under memories/)";
+pub(crate) const SYMLINK_ISSUE: &str = super::links::NOT_FOLLOWED;
 
 /// A parsed document, ready to index.
 #[derive(Debug, Clone, PartialEq)]
@@ -538,13 +541,84 @@ pub(crate) fn render_front_matter(fields: &[(&str, FrontValue)]) -> Result<Strin
     Ok(out)
 }
 
-/// Parses document text (no IO). `modified` and `hash` are left empty.
+/// Parses document text (no IO). `modified` and `hash` are left empty. A
+/// document that holds a credential is refused like any other broken one:
+/// reported, never indexed (see [`credential_in`]).
 pub(crate) fn parse(
     rel_path: &str,
     text: &str,
     cfg: &DocsConfig,
     pins: &PrivacyConfig,
 ) -> Result<Document> {
+    let (doc, body) = parse_unchecked(rel_path, text, cfg, pins)?;
+    if let Some(hit) = credential(&doc, body) {
+        return Err(Error::invalid(format!(
+            "quarantined, not indexed: {}. Remove it from the file, or mark the document \
+             `privacy: secret` if it is kept there on purpose",
+            hit.reason()
+        )));
+    }
+    Ok(doc)
+}
+
+/// The credential a document holds, if any: in its text, title or tags
+/// (unless it is `secret`), path or front matter `id`; for a file that does
+/// not parse, anywhere in it. Imports check this before copying a file in.
+pub(crate) fn credential_in(
+    rel_path: &str,
+    text: &str,
+    cfg: &DocsConfig,
+    pins: &PrivacyConfig,
+) -> Option<CredentialHit> {
+    use crate::content::FieldKind::{Id, Prose};
+    match parse_unchecked(rel_path, text, cfg, pins) {
+        Ok((doc, body)) => credential(&doc, body),
+        Err(_) => crate::content::scan([("text", Prose, text), ("path", Id, rel_path)]),
+    }
+}
+
+/// The one credential check ([`crate::content::scan`]) over a parsed document.
+fn credential(doc: &Document, body: &str) -> Option<CredentialHit> {
+    use crate::content::FieldKind::Id;
+    let joined = doc.tags.join(" ");
+    crate::content::scan(
+        crate::content::content_fields(doc.privacy, body, Some(&doc.title), &doc.tags, &joined)
+            .into_iter()
+            .chain([
+                ("path", Id, doc.rel_path.as_str()),
+                ("id", Id, doc.doc_id.as_str()),
+                ("kind", Id, doc.kind.as_str()),
+            ]),
+    )
+}
+
+/// The document id: `doc-<pathHash8>`, or `doc-id-<id>` from a valid
+/// front matter `id`.
+fn doc_id_of(rel_path: &str, front_id: Option<&str>) -> Result<String> {
+    Ok(match front_id.map(str::trim) {
+        None => ids::doc_id(rel_path),
+        Some(key) if ids::valid_doc_key(key) => ids::doc_id_from_key(key),
+        // Never echoed: reported by the credential check instead.
+        Some(key)
+            if crate::content::scan([("id", crate::content::FieldKind::Id, key)]).is_some() =>
+        {
+            ids::doc_id_from_key(key)
+        }
+        Some(key) => {
+            return Err(Error::invalid(format!(
+                "front matter: `id: {key}` must be 1-64 ASCII letters, digits, `_` or `-`, starting with a letter or digit"
+            )));
+        }
+    })
+}
+
+/// [`parse`] without the credential check; also returns the body.
+fn parse_unchecked<'t>(
+    rel_path: &str,
+    text: &'t str,
+    cfg: &DocsConfig,
+    pins: &PrivacyConfig,
+) -> Result<(Document, &'t str)> {
     let (fm, body) = front_matter(text)?;
 
     if let (Some(scene), Some(audience)) = (&fm.scene, &fm.audience)
@@ -590,15 +664,7 @@ pub(crate) fn parse(
     }
 
     pins.check_pinned(privacy, &scene)?;
-    let doc_id = match fm.id.as_deref().map(str::trim) {
-        None => ids::doc_id(rel_path),
-        Some(key) if ids::valid_doc_key(key) => ids::doc_id_from_key(key),
-        Some(key) => {
-            return Err(Error::invalid(format!(
-                "front matter: `id: {key}` must be 1-64 ASCII letters, digits, `_` or `-`, starting with a letter or digit"
-            )));
-        }
-    };
+    let doc_id = doc_id_of(rel_path, fm.id.as_deref())?;
 
     let sections = sections(body);
     let first_heading = sections.iter().find_map(|s| s.heading.clone());
@@ -623,7 +689,7 @@ pub(crate) fn parse(
             });
         }
     }
-    Ok(Document {
+    let doc = Document {
         rel_path: rel_path.to_string(),
         doc_id,
         title,
@@ -637,7 +703,8 @@ pub(crate) fn parse(
         modified: DateTime::<Utc>::UNIX_EPOCH,
         hash: String::new(),
         chunks,
-    })
+    };
+    Ok((doc, body))
 }
 
 struct Section {

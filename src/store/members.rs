@@ -47,8 +47,32 @@ pub(crate) fn path(memories: &Path) -> PathBuf {
     memories.join("groups").join("members.json")
 }
 
+/// A link at the table or its directory: never read or written through.
+fn refuse_link(path: &Path) -> Result<()> {
+    let linked = [Some(path), path.parent()]
+        .into_iter()
+        .flatten()
+        .find(|p| super::links::is_link(p));
+    match linked {
+        Some(link) => Err(StoreError::Damaged {
+            path: link.to_path_buf(),
+            problem: format!(
+                "{}; the membership table is not read or written through it",
+                super::links::NOT_FOLLOWED
+            ),
+        }
+        .into()),
+        None => Ok(()),
+    }
+}
+
 fn load(path: &Path) -> Result<MemberFile> {
-    match std::fs::read_to_string(path) {
+    refuse_link(path)?;
+    let read = super::links::open_read(path).and_then(|mut f| {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut f, &mut text).map(|_| text)
+    });
+    match read {
         Ok(text) => serde_json::from_str(&text).map_err(|e| {
             StoreError::Damaged {
                 path: path.to_path_buf(),
@@ -102,7 +126,7 @@ pub(crate) fn update(
     let entry = file.groups.entry(group.as_str().to_string()).or_default();
     let (mut added, mut removed) = (0, 0);
     for (user, name) in add {
-        validate_user(user)?;
+        validate_member(user, name.as_deref())?;
         // Known members are left as they are: rewriting the file for every
         // message would put a file replace on the ingest hot path.
         if !entry.contains_key(user) {
@@ -136,8 +160,8 @@ pub(crate) fn replace(
     list: &[(String, Option<String>)],
     source: &str,
 ) -> Result<(usize, usize)> {
-    for (user, _) in list {
-        validate_user(user)?;
+    for (user, name) in list {
+        validate_member(user, name.as_deref())?;
     }
     let _guard = WRITE.lock().expect("membership lock poisoned");
     let mut file = load(path)?;
@@ -171,6 +195,7 @@ pub(crate) fn replace(
 }
 
 fn save(path: &Path, file: &mut MemberFile) -> Result<()> {
+    refuse_link(path)?;
     file.version = 1;
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).ctx("cannot create directory", dir)?;
@@ -179,11 +204,21 @@ fn save(path: &Path, file: &mut MemberFile) -> Result<()> {
     crate::base::durable::write_atomic(path, text.as_bytes())
 }
 
-fn validate_user(user: &str) -> Result<()> {
+/// A member id is 1-64 bytes without control characters; neither it nor
+/// the name holds a credential (the table is a source file, synced and
+/// backed up like the journal).
+fn validate_member(user: &str, name: Option<&str>) -> Result<()> {
     if user.is_empty() || user.len() > 64 || user.chars().any(char::is_control) {
         return Err(Error::invalid(
             "member ids must be 1-64 bytes without control characters",
         ));
+    }
+    use crate::content::FieldKind::{Id, Prose};
+    let fields = [("member id", Id, user)]
+        .into_iter()
+        .chain(name.map(|n| ("member name", Prose, n)));
+    if let Some(hit) = crate::content::scan(fields) {
+        return Err(hit.refusal());
     }
     Ok(())
 }

@@ -7,7 +7,8 @@
 //! by an import or a migration or taken from a backup ([`files`]). Every
 //! whole-file replacement goes through [`crate::base::durable`].
 //! `tests/integration/layering.rs` fails on a file write in another module
-//! that names a path under `memories/`.
+//! that names a path under `memories/`. No symbolic link under `memories/`
+//! is ever followed, to read or to write ([`links`]).
 
 pub mod archive;
 pub mod categories;
@@ -15,6 +16,7 @@ pub mod device;
 pub mod error;
 pub mod files;
 pub mod journal;
+pub mod links;
 pub mod lock;
 pub mod markdown;
 pub mod members;

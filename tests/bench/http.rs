@@ -8,7 +8,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use memory_hub::auth::{self, IssueRequest};
 use memory_hub::config::{Config, Layout};
@@ -19,7 +19,7 @@ use memory_hub::hub::{Hub, Mode};
 use memory_hub::index::filter::Filter;
 use memory_hub::search::{SearchMode, SearchRequest};
 
-use crate::{Row, corpus, ms, percentile, row};
+use crate::{Row, corpus, ms, percentile, row, timed};
 
 /// Which embedder the hybrid figures use.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -70,14 +70,19 @@ impl Client {
 
     /// POSTs a JSON body and returns the status and response body.
     pub fn post(&mut self, path: &str, body: &str) -> (u16, Vec<u8>) {
-        let req = format!(
+        let req = self.post_request(path, body);
+        self.request(&req)
+    }
+
+    /// The bytes of a JSON `POST path` with this client's token.
+    fn post_request(&self, path: &str, body: &str) -> String {
+        format!(
             "POST {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\n\
              Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
             self.host,
             self.token,
             body.len()
-        );
-        self.request(&req)
+        )
     }
 
     /// GETs `path` and returns the status and response body.
@@ -103,13 +108,7 @@ impl Client {
     /// POSTs a JSON body; an I/O or framing error instead of a panic (the
     /// connection is then unusable: connect again).
     pub fn try_post(&mut self, path: &str, body: &str) -> std::io::Result<(u16, Vec<u8>)> {
-        let req = format!(
-            "POST {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\n\
-             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            self.host,
-            self.token,
-            body.len()
-        );
+        let req = self.post_request(path, body);
         self.try_request(&req)
     }
 
@@ -169,54 +168,6 @@ impl Client {
     }
 }
 
-/// Latencies of `f(state, query)` over `queries`, split over `threads` threads,
-/// each with its own state from `init`.
-fn timed<S>(
-    threads: usize,
-    queries: &[String],
-    init: impl Fn() -> S + Sync,
-    f: impl Fn(&mut S, &str) + Sync,
-) -> Vec<Duration> {
-    let chunks: Vec<&[String]> = queries.chunks(queries.len().div_ceil(threads)).collect();
-    let mut all: Vec<Duration> = std::thread::scope(|s| {
-        let handles: Vec<_> = chunks
-            .iter()
-            .map(|chunk| {
-                let (init, f) = (&init, &f);
-                s.spawn(move || {
-                    let mut state = init();
-                    chunk
-                        .iter()
-                        .map(|q| {
-                            let t = Instant::now();
-                            f(&mut state, q);
-                            t.elapsed()
-                        })
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap())
-            .collect()
-    });
-    all.sort();
-    all
-}
-
-fn vm_kib(key: &str) -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(key))
-                .and_then(|l| l.split_whitespace().nth(1).map(str::to_string))
-        })
-        .and_then(|kb| kb.parse::<f64>().ok())
-        .unwrap_or(0.0)
-}
-
 /// The HTTP, reindex and RSS figures on `n` facts.
 pub fn run(n: usize, nq: usize, model: Model) -> Vec<Row> {
     run_with(n, nq, model, false)
@@ -230,7 +181,7 @@ pub fn run_fulltext(n: usize, nq: usize) -> Vec<Row> {
 
 fn run_with(n: usize, nq: usize, model: Model, fulltext_only: bool) -> Vec<Row> {
     let mut rows = Vec::new();
-    let rss_before = vm_kib("VmRSS:") / 1024.0;
+    let rss_before = crate::procfs::own_mib("VmRSS:");
     let items = corpus::generate(n, 42);
     let queries = corpus::queries(nq, 7);
     // The real model embeds every query: fewer hybrid queries keep the run short.
@@ -351,7 +302,7 @@ fn run_with(n: usize, nq: usize, model: Model, fulltext_only: bool) -> Vec<Row> 
     if fulltext_only {
         return rows;
     }
-    let rss_model = vm_kib("VmHWM:") / 1024.0;
+    let rss_model = crate::procfs::own_mib("VmHWM:");
     drop(hub);
 
     // Reindex: text only (no embedder) against full reindex with a warm vector cache.

@@ -82,33 +82,6 @@ pub struct Server {
     pub addr: SocketAddr,
 }
 
-/// A `/proc/PID/status` figure in MiB (`VmRSS`, `VmHWM`, `RssAnon`, `RssFile`).
-pub fn proc_mib(pid: u32, key: &str) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(key))
-                .and_then(|l| l.split_whitespace().nth(1).map(str::to_string))
-        })
-        .and_then(|kb| kb.parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / 1024.0)
-}
-
-/// CPU seconds (user + system) a process has used (`/proc/PID/stat`, 1/100 s ticks).
-pub fn proc_cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (ticks(11) + ticks(12)) / 100.0
-}
-
 impl Drop for Server {
     /// A server not stopped by [`Server::stop`] (a panic in the bench) is killed.
     fn drop(&mut self) {
@@ -158,12 +131,12 @@ impl Server {
 
     /// Peak resident set so far (MiB).
     pub fn peak_mib(&self) -> f64 {
-        proc_mib(self.pid(), "VmHWM:")
+        crate::procfs::status_mib(self.pid(), "VmHWM:")
     }
 
     /// Resident set now (MiB).
     pub fn rss_mib(&self) -> f64 {
-        proc_mib(self.pid(), "VmRSS:")
+        crate::procfs::status_mib(self.pid(), "VmRSS:")
     }
 
     /// Memories waiting for a vector, from `/v1/health`.
@@ -219,6 +192,39 @@ fn write_body(item: &corpus::Item) -> String {
 
 fn search_body(q: &str, mode: &str) -> String {
     json!({"query": q, "limit": 10, "mode": mode}).to_string()
+}
+
+/// A [`search_body`] per query.
+fn search_bodies<S: AsRef<str>>(queries: impl IntoIterator<Item = S>, mode: &str) -> Vec<String> {
+    queries
+        .into_iter()
+        .map(|q| search_body(q.as_ref(), mode))
+        .collect()
+}
+
+/// Times `bodies` written by `client` while 8 clients of `owner` search
+/// `queries` (hybrid) without pause; the write timings and how many
+/// searches ran meanwhile.
+fn writes_beside_readers(
+    server: &Server,
+    owner: &str,
+    queries: &[String],
+    client: &mut Client,
+    bodies: &[String],
+) -> (Vec<Duration>, usize) {
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let readers = background_clients(
+        8,
+        server.addr,
+        owner,
+        "/v1/search",
+        search_bodies(queries, "hybrid"),
+        std::sync::Arc::clone(&stop),
+    );
+    let timings = timed_posts(client, "/v1/write", bodies);
+    stop.store(true, Ordering::Relaxed);
+    let reads = readers.into_iter().map(|h| h.join().unwrap().len()).sum();
+    (timings, reads)
 }
 
 /// Times one request per element of `items` from one client; sorted.
@@ -398,7 +404,7 @@ pub fn run(n: usize, nq: usize) -> Vec<Goal> {
     let server = Server::start(&root, &[]);
     let single = 300.min(n);
     let t_writes = Instant::now();
-    let cpu_before = proc_cpu_seconds(server.pid());
+    let cpu_before = crate::procfs::cpu_seconds(server.pid());
     let bodies: Vec<String> = items[..single].iter().map(write_body).collect();
     let mut client = Client::connect(server.addr, &owner);
     let writes_alone = timed_posts(&mut client, "/v1/write", &bodies);
@@ -420,7 +426,7 @@ pub fn run(n: usize, nq: usize) -> Vec<Goal> {
         std::thread::sleep(Duration::from_millis(250));
     }
     let embedded = t_writes.elapsed();
-    let cpu = proc_cpu_seconds(server.pid()) - cpu_before;
+    let cpu = crate::procfs::cpu_seconds(server.pid()) - cpu_before;
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
     let rate = n as f64 / embedded.as_secs_f64();
     // On a shared machine the wall rate depends on what else runs; the
@@ -480,20 +486,8 @@ pub fn run(n: usize, nq: usize) -> Vec<Goal> {
 
     // 3. Writes under 8 hybrid readers.
     let queries = corpus::queries(nq, 7);
-    let stop = std::sync::Arc::new(AtomicBool::new(false));
-    let readers = background_clients(
-        8,
-        server.addr,
-        &owner,
-        "/v1/search",
-        queries.iter().map(|q| search_body(q, "hybrid")).collect(),
-        std::sync::Arc::clone(&stop),
-    );
-    let more = corpus::generate(200, 77);
-    let bodies: Vec<String> = more.iter().map(write_body).collect();
-    let under = timed_posts(&mut client, "/v1/write", &bodies);
-    stop.store(true, Ordering::Relaxed);
-    let reads: usize = readers.into_iter().map(|h| h.join().unwrap().len()).sum();
+    let bodies: Vec<String> = corpus::generate(200, 77).iter().map(write_body).collect();
+    let (under, reads) = writes_beside_readers(&server, &owner, &queries, &mut client, &bodies);
     let p99 = ms(percentile(&under, 0.99));
     push(
         &mut rows,
@@ -577,20 +571,9 @@ pub fn run(n: usize, nq: usize) -> Vec<Goal> {
 
     // 4. Restarted: 8 hybrid readers and a writer.
     let server = Server::start(&root, &[]);
-    let stop = std::sync::Arc::new(AtomicBool::new(false));
-    let readers = background_clients(
-        8,
-        server.addr,
-        &owner,
-        "/v1/search",
-        queries.iter().map(|q| search_body(q, "hybrid")).collect(),
-        std::sync::Arc::clone(&stop),
-    );
     let mut client = Client::connect(server.addr, &owner);
     let bodies: Vec<String> = corpus::generate(200, 78).iter().map(write_body).collect();
-    timed_posts(&mut client, "/v1/write", &bodies);
-    stop.store(true, Ordering::Relaxed);
-    let reads: usize = readers.into_iter().map(|h| h.join().unwrap().len()).sum();
+    let (_, reads) = writes_beside_readers(&server, &owner, &queries, &mut client, &bodies);
     let peak_restarted = server.peak_mib();
     push(
         &mut rows,
@@ -612,7 +595,7 @@ pub fn run(n: usize, nq: usize) -> Vec<Goal> {
     let raw_dir = tmp.path().join("raw-tantivy");
     std::fs::create_dir_all(&raw_dir).unwrap();
     let raw_t = baseline::RawTantivy::build(&raw_dir, &texts);
-    let ft_bodies: Vec<String> = queries.iter().map(|q| search_body(q, "fulltext")).collect();
+    let ft_bodies: Vec<String> = search_bodies(&queries, "fulltext");
     let http_ft = timed_posts(&mut client, "/v1/search", &ft_bodies);
     let lat = |f: &dyn Fn(&str)| {
         let mut v: Vec<Duration> = queries
@@ -693,11 +676,7 @@ pub fn run(n: usize, nq: usize) -> Vec<Goal> {
             met: None,
         },
     );
-    let hy_bodies: Vec<String> = queries
-        .iter()
-        .take(200)
-        .map(|q| search_body(q, "hybrid"))
-        .collect();
+    let hy_bodies: Vec<String> = search_bodies(queries.iter().take(200), "hybrid");
     let http_hy = timed_posts(&mut client, "/v1/search", &hy_bodies);
     let (h50, h95) = (
         ms(percentile(&http_hy, 0.5)),
@@ -718,11 +697,7 @@ pub fn run(n: usize, nq: usize) -> Vec<Goal> {
     );
 
     // The fair gate: the owner's short search, idle and beside a heavy token.
-    let owner_q: Vec<String> = queries
-        .iter()
-        .take(30)
-        .map(|q| search_body(q, "hybrid"))
-        .collect();
+    let owner_q: Vec<String> = search_bodies(queries.iter().take(30), "hybrid");
     let mut idle = timed_posts(&mut client, "/v1/search", &owner_q);
     let idle_med = median(&mut idle);
     let stop = std::sync::Arc::new(AtomicBool::new(false));
@@ -731,10 +706,7 @@ pub fn run(n: usize, nq: usize) -> Vec<Goal> {
         server.addr,
         &heavy,
         "/v1/search",
-        long_queries(&items, 12)
-            .iter()
-            .map(|q| search_body(q, "hybrid"))
-            .collect(),
+        search_bodies(long_queries(&items, 12), "hybrid"),
         std::sync::Arc::clone(&stop),
     );
     std::thread::sleep(Duration::from_millis(500));
@@ -763,10 +735,7 @@ pub fn run(n: usize, nq: usize) -> Vec<Goal> {
     );
 
     // Chinese natural-language full text, with the cross-lingual pass.
-    let zh: Vec<String> = zh_questions(nq.min(300))
-        .iter()
-        .map(|q| search_body(q, "fulltext"))
-        .collect();
+    let zh: Vec<String> = search_bodies(zh_questions(nq.min(300)), "fulltext");
     timed_posts(&mut client, "/v1/search", &zh[..10]);
     let zh_on = timed_posts(&mut client, "/v1/search", &zh);
     drop(client);

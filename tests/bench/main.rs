@@ -23,6 +23,7 @@ mod filtered;
 mod http;
 mod issue;
 mod peers;
+mod procfs;
 mod quality;
 mod reindex;
 mod soak;
@@ -104,18 +105,30 @@ fn row(name: impl Into<String>, value: String, baseline: String, ratio: Option<f
 
 /// Latencies of `f` over `queries`, run by `threads` threads.
 fn latencies(threads: usize, queries: &[String], f: impl Fn(&str) + Sync) -> Vec<Duration> {
+    timed(threads, queries, || (), |_, q| f(q))
+}
+
+/// Latencies of `f(state, query)` over `queries`, split over `threads` threads,
+/// each with its own state from `init`.
+pub fn timed<S>(
+    threads: usize,
+    queries: &[String],
+    init: impl Fn() -> S + Sync,
+    f: impl Fn(&mut S, &str) + Sync,
+) -> Vec<Duration> {
     let chunks: Vec<&[String]> = queries.chunks(queries.len().div_ceil(threads)).collect();
     let mut all: Vec<Duration> = std::thread::scope(|s| {
         let handles: Vec<_> = chunks
             .iter()
             .map(|chunk| {
-                let f = &f;
+                let (init, f) = (&init, &f);
                 s.spawn(move || {
+                    let mut state = init();
                     chunk
                         .iter()
                         .map(|q| {
                             let t = Instant::now();
-                            f(q);
+                            f(&mut state, q);
                             t.elapsed()
                         })
                         .collect::<Vec<_>>()

@@ -21,7 +21,8 @@ use serde_json::{Value, json};
 
 use crate::corpus;
 use crate::http::Client;
-use crate::issue::{Server, issue_token, proc_mib};
+use crate::issue::{Server, issue_token};
+use crate::procfs::status_mib;
 
 /// Per-operation counts: done, and failed (non-200 answers).
 #[derive(Default)]
@@ -265,9 +266,9 @@ pub fn run(
         let pid = server.pid();
         let s = (
             started.elapsed().as_secs_f64(),
-            proc_mib(pid, "VmRSS:"),
-            proc_mib(pid, "RssAnon:"),
-            proc_mib(pid, "RssFile:"),
+            status_mib(pid, "VmRSS:"),
+            status_mib(pid, "RssAnon:"),
+            status_mib(pid, "RssFile:"),
         );
         let ops: u64 = counts.iter().map(|c| c.ok.load(Ordering::Relaxed)).sum();
         println!(

@@ -25,6 +25,8 @@
 #[path = "../bench/corpus.rs"]
 #[allow(dead_code)]
 mod corpus;
+#[path = "../bench/procfs.rs"]
+mod procfs;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -44,36 +46,6 @@ fn arg(name: &str) -> Option<String> {
         .and_then(|i| args.get(i + 1).cloned())
 }
 
-/// A `/proc/self/status` figure in MiB (`VmRSS:` now, `VmHWM:` peak).
-fn status_mib(key: &str) -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(key))
-                .and_then(|l| l.split_whitespace().nth(1).map(str::to_string))
-        })
-        .and_then(|kb| kb.parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / 1024.0)
-}
-
-/// CPU seconds used by this process so far (user + system, from
-/// `/proc/self/stat`; clock ticks are 1/100 s on Linux).
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // Fields after the command name (which may hold spaces) start at field 3.
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    // utime and stime are fields 14 and 15, i.e. 11 and 12 after the name.
-    (ticks(11) + ticks(12)) / 100.0
-}
-
 /// Runs each query as a hybrid search over every scene, top 10.
 fn hybrid_searches(hub: &Hub, queries: &[String]) {
     for q in queries {
@@ -88,20 +60,30 @@ fn hybrid_searches(hub: &Hub, queries: &[String]) {
     }
 }
 
-/// Step 3, in a child process: opens `root`, searches, loads and uses the
-/// model, and prints the table rows.
-fn reopen(root: &std::path::Path, config: &Config, n: usize) {
-    let (hub, _) = Hub::open_with(
+/// A writer hub on `root` with `config` and `embedder`.
+fn open_hub(root: &std::path::Path, config: &Config, embedder: EmbedderSlot) -> Hub {
+    Hub::open_with(
         Layout::new(root.to_path_buf()),
         config.clone(),
         Mode::Write,
-        EmbedderSlot::ready(Arc::new(HashEmbedder::new(384))),
+        embedder,
         &mut |_| {},
     )
-    .unwrap();
+    .unwrap()
+    .0
+}
+
+/// Step 3, in a child process: opens `root`, searches, loads and uses the
+/// model, and prints the table rows.
+fn reopen(root: &std::path::Path, config: &Config, n: usize) {
+    let hub = open_hub(
+        root,
+        config,
+        EmbedderSlot::ready(Arc::new(HashEmbedder::new(384))),
+    );
     let queries = corpus::queries(200, 7);
     hybrid_searches(&hub, &queries);
-    let (anon_hub, file_hub) = (status_mib("RssAnon:"), status_mib("RssFile:"));
+    let (anon_hub, file_hub) = (procfs::own_mib("RssAnon:"), procfs::own_mib("RssFile:"));
     let e5 =
         OnnxEmbedder::load(&config.embedder).expect("the model is installed by scripts/setup.sh");
     let q: Vec<&str> = queries.iter().map(String::as_str).collect();
@@ -116,7 +98,7 @@ fn reopen(root: &std::path::Path, config: &Config, n: usize) {
     for chunk in passages.chunks(64) {
         e5.embed_passages(chunk).unwrap();
     }
-    let (anon_used, file_used) = (status_mib("RssAnon:"), status_mib("RssFile:"));
+    let (anon_used, file_used) = (procfs::own_mib("RssAnon:"), procfs::own_mib("RssFile:"));
     println!(
         "| restarted on the root: RSS, {n} memories, no model (anonymous + file-backed) | {:.0} MiB ({anon_hub:.0} + {file_hub:.0}) | — |",
         anon_hub + file_hub
@@ -144,19 +126,15 @@ fn main() {
         "footprint bench: {n} facts, {m} embedded cold, {} embedder session(s), {cores} cores",
         config.embedder.sessions
     );
-    let rss_start = status_mib("VmRSS:");
+    let rss_start = procfs::own_mib("VmRSS:");
 
     // 1. The hub at size n, no model.
     let tmp = tempfile::tempdir().unwrap();
-    let layout = Layout::new(tmp.path().join("root"));
-    let (hub, _) = Hub::open_with(
-        layout,
-        config.clone(),
-        Mode::Write,
+    let hub = open_hub(
+        &tmp.path().join("root"),
+        &config,
         EmbedderSlot::ready(Arc::new(HashEmbedder::new(384))),
-        &mut |_| {},
-    )
-    .unwrap();
+    );
     let items = corpus::generate(n, 42);
     let t = Instant::now();
     corpus::write_all(&hub, &items);
@@ -166,16 +144,16 @@ fn main() {
     hybrid_searches(&hub, &queries);
     let passages: Vec<String> = items.iter().take(1000).map(|i| i.text.clone()).collect();
     drop(items);
-    let rss_hub = status_mib("VmRSS:");
-    let peak_hub = status_mib("VmHWM:");
-    let (anon_hub, file_hub) = (status_mib("RssAnon:"), status_mib("RssFile:"));
+    let rss_hub = procfs::own_mib("VmRSS:");
+    let peak_hub = procfs::own_mib("VmHWM:");
+    let (anon_hub, file_hub) = (procfs::own_mib("RssAnon:"), procfs::own_mib("RssFile:"));
 
     // 2. The model loaded beside it, and used.
     let t = Instant::now();
     let e5 =
         OnnxEmbedder::load(&config.embedder).expect("the model is installed by scripts/setup.sh");
     let load = t.elapsed();
-    let rss_loaded = status_mib("VmRSS:");
+    let rss_loaded = procfs::own_mib("VmRSS:");
     let q: Vec<&str> = queries.iter().map(String::as_str).collect();
     for chunk in q.chunks(8) {
         e5.embed_queries(chunk).unwrap();
@@ -184,9 +162,9 @@ fn main() {
     for chunk in passages.chunks(64) {
         e5.embed_passages(chunk).unwrap();
     }
-    let rss_used = status_mib("VmRSS:");
-    let peak_used = status_mib("VmHWM:");
-    let (anon_used, file_used) = (status_mib("RssAnon:"), status_mib("RssFile:"));
+    let rss_used = procfs::own_mib("VmRSS:");
+    let peak_used = procfs::own_mib("VmHWM:");
+    let (anon_used, file_used) = (procfs::own_mib("RssAnon:"), procfs::own_mib("RssFile:"));
     drop(e5);
 
     println!("| figure | value | baseline |");
@@ -243,11 +221,11 @@ fn main() {
             let e5 = OnnxEmbedder::load(&config.embedder)
                 .expect("the model is installed by scripts/setup.sh")
                 .with_batch_tokens(tokens);
-            let cpu = cpu_seconds();
+            let cpu = procfs::cpu_seconds("self");
             let t = Instant::now();
             let vectors = e5.index_passages(&texts).unwrap();
             let wall = t.elapsed().as_secs_f64();
-            let cpu = cpu_seconds() - cpu;
+            let cpu = procfs::cpu_seconds("self") - cpu;
             per_text.push(vectors);
             println!(
                 "| embed {} texts, {label} ({tokens} padded tokens per run) | {:.0} texts/s | {:.2} ms CPU per text, {wall:.1} s wall |",
@@ -267,23 +245,19 @@ fn main() {
     // 4. Cold embedding throughput through the hub's own path.
     if m > 0 {
         let tmp = tempfile::tempdir().unwrap();
-        let layout = Layout::new(tmp.path().join("root"));
-        let (hub, _) = Hub::open_with(
-            layout,
-            config.clone(),
-            Mode::Write,
+        let hub = open_hub(
+            &tmp.path().join("root"),
+            &config,
             EmbedderSlot::from_config(&config.embedder),
-            &mut |_| {},
-        )
-        .unwrap();
+        );
         corpus::write_all(&hub, &corpus::generate(m, 43));
         // Load outside the timing (the hub loads lazily).
         hub.embedder().unwrap();
-        let cpu = cpu_seconds();
+        let cpu = procfs::cpu_seconds("self");
         let t = Instant::now();
         assert_eq!(hub.embed_pending(usize::MAX) as usize, m);
         let wall = t.elapsed().as_secs_f64();
-        let cpu = cpu_seconds() - cpu;
+        let cpu = procfs::cpu_seconds("self") - cpu;
         println!(
             "| embed {m} facts cold (e5, Hub::embed_pending) | {wall:.1} s | {:.2} ms per fact; {cpu:.1} CPU s ({:.1} of {cores} cores busy) |",
             wall * 1000.0 / m as f64,

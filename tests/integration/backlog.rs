@@ -3,10 +3,7 @@
 //! `get` reads such a memory from the journal, and journal lines damaged
 //! after they were indexed show in stats and health at once.
 
-use axum::body::Body;
-use axum::http::Request;
 use serde_json::{Value, json};
-use tower::ServiceExt;
 
 use crate::http_support::Api;
 use crate::support::TempRoot;
@@ -39,23 +36,35 @@ fn append_foreign(root: &TempRoot, lines: &[String]) {
 
 /// `POST path` through the router; status, the index-behind header, body.
 async fn post(api: &Api, path: &str, token: &str, body: Value) -> (u16, Option<String>, Value) {
-    let req = Request::builder()
-        .method("POST")
-        .uri(path)
-        .header("authorization", format!("Bearer {token}"))
-        .header("content-type", "application/json")
-        .body(Body::from(body.to_string()))
-        .unwrap();
-    let res = api.router.clone().oneshot(req).await.unwrap();
-    let status = res.status().as_u16();
-    let behind = res
-        .headers()
+    let reply = api
+        .send("POST", path, Some(token), body.to_string().into_bytes())
+        .await;
+    let behind = reply
+        .headers
         .get("x-memd-index-behind")
         .map(|v| v.to_str().unwrap().to_string());
-    let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    (status, behind, serde_json::from_slice(&bytes).unwrap())
+    (
+        reply.status,
+        behind,
+        serde_json::from_slice(&reply.body).unwrap(),
+    )
+}
+
+/// A full-text search for `query`; how many lines the index is behind for
+/// this caller, after checking that the header and the body say the same
+/// (both silent when it is caught up), and the body.
+async fn search_behind(api: &Api, token: &str, query: &str) -> (Option<u64>, Value) {
+    let (status, header, v) = post(
+        api,
+        "/v1/search",
+        token,
+        json!({ "query": query, "mode": "fulltext" }),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    let behind = v.get("index_behind").map(|n| n.as_u64().unwrap());
+    assert_eq!(header, behind.map(|n| n.to_string()), "{v}");
+    (behind, v)
 }
 
 #[tokio::test]
@@ -73,14 +82,7 @@ async fn replies_say_when_the_index_is_behind_and_get_reads_the_journal() {
     .await;
     assert_eq!(status, 200, "{v}");
     // Caught up: nothing said.
-    let (_, behind, v) = post(
-        &api,
-        "/v1/search",
-        &owner,
-        json!({ "query": "kayak", "mode": "fulltext" }),
-    )
-    .await;
-    assert_eq!((behind, v.get("index_behind")), (None, None), "{v}");
+    assert_eq!(search_behind(&api, &owner, "kayak").await.0, None);
 
     // Another device's lines arrive and nothing has applied them yet: two
     // in a scene the pet reads, one in a group only the group token (and
@@ -97,32 +99,14 @@ async fn replies_say_when_the_index_is_behind_and_get_reads_the_journal() {
             ),
         ],
     );
-    let (_, behind, v) = post(
-        &api,
-        "/v1/search",
-        &owner,
-        json!({ "query": "fjord", "mode": "fulltext" }),
-    )
-    .await;
-    assert_eq!(
-        (behind.as_deref(), &v["index_behind"]),
-        (Some("3"), &json!(3)),
-        "{v}"
-    );
-    let (status, behind, v) = post(
-        &api,
-        "/v1/search",
-        &pet,
-        json!({ "query": "fjord", "mode": "fulltext" }),
-    )
-    .await;
-    assert_eq!(status, 200, "{v}");
+    assert_eq!(search_behind(&api, &owner, "fjord").await.0, Some(3));
+    let (behind, v) = search_behind(&api, &pet, "fjord").await;
     assert!(v["hits"].as_array().unwrap().is_empty(), "{v}");
     assert_eq!(
-        v["index_behind"], 2,
+        behind,
+        Some(2),
         "an empty answer says the index is behind: {v}"
     );
-    assert_eq!(behind.as_deref(), Some("2"));
     let (status, behind, v) =
         post(&api, "/v1/recall", &pet, json!({ "query": "fjord trip" })).await;
     assert_eq!((status, &v["index_behind"]), (200, &json!(2)), "{v}");
@@ -140,18 +124,7 @@ async fn replies_say_when_the_index_is_behind_and_get_reads_the_journal() {
     assert_eq!(behind.as_deref(), Some("2"));
     // The group token counts only what it may read, and cannot get the
     // owner's memory from the journal either.
-    let (_, behind, v) = post(
-        &api,
-        "/v1/search",
-        &group,
-        json!({ "query": "outing", "mode": "fulltext" }),
-    )
-    .await;
-    assert_eq!(
-        (behind.as_deref(), &v["index_behind"]),
-        (Some("1"), &json!(1)),
-        "{v}"
-    );
+    assert_eq!(search_behind(&api, &group, "outing").await.0, Some(1));
     let (status, _, _) = post(
         &api,
         "/v1/get",
@@ -171,18 +144,12 @@ async fn replies_say_when_the_index_is_behind_and_get_reads_the_journal() {
 
     // Caught up: found, and nothing said.
     api.hub.catch_up_journal().unwrap();
-    let (_, behind, v) = post(
-        &api,
-        "/v1/search",
-        &owner,
-        json!({ "query": "fjord", "mode": "fulltext" }),
-    )
-    .await;
+    let (behind, v) = search_behind(&api, &owner, "fjord").await;
     assert_eq!(
         crate::http_support::ids(&v["hits"]),
         ["fact-main-laptop-0001"]
     );
-    assert_eq!((behind, v.get("index_behind")), (None, None), "{v}");
+    assert_eq!(behind, None, "{v}");
 }
 
 #[test]

@@ -36,11 +36,7 @@ fn files_under(root: &Path) -> BTreeMap<String, Vec<u8>> {
 #[test]
 fn restore_drill_is_byte_identical_and_searches_the_same() {
     let root = TempRoot::new();
-    std::fs::write(
-        root.path().join("config.json"),
-        r#"{"search": {"defaultLimit": 7}}"#,
-    )
-    .unwrap();
+    root.write_config(r#"{"search": {"defaultLimit": 7}}"#);
     root.write_doc("notes/trip.md", "# Trip\nA trip to the 公园 with coffee.\n");
     let before = {
         let hub = root.hub();
@@ -74,12 +70,7 @@ fn restore_drill_is_byte_identical_and_searches_the_same() {
     };
     let files_before = files_under(root.path());
     let backups = tempfile::tempdir().unwrap();
-    let created = root.memd_json(&[
-        "backup",
-        "create",
-        "--out",
-        backups.path().to_str().unwrap(),
-    ]);
+    let created = root.backup_to(backups.path());
     let archive = created["path"].as_str().unwrap().to_string();
     assert_eq!(created["manifest"]["journal_lines"], 41);
     assert_eq!(root.memd_json(&["backup", "verify", &archive])["ok"], true);
@@ -122,12 +113,7 @@ fn damaged_archive_is_refused_and_restore_needs_the_lock() {
         crate::support::write(&hub, "main", "something worth keeping");
     }
     let backups = tempfile::tempdir().unwrap();
-    let archive = root.memd_json(&[
-        "backup",
-        "create",
-        "--out",
-        backups.path().to_str().unwrap(),
-    ])["path"]
+    let archive = root.backup_to(backups.path())["path"]
         .as_str()
         .unwrap()
         .to_string();
@@ -279,11 +265,7 @@ fn stages(root: &Path) -> Vec<String> {
 #[test]
 fn crafted_archive_needs_foreign_and_its_tokens_and_config_need_flags_with_a_diff() {
     let root = TempRoot::new();
-    std::fs::write(
-        root.path().join("config.json"),
-        r#"{"search": {"defaultLimit": 7}}"#,
-    )
-    .unwrap();
+    root.write_config(r#"{"search": {"defaultLimit": 7}}"#);
     let issued = root.memd_json(&[
         "token",
         "issue",
@@ -400,12 +382,7 @@ fn own_archives_verify_as_made_here_and_a_forged_signature_is_refused() {
     );
     // Another root sees it as foreign.
     let other = TempRoot::new();
-    other.memd_json(&[
-        "backup",
-        "create",
-        "--out",
-        tempfile::tempdir().unwrap().path().to_str().unwrap(),
-    ]);
+    other.backup_to(tempfile::tempdir().unwrap().path());
     assert_eq!(
         other.memd_json(&["backup", "verify", &archive])["origin"],
         "foreign"
@@ -526,12 +503,7 @@ fn a_conflicting_file_refuses_the_restore_and_no_staging_is_left() {
     let root = TempRoot::new();
     root.write_doc("notes/a.md", "# A\nversion one\n");
     let backups = tempfile::tempdir().unwrap();
-    let archive = root.memd_json(&[
-        "backup",
-        "create",
-        "--out",
-        backups.path().to_str().unwrap(),
-    ])["path"]
+    let archive = root.backup_to(backups.path())["path"]
         .as_str()
         .unwrap()
         .to_string();

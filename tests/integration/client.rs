@@ -75,11 +75,12 @@ fn http_answer(status: &str, extra: &str, body: &str) -> Vec<u8> {
     .into_bytes()
 }
 
-/// A plain-HTTP server on loopback answering at most `connections`
-/// connections with `answer`; returns its address and what it saw.
-fn plain_server(
+/// A server on loopback that hands each of at most `connections` accepted
+/// connections to `exchange` (which reads the request, answers it and
+/// returns it); returns its address and the requests it saw.
+fn loopback_server(
     connections: usize,
-    answer: impl Fn(&Seen) -> Vec<u8> + Send + 'static,
+    exchange: impl Fn(TcpStream) -> Option<Seen> + Send + 'static,
 ) -> (String, Arc<Mutex<Vec<Seen>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap().to_string();
@@ -87,15 +88,26 @@ fn plain_server(
     let log = Arc::clone(&seen);
     std::thread::spawn(move || {
         for stream in listener.incoming().take(connections) {
-            let Ok(mut stream) = stream else { return };
-            let Some(req) = read_request(stream.try_clone().unwrap()) else {
-                continue;
-            };
-            let _ = stream.write_all(&answer(&req));
-            log.lock().unwrap().push(req);
+            let Ok(stream) = stream else { return };
+            if let Some(req) = exchange(stream) {
+                log.lock().unwrap().push(req);
+            }
         }
     });
     (addr, seen)
+}
+
+/// A plain-HTTP server on loopback answering at most `connections`
+/// connections with `answer`; returns its address and what it saw.
+fn plain_server(
+    connections: usize,
+    answer: impl Fn(&Seen) -> Vec<u8> + Send + 'static,
+) -> (String, Arc<Mutex<Vec<Seen>>>) {
+    loopback_server(connections, move |mut stream| {
+        let req = read_request(stream.try_clone().unwrap())?;
+        let _ = stream.write_all(&answer(&req));
+        Some(req)
+    })
 }
 
 /// A self-signed certificate for 127.0.0.1: the PEM text and a rustls server config.
@@ -123,27 +135,17 @@ fn tls_server(
     connections: usize,
     answer: impl Fn(&Seen) -> Vec<u8> + Send + 'static,
 ) -> (String, Arc<Mutex<Vec<Seen>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let log = Arc::clone(&seen);
-    std::thread::spawn(move || {
-        for stream in listener.incoming().take(connections) {
-            let Ok(tcp) = stream else { return };
-            tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-            let conn = rustls::ServerConnection::new(Arc::clone(&config)).unwrap();
-            let mut tls = rustls::StreamOwned::new(conn, tcp);
-            // An untrusted certificate fails the handshake here: nothing to answer.
-            let Some(req) = read_request(&mut tls) else {
-                continue;
-            };
-            let _ = tls.write_all(&answer(&req));
-            tls.conn.send_close_notify();
-            let _ = tls.flush();
-            log.lock().unwrap().push(req);
-        }
-    });
-    (addr, seen)
+    loopback_server(connections, move |tcp| {
+        tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let conn = rustls::ServerConnection::new(Arc::clone(&config)).unwrap();
+        let mut tls = rustls::StreamOwned::new(conn, tcp);
+        // An untrusted certificate fails the handshake here: nothing to answer.
+        let req = read_request(&mut tls)?;
+        let _ = tls.write_all(&answer(&req));
+        tls.conn.send_close_notify();
+        let _ = tls.flush();
+        Some(req)
+    })
 }
 
 fn chat(hub: &Hub, text: &str) -> String {
@@ -200,14 +202,9 @@ fn model_endpoint_over_https_is_reached_with_the_api_key() {
     let (addr, seen) = tls_server(config, 4, move |_| {
         http_answer("200 OK", "", &completion(&answer.to_string()))
     });
-    std::fs::write(
-        root.path().join("config.json"),
-        json!({"backup": {"daily": false}, "sleep": {"model": {
+    root.write_config(json!({"backup": {"daily": false}, "sleep": {"model": {
             "kind": "openai", "baseUrl": format!("https://{addr}/v1"),
-            "model": "test-model", "apiKeyEnv": "MEMD_TEST_MODEL_KEY"}}})
-        .to_string(),
-    )
-    .unwrap();
+            "model": "test-model", "apiKeyEnv": "MEMD_TEST_MODEL_KEY"}}}));
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_memd"))
         .args(["--json", "consolidate"])
         .env("MEMD_ROOT", root.path())

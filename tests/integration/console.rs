@@ -5,16 +5,15 @@
 //! chromium and chromedriver, installed by `scripts/setup-browser.sh`); it
 //! writes a screenshot of every page under `target/console-screenshots/`.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::TempRoot;
+use crate::support::{TempRoot, run_within, setup_script};
+use crate::wire::{exchange, json_headers};
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -24,24 +23,14 @@ fn repo() -> &'static Path {
 fn browser_setup() -> &'static (PathBuf, PathBuf) {
     static SETUP: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
     SETUP.get_or_init(|| {
-        let out = Command::new("bash")
-            .arg(repo().join("scripts/setup-browser.sh"))
-            .output()
-            .expect("run scripts/setup-browser.sh");
-        assert!(
-            out.status.success(),
-            "scripts/setup-browser.sh failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let stdout = String::from_utf8(out.stdout).unwrap();
+        let setup = setup_script("setup-browser.sh");
         let value = |key: &str| {
-            stdout
-                .lines()
-                .find_map(|l| l.strip_prefix(key))
+            setup
+                .get(key)
                 .map(PathBuf::from)
-                .unwrap_or_else(|| panic!("no {key} line in {stdout:?}"))
+                .unwrap_or_else(|| panic!("no {key}= line in {setup:?}"))
         };
-        (value("python="), value("chromedriver="))
+        (value("python"), value("chromedriver"))
     })
 }
 
@@ -53,25 +42,8 @@ fn http(
     token: Option<&str>,
     body: &str,
 ) -> (u16, String, String) {
-    let mut stream = TcpStream::connect(addr).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    let auth = token
-        .map(|t| format!("Authorization: Bearer {t}\r\n"))
-        .unwrap_or_default();
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).unwrap();
-    let text = String::from_utf8(raw).unwrap();
-    let (head, body) = text.split_once("\r\n\r\n").expect("a full response");
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, head.to_lowercase(), body.to_string())
+    let r = exchange(addr, method, path, &json_headers(token), body);
+    (r.status, r.head.to_lowercase(), r.body)
 }
 
 fn post(addr: &str, path: &str, token: &str, body: &Value) -> Value {
@@ -80,52 +52,18 @@ fn post(addr: &str, path: &str, token: &str, body: &Value) -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
-fn issue(root: &TempRoot, name: &str, preset: &str) -> String {
-    root.memd_json(&["token", "issue", "--name", name, "--preset", preset])["secret"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
-
-/// A started `memd serve`, stopped (SIGTERM, then kill) when dropped.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = Command::new("kill").arg(self.0.id().to_string()).status();
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn serve(root: &TempRoot) -> (Server, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_memd"))
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .env("MEMD_ROOT", root.path())
-        .env("MEMD_MODELS_DIR", root.path().join("no-models"))
-        .env_remove("MEMD_LOG")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start memd serve");
-    let addr = crate::support::serve_addr(&mut child);
-    (Server(child), addr)
-}
-
 const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
 connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs selenium (scripts/setup-browser.sh)"
+)]
 #[test]
 fn console_serves_static_files_with_a_strict_policy_and_no_api() {
     let root = TempRoot::new();
-    let (_server, addr) = serve(&root);
+    let served = root.serve();
+    let addr = served.addr.clone();
     for path in [
         "/",
         "/assets/app.js",
@@ -168,6 +106,10 @@ fn console_serves_static_files_with_a_strict_policy_and_no_api() {
     }
 }
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs Chromium and selenium (scripts/setup-system.sh, scripts/setup-browser.sh)"
+)]
 #[test]
 fn console_in_headless_chromium() {
     let (python, chromedriver) = browser_setup();
@@ -178,10 +120,11 @@ fn console_in_headless_chromium() {
          <img src=x onerror=\"window.__pwned=3\">\n<script>window.__pwned=4</script>\n\n\
          - one [bad link](javascript:window.__pwned=5)\n- two\n\n## Section 二\n\nText.\n",
     );
-    let admin = issue(&root, "root", "dsh-desktop");
-    let group = issue(&root, "group", "qq-group-1");
-    let spare = issue(&root, "spare", "pet");
-    let (_server, addr) = serve(&root);
+    let admin = root.cli_token("root", "dsh-desktop");
+    let group = root.cli_token("group", "qq-group-1");
+    let spare = root.cli_token("spare", "pet");
+    let served = root.serve();
+    let addr = served.addr.clone();
 
     let g = post(
         &addr,
@@ -198,8 +141,8 @@ fn console_in_headless_chromium() {
                 "content": "# Coding\n\n- Tests first\n- <b>raw</b> html"}),
     );
 
-    let run = post(&addr, "/v1/consolidation/run", &admin, &json!({}));
-    assert!(run["run"].is_string(), "{run}");
+    let consolidated = post(&addr, "/v1/consolidation/run", &admin, &json!({}));
+    assert!(consolidated["run"].is_string(), "{consolidated}");
     // After the run: consolidation would promote this plan with a date, and
     // the inbox must still have one short-term memory to keep.
     post(
@@ -210,7 +153,8 @@ fn console_in_headless_chromium() {
     );
     let shots = repo().join("target/console-screenshots");
     std::fs::create_dir_all(&shots).unwrap();
-    let mut child = Command::new(python)
+    let mut drive = Command::new(python);
+    drive
         .arg(repo().join("tests/console/drive.py"))
         .args([
             "--url",
@@ -223,42 +167,11 @@ fn console_in_headless_chromium() {
         .args(["--group-scene", "qq:group:1", "--shots"])
         .arg(&shots)
         .arg("--chromedriver")
-        .arg(chromedriver)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start drive.py");
+        .arg(chromedriver);
     // Bounded: a hung browser fails the test instead of holding the suite.
-    let deadline = Instant::now() + Duration::from_secs(300);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("drive.py did not finish within 300 s");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let mut out = String::new();
-    let mut err = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    assert!(
-        status.success(),
-        "drive.py failed ({status}):\n{out}\n{err}"
-    );
+    let done = run_within(drive, Duration::from_secs(300), "drive.py");
+    done.assert_success();
+    let out = done.stdout;
     for check in [
         "ok XSS memory runs nothing",
         "ok Chinese search finds the memory",

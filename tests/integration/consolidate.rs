@@ -243,6 +243,31 @@ fn request_input(body: &str) -> serde_json::Value {
     serde_json::from_str(v["messages"][1]["content"].as_str().unwrap()).unwrap()
 }
 
+/// The scene and memories of every request the fake model received.
+fn request_inputs(seen: &Mutex<Vec<String>>) -> Vec<serde_json::Value> {
+    seen.lock()
+        .unwrap()
+        .iter()
+        .map(|b| request_input(b))
+        .collect()
+}
+
+/// A fake model that answers `ops` for `scene` and no operations for any
+/// other scene.
+fn fake_model_for(
+    scene: &'static str,
+    ops: serde_json::Value,
+) -> (String, Arc<Mutex<Vec<String>>>) {
+    let ops = ops.to_string();
+    fake_model_with(move |s| {
+        if s == scene {
+            ops.clone()
+        } else {
+            r#"{"operations": []}"#.into()
+        }
+    })
+}
+
 /// [`fake_model`] answering each request with `answer(its scene)`.
 fn fake_model_with(
     answer: impl Fn(&str) -> String + Send + 'static,
@@ -580,19 +605,6 @@ async fn api_lists_runs_and_reports_for_admins_only_and_health_shows_the_job() {
     assert_eq!(health["consolidation"]["failures"], 0);
 }
 
-fn get_json(addr: &str, path: &str, token: &str) -> serde_json::Value {
-    let mut stream = std::net::TcpStream::connect(addr).unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut raw = String::new();
-    stream.read_to_string(&mut raw).unwrap();
-    let (_, body) = raw.split_once("\r\n\r\n").unwrap();
-    serde_json::from_str(body).unwrap()
-}
-
 #[test]
 fn serve_runs_the_enabled_sleep_job_and_health_reports_it() {
     let root = TempRoot::new();
@@ -606,42 +618,21 @@ fn serve_runs_the_enabled_sleep_job_and_health_reports_it() {
         );
     }
     // At 00:00 the job is due as soon as the daemon starts.
-    std::fs::write(
-        root.path().join("config.json"),
-        json!({ "sleep": { "enabled": true, "at": "00:00" }, "backup": { "daily": false } })
-            .to_string(),
-    )
-    .unwrap();
+    root.write_config(
+        json!({ "sleep": { "enabled": true, "at": "00:00" }, "backup": { "daily": false } }),
+    );
     // Counts, jobs and consolidation are shown to admin tokens only.
-    let (_, admin) = memory_hub::auth::issue(
-        &root.layout().tokens(),
-        &memory_hub::auth::IssueRequest {
-            name: "root".into(),
-            preset: Some("dsh-desktop".into()),
-            ..Default::default()
-        },
-        chrono::Utc::now(),
-    )
-    .unwrap();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_memd"))
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .env("MEMD_ROOT", root.path())
-        .env("MEMD_MODELS_DIR", root.path().join("no-models"))
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let addr = crate::support::serve_addr(&mut child);
+    let admin = root.token("root", "dsh-desktop");
+    let served = crate::support::Served::start(&mut crate::support::serve_command(root.path()));
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let health = loop {
-        let health = get_json(&addr, "/v1/health", &admin);
+        let (_, health) = crate::wire::get(&served.addr, "/v1/health", &admin);
         if health["consolidation"]["result"] == "ok" || std::time::Instant::now() > deadline {
             break health;
         }
         std::thread::sleep(std::time::Duration::from_millis(200));
     };
-    let _ = child.kill();
-    let _ = child.wait();
+    served.kill();
     let c = &health["consolidation"];
     assert_eq!(c["enabled"], true, "{health}");
     assert_eq!(c["result"], "ok", "{health}");
@@ -682,12 +673,7 @@ fn a_fact_restored_in_a_later_month_survives_a_reindex() {
         assert_eq!(search_ids(&hub, "boiler", 10).len(), 1);
         r.run
     };
-    let out = root.memd(&["reindex"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    root.memd_ok(&["reindex"]);
     let hub = root.hub();
     assert_eq!(search_ids(&hub, "boiler", 10).len(), 1, "after {run}");
 }
@@ -741,12 +727,7 @@ fn model_pass_sends_one_request_per_scene_and_never_secret_or_by_default_sensiti
     let (base_url, seen) = fake_model(r#"{"operations": []}"#.into());
     let cfg = openai_cfg(base_url);
     consolidate::run(&hub, &cfg, &options(true)).unwrap();
-    let requests: Vec<serde_json::Value> = seen
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|b| request_input(b))
-        .collect();
+    let requests = request_inputs(&seen);
     let mut scenes: Vec<&str> = requests
         .iter()
         .map(|r| r["scene"].as_str().unwrap())
@@ -773,12 +754,7 @@ fn model_pass_sends_one_request_per_scene_and_never_secret_or_by_default_sensiti
     let mut cfg = openai_cfg(base_url);
     cfg.model.send_sensitive = true;
     consolidate::run(&hub, &cfg, &options(true)).unwrap();
-    let requests: Vec<serde_json::Value> = seen
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|b| request_input(b))
-        .collect();
+    let requests = request_inputs(&seen);
     for r in &requests {
         let text = r.to_string();
         assert_eq!(text.contains("salary"), r["scene"] == "main", "{text}");
@@ -822,15 +798,8 @@ fn group_evidence_cannot_touch_other_scenes_owner_or_pinned_memories() {
         { "op": "supersede", "id": owner_in_group, "text": "owner hates hotpot" },
         { "op": "supersede", "id": pinned_in_group, "text": "spam is fine" },
         { "op": "supersede", "id": alice, "text": "alice moved to Beijing" },
-    ]})
-    .to_string();
-    let (base_url, seen) = fake_model_with(move |scene| {
-        if scene == "qq:group:7" {
-            group_ops.clone()
-        } else {
-            r#"{"operations": []}"#.into()
-        }
-    });
+    ]});
+    let (base_url, seen) = fake_model_for("qq:group:7", group_ops);
     let r = consolidate::run(&hub, &openai_cfg(base_url), &options(false)).unwrap();
     assert_eq!(seen.lock().unwrap().len(), 2);
     let reasons: Vec<&str> = r.rejected.iter().map(|x| x.reason.as_str()).collect();
@@ -867,15 +836,8 @@ fn group_evidence_cannot_touch_other_scenes_owner_or_pinned_memories() {
     // In the owner's own scene, the owner's evidence may supersede the owner's memory.
     let main_ops = json!({ "operations": [
         { "op": "supersede", "id": owner_main, "text": "the owner moved to Suzhou" },
-    ]})
-    .to_string();
-    let (base_url, _) = fake_model_with(move |scene| {
-        if scene == "main" {
-            main_ops.clone()
-        } else {
-            r#"{"operations": []}"#.into()
-        }
-    });
+    ]});
+    let (base_url, _) = fake_model_for("main", main_ops);
     let r = consolidate::run(&hub, &openai_cfg(base_url), &options(false)).unwrap();
     assert_eq!(r.superseded.len(), 1, "{r:#?}");
 }

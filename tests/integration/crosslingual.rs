@@ -18,6 +18,10 @@ fn require_lexicon() {
     );
 }
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the CC-CEDICT lexicon (scripts/setup.sh)"
+)]
 #[test]
 fn a_chinese_query_finds_english_memories_and_back() {
     require_lexicon();
@@ -50,6 +54,10 @@ fn a_chinese_query_finds_english_memories_and_back() {
     }
 }
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the CC-CEDICT lexicon (scripts/setup.sh)"
+)]
 #[test]
 fn the_translated_pass_sees_only_what_the_filter_allows() {
     require_lexicon();
@@ -82,6 +90,10 @@ fn the_translated_pass_sees_only_what_the_filter_allows() {
     assert_eq!(all.first(), Some(&hidden));
 }
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the CC-CEDICT lexicon (scripts/setup.sh)"
+)]
 #[test]
 fn full_text_keeps_literal_matches_in_the_other_script_when_the_translated_pass_fires() {
     require_lexicon();
@@ -122,6 +134,10 @@ fn real_hub(root: &TempRoot) -> memory_hub::hub::Hub {
 /// translation of the question's other words (the own pass voted only for
 /// memories of the query's script; literal matches in the other script came
 /// only into the places the voted hits left).
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the CC-CEDICT lexicon and the model (scripts/setup.sh)"
+)]
 #[test]
 fn a_memory_holding_the_query_words_in_the_other_script_comes_first() {
     require_lexicon();
@@ -164,6 +180,10 @@ fn a_memory_holding_the_query_words_in_the_other_script_comes_first() {
 /// and a Chinese memory matching one translated word tied with the English
 /// turn holding every word (the tie went by id). The question below is no
 /// exact phrase of either memory: evidence alone decides.
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the CC-CEDICT lexicon (scripts/setup.sh)"
+)]
 #[test]
 fn full_text_ranks_by_evidence_not_by_rank_position() {
     require_lexicon();

@@ -17,8 +17,8 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
-use crate::serve::call;
-use crate::support::TempRoot;
+use crate::support::{Served, TempRoot, serve_command};
+use crate::wire::call;
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
@@ -109,11 +109,7 @@ fn memd_write_next_to_a_running_daemon_succeeds() {
 fn health_and_doctor_find_a_daemon_on_any_listen_port() {
     let root = TempRoot::new();
     // No model here: doctor is ready without one when the embedder is off.
-    std::fs::write(
-        root.path().join("config.json"),
-        json!({"embedder": {"enabled": false}}).to_string(),
-    )
-    .unwrap();
+    root.write_config(json!({"embedder": {"enabled": false}}));
     // config `listen` stays 127.0.0.1:8787; the daemon listens elsewhere.
     let served = root.serve();
     assert!(!served.addr.ends_with(":8787"));
@@ -151,13 +147,7 @@ fn health_and_doctor_find_a_daemon_on_any_listen_port() {
     let health = json_of(&root.memd(&["health", "--json"]));
     assert!(health["counts"].is_object(), "{health}");
     let doctor = json_of(&root.memd(&["doctor", "--json"]));
-    let daemon = doctor["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "daemon")
-        .unwrap()
-        .clone();
+    let daemon = crate::support::doctor_check(&doctor, "daemon").clone();
     assert_eq!(daemon["status"], "warn");
     assert!(
         daemon["detail"]
@@ -245,27 +235,20 @@ fn session(root: &TempRoot, own: &str) -> (Vec<Seen>, Value, Value, String) {
     ];
     seen(root, &ingest);
     let chat = seen(root, &ingest);
+    let peanuts = [
+        "write",
+        "--scene",
+        "main",
+        "--text",
+        "Alice is allergic to peanuts",
+        "--kind",
+        "fact",
+    ];
+    let peanuts_json = [&peanuts[..], &["--json"]].concat();
     let fixed = [
         // An exact repeat answers NOOP with the same id, both ways.
-        &[
-            "write",
-            "--scene",
-            "main",
-            "--text",
-            "Alice is allergic to peanuts",
-            "--kind",
-            "fact",
-        ][..],
-        &[
-            "write",
-            "--scene",
-            "main",
-            "--text",
-            "Alice is allergic to peanuts",
-            "--kind",
-            "fact",
-            "--json",
-        ],
+        &peanuts[..],
+        &peanuts_json,
         &[
             "write",
             "--scene",
@@ -322,11 +305,7 @@ fn session(root: &TempRoot, own: &str) -> (Vec<Seen>, Value, Value, String) {
 fn every_command_gives_the_same_output_through_the_daemon_and_in_process() {
     let root = TempRoot::new();
     // No model, so doctor is ready and hybrid runs as full text both ways.
-    std::fs::write(
-        root.path().join("config.json"),
-        json!({"embedder": {"enabled": false}}).to_string(),
-    )
-    .unwrap();
+    root.write_config(json!({"embedder": {"enabled": false}}));
     let local = session(&root, "first session's own memory");
     let rebuilt_here = json_of(&root.memd(&["reindex", "--json"]));
     let health_here = json_of(&root.memd(&["health", "--json"]));
@@ -559,13 +538,7 @@ fn the_default_root_is_the_data_directory_never_the_current_directory() {
     // Not ready without a model, but the root check is what matters here.
     let out = memd_at_home(home.path(), &checkout, &["doctor", "--shallow", "--json"]);
     let doctor: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let check = doctor["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "root")
-        .unwrap()
-        .clone();
+    let check = crate::support::doctor_check(&doctor, "root").clone();
     assert_eq!(check["status"], "ok", "{check}");
     // A root pointed into the checkout is one `git add -A` from a push: doctor says so.
     let inside = Command::new(env!("CARGO_BIN_EXE_memd"))
@@ -575,13 +548,7 @@ fn the_default_root_is_the_data_directory_never_the_current_directory() {
         .output()
         .unwrap();
     let doctor: Value = serde_json::from_slice(&inside.stdout).unwrap();
-    let check = doctor["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "root")
-        .unwrap()
-        .clone();
+    let check = crate::support::doctor_check(&doctor, "root").clone();
     assert_eq!(check["status"], "warn", "{check}");
     assert!(
         check["detail"]
@@ -696,15 +663,8 @@ fn a_root_in_the_checkout_leaves_git_status_clean() {
         "# Me\n\nI live in Hangzhou.\n",
     )
     .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_memd"))
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .env("MEMD_ROOT", repo)
-        .env("MEMD_MODELS_DIR", &no_models)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let addr = crate::support::serve_addr(&mut child);
+    let served = Served::start(serve_command(repo).env("MEMD_MODELS_DIR", &no_models));
+    let addr = served.addr.clone();
     let (status, _) = call(
         &addr,
         "POST",
@@ -731,10 +691,7 @@ fn a_root_in_the_checkout_leaves_git_status_clean() {
     ok(&in_repo(&["backup", "create"]));
     // Mid-session, and after a clean stop.
     let mid = git_status(repo);
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    child.wait().unwrap();
+    served.stop();
     let after = git_status(repo);
     // What the issue saw listed: members with QQ ids and names, categories,
     // the owner's identity, besides the journal, tokens and backups.
@@ -845,14 +802,7 @@ fn a_command_waits_for_a_daemon_that_is_still_starting() {
     std::fs::write(&file, lines).unwrap();
     ok(&root.memd(&["import", file.to_str().unwrap()]));
     std::fs::remove_dir_all(root.path().join("data/index")).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_memd"))
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .env("MEMD_ROOT", root.path())
-        .env("MEMD_MODELS_DIR", root.path().join("no-models"))
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = serve_command(root.path()).spawn().unwrap();
     // The daemon takes the lock first and binds once it has caught up.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while std::fs::read_to_string(root.path().join(".memd.lock"))

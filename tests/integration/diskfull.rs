@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::http_support::Api;
-use crate::support::TempRoot;
+use crate::support::{Served, TempRoot, assert_ok, serve_command};
 
 /// A small tmpfs, unmounted on drop.
 struct Tmpfs {
@@ -243,9 +243,9 @@ async fn writes_on_a_full_disk_are_refused_retryably_and_nothing_acknowledged_is
 /// daily backup, no rate limit (the clients are fast).
 const SERVE_CONFIG: &str = r#"{"backup": {"daily": false}, "embedder": {"enabled": false}, "http": {"rateLimitPerMinute": 0}}"#;
 
-/// A running `memd serve`, killed on drop; its log goes to `log`.
+/// A running `memd serve`, stopped on drop; its log goes to `log`.
 struct Daemon {
-    child: std::process::Child,
+    served: Served,
     addr: String,
 }
 
@@ -256,45 +256,40 @@ impl Daemon {
             .append(true)
             .open(log)
             .unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_memd"))
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .env("MEMD_ROOT", root)
-            .env("MEMD_MODELS_DIR", root.join("no-models"))
-            .env("MEMD_LOG", "info")
-            .stdout(std::process::Stdio::piped())
-            .stderr(log)
-            .spawn()
-            .expect("start memd serve");
-        let addr = crate::support::serve_addr(&mut child);
-        Daemon { child, addr }
-    }
-
-    /// SIGTERM, and the exit status within 20 s.
-    fn stop(mut self) -> std::process::ExitStatus {
-        let ok = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(ok.success());
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                return s;
-            }
-            assert!(Instant::now() < deadline, "memd serve did not stop");
-            std::thread::sleep(Duration::from_millis(50));
+        let served = Served::start(serve_command(root).env("MEMD_LOG", "info").stderr(log));
+        Daemon {
+            addr: served.addr.clone(),
+            served,
         }
     }
 
-    fn call(&self, path: &str, token: &str, body: Value) -> (u16, Value) {
-        crate::serve::call(&self.addr, "POST", path, Some(token), &body)
+    /// SIGTERM, and the exit status within 20 s.
+    fn stop(self) -> std::process::ExitStatus {
+        self.served.stop_within(Duration::from_secs(20)).0
     }
-}
 
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    fn call(&self, path: &str, token: &str, body: Value) -> (u16, Value) {
+        crate::wire::call(&self.addr, "POST", path, Some(token), &body)
+    }
+
+    /// `id` reads back with `text`.
+    fn assert_reads(&self, token: &str, id: &str, text: &str) {
+        let (status, v) = self.call("/v1/get", token, json!({ "id": id }));
+        assert_eq!((status, v["text"].as_str()), (200, Some(text)), "{v}");
+    }
+
+    /// A full-text search for `word` answers 200 and finds `id`.
+    fn assert_finds(&self, token: &str, word: &str, id: &str) {
+        let (status, v) = self.call(
+            "/v1/search",
+            token,
+            json!({ "query": word, "mode": "fulltext" }),
+        );
+        assert_eq!(status, 200, "{v}");
+        assert!(
+            crate::http_support::ids(&v["hits"]).iter().any(|h| h == id),
+            "{v}"
+        );
     }
 }
 
@@ -303,23 +298,20 @@ fn served_root(dir: &Path) -> (PathBuf, String) {
     let root = dir.to_path_buf();
     std::fs::create_dir_all(&root).unwrap();
     std::fs::write(root.join("config.json"), SERVE_CONFIG).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_memd"))
-        .args([
-            "token",
-            "issue",
-            "--name",
-            "owner",
-            "--preset",
-            "dsh-desktop",
-            "--json",
-        ])
-        .env("MEMD_ROOT", &root)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = assert_ok(
+        Command::new(env!("CARGO_BIN_EXE_memd"))
+            .args([
+                "token",
+                "issue",
+                "--name",
+                "owner",
+                "--preset",
+                "dsh-desktop",
+                "--json",
+            ])
+            .env("MEMD_ROOT", &root)
+            .output()
+            .unwrap(),
     );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     (root, v["secret"].as_str().unwrap().to_string())
@@ -369,7 +361,7 @@ impl Clients {
                     i += 1;
                     let word = format!("wr{w}n{i}z{}", std::process::id());
                     let text = text_for(&word, words);
-                    let (status, v) = crate::serve::call(
+                    let (status, v) = crate::wire::call(
                         &addr,
                         "POST",
                         "/v1/write",
@@ -414,7 +406,7 @@ impl Clients {
                         std::thread::sleep(Duration::from_millis(10));
                         continue;
                     };
-                    let (status, v) = crate::serve::call(
+                    let (status, v) = crate::wire::call(
                         &addr,
                         "POST",
                         "/v1/get",
@@ -427,7 +419,7 @@ impl Clients {
                             .unwrap()
                             .push(format!("get {id} answered {status} {v}"));
                     }
-                    let (status, v) = crate::serve::call(
+                    let (status, v) = crate::wire::call(
                         &addr,
                         "POST",
                         "/v1/search",
@@ -476,7 +468,7 @@ impl Clients {
 /// full-text search for its word, or `deadline` passes. Searches go ten
 /// words at a time (no memory holds two of them: the OR pass finds the ten).
 fn assert_readable(addr: &str, token: &str, acked: &[(String, String, String)], deadline: Instant) {
-    let call = |path: &str, body: Value| crate::serve::call(addr, "POST", path, Some(token), &body);
+    let call = |path: &str, body: Value| crate::wire::call(addr, "POST", path, Some(token), &body);
     let mut unread: Vec<&(String, String, String)> = acked.iter().collect();
     let mut unfound: Vec<Vec<&(String, String, String)>> =
         acked.chunks(10).map(|c| c.iter().collect()).collect();
@@ -568,7 +560,7 @@ fn a_whole_root_on_a_small_disk_catches_up_without_a_restart_and_starts_on_a_ful
         Instant::now() + Duration::from_secs(5),
     );
     let (status, health) =
-        crate::serve::call(&daemon.addr, "GET", "/v1/health", Some(&token), &json!({}));
+        crate::wire::call(&daemon.addr, "GET", "/v1/health", Some(&token), &json!({}));
     assert_eq!(status, 200);
     assert_eq!(health["components"]["index"]["status"], "ok", "{health}");
     assert_eq!(health["issues"], 0, "{health}");
@@ -583,19 +575,8 @@ fn a_whole_root_on_a_small_disk_catches_up_without_a_restart_and_starts_on_a_ful
     let daemon = Daemon::start(&root, &log);
     assert_eq!(log_lines(&log, "serving reads from the index as it is"), 1);
     let (id, text, word) = acked.last().unwrap().clone();
-    let (status, v) = daemon.call("/v1/get", &token, json!({ "id": id }));
-    assert_eq!(
-        (status, v["text"].as_str()),
-        (200, Some(text.as_str())),
-        "{v}"
-    );
-    let (status, v) = daemon.call(
-        "/v1/search",
-        &token,
-        json!({ "query": word, "mode": "fulltext" }),
-    );
-    assert_eq!(status, 200, "{v}");
-    assert!(crate::http_support::ids(&v["hits"]).contains(&id), "{v}");
+    daemon.assert_reads(&token, &id, &text);
+    daemon.assert_finds(&token, &word, &id);
     let (status, v) = daemon.call(
         "/v1/write",
         &token,
@@ -607,7 +588,7 @@ fn a_whole_root_on_a_small_disk_catches_up_without_a_restart_and_starts_on_a_ful
         "{v}"
     );
     let (_, health) =
-        crate::serve::call(&daemon.addr, "GET", "/v1/health", Some(&token), &json!({}));
+        crate::wire::call(&daemon.addr, "GET", "/v1/health", Some(&token), &json!({}));
     assert_eq!(
         health["components"]["disk"]["status"], "degraded",
         "{health}"
@@ -633,7 +614,7 @@ fn a_whole_root_on_a_small_disk_catches_up_without_a_restart_and_starts_on_a_ful
     let (status, v) = daemon.call("/v1/get", &token, json!({ "id": after }));
     assert_eq!(status, 200, "{v}");
     let (_, health) =
-        crate::serve::call(&daemon.addr, "GET", "/v1/health", Some(&token), &json!({}));
+        crate::wire::call(&daemon.addr, "GET", "/v1/health", Some(&token), &json!({}));
     assert_eq!(health["components"]["index"]["status"], "ok", "{health}");
     assert!(daemon.stop().success());
     eprintln!(
@@ -690,21 +671,8 @@ fn only_data_on_a_small_disk_refuses_writes_before_the_index_cannot_grow() {
     // A restart on that disk serves reads and refuses writes ...
     let daemon = Daemon::start(&root, &log);
     let (id, text, word) = acked[acked.len() / 2].clone();
-    let (status, v) = daemon.call("/v1/get", &token, json!({ "id": id }));
-    assert_eq!(
-        (status, v["text"].as_str()),
-        (200, Some(text.as_str())),
-        "{v}"
-    );
-    let (status, v) = daemon.call(
-        "/v1/search",
-        &token,
-        json!({ "query": word, "mode": "fulltext" }),
-    );
-    assert!(
-        status == 200 && crate::http_support::ids(&v["hits"]).contains(&id),
-        "{v}"
-    );
+    daemon.assert_reads(&token, &id, &text);
+    daemon.assert_finds(&token, &word, &id);
     // Writes are refused while data/ is below its reserve (stopping may
     // have given some back: the write-ahead log); one acknowledged reads back.
     let text = text_for("afterrestart", 400);
@@ -726,15 +694,7 @@ fn only_data_on_a_small_disk_refuses_writes_before_the_index_cannot_grow() {
     let daemon = Daemon::start(&root, &log);
     let (status, v) = daemon.call("/v1/get", &token, json!({ "id": id }));
     assert_eq!(status, 200, "{v}");
-    let (status, v) = daemon.call(
-        "/v1/search",
-        &token,
-        json!({ "query": word, "mode": "fulltext" }),
-    );
-    assert!(
-        status == 200 && crate::http_support::ids(&v["hits"]).contains(&id),
-        "{v}"
-    );
+    daemon.assert_finds(&token, &word, &id);
     let (status, v) = daemon.call("/v1/write", &token, json!({ "text": "on a full data/" }));
     assert_eq!(
         (status, &v["error"]["code"]),

@@ -1099,6 +1099,10 @@ fn the_help_parser_reads_flags_values_and_subcommands() {
 /// linked into the temporary HOME's cache: `memd setup` verifies it and
 /// downloads nothing. Blocks that build, install or start long-running
 /// processes are the steps the test takes itself (see [`not_run`]).
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "runs memd setup, which installs from the package registries"
+)]
 #[test]
 fn the_readme_examples_work_as_written() {
     let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();

@@ -130,13 +130,7 @@ fn an_alias_bomb_is_reported_and_never_expanded() {
     // doctor names the file.
     let out = root.memd(&["doctor", "--json"]);
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let docs = report["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "documents")
-        .unwrap()
-        .clone();
+    let docs = crate::support::doctor_check(&report, "documents").clone();
     assert_eq!(docs["status"], "warn", "{docs}");
     assert!(
         docs["detail"].as_str().unwrap().contains("notes/bomb.md"),
@@ -341,12 +335,7 @@ fn a_restore_keeps_document_times() {
     let before = root.hub().fetch(&id, &Filter::all()).unwrap().ts;
     assert_eq!(before.timestamp(), 1_600_000_000);
     let backups = tempfile::tempdir().unwrap();
-    let created = root.memd_json(&[
-        "backup",
-        "create",
-        "--out",
-        backups.path().to_str().unwrap(),
-    ]);
+    let created = root.backup_to(backups.path());
     std::fs::remove_dir_all(root.path()).unwrap();
     // The whole root is gone, its backup key with it: the archive is foreign now.
     root.memd_json(&[

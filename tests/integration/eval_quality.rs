@@ -76,6 +76,10 @@ impl Embedder for RememberedQueries {
     }
 }
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the embedding model and ../shared/eval"
+)]
 #[test]
 fn hybrid_is_never_worse_than_its_best_part_on_the_dev_sets() {
     let dir = eval_dir();

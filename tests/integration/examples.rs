@@ -18,13 +18,13 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::TempRoot;
+use crate::support::{TempRoot, free_port, run_within, setup_script};
 
 const MEMD: &str = env!("CARGO_BIN_EXE_memd");
 
@@ -49,19 +49,7 @@ fn clients() -> &'static HashMap<String, String> {
         if from_env.len() == given.len() {
             return from_env;
         }
-        let mut cmd = Command::new("bash");
-        cmd.arg(repo().join("scripts/setup-test-clients.sh"));
-        let done = run(
-            cmd,
-            Duration::from_secs(600),
-            "scripts/setup-test-clients.sh",
-        );
-        done.assert_success();
-        done.stdout
-            .lines()
-            .filter_map(|l| l.split_once('='))
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        setup_script("setup-test-clients.sh")
     })
 }
 
@@ -70,80 +58,6 @@ fn client(key: &str) -> String {
         .get(key)
         .unwrap_or_else(|| panic!("scripts/setup-test-clients.sh printed no {key}="))
         .clone()
-}
-
-/// A finished (or killed) client run.
-struct Finished {
-    what: String,
-    status: Option<ExitStatus>,
-    stdout: String,
-    stderr: String,
-    took: Duration,
-}
-
-impl Finished {
-    fn assert_success(&self) {
-        assert!(
-            self.status.is_some_and(|s| s.success()),
-            "{} {} after {:.1} s\n--- stdout ---\n{}\n--- stderr ---\n{}",
-            self.what,
-            match self.status {
-                Some(s) => format!("failed ({s})"),
-                None => "was killed: it ran past its time limit".to_string(),
-            },
-            self.took.as_secs_f64(),
-            self.stdout,
-            self.stderr
-        );
-    }
-
-    fn output(&self) -> String {
-        format!("{}\n{}", self.stdout, self.stderr)
-    }
-}
-
-/// Runs `cmd` to the end or kills it after `limit`; output goes through files,
-/// so a chatty client can never block on a full pipe.
-fn run(mut cmd: Command, limit: Duration, what: &str) -> Finished {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let out = dir.path().join("stdout");
-    let err = dir.path().join("stderr");
-    let started = Instant::now();
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&out).unwrap())
-        .stderr(std::fs::File::create(&err).unwrap())
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env("PYTHONUNBUFFERED", "1")
-        .spawn()
-        .unwrap_or_else(|e| panic!("start {what}: {e}"));
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break Some(s);
-        }
-        if started.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    Finished {
-        what: what.to_string(),
-        status,
-        stdout: std::fs::read_to_string(&out).unwrap_or_default(),
-        stderr: std::fs::read_to_string(&err).unwrap_or_default(),
-        took: started.elapsed(),
-    }
-}
-
-/// A port that was free a moment ago.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// `memd serve` on a temp root, stopped (with any daemon holding the root's
@@ -163,11 +77,7 @@ impl Daemon {
         cmd.arg("serve");
         if in_config {
             let listen = format!("127.0.0.1:{}", free_port());
-            std::fs::write(
-                root.path().join("config.json"),
-                json!({ "listen": listen }).to_string(),
-            )
-            .unwrap();
+            root.write_config(json!({ "listen": listen }));
         } else {
             cmd.args(["--listen", "127.0.0.1:0"]);
         }
@@ -248,6 +158,10 @@ fn pytest_passed(output: &str) -> usize {
         .unwrap_or_else(|| panic!("unreadable pytest summary {summary:?}"))
 }
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the example clients (scripts/setup-test-clients.sh)"
+)]
 #[test]
 fn qq_bridge_nonebot_plugin_on_recorded_onebot_events() {
     let d = Daemon::start(false);
@@ -265,7 +179,7 @@ fn qq_bridge_nonebot_plugin_on_recorded_onebot_events() {
         .env("MEMD_DISCLOSE_TOKEN", d.token("qq-disclose", "qq-disclose"))
         .env("MEMD_SEED_TOKEN", d.token("dsh", "dsh-desktop"))
         .env("MEMD_ROOT", d.path());
-    let done = run(
+    let done = run_within(
         cmd,
         Duration::from_secs(240),
         "the qq-bridge tests (pytest)",
@@ -290,6 +204,10 @@ fn qq_bridge_nonebot_plugin_on_recorded_onebot_events() {
     assert_eq!(count("群里周六早上八点在地铁站集合"), 1);
 }
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the example clients (scripts/setup-test-clients.sh)"
+)]
 #[test]
 fn desktop_pet_against_live_memd_a_closed_port_and_a_silent_one() {
     let d = Daemon::start(false);
@@ -299,7 +217,7 @@ fn desktop_pet_against_live_memd_a_closed_port_and_a_silent_one() {
         .env("MEMD_URL", format!("http://{}", d.url))
         .env("MEMD_PET_TOKEN", d.token("pet", "pet"))
         .env("MEMD_SEED_TOKEN", d.token("dsh", "dsh-desktop"));
-    let done = run(
+    let done = run_within(
         cmd,
         Duration::from_secs(120),
         "the desktop-pet tests (unittest)",
@@ -323,6 +241,10 @@ fn desktop_pet_against_live_memd_a_closed_port_and_a_silent_one() {
     assert!(!lines.iter().any(|l| l.contains("主人喜欢猫")));
 }
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the example clients (scripts/setup-test-clients.sh)"
+)]
 #[test]
 fn agent_mcp_configs_drive_memd_over_stdio_and_http() {
     let d = Daemon::start(true);
@@ -346,7 +268,7 @@ fn agent_mcp_configs_drive_memd_over_stdio_and_http() {
             .env("MEMD_URL", format!("http://{}", d.url))
             .env("MEMD_TOKEN", token)
             .env_remove("MEMD_LOG");
-        let done = run(cmd, Duration::from_secs(180), "drive_configs.py");
+        let done = run_within(cmd, Duration::from_secs(180), "drive_configs.py");
         done.assert_success();
         let report: Value = serde_json::from_str(done.stdout.trim())
             .unwrap_or_else(|e| panic!("no JSON report ({e}):\n{}", done.output()));
@@ -420,6 +342,10 @@ fn agent_mcp_configs_drive_memd_over_stdio_and_http() {
     assert!(!fatal.is_empty(), "{report}");
 }
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the example clients (scripts/setup-test-clients.sh)"
+)]
 #[test]
 fn dsh_memory_cordis_plugin_at_pre_step() {
     let d = Daemon::start(false);
@@ -433,7 +359,7 @@ fn dsh_memory_cordis_plugin_at_pre_step() {
         .env("MEMD_URL", format!("http://{}", d.url))
         .env("MEMD_TOKEN_FILE", &token_file)
         .env("MEMD_SEED_TOKEN", &token);
-    let done = run(
+    let done = run_within(
         cmd,
         Duration::from_secs(120),
         "the dsh-memory tests (node --test)",

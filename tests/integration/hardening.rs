@@ -270,17 +270,7 @@ fn open_to_others(dir: &Path) -> Vec<String> {
 #[test]
 fn everything_memd_creates_is_private() {
     let root = TempRoot::new();
-    let secret = root.memd_json(&[
-        "token",
-        "issue",
-        "--name",
-        "root",
-        "--preset",
-        "dsh-desktop",
-    ])["secret"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let secret = root.cli_token("root", "dsh-desktop");
     root.memd_json(&[
         "write",
         "--scene",
@@ -289,27 +279,16 @@ fn everything_memd_creates_is_private() {
         "the boiler service is due in May",
     ]);
     root.memd_json(&["backup", "create"]);
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_memd"))
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .env("MEMD_ROOT", root.path())
-        .env("MEMD_MODELS_DIR", root.path().join("no-models"))
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let addr = crate::support::serve_addr(&mut child);
-    let body = json!({"group": "qq:group:5", "add": [{"id": "42", "name": "A"}]}).to_string();
-    let (status, reply) = request(
-        &addr,
-        &format!(
-            "POST /v1/members HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {secret}\r\n\
-             Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        ),
+    let served = crate::support::Served::start(&mut crate::support::serve_command(root.path()));
+    let (status, reply) = crate::wire::call(
+        &served.addr,
+        "POST",
+        "/v1/members",
+        Some(&secret),
+        &json!({"group": "qq:group:5", "add": [{"id": "42", "name": "A"}]}),
     );
     assert_eq!(status, 200, "{reply}");
-    let _ = child.kill();
-    let _ = child.wait();
+    served.kill();
     for must in ["tokens.json", "data/audit.jsonl", "data/index", "backups"] {
         assert!(root.path().join(must).exists(), "{must}");
     }
@@ -348,13 +327,7 @@ fn open_roots_are_reported_and_tightened() {
         // Without a model installed doctor exits 1 (model check); the report is still printed.
         let out = root.memd(&["doctor", "--shallow", "--json"]);
         let report: Value = serde_json::from_slice(&out.stdout).unwrap();
-        report["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["name"] == "permissions")
-            .cloned()
-            .unwrap_or_else(|| panic!("no permissions check: {report}"))
+        crate::support::doctor_check(&report, "permissions").clone()
     };
     let before = doctor(&root);
     assert_eq!(before["status"], "warn", "{before}");
@@ -408,7 +381,7 @@ fn serve_refuses_remote_binds_without_allow_remote_and_a_token() {
         err.contains("INVALID_INPUT") && err.contains("allowRemote"),
         "{err}"
     );
-    std::fs::write(root.path().join("config.json"), r#"{"allowRemote": true}"#).unwrap();
+    root.write_config(r#"{"allowRemote": true}"#);
     let (code, err) = refused(&root);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("no token is active"), "{err}");

@@ -5,7 +5,6 @@
 //! index returns exactly the lists the incrementally maintained one did.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use memory_hub::config::Config;
@@ -17,7 +16,8 @@ use memory_hub::model::Privacy;
 use memory_hub::search::{SearchConfig, SearchMode, SearchRequest, hybrid_candidates};
 use serde_json::json;
 
-use crate::support::{TempRoot, scene, search_ids_in};
+use crate::http_support::ids;
+use crate::support::{Served, TempRoot, scene, search_ids_in, serve_command};
 
 const QUERIES: &[&str] = &[
     "coffee",
@@ -248,11 +248,7 @@ fn doctor_integrity(root: &TempRoot) -> (bool, String, String) {
 fn doctor_is_not_ready_while_the_index_differs_from_the_journal() {
     let root = small_root();
     // No model here: the model check would fail for a reason of its own.
-    std::fs::write(
-        root.path().join("config.json"),
-        r#"{"embedder": {"enabled": false}}"#,
-    )
-    .unwrap();
+    root.write_config(r#"{"embedder": {"enabled": false}}"#);
     let (_, status, _) = doctor_integrity(&root);
     assert_eq!(status, "ok");
     for (rel, how) in [
@@ -296,35 +292,17 @@ fn doctor_is_not_ready_while_the_index_differs_from_the_journal() {
 #[test]
 fn serve_starts_on_a_damaged_index_and_answers_search() {
     let root = small_root();
-    let secret =
-        root.memd_json(&["token", "issue", "--name", "t", "--preset", "dsh-desktop"])["secret"]
-            .as_str()
-            .unwrap()
-            .to_string();
+    let secret = root.cli_token("t", "dsh-desktop");
     let query = json!({"query": "coffee", "mode": "fulltext", "limit": 10});
     let run = |damage_it: &dyn Fn()| -> (Vec<String>, serde_json::Value) {
         damage_it();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_memd"))
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .env("MEMD_ROOT", root.path())
-            .env("MEMD_MODELS_DIR", root.path().join("no-models"))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start memd serve");
-        let addr = crate::support::serve_addr(&mut child);
-        let (status, body) = crate::serve::call(&addr, "POST", "/v1/search", Some(&secret), &query);
-        let (_, health) = crate::serve::call(&addr, "GET", "/v1/health", Some(&secret), &json!({}));
-        child.kill().unwrap();
-        child.wait().unwrap();
+        let served = Served::start(&mut serve_command(root.path()));
+        let addr = &served.addr;
+        let (status, body) = crate::wire::call(addr, "POST", "/v1/search", Some(&secret), &query);
+        let (_, health) = crate::wire::call(addr, "GET", "/v1/health", Some(&secret), &json!({}));
+        served.kill();
         assert_eq!(status, 200, "{body}");
-        let ids = body["hits"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|h| h["id"].as_str().unwrap().to_string())
-            .collect();
-        (ids, health["components"]["index"].clone())
+        (ids(&body["hits"]), health["components"]["index"].clone())
     };
     let (before, index) = run(&|| {});
     assert!(!before.is_empty());

@@ -416,11 +416,8 @@ async fn recent_bootstrap_and_audience() {
     );
 }
 
-#[tokio::test]
-async fn config_changes_apply_without_restart() {
-    let api = Api::new();
-    let root = api.token("root", "dsh-desktop");
-    let pet = api.token("pet", "pet");
+/// Four owner notes that a search for "apple" finds.
+fn four_apple_notes(api: &Api) {
     for i in 0..4 {
         api.write(
             "main",
@@ -429,6 +426,14 @@ async fn config_changes_apply_without_restart() {
             Subject::Owner,
         );
     }
+}
+
+#[tokio::test]
+async fn config_changes_apply_without_restart() {
+    let api = Api::new();
+    let root = api.token("root", "dsh-desktop");
+    let pet = api.token("pet", "pet");
+    four_apple_notes(&api);
     assert_eq!(
         api.search_ids(&root, json!({"query": "apple"})).await.len(),
         4
@@ -485,14 +490,7 @@ async fn config_changes_apply_without_restart() {
 async fn the_hub_owns_the_one_live_config() {
     let api = Api::new();
     let root = api.token("root", "dsh-desktop");
-    for i in 0..4 {
-        api.write(
-            "main",
-            &format!("apple note {i}"),
-            Privacy::Normal,
-            Subject::Owner,
-        );
-    }
+    four_apple_notes(&api);
     let hub_search = |api: &Api| {
         api.hub
             .search_filtered(&memory_hub::search::SearchRequest {

@@ -3,7 +3,7 @@
 use memory_hub::model::{Privacy, Subject};
 use serde_json::json;
 
-use crate::http_support::{Api, ids};
+use crate::http_support::{Api, ids, timeline_items};
 
 struct World {
     api: Api,
@@ -105,11 +105,9 @@ async fn group_token_never_sees_owner_rows() {
     let recent = w.api.ok("/v1/recent", &w.g1, json!({"limit": 50})).await;
     assert_eq!(ids(&recent["items"]), vec![w.group1.clone()]);
     let tl = w.api.ok("/v1/timeline", &w.g1, json!({})).await;
-    let tl_ids: Vec<String> = tl["months"]
-        .as_array()
-        .unwrap()
+    let tl_ids: Vec<&str> = timeline_items(&tl)
         .iter()
-        .flat_map(|m| ids(&m["items"]))
+        .map(|i| i["id"].as_str().unwrap())
         .collect();
     assert_eq!(tl_ids, vec![w.group1.clone()]);
     let recall = w
@@ -378,27 +376,14 @@ async fn idempotency_keys_do_not_cross_scenes() {
             json!({"text": "one", "idempotency_key": "k"}),
         )
         .await;
-    let b = w
-        .api
-        .ok(
-            "/v1/write",
-            &g2,
-            json!({"text": "two", "idempotency_key": "k"}),
-        )
-        .await;
+    let two = json!({"text": "two", "idempotency_key": "k"});
+    let b = w.api.ok("/v1/write", &g2, two.clone()).await;
     assert_eq!(
         (a["action"].as_str(), b["action"].as_str()),
         (Some("ADD"), Some("ADD"))
     );
     assert_ne!(a["id"], b["id"]);
-    let again = w
-        .api
-        .ok(
-            "/v1/write",
-            &g2,
-            json!({"text": "two", "idempotency_key": "k"}),
-        )
-        .await;
+    let again = w.api.ok("/v1/write", &g2, two).await;
     assert_eq!(again["id"], b["id"]);
     // Ingest keys are per scene too: the same message id and text in two groups are two memories.
     let m = json!({"message_id": "1", "text": "同一句话"});
@@ -566,11 +551,9 @@ async fn random_memories_match_the_privacy_model() {
                     json!({"limit": 100, "from_owner": from_owner}),
                 )
                 .await;
-            let tl: BTreeSet<String> = tl["months"]
-                .as_array()
-                .unwrap()
+            let tl: BTreeSet<String> = timeline_items(&tl)
                 .iter()
-                .flat_map(|m| ids(&m["items"]))
+                .map(|i| i["id"].as_str().unwrap().to_string())
                 .collect();
             assert_eq!(tl, want, "timeline: {preset} from_owner={from_owner}");
             for (id, ..) in written.iter().step_by(1) {

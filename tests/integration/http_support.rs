@@ -6,7 +6,6 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::Request;
 use chrono::{DateTime, Utc};
-use memory_hub::auth::{self, IssueRequest};
 use memory_hub::http::{AppState, router};
 use memory_hub::hub::{Hub, WriteRequest};
 use memory_hub::model::{Privacy, Subject};
@@ -14,6 +13,13 @@ use serde_json::Value;
 use tower::ServiceExt;
 
 use crate::support::{TempRoot, scene};
+
+/// What the router answered.
+pub struct Reply {
+    pub status: u16,
+    pub headers: axum::http::HeaderMap,
+    pub body: Vec<u8>,
+}
 
 /// A hub, its router and a movable clock.
 pub struct Api {
@@ -59,33 +65,12 @@ impl Api {
 
     /// Issues a token from a preset and returns its secret.
     pub fn token(&self, name: &str, preset: &str) -> String {
-        auth::issue(
-            &self.root.layout().tokens(),
-            &IssueRequest {
-                name: name.into(),
-                preset: Some(preset.into()),
-                ..Default::default()
-            },
-            chrono::Utc::now(),
-        )
-        .unwrap()
-        .1
+        self.root.token(name, preset)
     }
 
     /// Issues a token with explicit scopes and scenes.
     pub fn custom_token(&self, name: &str, scopes: &[&str], scenes: &[&str]) -> String {
-        auth::issue(
-            &self.root.layout().tokens(),
-            &IssueRequest {
-                name: name.into(),
-                preset: None,
-                scopes: scopes.iter().map(|s| s.to_string()).collect(),
-                scenes: scenes.iter().map(|s| s.to_string()).collect(),
-            },
-            chrono::Utc::now(),
-        )
-        .unwrap()
-        .1
+        self.root.custom_token(name, scopes, scenes)
     }
 
     /// Sends a raw request; returns status and parsed JSON body.
@@ -96,7 +81,11 @@ impl Api {
         token: Option<&str>,
         body: Vec<u8>,
     ) -> (u16, Value) {
-        let (status, bytes) = self.raw_bytes(method, path, token, body).await;
+        let Reply {
+            status,
+            body: bytes,
+            ..
+        } = self.send(method, path, token, body).await;
         let value = if bytes.is_empty() {
             Value::Null
         } else {
@@ -108,17 +97,22 @@ impl Api {
 
     /// Sends a request without a body; returns status and the body as text.
     pub async fn raw_text(&self, method: &str, path: &str, token: Option<&str>) -> (u16, String) {
-        let (status, bytes) = self.raw_bytes(method, path, token, Vec::new()).await;
-        (status, String::from_utf8(bytes).expect("UTF-8 body"))
+        let reply = self.send(method, path, token, Vec::new()).await;
+        (
+            reply.status,
+            String::from_utf8(reply.body).expect("UTF-8 body"),
+        )
     }
 
-    async fn raw_bytes(
+    /// Sends a request (a JSON content type, the bearer token if any); the
+    /// whole reply.
+    pub async fn send(
         &self,
         method: &str,
         path: &str,
         token: Option<&str>,
         body: Vec<u8>,
-    ) -> (u16, Vec<u8>) {
+    ) -> Reply {
         let mut req = Request::builder().method(method).uri(path);
         if let Some(t) = token {
             req = req.header("authorization", format!("Bearer {t}"));
@@ -129,10 +123,15 @@ impl Api {
             .unwrap();
         let res = self.router.clone().oneshot(req).await.unwrap();
         let status = res.status().as_u16();
+        let headers = res.headers().clone();
         let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
             .await
             .unwrap();
-        (status, bytes.to_vec())
+        Reply {
+            status,
+            headers,
+            body: bytes.to_vec(),
+        }
     }
 
     /// POSTs JSON.
@@ -196,4 +195,14 @@ pub fn ids(v: &Value) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// The items of a timeline reply, month after month.
+pub fn timeline_items(v: &Value) -> Vec<&Value> {
+    v["months"]
+        .as_array()
+        .expect("a timeline reply")
+        .iter()
+        .flat_map(|m| m["items"].as_array().expect("a month's items"))
+        .collect()
 }

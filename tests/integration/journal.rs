@@ -5,12 +5,9 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
-use std::sync::Arc;
 
 use chrono::{Duration, Utc};
 use memory_hub::config::Config;
-use memory_hub::embed::EmbedderSlot;
-use memory_hub::embed::hash::HashEmbedder;
 use memory_hub::hub::{Hub, WriteRequest};
 use memory_hub::ids;
 use memory_hub::index::filter::Filter;
@@ -153,13 +150,7 @@ fn entries_named_like_journal_months_that_are_not_files_are_skipped() {
     let hub = root.hub();
     hub.fetch(&id, &Filter::all()).unwrap();
     drop(hub);
-    let (hub, report) = Hub::reindex_with(
-        root.layout(),
-        Config::default(),
-        EmbedderSlot::ready(Arc::new(HashEmbedder::new(384))),
-        &mut |_| {},
-    )
-    .unwrap();
+    let (hub, report) = root.reindex(Config::default());
     assert_eq!(report.records, 1);
     hub.fetch(&id, &Filter::all()).unwrap();
 }
@@ -258,24 +249,13 @@ fn a_legacy_flat_root_keeps_working_and_new_lines_go_to_the_device_directory() {
     drop(hub);
 
     // A rebuild from the files gives the same memories and the same answers.
-    let (hub, report) = Hub::reindex_with(
-        root.layout(),
-        Config::default(),
-        EmbedderSlot::ready(Arc::new(HashEmbedder::new(384))),
-        &mut |_| {},
-    )
-    .unwrap();
+    let (hub, report) = root.reindex(Config::default());
     assert_eq!(report.bad_lines, 0);
     assert_eq!(hub.device(), device, "the device id is kept");
     assert_eq!(state(&hub, &ids), before);
     // And so does the CLI rebuild.
     drop(hub);
-    let out = root.memd(&["reindex"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    root.memd_ok(&["reindex"]);
     let hub = root.hub();
     assert_eq!(state(&hub, &ids), before);
 }
@@ -340,11 +320,8 @@ fn a_damaged_membership_table_never_loses_a_chat_message() {
                     id: "777".into(),
                     name: Some("小王".into()),
                 }),
-                from_owner: false,
-                from_self: false,
-                sent_at: None,
                 ttl_hours: Some(24),
-                session: None,
+                ..Default::default()
             },
         )
         .unwrap();

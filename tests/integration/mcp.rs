@@ -4,16 +4,16 @@
 //! `tests/mcp_client/check.py`, against the real binary over stdio
 //! (`memd mcp`) and streamable HTTP (`/mcp` of `memd serve`).
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::TempRoot;
+use crate::http_support::{ids, timeline_items};
+use crate::support::{
+    DaemonGuard, Served, TempRoot, free_port, serve_command, serve_on_config, setup_script,
+};
 
 pub(crate) const MEMD: &str = env!("CARGO_BIN_EXE_memd");
 
@@ -29,18 +29,8 @@ fn python() -> &'static PathBuf {
         if let Some(p) = std::env::var_os("MEMD_MCP_PYTHON") {
             return PathBuf::from(p);
         }
-        let out = Command::new("bash")
-            .arg(repo().join("scripts/setup-test-clients.sh"))
-            .output()
-            .expect("run scripts/setup-test-clients.sh");
-        assert!(
-            out.status.success(),
-            "scripts/setup-test-clients.sh failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let stdout = String::from_utf8(out.stdout).unwrap();
-        let line = stdout.lines().last().unwrap_or_default();
-        PathBuf::from(line.strip_prefix("python=").expect("python=<path> line"))
+        let setup = setup_script("setup-test-clients.sh");
+        PathBuf::from(setup.get("python").expect("a python=<path> line"))
     })
 }
 
@@ -73,20 +63,41 @@ pub(crate) fn check(args: &[&str]) -> Value {
     report(spawn_check(args).wait_with_output().unwrap()).0
 }
 
-pub(crate) fn issue(root: &TempRoot, name: &str, preset: &str) -> String {
-    root.memd_json(&["token", "issue", "--name", name, "--preset", preset])["secret"]
-        .as_str()
-        .unwrap()
-        .to_string()
+/// `check.py` arguments for a session over stdio (`memd mcp` on
+/// `root_dir`) as `token`, then `more`.
+fn stdio<'a>(root_dir: &'a str, token: &'a str, more: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "--transport",
+        "stdio",
+        "--memd",
+        MEMD,
+        "--root",
+        root_dir,
+        "--token",
+        token,
+    ];
+    args.extend_from_slice(more);
+    args
 }
 
-/// A port that was free a moment ago.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// `check.py` arguments for a session over streamable HTTP at `url` as
+/// `token`, then `more`.
+fn http<'a>(url: &'a str, token: &'a str, more: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["--transport", "http", "--url", url, "--token", token];
+    args.extend_from_slice(more);
+    args
+}
+
+/// One stdio session of the `calls` scenario as `token`: each step is a
+/// tool call (`memory_write={…}`), a resource read or `kill-daemon`;
+/// the report with a reply per step.
+pub(crate) fn stdio_calls(root: &TempRoot, token: &str, steps: &[&str]) -> Value {
+    let root_dir = root.path().to_str().unwrap();
+    let mut args = stdio(root_dir, token, &["--scenario", "calls"]);
+    for step in steps {
+        args.extend(["--extra", step]);
+    }
+    check(&args)
 }
 
 /// A root whose config makes the daemon listen on its own free port.
@@ -97,76 +108,23 @@ pub(crate) fn root_with_port() -> (TempRoot, u16) {
         "---\ntitle: Identity\n---\n\nThe owner is Lin, a botanist who answers in short sentences.\n",
     );
     let port = free_port();
-    std::fs::write(
-        root.path().join("config.json"),
-        json!({"listen": format!("127.0.0.1:{port}")}).to_string(),
-    )
-    .unwrap();
+    root.write_config(json!({"listen": format!("127.0.0.1:{port}")}));
     (root, port)
 }
 
-/// Stops whichever `memd serve` holds the root's writer lock when dropped
-/// (including a daemon that `memd mcp` started), and waits until it is gone.
-pub(crate) struct DaemonGuard(pub(crate) PathBuf);
-
-impl Drop for DaemonGuard {
-    fn drop(&mut self) {
-        let lock = self.0.join(".memd.lock");
-        let Ok(pid) = std::fs::read_to_string(&lock) else {
-            return;
-        };
-        let pid = pid.trim().to_string();
-        if pid.is_empty() {
-            return;
-        }
-        let _ = Command::new("kill").args(["-TERM", &pid]).status();
-        let started = Instant::now();
-        while started.elapsed() < Duration::from_secs(10)
-            && Path::new(&format!("/proc/{pid}")).exists()
-            && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .unwrap_or_default()
-                .contains(") Z ")
-        {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
+/// A root whose config makes the daemon listen on its own free port, the
+/// guard that stops whichever daemon a stdio session starts there, and a
+/// `dsh-desktop` token named `name`.
+pub(crate) fn stdio_root(name: &str) -> (TempRoot, DaemonGuard, String) {
+    let (root, _port) = root_with_port();
+    let guard = DaemonGuard(root.path().to_path_buf());
+    let token = root.cli_token(name, "dsh-desktop");
+    (root, guard, token)
 }
 
-/// `memd serve` on the root's configured port (or `listen`), waited for.
-fn serve(root: &TempRoot, listen: Option<&str>) -> (Child, String, DaemonGuard) {
-    let mut cmd = Command::new(MEMD);
-    cmd.arg("serve");
-    if let Some(l) = listen {
-        cmd.args(["--listen", l]);
-    }
-    let mut child = cmd
-        .env("MEMD_ROOT", root.path())
-        .env("MEMD_MODELS_DIR", root.path().join("no-models"))
-        .env_remove("MEMD_LOG")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start memd serve");
-    let addr = crate::support::serve_addr(&mut child);
-    (child, addr, DaemonGuard(root.path().to_path_buf()))
-}
-
-/// A raw HTTP request; returns the status code.
-fn status_of(addr: &str, method: &str, path: &str, headers: &str, body: &str) -> u16 {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).unwrap();
-    let text = String::from_utf8_lossy(&raw);
-    text.split(' ').nth(1).unwrap().parse().unwrap()
+/// The status of a raw `POST /mcp` with these header lines.
+fn mcp_status(addr: &str, headers: &str, body: &str) -> u16 {
+    crate::wire::exchange(addr, "POST", "/mcp", headers, body).status
 }
 
 const TOOLS: &[&str] = &[
@@ -219,13 +177,7 @@ fn assert_basic(r: &Value, marker: &str) {
     assert_eq!(r["write"]["is_error"], false, "{}", r["write"]);
     let id = r["write"]["json"]["id"].as_str().unwrap();
     assert!(id.starts_with("fact-main-"), "{id}");
-    let hits: Vec<&str> = r["search"]["json"]["hits"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| h["id"].as_str().unwrap())
-        .collect();
-    assert_eq!(hits, vec![id]);
+    assert_eq!(ids(&r["search"]["json"]["hits"]), vec![id]);
     let inject = r["inject"].as_str().unwrap();
     assert!(inject.contains(marker) && inject.contains(id), "{inject}");
 
@@ -234,12 +186,7 @@ fn assert_basic(r: &Value, marker: &str) {
     assert_eq!(idem[0]["json"]["id"], idem[1]["json"]["id"], "{idem}");
     let kayak = idem[0]["json"]["id"].as_str().unwrap();
     let blue = r["supersede"]["json"]["id"].as_str().unwrap();
-    let items: Vec<&Value> = r["timeline"]["json"]["months"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|m| m["items"].as_array().unwrap())
-        .collect();
+    let items = timeline_items(&r["timeline"]["json"]);
     let old = items
         .iter()
         .find(|i| i["id"] == kayak)
@@ -346,38 +293,26 @@ fn assert_basic(r: &Value, marker: &str) {
     assert_eq!(r["resource_memory"]["id"], id);
     assert_eq!(r["resource_memory"]["tags"], json!(["alps"]));
     assert_eq!(r["forget"]["json"]["forgotten"], true);
-    let after: Vec<&str> = r["search_after_forget"]["json"]["hits"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| h["id"].as_str().unwrap())
-        .collect();
-    assert!(!after.contains(&id), "{after:?}");
+    let after = ids(&r["search_after_forget"]["json"]["hits"]);
+    assert!(!after.iter().any(|a| a == id), "{after:?}");
 }
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the Python MCP SDK (scripts/setup-test-clients.sh)"
+)]
 #[test]
 fn stdio_with_the_python_sdk_starts_the_daemon() {
-    let (root, _port) = root_with_port();
-    let _daemon = DaemonGuard(root.path().to_path_buf());
-    let token = issue(&root, "dsh", "dsh-desktop");
+    let (root, _daemon, token) = stdio_root("dsh");
     let root_dir = root.path().to_str().unwrap();
     // The first session starts the daemon; the legacy-handshake one finds it running.
     for mode in ["auto", "legacy"] {
         let marker = format!("zebrafinch{mode}");
-        let r = check(&[
-            "--transport",
-            "stdio",
-            "--memd",
-            MEMD,
-            "--root",
+        let r = check(&stdio(
             root_dir,
-            "--token",
             &token,
-            "--mode",
-            mode,
-            "--marker",
-            &marker,
-        ]);
+            &["--mode", mode, "--marker", &marker],
+        ));
         assert_basic(&r, &marker);
     }
     // The stdio process did not open the root: the daemon it started did.
@@ -385,27 +320,21 @@ fn stdio_with_the_python_sdk_starts_the_daemon() {
     assert!(!pid.trim().is_empty());
 }
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the Python MCP SDK (scripts/setup-test-clients.sh)"
+)]
 #[test]
 fn streamable_http_with_the_python_sdk() {
     let (root, _port) = root_with_port();
-    let token = issue(&root, "dsh", "dsh-desktop");
-    let (_child, addr, _guard) = serve(&root, Some("127.0.0.1:0"));
+    let token = root.cli_token("dsh", "dsh-desktop");
+    let served = Served::start(&mut serve_command(root.path()));
+    let addr = &served.addr;
     let url = format!("http://{addr}/mcp");
     // Modern (stateless 2026-07-28) and legacy (initialize + session) clients.
     for mode in ["auto", "legacy"] {
         let marker = format!("quokka{mode}");
-        let r = check(&[
-            "--transport",
-            "http",
-            "--url",
-            &url,
-            "--token",
-            &token,
-            "--mode",
-            mode,
-            "--marker",
-            &marker,
-        ]);
+        let r = check(&http(&url, &token, &["--mode", mode, "--marker", &marker]));
         assert_basic(&r, &marker);
         if mode == "legacy" {
             assert_eq!(r["protocol_version"], "2025-11-25");
@@ -415,35 +344,38 @@ fn streamable_http_with_the_python_sdk() {
     let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
     let headers =
         "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n";
-    assert_eq!(status_of(&addr, "POST", "/mcp", headers, init), 401);
+    assert_eq!(mcp_status(addr, headers, init), 401);
     let bad = format!("{headers}Authorization: Bearer mh_not_a_token\r\n");
-    assert_eq!(status_of(&addr, "POST", "/mcp", &bad, init), 401);
+    assert_eq!(mcp_status(addr, &bad, init), 401);
     let ok = format!("{headers}Authorization: Bearer {token}\r\n");
-    assert_eq!(status_of(&addr, "POST", "/mcp", &ok, init), 200);
+    assert_eq!(mcp_status(addr, &ok, init), 200);
 }
 
 /// A group token sees and does over MCP exactly what it may over `/v1`.
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the Python MCP SDK (scripts/setup-test-clients.sh)"
+)]
 #[test]
 fn both_transports_keep_the_token_rights() {
     let (root, _port) = root_with_port();
-    let owner = issue(&root, "dsh", "dsh-desktop");
-    let group = issue(&root, "group", "qq-group-42");
-    let (_child, addr, _guard) = serve(&root, None);
-    let url = format!("http://{addr}/mcp");
+    let owner = root.cli_token("dsh", "dsh-desktop");
+    let group = root.cli_token("group", "qq-group-42");
+    let served = Served::start(&mut serve_on_config(root.path()));
+    let _others = DaemonGuard(root.path().to_path_buf());
+    let url = format!("http://{}/mcp", served.addr);
     let root_dir = root.path().to_str().unwrap();
 
-    let seeded = check(&[
-        "--transport",
-        "http",
-        "--url",
+    let seeded = check(&http(
         &url,
-        "--token",
         &owner,
-        "--scenario",
-        "calls",
-        "--extra",
-        r#"memory_write={"text":"owner platypus diary entry","privacy":"personal"}"#,
-    ]);
+        &[
+            "--scenario",
+            "calls",
+            "--extra",
+            r#"memory_write={"text":"owner platypus diary entry","privacy":"personal"}"#,
+        ],
+    ));
     let owner_id = seeded["calls"][0]["json"]["id"]
         .as_str()
         .unwrap()
@@ -461,36 +393,13 @@ fn both_transports_keep_the_token_rights() {
         r#"memory_write={"text":"group platypus picnic on sunday"}"#.to_string(),
         r#"memory_search={"query":"platypus","mode":"fulltext"}"#.to_string(),
     ];
-    let common: Vec<&str> = steps.iter().flat_map(|s| ["--extra", s.as_str()]).collect();
-    let stdio: Vec<&str> = [
-        "--transport",
-        "stdio",
-        "--memd",
-        MEMD,
-        "--root",
-        root_dir,
-        "--token",
-        &group,
-        "--scenario",
-        "calls",
-    ]
-    .into_iter()
-    .chain(common.iter().copied())
-    .collect();
-    let http: Vec<&str> = [
-        "--transport",
-        "http",
-        "--url",
-        &url,
-        "--token",
-        &group,
-        "--scenario",
-        "calls",
-    ]
-    .into_iter()
-    .chain(common.iter().copied())
-    .collect();
-    for (name, args) in [("stdio", stdio), ("http", http)] {
+    let calls: Vec<&str> = ["--scenario", "calls"]
+        .into_iter()
+        .chain(steps.iter().flat_map(|s| ["--extra", s.as_str()]))
+        .collect();
+    let over_stdio = stdio(root_dir, &group, &calls);
+    let over_http = http(&url, &group, &calls);
+    for (name, args) in [("stdio", over_stdio), ("http", over_http)] {
         let r = check(&args);
         let calls = r["calls"].as_array().unwrap();
         let code = |i: usize| {
@@ -559,24 +468,21 @@ fn three_writers(root: &TempRoot, token: &str, per_session: usize) -> Vec<Output
     let root_dir = root.path().to_str().unwrap();
     let children: Vec<Child> = (0..3)
         .map(|i| {
-            spawn_check(&[
-                "--transport",
-                "stdio",
-                "--memd",
-                MEMD,
-                "--root",
+            let label = format!("agent{i}");
+            spawn_check(&stdio(
                 root_dir,
-                "--token",
                 token,
-                "--scenario",
-                "writes",
-                "--marker",
-                "wombat",
-                "--label",
-                &format!("agent{i}"),
-                "--count",
-                &count,
-            ])
+                &[
+                    "--scenario",
+                    "writes",
+                    "--marker",
+                    "wombat",
+                    "--label",
+                    &label,
+                    "--count",
+                    &count,
+                ],
+            ))
         })
         .collect();
     children
@@ -585,11 +491,16 @@ fn three_writers(root: &TempRoot, token: &str, per_session: usize) -> Vec<Output
         .collect()
 }
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the Python MCP SDK (scripts/setup-test-clients.sh)"
+)]
 #[test]
 fn three_stdio_sessions_write_at_once_next_to_serve() {
     let (root, _port) = root_with_port();
-    let token = issue(&root, "dsh", "dsh-desktop");
-    let (_child, addr, _guard) = serve(&root, None);
+    let token = root.cli_token("dsh", "dsh-desktop");
+    let served = Served::start(&mut serve_on_config(root.path()));
+    let _others = DaemonGuard(root.path().to_path_buf());
     let ids = assert_writes(three_writers(&root, &token, 15), 15);
     assert_eq!(ids.len(), 45);
     let journal = root.journal_lines();
@@ -600,24 +511,18 @@ fn three_stdio_sessions_write_at_once_next_to_serve() {
             1
         );
     }
-    let mut stream = TcpStream::connect(&addr).unwrap();
-    write!(
-        stream,
-        "GET /v1/health HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut raw = String::new();
-    stream.read_to_string(&mut raw).unwrap();
-    let body: Value = serde_json::from_str(raw.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    let (_, body) = crate::wire::get(&served.addr, "/v1/health", &token);
     // Counts are shown to admin tokens only.
     assert_eq!(body["facts"], 45);
 }
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the Python MCP SDK (scripts/setup-test-clients.sh)"
+)]
 #[test]
 fn three_stdio_sessions_without_a_daemon_start_exactly_one() {
-    let (root, _port) = root_with_port();
-    let _daemon = DaemonGuard(root.path().to_path_buf());
-    let token = issue(&root, "dsh", "dsh-desktop");
+    let (root, _daemon, token) = stdio_root("dsh");
     let ids = assert_writes(three_writers(&root, &token, 10), 10);
     assert_eq!(root.journal_lines().len(), ids.len());
     // Only one `memd serve` was started: no other one ran into the writer lock.
@@ -627,31 +532,23 @@ fn three_stdio_sessions_without_a_daemon_start_exactly_one() {
 
 /// A daemon killed mid-session is started again by the next tool call, and
 /// what was acknowledged before the crash is still there.
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the Python MCP SDK (scripts/setup-test-clients.sh)"
+)]
 #[test]
 fn stdio_session_survives_a_daemon_crash() {
-    let (root, _port) = root_with_port();
-    let _daemon = DaemonGuard(root.path().to_path_buf());
-    let token = issue(&root, "dsh", "dsh-desktop");
-    let r = check(&[
-        "--transport",
-        "stdio",
-        "--memd",
-        MEMD,
-        "--root",
-        root.path().to_str().unwrap(),
-        "--token",
+    let (root, _daemon, token) = stdio_root("dsh");
+    let r = stdio_calls(
+        &root,
         &token,
-        "--scenario",
-        "calls",
-        "--extra",
-        r#"memory_write={"text":"before the crash: narwhal"}"#,
-        "--extra",
-        "kill-daemon",
-        "--extra",
-        r#"memory_write={"text":"after the crash: narwhal"}"#,
-        "--extra",
-        r#"memory_search={"query":"narwhal","mode":"fulltext"}"#,
-    ]);
+        &[
+            r#"memory_write={"text":"before the crash: narwhal"}"#,
+            "kill-daemon",
+            r#"memory_write={"text":"after the crash: narwhal"}"#,
+            r#"memory_search={"query":"narwhal","mode":"fulltext"}"#,
+        ],
+    );
     let calls = r["calls"].as_array().unwrap();
     let log = std::fs::read_to_string(root.path().join("data/serve.log")).unwrap_or_default();
     for c in calls {

@@ -42,8 +42,8 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use crate::http_support::Api;
-use crate::mcp::{DaemonGuard, MEMD, check, issue, root_with_port};
-use crate::support::TempRoot;
+use crate::mcp::{stdio_calls, stdio_root};
+use crate::support::{INHERITED, TempRoot};
 
 /// Fields that differ between surfaces by design (see the module docs).
 const LEGITIMATE: &[&str] = &["id", "ts", "at", "device", "crc"];
@@ -51,38 +51,22 @@ const LEGITIMATE: &[&str] = &["id", "ts", "at", "device", "crc"];
 /// The steps every surface runs, as `/v1` requests. `{A}` and `{B}` stand
 /// for the ids the first and second writes got in that root.
 fn first_steps() -> Vec<(&'static str, Value)> {
+    let tea = json!({
+        "text": "Lin prefers green tea in the morning",
+        "kind": "preference",
+        "title": "Morning tea",
+        "tags": ["drink", "morning"],
+        "privacy": "personal",
+        "importance": 0.7,
+        "idempotency_key": "tea-1",
+        "time": "2026-05-08",
+        "session": "breakfast",
+        "speaker": "Lin",
+    });
     vec![
-        (
-            "write",
-            json!({
-                "text": "Lin prefers green tea in the morning",
-                "kind": "preference",
-                "title": "Morning tea",
-                "tags": ["drink", "morning"],
-                "privacy": "personal",
-                "importance": 0.7,
-                "idempotency_key": "tea-1",
-                "time": "2026-05-08",
-                "session": "breakfast",
-                "speaker": "Lin",
-            }),
-        ),
+        ("write", tea.clone()),
         // A retry with the same key is the same memory.
-        (
-            "write",
-            json!({
-                "text": "Lin prefers green tea in the morning",
-                "kind": "preference",
-                "title": "Morning tea",
-                "tags": ["drink", "morning"],
-                "privacy": "personal",
-                "importance": 0.7,
-                "idempotency_key": "tea-1",
-                "time": "2026-05-08",
-                "session": "breakfast",
-                "speaker": "Lin",
-            }),
-        ),
+        ("write", tea),
         (
             "write",
             json!({"text": "the spare key is under the blue flowerpot", "kind": "fact", "tier": "t1"}),
@@ -126,24 +110,6 @@ fn third_steps(a: &str, a2: &str) -> Vec<(&'static str, Value)> {
     ]
 }
 
-/// The fields a new version takes from the one it replaces when the
-/// request leaves them out.
-const INHERITED: &[&str] = &[
-    "scene",
-    "kind",
-    "title",
-    "tags",
-    "privacy",
-    "subject",
-    "importance",
-    "tier",
-    "stage",
-    "time",
-    "time_at",
-    "session",
-    "speaker",
-];
-
 /// The refusal of a second supersede of `{A}` once `{A3}` is the newest.
 fn conflict_message(a: &str, newest: &str) -> String {
     format!("{a} is an older version; the newest version is {newest}: supersede {newest} instead")
@@ -180,23 +146,8 @@ fn over_mcp(root: &TempRoot, token: &str, steps: Vec<(&str, Value)>) -> Vec<Valu
             ),
         })
         .collect();
-    let mut args = vec![
-        "--transport",
-        "stdio",
-        "--memd",
-        MEMD,
-        "--root",
-        root.path().to_str().unwrap(),
-        "--token",
-        token,
-        "--scenario",
-        "calls",
-    ];
-    for c in &calls {
-        args.push("--extra");
-        args.push(c);
-    }
-    let report = check(&args);
+    let calls: Vec<&str> = calls.iter().map(String::as_str).collect();
+    let report = stdio_calls(root, token, &calls);
     report["calls"]
         .as_array()
         .unwrap()
@@ -346,9 +297,7 @@ async fn http_mcp_and_cli_store_the_same_records() {
     http.extend(over_http(&api, &agent, third_steps(&a, &a2)).await);
 
     // MCP: the Python SDK over stdio, the same preset.
-    let (mcp_root, _port) = root_with_port();
-    let _daemon = DaemonGuard(mcp_root.path().to_path_buf());
-    let mcp_token = issue(&mcp_root, "agent", "dsh-desktop");
+    let (mcp_root, _daemon, mcp_token) = stdio_root("agent");
     let mut mcp = over_mcp(&mcp_root, &mcp_token, first_steps());
     let (a, b) = (id_of(&mcp[0]), id_of(&mcp[2]));
     assert_eq!(id_of(&mcp[1]), a);
@@ -447,20 +396,11 @@ async fn http_mcp_and_cli_store_the_same_records() {
     assert_eq!(err["error"]["code"], "CONFLICT");
     assert_eq!(err["error"]["message"], conflict_message(&ha, &ha3));
     let (ma, ma3) = (id_of(&mcp[0]), id_of(&mcp[9]));
-    let refused = check(&[
-        "--transport",
-        "stdio",
-        "--memd",
-        MEMD,
-        "--root",
-        mcp_root.path().to_str().unwrap(),
-        "--token",
+    let refused = stdio_calls(
+        &mcp_root,
         &mcp_token,
-        "--scenario",
-        "calls",
-        "--extra",
-        &format!("memory_write={}", again(&ma)),
-    ]);
+        &[&format!("memory_write={}", again(&ma))],
+    );
     assert_eq!(refused["calls"][0]["is_error"], true, "{refused}");
     assert_eq!(
         refused["calls"][0]["text"],
@@ -486,21 +426,8 @@ async fn http_mcp_and_cli_store_the_same_records() {
     let (status, err) = api.post("/v1/write", &pet, pin.clone()).await;
     assert_eq!(status, 403, "{err}");
     let message = err["error"]["message"].as_str().unwrap().to_string();
-    let pet_mcp = issue(&mcp_root, "pet", "pet");
-    let refused = check(&[
-        "--transport",
-        "stdio",
-        "--memd",
-        MEMD,
-        "--root",
-        mcp_root.path().to_str().unwrap(),
-        "--token",
-        &pet_mcp,
-        "--scenario",
-        "calls",
-        "--extra",
-        &format!("memory_write={pin}"),
-    ]);
+    let pet_mcp = mcp_root.cli_token("pet", "pet");
+    let refused = stdio_calls(&mcp_root, &pet_mcp, &[&format!("memory_write={pin}")]);
     let text = refused["calls"][0]["text"].as_str().unwrap();
     assert_eq!(text, format!("FORBIDDEN: {message}"));
 }

@@ -59,6 +59,10 @@ fn recall(
         .collect()
 }
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the model and the CC-CEDICT lexicon (scripts/setup.sh)"
+)]
 #[test]
 fn full_text_finds_invented_words_in_either_script_and_hybrid_keeps_up() {
     let root = TempRoot::new();

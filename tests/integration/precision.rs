@@ -37,6 +37,10 @@ fn eval_dir() -> PathBuf {
 /// The issue's reproduction: LoCoMo conversation 0 with MADial user 1 in
 /// Chinese and user 2 in English, 80 spans, and the off-topic questions of
 /// the `test` split (never trained on), 25 Chinese and 25 English.
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the model and the dev sets (scripts/setup.sh)"
+)]
 #[test]
 fn copied_phrases_come_first_and_off_topic_questions_get_nothing() {
     let eval = eval_dir();
@@ -130,6 +134,10 @@ fn copied_phrases_come_first_and_off_topic_questions_get_nothing() {
 
 /// Issue item 4: a root holding a few writes and a few ingested chat lines;
 /// one hit over a cosine threshold used to keep them all.
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the model (scripts/setup.sh)"
+)]
 #[test]
 fn an_off_topic_recall_on_a_five_memory_root_returns_nothing() {
     let root = TempRoot::new();

@@ -120,6 +120,22 @@ struct ModelFact {
     forgotten: bool,
 }
 
+impl ModelFact {
+    /// A live fact of scene `scene` and kind `kind`, without a key, that
+    /// replaces nothing.
+    fn new(text: String, word: String, scene: usize, kind: usize) -> Self {
+        ModelFact {
+            text,
+            word,
+            scene,
+            kind,
+            idempotency_key: None,
+            supersedes: None,
+            forgotten: false,
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct Model {
     facts: BTreeMap<String, ModelFact>,
@@ -310,18 +326,7 @@ fn step(real: &mut Real, model: &mut Model, op: &Op) -> Vec<String> {
             let (text, word) = model.fresh_text();
             let out = real.hub().append(request(scene, kind, &text)).unwrap();
             assert_eq!(out.action, WriteAction::Add, "a fresh text is added");
-            model.add(
-                &out.id,
-                ModelFact {
-                    text,
-                    word,
-                    scene,
-                    kind,
-                    idempotency_key: None,
-                    supersedes: None,
-                    forgotten: false,
-                },
-            );
+            model.add(&out.id, ModelFact::new(text, word, scene, kind));
             vec![out.id]
         }
         Op::Repeat { pick, other_scene } => {
@@ -373,13 +378,8 @@ fn step(real: &mut Real, model: &mut Model, op: &Op) -> Vec<String> {
                     model.add(
                         &out.id,
                         ModelFact {
-                            text,
-                            word,
-                            scene: 0,
-                            kind: 0,
                             idempotency_key: Some(KEYS[key].to_string()),
-                            supersedes: None,
-                            forgotten: false,
+                            ..ModelFact::new(text, word, 0, 0)
                         },
                     );
                 }
@@ -431,13 +431,8 @@ fn step(real: &mut Real, model: &mut Model, op: &Op) -> Vec<String> {
             model.add(
                 &out.id,
                 ModelFact {
-                    text,
-                    word,
-                    scene: 0,
-                    kind: 0,
-                    idempotency_key: None,
                     supersedes: Some(old.clone()),
-                    forgotten: false,
+                    ..ModelFact::new(text, word, 0, 0)
                 },
             );
             vec![out.id, old]
@@ -503,15 +498,7 @@ fn import(
             at: None,
             fact: imported_fact(&id, i % 2, 1, &text),
         });
-        let f = ModelFact {
-            text,
-            word,
-            scene: i % 2,
-            kind: 1,
-            idempotency_key: None,
-            supersedes: None,
-            forgotten: false,
-        };
+        let f = ModelFact::new(text, word, i % 2, 1);
         expect.push((id, Some(f), true));
     }
     if let Some(old) = repeat.and_then(|p| model.pick_to_repeat(p)) {
@@ -615,18 +602,7 @@ fn crash(real: &mut Real, model: &mut Model, writes: usize, forget: Option<usize
         String::from_utf8_lossy(&out.stderr)
     );
     for ((text, word), id) in texts.into_iter().zip(&lines) {
-        model.add(
-            id,
-            ModelFact {
-                text,
-                word,
-                scene: 0,
-                kind: 0,
-                idempotency_key: None,
-                supersedes: None,
-                forgotten: false,
-            },
-        );
+        model.add(id, ModelFact::new(text, word, 0, 0));
     }
     if let Some(id) = forget {
         let answer = lines[writes];

@@ -5,19 +5,9 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::support::TempRoot;
-
-struct Server(std::process::Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// One response read off a keep-alive connection: status and headers
 /// (lowercase names); `None` if the connection was closed instead.
@@ -51,37 +41,14 @@ fn read_response(reader: &mut BufReader<TcpStream>) -> Option<(u16, Vec<(String,
 #[test]
 fn refusals_past_the_rate_limit_are_429_on_a_connection_that_stays_open() {
     let root = TempRoot::new();
-    std::fs::write(
-        root.path().join("config.json"),
-        r#"{"backup": {"daily": false}, "embedder": {"enabled": false}, "http": {"rateLimitPerMinute": 5}}"#,
-    )
-    .unwrap();
-    let token = root.memd_json(&[
-        "token",
-        "issue",
-        "--name",
-        "busy",
-        "--preset",
-        "dsh-desktop",
-    ])["secret"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_memd"))
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .env("MEMD_ROOT", root.path())
-        .env("MEMD_MODELS_DIR", root.path().join("no-models"))
-        .env_remove("MEMD_LOG")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let addr = crate::support::serve_addr(&mut child);
-    let _server = Server(child);
+    root.write_config(r#"{"backup": {"daily": false}, "embedder": {"enabled": false}, "http": {"rateLimitPerMinute": 5}}"#);
+    let token = root.cli_token("busy", "dsh-desktop");
+    let served = root.serve();
+    let addr = &served.addr;
     let body = r#"{"query": "anything", "mode": "fulltext"}"#;
     let (mut ok, mut limited) = (0, 0);
     for _ in 0..3 {
-        let stream = TcpStream::connect(&addr).unwrap();
+        let stream = TcpStream::connect(addr).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(20)))
             .unwrap();

@@ -71,6 +71,10 @@ fn texts(api: &Api, found: &[String]) -> Vec<String> {
         .collect()
 }
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the embedding model (scripts/setup.sh)"
+)]
 #[tokio::test]
 async fn an_unrelated_topic_recalls_nothing_and_a_related_one_still_hits() {
     let (api, t) = populated();
@@ -107,6 +111,10 @@ async fn an_unrelated_topic_recalls_nothing_and_a_related_one_still_hits() {
     }
 }
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the embedding model (scripts/setup.sh)"
+)]
 #[tokio::test]
 async fn min_score_overrides_the_default_floor_of_recall_and_search() {
     let (api, t) = populated();
@@ -171,6 +179,10 @@ async fn min_score_overrides_the_default_floor_of_recall_and_search() {
 
 /// Search applies the same decision by default, drops per hit (not the
 /// whole response), says how many it dropped, and `min_score: 0` turns it off.
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the embedding model (scripts/setup.sh)"
+)]
 #[tokio::test]
 async fn search_drops_hits_below_the_floor_by_default_and_counts_them() {
     let (api, t) = populated();
@@ -220,6 +232,10 @@ async fn search_drops_hits_below_the_floor_by_default_and_counts_them() {
 /// Issue item 2: a recall about a project codename put the owner's
 /// bank-card digits into the block, and a group reply block was padded with
 /// chatter. Each hit now has to be about the conversation to be shown.
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the embedding model (scripts/setup.sh)"
+)]
 #[tokio::test]
 async fn a_recall_block_holds_no_chatter_and_no_unrelated_sensitive_memory() {
     let (api, _) = populated();

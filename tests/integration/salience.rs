@@ -58,6 +58,10 @@ fn samples(lines: &[Line], e: Option<&dyn Embedder>) -> Vec<(Signals, bool)> {
         .collect()
 }
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the embedding model (scripts/setup.sh)"
+)]
 #[test]
 fn salience_meets_its_figures() {
     let lines = lines();
@@ -209,6 +213,10 @@ fn chat_to_memory(hub: &Hub) -> (f64, f64) {
     (precision, recall)
 }
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the embedding model (scripts/setup.sh)"
+)]
 #[test]
 fn chat_becomes_long_term_memory_without_a_model() {
     let root = TempRoot::new();

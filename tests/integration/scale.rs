@@ -3,17 +3,16 @@
 //! computed does not get the stale vector.
 
 use std::sync::mpsc;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use memory_hub::config::Config;
 use memory_hub::embed::hash::HashEmbedder;
-use memory_hub::embed::{EmbedError, Embedder, EmbedderSlot};
-use memory_hub::hub::{Hub, Mode, WriteRequest};
+use memory_hub::embed::{EmbedError, Embedder};
+use memory_hub::hub::{Hub, WriteRequest};
 use memory_hub::index::filter::Filter;
 use memory_hub::search::{SearchMode, SearchRequest};
 
-use crate::support::{TempRoot, ranked_ids_in, scene, search_ids_in, write};
+use crate::support::{Gate, TempRoot, ranked_ids_in, scene, search_ids_in, write};
 
 /// Far beyond any honest wait: the write either returns or is blocked for good.
 const BOUND: Duration = Duration::from_secs(30);
@@ -23,8 +22,7 @@ const BOUND: Duration = Duration::from_secs(30);
 struct GatedEmbedder {
     inner: HashEmbedder,
     entered: Mutex<Option<mpsc::Sender<()>>>,
-    open: Mutex<bool>,
-    opened: Condvar,
+    gate: Gate,
 }
 
 impl GatedEmbedder {
@@ -32,8 +30,7 @@ impl GatedEmbedder {
         GatedEmbedder {
             inner: HashEmbedder::new(384),
             entered: Mutex::new(None),
-            open: Mutex::new(true),
-            opened: Condvar::new(),
+            gate: Gate::new(true),
         }
     }
 
@@ -41,13 +38,12 @@ impl GatedEmbedder {
     fn arm(&self) -> mpsc::Receiver<()> {
         let (tx, rx) = mpsc::channel();
         *self.entered.lock().unwrap() = Some(tx);
-        *self.open.lock().unwrap() = false;
+        self.gate.close();
         rx
     }
 
     fn release(&self) {
-        *self.open.lock().unwrap() = true;
-        self.opened.notify_all();
+        self.gate.open();
     }
 }
 
@@ -68,27 +64,14 @@ impl Embedder for GatedEmbedder {
         if let Some(tx) = self.entered.lock().unwrap().take() {
             let _ = tx.send(());
         }
-        let mut open = self.open.lock().unwrap();
-        while !*open {
-            open = self.opened.wait(open).unwrap();
-        }
-        drop(open);
+        self.gate.pass();
         self.inner.embed_passages(texts)
     }
 }
 
 fn gated_hub(root: &TempRoot) -> (Hub, Arc<GatedEmbedder>) {
     let embedder = Arc::new(GatedEmbedder::new());
-    let hub = Hub::open_with(
-        root.layout(),
-        Config::default(),
-        Mode::Write,
-        EmbedderSlot::ready(embedder.clone()),
-        &mut |_| {},
-    )
-    .expect("open hub")
-    .0;
-    (hub, embedder)
+    (root.hub_with(embedder.clone()), embedder)
 }
 
 fn hybrid(query: &str) -> SearchRequest {

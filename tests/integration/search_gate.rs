@@ -2,16 +2,17 @@
 //! order): concurrent searches all complete with the results of serial ones,
 //! and a write completes while searches hold the gate and others wait.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
 
 use memory_hub::config::Config;
 use memory_hub::embed::hash::HashEmbedder;
-use memory_hub::embed::{EmbedError, Embedder, EmbedderSlot};
-use memory_hub::hub::{Hub, Mode};
+use memory_hub::embed::{EmbedError, Embedder};
+use memory_hub::hub::Hub;
 use memory_hub::search::SearchMode;
 
-use crate::support::{TempRoot, search_ids, search_ids_in, write};
+use crate::fair_gate::{Conn, issue, serve};
+use crate::support::{Gate, TempRoot, search_ids, search_ids_in, write};
 
 const WORDS: &[&str] = &[
     "river", "garden", "invoice", "piano", "harbour", "lantern", "meadow", "orchard", "violin",
@@ -83,8 +84,7 @@ fn concurrent_searches_return_what_serial_ones_do() {
 /// a hybrid search embedding its query is a search holding the gate.
 struct HeldQueries {
     inner: HashEmbedder,
-    open: Mutex<bool>,
-    opened: Condvar,
+    gate: Gate,
     inside: AtomicUsize,
     most_inside: AtomicUsize,
     entered: AtomicUsize,
@@ -92,8 +92,7 @@ struct HeldQueries {
 
 impl HeldQueries {
     fn release(&self) {
-        *self.open.lock().unwrap() = true;
-        self.opened.notify_all();
+        self.gate.open();
     }
 }
 
@@ -108,11 +107,7 @@ impl Embedder for HeldQueries {
         let now = self.inside.fetch_add(1, Ordering::SeqCst) + 1;
         self.most_inside.fetch_max(now, Ordering::SeqCst);
         self.entered.fetch_add(1, Ordering::SeqCst);
-        let mut open = self.open.lock().unwrap();
-        while !*open {
-            open = self.opened.wait(open).unwrap();
-        }
-        drop(open);
+        self.gate.pass();
         self.inside.fetch_sub(1, Ordering::SeqCst);
         self.inner.embed_queries(texts)
     }
@@ -121,33 +116,31 @@ impl Embedder for HeldQueries {
     }
 }
 
+impl HeldQueries {
+    /// The hash embedder behind a closed gate, with no search inside yet.
+    fn closed() -> Arc<HeldQueries> {
+        Arc::new(HeldQueries {
+            inner: HashEmbedder::new(384),
+            gate: Gate::new(false),
+            inside: AtomicUsize::new(0),
+            most_inside: AtomicUsize::new(0),
+            entered: AtomicUsize::new(0),
+        })
+    }
+}
+
 #[test]
 fn a_write_completes_while_searches_hold_the_gate() {
     let root = TempRoot::new();
-    let embedder = Arc::new(HeldQueries {
-        inner: HashEmbedder::new(384),
-        open: Mutex::new(false),
-        opened: Condvar::new(),
-        inside: AtomicUsize::new(0),
-        most_inside: AtomicUsize::new(0),
-        entered: AtomicUsize::new(0),
-    });
-    let hub = Arc::new(
-        Hub::open_with(
-            root.layout(),
-            Config::default(),
-            Mode::Write,
-            EmbedderSlot::ready(embedder.clone()),
-            &mut |_| {},
-        )
-        .unwrap()
-        .0,
-    );
+    let embedder = HeldQueries::closed();
+    let hub = Arc::new(root.hub_with(embedder.clone()));
     fill(&hub);
     hub.embed_pending(usize::MAX);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    // Every permit is taken and three more searches queue behind them.
-    let searches: Vec<_> = (0..cores + 3)
+    // In-process searches share one queue, which holds all permits but one
+    // (at least one): they are taken and three more searches queue behind.
+    let inside = (cores - 1).max(1);
+    let searches: Vec<_> = (0..inside + 3)
         .map(|i| {
             let hub = Arc::clone(&hub);
             std::thread::spawn(move || {
@@ -155,24 +148,102 @@ fn a_write_completes_while_searches_hold_the_gate() {
             })
         })
         .collect();
-    while embedder.entered.load(Ordering::SeqCst) < cores {
+    while embedder.entered.load(Ordering::SeqCst) < inside {
         std::thread::yield_now();
     }
-    // The gate holds the rest back: no more than one search per core is in.
+    // The gate holds the rest back.
     std::thread::sleep(std::time::Duration::from_millis(50));
-    assert_eq!(embedder.entered.load(Ordering::SeqCst), cores);
+    assert_eq!(embedder.entered.load(Ordering::SeqCst), inside);
 
     // A write neither waits for the searches in nor for those queued; it is
     // acknowledged and durable now (a hang here is the failure).
     let id = write(&hub, "main", "the lighthouse keeper logs the storm");
     assert_eq!(root.journal_lines().len(), 61);
-    assert_eq!(embedder.entered.load(Ordering::SeqCst), cores);
+    assert_eq!(embedder.entered.load(Ordering::SeqCst), inside);
 
     embedder.release();
     for s in searches {
         assert!(!s.join().unwrap().is_empty());
     }
-    assert_eq!(embedder.entered.load(Ordering::SeqCst), cores + 3);
-    assert!(embedder.most_inside.load(Ordering::SeqCst) <= cores);
+    assert_eq!(embedder.entered.load(Ordering::SeqCst), inside + 3);
+    assert!(embedder.most_inside.load(Ordering::SeqCst) <= inside);
     assert_eq!(search_ids(&hub, "lighthouse", 5), vec![id]);
+}
+
+#[test]
+fn a_token_whose_queue_is_full_gets_429_and_another_token_is_served() {
+    let root = TempRoot::new();
+    let embedder = HeldQueries::closed();
+    let config: Config = serde_json::from_value(serde_json::json!({
+        "searchGate": {"concurrencyPerToken": 1, "queuePerToken": 2}
+    }))
+    .unwrap();
+    let hub = Arc::new(root.hub_configured_with(config, embedder.clone()));
+    fill(&hub);
+    hub.embed_pending(usize::MAX);
+    let busy = issue(&root, "busy", "dsh-desktop");
+    let other = issue(&root, "other", "dsh-desktop");
+    let (_rt, addr) = serve(Arc::clone(&hub));
+    let hybrid = |q: &str| serde_json::json!({"query": q, "mode": "hybrid", "limit": 5});
+
+    // busy's first search holds its one permit (embedding its query, held
+    // open by the test); its next two wait in its queue.
+    let mut held = Vec::new();
+    for (i, word) in WORDS.iter().take(3).enumerate() {
+        let (addr, busy) = (addr.clone(), busy.clone());
+        let body = hybrid(word);
+        held.push(std::thread::spawn(move || {
+            Conn::open(&addr, &busy).post("/v1/search", &body).status
+        }));
+        // Each in turn: the first holds the permit, then one more waits.
+        while hub.search_gate_load() != (1, i) {
+            std::thread::yield_now();
+        }
+    }
+    // busy's queue holds two: its next search is refused at once.
+    let mut conn = Conn::open(&addr, &busy);
+    let refused = conn.post("/v1/search", &hybrid("river"));
+    assert_eq!(refused.status, 429, "{}", refused.body);
+    assert_eq!(refused.body["error"]["code"], "RATE_LIMITED");
+    assert_eq!(refused.body["error"]["retryable"], true);
+    let wait: u64 = refused.header("retry-after").unwrap().parse().unwrap();
+    assert!(wait >= 1, "{wait}");
+    assert!(
+        refused.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("\"busy\""),
+        "{}",
+        refused.body
+    );
+
+    // Another token is not refused; with a second core it is served at once
+    // (a full-text search, while busy's hybrid searches are held).
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let (a, o) = (addr.clone(), other.clone());
+    let others = std::thread::spawn(move || {
+        let mut c = Conn::open(&a, &o);
+        (0..5)
+            .map(|_| {
+                c.post(
+                    "/v1/search",
+                    &serde_json::json!({"query": "garden", "mode": "fulltext"}),
+                )
+                .status
+            })
+            .collect::<Vec<u16>>()
+    });
+    if cores >= 2 {
+        assert_eq!(others.join().unwrap(), vec![200; 5]);
+        embedder.release();
+    } else {
+        embedder.release();
+        assert_eq!(others.join().unwrap(), vec![200; 5]);
+    }
+    for h in held {
+        assert_eq!(h.join().unwrap(), 200);
+    }
+    // busy's searches ran one at a time, and its queue takes searches again.
+    assert_eq!(embedder.most_inside.load(Ordering::SeqCst), 1);
+    assert_eq!(conn.post("/v1/search", &hybrid("river")).status, 200);
 }

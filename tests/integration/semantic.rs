@@ -40,6 +40,10 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the embedding model (scripts/setup.sh)"
+)]
 #[test]
 fn embedder_token_ids_pooling_and_normalisation() {
     let e = real_embedder();
@@ -104,6 +108,10 @@ fn embedder_token_ids_pooling_and_normalisation() {
     );
 }
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the embedding model (scripts/setup.sh)"
+)]
 #[test]
 fn semantic_search_finds_a_paraphrase_with_no_shared_words() {
     let root = TempRoot::new();
@@ -453,6 +461,10 @@ fn write_batch_is_one_group_with_an_answer_per_request() {
     assert_eq!(hub.stats().unwrap().vectors, 599);
 }
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the embedding model (scripts/setup.sh)"
+)]
 #[test]
 fn cli_semantic_search_with_the_installed_model() {
     let root = TempRoot::new();

@@ -2,56 +2,30 @@
 //! effect without a restart, and SIGTERM shuts down cleanly with every
 //! acknowledged write in the journal and no write-ahead log left behind.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::support::TempRoot;
+use crate::support::{Served, TempRoot, serve_with_models};
+use crate::wire::call;
 
-/// One HTTP/1.1 request over a fresh connection; returns status and JSON body.
-pub(crate) fn call(
-    addr: &str,
-    method: &str,
-    path: &str,
-    token: Option<&str>,
-    body: &Value,
-) -> (u16, Value) {
-    let mut stream = TcpStream::connect(addr).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    let body = body.to_string();
-    let auth = token
-        .map(|t| format!("Authorization: Bearer {t}\r\n"))
-        .unwrap_or_default();
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
+/// `memd serve` with the installed models, logging requests to a piped stderr.
+fn serve_logged(root: &TempRoot) -> Served {
+    Served::start(
+        serve_with_models(root.path())
+            .args(["--listen", "127.0.0.1:0"])
+            .env("MEMD_LOG", "info")
+            .stderr(Stdio::piped()),
     )
-    .unwrap();
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).unwrap();
-    let text = String::from_utf8(raw).unwrap();
-    let (head, body) = text.split_once("\r\n\r\n").expect("a full response");
-    let status: u16 = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, serde_json::from_str(body).unwrap_or(Value::Null))
-}
-
-fn issue(root: &TempRoot, name: &str, preset: &str) -> String {
-    root.memd_json(&["token", "issue", "--name", name, "--preset", preset])["secret"]
-        .as_str()
-        .unwrap()
-        .to_string()
 }
 
 #[test]
 fn serve_tokens_and_graceful_shutdown() {
     let root = TempRoot::new();
-    let secret = issue(&root, "root", "dsh-desktop");
+    let secret = root.cli_token("root", "dsh-desktop");
     let listed = root.memd_json(&["token", "list"]);
     assert_eq!(listed["tokens"][0]["name"], "root");
     assert!(!listed.to_string().contains(&secret));
@@ -61,15 +35,8 @@ fn serve_tokens_and_graceful_shutdown() {
             .contains(&secret)
     );
 
-    let mut child = Command::new(env!("CARGO_BIN_EXE_memd"))
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .env("MEMD_ROOT", root.path())
-        .env("MEMD_LOG", "info")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start memd serve");
-    let addr = crate::support::serve_addr(&mut child);
+    let served = serve_logged(&root);
+    let addr = served.addr.clone();
 
     let (status, health) = call(&addr, "GET", "/v1/health", None, &json!({}));
     assert_eq!((status, health["writer"].as_bool()), (200, Some(true)));
@@ -94,7 +61,7 @@ fn serve_tokens_and_graceful_shutdown() {
     let ids: Vec<String> = writers.into_iter().map(|h| h.join().unwrap()).collect();
 
     // A token issued and revoked by the CLI while the server runs.
-    let pet = issue(&root, "pet", "pet");
+    let pet = root.cli_token("pet", "pet");
     assert_eq!(
         call(&addr, "GET", "/v1/capabilities", Some(&pet), &json!({})).0,
         200
@@ -106,29 +73,7 @@ fn serve_tokens_and_graceful_shutdown() {
     );
 
     // SIGTERM: exits 0 after finishing in-flight work.
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let exit = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "memd serve did not exit after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
+    let (exit, stderr) = served.stop_within(Duration::from_secs(20));
     assert!(exit.success(), "exit {exit:?}: {stderr}");
     assert!(
         stderr.contains("POST /v1/write") && stderr.contains("\"root\""),
@@ -200,17 +145,7 @@ async fn launch_function_takes_a_listener_and_a_shutdown_future() {
 
     let root = TempRoot::new();
     let hub = Arc::new(root.hub());
-    let secret = memory_hub::auth::issue(
-        &root.layout().tokens(),
-        &memory_hub::auth::IssueRequest {
-            name: "root".into(),
-            preset: Some("dsh-desktop".into()),
-            ..Default::default()
-        },
-        chrono::Utc::now(),
-    )
-    .unwrap()
-    .1;
+    let secret = root.token("root", "dsh-desktop");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -261,17 +196,7 @@ async fn a_stuck_client_cannot_hold_shutdown_forever() {
         },
         Duration::from_millis(300),
     ));
-    let secret = memory_hub::auth::issue(
-        &root.layout().tokens(),
-        &memory_hub::auth::IssueRequest {
-            name: "root".into(),
-            preset: Some("dsh-desktop".into()),
-            ..Default::default()
-        },
-        chrono::Utc::now(),
-    )
-    .unwrap()
-    .1;
+    let secret = root.token("root", "dsh-desktop");
     // An authenticated request whose body never arrives: its handler waits for it.
     let mut stuck = TcpStream::connect(&addr).unwrap();
     write!(
@@ -304,16 +229,9 @@ async fn a_stuck_client_cannot_hold_shutdown_forever() {
 #[test]
 fn sigterm_right_after_a_write_exits_cleanly_and_keeps_it() {
     let root = TempRoot::new();
-    let secret = issue(&root, "root", "dsh-desktop");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_memd"))
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .env("MEMD_ROOT", root.path())
-        .env("MEMD_LOG", "info")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start memd serve");
-    let addr = crate::support::serve_addr(&mut child);
+    let secret = root.cli_token("root", "dsh-desktop");
+    let served = serve_logged(&root);
+    let addr = served.addr.clone();
     let (status, v) = call(
         &addr,
         "POST",
@@ -325,29 +243,7 @@ fn sigterm_right_after_a_write_exits_cleanly_and_keeps_it() {
     let id = v["id"].as_str().unwrap().to_string();
     // Give the scheduler a round to notice the memory without a vector.
     std::thread::sleep(Duration::from_millis(1500));
-    let killed = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let exit = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "memd serve did not exit after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
+    let (exit, stderr) = served.stop_within(Duration::from_secs(60));
     assert!(exit.success(), "exit {exit:?}: {stderr}");
     assert!(
         !stderr.contains("stopping anyway"),

@@ -53,6 +53,10 @@ fn mirror(from: &Path, to: &Path) {
     }
 }
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs an installed model cache (scripts/setup.sh)"
+)]
 #[test]
 fn memd_setup_is_idempotent_and_fast_on_an_installed_cache() {
     let models = installed_models();
@@ -94,6 +98,10 @@ fn memd_setup_is_idempotent_and_fast_on_an_installed_cache() {
     );
 }
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs an installed model cache (scripts/setup.sh)"
+)]
 #[test]
 fn memd_setup_check_names_a_missing_file() {
     let dir = tempfile::tempdir().unwrap();

@@ -539,12 +539,7 @@ async fn the_timeline_keeps_the_supersede_history() {
         .api
         .ok("/v1/timeline", &w.root, json!({"limit": 50}))
         .await;
-    let items: Vec<&Value> = v["months"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|m| m["items"].as_array().unwrap())
-        .collect();
+    let items = crate::http_support::timeline_items(&v);
     let old = items
         .iter()
         .find(|i| i["id"] == w.old[0].as_str())

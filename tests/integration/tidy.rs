@@ -57,19 +57,8 @@ const MAX_FN_LINES: usize = 100;
 /// in modules being restructured by their owners; each is split there. An
 /// entry that no longer exceeds the limit is ignored, and no new one may be
 /// added.
-const LONG_FN_EXCEPTIONS: &[(&str, &str)] = &[
-    ("src/hub/replay.rs", "sync_documents_inner"),
-    ("src/eval.rs", "run_with"),
-    ("src/search.rs", "search"),
-    ("src/hub/writer.rs", "prepare_write"),
-    ("src/hub/writer.rs", "commit"),
-    ("src/hub/health.rs", "health"),
-    ("src/consolidate/deterministic.rs", "plan"),
-    ("src/mcp/resources.rs", "inject"),
-    ("src/index/mod.rs", "apply_inner"),
-    ("src/consolidate/model_pass.rs", "run_scene"),
-    ("src/cmd/backup.rs", "run"),
-];
+const LONG_FN_EXCEPTIONS: &[(&str, &str)] =
+    &[("src/eval.rs", "run_with"), ("src/search.rs", "search")];
 
 /// No function (outside tests) is longer than [`MAX_FN_LINES`] lines: a
 /// longer one does several things, and each deserves a name.
@@ -80,12 +69,15 @@ fn functions_are_at_most_100_lines() {
     rust_files(&src, &mut files);
     files.sort();
     let mut long = Vec::new();
+    let (mut functions, mut over_60) = (0usize, 0usize);
     for file in &files {
         let text = std::fs::read_to_string(file).unwrap();
         let code: Vec<char> = super::layering::strip(&text).chars().collect();
         let rel = format!("src/{}", file.strip_prefix(&src).unwrap().display());
         for (name, line, range) in super::layering::fn_bodies(&code) {
             let lines = code[range].iter().filter(|&&c| c == '\n').count() + 1;
+            functions += 1;
+            over_60 += usize::from(lines > 60);
             let excepted = LONG_FN_EXCEPTIONS
                 .iter()
                 .any(|(f, n)| *f == rel && *n == name);
@@ -98,5 +90,15 @@ fn functions_are_at_most_100_lines() {
         long.is_empty(),
         "functions over {MAX_FN_LINES} lines (split them):\n{}",
         long.join("\n")
+    );
+    // Well-kept Rust codebases have 1.3–3.5% of their functions over 60 lines.
+    let share = over_60 as f64 / functions as f64;
+    eprintln!(
+        "{over_60} of {functions} functions over 60 lines ({:.1}%)",
+        share * 100.0
+    );
+    assert!(
+        share <= 0.035,
+        "{over_60} of {functions} functions are over 60 lines"
     );
 }

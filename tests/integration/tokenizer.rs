@@ -87,6 +87,10 @@ fn eval_texts() -> Vec<String> {
     texts
 }
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the model's tokenizer and ../shared/eval"
+)]
 #[test]
 fn compact_unigram_matches_tokenizers_on_every_dev_set_text() {
     let texts = eval_texts();
@@ -105,6 +109,10 @@ fn compact_unigram_matches_tokenizers_on_every_dev_set_text() {
     }
 }
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the model's tokenizer and ../shared/eval"
+)]
 #[test]
 fn compact_unigram_matches_tokenizers_on_edge_cases() {
     let cases = [
@@ -142,6 +150,10 @@ fn compact_unigram_matches_tokenizers_on_edge_cases() {
     same_ids(&"word ".repeat(1000));
 }
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the model's tokenizer and ../shared/eval"
+)]
 #[test]
 fn compact_unigram_matches_tokenizers_on_seeded_random_unicode() {
     // Mixed ranges: ASCII, Latin-1, CJK, Hangul, emoji, and any scalar value.
@@ -169,11 +181,13 @@ fn compact_unigram_matches_tokenizers_on_seeded_random_unicode() {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(500))]
 
+    #[cfg_attr(not(feature = "full-tests"), ignore = "needs the model's tokenizer and ../shared/eval")]
     #[test]
     fn compact_unigram_matches_tokenizers_on_arbitrary_strings(text in any::<String>()) {
         same_ids(&text);
     }
 
+    #[cfg_attr(not(feature = "full-tests"), ignore = "needs the model's tokenizer and ../shared/eval")]
     #[test]
     fn compact_unigram_matches_tokenizers_on_word_salads(
         words in proptest::collection::vec(

@@ -1,5 +1,7 @@
 //! Import and export round trips through the real binary.
 
+use std::path::{Path, PathBuf};
+
 use memory_hub::index::filter::Filter;
 use memory_hub::search::{SearchMode, SearchRequest};
 
@@ -89,6 +91,19 @@ fn loose_lines_and_text_with_bad_lines_reported() {
     assert_eq!(search_ids(&hub, "plain note", 5).len(), 2);
 }
 
+/// `memd export --format markdown` of `root` into `parent/md`; that directory.
+fn export_markdown(root: &TempRoot, parent: &Path) -> PathBuf {
+    let dir = parent.join("md");
+    root.memd_json(&[
+        "export",
+        "--format",
+        "markdown",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    dir
+}
+
 #[test]
 fn markdown_export_imports_into_another_root() {
     let a = TempRoot::new();
@@ -101,14 +116,7 @@ fn markdown_export_imports_into_another_root() {
         "# Harbour\nBoats in the harbour at dawn.\n",
     );
     let out = tempfile::tempdir().unwrap();
-    let dir = out.path().join("md");
-    a.memd_json(&[
-        "export",
-        "--format",
-        "markdown",
-        "--out",
-        dir.to_str().unwrap(),
-    ]);
+    let dir = export_markdown(&a, out.path());
     assert!(dir.join("facts-main.md").exists());
     let harbour = dir.join("documents/places/harbour.md");
     assert!(harbour.exists());
@@ -154,14 +162,7 @@ fn markdown_export_of_scenes_yaml_would_misread_imports_and_indexes() {
         }
     }
     let out = tempfile::tempdir().unwrap();
-    let dir = out.path().join("md");
-    a.memd_json(&[
-        "export",
-        "--format",
-        "markdown",
-        "--out",
-        dir.to_str().unwrap(),
-    ]);
+    let dir = export_markdown(&a, out.path());
     let b = TempRoot::new();
     let report = b.memd_json(&["import", dir.to_str().unwrap()]);
     assert_eq!(

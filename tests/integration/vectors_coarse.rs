@@ -59,15 +59,7 @@ impl Embedder for TableEmbedder {
 }
 
 fn hub(root: &TempRoot) -> Hub {
-    let (hub, _) = Hub::open_with(
-        root.layout(),
-        memory_hub::config::Config::default(),
-        memory_hub::hub::Mode::Write,
-        memory_hub::embed::EmbedderSlot::ready(Arc::new(TableEmbedder)),
-        &mut |_| {},
-    )
-    .unwrap();
-    hub
+    root.hub_with(Arc::new(TableEmbedder))
 }
 
 #[test]

@@ -26,7 +26,7 @@ use memory_hub::hub::Hub;
 use serde_json::{Value, json};
 
 use crate::http_support::{Api, ids};
-use crate::support::{TempRoot, search_ids};
+use crate::support::{INHERITED, TempRoot, search_ids};
 
 /// The journal's last `put` record of `id`.
 fn put_line(root: &TempRoot, id: &str) -> Value {
@@ -289,23 +289,6 @@ async fn issue_1_restoring_a_version_while_a_newer_one_is_live_adds_a_version() 
 }
 
 // ---- 2. New versions keep what the person did not change ----
-
-/// The fields a new version must carry over when the request leaves them out.
-const INHERITED: &[&str] = &[
-    "scene",
-    "kind",
-    "title",
-    "tags",
-    "privacy",
-    "subject",
-    "importance",
-    "tier",
-    "stage",
-    "time",
-    "time_at",
-    "session",
-    "speaker",
-];
 
 #[tokio::test]
 async fn issue_2_a_new_version_inherits_every_field_it_does_not_set() {
@@ -962,11 +945,7 @@ fn issue_9_owner_ids_apply_without_a_restart() {
             .to_string()
     };
     assert_eq!(ingest("1"), "other");
-    std::fs::write(
-        root.path().join("config.json"),
-        r#"{"ingest": {"ownerIds": ["10001"]}}"#,
-    )
-    .unwrap();
+    root.write_config(r#"{"ingest": {"ownerIds": ["10001"]}}"#);
     let start = Instant::now();
     while watcher.counts().config_reloads == 0 {
         assert!(

@@ -2,37 +2,17 @@
 //! appended by another process become searchable without a restart.
 
 use std::io::Write;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::TempRoot;
+use crate::support::{Served, TempRoot, serve_with_models};
 
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn serve(root: &TempRoot) -> (Server, String) {
+/// `memd serve` on `root` with the installed models; its address.
+fn serve(root: &TempRoot) -> (Served, String) {
     // The daily backup would wait until 04:00 anyway; keep the test root clean.
-    std::fs::write(
-        root.path().join("config.json"),
-        r#"{"backup": {"daily": false}}"#,
-    )
-    .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_memd"))
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .env("MEMD_ROOT", root.path())
-        .env_remove("MEMD_LOG")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start memd serve");
-    let addr = crate::support::serve_addr(&mut child);
-    (Server(child), addr)
+    root.write_config(r#"{"backup": {"daily": false}}"#);
+    let served = Served::start(serve_with_models(root.path()).args(["--listen", "127.0.0.1:0"]));
+    let addr = served.addr.clone();
+    (served, addr)
 }
 
 /// Polls full-text search (through the CLI, which reads the daemon's index)
@@ -59,16 +39,7 @@ fn edits_and_foreign_appends_reach_the_running_index() {
     let (_server, addr) = serve(&root);
 
     // `memd health` asks the running daemon; counts need an admin token.
-    let (_, admin) = memory_hub::auth::issue(
-        &root.layout().tokens(),
-        &memory_hub::auth::IssueRequest {
-            name: "root".into(),
-            preset: Some("dsh-desktop".into()),
-            ..Default::default()
-        },
-        chrono::Utc::now(),
-    )
-    .unwrap();
+    let admin = root.token("root", "dsh-desktop");
     // Next to its daemon, the CLI asks as the local operator: the full view.
     let local = root.memd_json(&["health", "--addr", &addr]);
     assert!(local.get("pending_vectors").is_some(), "{local}");
@@ -116,17 +87,7 @@ fn edits_and_foreign_appends_reach_the_running_index() {
 fn a_changed_config_file_applies_editable_keys_without_restart() {
     let root = TempRoot::new();
     let (_server, addr) = serve(&root);
-    let token = root.memd_json(&[
-        "token",
-        "issue",
-        "--name",
-        "root",
-        "--preset",
-        "dsh-desktop",
-    ])["secret"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let token = root.cli_token("root", "dsh-desktop");
     let limit = || {
         let r = memory_hub::client::get(
             &addr,
@@ -140,11 +101,7 @@ fn a_changed_config_file_applies_editable_keys_without_restart() {
         v["values"]["search.defaultLimit"].as_u64().unwrap()
     };
     assert_eq!(limit(), 5);
-    std::fs::write(
-        root.path().join("config.json"),
-        r#"{"backup": {"daily": false}, "search": {"defaultLimit": 3}}"#,
-    )
-    .unwrap();
+    root.write_config(r#"{"backup": {"daily": false}, "search": {"defaultLimit": 3}}"#);
     let start = Instant::now();
     while limit() != 3 {
         assert!(
@@ -154,11 +111,7 @@ fn a_changed_config_file_applies_editable_keys_without_restart() {
         std::thread::sleep(Duration::from_millis(100));
     }
     // An invalid file is refused and the running settings stay.
-    std::fs::write(
-        root.path().join("config.json"),
-        r#"{"search": {"defaultLimit": 0}}"#,
-    )
-    .unwrap();
+    root.write_config(r#"{"search": {"defaultLimit": 0}}"#);
     std::thread::sleep(Duration::from_secs(1));
     assert_eq!(limit(), 3);
 }
@@ -170,17 +123,7 @@ fn an_alias_bomb_never_stalls_the_server() {
     let root = TempRoot::new();
     root.write_doc("notes/bomb.md", &crate::documents::alias_bomb("normal"));
     let (_server, addr) = serve(&root);
-    let token = root.memd_json(&[
-        "token",
-        "issue",
-        "--name",
-        "root",
-        "--preset",
-        "dsh-desktop",
-    ])["secret"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let token = root.cli_token("root", "dsh-desktop");
     let health = root.memd_json(&["health", "--addr", &addr, "--token", &token]);
     assert_eq!(
         health["components"]["documents"]["status"], "degraded",
@@ -213,13 +156,7 @@ fn an_alias_bomb_never_stalls_the_server() {
     assert!(issues.iter().all(|i| i.contains("anchors")), "{issues:?}");
     let out = root.memd(&["doctor", "--json"]);
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let docs = report["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "documents")
-        .unwrap()
-        .to_string();
+    let docs = crate::support::doctor_check(&report, "documents").to_string();
     assert!(docs.contains("2 documents not indexed"), "{docs}");
 }
 
@@ -299,42 +236,17 @@ fn reading_config_json_is_not_a_change() {
 
 /// `POST /v1/write` to a running server; panics unless it answers 200.
 fn post_write(addr: &str, token: &str, text: &str) {
-    use std::io::Read;
-    let body = serde_json::json!({"scene": "main", "text": text}).to_string();
-    let mut stream = std::net::TcpStream::connect(addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    write!(
-        stream,
-        "POST /v1/write HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
-         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).unwrap();
-    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-}
-
-/// An admin token issued on `root` (the daemon re-reads tokens.json).
-fn admin_token(root: &TempRoot) -> String {
-    root.memd_json(&[
-        "token",
-        "issue",
-        "--name",
-        "root",
-        "--preset",
-        "dsh-desktop",
-    ])["secret"]
-        .as_str()
-        .unwrap()
-        .to_string()
+    post(
+        addr,
+        token,
+        "/v1/write",
+        serde_json::json!({"scene": "main", "text": text}),
+    );
 }
 
 /// `POST path` to a running daemon.
 fn post(addr: &str, token: &str, path: &str, body: serde_json::Value) -> serde_json::Value {
-    let (status, v) = crate::serve::call(addr, "POST", path, Some(token), &body);
+    let (status, v) = crate::wire::call(addr, "POST", path, Some(token), &body);
     assert_eq!(status, 200, "{path}: {v}");
     v
 }
@@ -347,12 +259,7 @@ fn recent_ids(addr: &str, token: &str) -> Vec<String> {
         "/v1/recent",
         serde_json::json!({ "limit": 100 }),
     );
-    let mut ids: Vec<String> = v["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["id"].as_str().unwrap().to_string())
-        .collect();
+    let mut ids = crate::http_support::ids(&v["items"]);
     ids.sort();
     ids
 }
@@ -398,7 +305,7 @@ fn a_device_directory_created_before_its_file_is_applied_within_seconds() {
     }
     let root = TempRoot::new();
     let (_server, addr) = serve(&root);
-    let token = admin_token(&root);
+    let token = root.cli_token("root", "dsh-desktop");
     post(
         &addr,
         &token,
@@ -437,7 +344,10 @@ fn two_roots_exchanging_journal_files_converge() {
     let (a, b) = (TempRoot::new(), TempRoot::new());
     let (_sa, addr_a) = serve(&a);
     let (_sb, addr_b) = serve(&b);
-    let (ta, tb) = (admin_token(&a), admin_token(&b));
+    let (ta, tb) = (
+        a.cli_token("root", "dsh-desktop"),
+        b.cli_token("root", "dsh-desktop"),
+    );
     for i in 0..30 {
         post(
             &addr_a,
@@ -461,12 +371,7 @@ fn two_roots_exchanging_journal_files_converge() {
     for query in ["alpha", "beta", "fact root"] {
         let body = serde_json::json!({ "query": query, "mode": "fulltext", "limit": 50 });
         let ids = |addr: &str, token: &str| -> Vec<String> {
-            post(addr, token, "/v1/search", body.clone())["hits"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|h| h["id"].as_str().unwrap().to_string())
-                .collect()
+            crate::http_support::ids(&post(addr, token, "/v1/search", body.clone())["hits"])
         };
         assert_eq!(ids(&addr_a, &ta), ids(&addr_b, &tb), "{query}");
     }

@@ -3,12 +3,8 @@
 //! no expiry for long-term memories by default, one validation for every way
 //! a record enters (write, import, replay), idempotency keys per token.
 
-use std::sync::{Arc, Mutex};
-
 use chrono::{DateTime, Duration, Utc};
 use memory_hub::config::Config;
-use memory_hub::embed::EmbedderSlot;
-use memory_hub::embed::hash::HashEmbedder;
 use memory_hub::error::ErrorCode;
 use memory_hub::hub::{Hub, Mode, WriteAction, WriteRequest};
 use memory_hub::index::filter::{Filter, Scope};
@@ -17,44 +13,13 @@ use memory_hub::transfer::{self, Format, ImportDefaults};
 use serde_json::{Value, json};
 
 use crate::http_support::Api;
-use crate::support::{TempRoot, archive_restore, archive_search, scene};
+use crate::support::{TempRoot, TestClock, archive_restore, archive_search, scene};
 
 // ---------------------------------------------------------------------------
 // Helpers
 
-#[derive(Clone)]
-struct TestClock(Arc<Mutex<DateTime<Utc>>>);
-
-impl TestClock {
-    fn at(rfc3339: &str) -> Self {
-        TestClock(Arc::new(Mutex::new(
-            DateTime::parse_from_rfc3339(rfc3339)
-                .unwrap()
-                .with_timezone(&Utc),
-        )))
-    }
-    fn now(&self) -> DateTime<Utc> {
-        *self.0.lock().unwrap()
-    }
-    fn advance(&self, d: Duration) {
-        *self.0.lock().unwrap() += d;
-    }
-    fn install(&self, hub: &Hub) {
-        let c = self.clone();
-        hub.set_clock(Arc::new(move || c.now()));
-    }
-}
-
 fn open_with(root: &TempRoot, config: Config, clock: &TestClock) -> Hub {
-    let hub = Hub::open_with(
-        root.layout(),
-        config,
-        Mode::Write,
-        EmbedderSlot::ready(Arc::new(HashEmbedder::new(384))),
-        &mut |_| {},
-    )
-    .unwrap()
-    .0;
+    let hub = root.hub_configured(config);
     clock.install(&hub);
     hub
 }
@@ -216,6 +181,10 @@ fn similar_statements() -> Vec<String> {
 // ---------------------------------------------------------------------------
 // (a) Exact-only dedup, with the real model loaded.
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the embedding model (scripts/setup.sh)"
+)]
 #[test]
 fn similar_but_different_statements_each_get_their_own_memory_with_the_real_model() {
     let statements = similar_statements();
@@ -272,6 +241,10 @@ fn similar_but_different_statements_each_get_their_own_memory_with_the_real_mode
     assert_eq!(hits.hits[0].memory.text, "主人的生日是五月三日");
 }
 
+#[cfg_attr(
+    not(feature = "full-tests"),
+    ignore = "needs the embedding model (scripts/setup.sh)"
+)]
 #[tokio::test]
 async fn corrections_written_over_http_are_new_memories_with_the_real_model() {
     let root = TempRoot::new();
@@ -357,13 +330,7 @@ fn long_term_memories_never_expire_by_default_even_ten_years_on() {
     );
     // And after a rebuild.
     drop(hub);
-    let (hub, _) = Hub::reindex_with(
-        root.layout(),
-        Config::default(),
-        EmbedderSlot::ready(Arc::new(HashEmbedder::new(384))),
-        &mut |_| {},
-    )
-    .unwrap();
+    let (hub, _) = root.reindex(Config::default());
     clock.install(&hub);
     for id in &ids {
         assert_eq!(
@@ -397,13 +364,7 @@ fn long_term_lines_written_with_the_old_default_expiry_replay_as_non_expiring() 
     drop(hub);
 
     // Opting in restores tier expiry for those lines (on a rebuild).
-    let (hub, _) = Hub::reindex_with(
-        root.layout(),
-        expiring_config(),
-        EmbedderSlot::ready(Arc::new(HashEmbedder::new(384))),
-        &mut |_| {},
-    )
-    .unwrap();
+    let (hub, _) = root.reindex(expiring_config());
     clock.install(&hub);
     assert_eq!(
         hub.fetch("fact-main-old-0001", &visible(clock.now()))
@@ -461,11 +422,9 @@ fn opting_into_tier_expiry_restores_it_and_short_term_chat_still_expires() {
                     id: "42".into(),
                     name: None,
                 }),
-                from_owner: false,
-                from_self: false,
                 sent_at: Some(clock.now().fixed_offset()),
                 ttl_hours: Some(24),
-                session: None,
+                ..Default::default()
             },
         )
         .unwrap()
@@ -695,9 +654,17 @@ fn import_skips_each_bad_line_with_file_and_line_and_imports_the_rest() {
         hub.fetch(hit, &Filter::all()).unwrap().text,
         "a loose good line"
     );
-    // Nothing that broke a rule reached the journal.
-    let lines = root.journal_lines();
-    assert_eq!(lines.len(), 3, "{lines:?}");
+    // Nothing that broke a rule reached the journal. (The texts, not the
+    // whole lines: "caf" can stand in a line's hex checksum or device id.)
+    let texts: Vec<String> = root
+        .journal_lines()
+        .iter()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            v["text"].as_str().unwrap_or_default().to_string()
+        })
+        .collect();
+    assert_eq!(texts.len(), 3, "{texts:?}");
     for refused in [
         "bad line",
         "loose seven",
@@ -705,7 +672,10 @@ fn import_skips_each_bad_line_with_file_and_line_and_imports_the_rest() {
         "loose secret",
         "caf",
     ] {
-        assert!(lines.iter().all(|l| !l.contains(refused)), "{refused}");
+        assert!(
+            texts.iter().all(|t| !t.contains(refused)),
+            "{refused}: {texts:?}"
+        );
     }
 }
 
@@ -797,13 +767,7 @@ fn replay_reports_lines_that_break_a_rule_and_indexes_their_neighbours() {
     );
     // A rebuild gives the same answer.
     drop(hub);
-    let (hub, report) = Hub::reindex_with(
-        root.layout(),
-        Config::default(),
-        EmbedderSlot::ready(Arc::new(HashEmbedder::new(384))),
-        &mut |_| {},
-    )
-    .unwrap();
+    let (hub, report) = root.reindex(Config::default());
     assert_eq!(report.bad_lines, 2 * n_bad as u64);
     assert_eq!(crate::support::search_ids(&hub, "neighbour", 10).len(), 3);
 }

@@ -243,6 +243,12 @@ pub(crate) fn find(core: &Core, id: &str, filter: &Filter) -> Result<Option<Memo
     for (file, from) in tails(core)? {
         journal::scan_file(&facts, &file, from, |item| {
             match item.entry {
+                // A line replay quarantines is never served (see `catchup`).
+                Ok(ref r)
+                    if matches!(
+                        crate::content::replay_verdict(r),
+                        crate::content::Replay::Quarantine(_)
+                    ) => {}
                 Ok(Record::Put { fact, .. }) if fact.id == id => found = Some(fact),
                 Ok(Record::Forget { id: gone, .. }) if gone == id => found = None,
                 _ => {}

@@ -9,6 +9,10 @@
 //! ([`crate::model::Record::validate`]): a line that breaks them (a sync tool
 //! or a hand edit can append anything) is reported like an unreadable line,
 //! as `FILE:LINE: reason`, and skipped; its neighbours are applied as usual.
+//! Every line also meets the credential check every way in applies
+//! ([`crate::content::replay_verdict`]): one that holds a credential in any
+//! field (a peer device's line, a restored backup's) is quarantined (table
+//! `quarantine`, reported by health, doctor and stats) and never indexed.
 //! Unless `lifecycle.tierExpiry` is on, a long-term fact is indexed without
 //! an expiry whatever its line says: builds that expired tiers by default
 //! wrote `expires_at` on every long-term line, and those memories must not
@@ -22,9 +26,10 @@ use super::backlog::{self, Backlog, Lag};
 use super::documents::{Documents, DocumentsReport};
 use super::heal::{self, IndexState};
 use super::{Core, pins};
+use crate::content::{self, Replay};
 use crate::error::{Error, Result};
 use crate::index::meta::FactExtras;
-use crate::index::{self, Batch, Change};
+use crate::index::{self, Batch, Change, Quarantined};
 use crate::model::{Record, Stage};
 use crate::store::journal::{self, Cursor, LineIssue};
 
@@ -47,6 +52,9 @@ pub struct CatchUpReport {
     pub records: u64,
     /// Bad lines skipped (each also logged with file:line).
     pub bad_lines: u64,
+    /// Lines quarantined because a field holds a credential (reported with
+    /// the journal's issues; see [`crate::content::replay_verdict`]).
+    pub quarantined: u64,
     /// Memories embedded (from the model or the vector cache).
     pub vectors_stored: u64,
     /// Documents (re)indexed.
@@ -470,22 +478,52 @@ fn replay_file(
     let tier_expiry = config.lifecycle.tier_expiry;
     let file = at.file;
     let torn = journal::scan_file(&core.layout.facts(), file, at.from, |item| {
+        // The one credential check of every way in: a line that holds one
+        // is quarantined, never indexed (a forget, which only hides, is
+        // applied and reported). It comes first: a validation message may
+        // name the id, and the id may be where the credential is.
         let entry = item.entry.and_then(|record| {
-            record
-                .validate(&pins)
-                .map(|()| record)
-                .map_err(|e| LineIssue {
+            let verdict = content::replay_verdict(&record);
+            if !matches!(verdict, Replay::Quarantine(_)) {
+                record.validate(&pins).map_err(|e| LineIssue {
                     file: file.to_string(),
                     line: item.cursor.lines,
                     message: e.to_string(),
-                })
+                })?;
+            }
+            Ok((record, verdict))
         });
         match entry {
-            Ok(record) => {
-                batch
-                    .changes
-                    .push(record_change(record, file, item.cursor.lines, tier_expiry));
-                report.records += 1;
+            Ok((record, verdict)) => {
+                let line = item.cursor.lines;
+                let (apply, hit) = match verdict {
+                    Replay::Apply => (true, None),
+                    Replay::ApplyReported(hit) => (true, Some(hit)),
+                    Replay::Quarantine(hit) => (false, Some(hit)),
+                };
+                if let Some(hit) = hit {
+                    let reason = if apply {
+                        format!(
+                            "{}; the forget is applied, its reason is not kept",
+                            hit.reason()
+                        )
+                    } else {
+                        format!("{}; not applied", hit.reason())
+                    };
+                    batch.quarantined.push(Quarantined {
+                        file: file.to_string(),
+                        line,
+                        id: hit.shown_id(record.id()),
+                        reason,
+                    });
+                    report.quarantined += 1;
+                }
+                if apply {
+                    batch
+                        .changes
+                        .push(record_change(record, file, line, tier_expiry));
+                    report.records += 1;
+                }
             }
             Err(issue) => {
                 tracing::warn!(journal.issue = %issue, "skipping unreadable journal line");

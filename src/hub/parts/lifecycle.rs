@@ -30,9 +30,7 @@ use crate::error::{Error, Result};
 use crate::index::filter::{Filter, Scope};
 use crate::index::meta::FactExtras;
 use crate::lifecycle::expiring_soon;
-use crate::model::{
-    Fact, JOURNAL_VERSION, Memory, Origin, Privacy, Record, Stage, Tier, parse_tags,
-};
+use crate::model::{Fact, JOURNAL_VERSION, Memory, Origin, Record, Stage, Tier, parse_tags};
 
 /// Longest time an access waits in memory before it is journaled.
 pub(crate) const ACCESS_WINDOW: StdDuration = StdDuration::from_secs(4);
@@ -268,10 +266,8 @@ impl Lifecycle {
             .collect();
         tags.extend(add);
         fact.tags = parse_tags(&tags)?;
-        if fact.privacy != Privacy::Secret
-            && let Some((_, what)) = crate::content::detect_credential_in("", None, &fact.tags)
-        {
-            return Err(crate::content::credential_refusal("tags", what));
+        if let Some(hit) = crate::content::in_fact(&fact) {
+            return Err(hit.refusal());
         }
         if let Some(i) = req.importance {
             if !i.is_finite() || !(0.0..=1.0).contains(&i) {

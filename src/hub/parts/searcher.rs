@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use super::Core;
 use super::ctx::Ctx;
-use super::gate::Gate;
+use super::gate::{self, Gate};
 use crate::embed::cache::VectorCache;
 use crate::embed::{Embedder, EmbedderSlot, EmbedderStatus};
 use crate::error::Result;
@@ -33,7 +33,7 @@ use crate::search::{self, SearchMode, SearchRequest, SearchResults};
 
 /// The searcher part (see the module docs).
 pub(crate) struct Searcher {
-    /// Admits about one search per core, in arrival order.
+    /// Admits about one search per core, fairly between callers.
     gate: Gate,
     /// Shared with the thread that loads the model in the background.
     embedder: Arc<EmbedderSlot>,
@@ -47,6 +47,11 @@ impl Searcher {
             embedder: Arc::new(embedder),
             cache,
         }
+    }
+
+    /// Searches holding the gate, and searches waiting.
+    pub(crate) fn gate_load(&self) -> (usize, usize) {
+        self.gate.load()
     }
 
     /// The embedder, loading the configured model on first use;
@@ -199,8 +204,15 @@ impl Searcher {
     /// available and says so in [`SearchResults::mode`]; semantic answers
     /// `EMBEDDING_UNAVAILABLE`. Search settings are those of the live config
     /// (hot-reloaded keys included). About one search per core runs at a
-    /// time; the others wait their turn in arrival order (writes never wait).
-    pub(crate) fn search(&self, cx: Ctx<'_>, req: &SearchRequest) -> Result<SearchResults> {
+    /// time; the others wait in `caller`'s queue (a token's name,
+    /// [`gate::OPERATOR`] or [`gate::IN_PROCESS`]), served fairly between
+    /// callers; a full queue is `RATE_LIMITED` (writes never wait).
+    pub(crate) fn search(
+        &self,
+        cx: Ctx<'_>,
+        caller: &str,
+        req: &SearchRequest,
+    ) -> Result<SearchResults> {
         let core = cx.core;
         let config = core.config();
         let cfg = &config.search;
@@ -221,11 +233,21 @@ impl Searcher {
                 }
             },
         };
-        // About one search per core runs at once; the others queue in
-        // arrival order (see `gate.rs`). Vectors are refreshed before the
-        // gate: embedding pending memories is not this search's service time.
+        // About one search per core runs at once; the others queue per
+        // caller, served fairly (see `gate.rs`). Vectors are refreshed before
+        // the gate: embedding pending memories is not this search's service time.
         let now = core.now();
-        let permit = self.gate.enter();
+        let cost_mode = if embedder.is_some() {
+            mode
+        } else {
+            SearchMode::Fulltext
+        };
+        let cost = gate::cost(cost_mode, req.query.chars().count());
+        let limits = gate::Limits::of(&config.search_gate);
+        let permit = self
+            .gate
+            .enter(caller, cost, limits)
+            .map_err(|r| refused(caller, &r))?;
         let searched = search::search(&core.index, embedder.as_deref(), req, cfg, now);
         drop(permit);
         let mut results = searched.inspect_err(|e| cx.catchup.note_index_error(e))?;
@@ -238,5 +260,21 @@ impl Searcher {
         // Hits are not accesses: the use case that retrieves for a
         // conversation (recall, or a search asked with `touch`) counts them.
         Ok(results)
+    }
+}
+
+/// The refusal of a search whose caller's own queue is full.
+fn refused(caller: &str, r: &gate::Refused) -> crate::error::Error {
+    let who = if caller.starts_with('(') {
+        caller.to_string()
+    } else {
+        format!("token {caller:?}")
+    };
+    crate::error::Error::RateLimited {
+        message: format!(
+            "{who} already has {} searches waiting for their turn; retry in {} s",
+            r.waiting, r.retry_after
+        ),
+        retry_after: r.retry_after,
     }
 }

@@ -10,9 +10,12 @@
 //! - Every fact that enters, whatever the path (write, ingest, import,
 //!   consolidation, a rewrite), meets [`Fact::validate`]; replay applies the
 //!   same check to lines it reads from disk.
-//! - Content is normalised and credentials are refused ([`crate::content`])
-//!   unless the memory is `secret`; sensitive and secret memories stay in the
-//!   audiences they are pinned to.
+//! - Content is normalised, and every record the group takes meets the one
+//!   credential check over all of its fields ([`crate::content::in_record`]):
+//!   a `secret` memory may hold a credential in its text, title and tags,
+//!   nothing else anywhere. A write is checked before any answer, so a
+//!   credential is refused even where the write would answer `NOOP`.
+//!   Sensitive and secret memories stay in the audiences they are pinned to.
 //! - Dedup is exact only: a long-term write with the same scene, kind,
 //!   normalised text, privacy and subject as a live memory answers `NOOP` with
 //!   its id, and so does a repeated idempotency key (the caller's use case
@@ -471,6 +474,10 @@ impl Writer {
         let mut state = self.hold(cx.core)?;
         let mut keep = Vec::with_capacity(records.len());
         for r in records {
+            if let Some(hit) = content::in_record(&r) {
+                tracing::warn!(fact.id = %r.id(), field = hit.field, what = hit.what, "not appended: holds a credential");
+                continue;
+            }
             // An older version is not put again: a put after the forget of
             // the version that replaced it would restore it.
             if cx.core.index.meta.fact_state(r.id())? == Some(true)
@@ -513,6 +520,10 @@ impl Writer {
             }
             if let Err(e) = fact.validate(&pins(&config)) {
                 tracing::warn!(fact.id = %fact.id, error = %e, "not restored: breaks the write rules");
+                continue;
+            }
+            if let Some(hit) = content::in_fact(&fact) {
+                tracing::warn!(fact.id = %fact.id, field = hit.field, what = hit.what, "not restored: holds a credential");
                 continue;
             }
             let twice = records.iter().any(|r: &Record| r.id() == fact.id);
@@ -611,6 +622,37 @@ fn stamp(core: &Core, records: &[Record]) -> Result<Vec<Record>> {
     Ok(out)
 }
 
+/// A credential in any field of a write request (the fields its fact will
+/// have; see [`content::in_record`]), `text` being the normalised text.
+fn request_credential(req: &WriteRequest, text: &str) -> Option<content::CredentialHit> {
+    use content::FieldKind::{Id, Prose};
+    let joined = req.tags.join(" ");
+    let s = &req.setting;
+    let optional = [
+        ("time", Prose, s.time.as_deref()),
+        ("speaker", Prose, s.speaker.as_deref()),
+        ("session", Id, s.session.as_deref()),
+        ("supersedes", Id, req.supersedes.as_deref()),
+        ("source_message_id", Id, req.source_message_id.as_deref()),
+        ("idempotency_key", Id, req.idempotency_key.as_deref()),
+        ("run", Id, req.run.as_deref()),
+    ];
+    content::scan(
+        content::content_fields(req.privacy, text, req.title.as_deref(), &req.tags, &joined)
+            .into_iter()
+            .chain([
+                ("scene", Id, req.scene.as_str()),
+                ("kind", Id, req.kind.as_str()),
+                ("source", Id, req.source.as_str()),
+            ])
+            .chain(
+                optional
+                    .into_iter()
+                    .filter_map(|(f, k, v)| v.map(|v| (f, k, v))),
+            ),
+    )
+}
+
 /// One commit group in the making: the records to append and what the
 /// operations before this one in the group did.
 struct Group<'a> {
@@ -644,8 +686,40 @@ impl<'a> Group<'a> {
         }
     }
 
-    /// Checks `op` against the index and the group, and adds its record.
+    /// Checks `op` against the index and the group, and adds its records,
+    /// after the one credential check over every field of each of them
+    /// ([`content::in_record`]): whatever the operation, nothing that holds
+    /// a credential reaches the journal.
     fn take(&mut self, op: Op) -> Result<OpOutcome> {
+        let start = self.records.len();
+        let outcome = self.take_op(op)?;
+        if let Some(hit) = self.records[start..].iter().find_map(content::in_record) {
+            self.drop_from(start);
+            return Err(hit.refusal());
+        }
+        Ok(outcome)
+    }
+
+    /// Takes back the records from `start` on, and what the group noted of them.
+    fn drop_from(&mut self, start: usize) {
+        for record in self.records.drain(start..) {
+            match record {
+                Record::Put { fact, .. } => {
+                    let id = fact.id;
+                    self.written.remove(&id);
+                    self.keys.retain(|_, v| *v != id);
+                    self.hashes.retain(|_, v| *v != id);
+                    self.replaced.retain(|_, v| *v != id);
+                }
+                Record::Forget { id, .. } => {
+                    self.forgotten.remove(&id);
+                }
+                Record::Touch { .. } => {}
+            }
+        }
+    }
+
+    fn take_op(&mut self, op: Op) -> Result<OpOutcome> {
         match op {
             Op::Touch(record) => {
                 self.records.push(record);
@@ -659,15 +733,21 @@ impl<'a> Group<'a> {
                 source,
                 filter,
             } => {
-                self.check_forget(&id, &filter)?;
-                self.forgotten.insert(id.clone());
-                self.records.push(Record::Forget {
+                let record = Record::Forget {
                     v: JOURNAL_VERSION,
                     id,
                     ts: self.core.now(),
                     reason,
                     source,
-                });
+                };
+                // Before `NOT_FOUND`, which would name the id.
+                if let Some(hit) = content::in_record(&record) {
+                    return Err(hit.refusal());
+                }
+                let id = record.id().to_string();
+                self.check_forget(&id, &filter)?;
+                self.forgotten.insert(id);
+                self.records.push(record);
                 Ok(OpOutcome::Forgotten)
             }
             Op::Restore(op) => self.restore(*op).map(OpOutcome::Restored),
@@ -779,12 +859,11 @@ impl<'a> Group<'a> {
         if text.is_empty() {
             return Err(Error::invalid("text must not be empty"));
         }
-        // A secret memory may hold a credential on purpose (needs secret:write).
-        if req.privacy != Privacy::Secret
-            && let Some((field, what)) =
-                content::detect_credential_in(&text, req.title.as_deref(), &req.tags)
-        {
-            return Err(content::credential_refusal(field, what));
+        // Refused before any answer (a `NOOP` included) and before the
+        // group takes the record; a secret memory may hold one in its
+        // content on purpose (needs secret:write).
+        if let Some(hit) = request_credential(req, &text) {
+            return Err(hit.refusal());
         }
         if text.len() > MAX_TEXT_BYTES {
             return Err(Error::invalid(format!(
@@ -1073,19 +1152,17 @@ impl<'a> Group<'a> {
     }
 
     fn check_import(&self, record: &Record) -> Result<bool> {
+        // Refused even when the id is known already (nothing would be appended).
+        if let Some(hit) = content::in_record(record) {
+            return Err(Error::invalid(format!(
+                "{}: {}",
+                hit.shown_id(record.id()),
+                hit.refusal()
+            )));
+        }
         match record {
             Record::Put { fact, .. } => {
                 fact.validate(&pins(&self.config))?;
-                if fact.privacy != Privacy::Secret
-                    && let Some((field, what)) =
-                        content::detect_credential_in(&fact.text, fact.title.as_deref(), &fact.tags)
-                {
-                    return Err(Error::invalid(format!(
-                        "{}: {}",
-                        fact.id,
-                        content::credential_refusal(field, what)
-                    )));
-                }
                 Ok(!self.written.contains(&fact.id)
                     && self.core.index.meta.fact_state(&fact.id)?.is_none())
             }
