@@ -217,6 +217,10 @@ struct Planned {
     plan: QueryPlan,
     translation: Option<crate::query::Translation>,
     evidence: QueryEvidence,
+    /// The evidence of the last turn alone, for a conversation whose last
+    /// turn a person spoke: a hit about what was just said is about the
+    /// conversation, however little it shares with the turns before.
+    last_turn: Option<QueryEvidence>,
 }
 
 impl Planned {
@@ -238,23 +242,45 @@ impl Planned {
 
     fn new(index: &Index, req: &SearchRequest) -> Result<Planned> {
         let plan = crate::query::plan(&req.query);
-        // A Latin-script query can only cross into Chinese memories: without
-        // any in the index, there is nothing to translate for (and the
-        // lexicon is not even loaded).
-        let latin = crate::analysis::tokenizer::script_milli(&req.query) < 500;
-        let translation = if latin && !index.text_has_cjk()? {
-            None
-        } else {
-            crate::embed::dictionary::lexicon().and_then(|l| crate::query::translate(&req.query, l))
-        };
+        let translation = translate(index, &req.query)?;
         let evidence =
             QueryEvidence::new(index, &req.query, &plan, translation.as_ref(), &req.filter)?;
+        let turns = crate::query::turns(&req.query);
+        let last_turn = match turns.last() {
+            Some(last) if turns.len() > 1 && !last.is_assistant() => {
+                let text = &last.text;
+                let translation = translate(index, text)?;
+                let plan = crate::query::plan(text);
+                Some(QueryEvidence::new(
+                    index,
+                    text,
+                    &plan,
+                    translation.as_ref(),
+                    &req.filter,
+                )?)
+            }
+            _ => None,
+        };
         Ok(Planned {
             plan,
             translation,
             evidence,
+            last_turn,
         })
     }
+}
+
+/// The dictionary translation of `query`, when it can cross into the other
+/// script: a Latin-script query only into Chinese memories, so without any
+/// in the index there is nothing to translate for (and the lexicon is not
+/// even loaded).
+fn translate(index: &Index, query: &str) -> Result<Option<crate::query::Translation>> {
+    let latin = crate::analysis::tokenizer::script_milli(query) < 500;
+    Ok(if latin && !index.text_has_cjk()? {
+        None
+    } else {
+        crate::embed::dictionary::lexicon().and_then(|l| crate::query::translate(query, l))
+    })
 }
 
 /// Checks a request's limit, query and floor; returns the limit.
@@ -471,6 +497,7 @@ pub(crate) fn search(
     let judged = Judged {
         index,
         evidence: &q.evidence,
+        last_turn: q.last_turn.as_ref(),
         calibrated: embedder.zip(query_vector.as_deref()),
         phrases: &phrase_ids,
     };
@@ -491,6 +518,8 @@ pub(crate) fn search(
 struct Judged<'a> {
     index: &'a Index,
     evidence: &'a QueryEvidence,
+    /// The last turn's evidence ([`Planned::last_turn`]).
+    last_turn: Option<&'a QueryEvidence>,
     /// The calibrated embedder and the query's vector, when the search
     /// ran with both: cosines count as evidence only then.
     calibrated: Option<(&'a dyn Embedder, &'a [f32])>,
@@ -551,10 +580,33 @@ impl Judged<'_> {
         for h in &mut hits {
             h.relevance = model.probability(&h.evidence);
         }
+        if let Some(last) = self.last_turn {
+            self.judge_by_last_turn(last, &mut hits);
+        }
         let before = hits.len();
         hits.retain(|h| model.keeps(&h.evidence, h.relevance, min_score));
         let dropped = before - hits.len();
         Ok((hits, dropped))
+    }
+}
+
+impl Judged<'_> {
+    /// Judges each hit on the last turn alone too (lexical evidence: the
+    /// query's vector is of the whole conversation) and keeps whichever
+    /// judgement is further above its threshold, so that a hit about what
+    /// was just said is kept.
+    fn judge_by_last_turn(&self, last: &QueryEvidence, hits: &mut [SearchHit]) {
+        let model = crate::relevance::model();
+        let mut evidence: Vec<crate::relevance::Evidence> =
+            hits.iter().map(|h| last.of(&h.memory, None)).collect();
+        crate::relevance::set_list_evidence(&mut evidence.iter_mut().collect::<Vec<_>>());
+        for (h, e) in hits.iter_mut().zip(evidence) {
+            let p = model.probability(&e);
+            if p - model.threshold(&e) > h.relevance - model.threshold(&h.evidence) {
+                h.relevance = p;
+                h.evidence = e;
+            }
+        }
     }
 }
 

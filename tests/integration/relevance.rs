@@ -294,3 +294,36 @@ async fn a_recall_block_holds_no_chatter_and_no_unrelated_sensitive_memory() {
         assert!(!block.contains(chatter), "{chatter} in {block}");
     }
 }
+
+/// A QQ group owner asks `/回忆 周末爬山` after a friend's question and their
+/// own reply about a trip: judged on the whole conversation, the owner's
+/// memory about weekend hiking shared too little with the trip (0.08 against
+/// a threshold of 0.17) and the recall block lost it. A hit about the last
+/// turn is about the conversation.
+#[test]
+fn a_hit_about_the_last_turn_is_kept_however_little_it_shares_with_the_turns_before() {
+    use crate::support::{TempRoot, search_ids_in, write};
+    use memory_hub::search::SearchMode;
+    let root = TempRoot::new();
+    let hub = root.hub();
+    let hiking = write(&hub, "main", "林周末常去香山爬山，最喜欢秋天的红叶");
+    write(&hub, "main", "林的爬山搭子是大学室友阿杰");
+    for filler in [
+        "周五晚上团队聚餐定在公司楼下的火锅店",
+        "The quarterly report is due on the last Friday of the month",
+        "小王推荐了一家新开的咖啡馆，拿铁很好喝",
+    ] {
+        write(&hub, "main", filler);
+    }
+    let conversation =
+        "王同学：周末去爬山吗\n群主林：我下周去杭州出差，周末爬不了山了\n群主林：周末爬山";
+    let found = search_ids_in(&hub, conversation, 5, SearchMode::Fulltext);
+    assert!(found.contains(&hiking), "{found:?}");
+    // The last turn adds what it is about, nothing else: an off-topic last
+    // turn after an off-topic opening still recalls nothing.
+    let off = "王同学：钨的熔点是多少\n群主林：量子色动力学的渐近自由是什么";
+    assert_eq!(
+        search_ids_in(&hub, off, 5, SearchMode::Fulltext),
+        Vec::<String>::new()
+    );
+}
