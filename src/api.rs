@@ -97,7 +97,7 @@ pub struct SearchBody {
         skip_serializing_if = "Option::is_none"
     )]
     pub mode: Option<SearchMode>,
-    /// Relevance floor, 0-1: when the best hit has less evidence, no hits are returned (none unless given).
+    /// Relevance floor, 0-1: hits less likely than this to be about the query are left out and counted in `dropped_below_floor` (default: the calibrated threshold; 0 turns it off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_score: Option<f32>,
     /// The scene you act in (default: the token's first scene).
@@ -221,7 +221,7 @@ pub struct RecallBody {
     /// Maximum number of memories (above `search.maxLimit` it is lowered to it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
-    /// Relevance floor, 0-1 (default 0.5 with the calibrated model, none without it; 0 turns it off).
+    /// Relevance floor, 0-1, as in search (default: the calibrated threshold; 0 turns it off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_score: Option<f32>,
     /// Also return recent short-term chat.

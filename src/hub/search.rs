@@ -3,15 +3,18 @@
 //! The caller's read filter is the visibility of the search (inside the
 //! index query); `stage` and `kinds` only narrow it. A `limit` above
 //! `search.maxLimit` is lowered to it rather than refused (as the Node
-//! memory-hub did, so its clients keep working), and the reply says so. A
-//! `min_score` (0-1) is the relevance floor ([`crate::relevance`]): when the
-//! best hit has less evidence, no hits are returned.
+//! memory-hub did, so its clients keep working), and the reply says so.
+//!
+//! The relevance decision applies by default, the same as in recall: every
+//! hit whose P(relevant) ([`crate::relevance`]) is below `min_score` (0-1;
+//! absent: the calibrated threshold; 0: off) is dropped inside
+//! [`crate::search`], and the reply counts them in `dropped_below_floor`.
 
 use super::caller::Visibility;
 use super::read::narrow;
 use super::{Caller, Hub};
 use crate::api::SearchBody;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::index::filter::Scope;
 use crate::model::parse_kind;
 use crate::search::{SearchRequest, SearchResults};
@@ -53,19 +56,10 @@ impl Hub {
             filter,
             limit,
             mode: body.mode,
+            min_score: body.min_score,
         };
-        let floor = check_min_score(body.min_score)?;
         let mut results = self.search_as(caller, &req)?;
         results.index_behind = self.index_behind(Some(&req.filter))?;
-        if let Some(floor) = floor {
-            self.searcher.apply_floor(
-                &self.core,
-                &mut results,
-                &req.query,
-                &req.filter,
-                Some(floor),
-            )?;
-        }
         // A search is looking; it counts as a retrieval only when asked.
         if body.touch {
             self.note_retrieval(results.hits.iter().map(|h| &h.memory));
@@ -84,15 +78,5 @@ pub(crate) fn clamp_limit(hub: &Hub, limit: Option<usize>) -> (Option<usize>, Op
     match limit {
         Some(n) if n > max && max > 0 => (Some(max), Some(format!("{n}; max={max}"))),
         other => (other, None),
-    }
-}
-
-/// A `min_score` must be a number from 0 to 1.
-pub(crate) fn check_min_score(min: Option<f32>) -> Result<Option<f32>> {
-    match min {
-        Some(m) if !(0.0..=1.0).contains(&m) => Err(Error::invalid(format!(
-            "min_score must be between 0 and 1; got {m}"
-        ))),
-        other => Ok(other),
     }
 }
