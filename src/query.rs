@@ -19,6 +19,8 @@
 //!   are re-ranked by how much of the query a memory covers
 //!   ([`crate::search`]).
 
+use std::collections::{HashMap, HashSet};
+
 use crate::analysis::lexicon::Lexicon;
 use crate::index::tokenizer::{
     Term, TermKind, cjk_content_words, cjk_words, is_stop_word, tokenize,
@@ -195,6 +197,8 @@ fn semantic_text(query: &str) -> String {
 pub fn plan(query: &str) -> QueryPlan {
     let turns = turns(query);
     let mut all: Vec<WeightedTerm> = Vec::new();
+    // Where each term is in `all`: a long query has hundreds of terms.
+    let mut at: HashMap<Term, usize> = HashMap::new();
     let n = turns.len();
     for (i, turn) in turns.iter().enumerate() {
         let weight = turn_weight(turn, n - 1 - i);
@@ -218,19 +222,20 @@ pub fn plan(query: &str) -> QueryPlan {
             } else {
                 weight
             };
-            match all
-                .iter_mut()
-                .find(|w| w.term.text == term.text && w.term.kind == term.kind)
-            {
-                Some(w) => {
+            match at.get(&term) {
+                Some(&i) => {
+                    let w = &mut all[i];
                     w.weight = w.weight.max(weight);
                     w.speaker &= speaker;
                 }
-                None => all.push(WeightedTerm {
-                    term,
-                    weight,
-                    speaker,
-                }),
+                None => {
+                    at.insert(term.clone(), all.len());
+                    all.push(WeightedTerm {
+                        term,
+                        weight,
+                        speaker,
+                    });
+                }
             }
         }
     }
@@ -302,27 +307,33 @@ pub fn translate(query: &str, lexicon: &Lexicon) -> Option<Translation> {
 struct Translating {
     translated: bool,
     all: Vec<WeightedTerm>,
+    /// Where each term is in `all`.
+    at: HashMap<Term, usize>,
     from_lexicon: Vec<Term>,
+    /// The terms of `from_lexicon`.
+    in_lexicon: HashSet<Term>,
     groups: Vec<TranslationGroup>,
 }
 
 impl Translating {
     /// Adds a term of the translated plan (keeping its highest weight).
     fn add(&mut self, term: Term, weight: f32, is_translation: bool) {
-        if is_translation && !self.from_lexicon.contains(&term) {
+        if is_translation && self.in_lexicon.insert(term.clone()) {
             self.from_lexicon.push(term.clone());
         }
-        match self
-            .all
-            .iter_mut()
-            .find(|w| w.term.text == term.text && w.term.kind == term.kind)
-        {
-            Some(w) => w.weight = w.weight.max(weight),
-            None => self.all.push(WeightedTerm {
-                term,
-                weight,
-                speaker: false,
-            }),
+        match self.at.get(&term) {
+            Some(&i) => {
+                let w = &mut self.all[i];
+                w.weight = w.weight.max(weight);
+            }
+            None => {
+                self.at.insert(term.clone(), self.all.len());
+                self.all.push(WeightedTerm {
+                    term,
+                    weight,
+                    speaker: false,
+                });
+            }
         }
     }
 

@@ -23,7 +23,7 @@ use tantivy::tokenizer::{Token, TokenStream, Tokenizer};
 use unicode_normalization::UnicodeNormalization;
 
 /// The kind of a term.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum TermKind {
     /// A Latin/other-script word or number.
     Word,
@@ -36,7 +36,7 @@ pub(crate) enum TermKind {
 }
 
 /// One term of a text.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Term {
     /// The normalised term text.
     pub text: String,
