@@ -404,7 +404,13 @@ async fn authenticate(State(state): State<AppState>, mut req: Request, next: Nex
         Some(caller) => {
             acted = Some(caller.clone());
             req.extensions_mut().insert(caller);
-            next.run(req).await
+            let res = next.run(req).await;
+            // Past the limit above, only the search gate answers 429: a
+            // token whose own queue of searches is full.
+            if res.status() == axum::http::StatusCode::TOO_MANY_REQUESTS {
+                state.metrics.count_rate_limited();
+            }
+            res
         }
     };
     if let Some(caller) = acted.clone()
