@@ -127,8 +127,7 @@ const GUIDE: &str = "# 西湖 guide\n\nIntro: some **bold** words, `code`, and a
 
 /// Chat from named senders in two groups and a private chat, the pet's
 /// notes and the owner's: about two hundred memories in six scenes.
-fn seed_chat(root: &TempRoot, addr: &str) -> String {
-    let mut group_memory = String::new();
+fn seed_chat(root: &TempRoot, addr: &str) {
     for (preset, n, sender, words) in [
         ("qq-group-1", 40, ("10005", "小王"), "群里说西湖的荷花开了"),
         (
@@ -141,16 +140,13 @@ fn seed_chat(root: &TempRoot, addr: &str) -> String {
     ] {
         let token = root.cli_token(&format!("seed-{preset}"), preset);
         for i in 0..n {
-            let r = post(
+            post(
                 addr,
                 "/v1/ingest",
                 &token,
                 &json!({"message_id": format!("{preset}-{i}"), "text": format!("{words} ({i})"),
                         "sender": {"id": sender.0, "name": sender.1}}),
             );
-            if preset == "qq-group-1" && group_memory.is_empty() {
-                group_memory = r["id"].as_str().expect("an ingested id").to_string();
-            }
         }
     }
     let pet = root.cli_token("seed-pet", "pet");
@@ -169,7 +165,6 @@ fn seed_chat(root: &TempRoot, addr: &str) -> String {
             &json!({"text": format!("主人说周末想去爬山 ({i})")}),
         );
     }
-    group_memory
 }
 
 /// The world the browser test runs in (see `tests/console/drive.py`).
@@ -178,7 +173,23 @@ fn seed(root: &TempRoot, addr: &str) -> Seeded {
     let group = root.cli_token("group", "qq-group-1");
     root.cli_token("spare", "pet");
     let temp = root.cli_token("temp", "dsh-desktop");
-    let group_memory = seed_chat(root, addr);
+    post(
+        addr,
+        "/v1/categories",
+        &admin,
+        &json!({"action": "set", "name": "coding", "slot": "coding-requirements",
+                "content": "# Coding\n\n- Tests first\n- <b>raw</b> html"}),
+    );
+    let consolidated = post(addr, "/v1/consolidation/run", &admin, &json!({}));
+    assert!(consolidated["run"].is_string(), "{consolidated}");
+    // After the run, so that the inbox holds the groups' chat.
+    seed_chat(root, addr);
+    let group_memory = post(
+        addr,
+        "/v1/write",
+        &group,
+        &json!({"text": "群规：周末聚会在西湖边"}),
+    );
     for i in 0..80 {
         post(
             addr,
@@ -213,16 +224,7 @@ fn seed(root: &TempRoot, addr: &str) -> Seeded {
         &admin,
         &json!({"text": "invoice \u{202E}gpj.exe from the printer"}),
     );
-    post(
-        addr,
-        "/v1/categories",
-        &admin,
-        &json!({"action": "set", "name": "coding", "slot": "coding-requirements",
-                "content": "# Coding\n\n- Tests first\n- <b>raw</b> html"}),
-    );
-    let consolidated = post(addr, "/v1/consolidation/run", &admin, &json!({}));
-    assert!(consolidated["run"].is_string(), "{consolidated}");
-    // After the run: the inbox must still have one short-term memory to keep.
+    // The inbox's one short-term memory this token may keep.
     post(
         addr,
         "/v1/write",
@@ -241,7 +243,7 @@ fn seed(root: &TempRoot, addr: &str) -> Seeded {
         admin,
         group,
         temp,
-        group_memory,
+        group_memory: group_memory["id"].as_str().unwrap().to_string(),
         rtl_memory: rtl["id"].as_str().unwrap().to_string(),
         doc_id,
     }

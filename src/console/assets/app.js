@@ -132,32 +132,35 @@ async function render() {
   const hidden = HIDDEN[r.name];
   const [label, fn] = page ? [page[1], page[2]] : hidden || ['Search', find.search];
   nav(page ? r.name : hidden ? '' : 'search');
-  const el = main();
   const mine = ++rendering;
-  put(el, h('p', { class: 'muted' }, 'Loading…'));
+  // The page is built off-screen and shown once it is ready, if no later
+  // navigation started meanwhile: a slow page never overwrites a newer one.
+  const el = h('div', { class: 'page' });
+  put(main(), h('p', { class: 'muted' }, 'Loading…'));
   document.title = `${label} · memd`;
   const ctx = {
     caps, el, args: r.args, params: r.params, flash, signin,
     go: hash => { location.hash = hash; },
-    // Replaces the URL's state without a new history entry (a filter typed, a page loaded).
+    // Replaces the URL's state without a new history entry (a page of results loaded).
     replace: hash => { history.replaceState(null, '', hash); },
     hashOf,
-    current: () => mine === rendering,
   };
   try {
     await fn(ctx);
   } catch (err) {
     if (err.status === 401) { api.token.clear(); return signin('The token was revoked or is unknown.'); }
-    put(el, h('h1', { tabindex: -1 }, label), h('div', { class: 'card error', id: 'page-error', role: 'alert' }, h('strong', null, err.code || 'Error'), ': ', err.message));
+    put(el, h('h1', null, label), h('div', { class: 'card error', id: 'page-error', role: 'alert' }, h('strong', null, err.code || 'Error'), ': ', err.message));
   }
-  if (mine !== rendering) return;
+  if (mine !== rendering || !api.token.get()) return;
+  put(main(), el);
   const h1 = el.querySelector('h1');
   if (h1) {
     document.title = `${h1.textContent} · memd`;
     h1.setAttribute('tabindex', '-1');
-    // A search page keeps the focus in its search box.
-    if (!el.contains(document.activeElement) || document.activeElement === el) h1.focus({ preventScroll: true });
   }
+  // Focus goes to the page's own first field when it asks (an empty search), else to its heading.
+  const first = el.querySelector('[data-focus]') || h1;
+  if (first) first.focus({ preventScroll: true });
 }
 
 // `/` jumps to search from anywhere but a text field.

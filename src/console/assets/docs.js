@@ -68,7 +68,7 @@ const slotName = s => (SLOTS.find(x => x[0] === s) || [s, s])[1];
 /** The form that creates a category (or, given one, edits it). */
 function categoryForm(ctx, c) {
   const scenes = ctx.caps.token.write_scenes || [];
-  const name = h('input', { id: 'category-name', name: 'name', required: true, pattern: '[a-z0-9-]+', placeholder: 'e.g. coding-standards', value: c ? c.name : '' });
+  const name = h('input', { id: 'category-name', name: 'name', required: true, pattern: '[a-z0-9]+(-[a-z0-9]+)*', placeholder: 'e.g. coding-standards', value: c ? c.name : '' });
   const slot = h('select', { id: 'category-slot', name: 'slot' }, SLOTS.map(([v, l]) => h('option', { value: v, selected: c && c.slot === v }, l)));
   const scene = h('select', { id: 'category-scene', name: 'scene' }, scenes.map(s => h('option', { value: s, selected: c && c.scene === s }, sceneName(s))));
   const text = h('textarea', { id: c ? 'category-edit' : 'category-content', rows: 10, required: true });

@@ -79,7 +79,7 @@ export async function search(ctx) {
   const { form, q } = searchForm(ctx, scenes, state);
   const results = h('div', { id: 'results', 'aria-live': 'polite' });
   put(ctx.el, h('h1', null, state.query ? `Search: ${state.query}` : 'Search'), form, results);
-  if (!state.query) q.focus();
+  if (!state.query) q.setAttribute('data-focus', '');
   const narrowed = state.scenes.length < scenes.length ? state.scenes : undefined;
   if (!state.query) return latest(ctx, results, narrowed);
   await searchResults(ctx, results, state, narrowed);
