@@ -239,6 +239,7 @@ def item2_versions(d, args, keep):
 def item2_forget(d, args, drop):
     go(d, args, "/memory/" + drop, "#forget-go")
     d.find_element(By.ID, "forget-reason").send_keys("号码已过期")
+    check("item 2: the confirm step shows only when asked", not d.find_element(By.ID, "forget-confirm").is_displayed())
     d.find_element(By.ID, "forget-go").click()
     confirm = wait(d, "#forget-confirm")
     color = d.execute_script("return getComputedStyle(arguments[0]).backgroundColor", confirm)

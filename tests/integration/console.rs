@@ -259,6 +259,7 @@ const CHECKS: &[&str] = &[
     "ok item 1: Back brings the search back",
     "ok item 1: every hit says why it matched",
     "ok item 2: history looks forwards too",
+    "ok item 2: the confirm step shows only when asked",
     "ok item 2: forgetting offers an undo",
     "ok item 2: a forgotten memory can be restored from the list",
     "ok item 3: documents are listed without a search",
