@@ -97,7 +97,7 @@ pub struct SearchBody {
         skip_serializing_if = "Option::is_none"
     )]
     pub mode: Option<SearchMode>,
-    /// Relevance floor, 0-1: when the best hit has less evidence, no hits are returned (none unless given).
+    /// Relevance floor, 0-1: hits less likely than this to be about the query are left out and counted in `dropped_below_floor` (default: the calibrated threshold; 0 turns it off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_score: Option<f32>,
     /// The scene you act in (default: the token's first scene).
@@ -225,7 +225,7 @@ pub struct RecallBody {
     /// Maximum number of memories (above `search.maxLimit` it is lowered to it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
-    /// Relevance floor, 0-1 (default 0.5 with the calibrated model, none without it; 0 turns it off).
+    /// Relevance floor, 0-1, as in search (default: the calibrated threshold; 0 turns it off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_score: Option<f32>,
     /// Also return recent short-term chat.
@@ -980,12 +980,6 @@ pub fn operations() -> Vec<Operation> {
 
 /// What the console browses: documents, whole documents, forgotten memories.
 fn browse_operations() -> Vec<Operation> {
-    let op = |method, path, request, reply| Operation {
-        method,
-        path,
-        request,
-        reply,
-    };
     vec![
         op(
             "POST",
@@ -1008,15 +1002,24 @@ fn browse_operations() -> Vec<Operation> {
     ]
 }
 
-/// Every other operation with a body.
-fn core_operations() -> Vec<Operation> {
-    let op = |method, path, request, reply| Operation {
+/// One operation of [`operations`].
+fn op(
+    method: &'static str,
+    path: &'static str,
+    request: Option<schemars::Schema>,
+    reply: Option<schemars::Schema>,
+) -> Operation {
+    Operation {
         method,
         path,
         request,
         reply,
-    };
-    vec![
+    }
+}
+
+/// Every other operation with a body: reads, then [`core_writes`].
+fn core_operations() -> Vec<Operation> {
+    let mut ops = vec![
         op("POST", "/v1/tokens/revoke", request::<RevokeBody>(), None),
         op("POST", "/v1/bootstrap", request::<BootstrapBody>(), None),
         op("POST", "/v1/search", request::<SearchBody>(), None),
@@ -1041,6 +1044,14 @@ fn core_operations() -> Vec<Operation> {
             request::<AudienceBody>(),
             reply::<AudienceReply>(),
         ),
+    ];
+    ops.extend(core_writes());
+    ops
+}
+
+/// The operations of [`core_operations`] that write.
+fn core_writes() -> Vec<Operation> {
+    let mut ops = vec![
         op("POST", "/v1/write", request::<WriteBody>(), None),
         op(
             "POST",
@@ -1068,6 +1079,14 @@ fn core_operations() -> Vec<Operation> {
             request::<TagsBody>(),
             reply::<TagsReply>(),
         ),
+    ];
+    ops.extend(archive_and_consolidation());
+    ops
+}
+
+/// The archive's and consolidation's operations (and reindex).
+fn archive_and_consolidation() -> Vec<Operation> {
+    vec![
         op(
             "POST",
             "/v1/archive/search",

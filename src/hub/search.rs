@@ -3,9 +3,12 @@
 //! The caller's read filter is the visibility of the search (inside the
 //! index query); `stage` and `kinds` only narrow it. A `limit` above
 //! `search.maxLimit` is lowered to it rather than refused (as the Node
-//! memory-hub did, so its clients keep working), and the reply says so. A
-//! `min_score` (0-1) is the relevance floor ([`crate::relevance`]): when the
-//! best hit has less evidence, no hits are returned.
+//! memory-hub did, so its clients keep working), and the reply says so.
+//!
+//! The relevance decision applies by default, the same as in recall: every
+//! hit whose P(relevant) ([`crate::relevance`]) is below `min_score` (0-1;
+//! absent: the calibrated threshold; 0: off) is dropped inside
+//! [`crate::search`], and the reply counts them in `dropped_below_floor`.
 //!
 //! Paging: a search that gives an `offset` (0 to [`MAX_OFFSET`]) ranks
 //! `offset + limit + 1` hits, returns the `limit` after the first `offset`,
@@ -64,20 +67,11 @@ impl Hub {
             filter,
             limit: page.map_or(limit, |(offset, n)| Some(offset + n + 1)),
             mode: body.mode,
+            min_score: body.min_score,
         };
-        let floor = check_min_score(body.min_score)?;
         let depth = req.limit.filter(|_| page.is_some()).unwrap_or(0);
         let mut results = self.search_deep_as(caller, &req, depth)?;
         results.index_behind = self.index_behind(Some(&req.filter))?;
-        if let Some(floor) = floor {
-            self.searcher.apply_floor(
-                &self.core,
-                &mut results,
-                &req.query,
-                &req.filter,
-                Some(floor),
-            )?;
-        }
         let mut next_offset = None;
         if let Some((offset, n)) = page {
             next_offset = (results.hits.len() > offset + n).then_some(offset + n);
@@ -123,14 +117,4 @@ fn page_of(
     }
     let n = limit.unwrap_or(hub.config().search.default_limit);
     Ok((n > 0).then_some((offset, n)))
-}
-
-/// A `min_score` must be a number from 0 to 1.
-pub(crate) fn check_min_score(min: Option<f32>) -> Result<Option<f32>> {
-    match min {
-        Some(m) if !(0.0..=1.0).contains(&m) => Err(Error::invalid(format!(
-            "min_score must be between 0 and 1; got {m}"
-        ))),
-        other => Ok(other),
-    }
 }

@@ -38,6 +38,8 @@ mod mcp;
 mod merge;
 mod openapi;
 mod parity;
+mod peers;
+mod precision;
 mod prop;
 mod ratelimit;
 mod reindex;
