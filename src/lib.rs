@@ -241,7 +241,8 @@
 //! - [`hub`]: the application service every surface calls. Its use cases,
 //!   one file each, take a [`hub::Caller`] and an [`api`] request:
 //!   [`hub::caller`] (scene resolution, read and write filters), write,
-//!   supersede, forget, restore, search, read (get, recent, timeline, bootstrap,
+//!   supersede, forget, restore, forgotten (what may be restored), documents
+//!   (the list and whole documents), search, read (get, recent, timeline, bootstrap,
 //!   audience), recall, ingest (and members), disclose, categories, tags
 //!   (and the archive), settings (config edits), admin (health,
 //!   capabilities, tokens), consolidation (runs, installed by the
@@ -267,7 +268,9 @@
 //!   loopback peers), audit, metrics, and handlers that parse, call one hub
 //!   use case and reply; the only module that knows its wire format.
 //! - [`console`]: the web console at `/`: embedded static files, strict CSP;
-//!   all data through `/v1` with the signed-in token.
+//!   all data through `/v1` with the signed-in token (its pages stand on the
+//!   document list and whole documents, the forgotten list and search paging,
+//!   use cases in `hub/documents.rs`, `hub/forgotten.rs` and `hub/search.rs`).
 //! - [`mcp`]: the MCP server (official `rmcp` SDK): tools, resources and
 //!   instructions, served over stdio by `memd mcp` and over streamable HTTP at
 //!   `/mcp` by `memd serve`. Every tool is a `/v1` call with the caller's token

@@ -239,7 +239,11 @@ impl Hub {
             self.note_retrieval(out.hits.iter().map(|h| &h.hit.memory));
             keep_recalled_chat(self, &out, req.now);
         }
-        Ok(Limited { body: out, clamped })
+        Ok(Limited {
+            body: out,
+            clamped,
+            next_offset: None,
+        })
     }
 }
 

@@ -9,12 +9,17 @@
 //! hit whose P(relevant) ([`crate::relevance`]) is below `min_score` (0-1;
 //! absent: the calibrated threshold; 0: off) is dropped inside
 //! [`crate::search`], and the reply counts them in `dropped_below_floor`.
+//!
+//! Paging: a search that gives an `offset` (0 to [`MAX_OFFSET`]) ranks
+//! `offset + limit + 1` hits, returns the `limit` after the first `offset`,
+//! and says `next_offset` when there is a hit beyond them. A search without
+//! an `offset` runs exactly as before and never says `next_offset`.
 
 use super::caller::Visibility;
 use super::read::narrow;
 use super::{Caller, Hub};
 use crate::api::SearchBody;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::index::filter::Scope;
 use crate::model::parse_kind;
 use crate::search::{SearchRequest, SearchResults};
@@ -26,7 +31,12 @@ pub struct Limited<T> {
     pub body: T,
     /// `<asked>; max=<max>` when the limit was lowered.
     pub clamped: Option<String>,
+    /// A paged search: the `offset` of the next page, when there is one.
+    pub next_offset: Option<usize>,
 }
+
+/// The largest `offset` of a paged search (nine pages of ten).
+pub const MAX_OFFSET: usize = 90;
 
 impl Hub {
     /// Searches what `caller` may read (see the module docs).
@@ -51,15 +61,23 @@ impl Hub {
             },
         );
         let (limit, clamped) = clamp_limit(self, body.limit);
+        let page = page_of(self, body.offset, limit)?;
         let req = SearchRequest {
             query: body.query,
             filter,
-            limit,
+            limit: page.map_or(limit, |(offset, n)| Some(offset + n + 1)),
             mode: body.mode,
             min_score: body.min_score,
         };
-        let mut results = self.search_as(caller, &req)?;
+        let depth = req.limit.filter(|_| page.is_some()).unwrap_or(0);
+        let mut results = self.search_deep_as(caller, &req, depth)?;
         results.index_behind = self.index_behind(Some(&req.filter))?;
+        let mut next_offset = None;
+        if let Some((offset, n)) = page {
+            next_offset = (results.hits.len() > offset + n).then_some(offset + n);
+            results.hits.truncate(offset + n);
+            results.hits.drain(..offset.min(results.hits.len()));
+        }
         // A search is looking; it counts as a retrieval only when asked.
         if body.touch {
             self.note_retrieval(results.hits.iter().map(|h| &h.memory));
@@ -67,6 +85,7 @@ impl Hub {
         Ok(Limited {
             body: results,
             clamped,
+            next_offset,
         })
     }
 }
@@ -79,4 +98,23 @@ pub(crate) fn clamp_limit(hub: &Hub, limit: Option<usize>) -> (Option<usize>, Op
         Some(n) if n > max && max > 0 => (Some(max), Some(format!("{n}; max={max}"))),
         other => (other, None),
     }
+}
+
+/// A paged search's `(offset, hits per page)`: `None` without an `offset`
+/// or with a zero limit (which the search refuses as before).
+fn page_of(
+    hub: &Hub,
+    offset: Option<usize>,
+    limit: Option<usize>,
+) -> Result<Option<(usize, usize)>> {
+    let Some(offset) = offset else {
+        return Ok(None);
+    };
+    if offset > MAX_OFFSET {
+        return Err(Error::invalid(format!(
+            "offset must be between 0 and {MAX_OFFSET}; got {offset}"
+        )));
+    }
+    let n = limit.unwrap_or(hub.config().search.default_limit);
+    Ok((n > 0).then_some((offset, n)))
 }

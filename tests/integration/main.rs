@@ -9,6 +9,7 @@ mod backup;
 mod cli;
 mod client;
 mod console;
+mod console_api;
 mod consolidate;
 mod context;
 mod crash;

@@ -213,9 +213,24 @@ impl Searcher {
         caller: &str,
         req: &SearchRequest,
     ) -> Result<SearchResults> {
+        self.search_deep(cx, caller, req, 0)
+    }
+
+    /// [`Searcher::search`] that may rank up to `depth` hits even where that
+    /// is above `search.maxLimit`: a paged search asks for the hits of the
+    /// pages before the one it shows (the hub bounds `depth`).
+    pub(crate) fn search_deep(
+        &self,
+        cx: Ctx<'_>,
+        caller: &str,
+        req: &SearchRequest,
+        depth: usize,
+    ) -> Result<SearchResults> {
         let core = cx.core;
         let config = core.config();
-        let cfg = &config.search;
+        let mut deep = config.search.clone();
+        deep.max_limit = deep.max_limit.max(depth);
+        let cfg = &deep;
         let mode = req.mode.unwrap_or(cfg.mode);
         let mut unavailable = None;
         let embedder = match mode {
