@@ -196,9 +196,7 @@ fn semantic_text(query: &str) -> String {
 /// Builds the plan of a query (free text or a dialogue, one turn a line).
 pub fn plan(query: &str) -> QueryPlan {
     let turns = turns(query);
-    let mut all: Vec<WeightedTerm> = Vec::new();
-    // Where each term is in `all`: a long query has hundreds of terms.
-    let mut at: HashMap<Term, usize> = HashMap::new();
+    let mut all = Terms::default();
     let n = turns.len();
     for (i, turn) in turns.iter().enumerate() {
         let weight = turn_weight(turn, n - 1 - i);
@@ -222,23 +220,10 @@ pub fn plan(query: &str) -> QueryPlan {
             } else {
                 weight
             };
-            match at.get(&term) {
-                Some(&i) => {
-                    let w = &mut all[i];
-                    w.weight = w.weight.max(weight);
-                    w.speaker &= speaker;
-                }
-                None => {
-                    at.insert(term.clone(), all.len());
-                    all.push(WeightedTerm {
-                        term,
-                        weight,
-                        speaker,
-                    });
-                }
-            }
+            all.add(term, weight, speaker);
         }
     }
+    let all = all.all;
     let content: Vec<WeightedTerm> = all
         .iter()
         .filter(|w| !is_stop_word(&w.term))
@@ -295,20 +280,48 @@ pub fn translate(query: &str, lexicon: &Lexicon) -> Option<Translation> {
             conversational: plan(query).conversational,
             dialogue: n > 1,
             semantic: String::new(),
-            terms: t.all,
+            terms: t.all.all,
         },
         translations: t.from_lexicon,
         groups: t.groups,
     })
 }
 
+/// The weighted terms of a plan being built, each once.
+#[derive(Default)]
+struct Terms {
+    all: Vec<WeightedTerm>,
+    /// Where each term is in `all`: a long query has hundreds of terms.
+    at: HashMap<Term, usize>,
+}
+
+impl Terms {
+    /// Adds `term`, or keeps its highest weight (a speaker's term only
+    /// while every occurrence is one).
+    fn add(&mut self, term: Term, weight: f32, speaker: bool) {
+        match self.at.get(&term) {
+            Some(&i) => {
+                let w = &mut self.all[i];
+                w.weight = w.weight.max(weight);
+                w.speaker &= speaker;
+            }
+            None => {
+                self.at.insert(term.clone(), self.all.len());
+                self.all.push(WeightedTerm {
+                    term,
+                    weight,
+                    speaker,
+                });
+            }
+        }
+    }
+}
+
 /// A translation being built by [`translate`].
 #[derive(Default)]
 struct Translating {
     translated: bool,
-    all: Vec<WeightedTerm>,
-    /// Where each term is in `all`.
-    at: HashMap<Term, usize>,
+    all: Terms,
     from_lexicon: Vec<Term>,
     /// The terms of `from_lexicon`.
     in_lexicon: HashSet<Term>,
@@ -321,20 +334,7 @@ impl Translating {
         if is_translation && self.in_lexicon.insert(term.clone()) {
             self.from_lexicon.push(term.clone());
         }
-        match self.at.get(&term) {
-            Some(&i) => {
-                let w = &mut self.all[i];
-                w.weight = w.weight.max(weight);
-            }
-            None => {
-                self.at.insert(term.clone(), self.all.len());
-                self.all.push(WeightedTerm {
-                    term,
-                    weight,
-                    speaker: false,
-                });
-            }
-        }
+        self.all.add(term, weight, false);
     }
 
     /// zh → en: each Chinese content word of `text`.

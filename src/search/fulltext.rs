@@ -147,30 +147,7 @@ fn pass(
         .collect();
     let max = searched.max.max(f32::EPSILON);
     if plan.conversational {
-        let depth = COVERAGE_DEPTH.max(limit);
-        let hits = index.text_search_weighted(&terms, filter, false, band, depth)?;
-        if hits.is_empty() {
-            return Ok((Vec::new(), HashMap::new()));
-        }
-        let ids: Vec<String> = hits.iter().map(|h| h.id.clone()).collect();
-        let bodies = index.meta.bodies_of(&ids, filter)?;
-        let best = hits.iter().map(|h| h.score).fold(f32::EPSILON, f32::max);
-        // BM25 alone favours short texts that repeat one term; coverage
-        // favours memories that speak of several things the conversation
-        // mentions. A text with the query's maximum BM25 covering all of it
-        // scores `max / best + COVERAGE_BOOST`: the divisor of the evidence.
-        let full = max / best + COVERAGE_BOOST;
-        let mut scored: Vec<(TextHit, f32, Pass)> = hits
-            .into_iter()
-            .map(|h| {
-                let covered = bodies.get(&h.id).map_or(0.0, |b| (searched.coverage)(b));
-                let e = (h.score / best + COVERAGE_BOOST * covered) / full;
-                (h, e, Pass::Or)
-            })
-            .collect();
-        scored.sort_by(|a, b| b.1.total_cmp(&a.1));
-        scored.truncate(limit);
-        return Ok((scored, bodies));
+        return coverage_pass(cx, searched, &terms, band, limit);
     }
     let mut scored: Vec<(TextHit, f32, Pass)> = index
         .text_search_weighted(&terms, filter, true, band, limit)?
@@ -193,6 +170,43 @@ fn pass(
         }
     }
     Ok((scored, HashMap::new()))
+}
+
+/// The OR pass of a conversational plan, `COVERAGE_DEPTH` deep, re-ranked
+/// by how much of the plan each hit covers (see the module docs).
+fn coverage_pass(
+    cx: &Context<'_>,
+    searched: &Searched<'_>,
+    terms: &[(Term, f32)],
+    band: Option<ScriptBand>,
+    limit: usize,
+) -> Result<Passed> {
+    let (index, filter) = (cx.index, cx.filter);
+    let max = searched.max.max(f32::EPSILON);
+    let depth = COVERAGE_DEPTH.max(limit);
+    let hits = index.text_search_weighted(terms, filter, false, band, depth)?;
+    if hits.is_empty() {
+        return Ok((Vec::new(), HashMap::new()));
+    }
+    let ids: Vec<String> = hits.iter().map(|h| h.id.clone()).collect();
+    let bodies = index.meta.bodies_of(&ids, filter)?;
+    let best = hits.iter().map(|h| h.score).fold(f32::EPSILON, f32::max);
+    // BM25 alone favours short texts that repeat one term; coverage
+    // favours memories that speak of several things the conversation
+    // mentions. A text with the query's maximum BM25 covering all of it
+    // scores `max / best + COVERAGE_BOOST`: the divisor of the evidence.
+    let full = max / best + COVERAGE_BOOST;
+    let mut scored: Vec<(TextHit, f32, Pass)> = hits
+        .into_iter()
+        .map(|h| {
+            let covered = bodies.get(&h.id).map_or(0.0, |b| (searched.coverage)(b));
+            let e = (h.score / best + COVERAGE_BOOST * covered) / full;
+            (h, e, Pass::Or)
+        })
+        .collect();
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1));
+    scored.truncate(limit);
+    Ok((scored, bodies))
 }
 
 /// The query's own pass ([`pass`] over its plan), as scored hits.
@@ -308,29 +322,7 @@ fn translated_ranking(
     let (index, filter) = (cx.index, cx.filter);
     let terms: Vec<Term> = t.plan.terms.iter().map(|w| w.term.clone()).collect();
     let (dfs, n) = index.text_doc_freqs(&terms, filter)?;
-    let idf_of: HashMap<(&str, u8), f32> = terms
-        .iter()
-        .zip(&dfs)
-        .map(|(term, &df)| ((term.text.as_str(), term.kind as u8), idf(df, n)))
-        .collect();
-    let weight_idf = |term: &Term, w: f32| {
-        w * idf_of
-            .get(&(term.text.as_str(), term.kind as u8))
-            .copied()
-            .unwrap_or(0.0)
-    };
-    // The maximum: the best translation of each word (a name kept as it was
-    // is its own translation).
-    let max: f32 = t
-        .groups
-        .iter()
-        .map(|g| {
-            g.alternatives
-                .iter()
-                .map(|a| a.iter().map(|(term, w)| weight_idf(term, *w)).sum::<f32>())
-                .fold(0.0, f32::max)
-        })
-        .sum();
+    let max = translated_max(t, &terms, &dfs, n);
     let plan_coverage = TranslatedCoverage::new(&t.plan.terms, &dfs, n);
     // The coverage re-rank cuts each body it reads once; the filter below
     // looks at the same cuts.
@@ -372,6 +364,32 @@ fn translated_ranking(
         })
         .map(|(h, e, _)| (h, e.min(1.0)))
         .collect())
+}
+
+/// The BM25 maximum of a translated plan (whose `terms` have the document
+/// frequencies `dfs` among `n` documents): the best translation of each
+/// word (a name kept as it was is its own translation).
+fn translated_max(t: &Translation, terms: &[Term], dfs: &[u64], n: u64) -> f32 {
+    let idf_of: HashMap<(&str, u8), f32> = terms
+        .iter()
+        .zip(dfs)
+        .map(|(term, &df)| ((term.text.as_str(), term.kind as u8), idf(df, n)))
+        .collect();
+    let weight_idf = |term: &Term, w: f32| {
+        w * idf_of
+            .get(&(term.text.as_str(), term.kind as u8))
+            .copied()
+            .unwrap_or(0.0)
+    };
+    t.groups
+        .iter()
+        .map(|g| {
+            g.alternatives
+                .iter()
+                .map(|a| a.iter().map(|(term, w)| weight_idf(term, *w)).sum::<f32>())
+                .fold(0.0, f32::max)
+        })
+        .sum()
 }
 
 /// The terms of a body as the tokenizer cuts it (words and bigrams), and
@@ -565,17 +583,58 @@ mod tests {
         }
     }
 
+    /// A long-term note in scene `main`.
+    fn memory(i: usize, text: &str) -> crate::model::Memory {
+        use crate::model::{Origin, Privacy, Scene, Stage, Subject};
+        crate::model::Memory {
+            id: format!("m{i:02}"),
+            origin: Origin::Fact,
+            doc_id: None,
+            path: None,
+            ts: chrono::DateTime::from_timestamp_millis(1_700_000_000_000 + i as i64).unwrap(),
+            scene: Scene::parse("main").unwrap(),
+            kind: "note".into(),
+            stage: Stage::Long,
+            title: None,
+            text: text.into(),
+            tags: Vec::new(),
+            privacy: Privacy::Normal,
+            subject: Subject::Owner,
+            source: "test".into(),
+            importance: 0.5,
+            tier: None,
+            supersedes: None,
+            expires_at: None,
+            setting: Default::default(),
+        }
+    }
+
+    /// An index holding [`CORPUS`].
+    fn corpus_index(dir: &std::path::Path) -> Index {
+        let index = Index::open(dir, true).unwrap();
+        let changes = CORPUS
+            .iter()
+            .enumerate()
+            .map(|(i, text)| crate::index::Change::PutFact {
+                memory: memory(i, text),
+                extras: Default::default(),
+                at: chrono::DateTime::from_timestamp_millis(1_700_000_000_000).unwrap(),
+            })
+            .collect();
+        let batch = crate::index::Batch {
+            changes,
+            ..Default::default()
+        };
+        index.apply(&batch).unwrap();
+        index.end_bulk_load().unwrap();
+        index.refresh().unwrap();
+        index
+    }
+
     #[test]
     fn skipping_the_translated_pass_never_changes_the_answer() {
         let dir = tempfile::tempdir().unwrap();
-        let hub = crate::hub::Hub::for_tests(dir.path());
-        let main = crate::model::Scene::parse("main").unwrap();
-        for text in CORPUS {
-            hub.append(crate::hub::WriteRequest::new(main.clone(), *text, "test"))
-                .unwrap();
-        }
-        let index = hub.index();
-        index.refresh().unwrap();
+        let index = &corpus_index(&dir.path().join("index"));
         let lex = lexicon();
         let mut skipped = Skipped::default();
         for query in QUERIES {
