@@ -23,7 +23,9 @@
 //!    `MEMD_LEXICON=off` gives those without the cross-lingual pass.
 //!
 //! Each row carries its goal; rows whose goal belongs to other work (the
-//! fair gate, full-text and hybrid speed) are measured as they are.
+//! fair gate, full-text and hybrid speed) are measured as they are. The
+//! table ends with full-text latency by kind of query, the library call
+//! beside FTS5 (`kinds.rs`).
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -287,20 +289,6 @@ fn mib(x: f64) -> String {
 /// Runs the whole table on `n` memories; `nq` queries per latency figure.
 pub fn run(n: usize, nq: usize) -> Vec<Goal> {
     let mut rows: Vec<Goal> = Vec::new();
-    let print = |g: &Goal| {
-        println!(
-            "| {} | {} | {} | {} | {} |",
-            g.figure,
-            g.value,
-            g.baseline,
-            g.goal,
-            match g.met {
-                Some(true) => "met",
-                Some(false) => "**not met**",
-                None => "—",
-            }
-        );
-    };
     let push = |rows: &mut Vec<Goal>, g: Goal| {
         print(&g);
         rows.push(g);
@@ -716,6 +704,22 @@ pub fn run(n: usize, nq: usize) -> Vec<Goal> {
         },
     );
     rows
+}
+
+/// Prints one row of the table.
+pub fn print(g: &Goal) {
+    println!(
+        "| {} | {} | {} | {} | {} |",
+        g.figure,
+        g.value,
+        g.baseline,
+        g.goal,
+        match g.met {
+            Some(true) => "met",
+            Some(false) => "**not met**",
+            None => "—",
+        }
+    );
 }
 
 /// The rows as the JSON document the README's table is made from.

@@ -351,7 +351,11 @@ fn main() {
         let nq: usize =
             arg("--queries").map_or(500, |s| s.parse().expect("--queries takes a number"));
         println!("\n## Performance table: {n} facts, {nq} queries\n");
-        let rows = issue::run(n, nq);
+        let mut rows = issue::run(n, nq);
+        for g in kinds::table(n, nq) {
+            issue::print(&g);
+            rows.push(g);
+        }
         let json = arg("--json").unwrap_or_else(|| "target/bench/table.json".into());
         let path = std::path::Path::new(&json);
         if let Some(dir) = path.parent() {
