@@ -27,6 +27,9 @@ use serde::{Deserialize, Serialize};
 use crate::model::{CATEGORY_SLOTS, Memory, Privacy, Scene, Stage, Subject, Tier};
 use crate::search::SearchMode;
 
+mod operator;
+pub use operator::*;
+
 fn is_false(b: &bool) -> bool {
     !*b
 }
@@ -812,6 +815,51 @@ fn reply<T: JsonSchema>() -> Option<schemars::Schema> {
 /// openapi contract test compares them with `openapi.yaml`).
 /// `POST /v1/config` is left out: its keys are the config's editable table.
 pub fn operations() -> Vec<Operation> {
+    let mut ops = core_operations();
+    ops.extend(operator_operations());
+    ops
+}
+
+/// The operator's routes ([`operator`]).
+fn operator_operations() -> Vec<Operation> {
+    let op = |method, path, request, reply| Operation {
+        method,
+        path,
+        request,
+        reply,
+    };
+    vec![
+        op(
+            "POST",
+            "/v1/list",
+            request::<ListBody>(),
+            reply::<ListReply>(),
+        ),
+        op(
+            "POST",
+            "/v1/tier",
+            request::<TierBody>(),
+            reply::<TierReply>(),
+        ),
+        op("POST", "/v1/gc", request::<GcBody>(), reply::<GcReply>()),
+        op(
+            "POST",
+            "/v1/audit",
+            request::<AuditBody>(),
+            reply::<AuditReply>(),
+        ),
+        op("GET", "/v1/scenes", None, reply::<ScenesReply>()),
+        op(
+            "POST",
+            "/v1/profile",
+            request::<ProfileBody>(),
+            reply::<ProfileReply>(),
+        ),
+        op("GET", "/v1/health/history", None, reply::<HealthHistory>()),
+    ]
+}
+
+fn core_operations() -> Vec<Operation> {
     let op = |method, path, request, reply| Operation {
         method,
         path,

@@ -34,23 +34,30 @@
 //! apply to them; the caller's rules do not.
 
 pub mod admin;
+pub mod audit;
 mod blocks;
 pub mod caller;
 pub mod categories;
 pub mod consolidation;
 pub mod disclose;
 pub mod forget;
+pub mod gc;
 pub mod health;
+pub mod history;
 pub mod ingest;
+pub mod list;
 pub(crate) mod parts;
+pub mod profile;
 pub mod read;
 pub mod recall;
 pub mod reindex;
 pub mod restore;
+pub mod scenes;
 pub mod search;
 pub mod settings;
 pub mod supersede;
 pub mod tags;
+pub mod tiers;
 pub mod write;
 
 pub(crate) use blocks::one_line;
@@ -139,6 +146,8 @@ pub struct Hub {
     searcher: Searcher,
     /// Consolidation, when the process that serves installed it.
     consolidation: OnceLock<Arc<dyn Consolidation>>,
+    /// Requests since the last health sample ([`history`]).
+    history: history::History,
     opened: Instant,
 }
 
@@ -284,6 +293,7 @@ impl Hub {
             writer: Writer::new(writer),
             searcher,
             consolidation: OnceLock::new(),
+            history: history::History::default(),
             opened: Instant::now(),
         }
     }
@@ -547,7 +557,8 @@ impl Hub {
     /// (default `lifecycle.archiveAfterMonths`; 0 = nothing) into
     /// `memories/facts/archive/`; readers see no difference.
     pub fn archive_journal(&self, older_than_months: Option<u32>) -> Result<Vec<ArchivedMonth>> {
-        self.writer.archive_months(&self.core, older_than_months)
+        self.writer
+            .archive_months(&self.core, older_than_months, false)
     }
 
     /// One memory by fact id, chunk id or document id, if visible under
