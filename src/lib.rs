@@ -124,7 +124,7 @@
 //! | `hub` | `api`, `auth`, `base`, `config`, `content`, `disk`, `embed`, `error`, `ids`, `index`, `layout`, `lifecycle`, `model`, `query`, `relevance`, `search`, `store`, `timetable` |
 //! | `audit` | `base`, `disk` |
 //! | `watch` | `error`, `hub` |
-//! | `transfer` | `error`, `hub`, `model`, `store` |
+//! | `transfer` | `content`, `error`, `hub`, `model`, `store` |
 //! | `migrate` | `content`, `error`, `hub`, `model`, `store`, `transfer` |
 //! | `backup` | `base`, `config`, `disk`, `error`, `ids`, `layout`, `model`, `store` |
 //! | `doctor` | `client`, `config`, `content`, `embed`, `error`, `index`, `layout`, `model`, `store` |
