@@ -36,6 +36,7 @@ mod links;
 mod mcp;
 mod merge;
 mod openapi;
+mod operator;
 mod parity;
 mod prop;
 mod ratelimit;
