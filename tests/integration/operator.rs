@@ -696,10 +696,16 @@ fn bootstrap_interview_prompt_and_a_scripted_interview() {
     let old_work = stored["items"][1]["id"].as_str().unwrap();
     assert_eq!(items[1]["supersedes"], old_work);
     let new_work = items[1]["id"].as_str().unwrap();
-    // Search finds the new work answer only; it is pinned and tagged.
-    let hits = calls[6]["json"]["hits"].as_array().unwrap();
+    // Search finds the new work answer only (and the profile category that
+    // holds it); the answer is pinned and tagged.
+    let hits: Vec<&Value> = calls[6]["json"]["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| h["origin"] == "fact")
+        .collect();
     assert_eq!(hits.len(), 1, "{}", calls[6]);
-    let hit = &hits[0];
+    let hit = hits[0];
     assert_eq!(hit["id"], new_work);
     assert_eq!(hit["tier"], "t0");
     assert_eq!(hit["kind"], "profile");
