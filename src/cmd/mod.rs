@@ -8,7 +8,8 @@
 //! (`{"error":{code,message,retryable}}`).
 //!
 //! One CLI whether or not a daemon runs: `write`, `forget`, `search`, `get`,
-//! `ingest`, `consolidate` and `reindex` go through the root's running `memd serve`
+//! `ingest`, `consolidate`, `reindex`, `list`, `tier`, `gc`, `audit`,
+//! `category`, `stats --expiring` and `archive list` go through the root's running `memd serve`
 //! when there is one (found through the address file it records, with its
 //! local credential, see `daemon.rs`), else open the root themselves; both
 //! ways build the same `/v1` request, run the same use case and print the

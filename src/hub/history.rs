@@ -8,7 +8,7 @@
 //! waiting). A sample holds the counts (memories, facts), pending vectors,
 //! the index's lag behind the journal, free disk under `data/`, and the
 //! requests and median search and write latencies since the previous sample
-//! (recorded by the HTTP layer through [`Hub::note_request`]). Samples are
+//! (recorded by the HTTP layer through `Hub::note_request`). Samples are
 //! appended to `data/health-history.jsonl` (derived data, like the audit
 //! log: not fsync'd per line); past twice [`HISTORY_CAPACITY`] lines the
 //! file is replaced durably by its newest [`HISTORY_CAPACITY`], so it stays

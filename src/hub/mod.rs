@@ -14,7 +14,10 @@
 //! categories ([`categories`]), tag edits and the archive ([`tags`]),
 //! configuration edits ([`settings`]), tokens, capabilities and health
 //! ([`admin`]), consolidation runs ([`consolidation`]), rebuilding the index
-//! in a running daemon ([`reindex`]). A surface only
+//! in a running daemon ([`reindex`]), and the operator's use cases: paged
+//! lists ([`list`]), tiers ([`tiers`]), the cleanup ([`gc`]), the audit log
+//! ([`mod@audit`]), the scenes a token may use ([`scenes`]), the bootstrap
+//! interview's profile ([`profile`]) and the health history ([`history`]). A surface only
 //! parses, calls and replies, so "a pet token may not pin" is met the same
 //! way over HTTP, MCP and the CLI. Each use-case file has one `impl Hub`
 //! block holding only its use cases; its helpers are free functions.

@@ -267,7 +267,7 @@ pub(crate) fn expiring_soon(
 }
 
 /// What "in its warning window at `now`" means for a query over many
-/// memories ([`expiring_soon`] for each row): the window of each tier that
+/// memories (`expiring_soon` for each row): the window of each tier that
 /// expires, and the longest window of any other lifetime.
 #[derive(Debug, Clone)]
 pub struct Warning {

@@ -332,7 +332,7 @@ async fn operator_routes_keep_to_the_token() {
     let secret_group = w("qq:group:1", "group note about the picnic");
     // list: the group token sees its scene only; the archive needs '*'.
     let v = api.ok("/v1/list", &group, json!({})).await;
-    assert_eq!(ids_of(&v), [secret_group.clone()]);
+    assert_eq!(ids_of(&v), std::slice::from_ref(&secret_group));
     let (s, v) = api
         .post("/v1/list", &group, json!({"scenes": ["main"]}))
         .await;
@@ -526,8 +526,8 @@ fn the_warning_window_is_per_tier() {
     assert!(flagged(&hub).is_empty());
     // 21 h later the chat line has 3 h left: inside its window (24 h / 7).
     clock.advance(Duration::hours(21));
-    assert_eq!(expiring(&hub), [chat.clone()]);
-    assert_eq!(flagged(&hub), [chat.clone()]);
+    assert_eq!(expiring(&hub), std::slice::from_ref(&chat));
+    assert_eq!(flagged(&hub), std::slice::from_ref(&chat));
     // Day 25: the T3 memory has 5 days left (window 4.3): not yet; day 26: yes.
     clock.advance(Duration::days(25) - Duration::hours(21));
     assert!(
@@ -536,13 +536,13 @@ fn the_warning_window_is_per_tier() {
     );
     assert_eq!(tier_soon(&hub, Tier::T3), Some(0));
     clock.advance(Duration::days(1));
-    assert_eq!(expiring(&hub), [t3.clone()]);
+    assert_eq!(expiring(&hub), std::slice::from_ref(&t3));
     assert_eq!(tier_soon(&hub, Tier::T3), Some(1));
     // Day 82: T2 (90 days) has 8 days left: not yet; day 83: 7 days, yes.
     clock.advance(Duration::days(82 - 26));
     assert!(expiring(&hub).is_empty());
     clock.advance(Duration::days(1));
-    assert_eq!(expiring(&hub), [t2.clone()]);
+    assert_eq!(expiring(&hub), std::slice::from_ref(&t2));
     assert_eq!(tier_soon(&hub, Tier::T2), Some(1));
     let shown = hub
         .tier(
