@@ -113,16 +113,26 @@ impl Hub {
     pub fn sample_health(&self) -> Result<Option<HealthSample>> {
         let path = history_path(self);
         let now = self.now();
-        let mut w = self.history.window.lock().expect("history poisoned");
-        if !w.loaded {
-            w.loaded = true;
-            w.last_sample = read_samples(&path)?.last().map(|s| s.ts);
-        }
-        if w.last_sample
-            .is_some_and(|t| now - t < SAMPLE_INTERVAL && now >= t)
-        {
-            return Ok(None);
-        }
+        // The window is taken under the lock and the figures read without
+        // it: requests being counted never wait for the sample.
+        let (requests, mut search_ms, mut write_ms) = {
+            let mut w = self.history.window.lock().expect("history poisoned");
+            if !w.loaded {
+                w.loaded = true;
+                w.last_sample = read_samples(&path)?.last().map(|s| s.ts);
+            }
+            if w.last_sample
+                .is_some_and(|t| now - t < SAMPLE_INTERVAL && now >= t)
+            {
+                return Ok(None);
+            }
+            w.last_sample = Some(now);
+            (
+                std::mem::take(&mut w.requests),
+                std::mem::take(&mut w.search_ms),
+                std::mem::take(&mut w.write_ms),
+            )
+        };
         let stats = self.stats()?;
         let lag = backlog::lag(&self.core)?;
         let sample = HealthSample {
@@ -132,15 +142,11 @@ impl Hub {
             pending_vectors: stats.pending_vectors,
             index_lag_bytes: lag.bytes,
             disk_free_bytes: crate::disk::space(&self.core.layout.data()).map_or(0, |(f, _)| f),
-            requests: w.requests,
-            search_p50_ms: median(&mut w.search_ms),
-            write_p50_ms: median(&mut w.write_ms),
+            requests,
+            search_p50_ms: median(&mut search_ms),
+            write_p50_ms: median(&mut write_ms),
         };
         append(&path, &sample)?;
-        w.requests = 0;
-        w.search_ms.clear();
-        w.write_ms.clear();
-        w.last_sample = Some(now);
         Ok(Some(sample))
     }
 

@@ -309,6 +309,20 @@ fn cli_operator_commands_go_through_the_daemon() {
     assert_eq!(mine["entries"].as_array().unwrap().len(), 1, "{mine}");
     let all = root.memd_json(&["audit", "--limit", "1000"]);
     assert!(all["entries"].as_array().unwrap().len() >= 6, "{all}");
+    // The daemon's scheduler samples its health at once, then once a minute.
+    let started = std::time::Instant::now();
+    let history = loop {
+        let h = root.memd_json(&["health", "--history"]);
+        if !h["samples"].as_array().unwrap().is_empty()
+            || started.elapsed() > std::time::Duration::from_secs(30)
+        {
+            break h;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    let first = &history["samples"][0];
+    assert_eq!(history["interval_seconds"], 60, "{history}");
+    assert!(first["disk_free_bytes"].as_u64().unwrap() > 0, "{history}");
     served.stop();
 }
 
