@@ -128,7 +128,8 @@ impl Hub {
     }
 }
 
-/// The answers, trimmed, one per topic, in topic order.
+/// The answers, trimmed, one per topic, in topic order; a credential in
+/// any of them refuses them all.
 fn checked(answers: Vec<crate::api::ProfileAnswer>) -> Result<BTreeMap<ProfileTopic, String>> {
     if answers.is_empty() {
         return Err(Error::invalid("answers must not be empty"));
@@ -139,6 +140,15 @@ fn checked(answers: Vec<crate::api::ProfileAnswer>) -> Result<BTreeMap<ProfileTo
         if text.is_empty() || text.chars().count() > MAX_ANSWER {
             return Err(Error::invalid(format!(
                 "the answer about {} must be 1-{MAX_ANSWER} characters",
+                a.topic.as_str()
+            )));
+        }
+        // All answers are checked before any is stored: a refused one leaves
+        // the profile as it was.
+        if let Some(what) = crate::content::detect_credential(&text) {
+            return Err(Error::invalid(format!(
+                "the answer about {} appears to contain {what}; a profile never holds \
+                 credentials, so nothing was stored. Remove it and try again",
                 a.topic.as_str()
             )));
         }

@@ -472,6 +472,30 @@ async fn operator_routes_keep_to_the_token() {
         (s, v["error"]["code"].as_str()),
         (400, Some("INVALID_INPUT"))
     );
+    // A credential in any answer refuses them all: nothing is stored.
+    let (s, v) = api
+        .post(
+            "/v1/profile",
+            &root,
+            json!({"answers": [
+                {"topic": "identity", "text": "The owner is called Ada."},
+                {"topic": "work", "text": "Ada's deploy key is ghp_0123456789abcdefghijklmnopqrstuvwxyzAB"}]}),
+        )
+        .await;
+    assert_eq!(
+        (s, v["error"]["code"].as_str()),
+        (400, Some("INVALID_INPUT")),
+        "{v}"
+    );
+    let listed = api.ok("/v1/list", &root, json!({"limit": 100})).await;
+    assert!(
+        listed["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|m| m["kind"] != "profile"),
+        "{listed}"
+    );
 }
 
 /// The warning window is relative to each tier's lifetime: a 24-hour chat
