@@ -3,8 +3,12 @@
 #   - checks Debian's chromium, chromium-driver and fonts-noto-cjk (scripts/setup-system.sh installs them);
 #   - Python selenium, pinned in tests/console/requirements.txt, in a venv under
 #     ${MEMD_TEST_CLIENTS_DIR:-$HOME/.cache/memory-hub/mcp-client}/browser-venv
+#   - axe-core from npm, pinned in tests/console/axe/package-lock.json, in
+#     ${MEMD_TEST_CLIENTS_DIR:-…}/browser-axe/node_modules (the test injects it
+#     into the page for its accessibility check; the console never loads it)
 # Idempotent and quick when installed. The packages missing: it fails with a
-# message saying what to install. The last two lines on stdout are
+# message saying what to install. The last three lines on stdout are
+#   axe=<path of axe.min.js>
 #   chromedriver=<path>
 #   python=<path of the venv's python>
 set -euo pipefail
@@ -50,5 +54,28 @@ if ! ready; then
         printf '%s' "$STAMP" > "$VENV/.memd-stamp"
     fi
 fi
+# axe-core: `npm ci` of the pinned lock file, rebuilt when it changes.
+AXE_PKG=$ROOT/tests/console/axe
+AXE_DIR=$DIR/browser-axe
+AXE_JS=$AXE_DIR/node_modules/axe-core/axe.min.js
+command -v npm >/dev/null 2>&1 || die "npm not found (install Node.js 18 or newer)"
+AXE_STAMP=$(cat "$AXE_PKG/package.json" "$AXE_PKG/package-lock.json" | sha256sum | cut -c1-64)
+axe_ready() { [[ -f $AXE_DIR/.memd-stamp && $(cat "$AXE_DIR/.memd-stamp") == "$AXE_STAMP" && -f $AXE_JS ]]; }
+mkdir -p "$AXE_DIR"
+if ! axe_ready; then
+    exec 8>"$AXE_DIR/.setup.lock"
+    flock 8
+    if ! axe_ready; then
+        log "installing axe-core into $AXE_DIR/node_modules"
+        rm -rf "$AXE_DIR/node_modules" "$AXE_DIR/.memd-stamp"
+        cp "$AXE_PKG/package.json" "$AXE_PKG/package-lock.json" "$AXE_DIR/"
+        (cd "$AXE_DIR" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error >&2) \
+            || die "npm ci in $AXE_DIR failed"
+        [[ -f $AXE_JS ]] || die "axe-core installed no $AXE_JS"
+        printf '%s' "$AXE_STAMP" > "$AXE_DIR/.memd-stamp"
+    fi
+    exec 8>&-
+fi
+echo "axe=$AXE_JS"
 echo "chromedriver=$DRIVER"
 echo "python=$VENV/bin/python"

@@ -100,7 +100,7 @@ pub struct SearchBody {
         skip_serializing_if = "Option::is_none"
     )]
     pub mode: Option<SearchMode>,
-    /// Relevance floor, 0-1: when the best hit has less evidence, no hits are returned (none unless given).
+    /// Relevance floor, 0-1: hits less likely than this to be about the query are left out and counted in `dropped_below_floor` (default: the calibrated threshold; 0 turns it off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_score: Option<f32>,
     /// The scene you act in (default: the token's first scene).
@@ -118,6 +118,10 @@ pub struct SearchBody {
     /// set it when an agent uses the hits in a conversation, as recall does).
     #[serde(default, skip_serializing_if = "is_false")]
     pub touch: bool,
+    /// Skip this many hits: the next page of the same search (0-90, default 0; pass the
+    /// reply's `next_offset`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<usize>,
 }
 
 /// `POST /v1/get`.
@@ -224,7 +228,7 @@ pub struct RecallBody {
     /// Maximum number of memories (above `search.maxLimit` it is lowered to it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
-    /// Relevance floor, 0-1 (default 0.5 with the calibrated model, none without it; 0 turns it off).
+    /// Relevance floor, 0-1, as in search (default: the calibrated threshold; 0 turns it off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_score: Option<f32>,
     /// Also return recent short-term chat.
@@ -785,6 +789,163 @@ pub struct RevokeBody {
     pub name: String,
 }
 
+/// `POST /v1/documents`: the Markdown documents the caller may read, by path.
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DocumentsBody {
+    /// Documents per page (1-100, default 50).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+    /// Page cursor: the `next_after` of the previous page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
+    /// The scene you act in (default: the token's first scene).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<Scene>")]
+    pub scene: Option<String>,
+    /// Scenes to read (default: every scene the token may read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<Vec<Scene>>")]
+    pub scenes: Option<Vec<String>>,
+    /// The owner is the one asking: adds the owner's own normal/personal memories (scope `from_owner`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub from_owner: bool,
+}
+
+/// One document in a list: what its first chunk says about it.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct DocumentSummary {
+    /// The document id (`doc-1a2b3c4d`), for `POST /v1/document`.
+    pub id: String,
+    /// Path under `memories/`.
+    pub path: String,
+    /// Title (front matter, else the first heading, else the file name).
+    pub title: String,
+    /// Audience.
+    #[schemars(with = "String")]
+    pub scene: Scene,
+    /// Sensitivity.
+    pub privacy: Privacy,
+    /// Kind word (`doc`, `identity`, `audience`, or the front matter's).
+    pub kind: String,
+    /// Tags.
+    pub tags: Vec<String>,
+    /// When the file was last modified.
+    pub ts: DateTime<Utc>,
+    /// Number of indexed chunks (sections).
+    pub chunks: usize,
+}
+
+/// `POST /v1/documents` reply.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct DocumentsReply {
+    /// Documents, by path.
+    pub documents: Vec<DocumentSummary>,
+    /// Pass as `after` for the next page; absent on the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_after: Option<String>,
+}
+
+/// `POST /v1/document`: one whole document.
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DocumentBody {
+    /// A document id (`doc-1a2b3c4d`) or one of its chunk ids (`doc-1a2b3c4d#2`).
+    pub id: String,
+    /// The scene you act in (default: the token's first scene).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<Scene>")]
+    pub scene: Option<String>,
+    /// Scenes to read (default: every scene the token may read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<Vec<Scene>>")]
+    pub scenes: Option<Vec<String>>,
+    /// The owner is the one asking: adds the owner's own normal/personal memories (scope `from_owner`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub from_owner: bool,
+}
+
+/// One section of a whole document.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct DocumentSection {
+    /// The chunk id (`doc-1a2b3c4d#2`): what search hits name.
+    pub id: String,
+    /// The heading it sits under, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heading: Option<String>,
+}
+
+/// `POST /v1/document` reply.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct DocumentReply {
+    /// What a list shows about it.
+    #[serde(flatten)]
+    pub summary: DocumentSummary,
+    /// The Markdown body, front matter left out.
+    pub markdown: String,
+    /// `file`: the body as the file holds it (it is unchanged since it was
+    /// indexed); `index`: rebuilt from the indexed sections (the file changed
+    /// since, and is shown once the index has read it again).
+    pub source: DocumentSource,
+    /// Its sections in order, with the chunk ids search hits name.
+    pub sections: Vec<DocumentSection>,
+}
+
+/// Where a whole document's body came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DocumentSource {
+    /// The file, unchanged since it was indexed.
+    File,
+    /// The indexed sections.
+    Index,
+}
+
+/// `POST /v1/forgotten`: forgotten memories the caller may read, newest forget first.
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForgottenBody {
+    /// Items per page (1-100, default 20).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+    /// Page cursor: the `next_before` of the previous page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<String>,
+    /// The scene you act in (default: the token's first scene).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<Scene>")]
+    pub scene: Option<String>,
+    /// Scenes to read (default: every scene the token may read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<Vec<Scene>>")]
+    pub scenes: Option<Vec<String>>,
+    /// The owner is the one asking: adds the owner's own normal/personal memories (scope `from_owner`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub from_owner: bool,
+}
+
+/// One forgotten memory.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ForgottenItem {
+    /// The memory as it was.
+    #[serde(flatten)]
+    pub memory: Memory,
+    /// When it was forgotten.
+    pub forgotten_at: DateTime<Utc>,
+    /// Whether this token may bring it back (`POST /v1/restore`).
+    pub restorable: bool,
+}
+
+/// `POST /v1/forgotten` reply.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ForgottenReply {
+    /// Forgotten memories, the most recently forgotten first.
+    pub items: Vec<ForgottenItem>,
+    /// Pass as `before` for the next page; absent on the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_before: Option<String>,
+}
+
 /// One `/v1` operation's wire types, as JSON Schema.
 #[derive(Debug)]
 pub struct Operation {
@@ -815,19 +976,14 @@ fn reply<T: JsonSchema>() -> Option<schemars::Schema> {
 /// openapi contract test compares them with `openapi.yaml`).
 /// `POST /v1/config` is left out: its keys are the config's editable table.
 pub fn operations() -> Vec<Operation> {
-    let mut ops = core_operations();
-    ops.extend(operator_operations());
-    ops
+    let mut all = core_operations();
+    all.extend(browse_operations());
+    all.extend(operator_operations());
+    all
 }
 
 /// The operator's routes ([`operator`]).
 fn operator_operations() -> Vec<Operation> {
-    let op = |method, path, request, reply| Operation {
-        method,
-        path,
-        request,
-        reply,
-    };
     vec![
         op(
             "POST",
@@ -859,14 +1015,48 @@ fn operator_operations() -> Vec<Operation> {
     ]
 }
 
-fn core_operations() -> Vec<Operation> {
-    let op = |method, path, request, reply| Operation {
+/// What the console browses: documents, whole documents, forgotten memories.
+fn browse_operations() -> Vec<Operation> {
+    vec![
+        op(
+            "POST",
+            "/v1/documents",
+            request::<DocumentsBody>(),
+            reply::<DocumentsReply>(),
+        ),
+        op(
+            "POST",
+            "/v1/document",
+            request::<DocumentBody>(),
+            reply::<DocumentReply>(),
+        ),
+        op(
+            "POST",
+            "/v1/forgotten",
+            request::<ForgottenBody>(),
+            reply::<ForgottenReply>(),
+        ),
+    ]
+}
+
+/// One operation of [`operations`].
+fn op(
+    method: &'static str,
+    path: &'static str,
+    request: Option<schemars::Schema>,
+    reply: Option<schemars::Schema>,
+) -> Operation {
+    Operation {
         method,
         path,
         request,
         reply,
-    };
-    vec![
+    }
+}
+
+/// Every other operation with a body: reads, then [`core_writes`].
+fn core_operations() -> Vec<Operation> {
+    let mut ops = vec![
         op("POST", "/v1/tokens/revoke", request::<RevokeBody>(), None),
         op("POST", "/v1/bootstrap", request::<BootstrapBody>(), None),
         op("POST", "/v1/search", request::<SearchBody>(), None),
@@ -891,6 +1081,14 @@ fn core_operations() -> Vec<Operation> {
             request::<AudienceBody>(),
             reply::<AudienceReply>(),
         ),
+    ];
+    ops.extend(core_writes());
+    ops
+}
+
+/// The operations of [`core_operations`] that write.
+fn core_writes() -> Vec<Operation> {
+    let mut ops = vec![
         op("POST", "/v1/write", request::<WriteBody>(), None),
         op(
             "POST",
@@ -918,6 +1116,14 @@ fn core_operations() -> Vec<Operation> {
             request::<TagsBody>(),
             reply::<TagsReply>(),
         ),
+    ];
+    ops.extend(archive_and_consolidation());
+    ops
+}
+
+/// The archive's and consolidation's operations (and reindex).
+fn archive_and_consolidation() -> Vec<Operation> {
+    vec![
         op(
             "POST",
             "/v1/archive/search",

@@ -29,8 +29,10 @@
 //!                                   vector_scan.rs 1-bit pass
 //!                                   filter.rs visibility → query clauses
 //!                                   fusion.rs reciprocal rank fusion
-//!                   search.rs fulltext (AND, OR fallback) | semantic | hybrid,
-//!                             + a cross-lingual pass (query.rs translate, CC-CEDICT)
+//!                   search/ fulltext (by evidence: own pass + cross-lingual
+//!                           pass, query.rs translate, CC-CEDICT) | semantic |
+//!                           hybrid (rank + evidence fusion); exact phrases first;
+//!                           relevance.rs: P(relevant) per hit, below the floor dropped
 //! ```
 //!
 //! Every surface speaks the same requests: HTTP deserializes an
@@ -47,8 +49,8 @@
 //! use case in process; both ways print the same reply. The rules (scene resolution,
 //! privacy and pin permission, defaults, the short-stage TTL, idempotency
 //! namespacing, supersede visibility and inheritance, restores, what counts
-//! as an access, disclosure, the relevance floor, config edits) are written
-//! once, in `hub/`.
+//! as an access, disclosure, the relevance floor a search or recall asks
+//! of [`search`], config edits) are written once, in `hub/`.
 //!
 //! A write goes: validate (one rule set for every way in, [`model::Record::validate`])
 //! → check that the index can take it (not behind after a storage error, the
@@ -83,7 +85,8 @@
 //!  hub                                           the use cases (Caller + /v1 request → reply),
 //!                                                a facade over its parts; owner of the live Config
 //!  config   auth   api                           sub-configs composed; tokens → Grant; /v1 types
-//!  search   relevance                            ranking over the index
+//!  search                                        ranking over the index, the relevance decision
+//!  relevance                                     the evidence and model of that decision
 //!  index    query   embed   sync                 derived index, query plans, embedders
 //!  store    lifecycle   content  timetable       source of truth and pure rules
 //!  model ids layout analysis disk client when    foundation: types, paths, text analysis,
@@ -119,18 +122,18 @@
 //! | `query` | `analysis` |
 //! | `index` | `analysis`, `base`, `disk`, `embed`, `error`, `lifecycle`, `model`, `store` |
 //! | `sync` | `client`, `error`, `layout`, `store` |
-//! | `search` | `analysis`, `embed`, `error`, `index`, `lifecycle`, `model`, `query`, `when` |
-//! | `relevance` | `analysis`, `embed`, `error`, `index`, `query`, `search` |
+//! | `relevance` | `analysis`, `embed`, `error`, `index`, `model`, `query` |
+//! | `search` | `analysis`, `embed`, `error`, `index`, `lifecycle`, `model`, `query`, `relevance`, `when` |
 //! | `auth` | `base`, `error`, `ids`, `model` |
 //! | `config` | `base`, `content`, `embed`, `error`, `layout`, `lifecycle`, `search`, `store`, `sync`, `timetable` |
-//! | `hub` | `api`, `auth`, `base`, `config`, `content`, `disk`, `embed`, `error`, `ids`, `index`, `layout`, `lifecycle`, `model`, `query`, `relevance`, `search`, `store`, `timetable` |
+//! | `hub` | `api`, `auth`, `base`, `config`, `content`, `disk`, `embed`, `error`, `ids`, `index`, `layout`, `lifecycle`, `model`, `search`, `store`, `timetable` |
 //! | `audit` | `base`, `disk` |
 //! | `watch` | `error`, `hub` |
 //! | `transfer` | `content`, `error`, `hub`, `model`, `store` |
 //! | `migrate` | `content`, `error`, `hub`, `model`, `store`, `transfer` |
 //! | `backup` | `base`, `config`, `disk`, `error`, `ids`, `layout`, `model`, `store` |
 //! | `doctor` | `client`, `config`, `content`, `embed`, `error`, `index`, `layout`, `model`, `store` |
-//! | `eval` | `base`, `config`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `search` |
+//! | `eval` | `analysis`, `api`, `base`, `config`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `relevance`, `search` |
 //! | `consolidate` | `analysis`, `base`, `client`, `config`, `content`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `store`, `timetable`, `when` |
 //! | `scheduler` | `backup`, `config`, `consolidate`, `error`, `hub`, `layout`, `timetable` |
 //! | `console` | — |
@@ -200,11 +203,17 @@
 //!   the vector cache under `data/cache/` ([`embed::cache`]) and the installed
 //!   lexicon beside the model ([`embed::dictionary`], optional, loaded on first use
 //!   from a compact binary form it builds from the CC-CEDICT text once).
-//! - [`search`]: query planning and ranking in three modes; [`relevance`]:
-//!   the relevance floor of recall (script-aware cosine, else term coverage).
+//! - [`search`]: ranking in three modes (`fulltext.rs`: by evidence, own
+//!   pass first, the cross-lingual pass adding; `hybrid.rs`: reciprocal
+//!   rank and evidence fusion), exact phrases first, and the relevance
+//!   decision on every hit; [`relevance`]: the evidence of a hit (coverage,
+//!   BM25, phrase, translated coverage, script-aware cosine) and the
+//!   calibrated logistic model over it (`relevance_weights.json`).
 //! - [`lifecycle`]: retention tiers, opt-in tier expiry, promotion, the exact
 //!   dedup key and ranking signals (short-term weight, importance, T0 boost).
-//! - [`eval`]: recall@k / MRR evaluation on labelled datasets.
+//! - [`eval`]: recall@k / MRR evaluation on labelled datasets;
+//!   `precision.rs` (exact-first and off-topic rates on a mixed root),
+//!   `training.rs` (the relevance model's training rows).
 //! - [`consolidate`]: nightly ("sleep") consolidation — a deterministic pass
 //!   (fold, promote, expire, flag stale) with offline salience
 //!   ([`consolidate::salience`]) and promotions rewritten as the statement the
@@ -235,7 +244,8 @@
 //! - [`hub`]: the application service every surface calls. Its use cases,
 //!   one file each, take a [`hub::Caller`] and an [`api`] request:
 //!   [`hub::caller`] (scene resolution, read and write filters), write,
-//!   supersede, forget, restore, search, read (get, recent, timeline, bootstrap,
+//!   supersede, forget, restore, forgotten (what may be restored), documents
+//!   (the list and whole documents), search, read (get, recent, timeline, bootstrap,
 //!   audience), recall, ingest (and members), disclose, categories, tags
 //!   (and the archive), settings (config edits), admin (health,
 //!   capabilities, tokens), consolidation (runs, installed by the
@@ -246,7 +256,8 @@
 //!   answers) and history (the rolling health samples the scheduler takes). The [`hub::Hub`] facade owns four parts under `hub/parts/`:
 //!   the writer (queue, group commit, write rules), catch-up (journal and
 //!   document replay, self-healing open), the searcher (the fair search
-//!   gate with its per-token queues, search, vectors, relevance floor) and the lifecycle (accesses, tiers, expiry,
+//!   gate with its per-token queues, search with its relevance decision,
+//!   vectors) and the lifecycle (accesses, tiers, expiry,
 //!   edits), over one core (root, live config, index, device, the one clock).
 //! - [`auth`]: tokens (hashed in `tokens.json`, presets), the `Grant`
 //!   of an authenticated token (what [`hub::Caller`] decides with) and the
@@ -263,9 +274,12 @@
 //!   loopback peers), audit, metrics, and handlers that parse, call one hub
 //!   use case and reply; the only module that knows its wire format.
 //! - [`console`]: the web console at `/`: embedded static files, strict CSP;
-//!   all data through `/v1` with the signed-in token.
+//!   all data through `/v1` with the signed-in token (its pages stand on the
+//!   document list and whole documents, the forgotten list and search paging,
+//!   use cases in `hub/documents.rs`, `hub/forgotten.rs` and `hub/search.rs`).
 //! - [`mcp`]: the MCP server (official `rmcp` SDK): tools, resources,
-//!   prompts (the bootstrap interview) and instructions, served over stdio by `memd mcp` and over streamable HTTP at
+//!   prompts (the bootstrap interview) and instructions, served over stdio
+//!   by `memd mcp` and over streamable HTTP at
 //!   `/mcp` by `memd serve`. Every tool is a `/v1` call with the caller's token
 //!   ([`mcp::upstream`]: loopback HTTP through [`client`] from the stdio process, the router
 //!   in-process inside the daemon), so MCP has exactly the token's rights.

@@ -81,6 +81,9 @@ pub(crate) struct WeightedTerm {
     pub(crate) term: Term,
     /// Its boost (1.0 for the last turn).
     pub(crate) weight: f32,
+    /// It comes only from speaker tags (`<Bart>:`), not from what was said:
+    /// a name that heads the turns, not what they are about.
+    pub(crate) speaker: bool,
 }
 
 /// What a query searches for.
@@ -195,21 +198,21 @@ pub fn plan(query: &str) -> QueryPlan {
     let n = turns.len();
     for (i, turn) in turns.iter().enumerate() {
         let weight = turn_weight(turn, n - 1 - i);
-        // The speaker's name stays a term (measured: the memories name the person).
-        let text = match &turn.speaker {
-            Some(s) => format!("{s} {}", turn.text),
-            None => turn.text.clone(),
-        };
-        let mut turn_terms: Vec<(Term, f32)> =
-            tokenize(&text).into_iter().map(|t| (t, weight)).collect();
-        turn_terms.extend(cjk_words(&text).into_iter().map(|text| {
-            let term = Term {
-                text,
-                kind: TermKind::Segment,
-            };
-            (term, weight * SEGMENT_WEIGHT)
-        }));
-        for (term, weight) in turn_terms {
+        // The speaker's name stays a term (measured: the memories name the
+        // person), marked as such.
+        let mut turn_terms: Vec<(Term, f32, bool)> = Vec::new();
+        for (text, speaker) in [(turn.speaker.as_deref(), true), (Some(&turn.text), false)] {
+            let Some(text) = text else { continue };
+            turn_terms.extend(tokenize(text).into_iter().map(|t| (t, weight, speaker)));
+            turn_terms.extend(cjk_words(text).into_iter().map(|text| {
+                let term = Term {
+                    text,
+                    kind: TermKind::Segment,
+                };
+                (term, weight * SEGMENT_WEIGHT, speaker)
+            }));
+        }
+        for (term, weight, speaker) in turn_terms {
             let weight = if low_signal(&term) {
                 weight * ZH_FUNCTION_WEIGHT
             } else {
@@ -219,8 +222,15 @@ pub fn plan(query: &str) -> QueryPlan {
                 .iter_mut()
                 .find(|w| w.term.text == term.text && w.term.kind == term.kind)
             {
-                Some(w) => w.weight = w.weight.max(weight),
-                None => all.push(WeightedTerm { term, weight }),
+                Some(w) => {
+                    w.weight = w.weight.max(weight);
+                    w.speaker &= speaker;
+                }
+                None => all.push(WeightedTerm {
+                    term,
+                    weight,
+                    speaker,
+                }),
             }
         }
     }
@@ -265,28 +275,60 @@ pub fn plan(query: &str) -> QueryPlan {
 pub fn translate(query: &str, lexicon: &Lexicon) -> Option<Translation> {
     let turns = turns(query);
     let n = turns.len();
-    let mut translated = false;
-    let mut all: Vec<WeightedTerm> = Vec::new();
-    let mut from_lexicon: Vec<Term> = Vec::new();
-    let mut add = |term: Term, weight: f32, is_translation: bool| {
-        if is_translation && !from_lexicon.contains(&term) {
-            from_lexicon.push(term.clone());
-        }
-        match all
-            .iter_mut()
-            .find(|w| w.term.text == term.text && w.term.kind == term.kind)
-        {
-            Some(w) => w.weight = w.weight.max(weight),
-            None => all.push(WeightedTerm { term, weight }),
-        }
-    };
+    let mut t = Translating::default();
     for (i, turn) in turns.iter().enumerate() {
         let weight = turn_weight(turn, n - 1 - i);
         let text = match &turn.speaker {
             Some(s) => format!("{s} {}", turn.text),
             None => turn.text.clone(),
         };
-        for word in cjk_content_words(&text) {
+        t.chinese_words(&text, weight, lexicon);
+        t.english_words(&text, weight, lexicon);
+    }
+    t.translated.then(|| Translation {
+        plan: QueryPlan {
+            conversational: plan(query).conversational,
+            dialogue: n > 1,
+            semantic: String::new(),
+            terms: t.all,
+        },
+        translations: t.from_lexicon,
+        groups: t.groups,
+    })
+}
+
+/// A translation being built by [`translate`].
+#[derive(Default)]
+struct Translating {
+    translated: bool,
+    all: Vec<WeightedTerm>,
+    from_lexicon: Vec<Term>,
+    groups: Vec<TranslationGroup>,
+}
+
+impl Translating {
+    /// Adds a term of the translated plan (keeping its highest weight).
+    fn add(&mut self, term: Term, weight: f32, is_translation: bool) {
+        if is_translation && !self.from_lexicon.contains(&term) {
+            self.from_lexicon.push(term.clone());
+        }
+        match self
+            .all
+            .iter_mut()
+            .find(|w| w.term.text == term.text && w.term.kind == term.kind)
+        {
+            Some(w) => w.weight = w.weight.max(weight),
+            None => self.all.push(WeightedTerm {
+                term,
+                weight,
+                speaker: false,
+            }),
+        }
+    }
+
+    /// zh → en: each Chinese content word of `text`.
+    fn chinese_words(&mut self, text: &str, weight: f32, lexicon: &Lexicon) {
+        for word in cjk_content_words(text) {
             // A compound the dictionary lacks (`数学考试`) is read as its parts.
             let known = if lexicon.english_of(&word).is_empty() {
                 cjk_words(&word)
@@ -296,53 +338,78 @@ pub fn translate(query: &str, lexicon: &Lexicon) -> Option<Translation> {
             } else {
                 vec![word]
             };
+            let mut any = false;
             for word in known {
                 let english = lexicon.english_of(&word);
-                translated |= !english.is_empty();
+                self.translated |= !english.is_empty();
                 let share = weight / english.len().max(1) as f32;
+                let mut alternatives = Vec::new();
                 for e in english {
                     let term = Term {
                         text: e.to_string(),
                         kind: TermKind::Word,
                     };
-                    add(term, share, true);
+                    alternatives.push(vec![(term.clone(), share)]);
+                    self.add(term, share, true);
+                }
+                if !alternatives.is_empty() {
+                    any = true;
+                    self.groups.push(TranslationGroup {
+                        weight,
+                        alternatives,
+                    });
                 }
             }
+            // A word nothing translates still belongs to the question: no
+            // memory in the other script can be said to hold it.
+            if !any {
+                self.groups.push(TranslationGroup {
+                    weight,
+                    alternatives: Vec::new(),
+                });
+            }
         }
-        for term in tokenize(&text) {
+    }
+
+    /// en → zh: each English content word of `text` (a name is its own translation).
+    fn english_words(&mut self, text: &str, weight: f32, lexicon: &Lexicon) {
+        for term in tokenize(text) {
             if term.kind != TermKind::Word || is_stop_word(&term) {
                 continue;
             }
             let chinese = lexicon.chinese_of(&term.text);
             if chinese.is_empty() {
                 if term.text.bytes().any(|b| b.is_ascii_alphabetic()) {
-                    add(term, weight, false);
+                    self.groups.push(TranslationGroup {
+                        weight,
+                        alternatives: vec![vec![(term.clone(), weight)]],
+                    });
+                    self.add(term, weight, false);
                 }
                 continue;
             }
-            translated = true;
+            self.translated = true;
             let share = weight / chinese.len() as f32;
+            let mut alternatives = Vec::new();
             for zh in chinese {
                 let segment = Term {
                     text: zh.to_string(),
                     kind: TermKind::Segment,
                 };
-                add(segment, share, true);
+                let mut terms = vec![(segment.clone(), share)];
+                self.add(segment, share, true);
                 for t in tokenize(zh) {
-                    add(t, share, true);
+                    terms.push((t.clone(), share));
+                    self.add(t, share, true);
                 }
+                alternatives.push(terms);
             }
+            self.groups.push(TranslationGroup {
+                weight,
+                alternatives,
+            });
         }
     }
-    translated.then(|| Translation {
-        plan: QueryPlan {
-            conversational: plan(query).conversational,
-            dialogue: n > 1,
-            semantic: String::new(),
-            terms: all,
-        },
-        translations: from_lexicon,
-    })
 }
 
 /// A query translated for the cross-lingual pass ([`translate`]).
@@ -353,36 +420,38 @@ pub struct Translation {
     /// The terms that came from the lexicon. A memory matching none of them
     /// matched only on a name or a number kept as it was.
     pub(crate) translations: Vec<Term>,
+    /// One group per content word of the query, in query order: its turn
+    /// weight and its translations, each as the terms (with their weights in
+    /// [`Translation::plan`]) a memory holding it contains. A name kept as it
+    /// is is its own one translation; a word nothing translates has none.
+    pub(crate) groups: Vec<TranslationGroup>,
 }
 
-/// The share of a text's words that are CJK: CJK characters counted one
-/// each, Latin words (runs of ASCII letters) one each. A text with neither
-/// (digits, punctuation) is 0.5, neutral.
-pub(crate) fn cjk_share(text: &str) -> f32 {
-    let (mut cjk, mut latin, mut in_word) = (0u32, 0u32, false);
-    for c in text.chars() {
-        if crate::index::tokenizer::is_cjk(c) {
-            cjk += 1;
-        }
-        let letter = c.is_ascii_alphabetic();
-        if letter && !in_word {
-            latin += 1;
-        }
-        in_word = letter;
-    }
-    if cjk + latin == 0 {
-        0.5
-    } else {
-        cjk as f32 / (cjk + latin) as f32
-    }
+/// The translations of one query word ([`Translation::groups`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct TranslationGroup {
+    /// The weight of the word's turn.
+    pub(crate) weight: f32,
+    /// Each translation as its terms and their weights (an English word:
+    /// one word term; a Chinese word: its jieba word and its bigrams).
+    pub(crate) alternatives: Vec<Vec<(Term, f32)>>,
 }
 
-/// Whether two texts are written mostly in different scripts (one mostly
-/// CJK, the other mostly Latin), given their [`cjk_share`]s. Full text can
-/// match such a pair only on names and numbers, never on what it says.
-pub(crate) fn scripts_differ(a: f32, b: f32) -> bool {
-    (a - b).abs() > 0.5
+/// The tokens of a query as the index cuts a text (stop words included),
+/// for the exact-phrase lookup: `None` for a dialogue (several turns), a
+/// query of fewer than two tokens or one too long to be copied from a memory.
+pub fn phrase_tokens(query: &str) -> Option<Vec<Term>> {
+    if query.lines().filter(|l| !l.trim().is_empty()).count() > 1 {
+        return None;
+    }
+    let tokens = tokenize(query);
+    (2..=MAX_PHRASE_TOKENS)
+        .contains(&tokens.len())
+        .then_some(tokens)
 }
+
+/// The longest query looked up as an exact phrase, in tokens.
+pub const MAX_PHRASE_TOKENS: usize = 64;
 
 #[cfg(test)]
 mod tests {
@@ -390,18 +459,22 @@ mod tests {
 
     #[test]
     fn script_shares() {
+        use crate::analysis::tokenizer::{cjk_share, script_milli, scripts_differ_milli};
         assert_eq!(cjk_share("我今天去公园"), 1.0);
         assert_eq!(cjk_share("I went to the park today"), 0.0);
         assert_eq!(cjk_share("2024-05-01 !"), 0.5);
         // A Chinese dialogue with speaker tags stays mostly CJK.
-        let zh = cjk_share("<Bart>:\"嘿，你知道吗？元旦晚会我要表演魔术！\"");
-        assert!(zh > 0.8, "{zh}");
-        assert!(scripts_differ(
+        let zh = script_milli("<Bart>:\"嘿，你知道吗？元旦晚会我要表演魔术！\"");
+        assert!(zh > 800, "{zh}");
+        assert!(scripts_differ_milli(
             zh,
-            cjk_share("Bart danced at the Christmas party.")
+            script_milli("Bart danced at the Christmas party.")
         ));
-        assert!(!scripts_differ(zh, cjk_share("Bart 在圣诞晚会上跳舞")));
-        assert!(!scripts_differ(0.5, 0.0), "neutral text never differs");
+        assert!(!scripts_differ_milli(
+            zh,
+            script_milli("Bart 在圣诞晚会上跳舞")
+        ));
+        assert!(!scripts_differ_milli(500, 0), "neutral text never differs");
     }
 
     #[test]

@@ -1,63 +1,66 @@
-//! The relevance floor: whether a hit has evidence of being about the query at all.
+//! The relevance decision: whether a hit is about its query, one calibrated
+//! probability per hit.
 //!
-//! Hybrid scores are reciprocal-rank fusions: they order hits but have no
-//! absolute scale, so the best hit of an unrelated query scores as high as the
-//! best hit of a good one. Recall must say nothing rather than put unrelated
-//! memories into a prompt, so each hit is judged on evidence instead, from the
-//! two rankings that produced it:
+//! Search scores order hits but have no absolute scale (the best hit of an
+//! unrelated query scores as high as the best hit of a good one), and e5
+//! cosines between unrelated texts sit around 0.80 whatever the scripts, so
+//! no fixed score or cosine floor separates on-topic from off-topic. Each
+//! hit is judged instead on the evidence search already has
+//! ([`Evidence`]):
 //!
-//! - **coverage** (text side): the share of the query's content terms, each
-//!   weighted by its turn weight ([`crate::query::plan`]) × IDF over the
-//!   visible memories, that the hit contains. A query term no memory contains
-//!   has the largest IDF, so a query about something the root never heard of
-//!   covers little of any hit.
-//! - **semantic** (vector side): the cosine between the query's and the hit's
-//!   embeddings, against a threshold that depends on the scripts of the two
-//!   texts. e5 cosines sit around 0.75–0.85 even between unrelated texts, and
-//!   Chinese pairs run higher than English ones, cross-language pairs lower:
-//!   [`COSINE_CJK`], [`COSINE_LATIN`], [`COSINE_MIXED`]. A cosine at its
-//!   threshold maps to [`DEFAULT_FLOOR`]; ±[`COSINE_BAND`] around it spans 0 to 1.
+//! - **coverage**: the share of the query's content terms, each weighted by
+//!   its turn weight ([`crate::query::plan`]) × IDF over the visible
+//!   memories, that the memory contains. Speaker tags (`小王：…`, `<Bart>:`)
+//!   are left out of every feature: who says something is not what is asked. A term no memory holds has the
+//!   largest IDF, so a question about something the root never heard of
+//!   covers little of any memory.
+//! - **content**: the same share counting only the query's terms that some
+//!   visible memory holds, speaker tags left out: all the root could match of
+//!   the question (and `content_known`, that times **known**, the share of
+//!   the query's words the root knows).
+//! - **bm25**: the own-language BM25 of the memory's text over those terms,
+//!   divided by the query's maximum (every term once, in a text of average length).
+//! - **phrase**: the memory holds the query as written (every token adjacent, in order).
+//! - **translated**: the share of the query's translated words (CC-CEDICT,
+//!   [`crate::query::translate`]) one of whose translations the memory holds,
+//!   each word counted with the IDF of the rarest translation held (at most
+//!   the mean of its translations'): a common sense says less.
+//! - **cosine** of query and memory embeddings with the calibrated model
+//!   ([`CALIBRATED_MODEL`]), read with the scripts of the two texts
+//!   ([`Pairing`]): cross-script pairs run lower than same-script ones.
 //!
-//! A hit's relevance is, in `[0, 1]`, the semantic value when the search ran
-//! with the calibrated embedder ([`CALIBRATED_MODEL`]) and the hit has a
-//! vector, else its coverage. The floor is
-//! a gate on the response: when its best hit is below the floor, the response
-//! has no hits; otherwise it keeps them all. Measured per hit, no floor keeps
-//! recall on the dev sets while rejecting unrelated queries (relevant
-//! memories of dialogue queries are often weak matches); the best hit of a
-//! real query is reliably stronger than the best hit of an unrelated one.
-//! Recall applies [`DEFAULT_FLOOR`] unless the request gives `min_score`, but
-//! only when cosines are evidence: coverage alone does not separate (the best
-//! hit of a real dialogue query covers as little as 0.01 of it), so without
-//! the calibrated model recall applies a floor only when `min_score` is given.
-//! Search applies a floor only when the request gives `min_score`.
+//! A logistic model over these ([`RelevanceModel`]) gives P(relevant); a
+//! hit below the threshold (the operating point: the probability above
+//! which a thousandth of the off-topic training searches keep a hit, out of
+//! fold) is dropped. Evidence only ever raises the probability (the trainer
+//! keeps the weights of the evidence features at or above zero). Two variants
+//! are trained: `semantic` for hits with a cosine of the calibrated model,
+//! `lexical` for the rest (full-text searches, other models). The
+//! coefficients, thresholds and cross-validated figures are data:
+//! `relevance_weights.json`, written by `scripts/train-relevance.sh`; a test
+//! checks this evaluator against the trainer's own predictions.
 //!
-//! The cosine thresholds were calibrated on the dev sets in `/work/shared/eval`
-//! and the unrelated queries in `tests/fixtures/unrelated-queries.jsonl`
-//! (`cargo run --example floor_calibration`, then
-//! `scripts/floor_calibration.py --gate`): the highest threshold whose recall@5
-//! drop stays within 0.008 on madial-zh-dev (CJK), madial-en-dev (Latin) and
-//! madial-zh2en-dev (mixed); reported on the other sets and the test half of
-//! the unrelated queries. Coverage alone (no embedder) is not calibrated.
-//!
-//! Measured with the shipped constants (`--shipped`): recall@5 drops by
-//! 0.006 (madial-zh-dev), 0.000 (madial-en-dev), 0.008 (madial-zh2en-dev),
-//! 0.000 (madial-en2zh-dev) and 0.024 (locomo-dev, 2,760 English turns: the
-//! larger the corpus, the nearer its nearest unrelated text); 0 of 80
-//! unrelated (query, dev set) pairs on the MADial sets return hits, 14 of 40
-//! on locomo-dev.
+//! The decision is made by [`crate::search`] for every search (and so for
+//! recall, its block, MCP and the console, which all search): `min_score`
+//! `None` applies the calibrated threshold, `Some(0.0)` turns the decision
+//! off, any other value is a floor on the probability.
 
 use std::collections::{HashMap, HashSet};
 
+use serde::{Deserialize, Serialize};
+
+use crate::analysis::tokenizer::{
+    Term, TermKind, cjk_chars, cjk_words, normalize, script_milli, tokenize,
+};
 use crate::embed::Embedder;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::index::Index;
 use crate::index::filter::Filter;
-use crate::index::tokenizer::{Term, TermKind, cjk_chars, cjk_words, tokenize};
-use crate::search::SearchHit;
+use crate::model::Memory;
+use crate::query::{QueryPlan, Translation};
 
-/// The model the cosine thresholds were calibrated for: cosines of any
-/// other model (another model directory, the test hash embedder) are no evidence.
+/// The model the `semantic` variant was trained with: cosines of any other
+/// model (another model directory, the test hash embedder) are no evidence.
 pub const CALIBRATED_MODEL: &str = "multilingual-e5-small";
 
 /// Whether `embedder`'s cosines are evidence (it is the calibrated model).
@@ -65,172 +68,645 @@ pub fn calibrated(embedder: &dyn Embedder) -> bool {
     embedder.model_id().contains(CALIBRATED_MODEL)
 }
 
-/// Cosine threshold between two texts in CJK script (e5-small).
-pub const COSINE_CJK: f32 = 0.888;
-/// Cosine threshold between two texts in Latin script (e5-small).
-pub const COSINE_LATIN: f32 = 0.826;
-/// Cosine threshold between a CJK and a Latin text (e5-small).
-pub const COSINE_MIXED: f32 = 0.798;
-/// Cosines this far below a threshold map to 0, this far above to 1.
-pub const COSINE_BAND: f32 = 0.05;
-/// The floor recall applies when the request gives no `min_score`.
-pub const DEFAULT_FLOOR: f32 = 0.5;
+/// BM25's term-frequency saturation (tantivy's default).
+const BM25_K1: f32 = 1.2;
+/// BM25's length normalisation (tantivy's default).
+const BM25_B: f32 = 0.75;
 
-/// Whether most letters of `text` are CJK.
-fn mostly_cjk(text: &str) -> bool {
-    let (mut cjk, mut other) = (0usize, 0usize);
-    for c in text.chars().filter(|c| c.is_alphanumeric()) {
-        if crate::index::tokenizer::is_cjk(c) {
-            cjk += 1;
-        } else {
-            other += 1;
+/// The scripts of a query and a memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Pairing {
+    /// Both mostly CJK.
+    Cjk,
+    /// Both mostly Latin (or neutral).
+    #[default]
+    Latin,
+    /// One mostly CJK, the other not.
+    Mixed,
+}
+
+impl Pairing {
+    /// The pairing of two scripts ([`script_milli`]): mostly CJK is more than half.
+    pub(crate) fn of(query_script: i64, text_script: i64) -> Pairing {
+        match (query_script > 500, text_script > 500) {
+            (true, true) => Pairing::Cjk,
+            (false, false) => Pairing::Latin,
+            _ => Pairing::Mixed,
         }
     }
-    // A CJK character carries about as much as a short word.
-    cjk * 3 > other
 }
 
-/// The cosine threshold for a query and a memory text.
-pub fn cosine_threshold(query: &str, text: &str) -> f32 {
-    match (mostly_cjk(query), mostly_cjk(text)) {
-        (true, true) => COSINE_CJK,
-        (false, false) => COSINE_LATIN,
-        _ => COSINE_MIXED,
-    }
-}
-
-/// What speaks for one hit.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// What speaks for one hit being about its query.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Evidence {
-    /// Cosine between query and hit embeddings, when the search used vectors and the hit has one.
-    pub cosine: Option<f32>,
-    /// The cosine threshold for this query and hit ([`cosine_threshold`]).
-    pub threshold: f32,
-    /// Share of the query's IDF-weighted content terms the hit contains, in `[0, 1]`.
+    /// Share of the query's IDF-weighted content terms the memory contains, in `[0, 1]`.
     pub coverage: f32,
+    /// The same share counting only terms some visible memory holds, speaker
+    /// tags left out (what hybrid fusion reads too), in `[0, 1]`: all
+    /// of what the root could match of the question.
+    pub content: f32,
+    /// Own-language BM25 over the query's terms, divided by the query's maximum, in `[0, 2]`.
+    pub bm25: f32,
+    /// The memory holds the query as written.
+    pub phrase: bool,
+    /// Share of the query's content words (each weighted by turn weight ×
+    /// the IDF of its translations) that the memory holds a translation of
+    /// (a name: itself), in `[0, 1]`.
+    pub translated: f32,
+    /// Cosine of query and memory embeddings (calibrated model only).
+    pub cosine: Option<f32>,
+    /// The scripts of query and memory.
+    pub pairing: Pairing,
+    /// `ln(1 + n)` for the query's `n` content terms (jieba words not counted).
+    pub terms: f32,
+    /// The query has several turns.
+    pub dialogue: bool,
+    /// The share of the query's words (by turn weight) that some visible
+    /// memory holds, in the query's language or translated, whichever is
+    /// larger: a question about things the root never heard of knows few.
+    pub known: f32,
+    /// `ln(1 + n)` for the `n` memories the caller may read.
+    pub docs: f32,
+    /// `ln(1 + n)` for the memory's `n` tokens: a line of chat a few words
+    /// long is near everything and about nothing.
+    pub length: f32,
+    /// The strongest lexical evidence (coverage or translated) among the
+    /// response's first [`LIST_DEPTH`] hits: whether the query is about
+    /// anything the root holds at all.
+    pub best_lexical: f32,
+    /// The highest cosine among those hits, when there are cosines.
+    pub best_cosine: Option<f32>,
+}
+
+/// How many of a response's first hits its list evidence looks at (the default limit).
+pub const LIST_DEPTH: usize = 5;
+
+/// Sets the list evidence ([`Evidence::best_lexical`], [`Evidence::best_cosine`])
+/// of every hit of a response from its first [`LIST_DEPTH`] hits.
+pub(crate) fn set_list_evidence(evidence: &mut [&mut Evidence]) {
+    let top = evidence.iter().take(LIST_DEPTH);
+    let best_lexical = top
+        .clone()
+        .map(|e| e.coverage.max(e.translated))
+        .fold(0.0, f32::max);
+    let best_cosine = top.filter_map(|e| e.cosine).reduce(f32::max);
+    for e in evidence.iter_mut() {
+        e.best_lexical = best_lexical;
+        e.best_cosine = best_cosine;
+    }
 }
 
 impl Evidence {
-    /// The cosine rescaled around its threshold, in `[0, 1]` (`None` without a cosine).
-    pub(crate) fn semantic(&self) -> Option<f32> {
-        self.cosine
-            .map(|c| (DEFAULT_FLOOR + (c - self.threshold) / (2.0 * COSINE_BAND)).clamp(0.0, 1.0))
-    }
-
-    /// The rescaled cosine when there is one, else the coverage; in `[0, 1]`.
-    pub fn relevance(&self) -> f32 {
-        self.semantic().unwrap_or(self.coverage)
+    /// The value of a named feature ([`FEATURES`]); `None` for an unknown name.
+    pub fn feature(&self, name: &str) -> Option<f32> {
+        let cos = self.cosine.unwrap_or(0.0);
+        let cjk = f32::from(u8::from(self.pairing == Pairing::Cjk));
+        let mixed = f32::from(u8::from(self.pairing == Pairing::Mixed));
+        Some(match name {
+            "coverage" => self.coverage,
+            "content" => self.content,
+            "content_known" => self.content * self.known,
+            "bm25" => self.bm25,
+            "phrase" => f32::from(u8::from(self.phrase)),
+            "translated" => self.translated,
+            "lexical" => self.coverage.max(self.translated),
+            "terms" => self.terms,
+            "dialogue" => f32::from(u8::from(self.dialogue)),
+            "coverage_terms" => self.coverage * self.terms,
+            "cosine" => cos,
+            "cjk" => cjk,
+            "mixed" => mixed,
+            "cosine_cjk" => cos * cjk,
+            "cosine_mixed" => cos * mixed,
+            "cosine_lexical" => cos * self.coverage.max(self.translated),
+            "known" => self.known,
+            "docs" => self.docs,
+            "length" => self.length,
+            "length_cosine" => self.length * cos,
+            "known_cosine" => self.known * cos,
+            "best_lexical" => self.best_lexical,
+            "best_cosine" => self.best_cosine.unwrap_or(0.0),
+            "lexical_gap" => self.best_lexical - self.coverage.max(self.translated),
+            "cosine_gap" => self.best_cosine.unwrap_or(0.0) - cos,
+            _ => return None,
+        })
     }
 }
 
-/// The evidence for each of `hits` (same order). `embedder` is the one the
-/// search ran with (`None` for a full-text search); its cosines count only
-/// when it is [`calibrated`], else only coverage counts.
-pub fn evidence(
-    index: &Index,
-    embedder: Option<&dyn Embedder>,
-    query: &str,
-    filter: &Filter,
-    hits: &[SearchHit],
-) -> Result<Vec<Evidence>> {
-    if hits.is_empty() {
-        return Ok(Vec::new());
-    }
-    let plan = crate::query::plan(query);
-    let plain: Vec<Term> = plan.terms.iter().map(|w| w.term.clone()).collect();
-    let (dfs, n) = index.text_doc_freqs(&plain, filter)?;
-    let signal: Vec<f32> = plan
-        .terms
-        .iter()
-        .zip(&dfs)
-        .map(|(w, &df)| {
-            let idf = ((n as f32 - df as f32 + 0.5) / (df as f32 + 0.5) + 1.0).ln();
-            w.weight * idf
-        })
-        .collect();
-    let total: f32 = signal.iter().sum();
-    let cosines: HashMap<String, f32> = match embedder.filter(|e| calibrated(*e)) {
-        Some(e) => {
-            let q = e
-                .embed_queries(&[plan.semantic.as_str()])?
-                .pop()
-                .ok_or_else(|| Error::Internal("embedder returned no vector".into()))?;
-            let ids: Vec<String> = hits.iter().map(|h| h.memory.id.clone()).collect();
-            index
-                .vectors_of(&ids, e.model_id())?
-                .into_iter()
-                .map(|(id, v)| (id, cosine(&q, &v)))
-                .collect()
+/// Every feature name [`Evidence::feature`] knows (what the training data holds).
+pub const FEATURES: [&str; 25] = [
+    "coverage",
+    "content",
+    "content_known",
+    "bm25",
+    "phrase",
+    "translated",
+    "lexical",
+    "terms",
+    "dialogue",
+    "coverage_terms",
+    "cosine",
+    "cjk",
+    "mixed",
+    "cosine_cjk",
+    "cosine_mixed",
+    "cosine_lexical",
+    "known",
+    "docs",
+    "length",
+    "length_cosine",
+    "known_cosine",
+    "best_lexical",
+    "best_cosine",
+    "lexical_gap",
+    "cosine_gap",
+];
+
+/// A query's side of the evidence, computed once per search: its terms with
+/// their weights and IDFs under the caller's filter, its translations and
+/// its phrase.
+pub(crate) struct QueryEvidence {
+    terms: Vec<(Term, f32)>,
+    /// Turn weight × IDF per term, in the order of `terms`.
+    signal: Vec<f32>,
+    /// Whether each term says something the root knows: some visible
+    /// memory holds it, and it is not only a speaker tag
+    /// ([`crate::query::WeightedTerm::speaker`]).
+    content: Vec<bool>,
+    /// The sum of `signal`: BM25's maximum for one occurrence of each term
+    /// in a text of average length.
+    total: f32,
+    /// Whether each term is asked about: not only a speaker tag (who says
+    /// something is not what is asked).
+    asked: Vec<bool>,
+    /// The sum of `signal` over the asked terms (the divisor of the
+    /// coverage and BM25 features).
+    asked_total: f32,
+    avg_len: f32,
+    groups: Vec<Vec<Vec<Term>>>,
+    group_weights: Vec<f32>,
+    /// Each translated word's turn weight and the IDF of each of its translations.
+    group_idfs: Vec<(f32, Vec<f32>)>,
+    phrase: Option<Vec<String>>,
+    script: i64,
+    n_terms: f32,
+    dialogue: bool,
+    known: f32,
+    docs: f32,
+}
+
+/// The translated words of a query as [`QueryEvidence`] weighs them.
+#[derive(Default)]
+struct TranslatedSide {
+    /// Each word's translations, as the terms of each.
+    groups: Vec<Vec<Vec<Term>>>,
+    /// Each word's turn weight × the mean IDF of its translations (a word
+    /// without any: the IDF of a term no memory holds).
+    weights: Vec<f32>,
+    /// Each word's turn weight and the IDF of each of its translations.
+    idfs: Vec<(f32, Vec<f32>)>,
+    /// The share of the words (by turn weight) some visible memory holds a
+    /// translation of.
+    known: f32,
+}
+
+impl TranslatedSide {
+    fn new(index: &Index, t: &Translation, filter: &Filter) -> Result<TranslatedSide> {
+        let keys: Vec<Term> = t
+            .groups
+            .iter()
+            .flat_map(|g| g.alternatives.iter().filter_map(|a| a.first()))
+            .map(|(term, _)| term.clone())
+            .collect();
+        let (key_dfs, n) = index.text_doc_freqs(&keys, filter)?;
+        // Whether some visible memory holds a translation of each word.
+        let mut at = 0;
+        let (mut held, mut all) = (0.0f32, 0.0f32);
+        for g in &t.groups {
+            let k = g.alternatives.len();
+            if key_dfs[at..at + k].iter().any(|&df| df > 0) {
+                held += g.weight;
+            }
+            all += g.weight;
+            at += k;
         }
-        None => HashMap::new(),
-    };
-    Ok(hits
-        .iter()
-        .map(|h| {
-            let m = &h.memory;
-            let text = match &m.title {
-                Some(t) => format!("{t}\n{}", m.text),
-                None => m.text.clone(),
-            };
-            let words: HashSet<String> = tokenize(&text).into_iter().map(|t| t.text).collect();
-            let chars: HashSet<String> = cjk_chars(&text).into_iter().collect();
-            let segments: HashSet<String> =
-                if plan.terms.iter().any(|w| w.term.kind == TermKind::Segment) {
-                    cjk_words(&text).into_iter().collect()
+        let mut key_idf = key_dfs.into_iter().map(|df| idf(df, n));
+        let groups = t
+            .groups
+            .iter()
+            .map(|g| {
+                g.alternatives
+                    .iter()
+                    .map(|a| a.iter().map(|(t, _)| t.clone()).collect())
+                    .collect()
+            })
+            .collect();
+        let mut idfs = Vec::new();
+        let weights = t
+            .groups
+            .iter()
+            .map(|g| {
+                let these: Vec<f32> = key_idf.by_ref().take(g.alternatives.len()).collect();
+                let mean = if these.is_empty() {
+                    idf(0, n)
                 } else {
-                    HashSet::new()
+                    these.iter().sum::<f32>() / these.len() as f32
                 };
-            let covered: f32 = plan
+                idfs.push((g.weight, these));
+                g.weight * mean
+            })
+            .collect();
+        Ok(TranslatedSide {
+            groups,
+            weights,
+            idfs,
+            known: if all > 0.0 { held / all } else { 0.0 },
+        })
+    }
+}
+
+/// Inverse document frequency as tantivy's BM25 computes it.
+pub(crate) fn idf(df: u64, docs: u64) -> f32 {
+    let (df, n) = (df as f32, docs as f32);
+    ((n - df + 0.5) / (df + 0.5) + 1.0).ln()
+}
+
+impl QueryEvidence {
+    /// The evidence of `query` (planned as `plan`, translated as
+    /// `translation`) under `filter`: IDFs and the average length come from
+    /// the memories the filter admits only.
+    pub(crate) fn new(
+        index: &Index,
+        query: &str,
+        plan: &QueryPlan,
+        translation: Option<&Translation>,
+        filter: &Filter,
+    ) -> Result<QueryEvidence> {
+        let plain: Vec<Term> = plan.terms.iter().map(|w| w.term.clone()).collect();
+        let (dfs, n) = index.text_doc_freqs(&plain, filter)?;
+        let signal: Vec<f32> = plan
+            .terms
+            .iter()
+            .zip(&dfs)
+            .map(|(w, &df)| w.weight * idf(df, n))
+            .collect();
+        let total = signal.iter().sum::<f32>();
+        let side = match translation {
+            Some(t) => TranslatedSide::new(index, t, filter)?,
+            None => TranslatedSide::default(),
+        };
+        let weight_of = |only_known: bool| -> f32 {
+            plan.terms
+                .iter()
+                .zip(&dfs)
+                .filter(|(w, df)| !w.speaker && (!only_known || **df > 0))
+                .map(|(w, _)| w.weight)
+                .sum()
+        };
+        let own_known = if plan.terms.iter().all(|w| w.speaker) {
+            0.0
+        } else {
+            weight_of(true) / weight_of(false).max(f32::EPSILON)
+        };
+        let counted = plan
+            .terms
+            .iter()
+            .filter(|w| w.term.kind != TermKind::Segment && !w.speaker)
+            .count();
+        let asked: Vec<bool> = plan.terms.iter().map(|w| !w.speaker).collect();
+        let asked_total = signal
+            .iter()
+            .zip(&asked)
+            .filter(|(_, a)| **a)
+            .map(|(s, _)| s)
+            .sum::<f32>();
+        Ok(QueryEvidence {
+            terms: plan
                 .terms
                 .iter()
-                .zip(&signal)
-                .filter(|(w, _)| match w.term.kind {
-                    TermKind::Single => chars.contains(&w.term.text),
-                    TermKind::Segment => segments.contains(&w.term.text),
-                    TermKind::Word | TermKind::Bigram => words.contains(&w.term.text),
-                })
-                .map(|(_, s)| *s)
-                .sum();
-            Evidence {
-                cosine: cosines.get(&m.id).copied(),
-                threshold: cosine_threshold(&plan.semantic, &text),
-                coverage: if total > 0.0 {
-                    (covered / total).clamp(0.0, 1.0)
-                } else {
-                    0.0
-                },
-            }
+                .map(|w| (w.term.clone(), w.weight))
+                .collect(),
+            signal,
+            asked,
+            asked_total,
+            content: plan
+                .terms
+                .iter()
+                .zip(&dfs)
+                .map(|(w, &df)| !w.speaker && df > 0)
+                .collect(),
+            total,
+            avg_len: index.text_average_body_tokens(filter)?.max(1.0),
+            groups: side.groups,
+            group_weights: side.weights,
+            group_idfs: side.idfs,
+            phrase: crate::query::phrase_tokens(query)
+                .map(|t| t.into_iter().map(|t| t.text).collect()),
+            script: script_milli(query),
+            n_terms: (1.0 + counted as f32).ln(),
+            dialogue: plan.dialogue,
+            known: own_known.max(side.known),
+            docs: (1.0 + n as f32).ln(),
         })
-        .collect())
+    }
+
+    /// BM25's maximum for the query: every term once in a text of average
+    /// length (the divisor of [`Evidence::bm25`]).
+    pub(crate) fn max_bm25(&self) -> f32 {
+        self.total
+    }
+
+    /// The query's script ([`script_milli`]).
+    pub(crate) fn script(&self) -> i64 {
+        self.script
+    }
+
+    /// The coverage of a text alone (see [`Evidence::coverage`]).
+    pub(crate) fn coverage(&self, text: &str) -> f32 {
+        // Every term counts here, speaker tags too: this orders the coverage
+        // re-rank of full text, not the relevance decision.
+        let counts = self.counts(text);
+        let held: f32 = self
+            .signal
+            .iter()
+            .zip(&counts)
+            .filter(|(_, f)| **f > 0)
+            .map(|(s, _)| s)
+            .sum();
+        if self.total > 0.0 {
+            (held / self.total).clamp(0.0, 1.0)
+        } else {
+            0.0
+        }
+    }
+
+    /// The share of the query's content-term signal that `text` holds, in
+    /// `[0, 1]`, counting only terms some visible memory holds and leaving
+    /// speaker tags out: how much a memory has of what the conversation
+    /// says that the root could match at all, not of who says it.
+    pub(crate) fn content_coverage(&self, text: &str) -> f32 {
+        let counts = self.counts(text);
+        let (mut held, mut total) = (0.0f32, 0.0f32);
+        for ((s, content), f) in self.signal.iter().zip(&self.content).zip(&counts) {
+            if *content {
+                total += s;
+                if *f > 0 {
+                    held += s;
+                }
+            }
+        }
+        if total > 0.0 {
+            (held / total).clamp(0.0, 1.0)
+        } else {
+            0.0
+        }
+    }
+
+    /// How often `text` holds each query term, in the order of `terms`.
+    fn counts(&self, text: &str) -> Vec<u32> {
+        let tokens = tokenize(text);
+        self.counts_in(text, &tokens)
+    }
+
+    fn counts_in(&self, text: &str, tokens: &[Term]) -> Vec<u32> {
+        let mut tf: HashMap<&str, u32> = HashMap::new();
+        for t in tokens {
+            *tf.entry(t.text.as_str()).or_default() += 1;
+        }
+        let needs = |kind| self.terms.iter().any(|(t, _)| t.kind == kind);
+        let mut chars: HashMap<String, u32> = HashMap::new();
+        if needs(TermKind::Single) {
+            for c in cjk_chars(text) {
+                *chars.entry(c).or_default() += 1;
+            }
+        }
+        let mut segments: HashMap<String, u32> = HashMap::new();
+        if needs(TermKind::Segment) {
+            for w in cjk_words(text) {
+                *segments.entry(w).or_default() += 1;
+            }
+        }
+        self.terms
+            .iter()
+            .map(|(t, _)| match t.kind {
+                TermKind::Single => chars.get(&t.text).copied().unwrap_or(0),
+                TermKind::Segment => segments.get(&t.text).copied().unwrap_or(0),
+                TermKind::Word | TermKind::Bigram => tf.get(t.text.as_str()).copied().unwrap_or(0),
+            })
+            .collect()
+    }
+
+    /// The evidence for `memory`, with its cosine when there is one.
+    pub(crate) fn of(&self, memory: &Memory, cosine: Option<f32>) -> Evidence {
+        self.of_text(&indexed_text(memory), cosine)
+    }
+
+    fn of_text(&self, text: &str, cosine: Option<f32>) -> Evidence {
+        let tokens = tokenize(text);
+        let counts = self.counts_in(text, &tokens);
+        let len_norm = 1.0 - BM25_B + BM25_B * tokens.len() as f32 / self.avg_len;
+        let (mut covered, mut bm25) = (0.0f32, 0.0f32);
+        let (mut content_held, mut content_total) = (0.0f32, 0.0f32);
+        for (((s, &f), &content), &asked) in self
+            .signal
+            .iter()
+            .zip(&counts)
+            .zip(&self.content)
+            .zip(&self.asked)
+        {
+            if content {
+                content_total += s;
+                if f > 0 {
+                    content_held += s;
+                }
+            }
+            let f = f as f32;
+            if asked && f > 0.0 {
+                covered += s;
+                bm25 += s * f * (BM25_K1 + 1.0) / (f + BM25_K1 * len_norm);
+            }
+        }
+        let share = |x: f32| {
+            if self.asked_total > 0.0 {
+                x / self.asked_total
+            } else {
+                0.0
+            }
+        };
+        let norm = normalize(text);
+        let words: HashSet<&str> = tokens
+            .iter()
+            .filter(|t| t.kind == TermKind::Word)
+            .map(|t| t.text.as_str())
+            .collect();
+        let holds = |alternative: &[Term]| match alternative.first() {
+            Some(t) if t.kind == TermKind::Word => words.contains(t.text.as_str()),
+            Some(t) => norm.contains(&t.text),
+            None => false,
+        };
+        let group_total: f32 = self.group_weights.iter().sum();
+        // A word counts with the IDF of the rarest translation the memory
+        // holds, at most its mean: holding a common sense (`time` for 时间)
+        // says less than holding the word's specific one.
+        let translated: f32 = self
+            .groups
+            .iter()
+            .zip(&self.group_weights)
+            .zip(&self.group_idfs)
+            .filter_map(|((g, w), (turn, idfs))| {
+                let held = g
+                    .iter()
+                    .zip(idfs)
+                    .filter(|(a, _)| holds(a))
+                    .map(|(_, idf)| *idf)
+                    .reduce(f32::max)?;
+                Some(w.min(turn * held))
+            })
+            .sum();
+        let phrase = self.phrase.as_ref().is_some_and(|p| {
+            tokens.len() >= p.len()
+                && tokens
+                    .windows(p.len())
+                    .any(|w| w.iter().zip(p).all(|(a, b)| a.text == *b))
+        });
+        Evidence {
+            coverage: share(covered).clamp(0.0, 1.0),
+            content: if content_total > 0.0 {
+                (content_held / content_total).clamp(0.0, 1.0)
+            } else {
+                0.0
+            },
+            bm25: share(bm25).clamp(0.0, 2.0),
+            phrase,
+            translated: if group_total > 0.0 {
+                (translated / group_total).clamp(0.0, 1.0)
+            } else {
+                0.0
+            },
+            cosine,
+            pairing: Pairing::of(self.script, script_milli(text)),
+            terms: self.n_terms,
+            dialogue: self.dialogue,
+            known: self.known,
+            docs: self.docs,
+            length: (1.0 + tokens.len() as f32).ln(),
+            best_lexical: 0.0,
+            best_cosine: None,
+        }
+    }
 }
 
-/// Empties `hits` when none has [`Evidence::relevance`] of at least `floor`.
-pub(crate) fn apply_floor(
-    index: &Index,
-    embedder: Option<&dyn Embedder>,
-    query: &str,
-    filter: &Filter,
-    hits: &mut Vec<SearchHit>,
-    floor: f32,
-) -> Result<()> {
-    if floor <= 0.0 || hits.is_empty() {
-        return Ok(());
+/// The text of a memory as the index holds it: title, text and tags.
+pub(crate) fn indexed_text(m: &Memory) -> String {
+    let mut text = match &m.title {
+        Some(t) => format!("{t}\n{}", m.text),
+        None => m.text.clone(),
+    };
+    for tag in &m.tags {
+        text.push('\n');
+        text.push_str(tag);
     }
-    let ev = evidence(index, embedder, query, filter, hits)?;
-    if !ev.iter().any(|e| e.relevance() >= floor) {
-        hits.clear();
-    }
-    Ok(())
+    text
 }
 
-fn cosine(a: &[f32], b: &[f32]) -> f32 {
-    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
-    let na = a.iter().map(|x| x * x).sum::<f32>().sqrt();
-    let nb = b.iter().map(|x| x * x).sum::<f32>().sqrt();
-    if na == 0.0 || nb == 0.0 {
-        0.0
-    } else {
-        dot / (na * nb)
+/// One logistic model: features standardised, weighted, summed with a bias.
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct Logistic {
+    /// Feature names ([`FEATURES`]), in the order of the other vectors.
+    pub(crate) features: Vec<String>,
+    /// Mean subtracted from each feature.
+    pub(crate) mean: Vec<f32>,
+    /// Scale each centred feature is divided by.
+    pub(crate) scale: Vec<f32>,
+    /// One weight per feature.
+    pub(crate) weights: Vec<f32>,
+    /// Intercept.
+    pub(crate) bias: f32,
+    /// The operating point: hits below this probability are dropped by default.
+    pub(crate) threshold: f32,
+}
+
+impl Logistic {
+    fn valid(&self) -> bool {
+        let n = self.features.len();
+        self.mean.len() == n
+            && self.scale.len() == n
+            && self.weights.len() == n
+            && self.scale.iter().all(|s| *s > 0.0)
+            && self.features.iter().all(|f| FEATURES.contains(&f.as_str()))
+            && (0.0..1.0).contains(&self.threshold)
+    }
+
+    fn probability(&self, e: &Evidence) -> f32 {
+        self.probability_with(|name| e.feature(name).unwrap_or(0.0))
+    }
+
+    /// The probability given each feature's value by name.
+    fn probability_with(&self, feature: impl Fn(&str) -> f32) -> f32 {
+        let z: f32 = self
+            .features
+            .iter()
+            .zip(&self.mean)
+            .zip(&self.scale)
+            .zip(&self.weights)
+            .map(|(((f, m), s), w)| (feature(f) - m) / s * w)
+            .sum::<f32>()
+            + self.bias;
+        1.0 / (1.0 + (-z).exp())
+    }
+}
+
+/// The two variants of the relevance model (see the module docs).
+#[derive(Debug, Clone, Deserialize)]
+pub struct RelevanceModel {
+    /// For hits without a cosine of the calibrated model.
+    pub(crate) lexical: Logistic,
+    /// For hits with one.
+    pub(crate) semantic: Logistic,
+}
+
+/// The checked-in model (written by `scripts/train-relevance.py`).
+const WEIGHTS_JSON: &str = include_str!("relevance_weights.json");
+
+/// The checked-in model, parsed once.
+pub fn model() -> &'static RelevanceModel {
+    static MODEL: std::sync::LazyLock<RelevanceModel> = std::sync::LazyLock::new(|| {
+        let m: RelevanceModel = serde_json::from_str(WEIGHTS_JSON)
+            .expect("relevance_weights.json is checked in and parsed by a test");
+        assert!(
+            m.lexical.valid() && m.semantic.valid(),
+            "relevance_weights.json names known features with one value each"
+        );
+        m
+    });
+    &MODEL
+}
+
+impl RelevanceModel {
+    fn variant(&self, e: &Evidence) -> &Logistic {
+        if e.cosine.is_some() {
+            &self.semantic
+        } else {
+            &self.lexical
+        }
+    }
+
+    /// P(relevant) of a hit with this evidence, in (0, 1).
+    pub fn probability(&self, e: &Evidence) -> f32 {
+        self.variant(e).probability(e)
+    }
+
+    /// The probability below which a hit with this evidence is dropped by default.
+    pub fn threshold(&self, e: &Evidence) -> f32 {
+        self.variant(e).threshold
+    }
+
+    /// Whether a hit with probability `p` (and this evidence) is kept under
+    /// `min_score`: `None` is the default threshold, `Some(0.0)` keeps everything.
+    pub fn keeps(&self, e: &Evidence, p: f32, min_score: Option<f32>) -> bool {
+        p >= min_score.unwrap_or_else(|| self.threshold(e))
     }
 }
 
@@ -238,39 +714,95 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
 mod tests {
     use super::*;
 
-    #[test]
-    fn relevance_is_the_rescaled_cosine_or_else_coverage() {
-        let e = |cosine, coverage| Evidence {
-            cosine,
-            threshold: COSINE_LATIN,
+    fn evidence(coverage: f32, cosine: Option<f32>, pairing: Pairing) -> Evidence {
+        Evidence {
             coverage,
-        };
-        assert_eq!(e(Some(COSINE_LATIN), 0.1).relevance(), DEFAULT_FLOOR);
-        assert_eq!(e(Some(COSINE_LATIN - COSINE_BAND), 0.9).relevance(), 0.0);
-        assert_eq!(e(Some(COSINE_LATIN + COSINE_BAND), 0.0).relevance(), 1.0);
-        assert_eq!(e(None, 0.3).relevance(), 0.3);
+            content: coverage,
+            bm25: coverage,
+            phrase: false,
+            translated: 0.0,
+            cosine,
+            pairing,
+            terms: 2f32.ln(),
+            dialogue: false,
+            known: 1.0,
+            docs: 100f32.ln(),
+            length: 10f32.ln(),
+            best_lexical: coverage,
+            best_cosine: cosine,
+        }
     }
 
     #[test]
-    fn thresholds_follow_the_scripts() {
-        assert_eq!(
-            cosine_threshold("量子色动力学", "小王对花生过敏"),
-            COSINE_CJK
-        );
-        assert_eq!(
-            cosine_threshold("peanut allergy", "Wang is allergic"),
-            COSINE_LATIN
-        );
-        assert_eq!(
-            cosine_threshold("量子色动力学", "Wang is allergic"),
-            COSINE_MIXED
-        );
+    fn the_checked_in_model_parses_and_is_monotone_in_lexical_evidence() {
+        let m = model();
+        for cosine in [None, Some(0.84)] {
+            let low = m.probability(&evidence(0.0, cosine, Pairing::Latin));
+            let high = m.probability(&evidence(1.0, cosine, Pairing::Latin));
+            assert!(low < high, "{cosine:?}: {low} < {high}");
+            assert!(0.0 < low && high < 1.0);
+        }
+        let e = evidence(0.0, None, Pairing::Latin);
+        assert!(m.keeps(&e, 0.0, Some(0.0)), "0 turns the decision off");
+        assert!(!m.keeps(&e, 0.2, Some(0.3)));
+    }
+
+    /// The trainer's own predictions (`scripts/train-relevance.py --parity`)
+    /// for sample rows of its training data: this evaluator must agree.
+    #[test]
+    fn the_evaluator_agrees_with_the_trainer() {
+        let rows = include_str!("../tests/fixtures/relevance-parity.jsonl");
+        let m = model();
+        let mut n = 0;
+        for line in rows.lines() {
+            let row: serde_json::Value = serde_json::from_str(line).unwrap();
+            let variant = if row["hasCosine"].as_bool().unwrap() {
+                &m.semantic
+            } else {
+                &m.lexical
+            };
+            assert_eq!(
+                row["variant"],
+                if row["hasCosine"] == true {
+                    "semantic"
+                } else {
+                    "lexical"
+                }
+            );
+            let got =
+                variant.probability_with(|name| row["features"][name].as_f64().unwrap() as f32);
+            let want = row["probability"].as_f64().unwrap() as f32;
+            assert!((got - want).abs() < 1e-4, "{got} != {want}: {line}");
+            n += 1;
+        }
+        assert!(n >= 50, "{n} rows");
     }
 
     #[test]
-    fn cosine_of_parallel_and_orthogonal_vectors() {
-        assert!((cosine(&[1.0, 0.0], &[2.0, 0.0]) - 1.0).abs() < 1e-6);
-        assert_eq!(cosine(&[1.0, 0.0], &[0.0, 3.0]), 0.0);
-        assert_eq!(cosine(&[0.0, 0.0], &[1.0, 0.0]), 0.0);
+    fn every_feature_name_is_known() {
+        let e = evidence(0.5, Some(0.8), Pairing::Mixed);
+        for name in FEATURES {
+            assert!(e.feature(name).is_some(), "{name}");
+        }
+        assert_eq!(e.feature("cosine_mixed"), Some(0.8));
+        assert_eq!(e.feature("cosine_cjk"), Some(0.0));
+        assert_eq!(e.feature("no such feature"), None);
+    }
+
+    #[test]
+    fn pairings_follow_the_scripts() {
+        let s = |t: &str| script_milli(t);
+        assert_eq!(
+            Pairing::of(s("量子色动力学"), s("小王对花生过敏")),
+            Pairing::Cjk
+        );
+        assert_eq!(
+            Pairing::of(s("peanut allergy"), s("Wang is allergic")),
+            Pairing::Latin
+        );
+        assert_eq!(
+            Pairing::of(s("量子色动力学"), s("Wang is allergic")),
+            Pairing::Mixed
+        );
     }
 }

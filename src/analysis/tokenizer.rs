@@ -55,6 +55,43 @@ pub(crate) fn is_cjk(c: char) -> bool {
         | 0x20000..=0x2FFFF)
 }
 
+/// The share of a text's words that are CJK: CJK characters counted one
+/// each, Latin words (runs of ASCII letters) one each. A text with neither
+/// (digits, punctuation) is 0.5, neutral. The index keeps it per memory
+/// (the script of the memory) and query planning per query.
+pub(crate) fn cjk_share(text: &str) -> f32 {
+    let (mut cjk, mut latin, mut in_word) = (0u32, 0u32, false);
+    for c in text.chars() {
+        if is_cjk(c) {
+            cjk += 1;
+        }
+        let letter = c.is_ascii_alphabetic();
+        if letter && !in_word {
+            latin += 1;
+        }
+        in_word = letter;
+    }
+    if cjk + latin == 0 {
+        0.5
+    } else {
+        cjk as f32 / (cjk + latin) as f32
+    }
+}
+
+/// [`cjk_share`] in thousandths, rounded: the script of a memory as the
+/// index keeps it.
+pub(crate) fn script_milli(text: &str) -> i64 {
+    (cjk_share(text) * 1000.0).round() as i64
+}
+
+/// Whether two scripts ([`script_milli`]) differ: one text mostly CJK, the
+/// other mostly Latin (their shares more than half apart). Full text can
+/// match such a pair only on names, numbers and words written in the other
+/// script.
+pub(crate) fn scripts_differ_milli(a: i64, b: i64) -> bool {
+    (a - b).abs() > 500
+}
+
 /// NFKC + lowercase.
 pub(crate) fn normalize(text: &str) -> String {
     text.nfkc().flat_map(char::to_lowercase).collect()

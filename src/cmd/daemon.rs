@@ -350,7 +350,11 @@ impl Target {
         match self {
             Via::Daemon(d) => d
                 .post(route, &body, CALL_TIMEOUT)
-                .map(|(body, clamped)| Limited { body, clamped }),
+                .map(|(body, clamped)| Limited {
+                    body,
+                    clamped,
+                    next_offset: None,
+                }),
             Via::Local(hub) => local(hub, &hub.operator(), body),
         }
     }

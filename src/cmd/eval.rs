@@ -61,12 +61,13 @@ pub(super) fn run(cli: &super::Cli, config: Config, args: &Args) -> anyhow::Resu
         return super::print_json(&reports);
     }
     outln!(
-        "{:<16} {:<9} {:>6} {:>7} {:>9} {:>10} {:>7} {:>8} {:>8} {:>8}",
+        "{:<16} {:<9} {:>6} {:>7} {:>9} {:>9} {:>10} {:>7} {:>8} {:>8} {:>8}",
         "dataset",
         "mode",
         "corpus",
         "queries",
         "recall@5",
+        "r@5 floor",
         "recall@10",
         "MRR@10",
         "p50 ms",
@@ -80,12 +81,13 @@ pub(super) fn run(cli: &super::Cli, config: Config, args: &Args) -> anyhow::Resu
             format!("{}→{}", r.mode, r.ran)
         };
         outln!(
-            "{:<16} {:<9} {:>6} {:>7} {:>9.3} {:>10.3} {:>7.3} {:>8.1} {:>8.1} {:>8}",
+            "{:<16} {:<9} {:>6} {:>7} {:>9.3} {:>9.3} {:>10.3} {:>7.3} {:>8.1} {:>8.1} {:>8}",
             r.dataset,
             mode,
             r.corpus,
             r.queries,
             r.recall_at_5,
+            r.recall_at_5_with_floor,
             r.recall_at_10,
             r.mrr_at_10,
             r.latency_p50_ms,

@@ -19,7 +19,8 @@ pub(crate) struct Args {
     /// fulltext, semantic or hybrid (default from config: hybrid).
     #[arg(long)]
     mode: Option<String>,
-    /// Relevance floor, 0-1: when the best hit has less evidence, nothing is shown.
+    /// Relevance floor, 0-1: hits less likely than this to be about the query are left out
+    /// (default: the calibrated threshold; 0 shows every hit).
     #[arg(long)]
     min_score: Option<f32>,
 }
@@ -51,6 +52,12 @@ pub(super) fn run(cli: &super::Cli, target: Target, args: &Args) -> anyhow::Resu
     }
     if results.hits.is_empty() {
         outln!("no results");
+    }
+    if results.dropped_below_floor > 0 {
+        eprintln!(
+            "note: {} below the relevance floor left out (--min-score 0 shows them)",
+            results.dropped_below_floor
+        );
     }
     for (i, hit) in results.hits.iter().enumerate() {
         let m = &hit.memory;

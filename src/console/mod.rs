@@ -6,6 +6,11 @@
 //! has exactly the token's rights: this module adds no API, only `GET /` and
 //! `GET /assets/{name}`, outside the `/v1` route table and `openapi.yaml`.
 //!
+//! The API additions the console stands on (the document list and whole
+//! documents, forgotten memories to restore, search paging) are ordinary
+//! `/v1` routes with their own use cases in [`crate::hub`]; the console
+//! calls them with the signed-in token like any client.
+//!
 //! Every response carries a strict Content-Security-Policy (no inline script
 //! or style, connections to this origin only, no framing) and
 //! `X-Content-Type-Options: nosniff`. Memory text is untrusted: the scripts
@@ -58,9 +63,24 @@ static ASSETS: &[Asset] = &[
         body: include_bytes!("assets/markdown.js"),
     },
     Asset {
-        name: "pages.js",
+        name: "find.js",
         media_type: JS,
-        body: include_bytes!("assets/pages.js"),
+        body: include_bytes!("assets/find.js"),
+    },
+    Asset {
+        name: "memory.js",
+        media_type: JS,
+        body: include_bytes!("assets/memory.js"),
+    },
+    Asset {
+        name: "browse.js",
+        media_type: JS,
+        body: include_bytes!("assets/browse.js"),
+    },
+    Asset {
+        name: "docs.js",
+        media_type: JS,
+        body: include_bytes!("assets/docs.js"),
     },
     Asset {
         name: "admin.js",

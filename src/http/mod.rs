@@ -41,6 +41,7 @@
 mod admin;
 mod categories;
 mod consolidation;
+mod documents;
 pub mod error;
 pub mod extract;
 mod lifecycle;
@@ -270,6 +271,9 @@ fn routes() -> Vec<(Route, MethodRouter<AppState>)> {
         (r("POST", "/v1/timeline", true), post(read::timeline)),
         (r("POST", "/v1/disclose", true), post(read::disclose)),
         (r("POST", "/v1/audience", true), post(read::audience)),
+        (r("POST", "/v1/documents", true), post(documents::documents)),
+        (r("POST", "/v1/document", true), post(documents::document)),
+        (r("POST", "/v1/forgotten", true), post(read::forgotten)),
         (r("POST", "/v1/write", true), post(write::write)),
         (r("POST", "/v1/forget", true), post(write::forget)),
         (r("POST", "/v1/restore", true), post(write::restore)),

@@ -1,5 +1,5 @@
 //! Read routes: search, get, recent, recall, timeline, bootstrap, audience,
-//! disclose. Each parses its body and calls the hub's use case of the same
+//! disclose, forgotten. Each parses its body and calls the hub's use case of the same
 //! name, which resolves the caller's scene and filter and runs the query
 //! with that filter inside it.
 
@@ -10,8 +10,8 @@ use super::error::ApiError;
 use super::extract::{ApiJson, Authenticated};
 use super::{AppState, AuditNote, note, reply};
 use crate::api::{
-    AudienceBody, BootstrapBody, DiscloseBody, GetBody, RecallBody, RecentBody, SearchBody,
-    TimelineBody,
+    AudienceBody, BootstrapBody, DiscloseBody, ForgottenBody, GetBody, RecallBody, RecentBody,
+    SearchBody, TimelineBody,
 };
 use crate::hub::Limited;
 
@@ -37,7 +37,25 @@ pub(crate) async fn search(
 ) -> Result<Response, ApiError> {
     let out = st.call(&caller, |hub, c| hub.search(c, body)).await?;
     let ids = out.body.hits.iter().map(|h| h.memory.id.clone());
-    Ok(limited(&out, note(&caller, ids)))
+    let note = note(&caller, ids);
+    let paged = Limited {
+        body: Paged {
+            results: &out.body,
+            next_offset: out.next_offset,
+        },
+        clamped: out.clamped.clone(),
+        next_offset: out.next_offset,
+    };
+    Ok(limited(&paged, note))
+}
+
+/// A search reply with the offset of its next page (a paged search only).
+#[derive(serde::Serialize)]
+struct Paged<'a, T> {
+    #[serde(flatten)]
+    results: &'a T,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_offset: Option<usize>,
 }
 
 /// `POST /v1/get`.
@@ -85,6 +103,17 @@ pub(crate) async fn timeline(
         .flat_map(|m| m.items.iter().map(|i| i.memory.id.clone()))
         .collect();
     Ok(reply(&page, note(&caller, ids)))
+}
+
+/// `POST /v1/forgotten`.
+pub(crate) async fn forgotten(
+    State(st): State<AppState>,
+    Authenticated(caller): Authenticated,
+    ApiJson(body): ApiJson<ForgottenBody>,
+) -> Result<Response, ApiError> {
+    let out = st.call(&caller, |hub, c| hub.forgotten(c, body)).await?;
+    let ids = out.items.iter().map(|i| i.memory.id.clone());
+    Ok(reply(&out, note(&caller, ids)))
 }
 
 /// `POST /v1/bootstrap`.

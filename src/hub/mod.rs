@@ -8,8 +8,10 @@
 //! ([`caller`]), privacy and pin permission, subject and source defaults,
 //! the short-stage TTL and idempotency namespacing ([`mod@write`]), supersede
 //! visibility and inheritance ([`supersede`]), forgetting ([`forget`]),
-//! bringing a version back ([`restore`]), search and recall
+//! bringing a version back ([`restore`]) and the list of forgotten
+//! memories to bring back from ([`forgotten`]), search and recall
 //! with the relevance floor ([`search`], [`recall`]), reads ([`read`]),
+//! the document list and whole documents ([`documents`]),
 //! ingest and membership ([`ingest`]), disclosure ([`disclose`]),
 //! categories ([`categories`]), tag edits and the archive ([`tags`]),
 //! configuration edits ([`settings`]), tokens, capabilities and health
@@ -43,7 +45,9 @@ pub mod caller;
 pub mod categories;
 pub mod consolidation;
 pub mod disclose;
+pub mod documents;
 pub mod forget;
+pub mod forgotten;
 pub mod gc;
 pub mod health;
 pub mod history;
@@ -649,12 +653,23 @@ impl Hub {
     /// token's own, the local operator's), so that one caller's load delays
     /// only that caller; a full queue is `RATE_LIMITED`.
     pub(crate) fn search_as(&self, caller: &Caller, req: &SearchRequest) -> Result<SearchResults> {
+        self.search_deep_as(caller, req, 0)
+    }
+
+    /// [`Hub::search_as`] ranking up to `depth` hits even above
+    /// `search.maxLimit` (a paged search; [`search`] bounds the depth).
+    pub(crate) fn search_deep_as(
+        &self,
+        caller: &Caller,
+        req: &SearchRequest,
+        depth: usize,
+    ) -> Result<SearchResults> {
         let queue = if caller.is_operator() {
             parts::gate::OPERATOR
         } else {
             caller.name()
         };
-        self.searcher.search(self.cx(), queue, req)
+        self.searcher.search_deep(self.cx(), queue, req, depth)
     }
 
     /// Searches holding the search gate's permits, and searches waiting for

@@ -141,7 +141,7 @@ fn month_bounds(month: &str) -> Result<(DateTime<Utc>, DateTime<Utc>)> {
 }
 
 /// Parses `before`: `<millis>~<id>` (a cursor) or an RFC 3339 instant.
-fn parse_before(before: &str) -> Result<(DateTime<Utc>, String)> {
+pub(crate) fn parse_before(before: &str) -> Result<(DateTime<Utc>, String)> {
     if let Some((ms, id)) = before.split_once('~')
         && let Ok(ms) = ms.parse::<i64>()
         && let Some(ts) = DateTime::from_timestamp_millis(ms)

@@ -2,8 +2,9 @@
 //! memories for the recent conversation, optionally with a live side channel
 //! of recent short-term chat, and render both as a prompt-ready text block.
 //!
-//! The relevance floor applies by default here (with the calibrated model;
-//! `min_score` 0 turns it off), and recalled short-term chat stays alive for
+//! The relevance decision of [`crate::search`] applies by default here as in
+//! search (`min_score` 0 turns it off; the reply counts what it dropped in
+//! `dropped_below_floor`), and recalled short-term chat stays alive for
 //! another `ingest.ttlHours` (sliding expiry, DESIGN §6).
 //!
 //! Which scenes, how many and whether to ask for live chat is the client's
@@ -29,7 +30,7 @@ use serde::Serialize;
 use super::blocks::{memory_line, one_line};
 use super::caller::Visibility;
 use super::read::narrow;
-use super::search::{Limited, check_min_score};
+use super::search::Limited;
 use super::{Caller, Hub};
 use crate::api::{Format, RecallBody, Turn};
 use crate::error::{Error, Result};
@@ -65,6 +66,8 @@ pub struct RecallOutcome {
     pub(crate) query: String,
     /// Long-term (and short-term) memories for the conversation, best first.
     pub(crate) hits: Vec<RecallHit>,
+    /// Hits dropped below the relevance floor (see [`crate::search::SearchResults`]).
+    pub dropped_below_floor: usize,
     /// Recent short-term chat from the live side channel, oldest first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) live: Vec<Memory>,
@@ -177,8 +180,8 @@ struct RecallRequest {
     filter: Filter,
     /// Hits wanted.
     limit: Option<usize>,
-    /// Relevance floor ([`crate::relevance`]); `None`: the default
-    /// (with the calibrated model only); 0 turns it off.
+    /// Relevance floor ([`crate::relevance`], applied by search); `None`:
+    /// the calibrated default; 0 turns it off.
     min_score: Option<f32>,
     /// The live side channel: filter, window and count.
     live: Option<(Filter, u32, usize)>,
@@ -222,7 +225,7 @@ impl Hub {
             query: body.query,
             filter,
             limit,
-            min_score: check_min_score(body.min_score)?,
+            min_score: body.min_score,
             live,
             person: body.person,
             block: Format::is_block(body.format),
@@ -236,7 +239,11 @@ impl Hub {
             self.note_retrieval(out.hits.iter().map(|h| &h.hit.memory));
             keep_recalled_chat(self, &out, req.now);
         }
-        Ok(Limited { body: out, clamped })
+        Ok(Limited {
+            body: out,
+            clamped,
+            next_offset: None,
+        })
     }
 }
 
@@ -268,17 +275,17 @@ fn recall_for(hub: &Hub, caller: &Caller, req: &RecallRequest) -> Result<RecallO
             "give messages (the recent conversation) or a query",
         ));
     }
-    let mut results = hub.search_as(
+    let results = hub.search_as(
         caller,
         &SearchRequest {
             query: query.clone(),
             filter: req.filter.clone(),
             limit: req.limit,
             mode: None,
+            min_score: req.min_score,
         },
     )?;
-    hub.searcher
-        .apply_floor(&hub.core, &mut results, &query, &req.filter, req.min_score)?;
+    let dropped_below_floor = results.dropped_below_floor;
     let hits: Vec<RecallHit> = results
         .hits
         .into_iter()
@@ -313,6 +320,7 @@ fn recall_for(hub: &Hub, caller: &Caller, req: &RecallRequest) -> Result<RecallO
     Ok(RecallOutcome {
         query,
         hits,
+        dropped_below_floor,
         live,
         block,
         index_behind: hub.index_behind(Some(&req.filter))?,

@@ -3,9 +3,17 @@
 //! The caller's read filter is the visibility of the search (inside the
 //! index query); `stage` and `kinds` only narrow it. A `limit` above
 //! `search.maxLimit` is lowered to it rather than refused (as the Node
-//! memory-hub did, so its clients keep working), and the reply says so. A
-//! `min_score` (0-1) is the relevance floor ([`crate::relevance`]): when the
-//! best hit has less evidence, no hits are returned.
+//! memory-hub did, so its clients keep working), and the reply says so.
+//!
+//! The relevance decision applies by default, the same as in recall: every
+//! hit whose P(relevant) ([`crate::relevance`]) is below `min_score` (0-1;
+//! absent: the calibrated threshold; 0: off) is dropped inside
+//! [`crate::search`], and the reply counts them in `dropped_below_floor`.
+//!
+//! Paging: a search that gives an `offset` (0 to [`MAX_OFFSET`]) ranks
+//! `offset + limit + 1` hits, returns the `limit` after the first `offset`,
+//! and says `next_offset` when there is a hit beyond them. A search without
+//! an `offset` runs exactly as before and never says `next_offset`.
 
 use super::caller::Visibility;
 use super::read::narrow;
@@ -23,7 +31,12 @@ pub struct Limited<T> {
     pub body: T,
     /// `<asked>; max=<max>` when the limit was lowered.
     pub clamped: Option<String>,
+    /// A paged search: the `offset` of the next page, when there is one.
+    pub next_offset: Option<usize>,
 }
+
+/// The largest `offset` of a paged search (nine pages of ten).
+pub const MAX_OFFSET: usize = 90;
 
 impl Hub {
     /// Searches what `caller` may read (see the module docs).
@@ -48,23 +61,22 @@ impl Hub {
             },
         );
         let (limit, clamped) = clamp_limit(self, body.limit);
+        let page = page_of(self, body.offset, limit)?;
         let req = SearchRequest {
             query: body.query,
             filter,
-            limit,
+            limit: page.map_or(limit, |(offset, n)| Some(offset + n + 1)),
             mode: body.mode,
+            min_score: body.min_score,
         };
-        let floor = check_min_score(body.min_score)?;
-        let mut results = self.search_as(caller, &req)?;
+        let depth = req.limit.filter(|_| page.is_some()).unwrap_or(0);
+        let mut results = self.search_deep_as(caller, &req, depth)?;
         results.index_behind = self.index_behind(Some(&req.filter))?;
-        if let Some(floor) = floor {
-            self.searcher.apply_floor(
-                &self.core,
-                &mut results,
-                &req.query,
-                &req.filter,
-                Some(floor),
-            )?;
+        let mut next_offset = None;
+        if let Some((offset, n)) = page {
+            next_offset = (results.hits.len() > offset + n).then_some(offset + n);
+            results.hits.truncate(offset + n);
+            results.hits.drain(..offset.min(results.hits.len()));
         }
         // A search is looking; it counts as a retrieval only when asked.
         if body.touch {
@@ -73,6 +85,7 @@ impl Hub {
         Ok(Limited {
             body: results,
             clamped,
+            next_offset,
         })
     }
 }
@@ -87,12 +100,21 @@ pub(crate) fn clamp_limit(hub: &Hub, limit: Option<usize>) -> (Option<usize>, Op
     }
 }
 
-/// A `min_score` must be a number from 0 to 1.
-pub(crate) fn check_min_score(min: Option<f32>) -> Result<Option<f32>> {
-    match min {
-        Some(m) if !(0.0..=1.0).contains(&m) => Err(Error::invalid(format!(
-            "min_score must be between 0 and 1; got {m}"
-        ))),
-        other => Ok(other),
+/// A paged search's `(offset, hits per page)`: `None` without an `offset`
+/// or with a zero limit (which the search refuses as before).
+fn page_of(
+    hub: &Hub,
+    offset: Option<usize>,
+    limit: Option<usize>,
+) -> Result<Option<(usize, usize)>> {
+    let Some(offset) = offset else {
+        return Ok(None);
+    };
+    if offset > MAX_OFFSET {
+        return Err(Error::invalid(format!(
+            "offset must be between 0 and {MAX_OFFSET}; got {offset}"
+        )));
     }
+    let n = limit.unwrap_or(hub.config().search.default_limit);
+    Ok((n > 0).then_some((offset, n)))
 }

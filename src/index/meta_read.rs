@@ -1,5 +1,6 @@
 //! Time-ordered reads of the metadata store: recent memories, timeline pages,
-//! live chat, supersede links, the versions of a memory and expired matches.
+//! live chat, supersede links, the versions of a memory, expired matches,
+//! forgotten facts and the list of documents.
 //!
 //! Like every read of [`MetaDb`], each query takes a [`Filter`] that becomes
 //! part of its SQL `WHERE`, so rows the caller may not see are never loaded.
@@ -287,6 +288,121 @@ impl MetaDb {
                 },
             )
             .optional()?)
+        })
+    }
+}
+
+/// One forgotten fact: the fact as it was and when it was forgotten.
+#[derive(Debug, Clone)]
+pub(crate) struct ForgottenRow {
+    /// The fact.
+    pub(crate) memory: Memory,
+    /// When it was forgotten.
+    pub(crate) forgotten_at: DateTime<Utc>,
+}
+
+/// One document of a list: its first chunk and its number of chunks.
+#[derive(Debug, Clone)]
+pub(crate) struct DocumentListRow {
+    /// The first chunk (document id, path, scene, privacy, tags, time).
+    pub(crate) first: Memory,
+    /// The document's title as indexed.
+    pub(crate) title: Option<String>,
+    /// Indexed chunks.
+    pub(crate) chunks: usize,
+}
+
+impl MetaDb {
+    /// Forgotten facts visible under `filter`, the most recently forgotten
+    /// first, strictly before the `(forgotten_at, id)` cursor if given.
+    pub(crate) fn forgotten(
+        &self,
+        filter: &Filter,
+        before: Option<&(DateTime<Utc>, String)>,
+        limit: usize,
+    ) -> Result<Vec<ForgottenRow>> {
+        let (where_sql, mut params) = filter_sql(filter);
+        let mut sql = format!(
+            "SELECT {MEMORY_COLUMNS}, forgotten_at FROM memories \
+             WHERE origin = 'fact' AND forgotten_at IS NOT NULL AND {where_sql}"
+        );
+        if let Some((at, id)) = before {
+            let millis = at.timestamp_millis().to_string();
+            sql.push_str(" AND (forgotten_at < ? OR (forgotten_at = ? AND id < ?))");
+            params.extend([millis.clone(), millis, id.clone()]);
+        }
+        sql.push_str(&format!(
+            " ORDER BY forgotten_at DESC, id DESC LIMIT {limit}"
+        ));
+        let n = MEMORY_COLUMNS.split(',').count();
+        self.with_reader(|c| {
+            let mut stmt = c.prepare_cached(&sql)?;
+            let rows = stmt.query_map(params_from_iter(params.iter()), |r| {
+                Ok(ForgottenRow {
+                    memory: row_to_memory(r)?,
+                    forgotten_at: DateTime::from_timestamp_millis(r.get(n)?).unwrap_or_default(),
+                })
+            })?;
+            rows.map(|r| r.map_err(Error::from)).collect()
+        })
+    }
+
+    /// The bookkeeping row of document `doc_id`, if it is indexed (no
+    /// filter: the caller has checked that it may read the document).
+    pub(crate) fn document_row(
+        &self,
+        doc_id: &str,
+    ) -> Result<Option<crate::index::meta::DocumentRow>> {
+        use rusqlite::OptionalExtension;
+        self.with_reader(|c| {
+            Ok(c.prepare_cached(
+                "SELECT doc_id, path, hash, title, chunks FROM documents WHERE doc_id = ?",
+            )?
+            .query_row([doc_id], |r| {
+                Ok(crate::index::meta::DocumentRow {
+                    doc_id: r.get(0)?,
+                    path: r.get(1)?,
+                    hash: r.get(2)?,
+                    title: r.get(3)?,
+                    chunks: usize::try_from(r.get::<_, i64>(4)?).unwrap_or(0),
+                })
+            })
+            .optional()?)
+        })
+    }
+
+    /// Documents with a chunk visible under `filter`, by path, strictly
+    /// after `after` if given. A document's chunks share its scene and
+    /// privacy, so a document is visible whole or not at all.
+    pub(crate) fn document_list(
+        &self,
+        filter: &Filter,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<DocumentListRow>> {
+        let (where_sql, mut params) = filter_sql(filter);
+        let mut sql = format!(
+            "SELECT {MEMORY_COLUMNS}, \
+             (SELECT d.title FROM documents d WHERE d.doc_id = memories.doc_id), \
+             (SELECT COUNT(*) FROM memories c WHERE c.doc_id = memories.doc_id) \
+             FROM memories WHERE origin = 'doc' AND ord = 0 AND forgotten_at IS NULL AND {where_sql}"
+        );
+        if let Some(after) = after {
+            sql.push_str(" AND path > ?");
+            params.push(after.to_string());
+        }
+        sql.push_str(&format!(" ORDER BY path LIMIT {limit}"));
+        let n = MEMORY_COLUMNS.split(',').count();
+        self.with_reader(|c| {
+            let mut stmt = c.prepare_cached(&sql)?;
+            let rows = stmt.query_map(params_from_iter(params.iter()), |r| {
+                Ok(DocumentListRow {
+                    first: row_to_memory(r)?,
+                    title: r.get(n)?,
+                    chunks: usize::try_from(r.get::<_, i64>(n + 1)?).unwrap_or(0),
+                })
+            })?;
+            rows.map(|r| r.map_err(Error::from)).collect()
         })
     }
 }

@@ -713,15 +713,33 @@ impl Index {
         self.text.has_cjk()
     }
 
-    /// Text search under a filter with a boost per term; see [`TextIndex::search_weighted`].
+    /// Text search under a filter with a boost per term, optionally among
+    /// memories of some scripts only; see [`TextIndex::search_weighted`].
     pub(crate) fn text_search_weighted(
         &self,
         terms: &[(Term, f32)],
         filter: &Filter,
         all_terms: bool,
+        band: Option<text::ScriptBand>,
         limit: usize,
     ) -> Result<Vec<TextHit>> {
-        self.text.search_weighted(terms, filter, all_terms, limit)
+        self.text
+            .search_weighted(terms, filter, all_terms, band, limit)
+    }
+
+    /// Memories holding `tokens` as an exact phrase; see [`TextIndex::phrase_search`].
+    pub(crate) fn text_phrase_search(
+        &self,
+        tokens: &[Term],
+        filter: &Filter,
+        limit: usize,
+    ) -> Result<Vec<TextHit>> {
+        self.text.phrase_search(tokens, filter, limit)
+    }
+
+    /// The average visible body length in tokens; see [`TextIndex::average_body_tokens`].
+    pub(crate) fn text_average_body_tokens(&self, filter: &Filter) -> Result<f32> {
+        self.text.average_body_tokens(filter)
     }
 
     /// Visible documents (under `filter`) containing each term, and the number of visible documents.

@@ -28,8 +28,8 @@ use std::sync::Mutex;
 use std::ops::Bound;
 
 use tantivy::query::{
-    Bm25StatisticsProvider, BooleanQuery, BoostQuery, EnableScoring, Occur, Query, RangeQuery,
-    TermQuery, TermSetQuery, Weight,
+    Bm25StatisticsProvider, BooleanQuery, BoostQuery, EnableScoring, Occur, PhraseQuery, Query,
+    RangeQuery, TermQuery, TermSetQuery, Weight,
 };
 use tantivy::schema::{
     FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TantivyDocument,
@@ -51,6 +51,14 @@ use crate::store::journal::Cursor;
 
 /// The expiry field (milliseconds), also read as a fast field.
 const EXPIRES: &str = "expires";
+
+/// The write time field (milliseconds), also read as a fast field: ties
+/// in score go to the newer memory.
+const TS: &str = "ts";
+
+/// The script field: the memory's share of CJK words in thousandths
+/// ([`crate::analysis::tokenizer::script_milli`]), a fast field only.
+const SCRIPT: &str = "script";
 
 /// How much a title match weighs against a body match.
 const TITLE_BOOST: f32 = 1.5;
@@ -93,6 +101,7 @@ struct Fields {
     when: Field,
     words: Field,
     ts: Field,
+    script: Field,
     expires: Field,
 }
 
@@ -105,6 +114,15 @@ fn schema() -> (Schema, Fields) {
                 .set_index_option(IndexRecordOption::WithFreqs),
         )
     };
+    // Title and body keep positions: a query found there as written, every
+    // token adjacent and in order, is an exact phrase ([`TextIndex::phrase_search`]).
+    let positional = |tokenizer: &str| {
+        TextOptions::default().set_indexing_options(
+            TextFieldIndexing::default()
+                .set_tokenizer(tokenizer)
+                .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+        )
+    };
     let fields = Fields {
         id: b.add_text_field("id", STRING | STORED | FAST),
         doc_id: b.add_text_field("doc_id", STRING),
@@ -115,8 +133,8 @@ fn schema() -> (Schema, Fields) {
         kind: b.add_text_field("kind", STRING),
         subject: b.add_text_field("subject", STRING),
         tier: b.add_text_field("tier", STRING),
-        title: b.add_text_field("title", text(TEXT_TOKENIZER)),
-        body: b.add_text_field("body", text(TEXT_TOKENIZER)),
+        title: b.add_text_field("title", positional(TEXT_TOKENIZER)),
+        body: b.add_text_field("body", positional(TEXT_TOKENIZER)),
         chars: b.add_text_field("chars", text(CHARS_TOKENIZER)),
         // Neighbouring turns, speaker and event date: lower-weight fields.
         context: b.add_text_field("context", text(TEXT_TOKENIZER)),
@@ -124,7 +142,8 @@ fn schema() -> (Schema, Fields) {
         when: b.add_text_field("when", text(TEXT_TOKENIZER)),
         // jieba words of title and body, beside the bigrams ([`TermKind::Segment`]).
         words: b.add_text_field("words", text(WORDS_TOKENIZER)),
-        ts: b.add_i64_field("ts", INDEXED),
+        ts: b.add_i64_field(TS, INDEXED | FAST),
+        script: b.add_i64_field(SCRIPT, FAST),
         // Milliseconds; `i64::MAX` for memories that never expire.
         expires: b.add_i64_field(EXPIRES, INDEXED | FAST),
     };
@@ -138,6 +157,25 @@ pub(crate) struct TextHit {
     pub(crate) id: String,
     /// BM25 score.
     pub(crate) score: f32,
+    /// The memory's script: its share of CJK words in thousandths.
+    pub(crate) script: i64,
+}
+
+/// A range of scripts (inclusive, in thousandths of CJK words, see
+/// [`TextHit::script`]): a search given one collects only memories whose
+/// script lies in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ScriptBand {
+    /// Lowest script admitted.
+    pub(crate) lo: i64,
+    /// Highest script admitted.
+    pub(crate) hi: i64,
+}
+
+impl ScriptBand {
+    fn admits(&self, script: i64) -> bool {
+        (self.lo..=self.hi).contains(&script)
+    }
 }
 
 /// A change waiting for the next commit.
@@ -424,7 +462,7 @@ impl TextIndex {
         }
         let titled = format!("{}\n{body}", m.title.as_deref().unwrap_or(""));
         doc.add_text(f.words, &titled);
-        doc.add_text(f.chars, titled);
+        doc.add_text(f.chars, &titled);
         doc.add_text(f.body, &body);
         if !context.is_empty() {
             doc.add_text(f.context, context);
@@ -436,6 +474,7 @@ impl TextIndex {
             doc.add_text(f.when, when);
         }
         doc.add_i64(f.ts, m.ts.timestamp_millis());
+        doc.add_i64(f.script, crate::analysis::tokenizer::script_milli(&titled));
         doc.add_i64(
             f.expires,
             m.expires_at.map_or(i64::MAX, |t| t.timestamp_millis()),
@@ -690,7 +729,7 @@ impl TextIndex {
         limit: usize,
     ) -> Result<Vec<TextHit>> {
         let weighted: Vec<(Term, f32)> = terms.iter().map(|t| (t.clone(), 1.0)).collect();
-        self.search_weighted(&weighted, filter, all_terms, limit)
+        self.search_weighted(&weighted, filter, all_terms, None, limit)
     }
 
     /// Whether any document of the index (visible or not, deleted ones until
@@ -727,12 +766,14 @@ impl TextIndex {
         Ok((dfs, stats.total_num_docs()?))
     }
 
-    /// [`TextIndex::search`] with a boost per term (1.0 is neutral).
+    /// [`TextIndex::search`] with a boost per term (1.0 is neutral), and
+    /// only among memories whose script lies in `band` when given.
     pub(crate) fn search_weighted(
         &self,
         terms: &[(Term, f32)],
         filter: &Filter,
         all_terms: bool,
+        band: Option<ScriptBand>,
         limit: usize,
     ) -> Result<Vec<TextHit>> {
         if terms.is_empty() || filter.is_empty() || limit == 0 {
@@ -775,7 +816,53 @@ impl TextIndex {
         let weight = query.weight(EnableScoring::enabled_from_statistics_provider(
             &stats, &searcher,
         ))?;
-        top_visible(&searcher, weight.as_ref(), &stats, limit, self.f.id)
+        top_visible(&searcher, weight.as_ref(), &stats, band, limit)
+    }
+
+    /// The memories (visible under `filter`) whose title or body holds
+    /// `tokens` as written: every token adjacent to the next, in order
+    /// (stop words included, since the index keeps them). Best first by the
+    /// phrase's BM25; empty for fewer than two tokens.
+    pub(crate) fn phrase_search(
+        &self,
+        tokens: &[Term],
+        filter: &Filter,
+        limit: usize,
+    ) -> Result<Vec<TextHit>> {
+        if tokens.len() < 2 || filter.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let phrase = |field: Field| -> Box<dyn Query> {
+            Box::new(PhraseQuery::new(
+                tokens
+                    .iter()
+                    .map(|t| TTerm::from_field_text(field, &t.text))
+                    .collect(),
+            ))
+        };
+        let query = BooleanQuery::new(vec![
+            (Occur::Should, phrase(self.f.body)),
+            (Occur::Should, phrase(self.f.title)),
+        ]);
+        let fq = self.filter_query(filter);
+        let searcher = self.reader.searcher();
+        let stats = self.stats.scoped(&searcher, filter, fq.as_deref())?;
+        let weight = query.weight(EnableScoring::enabled_from_statistics_provider(
+            &stats, &searcher,
+        ))?;
+        top_visible(&searcher, weight.as_ref(), &stats, None, limit)
+    }
+
+    /// The length of an average visible body in tokens (BM25's `avgdl`).
+    pub(crate) fn average_body_tokens(&self, filter: &Filter) -> Result<f32> {
+        let searcher = self.reader.searcher();
+        let fq = self.filter_query(filter);
+        let stats = self.stats.scoped(&searcher, filter, fq.as_deref())?;
+        let docs = stats.total_num_docs()?;
+        if docs == 0 {
+            return Ok(0.0);
+        }
+        Ok(stats.total_num_tokens(self.f.body)? as f32 / docs as f32)
     }
 }
 
@@ -785,12 +872,13 @@ fn id_hash(id: &str) -> u64 {
     BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(id)
 }
 
-/// A candidate of one segment: its quantised score, the ordinal of its id
-/// in the segment's sorted id dictionary, and its document number. Ordered
-/// worst first, so that a max-heap of them has its worst candidate on top:
-/// a lower score is worse, and at equal scores a greater id is.
+/// A candidate of one segment: its quantised score, its write time, the
+/// ordinal of its id in the segment's sorted id dictionary, its document
+/// number and its script. Ordered worst first, so that a max-heap of them
+/// has its worst candidate on top: a lower score is worse, at equal scores
+/// an older memory is, and at equal times a greater id is.
 #[derive(PartialEq, Clone, Copy)]
-struct Candidate(Score, u64, DocId);
+struct Candidate(Score, i64, u64, DocId, i64);
 
 impl Eq for Candidate {}
 
@@ -805,8 +893,9 @@ impl Ord for Candidate {
         other
             .0
             .total_cmp(&self.0)
-            .then_with(|| self.1.cmp(&other.1))
+            .then_with(|| other.1.cmp(&self.1))
             .then_with(|| self.2.cmp(&other.2))
+            .then_with(|| self.3.cmp(&other.3))
     }
 }
 
@@ -829,28 +918,32 @@ impl Ord for Total {
 }
 
 /// The `limit` best documents of `weight` among those `stats` admits (live
-/// documents the caller's filter selects), best first: by quantised score
-/// (see [`quantise`]), ties by id.
+/// documents the caller's filter selects) and whose script lies in `band`,
+/// best first: by quantised score (see [`quantise`]), ties by write time
+/// (newer first), then by id.
 ///
 /// Ties are decided without reading the ids of the tied documents: within a
-/// segment, the id's ordinal in the segment's sorted id dictionary (a fast
-/// field) orders them as the ids do, so each segment keeps its `limit` best
-/// by (score, ordinal) in one scoring pass, however many documents tie.
-/// Only the heads of those lists are then read from the document store, to
-/// merge the segments: at most `limit` hits plus one per segment.
+/// segment, the write time is a fast field and the id's ordinal in the
+/// segment's sorted id dictionary (a fast field) orders them as the ids do,
+/// so each segment keeps its `limit` best by (score, time, ordinal) in one
+/// scoring pass, however many documents tie. Only the heads of those lists
+/// are then read from the document store, to merge the segments: at most
+/// `limit` hits plus one per segment.
 ///
 /// tantivy hands over only documents scoring at least the `limit`-th best
 /// visible quantised score seen so far (documents that cannot enter are
 /// skipped unscored where the query allows it); documents scoring exactly
-/// that may still win on their id. Hidden documents never raise the threshold.
+/// that may still win on their time or id. Hidden documents never raise the
+/// threshold.
 fn top_visible(
     searcher: &tantivy::Searcher,
     weight: &dyn Weight,
     stats: &ScopedStats<'_>,
+    band: Option<ScriptBand>,
     limit: usize,
-    id_field: Field,
 ) -> Result<Vec<TextHit>> {
-    let id_name = searcher.schema().get_field_name(id_field).to_string();
+    let schema = searcher.schema();
+    let id_field = schema.get_field("id")?;
     // The `limit` best quantised scores seen, over all segments (a min-heap).
     let mut best: BinaryHeap<Reverse<Total>> = BinaryHeap::with_capacity(limit + 1);
     let mut lists: Vec<(SegmentOrdinal, Vec<Candidate>)> = Vec::new();
@@ -859,30 +952,45 @@ fn top_visible(
         if !stats.admits_any(ord) {
             continue;
         }
-        let ids = reader.fast_fields().str(&id_name)?.ok_or_else(|| {
+        let fast = reader.fast_fields();
+        let missing = || {
             crate::error::Error::Internal(
-                "full-text segment without the id column; run `memd reindex`".into(),
+                "full-text segment without its fast fields; run `memd reindex`".into(),
             )
-        })?;
+        };
+        let ids = fast.str("id")?.ok_or_else(missing)?;
         let ords = ids.ords();
+        let times = fast.i64(TS)?;
+        let scripts = fast.i64(SCRIPT)?;
         let mut heap: BinaryHeap<Candidate> = BinaryHeap::with_capacity(limit + 1);
         let mut threshold = floor_of(&best, limit);
         weight.for_each_pruning(threshold, reader, &mut |doc, score| {
-            if stats.admits(ord, doc) {
-                let q = quantise(score);
-                let c = Candidate(q, ords.first(doc).unwrap_or(u64::MAX), doc);
-                if heap.len() < limit {
-                    heap.push(c);
-                } else if heap.peek().is_some_and(|worst| c < *worst) {
-                    heap.pop();
-                    heap.push(c);
-                }
-                best.push(Reverse(Total(q)));
-                if best.len() > limit {
-                    best.pop();
-                }
-                threshold = floor_of(&best, limit);
+            if !stats.admits(ord, doc) {
+                return threshold;
             }
+            let script = scripts.first(doc).unwrap_or(500);
+            if band.is_some_and(|b| !b.admits(script)) {
+                return threshold;
+            }
+            let q = quantise(score);
+            let c = Candidate(
+                q,
+                times.first(doc).unwrap_or(i64::MIN),
+                ords.first(doc).unwrap_or(u64::MAX),
+                doc,
+                script,
+            );
+            if heap.len() < limit {
+                heap.push(c);
+            } else if heap.peek().is_some_and(|worst| c < *worst) {
+                heap.pop();
+                heap.push(c);
+            }
+            best.push(Reverse(Total(q)));
+            if best.len() > limit {
+                best.pop();
+            }
+            threshold = floor_of(&best, limit);
             threshold
         })?;
         if !heap.is_empty() {
@@ -895,7 +1003,7 @@ fn top_visible(
 
 /// The threshold handed to tantivy: just below the `limit`-th best
 /// quantised score seen, so that documents scoring exactly that still come
-/// (they may win on their id); no threshold before `limit` were seen.
+/// (they may win on their time or id); no threshold before `limit` were seen.
 fn floor_of(best: &BinaryHeap<Reverse<Total>>, limit: usize) -> Score {
     match best.peek() {
         Some(Reverse(Total(s))) if best.len() >= limit && *s > 0.0 => s.next_down(),
@@ -903,9 +1011,9 @@ fn floor_of(best: &BinaryHeap<Reverse<Total>>, limit: usize) -> Score {
     }
 }
 
-/// Merges per-segment lists (each best first, ties by id) into the `limit`
-/// best hits, reading an id from the document store only for hits taken and
-/// for list heads that tie with the best remaining score.
+/// Merges per-segment lists (each best first, ties by time, then id) into
+/// the `limit` best hits, reading an id from the document store only for
+/// hits taken and for list heads that tie with the best remaining score and time.
 fn merge_segments(
     searcher: &tantivy::Searcher,
     id_field: Field,
@@ -927,29 +1035,31 @@ fn merge_segments(
             lists
                 .iter()
                 .enumerate()
-                .filter_map(|(i, (_, l))| l.get(pos[i]).map(|c| (i, c.0)))
+                .filter_map(|(i, (_, l))| l.get(pos[i]).map(|c| (i, (Total(c.0), c.1))))
         };
-        let Some(top) = heads().map(|(_, s)| Total(s)).max() else {
+        let Some(top) = heads().map(|(_, key)| key).max() else {
             break;
         };
         let tied: Vec<usize> = heads()
-            .filter(|(_, s)| *s == top.0)
+            .filter(|(_, key)| *key == top)
             .map(|(i, _)| i)
             .collect();
         let mut pick: Option<usize> = None;
         for &i in &tied {
             if head_ids[i].is_none() {
                 let c = lists[i].1[pos[i]];
-                head_ids[i] = Some(read_id(lists[i].0, c.2)?);
+                head_ids[i] = Some(read_id(lists[i].0, c.3)?);
             }
             if pick.is_none_or(|p| head_ids[i] < head_ids[p]) {
                 pick = Some(i);
             }
         }
         let i = pick.expect("a best head exists");
+        let c = lists[i].1[pos[i]];
         hits.push(TextHit {
             id: head_ids[i].take().expect("read above"),
-            score: top.0,
+            score: c.0,
+            script: c.4,
         });
         pos[i] += 1;
     }
@@ -1470,6 +1580,123 @@ mod tests {
         });
         let hits = idx.search(&[word("otter")], &main, true, 3).unwrap();
         assert_eq!(ids(&hits), ["m002", "m004", "m005"]);
+    }
+
+    fn phrase(idx: &TextIndex, text: &str, filter: &Filter) -> Vec<String> {
+        idx.phrase_search(&crate::index::tokenizer::tokenize(text), filter, 10)
+            .unwrap()
+            .into_iter()
+            .map(|h| h.id)
+            .collect()
+    }
+
+    #[test]
+    fn a_phrase_is_every_token_adjacent_and_in_order_stop_words_included() {
+        let dir = tempfile::tempdir().unwrap();
+        let idx = TextIndex::open(dir.path(), true).unwrap();
+        idx.upsert(
+            &memory(
+                "a",
+                "main",
+                "Look, I made it in pottery class yesterday!",
+                None,
+            ),
+            "",
+        )
+        .unwrap();
+        idx.upsert(
+            &memory("b", "main", "yesterday in class I made it, pottery", None),
+            "",
+        )
+        .unwrap();
+        idx.upsert(
+            &memory("c", "main", "Bart在学校的绘画比赛中拿了第一名", None),
+            "",
+        )
+        .unwrap();
+        let mut titled = memory("d", "secret", "body text", None);
+        titled.title = Some("pottery class schedule".into());
+        idx.upsert(&titled, "").unwrap();
+        idx.commit().unwrap();
+        let all = Filter::all();
+        assert_eq!(phrase(&idx, "made it in pottery class", &all), ["a"]);
+        assert_eq!(
+            phrase(&idx, "MADE IT, in pottery", &all),
+            ["a"],
+            "as the index cuts it"
+        );
+        assert_eq!(phrase(&idx, "绘画比赛中拿", &all), ["c"]);
+        assert_eq!(
+            phrase(&idx, "pottery class", &all),
+            ["a", "d"],
+            "titles too"
+        );
+        assert!(
+            phrase(&idx, "class pottery", &all).is_empty(),
+            "order counts"
+        );
+        assert!(
+            phrase(&idx, "pottery", &all).is_empty(),
+            "one token is no phrase"
+        );
+        let main = Filter::scope(Scope {
+            scenes: vec![Scene::parse("main").unwrap()],
+            ..Scope::default()
+        });
+        assert_eq!(
+            phrase(&idx, "pottery class", &main),
+            ["a"],
+            "under the filter"
+        );
+    }
+
+    #[test]
+    fn equal_scores_go_to_the_newer_memory_then_to_the_smaller_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let idx = TextIndex::open(dir.path(), true).unwrap();
+        let at = |id: &str, ms: i64| {
+            let mut m = memory(id, "main", "kestrel", None);
+            m.ts = DateTime::from_timestamp_millis(ms).unwrap();
+            m
+        };
+        idx.upsert(&at("m1", 1_700_000_000_000), "").unwrap();
+        idx.commit().unwrap();
+        idx.upsert(&at("m3", 1_700_000_500_000), "").unwrap();
+        idx.upsert(&at("m2", 1_700_000_500_000), "").unwrap();
+        idx.upsert(&at("m0", 1_600_000_000_000), "").unwrap();
+        idx.commit().unwrap();
+        let hits = idx
+            .search(&[word("kestrel")], &Filter::all(), true, 10)
+            .unwrap();
+        assert_eq!(ids(&hits), ["m2", "m3", "m1", "m0"]);
+        let two = idx
+            .search(&[word("kestrel")], &Filter::all(), true, 2)
+            .unwrap();
+        assert_eq!(ids(&two), ["m2", "m3"]);
+    }
+
+    #[test]
+    fn a_script_band_admits_only_memories_of_those_scripts() {
+        let dir = tempfile::tempdir().unwrap();
+        let idx = TextIndex::open(dir.path(), true).unwrap();
+        idx.upsert(&memory("en", "main", "project wexqir kickoff", None), "")
+            .unwrap();
+        idx.upsert(&memory("zh", "main", "项目代号 wexqir 下周启动", None), "")
+            .unwrap();
+        idx.commit().unwrap();
+        let terms = [(word("wexqir"), 1.0)];
+        let search = |band| {
+            idx.search_weighted(&terms, &Filter::all(), true, band, 10)
+                .unwrap()
+        };
+        let all = search(None);
+        assert_eq!(all.len(), 2);
+        let cjk = search(Some(ScriptBand { lo: 501, hi: 1000 }));
+        assert_eq!(ids(&cjk), ["zh"]);
+        assert!(cjk[0].script > 500, "{cjk:?}");
+        let latin = search(Some(ScriptBand { lo: 0, hi: 499 }));
+        assert_eq!(ids(&latin), ["en"]);
+        assert_eq!(latin[0].script, 0);
     }
 
     /// Red team 3: a filter with no scope at all (a token that may read

@@ -85,6 +85,11 @@ impl Fts5 {
     }
 
     pub fn search(&self, q: &str) -> usize {
+        self.top(q, 10).len()
+    }
+
+    /// The `k` best rows (0-based insertion order) by FTS5's BM25 rank, any term matching.
+    pub fn top(&self, q: &str, k: usize) -> Vec<usize> {
         let expr = tokenize(q)
             .into_iter()
             .map(|t| format!("\"{}\"", t.text))
@@ -92,11 +97,12 @@ impl Fts5 {
             .join(" OR ");
         let mut stmt = self
             .conn
-            .prepare_cached("SELECT rowid FROM f WHERE f MATCH ? ORDER BY rank LIMIT 10")
+            .prepare_cached("SELECT rowid FROM f WHERE f MATCH ? ORDER BY rank LIMIT ?")
             .unwrap();
-        stmt.query_map([expr], |r| r.get::<_, i64>(0))
+        stmt.query_map(rusqlite::params![expr, k as i64], |r| r.get::<_, i64>(0))
             .unwrap()
-            .count()
+            .map(|r| r.unwrap() as usize - 1)
+            .collect()
     }
 }
 

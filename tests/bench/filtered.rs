@@ -73,6 +73,7 @@ pub fn run(n: usize, nq: usize) -> Vec<Row> {
             filter: filter.clone(),
             limit: Some(10),
             mode: Some(SearchMode::Fulltext),
+            min_score: None,
         })
         .unwrap();
     };

@@ -279,6 +279,7 @@ fn run_with(n: usize, nq: usize, model: Model, fulltext_only: bool) -> Vec<Row> 
                         filter: Filter::all(),
                         limit: Some(10),
                         mode: Some(mode),
+                        min_score: None,
                     })
                     .unwrap();
                 },

@@ -12,7 +12,9 @@
 //! `--no-vectors` / `--vectors-only` (vector search at scale: recall of the
 //! 1-bit pass, KNN and hybrid latency, disk breakdown; see `vectors.rs`),
 //! `--reindex-only [--root DIR] [--text-only]` (reindex with and without
-//! vectors from a warm cache, on a root kept in `DIR`; see `reindex.rs`).
+//! vectors from a warm cache, on a root kept in `DIR`; see `reindex.rs`),
+//! `--quality-only` (recall@5 on the peers' synthetic notes against FTS5;
+//! see `quality.rs`).
 #![allow(clippy::print_stdout)]
 
 mod baseline;
@@ -20,7 +22,9 @@ mod corpus;
 mod filtered;
 mod http;
 mod issue;
+mod peers;
 mod procfs;
+mod quality;
 mod reindex;
 mod soak;
 mod vectors;
@@ -251,6 +255,7 @@ fn run(n: usize, nq: usize) -> Vec<Row> {
                 filter: Filter::all(),
                 limit: Some(10),
                 mode: Some(SearchMode::Fulltext),
+                min_score: None,
             })
             .unwrap();
         });
@@ -375,6 +380,7 @@ fn main() {
     let vectors_only = std::env::args().any(|a| a == "--vectors-only");
     let filtered_only = std::env::args().any(|a| a == "--filtered-only");
     let reindex_only = std::env::args().any(|a| a == "--reindex-only");
+    let quality_only = std::env::args().any(|a| a == "--quality-only");
     let with_vectors = !std::env::args().any(|a| a == "--no-vectors");
     let writes: usize =
         arg("--writes").map_or(200, |s| s.parse().expect("--writes takes a number"));
@@ -398,6 +404,13 @@ fn main() {
             Some(filtered::run(n, nq))
         } else if reindex_only {
             Some(reindex::run(n, arg("--root").map(std::path::PathBuf::from)))
+        } else if quality_only {
+            let real = match model_arg.as_str() {
+                "real" => true,
+                "hash" => false,
+                _ => n <= 10_000 && model_installed,
+            };
+            Some(quality::run(n, nq, real))
         } else {
             None
         };

@@ -319,6 +319,7 @@ pub fn run(n: usize, nq: usize) -> Vec<Row> {
                 filter: filter.clone(),
                 limit: Some(10),
                 mode: Some(mode),
+                min_score: None,
             })
             .unwrap();
         };

@@ -123,6 +123,7 @@ pub fn run(n: usize, writes: usize, real: bool, embed_ms: u64) -> Vec<Row> {
                         filter: Filter::all(),
                         limit: Some(10),
                         mode: Some(SearchMode::Hybrid),
+                        min_score: None,
                     })
                     .unwrap();
                     searches.fetch_add(1, Ordering::Relaxed);

@@ -54,6 +54,7 @@ fn hybrid_searches(hub: &Hub, queries: &[String]) {
             filter: Filter::all(),
             limit: Some(10),
             mode: Some(SearchMode::Hybrid),
+            min_score: None,
         })
         .unwrap();
     }

@@ -1,4 +1,9 @@
 //! Event time, session and speaker; session neighbours as search context; time in queries.
+//!
+//! Searches here run with the relevance decision off (`min_score: 0`): the
+//! decision reads a memory's own words, so by default a turn found only by
+//! its neighbours' words is left out; what is under test is what the index
+//! finds and how it ranks.
 
 use memory_hub::hub::{Hub, WriteRequest};
 use memory_hub::index::filter::{Filter, Scope};
@@ -7,7 +12,7 @@ use memory_hub::search::{SearchMode, SearchRequest};
 use serde_json::json;
 
 use crate::http_support::Api;
-use crate::support::{TempRoot, scene, search_ids};
+use crate::support::{TempRoot, ranked_ids, scene};
 
 /// Writes one turn of a session and returns its id.
 fn turn(hub: &Hub, scene_name: &str, session: &str, text: &str, privacy: Privacy) -> String {
@@ -24,6 +29,7 @@ fn scored(hub: &Hub, query: &str, filter: Filter) -> Vec<(String, f32)> {
         filter,
         limit: Some(10),
         mode: Some(SearchMode::Fulltext),
+        min_score: Some(0.0),
     })
     .unwrap()
     .hits
@@ -107,7 +113,7 @@ fn a_turn_is_found_by_the_words_of_its_neighbours_but_ranks_below_the_turn_that_
     );
     // Another session of the same scene is not a neighbour.
     let other = turn(&hub, "main", "s2", "What a sunny morning", Privacy::Normal);
-    let hits = search_ids(&hub, "puppy", 10);
+    let hits = ranked_ids(&hub, "puppy", 10);
     assert_eq!(hits.first(), Some(&a), "{hits:?}");
     assert!(
         hits.contains(&b),
@@ -191,12 +197,12 @@ fn a_superseded_turn_lends_no_words() {
         "Great, I will book the flights",
         Privacy::Normal,
     );
-    assert!(search_ids(&hub, "lisbon", 10).contains(&b));
+    assert!(ranked_ids(&hub, "lisbon", 10).contains(&b));
     let mut fix = WriteRequest::new(scene("main"), "The meeting is in Porto", "test");
     fix.supersedes = Some(a.clone());
     fix.setting = Setting::from_input(None, Some("other"), None);
     hub.append(fix).unwrap();
-    assert!(search_ids(&hub, "lisbon", 10).is_empty());
+    assert!(ranked_ids(&hub, "lisbon", 10).is_empty());
 }
 
 #[test]
@@ -226,7 +232,7 @@ fn rebuilt_context_equals_the_incremental_one() {
         }
         hub.tombstone(&ids[4], None, "test", &Filter::all())
             .unwrap();
-        queries.iter().map(|q| search_ids(&hub, q, 10)).collect()
+        queries.iter().map(|q| ranked_ids(&hub, q, 10)).collect()
     };
     assert!(
         before.iter().filter(|r| !r.is_empty()).count() >= 4,
@@ -235,7 +241,7 @@ fn rebuilt_context_equals_the_incremental_one() {
     std::fs::remove_dir_all(root.path().join("data")).unwrap();
     root.memd_json(&["reindex"]);
     let hub = root.hub();
-    let after: Vec<Vec<String>> = queries.iter().map(|q| search_ids(&hub, q, 10)).collect();
+    let after: Vec<Vec<String>> = queries.iter().map(|q| ranked_ids(&hub, q, 10)).collect();
     assert_eq!(after, before);
 }
 
@@ -255,7 +261,7 @@ fn a_date_in_the_query_ranks_memories_from_then_higher() {
         req.setting = Setting::from_input(Some(time), None, None);
         ids.push(hub.append(req).unwrap().id);
     }
-    let first = |q: &str| search_ids(&hub, q, 10).first().cloned();
+    let first = |q: &str| ranked_ids(&hub, q, 10).first().cloned();
     assert_eq!(
         first("hiking with the dog in May 2023"),
         Some(ids[1].clone())
@@ -265,7 +271,7 @@ fn a_date_in_the_query_ranks_memories_from_then_higher() {
         Some(ids[2].clone())
     );
     // A boost, not a filter: the others are still found.
-    assert_eq!(search_ids(&hub, "hiking in May 2023", 10).len(), 3);
+    assert_eq!(ranked_ids(&hub, "hiking in May 2023", 10).len(), 3);
 }
 
 #[tokio::test]
@@ -367,7 +373,7 @@ fn ingested_chat_given_a_session_is_context_for_its_neighbours() {
         None
     );
     assert!(got.setting.time_at.is_some());
-    let hits = search_ids(&hub, "爬山", 10);
+    let hits = ranked_ids(&hub, "爬山", 10);
     assert_eq!(hits.first(), Some(&asked), "{hits:?}");
     assert!(hits.contains(&answer), "{hits:?}");
     assert!(!hits.contains(&next_day), "another session: {hits:?}");

@@ -65,6 +65,7 @@ fn document_privacy_is_part_of_the_filter() {
             filter,
             limit: None,
             mode: None,
+            min_score: None,
         })
         .unwrap()
         .hits

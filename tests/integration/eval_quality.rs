@@ -205,9 +205,44 @@ fn per_query_file_lists_ranked_and_relevant_ids_and_the_first_hit() {
     assert_eq!(again[1].recall_at_5, reports[1].recall_at_5);
 }
 
+/// The candidates of a hybrid search over everything, floor off.
+fn candidates_of(hub: &memory_hub::hub::Hub, query: &str) -> Vec<memory_hub::search::Candidate> {
+    hub.hybrid_candidates(&memory_hub::search::SearchRequest {
+        query: query.into(),
+        filter: memory_hub::index::filter::Filter::all(),
+        limit: Some(10),
+        mode: Some(SearchMode::Hybrid),
+        min_score: Some(0.0),
+    })
+    .unwrap()
+}
+
+/// A candidate's score under the fusion in use (the checked-in learned
+/// fusion when enabled, else reciprocal rank and evidence).
+fn fused_score(c: &memory_hub::search::Candidate) -> f32 {
+    let model = memory_hub::index::fusion::learned().expect("the checked-in weights parse");
+    if model.enabled {
+        model.score(&c.features)
+    } else {
+        c.fused
+    }
+}
+
+/// `got` (a hybrid search's ids) are the best candidates by [`fused_score`],
+/// best first. Equal scores may come in either order (search breaks ties
+/// by evidence and recency), so the scores are compared.
+fn assert_fused_order(got: &[String], candidates: &[memory_hub::search::Candidate]) {
+    let score = |id: &String| fused_score(candidates.iter().find(|c| &c.id == id).unwrap());
+    let got_scores: Vec<f32> = got.iter().map(score).collect();
+    let mut want_scores: Vec<f32> = candidates.iter().map(fused_score).collect();
+    want_scores.sort_by(|a, b| b.total_cmp(a));
+    want_scores.truncate(got.len());
+    assert_eq!(got_scores, want_scores, "{got:?}");
+}
+
 #[test]
 fn hybrid_gives_no_vote_to_full_text_hits_in_another_script() {
-    use crate::support::{TempRoot, search_ids_in, write};
+    use crate::support::{TempRoot, write};
     use memory_hub::index::fusion::{rrf, rrf_weighted};
     let root = TempRoot::new();
     let hub = root.hub_with(Arc::new(memory_hub::embed::hash::HashEmbedder::new(384)));
@@ -228,9 +263,23 @@ fn hybrid_gives_no_vote_to_full_text_hits_in_another_script() {
         write(&hub, "main", text);
     }
     let query = "<Bart>:\"魔术表演\"";
-    let text = search_ids_in(&hub, query, 10, SearchMode::Fulltext);
-    let semantic = search_ids_in(&hub, query, 10, SearchMode::Semantic);
-    let hybrid = search_ids_in(&hub, query, 10, SearchMode::Hybrid);
+    let ids_in = |q: &str, mode: SearchMode| {
+        hub.search_filtered(&memory_hub::search::SearchRequest {
+            query: q.into(),
+            filter: memory_hub::index::filter::Filter::all(),
+            limit: Some(10),
+            mode: Some(mode),
+            min_score: Some(0.0),
+        })
+        .unwrap()
+        .hits
+        .into_iter()
+        .map(|h| h.memory.id)
+        .collect::<Vec<_>>()
+    };
+    let text = ids_in(query, SearchMode::Fulltext);
+    let semantic = ids_in(query, SearchMode::Semantic);
+    let hybrid = ids_in(query, SearchMode::Hybrid);
     assert!(text.contains(&english), "full text matches the name");
     let ones = |ids: &[String]| ids.iter().map(|id| (id.clone(), 1.0)).collect::<Vec<_>>();
     let no_vote: Vec<(String, f32)> = text
@@ -244,36 +293,33 @@ fn hybrid_gives_no_vote_to_full_text_hits_in_another_script() {
             .take(10)
             .collect::<Vec<_>>()
     };
-    let expected = ids(rrf_weighted(&[&no_vote, &ones(&semantic)], 60.0));
+    let without = ids(rrf_weighted(&[&no_vote, &ones(&semantic)], 60.0));
     let plain = ids(rrf(&[(&text, 1.0), (&semantic, 1.0)], 60.0));
     assert_ne!(
-        expected, plain,
-        "the case tells the two fusions apart: text {text:?} semantic {semantic:?} english {english}"
+        without, plain,
+        "the case tells a vote from none: text {text:?} semantic {semantic:?} english {english}"
     );
-    if memory_hub::index::fusion::learned().is_some_and(|m| m.enabled) {
-        // The learned fusion sees no full-text evidence for the English
-        // memory: every full-text feature is 0, as if full text had not found it.
-        let candidates = hub
-            .hybrid_candidates(&memory_hub::search::SearchRequest {
-                query: query.into(),
-                filter: memory_hub::index::filter::Filter::all(),
-                limit: Some(10),
-                mode: Some(SearchMode::Hybrid),
-            })
-            .unwrap();
-        let c = candidates.iter().find(|c| c.id == english).unwrap();
-        assert!(c.text_rank.is_some(), "full text found it");
-        let names = memory_hub::index::fusion::FEATURES;
-        for (name, value) in names.iter().zip(c.features) {
-            if !matches!(*name, "sem_rrf" | "cosine" | "cosine_gap" | "cjk_query_sem") {
-                assert_eq!(value, 0.0, "{name}");
-            }
+    // The speaker's name is no evidence of what the query says: full text
+    // adds nothing to the English memory, as if it had not found it.
+    let candidates = candidates_of(&hub, query);
+    let c = candidates.iter().find(|c| c.id == english).unwrap();
+    assert!(c.text_rank.is_some(), "full text found it");
+    let names = memory_hub::index::fusion::FEATURES;
+    for (name, value) in names.iter().zip(c.features) {
+        if !matches!(*name, "sem_rrf" | "cosine" | "cosine_gap" | "cjk_query_sem") {
+            assert_eq!(value, 0.0, "{name}");
         }
-    } else {
-        assert_eq!(hybrid, expected);
     }
+    let sem_rrf = c.features[names.iter().position(|n| *n == "sem_rrf").unwrap()];
+    assert!(
+        (c.fused - sem_rrf / 60.0).abs() < 1e-6,
+        "fused {} is the semantic vote {} alone",
+        c.fused,
+        sem_rrf / 60.0
+    );
+    assert_fused_order(&hybrid, &candidates);
     // Within one script, the same name match does vote.
-    let latin = search_ids_in(&hub, "Bart", 10, SearchMode::Hybrid);
+    let latin = ids_in("Bart", SearchMode::Hybrid);
     assert_eq!(latin[0], english);
 }
 
@@ -348,9 +394,6 @@ fn features_file_lists_every_hybrid_candidate_with_every_feature() {
 #[test]
 fn hybrid_search_orders_its_candidates_by_the_checked_in_fusion() {
     use crate::support::{TempRoot, write};
-    use memory_hub::index::filter::Filter;
-    use memory_hub::index::fusion::learned;
-    use memory_hub::search::SearchRequest;
     let root = TempRoot::new();
     let hub = root.hub_with(Arc::new(memory_hub::embed::hash::HashEmbedder::new(384)));
     for text in [
@@ -363,34 +406,21 @@ fn hybrid_search_orders_its_candidates_by_the_checked_in_fusion() {
     ] {
         write(&hub, "main", text);
     }
-    let req = SearchRequest {
-        query: "garden budget thursday".into(),
-        filter: Filter::all(),
-        limit: Some(5),
-        mode: Some(SearchMode::Hybrid),
-    };
-    let candidates = hub.hybrid_candidates(&req).unwrap();
+    let query = "garden budget thursday";
+    let candidates = candidates_of(&hub, query);
     assert!(candidates.len() >= 5);
-    let model = learned().expect("the checked-in weights parse");
-    let mut want: Vec<(String, f32)> = candidates
-        .iter()
-        .map(|c| {
-            if model.enabled {
-                (c.id.clone(), model.score(&c.features))
-            } else {
-                // Reciprocal rank fusion: text_rrf + sem_rrf, both × 60.
-                (c.id.clone(), c.features[0] + c.features[1])
-            }
-        })
-        .collect();
-    want.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     let got: Vec<String> = hub
-        .search_filtered(&req)
+        .search_filtered(&memory_hub::search::SearchRequest {
+            query: query.into(),
+            filter: memory_hub::index::filter::Filter::all(),
+            limit: Some(5),
+            mode: Some(SearchMode::Hybrid),
+            min_score: Some(0.0),
+        })
         .unwrap()
         .hits
         .into_iter()
         .map(|h| h.memory.id)
         .collect();
-    let want: Vec<String> = want.into_iter().take(5).map(|(id, _)| id).collect();
-    assert_eq!(got, want);
+    assert_fused_order(&got, &candidates);
 }

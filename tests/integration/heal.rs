@@ -473,20 +473,13 @@ fn fusion_features(hub: &Hub, embedder: &HashEmbedder) -> Vec<Vec<(String, Vec<f
                 filter: Filter::all(),
                 limit: Some(10),
                 mode: Some(SearchMode::Hybrid),
+                min_score: None,
             };
-            let plan = memory_hub::query::plan(q);
-            hybrid_candidates(
-                hub.index(),
-                embedder,
-                &plan,
-                &req,
-                &SearchConfig::default(),
-                10,
-            )
-            .unwrap()
-            .into_iter()
-            .map(|c| (c.id, c.features.to_vec()))
-            .collect()
+            hybrid_candidates(hub.index(), embedder, &req, &SearchConfig::default(), 10)
+                .unwrap()
+                .into_iter()
+                .map(|c| (c.id, c.features.to_vec()))
+                .collect()
         })
         .collect()
 }

@@ -498,6 +498,7 @@ async fn the_hub_owns_the_one_live_config() {
                 filter: memory_hub::index::filter::Filter::all(),
                 limit: None,
                 mode: Some(memory_hub::search::SearchMode::Fulltext),
+                min_score: None,
             })
             .unwrap()
             .hits

@@ -76,6 +76,7 @@ fn filters_restrict_search_and_get() {
                 filter,
                 limit: Some(10),
                 mode: None,
+                min_score: None,
             })
             .unwrap()
             .hits
@@ -141,6 +142,8 @@ fn and_pass_first_then_or_fallback() {
             filter: Filter::all(),
             limit: Some(5),
             mode: Some(memory_hub::search::SearchMode::Fulltext),
+            // The passes are under test, not which hits are about the query.
+            min_score: Some(0.0),
         })
         .unwrap();
     let got: Vec<(String, String)> = results
@@ -189,14 +192,15 @@ fn corrupt_lines_are_reported_with_file_and_line_and_neighbours_survive() {
 /// bigram field scores both alike; the jieba words field decides.
 #[test]
 fn a_chinese_word_outranks_the_same_bigram_across_a_word_boundary() {
-    use crate::support::{TempRoot, search_ids, write};
+    use crate::support::{TempRoot, ranked_ids, write};
     let root = TempRoot::new();
     let hub = root.hub();
     // Written first, so it has the smaller id and would win a tie.
     let across = write(&hub, "main", "我和服务员聊天");
     let word = write(&hub, "main", "她穿着和服拍照");
     assert!(across < word);
-    assert_eq!(search_ids(&hub, "和服", 2), [word, across]);
+    // The ranking is under test; the decision drops the bigram-only match.
+    assert_eq!(ranked_ids(&hub, "和服", 2), [word, across]);
 }
 
 /// Issue: `Utc::now()` calls bypassed the hub's clock, so a "last week"
@@ -232,6 +236,8 @@ fn last_week_follows_the_hubs_clock() {
         let body = memory_hub::api::SearchBody {
             query: query.into(),
             mode: Some(memory_hub::search::SearchMode::Fulltext),
+            // The clock's part in the ranking is under test.
+            min_score: Some(0.0),
             ..Default::default()
         };
         hub.search(&hub.operator(), body).unwrap().body.hits

@@ -199,6 +199,7 @@ fn chat_to_memory(hub: &Hub) -> (f64, f64) {
                 filter: long_only.clone(),
                 limit: Some(5),
                 mode: Some(SearchMode::Fulltext),
+                min_score: None,
             })
             .unwrap();
         if hits.hits.iter().any(|h| h.memory.id == *id) {
@@ -328,6 +329,7 @@ fn the_allergy_survives_consolidation_without_a_model() {
                 }),
                 limit: Some(5),
                 mode: Some(SearchMode::Fulltext),
+                min_score: None,
             })
             .unwrap();
         assert_eq!(long.hits[0].memory.id, new_id);

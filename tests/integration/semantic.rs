@@ -13,19 +13,25 @@ use memory_hub::index::filter::{Filter, Scope};
 use memory_hub::model::Privacy;
 use memory_hub::search::{Pass, SearchMode, SearchRequest, SearchResults};
 
-use crate::support::{TempRoot, scene, search_ids_in, write};
+use crate::support::{TempRoot, ranked_ids_in, scene, search_ids_in, write};
 
 fn real_embedder() -> OnnxEmbedder {
     OnnxEmbedder::load(&EmbedderConfig::default())
         .expect("the model is installed by scripts/setup.sh (scripts/test.sh runs it)")
 }
 
+/// A search with the relevance decision off: what the vector side finds is
+/// under test here (a paraphrase sharing no word with its query, the hash
+/// embedder's neighbours), not whether the decision would keep it; by
+/// default it keeps no hit without lexical evidence of the query unless the
+/// model's cosine makes up for it.
 fn search(hub: &Hub, query: &str, filter: Filter, limit: usize, mode: SearchMode) -> SearchResults {
     hub.search_filtered(&SearchRequest {
         query: query.into(),
         filter,
         limit: Some(limit),
         mode: Some(mode),
+        min_score: Some(0.0),
     })
     .unwrap()
 }
@@ -158,6 +164,7 @@ fn semantic_search_finds_a_paraphrase_with_no_shared_words() {
             filter: Filter::all(),
             limit: Some(3),
             mode: None,
+            min_score: Some(0.0),
         })
         .unwrap();
     assert_eq!(hybrid.mode, SearchMode::Hybrid);
@@ -291,6 +298,7 @@ fn embedding_unavailable_when_the_model_dir_is_wrong_but_full_text_works() {
             filter: Filter::all(),
             limit: None,
             mode: Some(SearchMode::Semantic),
+            min_score: None,
         })
         .unwrap_err();
     assert_eq!(err.code().as_str(), "EMBEDDING_UNAVAILABLE");
@@ -302,6 +310,7 @@ fn embedding_unavailable_when_the_model_dir_is_wrong_but_full_text_works() {
             filter: Filter::all(),
             limit: None,
             mode: None,
+            min_score: None,
         })
         .unwrap();
     assert_eq!(hybrid.mode, SearchMode::Fulltext);
@@ -396,13 +405,14 @@ fn forget_and_document_removal_remove_vectors() {
     assert_eq!(hub.stats().unwrap().vectors, 4);
     hub.tombstone(&gone, None, "test", &Filter::all()).unwrap();
     assert_eq!(hub.stats().unwrap().vectors, 3);
-    let ids = search_ids_in(&hub, "forget this memory", 10, SearchMode::Semantic);
+    // Which vectors remain is under test: the decision is off.
+    let ids = ranked_ids_in(&hub, "forget this memory", 10, SearchMode::Semantic);
     assert!(!ids.contains(&gone) && ids.contains(&keep), "{ids:?}");
     std::fs::remove_file(doc).unwrap();
     hub.sync_documents().unwrap();
     assert_eq!(hub.stats().unwrap().vectors, 1);
     assert_eq!(
-        search_ids_in(&hub, "alpha chunk", 10, SearchMode::Semantic),
+        ranked_ids_in(&hub, "alpha chunk", 10, SearchMode::Semantic),
         [keep]
     );
 }
@@ -476,6 +486,9 @@ fn cli_semantic_search_with_the_installed_model() {
         "kitten resting on a rug",
         "--mode",
         "semantic",
+        // A paraphrase sharing no word: the default decision leaves it out.
+        "--min-score",
+        "0",
         "--json",
     ]);
     assert!(
@@ -540,6 +553,7 @@ fn memories_written_without_an_embedder_are_embedded_once_one_is_available() {
                 filter: Filter::all(),
                 limit: None,
                 mode: Some(SearchMode::Semantic),
+                min_score: None,
             })
             .unwrap_err();
         assert!(err.to_string().contains("test: no model"), "{err}");

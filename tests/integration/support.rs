@@ -235,6 +235,29 @@ pub fn search_ids(hub: &Hub, query: &str, limit: usize) -> Vec<String> {
     search_ids_in(hub, query, limit, SearchMode::Fulltext)
 }
 
+/// Ids ranked for `query` across all scenes by full-text search with the
+/// relevance decision off (`min_score: 0`): for tests of what the index
+/// finds and in which order, not of what is about the query.
+pub fn ranked_ids(hub: &Hub, query: &str, limit: usize) -> Vec<String> {
+    ranked_ids_in(hub, query, limit, SearchMode::Fulltext)
+}
+
+/// [`ranked_ids`] in `mode`.
+pub fn ranked_ids_in(hub: &Hub, query: &str, limit: usize, mode: SearchMode) -> Vec<String> {
+    hub.search_filtered(&SearchRequest {
+        query: query.into(),
+        filter: Filter::all(),
+        limit: Some(limit),
+        mode: Some(mode),
+        min_score: Some(0.0),
+    })
+    .unwrap()
+    .hits
+    .into_iter()
+    .map(|h| h.memory.id)
+    .collect()
+}
+
 /// Ids found for `query` across all scenes in `mode`.
 pub fn search_ids_in(hub: &Hub, query: &str, limit: usize, mode: SearchMode) -> Vec<String> {
     hub.search_filtered(&SearchRequest {
@@ -242,6 +265,7 @@ pub fn search_ids_in(hub: &Hub, query: &str, limit: usize, mode: SearchMode) -> 
         filter: Filter::all(),
         limit: Some(limit),
         mode: Some(mode),
+        min_score: None,
     })
     .unwrap()
     .hits

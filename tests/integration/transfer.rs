@@ -178,6 +178,7 @@ fn markdown_export_of_scenes_yaml_would_misread_imports_and_indexes() {
             filter: Filter::all(),
             limit: Some(10),
             mode: Some(SearchMode::Fulltext),
+            min_score: None,
         })
         .unwrap()
         .hits;

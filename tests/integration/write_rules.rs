@@ -235,6 +235,7 @@ fn similar_but_different_statements_each_get_their_own_memory_with_the_real_mode
             filter: Filter::all(),
             limit: Some(3),
             mode: Some(memory_hub::search::SearchMode::Semantic),
+            min_score: None,
         })
         .unwrap();
     assert_eq!(hits.hits[0].memory.text, "主人的生日是五月三日");

@@ -92,8 +92,10 @@ async def basic(client, args):
             {"text": f"{marker} sold the red kayak and owns a blue one", "supersedes": first["json"]["id"]},
         )
     report["timeline"] = await call(client, "memory_timeline", {"limit": 50})
+    # The question names what the memory holds (a kayak): recall keeps only hits about the
+    # conversation, and "boat" alone is no evidence of a kayak to the lexical side of that decision.
     report["recall"] = await call(
-        client, "memory_recall", {"messages": [f"what boat does {marker} have?"], "format": "block"}
+        client, "memory_recall", {"messages": [f"which kayak does {marker} have now?"], "format": "block"}
     )
     report["recent"] = await call(client, "memory_recent", {"limit": 3, "stage": "long"})
     report["category_delete"] = await call(client, "memory_category", {"action": "delete", "name": "coding-standards"})

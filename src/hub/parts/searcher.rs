@@ -1,10 +1,9 @@
-//! The searcher part: the search gate, search in three modes, vectors, and
-//! the relevance floor.
+//! The searcher part: the search gate, search in three modes, and vectors.
 //!
-//! Ranking itself is [`crate::search`]; this part decides which embedder a
-//! search gets, keeps the vectors up to date with the writes, admits about
-//! one search per core ([`super::gate`]), marks hits that expire soon and
-//! counts them as retrievals.
+//! Ranking and the relevance decision on every hit are [`crate::search`];
+//! this part decides which embedder a search gets, keeps the vectors up to
+//! date with the writes, admits about one search per core ([`super::gate`])
+//! and marks hits that expire soon.
 //!
 //! Embedding is kept off the write path: a write is acknowledged once it is
 //! durable and in the full-text index. Memories without a vector are embedded
@@ -30,7 +29,6 @@ use super::gate::{self, Gate};
 use crate::embed::cache::VectorCache;
 use crate::embed::{Embedder, EmbedderSlot, EmbedderStatus};
 use crate::error::Result;
-use crate::index::filter::Filter;
 use crate::search::{self, SearchMode, SearchRequest, SearchResults};
 
 /// The searcher part (see the module docs).
@@ -196,17 +194,9 @@ impl Searcher {
         let embedder = self.embedder.get()?;
         self.refresh_vectors(core, embedder.as_ref())?;
         core.index.refresh()?;
-        let plan = crate::query::plan(&req.query);
         let config = core.config();
         let limit = req.limit.unwrap_or(config.search.default_limit);
-        search::hybrid_candidates(
-            &core.index,
-            embedder.as_ref(),
-            &plan,
-            req,
-            &config.search,
-            limit,
-        )
+        search::hybrid_candidates(&core.index, embedder.as_ref(), req, &config.search, limit)
     }
 
     /// Search under the request's filter, in the request's mode (default
@@ -223,9 +213,24 @@ impl Searcher {
         caller: &str,
         req: &SearchRequest,
     ) -> Result<SearchResults> {
+        self.search_deep(cx, caller, req, 0)
+    }
+
+    /// [`Searcher::search`] that may rank up to `depth` hits even where that
+    /// is above `search.maxLimit`: a paged search asks for the hits of the
+    /// pages before the one it shows (the hub bounds `depth`).
+    pub(crate) fn search_deep(
+        &self,
+        cx: Ctx<'_>,
+        caller: &str,
+        req: &SearchRequest,
+        depth: usize,
+    ) -> Result<SearchResults> {
         let core = cx.core;
         let config = core.config();
-        let cfg = &config.search;
+        let mut deep = config.search.clone();
+        deep.max_limit = deep.max_limit.max(depth);
+        let cfg = &deep;
         let mode = req.mode.unwrap_or(cfg.mode);
         let mut unavailable = None;
         let embedder = match mode {
@@ -270,41 +275,6 @@ impl Searcher {
         // Hits are not accesses: the use case that retrieves for a
         // conversation (recall, or a search asked with `touch`) counts them.
         Ok(results)
-    }
-
-    /// Empties `results` when its best hit has no evidence of relevance of
-    /// at least `floor` ([`crate::relevance`]); `None` means
-    /// [`crate::relevance::DEFAULT_FLOOR`] when the search ran with the
-    /// calibrated model and no floor otherwise. Cosines count only when the
-    /// search ran with an embedder.
-    pub(crate) fn apply_floor(
-        &self,
-        core: &Core,
-        results: &mut SearchResults,
-        query: &str,
-        filter: &Filter,
-        floor: Option<f32>,
-    ) -> Result<()> {
-        let embedder = match results.mode {
-            SearchMode::Fulltext => None,
-            _ => self.embedder.loaded(),
-        };
-        let calibrated = embedder
-            .as_deref()
-            .is_some_and(crate::relevance::calibrated);
-        let floor = match floor {
-            Some(f) => f,
-            None if calibrated => crate::relevance::DEFAULT_FLOOR,
-            None => return Ok(()),
-        };
-        crate::relevance::apply_floor(
-            &core.index,
-            embedder.as_deref(),
-            query,
-            filter,
-            &mut results.hits,
-            floor,
-        )
     }
 }
 

@@ -7,7 +7,9 @@
 //! fresh temporary root with [`Hub::append_batch`] (so vectors are computed by
 //! the normal indexing path), then runs every query with the normal
 //! [`Hub::search`], restricted to the query's scene when it names one, once per
-//! requested mode. The temporary root is removed afterwards.
+//! requested mode, with the relevance decision off; recall@5 is reported
+//! both so and with the default decision on (what a client gets). The
+//! temporary root is removed afterwards.
 //!
 //! The corpus `time`, `speaker` and `session` go through the normal write
 //! path as the memory's event time, speaker and session
@@ -18,6 +20,9 @@
 //! relevant hit, per mode), and a vector cache file shared across runs, copied
 //! into the temporary root before loading and back (atomically) afterwards,
 //! so a corpus already embedded once is not embedded again.
+
+pub mod precision;
+pub mod training;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -39,7 +44,7 @@ const LOAD_BATCH: usize = 1000;
 /// Hits fetched per query (recall@10 and MRR@10 need ten).
 const TOP: usize = 10;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 struct CorpusLine {
     id: String,
     text: String,
@@ -110,6 +115,8 @@ pub struct QueryRecord {
     pub(crate) scores: Vec<f32>,
     /// The pass that found each hit.
     pub(crate) passes: Vec<crate::search::Pass>,
+    /// P(relevant) of each hit ([`crate::relevance`]).
+    pub(crate) relevance: Vec<f32>,
     /// The corpus ids labelled relevant.
     pub(crate) relevant: Vec<String>,
     /// Rank (from 1) of the first relevant hit, if any is in the list.
@@ -141,8 +148,13 @@ pub struct EvalReport {
     pub corpus: usize,
     /// Queries evaluated.
     pub queries: usize,
-    /// Mean over queries of |relevant ∩ top 5| / |relevant|.
+    /// Mean over queries of |relevant ∩ top 5| / |relevant|, the relevance
+    /// decision off (`min_score` 0).
     pub recall_at_5: f64,
+    /// The same with the default relevance decision on: what a client gets.
+    pub recall_at_5_with_floor: f64,
+    /// Hits of the top 5 the default decision keeps, per query.
+    pub kept_at_5: f64,
     /// Mean over queries of |relevant ∩ top 10| / |relevant|.
     pub recall_at_10: f64,
     /// Mean of 1 / rank of the first relevant hit in the top 10 (0 if none).
@@ -218,6 +230,7 @@ fn write_features(
             filter: query_filter(q)?,
             limit: Some(TOP),
             mode: Some(SearchMode::Hybrid),
+            min_score: None,
         })?;
         for c in candidates {
             let Some(id) = corpus_id_of.get(&c.id) else {
@@ -267,29 +280,237 @@ pub fn run_with(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| dir.display().to_string());
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or_default();
-    let root =
-        TempRoot(std::env::temp_dir().join(format!("memd-eval-{}-{nanos}", std::process::id())));
     let mut config = config.clone();
     let depth = options.depth.unwrap_or(TOP).max(TOP);
     config.search.max_limit = config.search.max_limit.max(depth);
-    let layout = Layout::new(&root.0);
-    let local_cache = layout.cache().join("vectors.db");
-    if let Some(shared) = options.vector_cache.as_deref().filter(|p| p.exists()) {
-        crate::base::durable::copy_atomic(shared, &local_cache)?;
-    }
     let mut per_query = match &options.per_query {
         Some(path) => Some(std::io::BufWriter::new(
             std::fs::File::create(path).ctx("cannot create", path)?,
         )),
         None => None,
     };
-    let (hub, _) = Hub::open_with(layout, config, Mode::Write, embedder, &mut |_| {})?;
+    let root = EvalRoot::open(config, embedder, options.vector_cache.as_deref())?;
+    let hub = &root.hub;
 
     let started = Instant::now();
+    let corpus_id_of = load_corpus(hub, &dataset, &corpus, None)?;
+    let load_ms = started.elapsed().as_millis() as u64;
+
+    if let Some(path) = &options.features {
+        write_features(hub, &dataset, &queries, &corpus_id_of, path)?;
+    }
+
+    let mut reports = Vec::new();
+    for &mode in modes {
+        let mut run = ModeRun {
+            hub,
+            dataset: &dataset,
+            corpus_id_of: &corpus_id_of,
+            depth,
+            per_query: per_query.as_mut().zip(options.per_query.as_deref()),
+            totals: Totals::default(),
+            ran: mode,
+        };
+        for q in &queries {
+            run.query(q, mode)?;
+        }
+        let (t, ran) = (run.totals, run.ran);
+        let n = queries.len() as f64;
+        let mut latencies = t.latencies;
+        latencies.sort_by(f64::total_cmp);
+        let pct = |p: f64| {
+            let i = ((latencies.len() as f64 - 1.0) * p).round() as usize;
+            latencies.get(i).copied().unwrap_or_default()
+        };
+        reports.push(EvalReport {
+            dataset: dataset.clone(),
+            mode,
+            ran,
+            corpus: corpus.len(),
+            queries: queries.len(),
+            recall_at_5: t.recall5 / n,
+            recall_at_5_with_floor: t.recall5_floor / n,
+            kept_at_5: t.kept / n,
+            recall_at_10: t.recall10 / n,
+            mrr_at_10: t.mrr / n,
+            latency_p50_ms: pct(0.5),
+            latency_p95_ms: pct(0.95),
+            load_ms,
+        });
+    }
+    if let (Some(out), Some(path)) = (per_query.as_mut(), options.per_query.as_deref()) {
+        use std::io::Write;
+        out.flush().ctx("cannot write", path)?;
+    }
+    root.close()?;
+    Ok(reports)
+}
+
+/// Sums over the queries of one mode.
+#[derive(Default)]
+struct Totals {
+    recall5: f64,
+    recall5_floor: f64,
+    kept: f64,
+    recall10: f64,
+    mrr: f64,
+    latencies: Vec<f64>,
+}
+
+/// One mode of [`run_with`] over a loaded root.
+struct ModeRun<'a> {
+    hub: &'a Hub,
+    dataset: &'a str,
+    corpus_id_of: &'a HashMap<String, String>,
+    depth: usize,
+    per_query: Option<(&'a mut std::io::BufWriter<std::fs::File>, &'a Path)>,
+    totals: Totals,
+    ran: SearchMode,
+}
+
+impl ModeRun<'_> {
+    /// Runs `q` in `mode` (the decision off) and adds it to the totals.
+    fn query(&mut self, q: &QueryLine, mode: SearchMode) -> Result<()> {
+        let t = Instant::now();
+        let results = self.hub.search_filtered(&SearchRequest {
+            query: q.query.clone(),
+            filter: query_filter(q)?,
+            limit: Some(self.depth),
+            mode: Some(mode),
+            min_score: Some(0.0),
+        })?;
+        self.totals
+            .latencies
+            .push(t.elapsed().as_secs_f64() * 1000.0);
+        self.ran = results.mode;
+        let known: Vec<(&str, &crate::search::SearchHit)> = results
+            .hits
+            .iter()
+            .filter_map(|h| {
+                self.corpus_id_of
+                    .get(&h.memory.id)
+                    .map(|id| (id.as_str(), h))
+            })
+            .collect();
+        let ranked: Vec<&str> = known.iter().map(|(id, _)| *id).collect();
+        // What a client gets by default: the relevance decision on.
+        let model = crate::relevance::model();
+        let kept: Vec<&str> = known
+            .iter()
+            .take(5)
+            .filter(|(_, h)| model.keeps(&h.evidence, h.relevance, None))
+            .map(|(id, _)| *id)
+            .collect();
+        let is_relevant = |id: &str| q.relevant.iter().any(|r| r == id);
+        if let Some((out, path)) = self.per_query.as_mut() {
+            use std::io::Write;
+            let hit5 = ranked.iter().take(5).filter(|id| is_relevant(id)).count();
+            let record = QueryRecord {
+                dataset: self.dataset.to_string(),
+                mode,
+                qid: q.qid.clone(),
+                query: q.query.clone(),
+                ranked: ranked.iter().map(|s| s.to_string()).collect(),
+                scores: known.iter().map(|(_, h)| h.score).collect(),
+                passes: known.iter().map(|(_, h)| h.pass).collect(),
+                relevance: known.iter().map(|(_, h)| h.relevance).collect(),
+                relevant: q.relevant.clone(),
+                first_hit_rank: ranked.iter().position(|id| is_relevant(id)).map(|i| i + 1),
+                recall_at_5: if q.relevant.is_empty() {
+                    0.0
+                } else {
+                    hit5 as f64 / q.relevant.len() as f64
+                },
+            };
+            let line = serde_json::to_string(&record)
+                .map_err(|e| Error::Internal(format!("per-query record: {e}")))?;
+            writeln!(out, "{line}").ctx("cannot write", path)?;
+        }
+        if q.relevant.is_empty() {
+            tracing::warn!(eval.qid = %q.qid, "query lists no relevant ids; counted as zero");
+            return Ok(());
+        }
+        let share = |ids: &[&str]| {
+            ids.iter().filter(|id| is_relevant(id)).count() as f64 / q.relevant.len() as f64
+        };
+        let t = &mut self.totals;
+        t.recall5 += share(&ranked[..ranked.len().min(5)]);
+        t.recall5_floor += share(&kept);
+        t.kept += kept.len() as f64;
+        t.recall10 += share(&ranked[..ranked.len().min(10)]);
+        if let Some(rank) = ranked.iter().take(TOP).position(|id| is_relevant(id)) {
+            t.mrr += 1.0 / (rank + 1) as f64;
+        }
+        Ok(())
+    }
+}
+
+/// A fresh temporary root with a writer hub, its vector cache seeded from a
+/// shared one; [`EvalRoot::close`] writes the cache back.
+pub(crate) struct EvalRoot {
+    /// The hub over the temporary root.
+    pub(crate) hub: Hub,
+    local_cache: PathBuf,
+    shared_cache: Option<PathBuf>,
+    // Dropped last: removes the directory.
+    _root: TempRoot,
+}
+
+impl EvalRoot {
+    /// Opens a hub over a new temporary root.
+    pub(crate) fn open(
+        config: Config,
+        embedder: EmbedderSlot,
+        shared_cache: Option<&Path>,
+    ) -> Result<EvalRoot> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        let root = TempRoot(
+            std::env::temp_dir().join(format!("memd-eval-{}-{nanos}", std::process::id())),
+        );
+        let layout = Layout::new(&root.0);
+        let local_cache = layout.cache().join("vectors.db");
+        if let Some(shared) = shared_cache.filter(|p| p.exists()) {
+            crate::base::durable::copy_atomic(shared, &local_cache)?;
+        }
+        let (hub, _) = Hub::open_with(layout, config, Mode::Write, embedder, &mut |_| {})?;
+        Ok(EvalRoot {
+            hub,
+            local_cache,
+            shared_cache: shared_cache.map(Path::to_path_buf),
+            _root: root,
+        })
+    }
+
+    /// Closes the hub (which checkpoints the cache's write-ahead log into its
+    /// file) and copies the cache back to the shared one.
+    pub(crate) fn close(self) -> Result<()> {
+        let EvalRoot {
+            hub,
+            local_cache,
+            shared_cache,
+            _root,
+        } = self;
+        drop(hub);
+        if let Some(shared) = shared_cache.as_deref()
+            && local_cache.exists()
+        {
+            crate::base::durable::copy_atomic(&local_cache, shared)?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes `corpus` through the normal write path (in `scene` when given,
+/// else each line's own) and returns memory id → corpus id.
+fn load_corpus(
+    hub: &Hub,
+    dataset: &str,
+    corpus: &[CorpusLine],
+    scene: Option<&Scene>,
+) -> Result<HashMap<String, String>> {
     let mut corpus_id_of: HashMap<String, String> = HashMap::new();
     for chunk in corpus.chunks(LOAD_BATCH) {
         let mut reqs = Vec::with_capacity(chunk.len());
@@ -298,8 +519,11 @@ pub fn run_with(
                 serde_json::Value::String(s) => s.clone(),
                 other => other.to_string(),
             });
-            let mut req =
-                WriteRequest::new(scene_of(line.scene.as_deref())?, line.text.clone(), "eval");
+            let scene = match scene {
+                Some(s) => s.clone(),
+                None => scene_of(line.scene.as_deref())?,
+            };
+            let mut req = WriteRequest::new(scene, line.text.clone(), "eval");
             req.setting = crate::model::Setting::from_input(
                 line.time.as_deref(),
                 session.as_deref(),
@@ -313,120 +537,5 @@ pub fn run_with(
             corpus_id_of.insert(outcome.id, line.id.clone());
         }
     }
-    let load_ms = started.elapsed().as_millis() as u64;
-
-    if let Some(path) = &options.features {
-        write_features(&hub, &dataset, &queries, &corpus_id_of, path)?;
-    }
-
-    let mut reports = Vec::new();
-    for &mode in modes {
-        let mut recall5 = 0.0;
-        let mut recall10 = 0.0;
-        let mut mrr = 0.0;
-        let mut latencies = Vec::with_capacity(queries.len());
-        let mut ran = mode;
-        for q in &queries {
-            let filter = query_filter(q)?;
-            let t = Instant::now();
-            let results = hub.search_filtered(&SearchRequest {
-                query: q.query.clone(),
-                filter,
-                limit: Some(depth),
-                mode: Some(mode),
-            })?;
-            latencies.push(t.elapsed().as_secs_f64() * 1000.0);
-            ran = results.mode;
-            let known: Vec<(&str, &crate::search::SearchHit)> = results
-                .hits
-                .iter()
-                .filter_map(|h| corpus_id_of.get(&h.memory.id).map(|id| (id.as_str(), h)))
-                .collect();
-            let ranked: Vec<&str> = known.iter().map(|(id, _)| *id).collect();
-            if let Some(out) = per_query.as_mut() {
-                use std::io::Write;
-                let first_hit_rank = ranked
-                    .iter()
-                    .position(|id| q.relevant.iter().any(|r| r == id))
-                    .map(|i| i + 1);
-                let hit5 = ranked
-                    .iter()
-                    .take(5)
-                    .filter(|id| q.relevant.iter().any(|r| r == *id))
-                    .count();
-                let record = QueryRecord {
-                    dataset: dataset.clone(),
-                    mode,
-                    qid: q.qid.clone(),
-                    query: q.query.clone(),
-                    ranked: ranked.iter().map(|s| s.to_string()).collect(),
-                    scores: known.iter().map(|(_, h)| h.score).collect(),
-                    passes: known.iter().map(|(_, h)| h.pass).collect(),
-                    relevant: q.relevant.clone(),
-                    first_hit_rank,
-                    recall_at_5: if q.relevant.is_empty() {
-                        0.0
-                    } else {
-                        hit5 as f64 / q.relevant.len() as f64
-                    },
-                };
-                let line = serde_json::to_string(&record)
-                    .map_err(|e| Error::Internal(format!("per-query record: {e}")))?;
-                let path = options.per_query.as_deref().unwrap_or(Path::new(""));
-                writeln!(out, "{line}").ctx("cannot write", path)?;
-            }
-            if q.relevant.is_empty() {
-                tracing::warn!(eval.qid = %q.qid, "query lists no relevant ids; counted as zero");
-                continue;
-            }
-            let found = |k: usize| {
-                ranked
-                    .iter()
-                    .take(k)
-                    .filter(|id| q.relevant.iter().any(|r| r == *id))
-                    .count() as f64
-                    / q.relevant.len() as f64
-            };
-            recall5 += found(5);
-            recall10 += found(10);
-            if let Some(rank) = ranked
-                .iter()
-                .take(TOP)
-                .position(|id| q.relevant.iter().any(|r| r == id))
-            {
-                mrr += 1.0 / (rank + 1) as f64;
-            }
-        }
-        let n = queries.len() as f64;
-        latencies.sort_by(f64::total_cmp);
-        let pct = |p: f64| {
-            let i = ((latencies.len() as f64 - 1.0) * p).round() as usize;
-            latencies.get(i).copied().unwrap_or_default()
-        };
-        reports.push(EvalReport {
-            dataset: dataset.clone(),
-            mode,
-            ran,
-            corpus: corpus.len(),
-            queries: queries.len(),
-            recall_at_5: recall5 / n,
-            recall_at_10: recall10 / n,
-            mrr_at_10: mrr / n,
-            latency_p50_ms: pct(0.5),
-            latency_p95_ms: pct(0.95),
-            load_ms,
-        });
-    }
-    if let (Some(out), Some(path)) = (per_query.as_mut(), options.per_query.as_deref()) {
-        use std::io::Write;
-        out.flush().ctx("cannot write", path)?;
-    }
-    // Closing the hub checkpoints the cache's write-ahead log into its file.
-    drop(hub);
-    if let Some(shared) = options.vector_cache.as_deref()
-        && local_cache.exists()
-    {
-        crate::base::durable::copy_atomic(&local_cache, shared)?;
-    }
-    Ok(reports)
+    Ok(corpus_id_of)
 }

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Trains the relevance model (src/relevance_weights.json) on the dev sets:
+# exports every hit of many searches with its evidence
+# (tests/calibration/relevance_features.rs: the dev sets as roots of 5
+# memories to 100k, their queries under their own and another scene,
+# off-topic questions, spans copied from memories), then fits two logistic
+# models with grouped cross-validation (scripts/train-relevance.py).
+#
+#   scripts/train-relevance.sh [EVAL_DIR]   # default ../shared/eval (beside the clone)
+#
+# Writes src/relevance_weights.json (with the cross-validated figures) and
+# tests/fixtures/relevance-parity.jsonl (the trainer's own predictions, which
+# a unit test compares with the Rust evaluator); the full report goes to
+# target/relevance-training/report.json. Needs the model and the lexicon
+# (scripts/setup.sh). Reuses the eval vector cache, so a rerun embeds only the
+# large roots' filler once.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+EVAL_DIR=${1:-../shared/eval}
+OUT=target/relevance-training
+VENV=${MEMD_TRAIN_VENV:-$HOME/.cache/memory-hub/train-relevance-venv}
+mkdir -p "$OUT"
+if [ ! -x "$VENV/bin/python" ]; then
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install --quiet numpy==2.4.6
+fi
+cat tests/fixtures/off-topic-queries.jsonl tests/fixtures/unrelated-queries.jsonl > "$OUT/off-topic.jsonl"
+cargo run --release --example relevance_features -- "$EVAL_DIR" "$OUT/off-topic.jsonl" "$OUT/rows.jsonl" \
+  --vector-cache "$HOME/.cache/memory-hub/eval-vectors.db" --large 10000,100000
+"$VENV/bin/python" scripts/train-relevance.py "$OUT/rows.jsonl" \
+  --out src/relevance_weights.json --report "$OUT/report.json" \
+  --parity tests/fixtures/relevance-parity.jsonl
