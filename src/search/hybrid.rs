@@ -437,16 +437,17 @@ fn list_features(out: &mut [Candidate], dialogue: bool, query_cjk: f32) {
     }
 }
 
-/// The hybrid ranking reordered by the second stage ([`crate::rerank`]),
-/// `limit` long, and the query's vector. Each hit's cosine is the semantic
+/// The hybrid ranking reordered by the second stage ([`crate::rerank`],
+/// when enabled), `limit` long, and the query's vector. Each hit's cosine is the semantic
 /// list's, as in [`fuse`], so the relevance decision sees the same evidence.
 pub(crate) fn reranked(
     cx: &super::fulltext::Context<'_>,
     embedder: &dyn Embedder,
     req: &SearchRequest,
     limit: usize,
-    model: &crate::rerank::Reranker,
 ) -> Result<(Vec<Scored>, Vec<f32>)> {
+    let model = crate::rerank::enabled()
+        .ok_or_else(|| Error::Internal("the second stage is not enabled".into()))?;
     let (qvec, candidates) = candidates_and_vector(cx, embedder, req, limit)?;
     let mut scored: Vec<Scored> = candidates
         .into_iter()

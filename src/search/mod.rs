@@ -371,8 +371,7 @@ fn rank(
             Ok(ranked(scored, Some(v)))
         }
         (SearchMode::Hybrid, Some(e)) if crate::rerank::enabled().is_some() => {
-            let model = crate::rerank::enabled().expect("checked in the guard");
-            match hybrid::reranked(cx, e, req, limit, model) {
+            match hybrid::reranked(cx, e, req, limit) {
                 Ok((scored, v)) => Ok(ranked(scored, Some(v))),
                 Err(err) if unavailable(&err) => fell_back(err),
                 Err(err) => Err(err),
