@@ -32,6 +32,7 @@
 //!                   search/ fulltext (by evidence: own pass + cross-lingual
 //!                           pass, query.rs translate, CC-CEDICT) | semantic |
 //!                           hybrid (rank + evidence fusion); exact phrases first;
+//!                           rerank.rs: trees reorder the hybrid candidates;
 //!                           relevance.rs: P(relevant) per hit, below the floor dropped
 //! ```
 //!
@@ -86,7 +87,8 @@
 //!                                                a facade over its parts; owner of the live Config
 //!  config   auth   api                           sub-configs composed; tokens → Grant; /v1 types
 //!  search                                        ranking over the index, the relevance decision
-//!  relevance                                     the evidence and model of that decision
+//!  relevance   rerank                            the evidence and model of that decision;
+//!                                                the second stage's trees (pure evaluator)
 //!  index    query   embed   sync                 derived index, query plans, embedders
 //!  store    lifecycle   content  timetable       source of truth and pure rules
 //!  model ids layout analysis disk client when    foundation: types, paths, text analysis,
@@ -123,7 +125,8 @@
 //! | `index` | `analysis`, `base`, `disk`, `embed`, `error`, `lifecycle`, `model`, `store` |
 //! | `sync` | `client`, `error`, `layout`, `store` |
 //! | `relevance` | `analysis`, `embed`, `error`, `index`, `model`, `query` |
-//! | `search` | `analysis`, `embed`, `error`, `index`, `lifecycle`, `model`, `query`, `relevance`, `when` |
+//! | `rerank` | — |
+//! | `search` | `analysis`, `embed`, `error`, `index`, `lifecycle`, `model`, `query`, `relevance`, `rerank`, `when` |
 //! | `auth` | `base`, `error`, `ids`, `model` |
 //! | `config` | `base`, `content`, `embed`, `error`, `layout`, `lifecycle`, `search`, `store`, `sync`, `timetable` |
 //! | `hub` | `api`, `auth`, `base`, `config`, `content`, `disk`, `embed`, `error`, `ids`, `index`, `layout`, `lifecycle`, `model`, `search`, `store`, `timetable` |
@@ -133,7 +136,7 @@
 //! | `migrate` | `content`, `error`, `hub`, `model`, `store`, `transfer` |
 //! | `backup` | `base`, `config`, `disk`, `error`, `ids`, `layout`, `model`, `store` |
 //! | `doctor` | `client`, `config`, `content`, `embed`, `error`, `index`, `layout`, `model`, `store` |
-//! | `eval` | `analysis`, `api`, `base`, `config`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `relevance`, `search` |
+//! | `eval` | `analysis`, `api`, `base`, `config`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `relevance`, `rerank`, `search` |
 //! | `consolidate` | `analysis`, `base`, `client`, `config`, `content`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `store`, `timetable`, `when` |
 //! | `scheduler` | `backup`, `config`, `consolidate`, `error`, `hub`, `layout`, `timetable` |
 //! | `console` | — |
@@ -459,6 +462,7 @@ pub mod migrate;
 pub mod model;
 pub mod query;
 pub mod relevance;
+pub mod rerank;
 pub mod scheduler;
 pub mod search;
 pub mod store;
