@@ -27,6 +27,9 @@ use serde::{Deserialize, Serialize};
 use crate::model::{CATEGORY_SLOTS, Memory, Privacy, Scene, Stage, Subject, Tier};
 use crate::search::SearchMode;
 
+mod operator;
+pub use operator::*;
+
 fn is_false(b: &bool) -> bool {
     !*b
 }
@@ -975,7 +978,41 @@ fn reply<T: JsonSchema>() -> Option<schemars::Schema> {
 pub fn operations() -> Vec<Operation> {
     let mut all = core_operations();
     all.extend(browse_operations());
+    all.extend(operator_operations());
     all
+}
+
+/// The operator's routes ([`operator`]).
+fn operator_operations() -> Vec<Operation> {
+    vec![
+        op(
+            "POST",
+            "/v1/list",
+            request::<ListBody>(),
+            reply::<ListReply>(),
+        ),
+        op(
+            "POST",
+            "/v1/tier",
+            request::<TierBody>(),
+            reply::<TierReply>(),
+        ),
+        op("POST", "/v1/gc", request::<GcBody>(), reply::<GcReply>()),
+        op(
+            "POST",
+            "/v1/audit",
+            request::<AuditBody>(),
+            reply::<AuditReply>(),
+        ),
+        op("GET", "/v1/scenes", None, reply::<ScenesReply>()),
+        op(
+            "POST",
+            "/v1/profile",
+            request::<ProfileBody>(),
+            reply::<ProfileReply>(),
+        ),
+        op("GET", "/v1/health/history", None, reply::<HealthHistory>()),
+    ]
 }
 
 /// What the console browses: documents, whole documents, forgotten memories.

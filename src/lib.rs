@@ -32,6 +32,7 @@
 //!                   search/ fulltext (by evidence: own pass + cross-lingual
 //!                           pass, query.rs translate, CC-CEDICT) | semantic |
 //!                           hybrid (rank + evidence fusion); exact phrases first;
+//!                           rerank.rs: trees reorder the hybrid candidates;
 //!                           relevance.rs: P(relevant) per hit, below the floor dropped
 //! ```
 //!
@@ -42,7 +43,9 @@
 //! every scope and scene, token name `cli`). The CLI is one CLI whether or
 //! not a daemon runs: `memd serve` records its address and a random local
 //! credential in `ROOT/.memd.addr`, and `write`, `forget`, `search`, `get`,
-//! `ingest`, `consolidate` and `reindex` send their body to that daemon's `/v1` route
+//! `ingest`, `consolidate`, `reindex` and the operator's commands (`list`,
+//! `tier`, `gc`, `audit`, `category`, `stats --expiring`, `archive list`)
+//! send their body to that daemon's `/v1` route
 //! (the credential is the operator, from loopback peers only), else call the
 //! use case in process; both ways print the same reply. The rules (scene resolution,
 //! privacy and pin permission, defaults, the short-stage TTL, idempotency
@@ -84,7 +87,8 @@
 //!                                                a facade over its parts; owner of the live Config
 //!  config   auth   api                           sub-configs composed; tokens → Grant; /v1 types
 //!  search                                        ranking over the index, the relevance decision
-//!  relevance                                     the evidence and model of that decision
+//!  relevance   rerank                            the evidence and model of that decision;
+//!                                                the second stage's trees (pure evaluator)
 //!  index    query   embed   sync                 derived index, query plans, embedders
 //!  store    lifecycle   content  timetable       source of truth and pure rules
 //!  model ids layout analysis disk client when    foundation: types, paths, text analysis,
@@ -121,17 +125,18 @@
 //! | `index` | `analysis`, `base`, `disk`, `embed`, `error`, `lifecycle`, `model`, `store` |
 //! | `sync` | `client`, `error`, `layout`, `store` |
 //! | `relevance` | `analysis`, `embed`, `error`, `index`, `model`, `query` |
-//! | `search` | `analysis`, `embed`, `error`, `index`, `lifecycle`, `model`, `query`, `relevance`, `when` |
+//! | `rerank` | — |
+//! | `search` | `analysis`, `embed`, `error`, `index`, `lifecycle`, `model`, `query`, `relevance`, `rerank`, `when` |
 //! | `auth` | `base`, `error`, `ids`, `model` |
 //! | `config` | `base`, `content`, `embed`, `error`, `layout`, `lifecycle`, `search`, `store`, `sync`, `timetable` |
 //! | `hub` | `api`, `auth`, `base`, `config`, `content`, `disk`, `embed`, `error`, `ids`, `index`, `layout`, `lifecycle`, `model`, `search`, `store`, `timetable` |
 //! | `audit` | `base`, `disk` |
 //! | `watch` | `error`, `hub` |
-//! | `transfer` | `error`, `hub`, `model`, `store` |
+//! | `transfer` | `content`, `error`, `hub`, `model`, `store` |
 //! | `migrate` | `content`, `error`, `hub`, `model`, `store`, `transfer` |
 //! | `backup` | `base`, `config`, `disk`, `error`, `ids`, `layout`, `model`, `store` |
 //! | `doctor` | `client`, `config`, `content`, `embed`, `error`, `index`, `layout`, `model`, `store` |
-//! | `eval` | `analysis`, `api`, `base`, `config`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `relevance`, `search` |
+//! | `eval` | `analysis`, `api`, `base`, `config`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `relevance`, `rerank`, `search` |
 //! | `consolidate` | `analysis`, `base`, `client`, `config`, `content`, `embed`, `error`, `hub`, `index`, `layout`, `model`, `store`, `timetable`, `when` |
 //! | `scheduler` | `backup`, `config`, `consolidate`, `error`, `hub`, `layout`, `timetable` |
 //! | `console` | — |
@@ -176,7 +181,8 @@
 //!   [`store::files`] (documents an import or migration adds, files a restore
 //!   takes from a backup), [`store::lock`], [`store::members`] (group
 //!   membership for disclosure), [`store::archive`] (compressed journal
-//!   months), [`store::links`] (files opened with `O_NOFOLLOW`, links
+//!   months), [`store::renames`] (the ledger that keeps a moved document's
+//!   id, read at every rebuild), [`store::links`] (files opened with `O_NOFOLLOW`, links
 //!   listed for doctor, health and backups); [`store::StoreError`] for the
 //!   failures callers tell apart.
 //! - [`index`]: the only writer of `data/index/`: [`index::text`] (tantivy),
@@ -246,8 +252,11 @@
 //!   audience), recall, ingest (and members), disclose, categories, tags
 //!   (and the archive), settings (config edits), admin (health,
 //!   capabilities, tokens), consolidation (runs, installed by the
-//!   server) and reindex (rebuilding the index in place in a running
-//!   daemon). The [`hub::Hub`] facade owns four parts under `hub/parts/`:
+//!   server), reindex (rebuilding the index in place in a running
+//!   daemon), and the operator's use cases: list (paged by a `(time, id)`
+//!   cursor), tiers, gc (the cleanup now), audit (reading the audit log),
+//!   scenes (what a token may use), profile (the bootstrap interview's
+//!   answers) and history (the rolling health samples the scheduler takes). The [`hub::Hub`] facade owns four parts under `hub/parts/`:
 //!   the writer (queue, group commit, write rules), catch-up (journal and
 //!   document replay, self-healing open), the searcher (the fair search
 //!   gate with its per-token queues, search with its relevance decision,
@@ -271,8 +280,9 @@
 //!   all data through `/v1` with the signed-in token (its pages stand on the
 //!   document list and whole documents, the forgotten list and search paging,
 //!   use cases in `hub/documents.rs`, `hub/forgotten.rs` and `hub/search.rs`).
-//! - [`mcp`]: the MCP server (official `rmcp` SDK): tools, resources and
-//!   instructions, served over stdio by `memd mcp` and over streamable HTTP at
+//! - [`mcp`]: the MCP server (official `rmcp` SDK): tools, resources,
+//!   prompts (the bootstrap interview) and instructions, served over stdio
+//!   by `memd mcp` and over streamable HTTP at
 //!   `/mcp` by `memd serve`. Every tool is a `/v1` call with the caller's token
 //!   ([`mcp::upstream`]: loopback HTTP through [`client`] from the stdio process, the router
 //!   in-process inside the daemon), so MCP has exactly the token's rights.
@@ -347,6 +357,11 @@
 //!   writer). The local credential of that file is accepted only from a
 //!   loopback peer, and the operator's reads through the daemon are not
 //!   counted as retrievals, as in process.
+//! - A document keeps its id when its file is renamed or moved (same bytes
+//!   under a new path while the old one is gone): the move is recorded in
+//!   `memories/renames/`, so a rebuilt index gives it the same id.
+//! - Every list pages by a `(time, id)` cursor: rows sharing a timestamp are
+//!   never skipped or repeated.
 //! - The default root is the platform's data directory, never the current
 //!   directory, so a source checkout is never a root by accident (and its
 //!   `.gitignore` keeps everything personal out of git if one is made on purpose).
@@ -447,6 +462,7 @@ pub mod migrate;
 pub mod model;
 pub mod query;
 pub mod relevance;
+pub mod rerank;
 pub mod scheduler;
 pub mod search;
 pub mod store;

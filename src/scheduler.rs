@@ -3,8 +3,9 @@
 //! saved state and "now"); the jobs themselves (backup, archive, sleep
 //! consolidation) are built here, above every module they drive. The runner
 //! thread also commits pending text-index changes every second, so processes
-//! that only read the index see recent writes, and embeds memories that have
-//! no vector yet, off the write path.
+//! that only read the index see recent writes, embeds memories that have
+//! no vector yet, off the write path, and samples the health history once a
+//! minute ([`crate::hub::history`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -134,6 +135,10 @@ pub(crate) fn spawn_every(
                 // Retrievals wait at most a few seconds before they are journaled.
                 if let Err(e) = hub.flush_accesses(false) {
                     tracing::warn!(error = %e, "journaling accesses failed; this window is not counted");
+                }
+                // One health sample a minute by the hub's clock (see `hub::history`).
+                if let Err(e) = hub.sample_health() {
+                    tracing::warn!(error = %e, "cannot record a health sample");
                 }
                 if hub.embedder_load_pending() {
                     // The first load takes seconds; a stop must not wait for it.

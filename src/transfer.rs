@@ -6,7 +6,8 @@
 //! written as new facts), a directory or file of Markdown (copied under
 //! `memories/import/`), or plain text (one memory per non-empty line).
 //! Export writes the live facts as journal lines, or as Markdown files that
-//! `memd import` reads back. Every bad line (not UTF-8, not JSON, breaking
+//! `memd import` reads back. A long-term fact imported without a tier gets
+//! the tier a write would give it. Every bad line (not UTF-8, not JSON, breaking
 //! the write rules of [`crate::model::Fact::validate`], or holding a
 //! credential in any field, [`crate::content::in_record`]) is reported as
 //! `FILE:LINE: reason` and skipped; the rest still goes in. A Markdown file
@@ -294,7 +295,12 @@ fn apply_chunk(
         }
     }
     if !records.is_empty() {
-        let results = hub.import_records(records.iter().map(|(_, r)| r.clone()).collect())?;
+        let results = hub.import_records(
+            records
+                .iter()
+                .map(|(_, r)| with_tier(hub, r.clone()))
+                .collect(),
+        )?;
         for ((n, _), result) in records.iter().zip(results) {
             match result {
                 Ok(true) => report.added += 1,
@@ -314,6 +320,30 @@ fn apply_chunk(
         }
     }
     Ok(())
+}
+
+/// A long-term fact imported without a tier (a line of an older build, or
+/// written by hand) gets the tier a write would give it, and with
+/// `lifecycle.tierExpiry` on the expiry that tier gives it from now.
+fn with_tier(hub: &Hub, record: Record) -> Record {
+    let Record::Put { v, at, mut fact } = record else {
+        return record;
+    };
+    if fact.stage == crate::model::Stage::Long && fact.tier.is_none() {
+        let tier = crate::content::assign_tier(crate::content::TierInput {
+            explicit: None,
+            category: fact.kind == "category",
+            source: &fact.source,
+            kind: &fact.kind,
+            text: &crate::content::normalize_content(&fact.text),
+            tags: &fact.tags,
+        });
+        fact.tier = Some(tier);
+        if fact.expires_at.is_none() {
+            fact.expires_at = hub.config().lifecycle.expiry(tier, hub.now());
+        }
+    }
+    Record::Put { v, at, fact }
 }
 
 /// Copies Markdown under `memories/import/<name>/`, never overwriting, then indexes it.

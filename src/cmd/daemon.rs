@@ -8,7 +8,9 @@
 //! ([`crate::hub::Caller::operator`], token name `cli`), and only from a
 //! loopback peer ([`crate::http::AppState::with_operator_secret`]).
 //!
-//! `write`, `forget`, `search`, `get`, `ingest`, `consolidate` and `reindex` pick their
+//! `write`, `forget`, `search`, `get`, `ingest`, `consolidate`, `reindex` and
+//! the operator's commands (`list`, `tier`, `gc`, `audit`, `category`,
+//! `stats --expiring`, `archive list`) pick their
 //! [`Target`]: the daemon of the root when the file names one that answers
 //! (its pid is alive and its port accepts the credential), else the root,
 //! opened by the command itself. Through the daemon a command sends the same

@@ -94,6 +94,15 @@ pub(super) fn run(cli: &super::Cli, config: Config, args: &Args) -> anyhow::Resu
             r.latency_p95_ms,
             r.load_ms
         );
+        for (category, c) in &r.by_category {
+            outln!(
+                "{:<16} {:<9} {:>14} {:>9.3}",
+                format!("  category {category}"),
+                "",
+                c.queries,
+                c.recall_at_5
+            );
+        }
     }
     Ok(())
 }

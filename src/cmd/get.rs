@@ -41,8 +41,17 @@ pub(super) fn run(cli: &super::Cli, target: Target, args: &Args) -> anyhow::Resu
     if let Some(p) = &memory.path {
         outln!("path:     memories/{p}");
     }
+    if let Some(t) = memory.tier {
+        outln!("tier:     {t}");
+    }
+    if let Some(t) = memory.expires_at {
+        outln!("expires:  {}", t.to_rfc3339());
+    }
+    if let Some(old) = &memory.supersedes {
+        outln!("supersedes:    {old}");
+    }
     if !reply.superseded_by.is_empty() {
-        outln!("replaced: {}", reply.superseded_by.join(", "));
+        outln!("superseded_by: {}", reply.superseded_by.join(", "));
     }
     if reply.superseded {
         match (&reply.newest, &reply.newest_forgotten) {

@@ -8,7 +8,8 @@
 //! (`{"error":{code,message,retryable}}`).
 //!
 //! One CLI whether or not a daemon runs: `write`, `forget`, `search`, `get`,
-//! `ingest`, `consolidate` and `reindex` go through the root's running `memd serve`
+//! `ingest`, `consolidate`, `reindex`, `list`, `tier`, `gc`, `audit`,
+//! `category`, `stats --expiring` and `archive list` go through the root's running `memd serve`
 //! when there is one (found through the address file it records, with its
 //! local credential, see `daemon.rs`), else open the root themselves; both
 //! ways build the same `/v1` request, run the same use case and print the
@@ -28,17 +29,21 @@ macro_rules! outln {
 }
 
 mod archive;
+mod audit;
 mod backup;
+mod category;
 mod consolidate;
 mod daemon;
 mod doctor;
 mod eval;
 mod export;
 mod forget;
+mod gc;
 mod get;
 mod health;
 mod import;
 mod ingest;
+mod list;
 mod mcp;
 mod reindex;
 mod restore;
@@ -48,6 +53,7 @@ mod serve;
 mod setup;
 mod stats;
 mod sync;
+mod tier;
 mod token;
 mod write;
 
@@ -94,8 +100,20 @@ pub(crate) enum Command {
     Restore(restore::Args),
     /// Remember one chat message as short-term memory (through the running daemon if there is one).
     Ingest(ingest::Args),
-    /// Counts, sizes and unreadable lines (safe next to a running server).
-    Stats,
+    /// Counts, sizes and unreadable lines; `--expiring`: the memories expiring soon (safe next to a running server).
+    Stats(stats::Args),
+    /// The memories, newest first, a page at a time (through the running daemon if there is one).
+    List(list::Args),
+    /// A memory's tier: show, set, or list one tier (through the running daemon if there is one).
+    Tier(tier::Args),
+    /// Run the cleanup now: journal retrievals, compress old journal months, count expired
+    /// memories; `--dry-run`, `--tier` (through the running daemon if there is one).
+    Gc(gc::Args),
+    /// Recent audit lines of the daemon's requests, by token and operation (through the running
+    /// daemon if there is one).
+    Audit(audit::Args),
+    /// Categories (standing rules): list, get, set (through the running daemon if there is one).
+    Category(category::Args),
     /// Rebuild the index from memories/ (in the running daemon if there is one).
     Reindex,
     /// Import our JSONL, loose JSON lines, Markdown or plain text (needs the writer lock).
@@ -174,7 +192,12 @@ pub fn run(cli: &Cli) -> anyhow::Result<()> {
         Command::Forget(args) => forget::run(cli, target(Mode::Write)?, args),
         Command::Restore(args) => restore::run(cli, target(Mode::Write)?, args),
         Command::Ingest(args) => ingest::run(cli, target(Mode::Write)?, args),
-        Command::Stats => stats::run(cli, open(layout, config, Mode::ReadPreferWrite)?),
+        Command::Stats(args) => stats::run(cli, layout, config, args),
+        Command::List(args) => list::run(cli, target(Mode::ReadPreferWrite)?, args),
+        Command::Tier(args) => tier::run(cli, target(args.mode())?, args),
+        Command::Gc(args) => gc::run(cli, target(Mode::Write)?, args),
+        Command::Audit(args) => audit::run(cli, target(Mode::ReadPreferWrite)?, args),
+        Command::Category(args) => category::run(cli, target(args.mode())?, args),
         Command::Reindex => reindex::run(cli, layout, config),
         Command::Import(args) => import::run(cli, open(layout, config, Mode::Write)?, args),
         Command::Export(args) => {
@@ -187,6 +210,9 @@ pub fn run(cli: &Cli) -> anyhow::Result<()> {
         Command::Mcp(args) => mcp::run(layout, config, args),
         Command::Token(args) => token::run(cli, &layout, args),
         Command::Eval(args) => eval::run(cli, config, args),
+        Command::Archive(args) if args.is_list() => {
+            archive::list(cli, target(Mode::ReadPreferWrite)?, args)
+        }
         Command::Archive(args) => archive::run(cli, open(layout, config, Mode::Write)?, args),
         Command::Consolidate(args) => {
             let mode = if args.dry_run() {

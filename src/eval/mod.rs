@@ -123,6 +123,9 @@ pub struct QueryRecord {
     pub(crate) first_hit_rank: Option<usize>,
     /// |relevant ∩ top 5| / |relevant|.
     pub(crate) recall_at_5: f64,
+    /// The query's category, when the dataset gives one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) category: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -132,6 +135,20 @@ struct QueryLine {
     relevant: Vec<String>,
     #[serde(default)]
     scene: Option<String>,
+    /// The query's category, when the dataset gives one (LoCoMo: 1
+    /// multi-hop, 2 temporal, 3 open-domain, 4 single-hop), a number or a word.
+    #[serde(default)]
+    category: Option<serde_json::Value>,
+}
+
+impl QueryLine {
+    /// The category as text (`None` without one).
+    fn category(&self) -> Option<String> {
+        self.category.as_ref().map(|c| match c {
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        })
+    }
 }
 
 /// The scores of one mode on one dataset.
@@ -165,6 +182,20 @@ pub struct EvalReport {
     pub latency_p95_ms: f64,
     /// Time to write and index the corpus, in milliseconds.
     pub(crate) load_ms: u64,
+    /// Recall@5 (decision off) and the number of queries of each category,
+    /// when the queries carry one (empty otherwise).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub by_category: std::collections::BTreeMap<String, CategoryScore>,
+}
+
+/// Recall@5 of the queries of one category.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CategoryScore {
+    /// Queries of the category.
+    pub queries: usize,
+    /// Mean over them of |relevant ∩ top 5| / |relevant|, the decision off.
+    pub recall_at_5: f64,
 }
 
 /// Removes the temporary root when dropped.
@@ -240,6 +271,13 @@ fn write_features(
                 .iter()
                 .zip(c.features)
                 .map(|(name, v)| (name.to_string(), serde_json::json!(v)))
+                // The second stage's, prefixed (both have a `cosine`).
+                .chain(
+                    crate::rerank::FEATURES
+                        .iter()
+                        .zip(c.rerank)
+                        .map(|(name, v)| (format!("rr_{name}"), serde_json::json!(v))),
+                )
                 .collect();
             let record = FeatureRecord {
                 dataset: dataset.to_string(),
@@ -336,6 +374,17 @@ pub fn run_with(
             latency_p50_ms: pct(0.5),
             latency_p95_ms: pct(0.95),
             load_ms,
+            by_category: t
+                .by_category
+                .into_iter()
+                .map(|(c, (sum, n))| {
+                    let score = CategoryScore {
+                        queries: n,
+                        recall_at_5: sum / n as f64,
+                    };
+                    (c, score)
+                })
+                .collect(),
         });
     }
     if let (Some(out), Some(path)) = (per_query.as_mut(), options.per_query.as_deref()) {
@@ -355,6 +404,8 @@ struct Totals {
     recall10: f64,
     mrr: f64,
     latencies: Vec<f64>,
+    /// Category → (sum of recall@5, queries).
+    by_category: std::collections::BTreeMap<String, (f64, usize)>,
 }
 
 /// One mode of [`run_with`] over a loaded root.
@@ -421,6 +472,7 @@ impl ModeRun<'_> {
                 } else {
                     hit5 as f64 / q.relevant.len() as f64
                 },
+                category: q.category(),
             };
             let line = serde_json::to_string(&record)
                 .map_err(|e| Error::Internal(format!("per-query record: {e}")))?;
@@ -434,7 +486,12 @@ impl ModeRun<'_> {
             ids.iter().filter(|id| is_relevant(id)).count() as f64 / q.relevant.len() as f64
         };
         let t = &mut self.totals;
-        t.recall5 += share(&ranked[..ranked.len().min(5)]);
+        let recall5 = share(&ranked[..ranked.len().min(5)]);
+        if let Some(c) = q.category() {
+            let e = t.by_category.entry(c).or_default();
+            *e = (e.0 + recall5, e.1 + 1);
+        }
+        t.recall5 += recall5;
         t.recall5_floor += share(&kept);
         t.kept += kept.len() as f64;
         t.recall10 += share(&ranked[..ranked.len().min(10)]);

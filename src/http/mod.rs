@@ -46,6 +46,7 @@ pub mod error;
 pub mod extract;
 mod lifecycle;
 pub mod metrics;
+mod operator;
 mod read;
 mod write;
 
@@ -308,6 +309,17 @@ fn routes() -> Vec<(Route, MethodRouter<AppState>)> {
             post(consolidation::rollback),
         ),
         (r("POST", "/v1/reindex", true), post(admin::reindex)),
+        // The operator's routes (`operator.rs`).
+        (r("POST", "/v1/list", true), post(operator::list)),
+        (r("POST", "/v1/tier", true), post(operator::tier)),
+        (r("POST", "/v1/gc", true), post(operator::gc)),
+        (r("POST", "/v1/audit", true), post(operator::audit)),
+        (r("GET", "/v1/scenes", true), get(operator::scenes)),
+        (r("POST", "/v1/profile", true), post(operator::profile)),
+        (
+            r("GET", "/v1/health/history", true),
+            get(operator::health_history),
+        ),
     ]
 }
 
@@ -436,6 +448,9 @@ async fn authenticate(State(state): State<AppState>, mut req: Request, next: Nex
     state
         .metrics
         .record(&route, status, started.elapsed().as_secs_f64());
+    state
+        .hub
+        .note_request(&route, started.elapsed().as_secs_f64());
     tracing::info!(
         http.route = %route,
         http.status = status,

@@ -16,7 +16,10 @@
 //! categories ([`categories`]), tag edits and the archive ([`tags`]),
 //! configuration edits ([`settings`]), tokens, capabilities and health
 //! ([`admin`]), consolidation runs ([`consolidation`]), rebuilding the index
-//! in a running daemon ([`reindex`]). A surface only
+//! in a running daemon ([`reindex`]), and the operator's use cases: paged
+//! lists ([`list`]), tiers ([`tiers`]), the cleanup ([`gc`]), the audit log
+//! ([`mod@audit`]), the scenes a token may use ([`scenes`]), the bootstrap
+//! interview's profile ([`profile`]) and the health history ([`history`]). A surface only
 //! parses, calls and replies, so "a pet token may not pin" is met the same
 //! way over HTTP, MCP and the CLI. Each use-case file has one `impl Hub`
 //! block holding only its use cases; its helpers are free functions.
@@ -36,6 +39,7 @@
 //! apply to them; the caller's rules do not.
 
 pub mod admin;
+pub mod audit;
 mod blocks;
 pub mod caller;
 pub mod categories;
@@ -44,17 +48,23 @@ pub mod disclose;
 pub mod documents;
 pub mod forget;
 pub mod forgotten;
+pub mod gc;
 pub mod health;
+pub mod history;
 pub mod ingest;
+pub mod list;
 pub(crate) mod parts;
+pub mod profile;
 pub mod read;
 pub mod recall;
 pub mod reindex;
 pub mod restore;
+pub mod scenes;
 pub mod search;
 pub mod settings;
 pub mod supersede;
 pub mod tags;
+pub mod tiers;
 pub mod write;
 
 pub(crate) use blocks::one_line;
@@ -143,6 +153,8 @@ pub struct Hub {
     searcher: Searcher,
     /// Consolidation, when the process that serves installed it.
     consolidation: OnceLock<Arc<dyn Consolidation>>,
+    /// Requests since the last health sample ([`history`]).
+    history: history::History,
     opened: Instant,
 }
 
@@ -288,6 +300,7 @@ impl Hub {
             writer: Writer::new(writer),
             searcher,
             consolidation: OnceLock::new(),
+            history: history::History::default(),
             opened: Instant::now(),
         }
     }
@@ -551,7 +564,8 @@ impl Hub {
     /// (default `lifecycle.archiveAfterMonths`; 0 = nothing) into
     /// `memories/facts/archive/`; readers see no difference.
     pub fn archive_journal(&self, older_than_months: Option<u32>) -> Result<Vec<ArchivedMonth>> {
-        self.writer.archive_months(&self.core, older_than_months)
+        self.writer
+            .archive_months(&self.core, older_than_months, false)
     }
 
     /// One memory by fact id, chunk id or document id, if visible under

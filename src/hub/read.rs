@@ -409,6 +409,7 @@ fn timeline_in(hub: &Hub, filter: &Filter, q: &TimelineQuery) -> Result<Timeline
             before,
             since,
             history: true,
+            ..Latest::default()
         },
     )?;
     let more = rows.len() > q.limit;

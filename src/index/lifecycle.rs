@@ -213,21 +213,31 @@ pub(crate) fn find_by_content(
         .optional()?)
 }
 
-/// Active long-term facts per tier: `(tier, total, unexpired at now, expiring before soon)`.
+/// Active long-term facts per tier: `(tier, total, unexpired at now, inside
+/// the tier's warning window)`.
 pub(crate) fn tier_counts(
     conn: &rusqlite::Connection,
-    now: DateTime<Utc>,
-    soon: DateTime<Utc>,
+    warning: &crate::lifecycle::Warning,
 ) -> Result<Vec<(String, u64, u64, u64)>> {
+    let now = warning.now.timestamp_millis();
+    // The end of each tier's window; a tier without a lifetime has none (`now`).
+    let soon = |tier: Tier| {
+        warning
+            .tiers
+            .iter()
+            .find(|(t, _)| *t == tier)
+            .map_or(now, |(_, w)| (warning.now + *w).timestamp_millis())
+    };
     let mut stmt = conn.prepare_cached(
         "SELECT tier, COUNT(*), \
          SUM(CASE WHEN expires_at IS NULL OR expires_at > ?1 THEN 1 ELSE 0 END), \
-         SUM(CASE WHEN expires_at > ?1 AND expires_at <= ?2 THEN 1 ELSE 0 END) \
+         SUM(CASE WHEN expires_at > ?1 AND expires_at <= (CASE tier WHEN 't1' THEN ?2 \
+         WHEN 't2' THEN ?3 WHEN 't3' THEN ?4 ELSE ?1 END) THEN 1 ELSE 0 END) \
          FROM memories WHERE origin = 'fact' AND stage = 'long' AND forgotten_at IS NULL \
          AND tier IS NOT NULL AND superseded_by IS NULL GROUP BY tier ORDER BY tier",
     )?;
     let rows = stmt.query_map(
-        params![now.timestamp_millis(), soon.timestamp_millis()],
+        params![now, soon(Tier::T1), soon(Tier::T2), soon(Tier::T3)],
         |r| {
             Ok((
                 r.get::<_, String>(0)?,
@@ -237,6 +247,24 @@ pub(crate) fn tier_counts(
             ))
         },
     )?;
+    rows.map(|r| r.map_err(Into::into)).collect()
+}
+
+/// Expired facts the journal still holds, per class: `short` (chat past
+/// its TTL) or the tier of a long-term one.
+pub(crate) fn expired_counts(
+    conn: &rusqlite::Connection,
+    now: DateTime<Utc>,
+) -> Result<Vec<(String, u64)>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT CASE WHEN stage = 'short' THEN 'short' ELSE COALESCE(tier, 'none') END, \
+         COUNT(*) FROM memories WHERE origin = 'fact' AND forgotten_at IS NULL \
+         AND superseded_by IS NULL AND expires_at IS NOT NULL AND expires_at <= ?1 \
+         GROUP BY 1 ORDER BY 1",
+    )?;
+    let rows = stmt.query_map(params![now.timestamp_millis()], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64))
+    })?;
     rows.map(|r| r.map_err(Into::into)).collect()
 }
 

@@ -16,7 +16,8 @@ use rusqlite::params_from_iter;
 use crate::error::{Error, Result};
 use crate::index::filter::Filter;
 use crate::index::meta::{MEMORY_COLUMNS, MetaDb, filter_sql, filter_sql_on_rows, row_to_memory};
-use crate::model::Memory;
+use crate::lifecycle::Warning;
+use crate::model::{Memory, Tier};
 
 /// Which slice of the newest-first order to read.
 #[derive(Debug, Clone, Default)]
@@ -30,6 +31,42 @@ pub struct Latest {
     /// Also superseded rows: the history view (timeline), where a memory and
     /// what replaced it are shown side by side. Every other list leaves it off.
     pub history: bool,
+    /// Only rows of this retention tier.
+    pub(crate) tier: Option<Tier>,
+    /// Only rows expiring after the first instant and at or before the second.
+    pub(crate) expires_within: Option<(DateTime<Utc>, DateTime<Utc>)>,
+    /// Only rows that expired at or before this instant (the archive).
+    pub(crate) expired_at: Option<DateTime<Utc>>,
+    /// Only rows inside their warning window
+    /// ([`crate::lifecycle::expiring_soon`] for each row).
+    pub(crate) warning: Option<Warning>,
+}
+
+/// The SQL of [`Latest::warning`]: a tier that expires by its tier's
+/// window, any other row by a share of `expires_at - ts`, capped.
+fn warning_sql(w: &Warning) -> (String, Vec<String>) {
+    let now = w.now.timestamp_millis().to_string();
+    let mut params = vec![now.clone()];
+    let mut sql = String::from(" AND expires_at > ? AND (");
+    let mut tiers = Vec::new();
+    for (tier, window) in &w.tiers {
+        sql.push_str("(tier = ? AND expires_at <= ?) OR ");
+        params.push(tier.as_str().to_string());
+        params.push((w.now + *window).timestamp_millis().to_string());
+        tiers.push(format!("'{}'", tier.as_str()));
+    }
+    let others = if tiers.is_empty() {
+        String::new()
+    } else {
+        format!("COALESCE(tier, '') NOT IN ({}) AND ", tiers.join(","))
+    };
+    sql.push_str(&format!(
+        "({others}{} * (expires_at - ?) <= expires_at - ts AND expires_at <= ?))",
+        w.share()
+    ));
+    params.push(now);
+    params.push((w.now + w.cap).timestamp_millis().to_string());
+    (sql, params)
 }
 
 impl MetaDb {
@@ -54,12 +91,52 @@ impl MetaDb {
             sql.push_str(" AND ts >= ?");
             params.push(since.timestamp_millis().to_string());
         }
+        if let Some(tier) = q.tier {
+            sql.push_str(" AND tier = ?");
+            params.push(tier.as_str().to_string());
+        }
+        if let Some((after, until)) = q.expires_within {
+            sql.push_str(" AND expires_at > ? AND expires_at <= ?");
+            params.push(after.timestamp_millis().to_string());
+            params.push(until.timestamp_millis().to_string());
+        }
+        if let Some(at) = q.expired_at {
+            sql.push_str(" AND expires_at IS NOT NULL AND expires_at <= ?");
+            params.push(at.timestamp_millis().to_string());
+        }
+        if let Some(w) = &q.warning {
+            let (cond, more) = warning_sql(w);
+            sql.push_str(&cond);
+            params.extend(more);
+        }
         // LIMIT needs an integer, not bound text; the value is ours, not the caller's string.
         sql.push_str(&format!(" ORDER BY ts DESC, id DESC LIMIT {}", q.limit));
         self.with_reader(|c| {
             let mut stmt = c.prepare_cached(&sql)?;
             let rows = stmt.query_map(params_from_iter(params.iter()), row_to_memory)?;
             rows.map(|r| r.map_err(Error::from)).collect()
+        })
+    }
+
+    /// Searchable memories per scene among those visible under `filter`
+    /// (forgotten and superseded ones left out).
+    pub(crate) fn scene_counts(&self, filter: &Filter) -> Result<HashMap<String, u64>> {
+        let (where_sql, params) = filter_sql(filter);
+        let sql = format!(
+            "SELECT scene, COUNT(*) FROM memories WHERE forgotten_at IS NULL \
+             AND superseded_by IS NULL AND {where_sql} GROUP BY scene"
+        );
+        self.with_reader(|c| {
+            let mut stmt = c.prepare_cached(&sql)?;
+            let rows = stmt.query_map(params_from_iter(params.iter()), |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+            })?;
+            let mut out = HashMap::new();
+            for row in rows {
+                let (scene, n) = row?;
+                out.insert(scene, u64::try_from(n).unwrap_or(0));
+            }
+            Ok(out)
         })
     }
 

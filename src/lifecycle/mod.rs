@@ -228,14 +228,33 @@ pub fn content_hash(
     crate::ids::sha256_hex(key.as_bytes())
 }
 
-/// Whether a memory written at `ts` that expires at `expires_at` is in its
-/// warning window at `now`. The window is relative to the memory's lifetime:
-/// its last seventh, and never more than `expiringSoonDays` days. A chat line
-/// (24 h) is flagged in its last 3 h 26 min, one kept alive for the longest
-/// 168 h in its last day; a 30-day tier memory in its last 4.3 days, a
-/// 90-day one in its last 7.
+/// The warning window of a lifetime: its last seventh, and never more than
+/// `expiringSoonDays` days.
+pub(crate) fn warning_window(lifetime: Duration, cfg: &LifecycleConfig) -> Duration {
+    (lifetime.max(Duration::zero()) / WARNING_SHARE)
+        .min(Duration::days(i64::from(cfg.expiring_soon_days)))
+}
+
+/// The warning window of each tier that has a lifetime (none unless
+/// `tierExpiry` is on; never T0): a T1 or T2 memory is flagged in its last
+/// 7 days, a 30-day T3 memory in its last 4.3.
+pub(crate) fn tier_windows(cfg: &LifecycleConfig) -> Vec<(Tier, Duration)> {
+    Tier::ALL
+        .iter()
+        .filter_map(|&t| cfg.lifetime(t).map(|l| (t, warning_window(l, cfg))))
+        .collect()
+}
+
+/// Whether a memory of `tier` written at `ts` that expires at `expires_at`
+/// is in its warning window at `now`. The window is relative to the
+/// memory's lifetime ([`warning_window`]): its tier's lifetime for a
+/// long-term memory whose tier expires, else the time from when it was
+/// written to its expiry. A chat line (24 h) is flagged in its last 3 h 26
+/// min, one kept alive for the longest 168 h in its last day; a 30-day tier
+/// memory in its last 4.3 days, a 90-day one in its last 7.
 pub(crate) fn expiring_soon(
     ts: DateTime<Utc>,
+    tier: Option<Tier>,
     expires_at: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
     cfg: &LifecycleConfig,
@@ -243,9 +262,37 @@ pub(crate) fn expiring_soon(
     let Some(expires) = expires_at.filter(|e| *e > now) else {
         return false;
     };
-    let lifetime = (expires - ts).max(Duration::zero());
-    let window = (lifetime / WARNING_SHARE).min(Duration::days(i64::from(cfg.expiring_soon_days)));
-    expires - now <= window
+    let lifetime = tier.and_then(|t| cfg.lifetime(t)).unwrap_or(expires - ts);
+    expires - now <= warning_window(lifetime, cfg)
+}
+
+/// What "in its warning window at `now`" means for a query over many
+/// memories (`expiring_soon` for each row): the window of each tier that
+/// expires, and the longest window of any other lifetime.
+#[derive(Debug, Clone)]
+pub struct Warning {
+    /// The instant.
+    pub(crate) now: DateTime<Utc>,
+    /// Tiers with a lifetime, and their windows.
+    pub(crate) tiers: Vec<(Tier, Duration)>,
+    /// `expiringSoonDays`: the cap of a window relative to `expires_at - ts`.
+    pub(crate) cap: Duration,
+}
+
+impl Warning {
+    /// The windows of `cfg` at `now`.
+    pub(crate) fn at(now: DateTime<Utc>, cfg: &LifecycleConfig) -> Warning {
+        Warning {
+            now,
+            tiers: tier_windows(cfg),
+            cap: Duration::days(i64::from(cfg.expiring_soon_days)),
+        }
+    }
+
+    /// The share of a lifetime the window is (one in [`WARNING_SHARE`]).
+    pub(crate) fn share(&self) -> i32 {
+        WARNING_SHARE
+    }
 }
 
 /// The share of a memory's lifetime that `expiring_soon` flags (one seventh:
@@ -294,12 +341,41 @@ mod tests {
             let expires = t0 + life;
             let now = expires - left;
             assert_eq!(
-                expiring_soon(t0, Some(expires), now, &cfg),
+                expiring_soon(t0, None, Some(expires), now, &cfg),
                 want,
                 "lifetime {life:?}, {left:?} left"
             );
         }
-        assert!(!expiring_soon(t0, None, t0, &cfg), "no expiry");
+        assert!(!expiring_soon(t0, None, None, t0, &cfg), "no expiry");
+    }
+
+    #[test]
+    fn a_tier_memory_is_warned_by_its_tier_lifetime() {
+        let cfg = opted_in();
+        let t0 = DateTime::from_timestamp(1_700_000_000, 0).unwrap();
+        let d = Duration::days;
+        // Retrieved often, so written long before its expiry: the window is
+        // still its tier's (T3: 30 days / 7 = 4.3 days), not a seventh of
+        // the time since it was written.
+        let expires = t0 + d(400);
+        for (tier, left, want) in [
+            (Tier::T3, d(5), false),
+            (Tier::T3, d(4), true),
+            (Tier::T2, d(8), false),
+            (Tier::T2, d(7), true),
+            (Tier::T1, d(7), true),
+        ] {
+            let now = expires - left;
+            assert_eq!(
+                expiring_soon(t0, Some(tier), Some(expires), now, &cfg),
+                want,
+                "{tier}, {left:?} left"
+            );
+        }
+        let windows = tier_windows(&cfg);
+        assert_eq!(windows.len(), 3, "T0 never expires: {windows:?}");
+        assert_eq!(windows[2], (Tier::T3, d(30) / 7));
+        assert!(tier_windows(&LifecycleConfig::default()).is_empty());
     }
 
     #[test]

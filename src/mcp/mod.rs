@@ -11,8 +11,10 @@
 //! the same rights, and a model can never widen them.
 //!
 //! - [`tools`]: the tool parameter schemas and handlers.
-//! - [`resources`]: `memory://inject`, `memory://{id}`, categories,
-//!   collections and `health://status`.
+//! - [`resources`]: `memory://inject`, `memory://list`, `memory://{id}`,
+//!   categories, collections and `health://status`.
+//! - [`prompts`]: the bootstrap interview (English and Chinese), whose
+//!   answers the `memory_profile` tool stores as the owner's pinned profile.
 //! - [`upstream`]: the loopback and in-process `/v1` clients.
 //! - [`http`]: the `/mcp` streamable HTTP service and its bearer check.
 //!
@@ -21,6 +23,7 @@
 //! `NOT_FOUND`, `FORBIDDEN`, …).
 
 pub mod http;
+pub mod prompts;
 pub mod resources;
 pub mod tools;
 pub mod upstream;
@@ -30,10 +33,10 @@ use std::sync::Arc;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, ContentBlock, Implementation,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
-    ServerConfig, Tool,
+    CacheScope, CallToolRequestParams, CallToolResponse, ContentBlock, GetPromptRequestParams,
+    GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -57,7 +60,9 @@ you to remember something: one self-contained statement per call, with kind, tag
 - Call memory_forget only when the user asks you to forget something or a memory is plainly wrong; \
 memory_restore undoes a forget or brings an older version back when the user says a change was a mistake.
 - memory_tag changes tags, memory_category manages standing rules (company-values, architecture, \
-coding-requirements, custom), memory_call reaches any other /v1 operation.
+coding-requirements, custom), memory_scenes says which scenes you may read and write, \
+memory_call reaches any other /v1 operation. With a new owner, the prompt bootstrap_interview \
+guides a short interview whose answers memory_profile stores as their pinned profile.
 - Errors come back as `CODE: message` (INVALID_INPUT, NOT_FOUND, FORBIDDEN, CONFLICT, …); fix the input \
 rather than retrying unchanged (CONFLICT: you tried to replace an older version; the message names the newest). Your token decides which scenes and privacy levels you can see; you cannot widen it.";
 
@@ -162,6 +167,7 @@ impl ServerHandler for MemoryServer {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_resources()
+                .enable_prompts()
                 .build(),
         )
         .with_server_info(
@@ -218,6 +224,26 @@ impl ServerHandler for MemoryServer {
             result = result.with_ttl_ms(0).with_cache_scope(CacheScope::Public);
         }
         Ok(result)
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        let mut result = ListPromptsResult::with_all_items(prompts::list());
+        if cache_hints(&context) {
+            result = result.with_ttl_ms(0).with_cache_scope(CacheScope::Public);
+        }
+        Ok(result)
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        prompts::get(&request.name, request.arguments.as_ref()).map(Into::into)
     }
 
     async fn read_resource(

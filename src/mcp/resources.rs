@@ -1,6 +1,7 @@
 //! MCP resources: the budgeted session payload `memory://inject` (every
 //! listed memory labelled with its scene; "your own notes" only from the
-//! caller's write scenes, superseded memories never), single
+//! caller's write scenes, superseded memories never), the paged list
+//! `memory://list` (`/v1/list`: newest first, a `(time, id)` cursor), single
 //! memories `memory://{id}`, categories, collections (scenes) and
 //! `health://status`. Each is read through the `/v1` API with the caller's
 //! token, like the tools.
@@ -29,6 +30,14 @@ pub(crate) fn list() -> Vec<Resource> {
                  Query parameters: scene, max_chars (default 8000).",
             )
             .with_mime_type("text/markdown"),
+        Resource::new("memory://list", "Memories, newest first")
+            .with_description(
+                "The memories you may read, newest first, one page at a time. Query parameters: \
+                 limit (1-100, default 20), cursor (the previous page's next_cursor), scene, \
+                 stage (short, long), tier (t0-t3). Rows sharing a timestamp are never skipped \
+                 or repeated across pages.",
+            )
+            .with_mime_type("application/json"),
         Resource::new("category://list", "Categories")
             .with_description("All categories visible to you, with slot and preview.")
             .with_mime_type("application/json"),
@@ -124,6 +133,14 @@ pub(crate) async fn read(
                 ResourceContents::text(text, uri).with_mime_type("text/markdown"),
             ]));
         }
+        if what == "list" {
+            let body = list_body(&query).map_err(fail)?;
+            let v = server
+                .send(ctx, "POST", "/v1/list", Some(body))
+                .await
+                .map_err(fail)?;
+            return Ok(json_contents(uri, &v));
+        }
         if what.is_empty() {
             return Err(fail(CallError::invalid("memory://{id} needs an id")));
         }
@@ -177,6 +194,31 @@ pub(crate) async fn read(
         format!("NOT_FOUND: no resource {uri:?}; see resources/list and resources/templates/list"),
         None,
     ))
+}
+
+/// The `/v1/list` body of `memory://list?…`: a parameter it does not know,
+/// or a limit that is not a number, is `INVALID_INPUT` (the route checks
+/// the range and the cursor).
+fn list_body(query: &[(String, String)]) -> Result<Value, CallError> {
+    let mut body = json!({});
+    for (k, v) in query {
+        match k.as_str() {
+            "limit" => {
+                let n: u64 = v.parse().map_err(|_| {
+                    CallError::invalid(format!("limit must be a number from 1 to 100; got {v:?}"))
+                })?;
+                body["limit"] = json!(n);
+            }
+            "cursor" | "stage" | "tier" => body[k.as_str()] = json!(v),
+            "scene" => body["scenes"] = json!([v]),
+            other => {
+                return Err(CallError::invalid(format!(
+                    "memory://list takes limit, cursor, scene, stage and tier; not {other:?}"
+                )));
+            }
+        }
+    }
+    Ok(body)
 }
 
 fn query_usize(query: &[(String, String)], key: &str) -> Option<usize> {

@@ -17,9 +17,14 @@ use serde_json::{Value, json};
 use super::MemoryServer;
 use super::upstream::CallError;
 use crate::api::{
-    BootstrapBody, CategoriesBody, ForgetBody, GetBody, RecallBody, RecentBody, RestoreVersionBody,
-    SearchBody, TagsBody, TimelineBody, WriteBody,
+    BootstrapBody, CategoriesBody, ForgetBody, GetBody, ProfileBody, RecallBody, RecentBody,
+    RestoreVersionBody, SearchBody, TagsBody, TimelineBody, WriteBody,
 };
+
+/// `memory_scenes` parameters: none.
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NoParams {}
 
 /// `memory_call` parameters.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
@@ -266,6 +271,35 @@ impl MemoryServer {
     ) -> Result<CallToolResult, McpError> {
         finish(self.post(&ctx, "/v1/categories", body_of(&p)).await)
     }
+
+    #[tool(
+        description = "The scenes (collections of memories) you may use: your own, `shared`, and with `*` every scene holding a memory you may read; for each whether you may read and write there and how many memories you can read there. Use it to pick the `scene` of a write or the `scenes` of a search.",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn memory_scenes(
+        &self,
+        Parameters(_): Parameters<NoParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        finish(self.send(&ctx, "GET", "/v1/scenes", None).await)
+    }
+
+    #[tool(
+        description = "Store what the bootstrap interview (prompt `bootstrap_interview`) gathered about the owner: one answer per topic (identity, work, people, preferences, routines), each a few self-contained sentences in the owner's words. Each becomes a pinned (t0) profile memory and the whole profile the `profile` category; running it again updates changed answers instead of duplicating them. Needs a token with `*`.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    async fn memory_profile(
+        &self,
+        Parameters(p): Parameters<ProfileBody>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        finish(self.post(&ctx, "/v1/profile", body_of(&p)).await)
+    }
 }
 
 /// `METHOD /v1/path`, `/v1/path` or `path` → the route's method and path.
@@ -323,7 +357,7 @@ mod tests {
     async fn every_tool_and_parameter_is_described() {
         let upstream = std::sync::Arc::new(super::super::Upstream::loopback("http://127.0.0.1:9"));
         let tools = MemoryServer::new(upstream, None).tools();
-        assert_eq!(tools.len(), 12);
+        assert_eq!(tools.len(), 14);
         for tool in tools {
             let name = tool.name.to_string();
             assert!(
@@ -333,7 +367,10 @@ mod tests {
             let schema = serde_json::Value::Object((*tool.input_schema).clone());
             assert_eq!(schema["type"], "object", "{name}");
             assert_eq!(schema["additionalProperties"], false, "{name}");
-            for (param, spec) in schema["properties"].as_object().unwrap() {
+            // A tool without parameters (memory_scenes) has no properties.
+            let no_params = tool.name == "memory_scenes";
+            assert_eq!(schema.get("properties").is_none(), no_params, "{name}");
+            for (param, spec) in schema["properties"].as_object().into_iter().flatten() {
                 assert!(
                     spec.get("description").is_some(),
                     "{name}.{param} has no description: {spec}"
@@ -370,6 +407,7 @@ mod tests {
             ("memory_forget", fields::<ForgetBody>()),
             ("memory_restore", fields::<RestoreVersionBody>()),
             ("memory_category", fields::<CategoriesBody>()),
+            ("memory_profile", fields::<ProfileBody>()),
         ] {
             let t = tools.iter().find(|t| t.name == tool).unwrap();
             let mut got: Vec<String> = t.input_schema["properties"]

@@ -60,16 +60,71 @@ pub(crate) fn semantic_ranking(
     req: &SearchRequest,
     k: usize,
 ) -> Result<(Vec<f32>, Neighbours)> {
-    let query = embedder
-        .embed_queries(&[plan.semantic.as_str()])?
-        .pop()
-        .ok_or_else(|| Error::Internal("embedder returned no vector".into()))?;
+    let query = query_vector(embedder, &plan.semantic, &req.filter)?;
     let hits = index
         .vector_search(&query, embedder.model_id(), &req.filter, k)?
         .into_iter()
         .map(|(id, distance)| (id, 1.0 - distance))
         .collect();
     Ok((query, hits))
+}
+
+/// Query vectors kept ([`query_vector`]).
+pub(crate) const QUERY_CACHE: usize = 256;
+
+/// Recently embedded queries, least recently used first:
+/// `(model, caller's filter, text) → vector`.
+type QueryCache = std::collections::VecDeque<((String, String, String), std::sync::Arc<Vec<f32>>)>;
+
+/// The query's vector, from a bounded LRU cache of the last
+/// [`QUERY_CACHE`] queries (a dialogue query embeds in tens of
+/// milliseconds; a client repeating a recall pays once). The key holds the
+/// caller's filter, so one caller's query never speeds up another's (a
+/// timing difference would tell that someone searched it).
+pub(crate) fn query_vector(
+    embedder: &dyn Embedder,
+    text: &str,
+    filter: &crate::index::filter::Filter,
+) -> Result<Vec<f32>> {
+    static CACHE: std::sync::LazyLock<std::sync::Mutex<QueryCache>> =
+        std::sync::LazyLock::new(Default::default);
+    // Who may see what, without the request's clock (every request's
+    // `unexpired_at` is its own now).
+    let mut who = filter.clone();
+    for scope in &mut who.any_of {
+        scope.unexpired_at = None;
+    }
+    let key = (
+        embedder.model_id().to_string(),
+        format!("{who:?}"),
+        text.to_string(),
+    );
+    let lock = || {
+        CACHE
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    };
+    {
+        let mut cache = lock();
+        if let Some(i) = cache.iter().position(|(k, _)| *k == key) {
+            let entry = cache.remove(i).expect("position is in range");
+            let v = entry.1.as_ref().clone();
+            cache.push_back(entry);
+            return Ok(v);
+        }
+    }
+    let v = embedder
+        .embed_queries(&[text])?
+        .pop()
+        .ok_or_else(|| Error::Internal("embedder returned no vector".into()))?;
+    let mut cache = lock();
+    if !cache.iter().any(|(k, _)| *k == key) {
+        cache.push_back((key, std::sync::Arc::new(v.clone())));
+        while cache.len() > QUERY_CACHE {
+            cache.pop_front();
+        }
+    }
+    Ok(v)
 }
 
 /// What a full-text hit brings to the fusion.
@@ -202,6 +257,12 @@ pub struct Candidate {
     pub(crate) stage: String,
     /// Days between the memory's time and the newest candidate's.
     pub(crate) age_days: f32,
+    /// The memory's session, if it has one.
+    pub(crate) session: Option<String>,
+    /// The second stage's features ([`crate::rerank::FEATURES`]; exported
+    /// by name, not here).
+    #[serde(skip)]
+    pub rerank: crate::rerank::Features,
 }
 
 /// The candidates of a hybrid search (the full-text and semantic lists,
@@ -213,6 +274,16 @@ pub(crate) fn candidates(
     req: &SearchRequest,
     limit: usize,
 ) -> Result<Vec<Candidate>> {
+    Ok(candidates_and_vector(cx, embedder, req, limit)?.1)
+}
+
+/// [`candidates`] and the query's vector, with the second stage's features.
+fn candidates_and_vector(
+    cx: &super::fulltext::Context<'_>,
+    embedder: &dyn Embedder,
+    req: &SearchRequest,
+    limit: usize,
+) -> Result<(Vec<f32>, Vec<Candidate>)> {
     let (index, plan, evidence, cfg) = (cx.index, cx.plan, cx.evidence, cx.cfg);
     let depth = HYBRID_DEPTH.max(limit);
     let text = super::fulltext::ranking(cx, depth, true)?;
@@ -234,7 +305,8 @@ pub(crate) fn candidates(
     let query_share = evidence.script() as f32 / 1000.0;
     let newest = rows.values().map(|m| m.ts).max();
     let rrf = |rank: usize| cfg.rrf_k / (cfg.rrf_k + rank as f32);
-    Ok(ids
+    let query_lower = req.query.to_lowercase();
+    let mut out: Vec<Candidate> = ids
         .into_iter()
         .filter_map(|id| {
             let m = rows.get(&id)?;
@@ -274,10 +346,127 @@ pub(crate) fn candidates(
                 tier: m.tier.map(|t| t.as_str().to_string()),
                 stage: m.stage.as_str().to_string(),
                 age_days: newest.map_or(0.0, |n| (n - m.ts).num_seconds() as f32 / 86400.0),
+                session: m.setting.session.clone(),
+                rerank: own_features(
+                    &[
+                        t.map_or(100.0, |i| (i + 1) as f32),
+                        s.map_or(100.0, |i| (i + 1) as f32),
+                        // The semantic list's cosine where it has one (as `fuse` keeps).
+                        s.map(|i| semantic[i].1).or(cosine).unwrap_or(0.0),
+                        cosine.map_or(-1.0, |c| c - best_cos),
+                        t.map_or(0.0, |i| text[i].score),
+                        t.map_or(0.0, |i| text[i].own),
+                        t.map_or(0.0, |i| text[i].translated),
+                        evidence.coverage(&body),
+                        evidence.content_coverage(&body),
+                        f32::from(t.is_some_and(|i| text[i].pass == Pass::And)),
+                    ],
+                    m.setting
+                        .speaker
+                        .as_deref()
+                        .is_some_and(|sp| named(&query_lower, sp)),
+                ),
                 id,
             })
         })
-        .collect())
+        .collect();
+    list_features(&mut out, plan.dialogue, query_share);
+    Ok((qvec, out))
+}
+
+/// Whether `speaker` (two characters or more) is named in the lowercased query.
+fn named(query_lower: &str, speaker: &str) -> bool {
+    let s = speaker.trim().to_lowercase();
+    s.chars().count() >= 2 && query_lower.contains(&s)
+}
+
+/// A candidate's own second-stage features: `own` holds text rank,
+/// semantic rank, cosine, cosine gap, text score, own, translated,
+/// coverage, content coverage and AND pass (see [`crate::rerank::FEATURES`]);
+/// the features of the list are set by [`list_features`].
+fn own_features(own: &[f32; 10], speaker_named: bool) -> crate::rerank::Features {
+    let mut x = [0.0; crate::rerank::N_FEATURES];
+    x[2..12].copy_from_slice(own);
+    x[18] = f32::from(speaker_named);
+    x
+}
+
+/// Sets the features that depend on the whole candidate list: the fused
+/// score and rank, the scripts, the query's kind, the session's candidates
+/// and the age.
+fn list_features(out: &mut [Candidate], dialogue: bool, query_cjk: f32) {
+    let best = out.iter().map(|c| c.fused).fold(0.0f32, f32::max);
+    let norm = |f: f32| if best > 0.0 { f / best } else { 0.0 };
+    let mut order: Vec<usize> = (0..out.len()).collect();
+    order.sort_by(|&a, &b| out[b].fused.total_cmp(&out[a].fused));
+    let mut sessions: std::collections::HashMap<&str, (f32, f32, f32)> = Default::default();
+    for c in out.iter() {
+        if let Some(s) = c.session.as_deref() {
+            let e = sessions.entry(s).or_insert((0.0, 0.0, 0.0));
+            let f = norm(c.fused);
+            *e = (e.0.max(f), e.1 + f, e.2 + 1.0);
+        }
+    }
+    let sessions: std::collections::HashMap<String, (f32, f32, f32)> = sessions
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    let oldest = out.iter().map(|c| c.age_days).fold(0.0f32, f32::max);
+    for (rank, &i) in order.iter().enumerate() {
+        let c = &mut out[i];
+        let f = norm(c.fused);
+        let (s_best, s_sum, s_n) = c
+            .session
+            .as_deref()
+            .and_then(|s| sessions.get(s).copied())
+            .unwrap_or((f, f, 1.0));
+        let x = &mut c.rerank;
+        x[0] = f;
+        x[1] = (rank + 1) as f32;
+        x[12] = f32::from(c.other_script);
+        x[13] = f32::from(dialogue);
+        x[14] = query_cjk;
+        x[15] = s_best;
+        x[16] = s_sum / s_n;
+        x[17] = s_n;
+        x[19] = if oldest > 0.0 {
+            c.age_days / oldest
+        } else {
+            0.0
+        };
+    }
+}
+
+/// The hybrid ranking reordered by the second stage ([`crate::rerank`],
+/// when enabled), `limit` long, and the query's vector. Each hit's cosine is the semantic
+/// list's, as in [`fuse`], so the relevance decision sees the same evidence.
+pub(crate) fn reranked(
+    cx: &super::fulltext::Context<'_>,
+    embedder: &dyn Embedder,
+    req: &SearchRequest,
+    limit: usize,
+) -> Result<(Vec<Scored>, Vec<f32>)> {
+    let model = crate::rerank::enabled()
+        .ok_or_else(|| Error::Internal("the second stage is not enabled".into()))?;
+    let (qvec, candidates) = candidates_and_vector(cx, embedder, req, limit)?;
+    let mut scored: Vec<Scored> = candidates
+        .into_iter()
+        .map(|c| Scored {
+            // Quantised like BM25 scores, so that a few ulps never reorder hits.
+            score: crate::index::text::quantise(model.score(&c.rerank)),
+            own: c.own_evidence,
+            pass: c.pass,
+            cosine: c.semantic_rank.map(|_| c.rerank[4]),
+            id: c.id,
+        })
+        .collect();
+    scored.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then_with(|| b.own.total_cmp(&a.own))
+    });
+    scored.truncate(limit);
+    Ok((scored, qvec))
 }
 
 /// The cosine similarity of two vectors (0 when either is zero).
@@ -286,4 +475,74 @@ pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
     let n =
         a.iter().map(|x| x * x).sum::<f32>().sqrt() * b.iter().map(|x| x * x).sum::<f32>().sqrt();
     if n > 0.0 { d / n } else { 0.0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::embed::EmbedError;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// The hash embedder, counting the queries it embeds.
+    struct Counting(crate::embed::hash::HashEmbedder, AtomicUsize, &'static str);
+
+    impl Embedder for Counting {
+        fn model_id(&self) -> &str {
+            self.2
+        }
+        fn dim(&self) -> usize {
+            self.0.dim()
+        }
+        fn embed_queries(&self, texts: &[&str]) -> std::result::Result<Vec<Vec<f32>>, EmbedError> {
+            self.1.fetch_add(texts.len(), Ordering::SeqCst);
+            self.0.embed_queries(texts)
+        }
+        fn embed_passages(&self, texts: &[&str]) -> std::result::Result<Vec<Vec<f32>>, EmbedError> {
+            self.0.embed_passages(texts)
+        }
+    }
+
+    #[test]
+    fn a_query_is_embedded_once_per_text_caller_and_model_within_the_cache() {
+        use crate::index::filter::Filter;
+        // A model id of this test alone: the cache is shared by the process.
+        let e = Counting(
+            crate::embed::hash::HashEmbedder::new(16),
+            AtomicUsize::new(0),
+            "test-query-cache",
+        );
+        let all = Filter::all();
+        let first = query_vector(&e, "where is the picnic", &all).unwrap();
+        // A later request of the same caller (its clock has moved on).
+        let mut later = Filter::all();
+        later.any_of[0].unexpired_at = Some(chrono::Utc::now());
+        let again = query_vector(&e, "where is the picnic", &later).unwrap();
+        assert_eq!(first, again);
+        assert_eq!(
+            e.1.load(Ordering::SeqCst),
+            1,
+            "the second search hit the cache"
+        );
+        // Another caller's filter is another key: no timing tells it what was searched.
+        let other = Filter::scope(crate::index::filter::Scope {
+            scenes: vec![crate::model::Scene::parse("qq:group:1").unwrap()],
+            ..Default::default()
+        });
+        assert_eq!(
+            query_vector(&e, "where is the picnic", &other).unwrap(),
+            first
+        );
+        assert_eq!(e.1.load(Ordering::SeqCst), 2);
+        // Bounded: after QUERY_CACHE other texts the first is embedded again.
+        for i in 0..QUERY_CACHE {
+            query_vector(&e, &format!("filler {i}"), &all).unwrap();
+        }
+        let before = e.1.load(Ordering::SeqCst);
+        query_vector(&e, "where is the picnic", &all).unwrap();
+        assert_eq!(
+            e.1.load(Ordering::SeqCst),
+            before + 1,
+            "evicted, least recently used first"
+        );
+    }
 }

@@ -370,6 +370,13 @@ fn rank(
                 .collect();
             Ok(ranked(scored, Some(v)))
         }
+        (SearchMode::Hybrid, Some(e)) if crate::rerank::enabled().is_some() => {
+            match hybrid::reranked(cx, e, req, limit) {
+                Ok((scored, v)) => Ok(ranked(scored, Some(v))),
+                Err(err) if unavailable(&err) => fell_back(err),
+                Err(err) => Err(err),
+            }
+        }
         (SearchMode::Hybrid, Some(e)) if fusion::learned().is_some_and(|m| m.enabled) => {
             let model = fusion::learned().expect("checked in the guard");
             match hybrid::candidates(cx, e, req, limit) {

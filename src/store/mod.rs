@@ -3,7 +3,8 @@
 //!
 //! Only this module writes below `memories/`: the journal ([`journal`],
 //! [`archive`]), categories ([`categories`]), group membership
-//! ([`members`]), the sync ignore file ([`syncfiles`]), and documents added
+//! ([`members`]), the sync ignore file ([`syncfiles`]), the rename ledger
+//! that keeps a moved document's id ([`renames`]), and documents added
 //! by an import or a migration or taken from a backup ([`files`]). Every
 //! whole-file replacement goes through [`crate::base::durable`].
 //! `tests/integration/layering.rs` fails on a file write in another module
@@ -20,6 +21,7 @@ pub mod links;
 pub mod lock;
 pub mod markdown;
 pub mod members;
+pub mod renames;
 pub mod syncfiles;
 
 pub use error::StoreError;

@@ -37,6 +37,7 @@ mod links;
 mod mcp;
 mod merge;
 mod openapi;
+mod operator;
 mod parity;
 mod peers;
 mod precision;

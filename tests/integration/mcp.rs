@@ -133,9 +133,11 @@ const TOOLS: &[&str] = &[
     "memory_category",
     "memory_forget",
     "memory_get",
+    "memory_profile",
     "memory_recall",
     "memory_recent",
     "memory_restore",
+    "memory_scenes",
     "memory_search",
     "memory_tag",
     "memory_timeline",
@@ -252,7 +254,8 @@ fn assert_basic(r: &Value, marker: &str) {
             "category://list",
             "collection://list",
             "health://status",
-            "memory://inject"
+            "memory://inject",
+            "memory://list"
         ])
     );
     assert_eq!(

@@ -47,6 +47,10 @@ fn recall(
             .filter(|&&i| hits.contains(&ids[i]))
             .count() as f64
             / q.relevant.len() as f64;
+        if found < 1.0 {
+            let wanted: Vec<&String> = q.relevant.iter().map(|&i| &ids[i]).collect();
+            eprintln!("{mode:?} missed {:?}: {hits:?}, not {wanted:?}", q.text);
+        }
         for key in [q.kind.to_string(), "all".to_string()] {
             let e = by_kind.entry(key).or_default();
             e.0 += found;

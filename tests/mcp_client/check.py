@@ -154,6 +154,27 @@ async def calls(client, args):
                         pass
                 await asyncio.sleep(0.05)
             out.append({"is_error": False, "text": f"killed {pid}", "pid": pid})
+        elif name == "prompts":
+            listed = (await client.list_prompts()).prompts
+            out.append({
+                "is_error": False,
+                "prompts": [
+                    {"name": p.name, "description": p.description or "",
+                     "arguments": [a.name for a in (p.arguments or [])]}
+                    for p in listed
+                ],
+            })
+        elif name.startswith("prompt:"):
+            try:
+                got = await client.get_prompt(name[len("prompt:"):], json.loads(payload or "{}"))
+                out.append({
+                    "is_error": False,
+                    "description": got.description or "",
+                    "text": "\n".join(getattr(m.content, "text", "") for m in got.messages),
+                    "roles": [m.role for m in got.messages],
+                })
+            except Exception as e:  # an unknown prompt or language is a protocol error
+                out.append({"is_error": True, "text": str(e)})
         elif name.startswith("resource:"):
             try:
                 res = await client.read_resource(name[len("resource:"):])
@@ -165,6 +186,29 @@ async def calls(client, args):
     return {"calls": out}
 
 
+async def paging(client, args):
+    """Reads memory://list page by page (limit --count) until the last page,
+    then the refusals of a bad limit and a bad cursor."""
+    ids, pages, cursor = [], 0, None
+    while True:
+        uri = f"memory://list?limit={args.count}" + (f"&cursor={cursor}" if cursor else "")
+        res = await client.read_resource(uri, cache_mode="bypass")
+        page = json.loads("\n".join(getattr(c, "text", "") for c in res.contents))
+        pages += 1
+        ids.extend(m["id"] for m in page["items"])
+        cursor = page.get("next_cursor")
+        if not cursor or pages > 1000:
+            break
+    refusals = {}
+    for bad in ["limit=0", "limit=101", "limit=abc", "cursor=not-a-cursor", "cursor=1~x%27--"]:
+        try:
+            await client.read_resource(f"memory://list?{bad}", cache_mode="bypass")
+            refusals[bad] = "accepted"
+        except Exception as e:
+            refusals[bad] = str(e)
+    return {"ids": ids, "pages": pages, "refusals": refusals}
+
+
 async def main():
     p = argparse.ArgumentParser()
     p.add_argument("--transport", choices=["stdio", "http"], required=True)
@@ -173,7 +217,7 @@ async def main():
     p.add_argument("--url")
     p.add_argument("--token", required=True)
     p.add_argument("--mode", default="auto")
-    p.add_argument("--scenario", choices=["basic", "writes", "calls"], default="basic")
+    p.add_argument("--scenario", choices=["basic", "writes", "calls", "paging"], default="basic")
     p.add_argument("--marker", default="zebrafinch")
     p.add_argument("--label", default="agent")
     p.add_argument("--count", type=int, default=10)
@@ -192,7 +236,7 @@ async def main():
         server = streamable_http_client(args.url, http_client=http)
     try:
         async with Client(server, mode=args.mode, read_timeout_seconds=120) as client:
-            run = {"basic": basic, "writes": writes, "calls": calls}[args.scenario]
+            run = {"basic": basic, "writes": writes, "calls": calls, "paging": paging}[args.scenario]
             report = await run(client, args)
     except BaseException as e:  # report, do not hide, any failure
         traceback.print_exc(file=sys.stderr)

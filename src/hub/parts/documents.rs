@@ -8,6 +8,13 @@
 //! last sync is not read again. A document the rules refuse (bad front
 //! matter, too large, a link, an `id` two files claim) is reported and never
 //! indexed.
+//!
+//! A document keeps its id when its file is renamed or moved: a file at a
+//! new path whose bytes are those of an indexed document whose path is gone
+//! takes that document's id, and the move is recorded in the rename ledger
+//! ([`crate::store::renames`]) before the batch is applied, so a rebuilt
+//! index gives it the same id. Files whose id is looked up by their path
+//! (`user/identity.md`, `audiences/`, `categories/`) keep their path's id.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
@@ -20,6 +27,7 @@ use crate::index::meta::DocumentRow;
 use crate::index::{Batch, Change};
 use crate::model::{Memory, Origin, Stage};
 use crate::store::markdown;
+use crate::store::renames::{Rename, Renames};
 
 /// What a document sync did.
 #[derive(Debug, Clone, Copy, Default)]
@@ -87,6 +95,7 @@ impl Documents {
         let mut stamps = self.stamps.lock().expect("document stamps poisoned");
         let mut pass = Pass::begin(core)?;
         pass.read_changed(core, &stamps)?;
+        pass.keep_moved_ids(core)?;
         pass.refuse_contested();
         pass.put_parsed();
         pass.remove_gone();
@@ -121,6 +130,8 @@ struct Pass {
     parsed: Vec<(markdown::Document, String, String)>,
     contested: HashSet<String>,
     put: HashSet<String>,
+    /// Which id each moved document's path carries (the rename ledger).
+    renames: Renames,
 }
 
 impl Pass {
@@ -143,6 +154,7 @@ impl Pass {
             parsed: Vec::new(),
             contested: HashSet::new(),
             put: HashSet::new(),
+            renames: Renames::load(&core.layout.memories())?,
         })
     }
 
@@ -212,7 +224,11 @@ impl Pass {
             if unchanged {
                 return Ok(None);
             }
-            let doc = markdown::from_bytes(rel, &bytes, modified, &config.docs, &config.privacy)?;
+            let mut doc =
+                markdown::from_bytes(rel, &bytes, modified, &config.docs, &config.privacy)?;
+            if doc.doc_id == ids::doc_id(rel) && !looked_up_by_path(rel) {
+                doc.doc_id = self.renames.id_for(rel);
+            }
             Ok(Some((doc, self.recorded(&bytes))))
         });
         match outcome {
@@ -236,6 +252,54 @@ impl Pass {
             }
         }
         true
+    }
+
+    /// A parsed file at a new path with the bytes of an indexed document
+    /// whose path is gone is that document, moved: it takes the document's
+    /// id, and the move is recorded in the rename ledger first.
+    fn keep_moved_ids(&mut self, core: &Core) -> Result<()> {
+        let on_disk: HashSet<&String> = self.listing.documents.iter().collect();
+        // Indexed documents whose file is gone, by recorded hash (each taken once).
+        let mut gone: HashMap<&str, Vec<&DocumentRow>> = HashMap::new();
+        for (path, row) in &self.known {
+            if !on_disk.contains(path) && !looked_up_by_path(path) {
+                gone.entry(row.hash.as_str()).or_default().push(row);
+            }
+        }
+        if gone.is_empty() {
+            return Ok(());
+        }
+        for rows in gone.values_mut() {
+            rows.sort_by(|a, b| b.path.cmp(&a.path));
+        }
+        let mut moves = Vec::new();
+        for (i, (doc, hash, rel)) in self.parsed.iter().enumerate() {
+            let path_id = !self.renames.moved_here(rel) && doc.doc_id == self.renames.id_for(rel);
+            if self.known.contains_key(rel) || !path_id || looked_up_by_path(rel) {
+                continue;
+            }
+            if let Some(row) = gone.get_mut(hash.as_str()).and_then(Vec::pop) {
+                moves.push((i, row.doc_id.clone(), row.path.clone()));
+            }
+        }
+        for (i, id, from) in moves {
+            let rel = self.parsed[i].2.clone();
+            let m = Rename {
+                at: core.now(),
+                id: id.clone(),
+                from,
+                to: rel.clone(),
+            };
+            crate::store::renames::record(&core.layout.memories(), &core.device, &m)?;
+            self.renames.apply(&m);
+            tracing::info!(doc.id = %id, doc.from = %m.from, doc.path = %rel, "document moved; it keeps its id");
+            let old = std::mem::replace(&mut self.parsed[i].0.doc_id, id.clone());
+            if let Some(paths) = self.claims.get_mut(&old) {
+                paths.retain(|p| *p != rel);
+            }
+            self.claims.entry(id).or_default().push(rel);
+        }
+        Ok(())
     }
 
     /// Two files claiming one id: both are reported and neither is indexed
@@ -338,6 +402,12 @@ impl Pass {
             }
         }
     }
+}
+
+/// Whether memd finds the document at `rel` by its path (the owner's
+/// identity, audience cards, categories): such a file keeps its path's id.
+fn looked_up_by_path(rel: &str) -> bool {
+    rel == "user/identity.md" || rel.starts_with("audiences/") || rel.starts_with("categories/")
 }
 
 fn document_chunks(doc: &markdown::Document) -> Vec<Memory> {

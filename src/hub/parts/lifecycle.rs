@@ -97,7 +97,7 @@ pub struct TierCount {
     pub count: u64,
     /// Expired ones still in the journal (restorable).
     pub expired: u64,
-    /// Ones expiring within `lifecycle.expiringSoonDays`.
+    /// Ones inside their tier's warning window (see [`crate::lifecycle::tier_windows`]).
     pub(crate) expiring_soon: u64,
     /// The configured budget.
     pub(crate) budget: u64,
@@ -185,7 +185,13 @@ impl Lifecycle {
     /// Whether a hit expires within its warning window (relative to its
     /// lifetime, see [`expiring_soon`]).
     pub(crate) fn is_expiring_soon(&self, core: &Core, m: &Memory) -> bool {
-        expiring_soon(m.ts, m.expires_at, core.now(), &core.config().lifecycle)
+        expiring_soon(
+            m.ts,
+            m.tier,
+            m.expires_at,
+            core.now(),
+            &core.config().lifecycle,
+        )
     }
 
     /// Counts of long-term facts per tier against the configured budgets.
@@ -193,11 +199,11 @@ impl Lifecycle {
         let config = core.config();
         let cfg = &config.lifecycle;
         let now = core.now();
-        let soon = now + Duration::days(i64::from(cfg.expiring_soon_days));
+        let warning = crate::lifecycle::Warning::at(now, cfg);
         let rows = core
             .index
             .meta
-            .with_reader(|c| crate::index::lifecycle::tier_counts(c, now, soon))?;
+            .with_reader(|c| crate::index::lifecycle::tier_counts(c, &warning))?;
         let tiers: Vec<TierCount> = Tier::ALL
             .iter()
             .map(|&tier| {
@@ -275,6 +281,32 @@ impl Lifecycle {
             }
             fact.importance = i;
         }
+        Ok(fact)
+    }
+
+    /// The long-term fact visible under `filter` moved to `tier`: the new
+    /// `put` line (same id) that re-tiers it. Its expiry follows the new
+    /// tier's lifetime from now (none unless `tierExpiry` is on, never for T0).
+    pub(crate) fn retiered(
+        &self,
+        core: &Core,
+        id: &str,
+        tier: Tier,
+        filter: &Filter,
+    ) -> Result<Fact> {
+        if crate::ids::is_doc_id(id) {
+            return Err(Error::invalid(format!(
+                "{id} is a Markdown document; set `tier` in its front matter instead"
+            )));
+        }
+        let mut fact = self.current_fact(core, id, filter)?;
+        if fact.stage != Stage::Long {
+            return Err(Error::invalid(format!(
+                "{id} is short-term chat; only long-term memories have a tier"
+            )));
+        }
+        fact.tier = Some(tier);
+        fact.expires_at = core.config().lifecycle.expiry(tier, core.now());
         Ok(fact)
     }
 

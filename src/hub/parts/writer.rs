@@ -427,6 +427,7 @@ impl Writer {
         &self,
         core: &Core,
         older_than_months: Option<u32>,
+        dry_run: bool,
     ) -> Result<Vec<ArchivedMonth>> {
         use chrono::Datelike;
         let months = older_than_months.unwrap_or(core.config().lifecycle.archive_after_months);
@@ -450,12 +451,19 @@ impl Writer {
             if *month >= *cutoff || *month >= *current {
                 continue;
             }
+            if dry_run {
+                out.push(ArchivedMonth {
+                    month: file,
+                    lines: 0,
+                });
+                continue;
+            }
             let lines = crate::store::archive::archive_month(&dir, &file)?;
             if lines > 0 {
                 out.push(ArchivedMonth { month: file, lines });
             }
         }
-        if !out.is_empty() {
+        if !out.is_empty() && !dry_run {
             // Appends must not go to a file handle of a month that moved.
             state.journal.reopen()?;
         }
