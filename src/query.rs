@@ -19,6 +19,8 @@
 //!   are re-ranked by how much of the query a memory covers
 //!   ([`crate::search`]).
 
+use std::collections::{HashMap, HashSet};
+
 use crate::analysis::lexicon::Lexicon;
 use crate::index::tokenizer::{
     Term, TermKind, cjk_content_words, cjk_words, is_stop_word, tokenize,
@@ -194,7 +196,7 @@ fn semantic_text(query: &str) -> String {
 /// Builds the plan of a query (free text or a dialogue, one turn a line).
 pub fn plan(query: &str) -> QueryPlan {
     let turns = turns(query);
-    let mut all: Vec<WeightedTerm> = Vec::new();
+    let mut all = Terms::default();
     let n = turns.len();
     for (i, turn) in turns.iter().enumerate() {
         let weight = turn_weight(turn, n - 1 - i);
@@ -218,22 +220,10 @@ pub fn plan(query: &str) -> QueryPlan {
             } else {
                 weight
             };
-            match all
-                .iter_mut()
-                .find(|w| w.term.text == term.text && w.term.kind == term.kind)
-            {
-                Some(w) => {
-                    w.weight = w.weight.max(weight);
-                    w.speaker &= speaker;
-                }
-                None => all.push(WeightedTerm {
-                    term,
-                    weight,
-                    speaker,
-                }),
-            }
+            all.add(term, weight, speaker);
         }
     }
+    let all = all.all;
     let content: Vec<WeightedTerm> = all
         .iter()
         .filter(|w| !is_stop_word(&w.term))
@@ -290,40 +280,61 @@ pub fn translate(query: &str, lexicon: &Lexicon) -> Option<Translation> {
             conversational: plan(query).conversational,
             dialogue: n > 1,
             semantic: String::new(),
-            terms: t.all,
+            terms: t.all.all,
         },
         translations: t.from_lexicon,
         groups: t.groups,
     })
 }
 
+/// The weighted terms of a plan being built, each once.
+#[derive(Default)]
+struct Terms {
+    all: Vec<WeightedTerm>,
+    /// Where each term is in `all`: a long query has hundreds of terms.
+    at: HashMap<Term, usize>,
+}
+
+impl Terms {
+    /// Adds `term`, or keeps its highest weight (a speaker's term only
+    /// while every occurrence is one).
+    fn add(&mut self, term: Term, weight: f32, speaker: bool) {
+        match self.at.get(&term) {
+            Some(&i) => {
+                let w = &mut self.all[i];
+                w.weight = w.weight.max(weight);
+                w.speaker &= speaker;
+            }
+            None => {
+                self.at.insert(term.clone(), self.all.len());
+                self.all.push(WeightedTerm {
+                    term,
+                    weight,
+                    speaker,
+                });
+            }
+        }
+    }
+}
+
 /// A translation being built by [`translate`].
 #[derive(Default)]
 struct Translating {
     translated: bool,
-    all: Vec<WeightedTerm>,
+    all: Terms,
     from_lexicon: Vec<Term>,
+    /// The terms of `from_lexicon`.
+    in_lexicon: HashSet<Term>,
     groups: Vec<TranslationGroup>,
 }
 
 impl Translating {
     /// Adds a term of the translated plan (keeping its highest weight).
     fn add(&mut self, term: Term, weight: f32, is_translation: bool) {
-        if is_translation && !self.from_lexicon.contains(&term) {
+        if is_translation && self.in_lexicon.insert(term.clone()) {
             self.from_lexicon.push(term.clone());
         }
-        match self
-            .all
-            .iter_mut()
-            .find(|w| w.term.text == term.text && w.term.kind == term.kind)
-        {
-            Some(w) => w.weight = w.weight.max(weight),
-            None => self.all.push(WeightedTerm {
-                term,
-                weight,
-                speaker: false,
-            }),
-        }
+        self.all.add(term, weight, false);
     }
 
     /// zh → en: each Chinese content word of `text`.

@@ -23,7 +23,7 @@ use tantivy::tokenizer::{Token, TokenStream, Tokenizer};
 use unicode_normalization::UnicodeNormalization;
 
 /// The kind of a term.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum TermKind {
     /// A Latin/other-script word or number.
     Word,
@@ -36,7 +36,7 @@ pub(crate) enum TermKind {
 }
 
 /// One term of a text.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Term {
     /// The normalised term text.
     pub text: String,
@@ -93,8 +93,36 @@ pub(crate) fn scripts_differ_milli(a: i64, b: i64) -> bool {
 }
 
 /// NFKC + lowercase.
+///
+/// Most texts need no composition: ASCII only, or every character already
+/// NFKC once the fullwidth ASCII forms and the ideographic space are
+/// replaced by what they decompose to (a character's compatibility
+/// decomposition is what NFKC starts from, so the result is the same).
+/// Those skip the full normalisation.
 pub(crate) fn normalize(text: &str) -> String {
+    if text.is_ascii() {
+        return text.to_ascii_lowercase();
+    }
+    if unicode_normalization::is_nfkc_quick(text.chars().map(narrow))
+        == unicode_normalization::IsNormalized::Yes
+    {
+        return text
+            .chars()
+            .map(narrow)
+            .flat_map(char::to_lowercase)
+            .collect();
+    }
     text.nfkc().flat_map(char::to_lowercase).collect()
+}
+
+/// A fullwidth ASCII form (U+FF01–U+FF5E) as its ASCII character, the
+/// ideographic space as a space: their whole compatibility decompositions.
+fn narrow(c: char) -> char {
+    match c {
+        '\u{FF01}'..='\u{FF5E}' => char::from_u32(c as u32 - 0xFEE0).unwrap_or(c),
+        '\u{3000}' => ' ',
+        c => c,
+    }
 }
 
 /// Splits normalised `text` into terms for the main text field.
@@ -333,6 +361,44 @@ impl TokenStream for VecTokenStream {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What [`normalize`] computes, the long way.
+    fn full_nfkc(text: &str) -> String {
+        text.nfkc().flat_map(char::to_lowercase).collect()
+    }
+
+    #[test]
+    fn normalising_the_short_way_gives_what_nfkc_gives() {
+        for text in [
+            "Plain ASCII, MIXED case!",
+            "周末的项目计划，好吗？（Ａｂｃ：１２３）",
+            "全角空格\u{3000}之后",
+            "Ｅ\u{301}café\u{0301} ﬁne ① ㍿ Ⅻ ＡＢ\u{0308}",
+            "ﾊﾝｶｸ ｶﾞ ｷﾞ 〶 〸",
+            "\u{FF21}\u{0301}\u{FF41}\u{0328}\u{0301}",
+            "Straße İstanbul ΣΑΣ",
+        ] {
+            assert_eq!(normalize(text), full_nfkc(text), "{text:?}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Any text, fullwidth forms and combining marks among letters too.
+        #[test]
+        fn normalising_any_text_gives_what_nfkc_gives(parts in proptest::collection::vec(
+            proptest::prop_oneof![
+                "[\u{FF01}-\u{FF5E}\u{3000}-\u{303F}]{0,4}",
+                "[\u{0300}-\u{036F}\u{3099}\u{309A}]{0,2}",
+                "[a-zA-Z0-9 ]{0,4}",
+                "[\u{4E00}-\u{4E20}\u{3040}-\u{30FF}\u{FF61}-\u{FF9F}]{0,4}",
+                "\\PC{0,4}",
+            ],
+            0..8,
+        )) {
+            let text: String = parts.concat();
+            proptest::prop_assert_eq!(normalize(&text), full_nfkc(&text));
+        }
+    }
 
     fn check(input: &str, want: &[&str]) {
         let got: Vec<String> = tokenize(input).into_iter().map(|t| t.text).collect();

@@ -5,7 +5,9 @@
 //! text format together with gauges read at scrape time (memories, vectors
 //! pending). The rate limit is a fixed one-minute window per token name:
 //! past `http.rateLimitPerMinute` requests the token gets `RATE_LIMITED`
-//! until the next minute starts.
+//! until the next minute starts. `memd_rate_limited_total` counts those
+//! refusals and the searches the fair search gate refuses (a token's own
+//! queue full).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -74,6 +76,12 @@ impl Metrics {
         true
     }
 
+    /// Counts one request refused with `RATE_LIMITED` past this module's
+    /// limit: a search whose token's own queue at the search gate is full.
+    pub(crate) fn count_rate_limited(&self) {
+        self.inner.lock().expect("metrics poisoned").rate_limited += 1;
+    }
+
     /// The Prometheus text exposition of the counters plus `gauges`
     /// (`(name, help, value)`).
     pub(crate) fn render(&self, gauges: &[(&str, &str, u64)]) -> String {
@@ -112,7 +120,9 @@ impl Metrics {
                 h.total
             );
         }
-        out.push_str("# HELP memd_rate_limited_total Requests refused with RATE_LIMITED.\n");
+        out.push_str(
+            "# HELP memd_rate_limited_total Requests refused with RATE_LIMITED (the per-minute limit, or a full search queue).\n",
+        );
         out.push_str("# TYPE memd_rate_limited_total counter\n");
         let _ = writeln!(out, "memd_rate_limited_total {}", m.rate_limited);
         for (name, help, value) in gauges {

@@ -369,7 +369,7 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
 }
 
 /// Authenticates (except health and unknown paths), runs the handler, audits.
-async fn authenticate(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+async fn authenticate(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let started = Instant::now();
     let ts = state.hub.now();
     let route = format!("{} {}", req.method(), req.uri().path());
@@ -419,8 +419,7 @@ async fn authenticate(State(state): State<AppState>, mut req: Request, next: Nex
         }
         Some(caller) => {
             acted = Some(caller.clone());
-            req.extensions_mut().insert(caller);
-            next.run(req).await
+            run_as(&state, caller, req, next).await
         }
     };
     if let Some(caller) = acted.clone()
@@ -464,6 +463,19 @@ async fn authenticate(State(state): State<AppState>, mut req: Request, next: Nex
         duration_ms,
         extra: note.extra,
     });
+    res
+}
+
+/// Runs the handler for `caller`. A `429` it answers counts as rate
+/// limited: past the per-minute limit (answered before the handler), only
+/// the search gate answers it, for a token whose own queue of searches is
+/// full.
+async fn run_as(state: &AppState, caller: Caller, mut req: Request, next: Next) -> Response {
+    req.extensions_mut().insert(caller);
+    let res = next.run(req).await;
+    if res.status() == axum::http::StatusCode::TOO_MANY_REQUESTS {
+        state.metrics.count_rate_limited();
+    }
     res
 }
 

@@ -751,6 +751,12 @@ impl Index {
         self.text.doc_freqs(terms, filter)
     }
 
+    /// Whether some memory visible under `filter` holds one of `terms` in its
+    /// title or text; see [`TextIndex::holds_any`].
+    pub(crate) fn text_holds_any(&self, terms: &[Term], filter: &Filter) -> Result<bool> {
+        self.text.holds_any(terms, filter)
+    }
+
     /// Whether some searchable memory has no vector of the current model yet.
     pub(crate) fn vectors_pending(&self) -> Result<bool> {
         self.meta

@@ -766,6 +766,34 @@ impl TextIndex {
         Ok((dfs, stats.total_num_docs()?))
     }
 
+    /// Whether some document visible under `filter` may hold one of `terms`
+    /// in its title or text: a word or bigram in the title or body field
+    /// (the body also holds the tags), a jieba word in the words field, a
+    /// lone character in the chars field. `false` means no visible memory
+    /// holds any of them, as [`crate::analysis::tokenizer::tokenize`] and
+    /// `cjk_words` cut its title and text.
+    pub(crate) fn holds_any(&self, terms: &[Term], filter: &Filter) -> Result<bool> {
+        if terms.is_empty() || filter.is_empty() {
+            return Ok(false);
+        }
+        let searcher = self.reader.searcher();
+        let fq = self.filter_query(filter);
+        let stats = self.stats.scoped(&searcher, filter, fq.as_deref())?;
+        for t in terms {
+            let fields: &[Field] = match t.kind {
+                TermKind::Single => &[self.f.chars],
+                TermKind::Segment => &[self.f.words],
+                TermKind::Word | TermKind::Bigram => &[self.f.body, self.f.title],
+            };
+            for field in fields {
+                if stats.count(&TTerm::from_field_text(*field, &t.text))? > 0 {
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
+    }
+
     /// [`TextIndex::search`] with a boost per term (1.0 is neutral), and
     /// only among memories whose script lies in `band` when given.
     pub(crate) fn search_weighted(

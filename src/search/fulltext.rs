@@ -27,10 +27,10 @@
 //! In full-text mode AND hits rank before everything else (hits of the OR
 //! pass, of the coverage re-rank and of the translated pass, which compete
 //! on score). The translated pass runs only when it can change the answer:
-//! not when the `limit` best hits all passed AND in the query's own script
-//! and the best own evidence of any memory in the other script that passes
-//! AND is lower than the `limit`-th by more than `TRANSLATED_WEIGHT` (a
-//! one-hit search of that script decides).
+//! not when the `limit` best hits are all in the query's own script and the
+//! `limit`-th passed AND or scores above `TRANSLATED_WEIGHT` (what a hit of
+//! the translated pass alone scores at most), nor when no memory the caller
+//! may read holds any of the translations.
 
 use std::collections::HashMap;
 
@@ -127,14 +127,18 @@ pub(crate) fn other_script(script: i64) -> Option<ScriptBand> {
     }
 }
 
-/// One pass of a plan: `(hit, evidence, pass)`, in the pass's order, among
-/// memories of `band` when given.
+/// The hits of one pass: `(hit, evidence, pass)` in the pass's order, and
+/// the searchable bodies it read (those of its hits, for a conversational
+/// plan's coverage re-rank; none otherwise).
+type Passed = (Vec<(TextHit, f32, Pass)>, HashMap<String, String>);
+
+/// One pass of a plan, among memories of `band` when given.
 fn pass(
     cx: &Context<'_>,
     searched: &Searched<'_>,
     band: Option<ScriptBand>,
     limit: usize,
-) -> Result<Vec<(TextHit, f32, Pass)>> {
+) -> Result<Passed> {
     let (index, filter, plan) = (cx.index, cx.filter, searched.plan);
     let terms: Vec<(Term, f32)> = plan
         .terms
@@ -143,30 +147,7 @@ fn pass(
         .collect();
     let max = searched.max.max(f32::EPSILON);
     if plan.conversational {
-        let depth = COVERAGE_DEPTH.max(limit);
-        let hits = index.text_search_weighted(&terms, filter, false, band, depth)?;
-        if hits.is_empty() {
-            return Ok(Vec::new());
-        }
-        let ids: Vec<String> = hits.iter().map(|h| h.id.clone()).collect();
-        let bodies = index.meta.bodies_of(&ids, filter)?;
-        let best = hits.iter().map(|h| h.score).fold(f32::EPSILON, f32::max);
-        // BM25 alone favours short texts that repeat one term; coverage
-        // favours memories that speak of several things the conversation
-        // mentions. A text with the query's maximum BM25 covering all of it
-        // scores `max / best + COVERAGE_BOOST`: the divisor of the evidence.
-        let full = max / best + COVERAGE_BOOST;
-        let mut scored: Vec<(TextHit, f32, Pass)> = hits
-            .into_iter()
-            .map(|h| {
-                let covered = bodies.get(&h.id).map_or(0.0, |b| (searched.coverage)(b));
-                let e = (h.score / best + COVERAGE_BOOST * covered) / full;
-                (h, e, Pass::Or)
-            })
-            .collect();
-        scored.sort_by(|a, b| b.1.total_cmp(&a.1));
-        scored.truncate(limit);
-        return Ok(scored);
+        return coverage_pass(cx, searched, &terms, band, limit);
     }
     let mut scored: Vec<(TextHit, f32, Pass)> = index
         .text_search_weighted(&terms, filter, true, band, limit)?
@@ -188,7 +169,44 @@ fn pass(
             }
         }
     }
-    Ok(scored)
+    Ok((scored, HashMap::new()))
+}
+
+/// The OR pass of a conversational plan, `COVERAGE_DEPTH` deep, re-ranked
+/// by how much of the plan each hit covers (see the module docs).
+fn coverage_pass(
+    cx: &Context<'_>,
+    searched: &Searched<'_>,
+    terms: &[(Term, f32)],
+    band: Option<ScriptBand>,
+    limit: usize,
+) -> Result<Passed> {
+    let (index, filter) = (cx.index, cx.filter);
+    let max = searched.max.max(f32::EPSILON);
+    let depth = COVERAGE_DEPTH.max(limit);
+    let hits = index.text_search_weighted(terms, filter, false, band, depth)?;
+    if hits.is_empty() {
+        return Ok((Vec::new(), HashMap::new()));
+    }
+    let ids: Vec<String> = hits.iter().map(|h| h.id.clone()).collect();
+    let bodies = index.meta.bodies_of(&ids, filter)?;
+    let best = hits.iter().map(|h| h.score).fold(f32::EPSILON, f32::max);
+    // BM25 alone favours short texts that repeat one term; coverage
+    // favours memories that speak of several things the conversation
+    // mentions. A text with the query's maximum BM25 covering all of it
+    // scores `max / best + COVERAGE_BOOST`: the divisor of the evidence.
+    let full = max / best + COVERAGE_BOOST;
+    let mut scored: Vec<(TextHit, f32, Pass)> = hits
+        .into_iter()
+        .map(|h| {
+            let covered = bodies.get(&h.id).map_or(0.0, |b| (searched.coverage)(b));
+            let e = (h.score / best + COVERAGE_BOOST * covered) / full;
+            (h, e, Pass::Or)
+        })
+        .collect();
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1));
+    scored.truncate(limit);
+    Ok((scored, bodies))
 }
 
 /// The query's own pass ([`pass`] over its plan), as scored hits.
@@ -204,6 +222,7 @@ pub(crate) fn own_ranking(
         coverage: &coverage,
     };
     Ok(pass(cx, &searched, band, limit)?
+        .0
         .into_iter()
         .map(|(h, e, pass)| TextScored {
             id: h.id,
@@ -235,7 +254,11 @@ pub(crate) fn ranking(
     if cx.evidence.script() < 500 && !cx.index.text_has_cjk()? {
         return Ok(own);
     }
-    if !always_translate && !translation_can_change(cx, band, &own, limit)? {
+    if !always_translate && !translation_can_change(cx, &own, limit) {
+        return Ok(own);
+    }
+    // Only memories holding a translation count (`translated_ranking`).
+    if !cx.index.text_holds_any(&t.translations, cx.filter)? {
         return Ok(own);
     }
     let translated = translated_ranking(cx, t, band, limit)?;
@@ -271,29 +294,21 @@ pub(crate) fn ranking(
 }
 
 /// Whether the translated pass could change the first `limit` hits of
-/// `own` (sorted): see the module docs.
-fn translation_can_change(
-    cx: &Context<'_>,
-    band: ScriptBand,
-    own: &[TextScored],
-    limit: usize,
-) -> Result<bool> {
-    if cx.plan.conversational
-        || own.len() < limit
-        || own[..limit].iter().any(|h| h.pass != Pass::And)
-        || own[..limit]
-            .iter()
-            .any(|h| scripts_differ_milli(h.script, cx.evidence.script()))
-    {
-        return Ok(true);
-    }
-    let kth = own[limit - 1].own;
-    let best_other = own_ranking(cx, Some(band), 1)?
-        .into_iter()
-        .filter(|h| h.pass == Pass::And)
-        .map(|h| h.own)
-        .next();
-    Ok(best_other.is_some_and(|o| kth < o + TRANSLATED_WEIGHT))
+/// `own` (sorted): see the module docs. Its hits are merged into `own` (the
+/// first `limit` of the own pass): a memory of the other script among them
+/// gains score; any other enters as an OR hit (after every AND hit) scoring
+/// `TRANSLATED_WEIGHT ×` its translated evidence, at most
+/// `TRANSLATED_WEIGHT`. So it changes nothing when `own` has `limit` hits,
+/// all in the query's own script, and the `limit`-th is an AND hit or
+/// scores above `TRANSLATED_WEIGHT`.
+fn translation_can_change(cx: &Context<'_>, own: &[TextScored], limit: usize) -> bool {
+    let Some(kth) = own.get(limit.max(1) - 1) else {
+        return true;
+    };
+    own[..limit]
+        .iter()
+        .any(|h| scripts_differ_milli(h.script, cx.evidence.script()))
+        || (kth.pass != Pass::And && kth.score <= TRANSLATED_WEIGHT)
 }
 
 /// The translated pass: `(hit, evidence)` for memories in `band` (the other
@@ -307,9 +322,57 @@ fn translated_ranking(
     let (index, filter) = (cx.index, cx.filter);
     let terms: Vec<Term> = t.plan.terms.iter().map(|w| w.term.clone()).collect();
     let (dfs, n) = index.text_doc_freqs(&terms, filter)?;
+    let max = translated_max(t, &terms, &dfs, n);
+    let plan_coverage = TranslatedCoverage::new(&t.plan.terms, &dfs, n);
+    // The coverage re-rank cuts each body it reads once; the filter below
+    // looks at the same cuts.
+    let cut: std::cell::RefCell<HashMap<String, BodyTerms>> = Default::default();
+    let needs_segments = t
+        .plan
+        .terms
+        .iter()
+        .any(|w| w.term.kind == TermKind::Segment)
+        || t.translations.iter().any(|t| t.kind == TermKind::Segment);
+    let coverage = |text: &str| {
+        let terms = BodyTerms::of(text, needs_segments);
+        let c = plan_coverage.of(text, &terms);
+        cut.borrow_mut().insert(text.to_string(), terms);
+        c
+    };
+    let searched = Searched {
+        plan: &t.plan,
+        max,
+        coverage: &coverage,
+    };
+    let (hits, mut bodies) = pass(cx, &searched, Some(band), limit)?;
+    let missing: Vec<String> = hits
+        .iter()
+        .filter(|h| !bodies.contains_key(&h.0.id))
+        .map(|h| h.0.id.clone())
+        .collect();
+    if !missing.is_empty() {
+        bodies.extend(index.meta.bodies_of(&missing, filter)?);
+    }
+    let cut = cut.into_inner();
+    Ok(hits
+        .into_iter()
+        .filter(|(h, _, _)| {
+            bodies.get(&h.id).is_some_and(|b| match cut.get(b) {
+                Some(terms) => terms.holds_any(&t.translations),
+                None => BodyTerms::of(b, needs_segments).holds_any(&t.translations),
+            })
+        })
+        .map(|(h, e, _)| (h, e.min(1.0)))
+        .collect())
+}
+
+/// The BM25 maximum of a translated plan (whose `terms` have the document
+/// frequencies `dfs` among `n` documents): the best translation of each
+/// word (a name kept as it was is its own translation).
+fn translated_max(t: &Translation, terms: &[Term], dfs: &[u64], n: u64) -> f32 {
     let idf_of: HashMap<(&str, u8), f32> = terms
         .iter()
-        .zip(&dfs)
+        .zip(dfs)
         .map(|(term, &df)| ((term.text.as_str(), term.kind as u8), idf(df, n)))
         .collect();
     let weight_idf = |term: &Term, w: f32| {
@@ -318,10 +381,7 @@ fn translated_ranking(
             .copied()
             .unwrap_or(0.0)
     };
-    // The maximum: the best translation of each word (a name kept as it was
-    // is its own translation).
-    let max: f32 = t
-        .groups
+    t.groups
         .iter()
         .map(|g| {
             g.alternatives
@@ -329,26 +389,38 @@ fn translated_ranking(
                 .map(|a| a.iter().map(|(term, w)| weight_idf(term, *w)).sum::<f32>())
                 .fold(0.0, f32::max)
         })
-        .sum();
-    let plan_coverage = TranslatedCoverage::new(&t.plan.terms, &dfs, n);
-    let coverage = |text: &str| plan_coverage.of(text);
-    let searched = Searched {
-        plan: &t.plan,
-        max,
-        coverage: &coverage,
-    };
-    let hits = pass(cx, &searched, Some(band), limit)?;
-    let ids: Vec<String> = hits.iter().map(|h| h.0.id.clone()).collect();
-    let bodies = index.meta.bodies_of(&ids, filter)?;
-    Ok(hits
-        .into_iter()
-        .filter(|(h, _, _)| {
-            bodies
-                .get(&h.id)
-                .is_some_and(|b| contains_any(b, &t.translations))
+        .sum()
+}
+
+/// The terms of a body as the tokenizer cuts it (words and bigrams), and
+/// its jieba words when asked for.
+struct BodyTerms {
+    words: std::collections::HashSet<String>,
+    segments: std::collections::HashSet<String>,
+}
+
+impl BodyTerms {
+    fn of(text: &str, segments: bool) -> BodyTerms {
+        BodyTerms {
+            words: tokenize(text).into_iter().map(|t| t.text).collect(),
+            segments: if segments {
+                cjk_words(text).into_iter().collect()
+            } else {
+                Default::default()
+            },
+        }
+    }
+
+    /// Whether the text holds one of `terms`: words and bigrams as the
+    /// tokenizer cuts it, jieba words as the words field does (`segments`
+    /// must have been cut if `terms` holds one).
+    fn holds_any(&self, terms: &[Term]) -> bool {
+        terms.iter().any(|t| match t.kind {
+            TermKind::Word | TermKind::Bigram => self.words.contains(&t.text),
+            TermKind::Segment => self.segments.contains(&t.text),
+            TermKind::Single => false,
         })
-        .map(|(h, e, _)| (h, e.min(1.0)))
-        .collect())
+    }
 }
 
 /// The share of a translated plan's weight × IDF a text holds (the
@@ -374,22 +446,16 @@ impl<'a> TranslatedCoverage<'a> {
         }
     }
 
-    fn of(&self, text: &str) -> f32 {
-        let words: std::collections::HashSet<String> =
-            tokenize(text).into_iter().map(|t| t.text).collect();
-        let segments: std::collections::HashSet<String> =
-            if self.terms.iter().any(|w| w.term.kind == TermKind::Segment) {
-                cjk_words(text).into_iter().collect()
-            } else {
-                Default::default()
-            };
+    /// The share of `text` (cut as `cut`, with its jieba words if the plan
+    /// holds any).
+    fn of(&self, text: &str, cut: &BodyTerms) -> f32 {
         self.terms
             .iter()
             .zip(&self.signal)
             .filter(|(w, _)| match w.term.kind {
-                TermKind::Segment => segments.contains(&w.term.text),
+                TermKind::Segment => cut.segments.contains(&w.term.text),
                 TermKind::Single => text.contains(w.term.text.as_str()),
-                TermKind::Word | TermKind::Bigram => words.contains(&w.term.text),
+                TermKind::Word | TermKind::Bigram => cut.words.contains(&w.term.text),
             })
             .map(|(_, s)| *s)
             .sum::<f32>()
@@ -397,28 +463,190 @@ impl<'a> TranslatedCoverage<'a> {
     }
 }
 
-/// Whether `text` holds one of `terms` (words and bigrams as the tokenizer
-/// cuts them, jieba words as the words field does).
-pub(crate) fn contains_any(text: &str, terms: &[Term]) -> bool {
-    let words: std::collections::HashSet<String> =
-        tokenize(text).into_iter().map(|t| t.text).collect();
-    if terms
-        .iter()
-        .any(|t| matches!(t.kind, TermKind::Word | TermKind::Bigram) && words.contains(&t.text))
-    {
-        return true;
-    }
-    terms.iter().any(|t| t.kind == TermKind::Segment)
-        && cjk_words(text).iter().any(|w| {
-            terms
-                .iter()
-                .any(|t| t.kind == TermKind::Segment && t.text == *w)
-        })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A small CC-CEDICT of the words the corpus below speaks of.
+    fn lexicon() -> crate::analysis::lexicon::Lexicon {
+        crate::analysis::lexicon::Lexicon::parse(
+            "項目 项目 [xiang4 mu4] /project/item/\n\
+             計劃 计划 [ji4 hua4] /plan/\n\
+             魔術 魔术 [mo2 shu4] /magic/\n\
+             表演 表演 [biao3 yan3] /performance/show/\n\
+             圖書館 图书馆 [tu2 shu1 guan3] /library/\n\
+             小說 小说 [xiao3 shuo1] /novel/\n\
+             週末 周末 [zhou1 mo4] /weekend/\n\
+             公園 公园 [gong1 yuan2] /park/\n\
+             散步 散步 [san4 bu4] /walk/\n\
+             釣魚 钓鱼 [diao4 yu2] /fishing/\n\
+             父親 父亲 [fu4 qin1] /father/\n\
+             會議 会议 [hui4 yi4] /meeting/\n\
+             生日 生日 [sheng1 ri4] /birthday/\n\
+             禮物 礼物 [li3 wu4] /gift/\n\
+             圍巾 围巾 [wei2 jin1] /scarf/\n\
+             預算 预算 [yu4 suan4] /budget/\n\
+             咖啡 咖啡 [ka1 fei1] /coffee/\n\
+             天氣 天气 [tian1 qi4] /weather/\n",
+        )
+    }
+
+    const CORPUS: &[&str] = &[
+        "Bart performed a magic trick at the party",
+        "Bart went fishing with his father",
+        "The project plan is due on Friday",
+        "Weekend walk in the park with the dog",
+        "The quarterly project review meeting moved to Monday",
+        "Birthday gift for mum: a scarf",
+        "project notes: budget, plan, timeline",
+        "She borrowed a novel from the library",
+        "project kickoff",
+        "the project budget was cut",
+        "a project for the garden",
+        "周末的项目计划 project plan",
+        "我们在公园散步",
+        "Lisa 在学校图书馆借了一本小说",
+        "父亲周末去钓鱼",
+        "生日礼物是一条围巾",
+        "项目会议推迟到下周一",
+        "魔术表演很精彩",
+        "群一 project 周末聚餐",
+        "预算 项目 计划 周末",
+    ];
+
+    const QUERIES: &[&str] = &[
+        "project",
+        "project plan",
+        "magic trick",
+        "scarf",
+        "Bart",
+        "meeting",
+        "fishing father",
+        "library novel",
+        "Which novel did she borrow from the library?",
+        "walk in the park with the dog and the project plan for the weekend",
+        "我想看魔术表演",
+        "周末的项目计划",
+        "项目",
+        "公园散步",
+        "生日礼物",
+        "下周一",
+        "xyzzy",
+        "围巾和预算",
+        // Translations no memory holds.
+        "coffee with Bart",
+        "天气",
+    ];
+
+    /// How often the translated pass was skipped, by reason: the answer
+    /// could not change, no visible memory holds a translation.
+    #[derive(Default)]
+    struct Skipped {
+        cannot_change: usize,
+        nothing_holds: usize,
+    }
+
+    /// Checks that [`ranking`] gives the same answer whether it skips the
+    /// translated pass or always runs it, for `query` at every limit.
+    fn same_with_and_without_skipping(
+        index: &Index,
+        lex: &crate::analysis::lexicon::Lexicon,
+        query: &str,
+        skipped: &mut Skipped,
+    ) {
+        let (filter, cfg) = (Filter::all(), SearchConfig::default());
+        let plan = crate::query::plan(query);
+        let translation = crate::query::translate(query, lex);
+        let evidence =
+            QueryEvidence::new(index, query, &plan, translation.as_ref(), &filter).unwrap();
+        let cx = Context {
+            index,
+            plan: &plan,
+            translation: translation.as_ref(),
+            evidence: &evidence,
+            filter: &filter,
+            cfg: &cfg,
+        };
+        for limit in [1, 2, 3, 5, 10] {
+            let skipping = ranking(&cx, limit, false).unwrap();
+            let always = ranking(&cx, limit, true).unwrap();
+            assert_eq!(skipping, always, "{query:?}, limit {limit}");
+            let mut own = own_ranking(&cx, None, limit).unwrap();
+            sort(&mut own);
+            if let Some(t) = &translation {
+                if !translation_can_change(&cx, &own, limit) {
+                    skipped.cannot_change += 1;
+                } else if !index.text_holds_any(&t.translations, &filter).unwrap() {
+                    skipped.nothing_holds += 1;
+                }
+            }
+        }
+    }
+
+    /// A long-term note in scene `main`.
+    fn memory(i: usize, text: &str) -> crate::model::Memory {
+        use crate::model::{Origin, Privacy, Scene, Stage, Subject};
+        crate::model::Memory {
+            id: format!("m{i:02}"),
+            origin: Origin::Fact,
+            doc_id: None,
+            path: None,
+            ts: chrono::DateTime::from_timestamp_millis(1_700_000_000_000 + i as i64).unwrap(),
+            scene: Scene::parse("main").unwrap(),
+            kind: "note".into(),
+            stage: Stage::Long,
+            title: None,
+            text: text.into(),
+            tags: Vec::new(),
+            privacy: Privacy::Normal,
+            subject: Subject::Owner,
+            source: "test".into(),
+            importance: 0.5,
+            tier: None,
+            supersedes: None,
+            expires_at: None,
+            setting: Default::default(),
+        }
+    }
+
+    /// An index holding [`CORPUS`].
+    fn corpus_index(dir: &std::path::Path) -> Index {
+        let index = Index::open(dir, true).unwrap();
+        let changes = CORPUS
+            .iter()
+            .enumerate()
+            .map(|(i, text)| crate::index::Change::PutFact {
+                memory: memory(i, text),
+                extras: Default::default(),
+                at: chrono::DateTime::from_timestamp_millis(1_700_000_000_000).unwrap(),
+            })
+            .collect();
+        let batch = crate::index::Batch {
+            changes,
+            ..Default::default()
+        };
+        index.apply(&batch).unwrap();
+        index.end_bulk_load().unwrap();
+        index.refresh().unwrap();
+        index
+    }
+
+    #[test]
+    fn skipping_the_translated_pass_never_changes_the_answer() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = &corpus_index(&dir.path().join("index"));
+        let lex = lexicon();
+        let mut skipped = Skipped::default();
+        for query in QUERIES {
+            same_with_and_without_skipping(index, &lex, query, &mut skipped);
+        }
+        // Both ways of skipping were exercised.
+        assert!(skipped.cannot_change > 0, "the answer could always change");
+        assert!(
+            skipped.nothing_holds > 0,
+            "some memory always held a translation"
+        );
+    }
 
     #[test]
     fn the_other_script_band() {

@@ -161,3 +161,54 @@ pub fn write_all(hub: &Hub, items: &[Item]) {
         }
     }
 }
+
+/// Chinese natural-language questions about the corpus (the cross-lingual pass's input).
+pub fn zh_questions(n: usize) -> Vec<String> {
+    const WHO: &[&str] = &["我", "妈妈", "同事小王", "老板", "朋友", "邻居"];
+    const WHEN: &[&str] = &["上周", "昨天", "周五", "最近"];
+    const WHAT: &[&str] = &[
+        "公园散步",
+        "项目截止日期",
+        "生日礼物",
+        "周末旅行",
+        "健身计划",
+        "季度报告",
+        "英语课程",
+        "电影票",
+    ];
+    const ASK: &[&str] = &[
+        "{who}{when}提到的{what}是怎么回事",
+        "{who}{when}说过关于{what}的事情吗",
+        "还记得{who}{when}和我聊的{what}吗",
+    ];
+    let mut rng = StdRng::seed_from_u64(11);
+    (0..n)
+        .map(|_| {
+            let pick = |rng: &mut StdRng, l: &[&'static str]| l[rng.random_range(0..l.len())];
+            pick(&mut rng, ASK)
+                .replace("{who}", pick(&mut rng, WHO))
+                .replace("{when}", pick(&mut rng, WHEN))
+                .replace("{what}", pick(&mut rng, WHAT))
+        })
+        .collect()
+}
+
+/// Long one-line queries (about 1,900 characters, under the API's 2,000)
+/// made of corpus text: the `k`-th starts at memory `40 k`, wrapping around
+/// the corpus, so any corpus (of at least one memory) gives `n` of them.
+pub fn long_queries(items: &[Item], n: usize) -> Vec<String> {
+    assert!(!items.is_empty(), "long queries are made of corpus text");
+    (0..n)
+        .map(|k| {
+            let mut q = String::new();
+            for it in items.iter().cycle().skip(k * 40 % items.len()) {
+                if q.chars().count() + it.text.chars().count() + 1 > 1900 {
+                    break;
+                }
+                q.push_str(&it.text);
+                q.push(' ');
+            }
+            q
+        })
+        .collect()
+}

@@ -23,7 +23,9 @@
 //!    `MEMD_LEXICON=off` gives those without the cross-lingual pass.
 //!
 //! Each row carries its goal; rows whose goal belongs to other work (the
-//! fair gate, full-text and hybrid speed) are measured as they are.
+//! fair gate, full-text and hybrid speed) are measured as they are. The
+//! table ends with full-text latency by kind of query, the library call
+//! beside FTS5 (`kinds.rs`).
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -34,8 +36,6 @@ use std::time::{Duration, Instant};
 
 use memory_hub::auth::{self, IssueRequest};
 use memory_hub::config::Layout;
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 
 use crate::http::Client;
@@ -282,54 +282,6 @@ fn median(v: &mut [Duration]) -> Duration {
     percentile(v, 0.5)
 }
 
-/// Chinese natural-language questions about the corpus (the cross-lingual pass's input).
-fn zh_questions(n: usize) -> Vec<String> {
-    const WHO: &[&str] = &["我", "妈妈", "同事小王", "老板", "朋友", "邻居"];
-    const WHEN: &[&str] = &["上周", "昨天", "周五", "最近"];
-    const WHAT: &[&str] = &[
-        "公园散步",
-        "项目截止日期",
-        "生日礼物",
-        "周末旅行",
-        "健身计划",
-        "季度报告",
-        "英语课程",
-        "电影票",
-    ];
-    const ASK: &[&str] = &[
-        "{who}{when}提到的{what}是怎么回事",
-        "{who}{when}说过关于{what}的事情吗",
-        "还记得{who}{when}和我聊的{what}吗",
-    ];
-    let mut rng = StdRng::seed_from_u64(11);
-    (0..n)
-        .map(|_| {
-            let pick = |rng: &mut StdRng, l: &[&'static str]| l[rng.random_range(0..l.len())];
-            pick(&mut rng, ASK)
-                .replace("{who}", pick(&mut rng, WHO))
-                .replace("{when}", pick(&mut rng, WHEN))
-                .replace("{what}", pick(&mut rng, WHAT))
-        })
-        .collect()
-}
-
-/// Long hybrid queries (about 1,900 characters, under the API's 2,000) made of corpus text.
-fn long_queries(items: &[corpus::Item], n: usize) -> Vec<String> {
-    (0..n)
-        .map(|k| {
-            let mut q = String::new();
-            for it in items.iter().skip(k * 40) {
-                if q.chars().count() + it.text.chars().count() + 1 > 1900 {
-                    break;
-                }
-                q.push_str(&it.text);
-                q.push(' ');
-            }
-            q
-        })
-        .collect()
-}
-
 fn mib(x: f64) -> String {
     format!("{x:.0} MiB")
 }
@@ -337,20 +289,6 @@ fn mib(x: f64) -> String {
 /// Runs the whole table on `n` memories; `nq` queries per latency figure.
 pub fn run(n: usize, nq: usize) -> Vec<Goal> {
     let mut rows: Vec<Goal> = Vec::new();
-    let print = |g: &Goal| {
-        println!(
-            "| {} | {} | {} | {} | {} |",
-            g.figure,
-            g.value,
-            g.baseline,
-            g.goal,
-            match g.met {
-                Some(true) => "met",
-                Some(false) => "**not met**",
-                None => "—",
-            }
-        );
-    };
     let push = |rows: &mut Vec<Goal>, g: Goal| {
         print(&g);
         rows.push(g);
@@ -706,7 +644,7 @@ pub fn run(n: usize, nq: usize) -> Vec<Goal> {
         server.addr,
         &heavy,
         "/v1/search",
-        search_bodies(long_queries(&items, 12), "hybrid"),
+        search_bodies(corpus::long_queries(&items, 12), "hybrid"),
         std::sync::Arc::clone(&stop),
     );
     std::thread::sleep(Duration::from_millis(500));
@@ -735,7 +673,7 @@ pub fn run(n: usize, nq: usize) -> Vec<Goal> {
     );
 
     // Chinese natural-language full text, with the cross-lingual pass.
-    let zh: Vec<String> = search_bodies(zh_questions(nq.min(300)), "fulltext");
+    let zh: Vec<String> = search_bodies(corpus::zh_questions(nq.min(300)), "fulltext");
     timed_posts(&mut client, "/v1/search", &zh[..10]);
     let zh_on = timed_posts(&mut client, "/v1/search", &zh);
     drop(client);
@@ -766,6 +704,22 @@ pub fn run(n: usize, nq: usize) -> Vec<Goal> {
         },
     );
     rows
+}
+
+/// Prints one row of the table.
+pub fn print(g: &Goal) {
+    println!(
+        "| {} | {} | {} | {} | {} |",
+        g.figure,
+        g.value,
+        g.baseline,
+        g.goal,
+        match g.met {
+            Some(true) => "met",
+            Some(false) => "**not met**",
+            None => "—",
+        }
+    );
 }
 
 /// The rows as the JSON document the README's table is made from.

@@ -14,7 +14,8 @@
 //! `--reindex-only [--root DIR] [--text-only]` (reindex with and without
 //! vectors from a warm cache, on a root kept in `DIR`; see `reindex.rs`),
 //! `--quality-only` (recall@5 on the peers' synthetic notes against FTS5;
-//! see `quality.rs`).
+//! see `quality.rs`), `--kinds-only [--repeat R]` (full-text latency by kind
+//! of query: short, Chinese questions, ~1,900-character lines; see `kinds.rs`).
 #![allow(clippy::print_stdout)]
 
 mod baseline;
@@ -22,6 +23,7 @@ mod corpus;
 mod filtered;
 mod http;
 mod issue;
+mod kinds;
 mod peers;
 mod procfs;
 mod quality;
@@ -388,7 +390,11 @@ fn main() {
         let nq: usize =
             arg("--queries").map_or(500, |s| s.parse().expect("--queries takes a number"));
         println!("\n## Performance table: {n} facts, {nq} queries\n");
-        let rows = issue::run(n, nq);
+        let mut rows = issue::run(n, nq);
+        for g in kinds::table(n, nq) {
+            issue::print(&g);
+            rows.push(g);
+        }
         let json = arg("--json").unwrap_or_else(|| "target/bench/table.json".into());
         let path = std::path::Path::new(&json);
         if let Some(dir) = path.parent() {
@@ -420,6 +426,8 @@ fn main() {
     let filtered_only = std::env::args().any(|a| a == "--filtered-only");
     let reindex_only = std::env::args().any(|a| a == "--reindex-only");
     let quality_only = std::env::args().any(|a| a == "--quality-only");
+    let kinds_only = std::env::args().any(|a| a == "--kinds-only");
+    let repeat: usize = arg("--repeat").map_or(1, |s| s.parse().expect("--repeat takes a number"));
     let with_vectors = !std::env::args().any(|a| a == "--no-vectors");
     let writes: usize =
         arg("--writes").map_or(200, |s| s.parse().expect("--writes takes a number"));
@@ -443,6 +451,8 @@ fn main() {
             Some(filtered::run(n, nq))
         } else if reindex_only {
             Some(reindex::run(n, arg("--root").map(std::path::PathBuf::from)))
+        } else if kinds_only {
+            Some(kinds::run(n, nq, repeat.max(1), arg("--kind").as_deref()))
         } else if quality_only {
             let real = match model_arg.as_str() {
                 "real" => true,

@@ -167,9 +167,28 @@ impl Conn {
     }
 
     pub(crate) fn post(&mut self, path: &str, body: &Value) -> Reply {
-        let body = body.to_string();
+        let (status, headers, raw) = self.request("POST", path, &body.to_string());
+        Reply {
+            status,
+            headers,
+            body: serde_json::from_slice(&raw).unwrap_or(Value::Null),
+        }
+    }
+
+    /// `GET path`: the status and the body as text.
+    pub(crate) fn get_text(&mut self, path: &str) -> (u16, String) {
+        let (status, _, raw) = self.request("GET", path, "");
+        (status, String::from_utf8(raw).expect("a text body"))
+    }
+
+    fn request(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: &str,
+    ) -> (u16, Vec<(String, String)>, Vec<u8>) {
         let head = format!(
-            "POST {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
             self.addr,
             self.token,
             body.len()
@@ -202,11 +221,7 @@ impl Conn {
             .unwrap_or(0);
         let mut raw = vec![0u8; len];
         self.reader.read_exact(&mut raw).unwrap();
-        Reply {
-            status,
-            headers,
-            body: serde_json::from_slice(&raw).unwrap_or(Value::Null),
-        }
+        (status, headers, raw)
     }
 }
 

@@ -247,3 +247,61 @@ fn a_token_whose_queue_is_full_gets_429_and_another_token_is_served() {
     assert_eq!(embedder.most_inside.load(Ordering::SeqCst), 1);
     assert_eq!(conn.post("/v1/search", &hybrid("river")).status, 200);
 }
+
+/// The number of requests `/metrics` says were refused with `RATE_LIMITED`.
+fn rate_limited_total(addr: &str, admin: &str) -> u64 {
+    let (status, text) = Conn::open(addr, admin).get_text("/metrics");
+    assert_eq!(status, 200, "{text}");
+    text.lines()
+        .find_map(|l| l.strip_prefix("memd_rate_limited_total "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no memd_rate_limited_total in {text}"))
+}
+
+#[test]
+fn searches_the_gate_refuses_are_counted_as_rate_limited() {
+    let root = TempRoot::new();
+    let embedder = HeldQueries::closed();
+    let config: Config = serde_json::from_value(serde_json::json!({
+        "searchGate": {"concurrencyPerToken": 1, "queuePerToken": 1}
+    }))
+    .unwrap();
+    let hub = Arc::new(root.hub_configured_with(config, embedder.clone()));
+    fill(&hub);
+    hub.embed_pending(usize::MAX);
+    let busy = issue(&root, "busy", "dsh-desktop");
+    let admin = issue(&root, "admin", "dsh-desktop");
+    let (_rt, addr) = serve(Arc::clone(&hub));
+    let hybrid = |q: &str| serde_json::json!({"query": q, "mode": "hybrid", "limit": 5});
+    assert_eq!(rate_limited_total(&addr, &admin), 0);
+
+    // busy's first search holds its permit (its query's embedding held
+    // open), its second waits in its queue of one.
+    let mut held = Vec::new();
+    for (i, word) in WORDS.iter().take(2).enumerate() {
+        let (addr, busy) = (addr.clone(), busy.clone());
+        let body = hybrid(word);
+        held.push(std::thread::spawn(move || {
+            Conn::open(&addr, &busy).post("/v1/search", &body).status
+        }));
+        while hub.search_gate_load() != (1, i) {
+            std::thread::yield_now();
+        }
+    }
+    // Its next two are refused at once, and counted.
+    let mut conn = Conn::open(&addr, &busy);
+    for word in ["river", "garden"] {
+        let refused = conn.post("/v1/search", &hybrid(word));
+        assert_eq!(refused.status, 429, "{}", refused.body);
+        assert_eq!(refused.body["error"]["code"], "RATE_LIMITED");
+    }
+    assert_eq!(rate_limited_total(&addr, &admin), 2);
+
+    embedder.release();
+    for h in held {
+        assert_eq!(h.join().unwrap(), 200);
+    }
+    // Searches served are not refusals.
+    assert_eq!(conn.post("/v1/search", &hybrid("river")).status, 200);
+    assert_eq!(rate_limited_total(&addr, &admin), 2);
+}
