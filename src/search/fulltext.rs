@@ -251,7 +251,9 @@ pub(crate) fn own_ranking(
 /// The full-text ranking (see the module docs), `limit` deep. With
 /// `always_translate` the translated pass runs whenever it has something to
 /// search (hybrid search fuses the whole list); without it, only when it
-/// can change the first `limit` hits.
+/// can change the first `limit` hits. The fuzzy pass runs when a word is in
+/// no visible memory and, without `always_translate`, when the own pass
+/// found fewer than `limit`.
 pub(crate) fn ranking(
     cx: &Context<'_>,
     limit: usize,
@@ -259,7 +261,7 @@ pub(crate) fn ranking(
 ) -> Result<Vec<TextScored>> {
     let mut own = own_ranking(cx, None, limit)?;
     sort(&mut own);
-    if fuzzy::weak(cx, own.len(), limit)? {
+    if fuzzy::weak(cx, !always_translate && own.len() < limit)? {
         own = with_fuzzy(cx, own, limit)?;
     }
     let (Some(t), Some(band)) = (cx.translation, other_script(cx.evidence.script())) else {

@@ -1,7 +1,8 @@
 //! The fuzzy pass of full text: typos and word forms.
 //!
-//! When the exact pass is weak — it found fewer than `limit` memories, or a
-//! Latin query word of at least [`FUZZY_MIN_LETTERS`] letters is held by no
+//! When the exact pass is weak — it found fewer than `limit` memories (full
+//! text mode; hybrid search's deep list has the embedder for word forms), or
+//! a Latin query word of at least [`FUZZY_MIN_LETTERS`] letters is held by no
 //! memory the caller may read — each Latin query word (ASCII letters, as
 //! stemmed) stands also for the index terms
 //! ([`crate::index::text::TextIndex::expansions`]) that start with it (a
@@ -62,9 +63,11 @@ fn latin(term: &Term) -> bool {
         && term.text.bytes().all(|b| b.is_ascii_lowercase())
 }
 
-/// Whether the exact pass (`own_hits` found, `limit` asked) is weak enough
-/// for the fuzzy pass (see the module docs).
-pub(crate) fn weak(cx: &Context<'_>, own_hits: usize, limit: usize) -> Result<bool> {
+/// Whether the exact pass is weak enough for the fuzzy pass (see the module
+/// docs): `sparse` when it found fewer memories than were asked for (never
+/// said of hybrid search's deep list, whose semantic side finds word forms;
+/// there only a word no visible memory holds calls for the pass).
+pub(crate) fn weak(cx: &Context<'_>, sparse: bool) -> Result<bool> {
     // `MEMD_FUZZY=off` searches without the pass (to measure it).
     if std::env::var_os("MEMD_FUZZY").is_some_and(|v| v == "off") {
         return Ok(false);
@@ -72,7 +75,7 @@ pub(crate) fn weak(cx: &Context<'_>, own_hits: usize, limit: usize) -> Result<bo
     if cx.plan.conversational || !cx.plan.terms.iter().any(|w| latin(&w.term)) {
         return Ok(false);
     }
-    if own_hits < limit {
+    if sparse {
         return Ok(true);
     }
     for w in &cx.plan.terms {
