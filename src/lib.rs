@@ -30,7 +30,8 @@
 //!                                   filter.rs visibility → query clauses
 //!                                   fusion.rs reciprocal rank fusion
 //!                   search/ fulltext (by evidence: own pass + cross-lingual
-//!                           pass, query.rs translate, CC-CEDICT) | semantic |
+//!                           pass, query.rs translate, CC-CEDICT; fuzzy.rs typos
+//!                           and prefixes when weak) | semantic |
 //!                           hybrid (rank + evidence fusion); exact phrases first;
 //!                           rerank.rs: trees reorder the hybrid candidates;
 //!                           relevance.rs: P(relevant) per hit, below the floor dropped
@@ -207,7 +208,8 @@
 //!   lexicon beside the model ([`embed::dictionary`], optional, loaded on first use
 //!   from a compact binary form it builds from the CC-CEDICT text once).
 //! - [`search`]: ranking in three modes (`fulltext.rs`: by evidence, own
-//!   pass first, the cross-lingual pass adding; `hybrid.rs`: reciprocal
+//!   pass first, the cross-lingual pass adding; `fuzzy.rs`: typos and word
+//!   forms when the exact pass is weak; `hybrid.rs`: reciprocal
 //!   rank and evidence fusion), exact phrases first, and the relevance
 //!   decision on every hit; [`relevance`]: the evidence of a hit (coverage,
 //!   BM25, phrase, translated coverage, script-aware cosine) and the

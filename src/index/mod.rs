@@ -727,6 +727,18 @@ impl Index {
             .search_weighted(terms, filter, all_terms, band, limit)
     }
 
+    /// The visible index terms a query word may stand for; see
+    /// [`TextIndex::expansions`].
+    pub(crate) fn text_expansions(
+        &self,
+        word: &str,
+        fuzzy: bool,
+        prefix: bool,
+        filter: &Filter,
+    ) -> Result<Vec<(String, u64)>> {
+        self.text.expansions(word, fuzzy, prefix, filter)
+    }
+
     /// Memories holding `tokens` as an exact phrase; see [`TextIndex::phrase_search`].
     pub(crate) fn text_phrase_search(
         &self,

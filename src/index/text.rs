@@ -28,8 +28,8 @@ use std::sync::Mutex;
 use std::ops::Bound;
 
 use tantivy::query::{
-    Bm25StatisticsProvider, BooleanQuery, BoostQuery, EnableScoring, Occur, PhraseQuery, Query,
-    RangeQuery, TermQuery, TermSetQuery, Weight,
+    Bm25StatisticsProvider, BooleanQuery, BoostQuery, EnableScoring, FuzzyTermQuery, Occur,
+    PhraseQuery, Query, RangeQuery, TermQuery, TermSetQuery, Weight,
 };
 use tantivy::schema::{
     FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TantivyDocument,
@@ -845,6 +845,71 @@ impl TextIndex {
             &stats, &searcher,
         ))?;
         top_visible(&searcher, weight.as_ref(), &stats, band, limit)
+    }
+
+    /// The index terms a query word may stand for (see
+    /// [`crate::search::fuzzy`]): those of the title and body fields within
+    /// edit distance 1 of `word` (a transposition counts as one) when
+    /// `fuzzy`, those starting with it when `prefix`; `word` itself left
+    /// out. Each comes with how many memories visible under `filter` hold it
+    /// (in the body or the title, whichever more), most held first, then in
+    /// term order; terms no visible memory holds are left out.
+    ///
+    /// The dictionaries walked hold every memory's terms, hidden ones too;
+    /// each candidate is then counted through the filter's statistics
+    /// alone, and none is cut before it is counted, so the answer is the
+    /// one an index of the visible memories alone would give.
+    pub(crate) fn expansions(
+        &self,
+        word: &str,
+        fuzzy: bool,
+        prefix: bool,
+        filter: &Filter,
+    ) -> Result<Vec<(String, u64)>> {
+        if filter.is_empty() || !(fuzzy || prefix) {
+            return Ok(Vec::new());
+        }
+        let searcher = self.reader.searcher();
+        let fields = [self.f.body, self.f.title];
+        let mut candidates = std::collections::BTreeSet::new();
+        for field in fields {
+            let term = TTerm::from_field_text(field, word);
+            let queries = [
+                (fuzzy, FuzzyTermQuery::new(term.clone(), 1, true)),
+                (prefix, FuzzyTermQuery::new_prefix(term, 0, true)),
+            ];
+            for (_, query) in queries.iter().filter(|(on, _)| *on) {
+                for segment in searcher.segment_readers() {
+                    let inverted = segment.inverted_index(field)?;
+                    let mut stream = inverted
+                        .terms()
+                        .search(query.automaton()?)
+                        .into_stream()
+                        .map_err(tantivy::TantivyError::from)?;
+                    while stream.advance() {
+                        if let Ok(t) = std::str::from_utf8(stream.key())
+                            && t != word
+                        {
+                            candidates.insert(t.to_string());
+                        }
+                    }
+                }
+            }
+        }
+        let fq = self.filter_query(filter);
+        let stats = self.stats.scoped(&searcher, filter, fq.as_deref())?;
+        let mut held = Vec::new();
+        for c in candidates {
+            let mut n = 0;
+            for field in fields {
+                n = n.max(stats.count(&TTerm::from_field_text(field, &c))?);
+            }
+            if n > 0 {
+                held.push((c, n));
+            }
+        }
+        held.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        Ok(held)
     }
 
     /// The memories (visible under `filter`) whose title or body holds

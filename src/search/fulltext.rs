@@ -31,9 +31,16 @@
 //! `limit`-th passed AND or scores above `TRANSLATED_WEIGHT` (what a hit of
 //! the translated pass alone scores at most), nor when no memory the caller
 //! may read holds any of the translations.
+//!
+//! **The fuzzy pass** ([`super::fuzzy`]) runs after the own pass when that
+//! is weak: a memory it finds that the own pass also found gains
+//! `FUZZY_WEIGHT ×` its fuzzy evidence; any other is a hit of
+//! [`Pass::Fuzzy`], ranked after every other hit (hits of the translated
+//! pass included).
 
 use std::collections::HashMap;
 
+use super::fuzzy::{self, Expansion, FUZZY_WEIGHT};
 use super::{Pass, SearchConfig};
 use crate::analysis::tokenizer::{Term, TermKind, cjk_words, scripts_differ_milli, tokenize};
 use crate::error::Result;
@@ -65,6 +72,8 @@ pub(crate) struct Context<'a> {
     pub(crate) filter: &'a Filter,
     /// Search settings.
     pub(crate) cfg: &'a SearchConfig,
+    /// The expansions of the fuzzy pass, once it ran ([`super::fuzzy`]).
+    pub(crate) fuzzy: std::cell::OnceCell<Vec<Expansion>>,
 }
 
 /// One plan searched by [`pass`]: its BM25 maximum and how a text covers it.
@@ -92,9 +101,13 @@ pub(crate) struct TextScored {
 }
 
 impl TextScored {
-    /// AND hits first, then the rest.
+    /// AND hits first, then the rest, hits of the fuzzy pass alone last.
     pub(crate) fn group(&self) -> u8 {
-        u8::from(self.pass != Pass::And)
+        match self.pass {
+            Pass::And => 0,
+            Pass::Fuzzy => 2,
+            Pass::Or | Pass::Semantic => 1,
+        }
     }
 }
 
@@ -238,7 +251,9 @@ pub(crate) fn own_ranking(
 /// The full-text ranking (see the module docs), `limit` deep. With
 /// `always_translate` the translated pass runs whenever it has something to
 /// search (hybrid search fuses the whole list); without it, only when it
-/// can change the first `limit` hits.
+/// can change the first `limit` hits. The fuzzy pass runs when a word is in
+/// no visible memory and, without `always_translate`, when the own pass
+/// found fewer than `limit`.
 pub(crate) fn ranking(
     cx: &Context<'_>,
     limit: usize,
@@ -246,6 +261,9 @@ pub(crate) fn ranking(
 ) -> Result<Vec<TextScored>> {
     let mut own = own_ranking(cx, None, limit)?;
     sort(&mut own);
+    if fuzzy::weak(cx, !always_translate && own.len() < limit)? {
+        own = with_fuzzy(cx, own, limit)?;
+    }
     let (Some(t), Some(band)) = (cx.translation, other_script(cx.evidence.script())) else {
         return Ok(own);
     };
@@ -293,6 +311,49 @@ pub(crate) fn ranking(
     Ok(all)
 }
 
+/// `own` (sorted) with the hits of the fuzzy pass merged in (see
+/// [`super::fuzzy`]): a memory already found gains `FUZZY_WEIGHT ×` its
+/// fuzzy evidence, any other enters after every exact hit.
+fn with_fuzzy(cx: &Context<'_>, mut own: Vec<TextScored>, limit: usize) -> Result<Vec<TextScored>> {
+    let expansions = match cx.fuzzy.get() {
+        Some(e) => e,
+        None => {
+            let found = fuzzy::expansions(cx)?;
+            cx.fuzzy.get_or_init(|| found)
+        }
+    };
+    if expansions.is_empty() {
+        return Ok(own);
+    }
+    let mut by_id: HashMap<String, usize> = own
+        .iter()
+        .enumerate()
+        .map(|(i, h)| (h.id.clone(), i))
+        .collect();
+    for (h, e) in fuzzy::ranking(cx, expansions, limit)? {
+        let add = FUZZY_WEIGHT * e;
+        match by_id.get(&h.id) {
+            Some(&i) => {
+                own[i].score += add;
+            }
+            None => {
+                by_id.insert(h.id.clone(), own.len());
+                own.push(TextScored {
+                    id: h.id,
+                    score: add,
+                    own: 0.0,
+                    translated: 0.0,
+                    pass: Pass::Fuzzy,
+                    script: h.script,
+                });
+            }
+        }
+    }
+    sort(&mut own);
+    own.truncate(limit);
+    Ok(own)
+}
+
 /// Whether the translated pass could change the first `limit` hits of
 /// `own` (sorted): see the module docs. Its hits are merged into `own` (the
 /// first `limit` of the own pass): a memory of the other script among them
@@ -309,6 +370,7 @@ fn translation_can_change(cx: &Context<'_>, own: &[TextScored], limit: usize) ->
         .iter()
         .any(|h| scripts_differ_milli(h.script, cx.evidence.script()))
         || (kth.pass != Pass::And && kth.score <= TRANSLATED_WEIGHT)
+        || own[..limit].iter().any(|h| h.pass == Pass::Fuzzy)
 }
 
 /// The translated pass: `(hit, evidence)` for memories in `band` (the other
@@ -566,6 +628,7 @@ mod tests {
             evidence: &evidence,
             filter: &filter,
             cfg: &cfg,
+            fuzzy: Default::default(),
         };
         for limit in [1, 2, 3, 5, 10] {
             let skipping = ranking(&cx, limit, false).unwrap();

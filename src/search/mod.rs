@@ -5,7 +5,10 @@
 //! (`fulltext.rs`): the query's own terms decide (an AND pass, an OR pass
 //! when AND is weak, a coverage re-rank for conversational queries) and a
 //! cross-lingual pass adds memories in the other script holding a
-//! translation, at half weight, when it can change the answer.
+//! translation, at half weight, when it can change the answer. When the
+//! exact pass is weak, a fuzzy pass (`fuzzy.rs`) adds memories holding a
+//! word within edit distance 1 of a query word or starting with it, after
+//! every exact hit.
 //!
 //! **semantic** — the query is embedded (with the query prefix) and the vector
 //! index returns the nearest visible memories (the filter is inside the KNN).
@@ -32,6 +35,7 @@
 //! `EMBEDDING_UNAVAILABLE` instead.
 
 pub(crate) mod fulltext;
+pub(crate) mod fuzzy;
 pub(crate) mod hybrid;
 
 use std::collections::HashMap;
@@ -108,6 +112,8 @@ pub enum Pass {
     Or,
     /// Found by the vector index only.
     Semantic,
+    /// In full text, found only by the fuzzy pass (typos and word forms).
+    Fuzzy,
 }
 
 /// A search request after authorization: the filter is already the caller's visibility.
@@ -237,6 +243,7 @@ impl Planned {
             evidence: &self.evidence,
             filter: &req.filter,
             cfg,
+            fuzzy: Default::default(),
         }
     }
 
@@ -507,6 +514,7 @@ pub(crate) fn search(
         last_turn: q.last_turn.as_ref(),
         calibrated: embedder.zip(query_vector.as_deref()),
         phrases: &phrase_ids,
+        corrector: fuzzy::Corrector::new(&cx, &req.query),
     };
     let (hits, dropped_below_floor) = judged.decide(scored, rows, mode, cfg, req.min_score)?;
     Ok(SearchResults {
@@ -531,6 +539,8 @@ struct Judged<'a> {
     /// ran with both: cosines count as evidence only then.
     calibrated: Option<(&'a dyn Embedder, &'a [f32])>,
     phrases: &'a std::collections::HashSet<String>,
+    /// Judges hits of the fuzzy pass alone, when it ran.
+    corrector: Option<fuzzy::Corrector<'a>>,
 }
 
 impl Judged<'_> {
@@ -580,6 +590,9 @@ impl Judged<'_> {
                 })
             })
             .collect();
+        if let Some(c) = &self.corrector {
+            c.correct(&mut hits)?;
+        }
         rerank(&mut hits, mode, cfg.short_weight);
         crate::relevance::set_list_evidence(
             &mut hits.iter_mut().map(|h| &mut h.evidence).collect::<Vec<_>>(),
@@ -618,7 +631,7 @@ impl Judged<'_> {
 }
 
 /// Sorts candidates best first: exact phrases, then (in full text) AND
-/// hits, then by score, own-language evidence, recency and id.
+/// hits, OR hits, hits of the fuzzy pass alone, then by score, own-language evidence, recency and id.
 fn order(
     scored: &mut [Scored],
     rows: &HashMap<String, Memory>,
@@ -626,7 +639,11 @@ fn order(
     fulltext: bool,
 ) {
     let ts = |id: &str| rows.get(id).map(|m| m.ts);
-    let group = |s: &Scored| u8::from(fulltext && s.pass == Pass::Or);
+    let group = |s: &Scored| match (fulltext, s.pass) {
+        (true, Pass::Or) => 1,
+        (true, Pass::Fuzzy) => 2,
+        _ => 0,
+    };
     scored.sort_by(|a, b| {
         phrases
             .contains(&b.id)
@@ -692,7 +709,7 @@ fn without_superseded(req: &SearchRequest) -> SearchRequest {
 
 /// Rescales hits by their lifecycle signals ([`crate::lifecycle::rank`]) and
 /// re-sorts them: exact phrases first, then (in full-text mode) AND hits
-/// before OR hits, then by score, own-language evidence, recency and id.
+/// before OR hits before hits of the fuzzy pass alone, then by score, own-language evidence, recency and id.
 fn rerank(hits: &mut [SearchHit], mode: SearchMode, short_weight: f32) {
     for h in hits.iter_mut() {
         let m = &h.memory;
@@ -700,6 +717,7 @@ fn rerank(hits: &mut [SearchHit], mode: SearchMode, short_weight: f32) {
     }
     let group = |p: Pass| match (mode, p) {
         (SearchMode::Fulltext, Pass::Or) => 1,
+        (SearchMode::Fulltext, Pass::Fuzzy) => 2,
         _ => 0,
     };
     hits.sort_by(|a, b| {

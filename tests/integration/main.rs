@@ -24,6 +24,7 @@ mod errors;
 mod eval_quality;
 mod examples;
 mod fair_gate;
+mod fuzzy;
 mod hardening;
 mod heal;
 mod http_api;
