@@ -40,15 +40,13 @@
 
 use std::collections::HashMap;
 
-use super::fuzzy::{self, Expansion, FUZZY_WEIGHT};
-use super::{Pass, SearchConfig};
+use super::fuzzy::{self, FUZZY_WEIGHT};
+use super::{Context, Pass};
 use crate::analysis::tokenizer::{Term, TermKind, cjk_words, scripts_differ_milli, tokenize};
 use crate::error::Result;
-use crate::index::Index;
-use crate::index::filter::Filter;
 use crate::index::text::{ScriptBand, TextHit};
 use crate::query::{QueryPlan, Translation};
-use crate::relevance::{QueryEvidence, idf};
+use crate::relevance::idf;
 
 /// How much the translated pass's evidence weighs against the query's own.
 pub(crate) const TRANSLATED_WEIGHT: f32 = 0.5;
@@ -57,24 +55,6 @@ pub(crate) const TRANSLATED_WEIGHT: f32 = 0.5;
 pub(crate) const COVERAGE_DEPTH: usize = 200;
 /// Weight of query coverage against normalised BM25 in the re-rank (seed: 6.0).
 pub(crate) const COVERAGE_BOOST: f32 = 6.0;
-
-/// What a full-text search works with.
-pub(crate) struct Context<'a> {
-    /// The index.
-    pub(crate) index: &'a Index,
-    /// The query's plan.
-    pub(crate) plan: &'a QueryPlan,
-    /// Its translation, if the lexicon has one.
-    pub(crate) translation: Option<&'a Translation>,
-    /// Its side of the evidence.
-    pub(crate) evidence: &'a QueryEvidence,
-    /// The caller's filter.
-    pub(crate) filter: &'a Filter,
-    /// Search settings.
-    pub(crate) cfg: &'a SearchConfig,
-    /// The expansions of the fuzzy pass, once it ran ([`super::fuzzy`]).
-    pub(crate) fuzzy: std::cell::OnceCell<Vec<Expansion>>,
-}
 
 /// One plan searched by [`pass`]: its BM25 maximum and how a text covers it.
 struct Searched<'a> {
@@ -528,6 +508,10 @@ impl<'a> TranslatedCoverage<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::index::Index;
+    use crate::index::filter::Filter;
+    use crate::relevance::QueryEvidence;
+    use crate::search::SearchConfig;
 
     /// A small CC-CEDICT of the words the corpus below speaks of.
     fn lexicon() -> crate::analysis::lexicon::Lexicon {

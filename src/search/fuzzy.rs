@@ -33,8 +33,7 @@ use crate::model::Memory;
 use crate::query::QueryPlan;
 use crate::relevance::QueryEvidence;
 
-use super::fulltext::Context;
-use super::{Pass, SearchHit};
+use super::{Context, Pass, SearchHit};
 
 /// Words of at least this many letters are matched within edit distance 1.
 pub(crate) const FUZZY_MIN_LETTERS: usize = 5;

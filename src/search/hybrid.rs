@@ -33,7 +33,8 @@
 //! 0.331); words of the query held in a memory of the other script (a
 //! codename, a Chinese remark in an English note) do count.
 
-use super::fulltext::{Context, TextScored};
+use super::Context;
+use super::fulltext::TextScored;
 use super::{HYBRID_DEPTH, Pass, Scored, SearchConfig, SearchRequest};
 use crate::analysis::tokenizer::scripts_differ_milli;
 use crate::embed::Embedder;
@@ -269,7 +270,7 @@ pub struct Candidate {
 /// each `HYBRID_DEPTH.max(limit)` deep) with their features, full-text
 /// hits first in their order, then semantic-only hits in theirs.
 pub(crate) fn candidates(
-    cx: &super::fulltext::Context<'_>,
+    cx: &super::Context<'_>,
     embedder: &dyn Embedder,
     req: &SearchRequest,
     limit: usize,
@@ -279,7 +280,7 @@ pub(crate) fn candidates(
 
 /// [`candidates`] and the query's vector, with the second stage's features.
 fn candidates_and_vector(
-    cx: &super::fulltext::Context<'_>,
+    cx: &super::Context<'_>,
     embedder: &dyn Embedder,
     req: &SearchRequest,
     limit: usize,
@@ -441,7 +442,7 @@ fn list_features(out: &mut [Candidate], dialogue: bool, query_cjk: f32) {
 /// when enabled), `limit` long, and the query's vector. Each hit's cosine is the semantic
 /// list's, as in [`fuse`], so the relevance decision sees the same evidence.
 pub(crate) fn reranked(
-    cx: &super::fulltext::Context<'_>,
+    cx: &super::Context<'_>,
     embedder: &dyn Embedder,
     req: &SearchRequest,
     limit: usize,

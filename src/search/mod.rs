@@ -229,14 +229,33 @@ struct Planned {
     last_turn: Option<QueryEvidence>,
 }
 
+/// What a full-text search works with (the full-text, fuzzy and hybrid
+/// passes share it).
+pub(crate) struct Context<'a> {
+    /// The index.
+    pub(crate) index: &'a Index,
+    /// The query's plan.
+    pub(crate) plan: &'a QueryPlan,
+    /// Its translation, if the lexicon has one.
+    pub(crate) translation: Option<&'a crate::query::Translation>,
+    /// Its side of the evidence.
+    pub(crate) evidence: &'a QueryEvidence,
+    /// The caller's filter.
+    pub(crate) filter: &'a crate::index::filter::Filter,
+    /// Search settings.
+    pub(crate) cfg: &'a SearchConfig,
+    /// The expansions of the fuzzy pass, once it ran ([`fuzzy`]).
+    pub(crate) fuzzy: std::cell::OnceCell<Vec<fuzzy::Expansion>>,
+}
+
 impl Planned {
     fn context<'a>(
         &'a self,
         index: &'a Index,
         req: &'a SearchRequest,
         cfg: &'a SearchConfig,
-    ) -> fulltext::Context<'a> {
-        fulltext::Context {
+    ) -> Context<'a> {
+        Context {
             index,
             plan: &self.plan,
             translation: self.translation.as_ref(),
@@ -328,7 +347,7 @@ struct Ranked {
 /// Ranks `limit` candidates in `mode` (see the module docs); hybrid falls
 /// back to full text when the embedder fails with `EMBEDDING_UNAVAILABLE`.
 fn rank(
-    cx: &fulltext::Context<'_>,
+    cx: &Context<'_>,
     embedder: Option<&dyn Embedder>,
     req: &SearchRequest,
     mode: SearchMode,
