@@ -340,6 +340,32 @@ pub(crate) fn count_lines(dir: &Path, file: &str, from: Cursor) -> Result<u64> {
     }
 }
 
+/// Every complete line of `file` (its archive, then its plain file), raw and
+/// without its newline, with its 1-based number; a torn tail is left out.
+pub(crate) fn raw_lines(
+    dir: &Path,
+    file: &str,
+    mut visit: impl FnMut(u64, &[u8]) -> Result<()>,
+) -> Result<()> {
+    let Stream::Lines(mut reader) = open_from(dir, file, Cursor::default())? else {
+        return Ok(());
+    };
+    let path = dir.join(file);
+    let mut buf = Vec::new();
+    let mut line = 0u64;
+    loop {
+        buf.clear();
+        let n = reader
+            .read_until(b'\n', &mut buf)
+            .ctx("cannot read journal", &path)?;
+        if n == 0 || buf.last() != Some(&b'\n') {
+            return Ok(());
+        }
+        line += 1;
+        visit(line, &buf[..n - 1])?;
+    }
+}
+
 /// Reads the complete lines of `file` after `from`, calling `visit` for each.
 ///
 /// A trailing line without a newline is not consumed: it is returned as the
