@@ -389,3 +389,95 @@ async fn as_of_over_http_is_scoped_and_read_only() {
     api.hub.flush_accesses(true).expect("flush");
     assert_eq!(api.root.journal_lines(), lines, "as_of reads touch nothing");
 }
+
+/// `memd search --as-of` and `memd get --as-of` in process, then
+/// `memory_search` and `memory_get` with `as_of` over MCP stdio next to `memd serve`.
+#[test]
+fn as_of_from_the_cli_and_mcp() {
+    use std::io::{BufRead, BufReader, Write};
+    let root = TempRoot::new();
+    let id = root.memd_json(&["write", "--text", "the heron nests by the old mill"])["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let at = Utc::now().to_rfc3339();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    root.memd_ok(&["forget", &id]);
+    let search = |more: &[&str]| {
+        let mut args = vec!["search", "heron", "--mode", "fulltext", "--min-score", "0"];
+        args.extend_from_slice(more);
+        crate::http_support::ids(&root.memd_json(&args)["hits"])
+    };
+    assert!(search(&[]).is_empty(), "forgotten now");
+    assert_eq!(
+        search(&["--as-of", &at]),
+        vec![id.clone()],
+        "not yet forgotten then"
+    );
+    let got = root.memd_json(&["get", &id, "--as-of", &at]);
+    assert_eq!(got["id"], id.as_str());
+    assert!(got["as_of"].is_string(), "{got}");
+
+    let token = root.memd_json(&[
+        "token",
+        "issue",
+        "--name",
+        "agent",
+        "--preset",
+        "dsh-desktop",
+    ])["secret"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let served = root.serve();
+    let mut mcp = std::process::Command::new(env!("CARGO_BIN_EXE_memd"))
+        .args(["mcp", "--no-start"])
+        .env("MEMD_ROOT", root.path())
+        .env("MEMD_TOKEN", &token)
+        .env_remove("MEMD_URL")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = mcp.stdin.take().unwrap();
+    let call = |n: u32, tool: &str, args: serde_json::Value| {
+        serde_json::json!({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+            "params": {"name": tool, "arguments": args}})
+        .to_string()
+    };
+    for line in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#.to_string(),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_string(),
+        call(2, "memory_search", serde_json::json!({"query": "heron", "mode": "fulltext", "min_score": 0, "as_of": at})),
+        call(3, "memory_get", serde_json::json!({"id": id, "as_of": at})),
+        call(4, "memory_search", serde_json::json!({"query": "heron", "as_of": "not a time"})),
+    ] {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    let mut replies = std::collections::BTreeMap::new();
+    for line in BufReader::new(mcp.stdout.take().unwrap()).lines() {
+        let v: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
+        if let Some(n) = v["id"].as_u64().filter(|n| *n >= 2) {
+            replies.insert(n, v["result"].to_string());
+            if replies.len() == 3 {
+                break;
+            }
+        }
+    }
+    drop(stdin);
+    let _ = mcp.wait();
+    drop(served);
+    assert!(
+        replies[&2].contains(&id) && replies[&2].contains("as_of"),
+        "{}",
+        replies[&2]
+    );
+    assert!(
+        replies[&3].contains(&id) && replies[&3].contains("as_of"),
+        "{}",
+        replies[&3]
+    );
+    assert!(replies[&4].contains("INVALID_INPUT"), "{}", replies[&4]);
+}
