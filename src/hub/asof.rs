@@ -13,7 +13,8 @@
 //! temporary index (SQLite and tantivy, vectors from the vector cache, so
 //! known texts are not embedded again); the ordinary use case runs against
 //! it with the clock at the instant. The last [`KEPT`] cuts are kept, keyed
-//! by what they hold, and deleted when they leave (or at the next start).
+//! by what they hold, and deleted when they leave (one a crashed process left,
+//! when the next one is built).
 //! When nothing on disk is later than the instant and the index is caught
 //! up, the live index is that cut already and answers directly, at the instant.
 
