@@ -184,7 +184,8 @@
 //!   membership for disclosure), [`store::archive`] (compressed journal
 //!   months), [`store::renames`] (the ledger that keeps a moved document's
 //!   id, read at every rebuild), `store/cut.rs` (the files as they stood at an
-//!   instant, copied for an `as_of` read), [`store::links`] (files opened with `O_NOFOLLOW`, links
+//!   instant, copied for an `as_of` read; the journal's line times kept
+//!   between reads), [`store::links`] (files opened with `O_NOFOLLOW`, links
 //!   listed for doctor, health and backups); [`store::StoreError`] for the
 //!   failures callers tell apart.
 //! - [`index`]: the only writer of `data/index/`: [`index::text`] (tantivy),

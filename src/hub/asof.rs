@@ -17,6 +17,9 @@
 //! when the next one is built).
 //! When nothing on disk is later than the instant and the index is caught
 //! up, the live index is that cut already and answers directly, at the instant.
+//! Deciding that, and the cut's key, costs stats and binary searches: the
+//! journal's line times are kept between reads (`cut::Summaries`) and only
+//! files that changed are read again (an appended one from where it stopped).
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -38,9 +41,12 @@ use crate::store::cut;
 /// Cuts kept for the next `as_of` read at (nearly) the same instant.
 pub(crate) const KEPT: usize = 2;
 
-/// The kept cuts, newest first.
+/// The kept cuts, newest first, and the journal's line times.
 #[derive(Default)]
-pub(crate) struct Cuts(Mutex<VecDeque<Arc<CutHub>>>);
+pub(crate) struct Cuts {
+    kept: Mutex<VecDeque<Arc<CutHub>>>,
+    journal: cut::Summaries,
+}
 
 /// A hub over the temporary index of one cut; its directory goes with it.
 pub(crate) struct CutHub {
@@ -123,11 +129,11 @@ pub(crate) fn answer<R>(
 /// The index that answers for `at`.
 fn past(hub: &Hub, at: DateTime<Utc>) -> Result<Past<'_>> {
     let memories = hub.core.layout.memories();
-    let plan = cut::plan(&memories, at)?;
+    let plan = cut::plan(&memories, at, &hub.cuts.journal)?;
     if plan.later == 0 && hub.index_behind(None)?.is_none() {
         return Ok(Past::Live(hub));
     }
-    let mut kept = hub.cuts.0.lock().expect("as_of cuts poisoned");
+    let mut kept = hub.cuts.kept.lock().expect("as_of cuts poisoned");
     if let Some(i) = kept.iter().position(|c| c.key == plan.key) {
         let found = kept.remove(i).expect("found above");
         kept.push_front(Arc::clone(&found));

@@ -345,24 +345,36 @@ pub(crate) fn count_lines(dir: &Path, file: &str, from: Cursor) -> Result<u64> {
 pub(crate) fn raw_lines(
     dir: &Path,
     file: &str,
-    mut visit: impl FnMut(u64, &[u8]) -> Result<()>,
+    visit: impl FnMut(u64, &[u8]) -> Result<()>,
 ) -> Result<()> {
-    let Stream::Lines(mut reader) = open_from(dir, file, Cursor::default())? else {
-        return Ok(());
+    raw_lines_from(dir, file, Cursor::default(), visit).map(|_| ())
+}
+
+/// [`raw_lines`] after `from` (numbered on from it); returns the cursor
+/// after the last complete line (`from` for a file skipped or held).
+pub(crate) fn raw_lines_from(
+    dir: &Path,
+    file: &str,
+    from: Cursor,
+    mut visit: impl FnMut(u64, &[u8]) -> Result<()>,
+) -> Result<Cursor> {
+    let Stream::Lines(mut reader) = open_from(dir, file, from)? else {
+        return Ok(from);
     };
     let path = dir.join(file);
     let mut buf = Vec::new();
-    let mut line = 0u64;
+    let mut cursor = from;
     loop {
         buf.clear();
         let n = reader
             .read_until(b'\n', &mut buf)
             .ctx("cannot read journal", &path)?;
         if n == 0 || buf.last() != Some(&b'\n') {
-            return Ok(());
+            return Ok(cursor);
         }
-        line += 1;
-        visit(line, &buf[..n - 1])?;
+        cursor.lines += 1;
+        cursor.offset += n as u64;
+        visit(cursor.lines, &buf[..n - 1])?;
     }
 }
 
