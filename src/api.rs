@@ -122,6 +122,10 @@ pub struct SearchBody {
     /// reply's `next_offset`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offset: Option<usize>,
+    /// Answer as memory stood at this instant: RFC 3339, or a date (the end of that day, UTC).
+    /// Later writes are absent, later supersedes and forgets not applied; read-only (no touch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub as_of: Option<String>,
 }
 
 /// `POST /v1/get`.
@@ -144,6 +148,10 @@ pub struct GetBody {
     /// Count this read as a retrieval for promotion (default false: looking changes nothing).
     #[serde(default, skip_serializing_if = "is_false")]
     pub touch: bool,
+    /// Answer as memory stood at this instant: RFC 3339, or a date (the end of that day, UTC).
+    /// Later writes are absent, later supersedes and forgets not applied; read-only (no touch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub as_of: Option<String>,
 }
 
 /// `POST /v1/recent`.
@@ -170,6 +178,10 @@ pub struct RecentBody {
     /// The owner is the one asking: adds the owner's own normal/personal memories (scope `from_owner`).
     #[serde(default, skip_serializing_if = "is_false")]
     pub from_owner: bool,
+    /// Answer as memory stood at this instant: RFC 3339, or a date (the end of that day, UTC).
+    /// Later writes are absent, later supersedes and forgets not applied; read-only (no touch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub as_of: Option<String>,
 }
 
 /// A conversation turn: plain text, or a message object whose `text` is used.
@@ -255,6 +267,10 @@ pub struct RecallBody {
     /// agent's recall is what promotion counts; false for a person looking).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub touch: Option<bool>,
+    /// Answer as memory stood at this instant: RFC 3339, or a date (the end of that day, UTC).
+    /// Later writes are absent, later supersedes and forgets not applied; read-only (no touch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub as_of: Option<String>,
 }
 
 /// `POST /v1/timeline`.
@@ -284,6 +300,10 @@ pub struct TimelineBody {
     /// The owner is the one asking: adds the owner's own normal/personal memories (scope `from_owner`).
     #[serde(default, skip_serializing_if = "is_false")]
     pub from_owner: bool,
+    /// Answer as memory stood at this instant: RFC 3339, or a date (the end of that day, UTC).
+    /// Later writes are absent, later supersedes and forgets not applied; read-only (no touch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub as_of: Option<String>,
 }
 
 /// `POST /v1/disclose`.
@@ -365,6 +385,9 @@ pub struct GetReply {
     /// (`POST /v1/restore` with this id undoes the forget).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub newest_forgotten: Option<String>,
+    /// The instant the answer is for, when the request gave `as_of`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub as_of: Option<DateTime<Utc>>,
 }
 
 /// `POST /v1/archive/search` reply.
@@ -382,6 +405,9 @@ pub struct ItemsReply {
     /// The rendered block, when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub block: Option<String>,
+    /// The instant the answer is for, when the request gave `as_of`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub as_of: Option<DateTime<Utc>>,
 }
 
 /// `POST /v1/write`.

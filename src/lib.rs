@@ -183,7 +183,9 @@
 //!   takes from a backup), [`store::lock`], [`store::members`] (group
 //!   membership for disclosure), [`store::archive`] (compressed journal
 //!   months), [`store::renames`] (the ledger that keeps a moved document's
-//!   id, read at every rebuild), [`store::links`] (files opened with `O_NOFOLLOW`, links
+//!   id, read at every rebuild), `store/cut.rs` (the files as they stood at an
+//!   instant, copied for an `as_of` read; the journal's line times kept
+//!   between reads), [`store::links`] (files opened with `O_NOFOLLOW`, links
 //!   listed for doctor, health and backups); [`store::StoreError`] for the
 //!   failures callers tell apart.
 //! - [`index`]: the only writer of `data/index/`: [`index::text`] (tantivy),
@@ -251,7 +253,8 @@
 //!   [`hub::caller`] (scene resolution, read and write filters), write,
 //!   supersede, forget, restore, forgotten (what may be restored), documents
 //!   (the list and whole documents), search, read (get, recent, timeline, bootstrap,
-//!   audience), recall, ingest (and members), disclose, categories, tags
+//!   audience), recall, `as_of` reads (`asof.rs`: search, recall, get, recent and
+//!   timeline at an earlier instant, from a temporary index of the journal cut), ingest (and members), disclose, categories, tags
 //!   (and the archive), settings (config edits), admin (health,
 //!   capabilities, tokens), consolidation (runs, installed by the
 //!   server), reindex (rebuilding the index in place in a running

@@ -11,11 +11,15 @@ use crate::api::GetBody;
 pub(crate) struct Args {
     /// Fact id, chunk id (`doc-xxxxxxxx#n`) or document id (`doc-xxxxxxxx`).
     id: String,
+    /// The memory as it stood at this instant: RFC 3339, or a date (the end of that day, UTC).
+    #[arg(long)]
+    as_of: Option<String>,
 }
 
 pub(super) fn run(cli: &super::Cli, target: Target, args: &Args) -> anyhow::Result<()> {
     let body = GetBody {
         id: args.id.clone(),
+        as_of: args.as_of.clone(),
         ..GetBody::default()
     };
     let reply = target.call("/v1/get", body, |hub, c, body| hub.get(c, body))?;
@@ -35,6 +39,9 @@ pub(super) fn run(cli: &super::Cli, target: Target, args: &Args) -> anyhow::Resu
         memory.privacy
     );
     outln!("time:     {}", memory.ts.to_rfc3339());
+    if let Some(at) = reply.as_of {
+        outln!("as of:    {}", at.to_rfc3339());
+    }
     if !memory.tags.is_empty() {
         outln!("tags:     {}", memory.tags.join(", "));
     }

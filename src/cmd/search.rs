@@ -23,6 +23,10 @@ pub(crate) struct Args {
     /// (default: the calibrated threshold; 0 shows every hit).
     #[arg(long)]
     min_score: Option<f32>,
+    /// Search memory as it stood at this instant: RFC 3339, or a date (the end of that day,
+    /// UTC); later writes, supersedes and forgets are left out.
+    #[arg(long)]
+    as_of: Option<String>,
 }
 
 pub(super) fn run(cli: &super::Cli, target: Target, args: &Args) -> anyhow::Result<()> {
@@ -37,6 +41,7 @@ pub(super) fn run(cli: &super::Cli, target: Target, args: &Args) -> anyhow::Resu
         min_score: args.min_score,
         // Every scene unless narrowed; expired short-term memories never match.
         scenes: (!args.scene.is_empty()).then(|| args.scene.clone()),
+        as_of: args.as_of.clone(),
         ..SearchBody::default()
     };
     let out = target.call_limited("/v1/search", body, |hub, c, body| hub.search(c, body))?;
@@ -46,6 +51,9 @@ pub(super) fn run(cli: &super::Cli, target: Target, args: &Args) -> anyhow::Resu
     let results = out.body;
     if cli.json {
         return super::print_json(&results);
+    }
+    if let Some(at) = results.as_of {
+        eprintln!("note: as memory stood at {}", at.to_rfc3339());
     }
     if let Some(why) = &results.fallback {
         eprintln!("note: {why}; ran {} search", results.mode);

@@ -99,6 +99,15 @@ impl Caller {
         self.now
     }
 
+    /// The same caller asking about the instant `at` (an `as_of` read):
+    /// every rule of the request sees `at` as now. Shares the audit's scene.
+    pub(crate) fn at(&self, at: DateTime<Utc>) -> Caller {
+        Caller {
+            now: at,
+            ..self.clone()
+        }
+    }
+
     /// The scene the last use case acted in, once it resolved one.
     pub fn acted_in(&self) -> Option<Scene> {
         self.acted_in.lock().expect("caller poisoned").clone()

@@ -39,6 +39,7 @@
 //! apply to them; the caller's rules do not.
 
 pub mod admin;
+mod asof;
 pub mod audit;
 mod blocks;
 pub mod caller;
@@ -155,6 +156,8 @@ pub struct Hub {
     consolidation: OnceLock<Arc<dyn Consolidation>>,
     /// Requests since the last health sample ([`history`]).
     history: history::History,
+    /// The temporary indexes of the last `as_of` reads.
+    cuts: asof::Cuts,
     opened: Instant,
 }
 
@@ -301,6 +304,7 @@ impl Hub {
             searcher,
             consolidation: OnceLock::new(),
             history: history::History::default(),
+            cuts: asof::Cuts::default(),
             opened: Instant::now(),
         }
     }
@@ -669,7 +673,8 @@ impl Hub {
         } else {
             caller.name()
         };
-        self.searcher.search_deep(self.cx(), queue, req, depth)
+        self.searcher
+            .search_deep(self.cx(), queue, req, depth, caller.now())
     }
 
     /// Searches holding the search gate's permits, and searches waiting for

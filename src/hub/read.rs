@@ -16,12 +16,16 @@
 //! timeline show: whether it is an older version (`superseded`), and the
 //! newest version when the caller may read it, or may restore it when it
 //! was forgotten.
+//!
+//! With `as_of`, get, recent and the timeline answer as memory stood at that
+//! instant, read-only (`hub/asof.rs`).
 
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+use super::asof;
 use super::blocks::{one_line, render_recent_block};
 use super::caller::Visibility;
 use super::{Caller, Hub};
@@ -106,6 +110,9 @@ pub struct Timeline {
     /// Pass as `before` to get the next page; absent on the last page.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) next_before: Option<String>,
+    /// The instant the answer is for, when the request gave `as_of`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) as_of: Option<DateTime<Utc>>,
 }
 
 /// Which page of the timeline to read.
@@ -205,7 +212,13 @@ pub(crate) struct RecentTitle {
 impl Hub {
     /// One memory by id, if `caller` may read it, with the visible memories
     /// that replace it (as the timeline shows them).
-    pub fn get(&self, caller: &Caller, body: GetBody) -> Result<GetReply> {
+    pub fn get(&self, caller: &Caller, mut body: GetBody) -> Result<GetReply> {
+        if let Some(as_of) = body.as_of.take() {
+            body.touch = false;
+            let (mut reply, at) = asof::answer(self, caller, &as_of, |hub, c| hub.get(c, body))?;
+            reply.as_of = Some(at);
+            return Ok(reply);
+        }
         let (_, filter) = caller.read(Visibility {
             scene: body.scene.as_deref(),
             scenes: body.scenes.as_deref(),
@@ -228,11 +241,17 @@ impl Hub {
             superseded: line.superseded,
             newest: line.newest,
             newest_forgotten: line.newest_forgotten,
+            as_of: None,
         })
     }
 
     /// The newest facts `caller` may read (default 8), optionally as a block.
-    pub fn recent(&self, caller: &Caller, body: RecentBody) -> Result<ItemsReply> {
+    pub fn recent(&self, caller: &Caller, mut body: RecentBody) -> Result<ItemsReply> {
+        if let Some(as_of) = body.as_of.take() {
+            let (mut reply, at) = asof::answer(self, caller, &as_of, |hub, c| hub.recent(c, body))?;
+            reply.as_of = Some(at);
+            return Ok(reply);
+        }
         let (_, filter) = caller.read(Visibility {
             scene: body.scene.as_deref(),
             scenes: body.scenes.as_deref(),
@@ -240,11 +259,21 @@ impl Hub {
         })?;
         let items = recent_in(self, &filter, body.stage, body.limit.unwrap_or(8))?;
         let block = Format::is_block(body.format).then(|| render_recent_block(&items));
-        Ok(ItemsReply { items, block })
+        Ok(ItemsReply {
+            items,
+            block,
+            as_of: None,
+        })
     }
 
     /// One page of the timeline `caller` may read (default 20 items).
-    pub fn timeline(&self, caller: &Caller, body: TimelineBody) -> Result<Timeline> {
+    pub fn timeline(&self, caller: &Caller, mut body: TimelineBody) -> Result<Timeline> {
+        if let Some(as_of) = body.as_of.take() {
+            let (mut reply, at) =
+                asof::answer(self, caller, &as_of, |hub, c| hub.timeline(c, body))?;
+            reply.as_of = Some(at);
+            return Ok(reply);
+        }
         let (_, filter) = caller.read(Visibility {
             scene: body.scene.as_deref(),
             scenes: body.scenes.as_deref(),
@@ -442,6 +471,7 @@ fn timeline_in(hub: &Hub, filter: &Filter, q: &TimelineQuery) -> Result<Timeline
             .map(|(m, items)| TimelineMonth { month: m.0, items })
             .collect(),
         next_before,
+        as_of: None,
     })
 }
 

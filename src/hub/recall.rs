@@ -27,6 +27,7 @@
 use chrono::{DateTime, Local, Utc};
 use serde::Serialize;
 
+use super::asof;
 use super::blocks::{memory_line, one_line};
 use super::caller::Visibility;
 use super::read::narrow;
@@ -78,6 +79,9 @@ pub struct RecallOutcome {
     /// yet (it is catching up): the hits may miss them. Absent when none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub index_behind: Option<u64>,
+    /// The instant the answer is for, when the request gave `as_of`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub as_of: Option<DateTime<Utc>>,
 }
 
 impl RecallOutcome {
@@ -195,7 +199,14 @@ struct RecallRequest {
 
 impl Hub {
     /// Recalls what `caller` may read for a conversation (see the module docs).
-    pub fn recall(&self, caller: &Caller, body: RecallBody) -> Result<Limited<RecallOutcome>> {
+    pub fn recall(&self, caller: &Caller, mut body: RecallBody) -> Result<Limited<RecallOutcome>> {
+        if let Some(as_of) = body.as_of.take() {
+            // Nothing is written for a past instant: no touch, no chat kept alive.
+            body.touch = Some(false);
+            let (mut reply, at) = asof::answer(self, caller, &as_of, |hub, c| hub.recall(c, body))?;
+            reply.body.as_of = Some(at);
+            return Ok(reply);
+        }
         let (_, filter) = caller.read(Visibility {
             scene: body.scene.as_deref(),
             scenes: body.scenes.as_deref(),
@@ -324,6 +335,7 @@ fn recall_for(hub: &Hub, caller: &Caller, req: &RecallRequest) -> Result<RecallO
         live,
         block,
         index_behind: hub.index_behind(Some(&req.filter))?,
+        as_of: None,
     })
 }
 

@@ -14,7 +14,11 @@
 //! `offset + limit + 1` hits, returns the `limit` after the first `offset`,
 //! and says `next_offset` when there is a hit beyond them. A search without
 //! an `offset` runs exactly as before and never says `next_offset`.
+//!
+//! With `as_of`, the search runs as memory stood at that instant, read-only
+//! (`hub/asof.rs`).
 
+use super::asof;
 use super::caller::Visibility;
 use super::read::narrow;
 use super::{Caller, Hub};
@@ -40,7 +44,13 @@ pub const MAX_OFFSET: usize = 90;
 
 impl Hub {
     /// Searches what `caller` may read (see the module docs).
-    pub fn search(&self, caller: &Caller, body: SearchBody) -> Result<Limited<SearchResults>> {
+    pub fn search(&self, caller: &Caller, mut body: SearchBody) -> Result<Limited<SearchResults>> {
+        if let Some(as_of) = body.as_of.take() {
+            body.touch = false;
+            let (mut reply, at) = asof::answer(self, caller, &as_of, |hub, c| hub.search(c, body))?;
+            reply.body.as_of = Some(at);
+            return Ok(reply);
+        }
         let (_, filter) = caller.read(Visibility {
             scene: body.scene.as_deref(),
             scenes: body.scenes.as_deref(),

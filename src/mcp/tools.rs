@@ -111,7 +111,7 @@ impl MemoryServer {
     }
 
     #[tool(
-        description = "Search long-term memory and recent chat for facts, preferences, decisions and events. Use it whenever the user refers to something from the past, before asking the user something memory might already know, and before writing (to avoid duplicates or to find the id to supersede). Returns hits with id, text, scene, kind, tags, time and score.",
+        description = "Search long-term memory and recent chat for facts, preferences, decisions and events. Use it whenever the user refers to something from the past, before asking the user something memory might already know, and before writing (to avoid duplicates or to find the id to supersede). Returns hits with id, text, scene, kind, tags, time and score. `as_of` (a date or RFC 3339 time) searches memory as it stood then, before later corrections.",
         annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn memory_search(
@@ -135,7 +135,7 @@ impl MemoryServer {
     }
 
     #[tool(
-        description = "Fetch one memory in full by id (a fact id from search/recent/timeline, a document chunk id `doc-xxxxxxxx#N` or a document id). Returns NOT_FOUND if it does not exist or is not visible to you.",
+        description = "Fetch one memory in full by id (a fact id from search/recent/timeline, a document chunk id `doc-xxxxxxxx#N` or a document id). Returns NOT_FOUND if it does not exist or is not visible to you. `as_of` shows it as it stood at that instant.",
         annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn memory_get(

@@ -175,6 +175,9 @@ pub struct SearchResults {
     /// yet (it is catching up): the hits may miss them. Absent when none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub index_behind: Option<u64>,
+    /// The instant the answer is for, when the request gave `as_of` (set by the hub).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub as_of: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// A ranked candidate before its memory is read.
@@ -545,6 +548,7 @@ pub(crate) fn search(
             (mode != requested).then(|| format!("{requested} search needs an embedder; ran {mode}"))
         }),
         index_behind: None,
+        as_of: None,
     })
 }
 

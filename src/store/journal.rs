@@ -340,6 +340,44 @@ pub(crate) fn count_lines(dir: &Path, file: &str, from: Cursor) -> Result<u64> {
     }
 }
 
+/// Every complete line of `file` (its archive, then its plain file), raw and
+/// without its newline, with its 1-based number; a torn tail is left out.
+pub(crate) fn raw_lines(
+    dir: &Path,
+    file: &str,
+    visit: impl FnMut(u64, &[u8]) -> Result<()>,
+) -> Result<()> {
+    raw_lines_from(dir, file, Cursor::default(), visit).map(|_| ())
+}
+
+/// [`raw_lines`] after `from` (numbered on from it); returns the cursor
+/// after the last complete line (`from` for a file skipped or held).
+pub(crate) fn raw_lines_from(
+    dir: &Path,
+    file: &str,
+    from: Cursor,
+    mut visit: impl FnMut(u64, &[u8]) -> Result<()>,
+) -> Result<Cursor> {
+    let Stream::Lines(mut reader) = open_from(dir, file, from)? else {
+        return Ok(from);
+    };
+    let path = dir.join(file);
+    let mut buf = Vec::new();
+    let mut cursor = from;
+    loop {
+        buf.clear();
+        let n = reader
+            .read_until(b'\n', &mut buf)
+            .ctx("cannot read journal", &path)?;
+        if n == 0 || buf.last() != Some(&b'\n') {
+            return Ok(cursor);
+        }
+        cursor.lines += 1;
+        cursor.offset += n as u64;
+        visit(cursor.lines, &buf[..n - 1])?;
+    }
+}
+
 /// Reads the complete lines of `file` after `from`, calling `visit` for each.
 ///
 /// A trailing line without a newline is not consumed: it is returned as the

@@ -5,7 +5,8 @@
 //! [`archive`]), categories ([`categories`]), group membership
 //! ([`members`]), the sync ignore file ([`syncfiles`]), the rename ledger
 //! that keeps a moved document's id ([`renames`]), and documents added
-//! by an import or a migration or taken from a backup ([`files`]). Every
+//! by an import or a migration or taken from a backup ([`files`]), and the
+//! copy of the files as they stood at an instant (`cut.rs`, into a temporary root). Every
 //! whole-file replacement goes through [`crate::base::durable`].
 //! `tests/integration/layering.rs` fails on a file write in another module
 //! that names a path under `memories/`. No symbolic link under `memories/`
@@ -13,6 +14,7 @@
 
 pub mod archive;
 pub mod categories;
+pub(crate) mod cut;
 pub mod device;
 pub mod error;
 pub mod files;

@@ -15,9 +15,12 @@
 //! vectors from a warm cache, on a root kept in `DIR`; see `reindex.rs`),
 //! `--quality-only` (recall@5 on the peers' synthetic notes against FTS5;
 //! see `quality.rs`), `--kinds-only [--repeat R]` (full-text latency by kind
-//! of query: short, Chinese questions, ~1,900-character lines; see `kinds.rs`).
+//! of query: short, Chinese questions, ~1,900-character lines; see `kinds.rs`),
+//! `--asof-only` (what an `as_of` search costs: nothing later, the first at an
+//! older instant, the same instant again; see `asof.rs`).
 #![allow(clippy::print_stdout)]
 
+mod asof;
 mod baseline;
 mod corpus;
 mod filtered;
@@ -427,6 +430,7 @@ fn main() {
     let reindex_only = std::env::args().any(|a| a == "--reindex-only");
     let quality_only = std::env::args().any(|a| a == "--quality-only");
     let kinds_only = std::env::args().any(|a| a == "--kinds-only");
+    let asof_only = std::env::args().any(|a| a == "--asof-only");
     let repeat: usize = arg("--repeat").map_or(1, |s| s.parse().expect("--repeat takes a number"));
     let with_vectors = !std::env::args().any(|a| a == "--no-vectors");
     let writes: usize =
@@ -453,6 +457,8 @@ fn main() {
             Some(reindex::run(n, arg("--root").map(std::path::PathBuf::from)))
         } else if kinds_only {
             Some(kinds::run(n, nq, repeat.max(1), arg("--kind").as_deref()))
+        } else if asof_only {
+            Some(asof::run(n, nq))
         } else if quality_only {
             let real = match model_arg.as_str() {
                 "real" => true,

@@ -4,6 +4,7 @@ mod support;
 mod sync_test;
 
 mod api_fuzz;
+mod asof;
 mod backlog;
 mod backup;
 mod cli;

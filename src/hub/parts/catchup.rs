@@ -401,6 +401,14 @@ impl CatchUp {
         Ok(report)
     }
 
+    /// Fills a new, empty index from the files (the temporary index of an
+    /// `as_of` read, over the cut of the journal) and commits it.
+    pub(crate) fn build(&self, core: &Core) -> Result<CatchUpReport> {
+        let report = self.catch_up_all(core, &mut |_| {})?;
+        core.index.refresh()?;
+        Ok(report)
+    }
+
     /// Catch-up and agreement check; `Ok(Err(reason))` when the index is damaged.
     fn catch_up_checked(
         &self,

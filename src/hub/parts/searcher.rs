@@ -49,6 +49,16 @@ impl Searcher {
         }
     }
 
+    /// A searcher over another index with this one's embedder (loaded once
+    /// for both) and a gate of its own: the temporary index of an `as_of` read.
+    pub(crate) fn sharing(&self, cache: Option<VectorCache>) -> Searcher {
+        Searcher {
+            gate: Gate::per_core(),
+            embedder: Arc::clone(&self.embedder),
+            cache,
+        }
+    }
+
     /// Searches holding the gate, and searches waiting.
     pub(crate) fn gate_load(&self) -> (usize, usize) {
         self.gate.load()
@@ -213,18 +223,21 @@ impl Searcher {
         caller: &str,
         req: &SearchRequest,
     ) -> Result<SearchResults> {
-        self.search_deep(cx, caller, req, 0)
+        let now = cx.core.now();
+        self.search_deep(cx, caller, req, 0, now)
     }
 
     /// [`Searcher::search`] that may rank up to `depth` hits even where that
     /// is above `search.maxLimit`: a paged search asks for the hits of the
-    /// pages before the one it shows (the hub bounds `depth`).
+    /// pages before the one it shows (the hub bounds `depth`). `now` is the
+    /// request's instant (the anchor of "last week" in the query).
     pub(crate) fn search_deep(
         &self,
         cx: Ctx<'_>,
         caller: &str,
         req: &SearchRequest,
         depth: usize,
+        now: chrono::DateTime<chrono::Utc>,
     ) -> Result<SearchResults> {
         let core = cx.core;
         let config = core.config();
@@ -251,7 +264,6 @@ impl Searcher {
         // About one search per core runs at once; the others queue per
         // caller, served fairly (see `gate.rs`). Vectors are refreshed before
         // the gate: embedding pending memories is not this search's service time.
-        let now = core.now();
         let cost_mode = if embedder.is_some() {
             mode
         } else {
