@@ -158,7 +158,9 @@
 //!   bigrams) and light English stemmer shared by the index, query planning and
 //!   the test embedder, and the bilingual lexicon parsed from CC-CEDICT
 //!   ([`analysis::lexicon`]) that [`query::translate`] uses for the
-//!   cross-lingual full-text pass.
+//!   cross-lingual full-text pass; `analysis::presence` finds which of a
+//!   query's terms a text holds without cutting all of it (the coverage
+//!   re-rank of full text).
 //! - [`base`]: durable file writes ([`base::durable`]: temp file, `fsync`,
 //!   rename, directory `fsync`, in one function every whole-file replacement
 //!   uses; create-if-absent; moves into place) and byte helpers

@@ -49,6 +49,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
+use crate::analysis::presence::Probe;
 use crate::analysis::tokenizer::{
     Term, TermKind, cjk_chars, cjk_words, normalize, script_milli, tokenize,
 };
@@ -229,6 +230,8 @@ pub const FEATURES: [&str; 25] = [
 /// its phrase.
 pub(crate) struct QueryEvidence {
     terms: Vec<(Term, f32)>,
+    /// Finds which of `terms` a text holds (the coverage re-rank).
+    probe: Probe,
     /// Turn weight × IDF per term, in the order of `terms`.
     signal: Vec<f32>,
     /// Whether each term says something the root knows: some visible
@@ -388,6 +391,7 @@ impl QueryEvidence {
                 .iter()
                 .map(|w| (w.term.clone(), w.weight))
                 .collect(),
+            probe: Probe::new(&plain),
             signal,
             asked,
             asked_total,
@@ -427,12 +431,12 @@ impl QueryEvidence {
     pub(crate) fn coverage(&self, text: &str) -> f32 {
         // Every term counts here, speaker tags too: this orders the coverage
         // re-rank of full text, not the relevance decision.
-        let counts = self.counts(text);
+        let found = self.probe.scan(text);
         let held: f32 = self
             .signal
             .iter()
-            .zip(&counts)
-            .filter(|(_, f)| **f > 0)
+            .zip(&self.terms)
+            .filter(|(_, (t, _))| found.holds(t))
             .map(|(s, _)| s)
             .sum();
         if self.total > 0.0 {

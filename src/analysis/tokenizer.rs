@@ -133,16 +133,11 @@ pub fn tokenize(text: &str) -> Vec<Term> {
     let mut run: Vec<char> = Vec::new();
     let flush_word = |word: &mut String, out: &mut Vec<Term>| {
         if !word.is_empty() {
-            let text = std::mem::take(word);
-            let stemmed = STOP_WORDS.binary_search(&text.as_str()).is_err();
             out.push(Term {
-                text: if stemmed {
-                    super::stem::stem(&text)
-                } else {
-                    text
-                },
+                text: token_text(word),
                 kind: TermKind::Word,
             });
+            word.clear();
         }
     };
     let flush_run = |run: &mut Vec<char>, out: &mut Vec<Term>| {
@@ -180,6 +175,15 @@ pub fn tokenize(text: &str) -> Vec<Term> {
     out
 }
 
+/// The term of a word of normalised text: its stem, unless a stop word.
+pub(crate) fn token_text(word: &str) -> String {
+    if STOP_WORDS.binary_search(&word).is_err() {
+        super::stem::stem(word)
+    } else {
+        word.to_string()
+    }
+}
+
 /// Every CJK character of normalised `text`, for the single-character field.
 pub fn cjk_chars(text: &str) -> Vec<String> {
     normalize(text)
@@ -215,14 +219,21 @@ pub fn cjk_words(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     for_each_cjk_run(text, |run| {
         if run.chars().nth(1).is_some() {
-            for token in JIEBA.cut_for_search(run, true) {
-                if token.word.chars().nth(1).is_some() && token.word.chars().all(is_cjk) {
-                    out.push(token.word.to_string());
-                }
-            }
+            out.extend(cut_for_search(run));
         }
     });
     out
+}
+
+/// The jieba words of one CJK run (search mode, HMM for unknown words) at
+/// least two characters long, in order.
+pub(crate) fn cut_for_search(run: &str) -> Vec<String> {
+    JIEBA
+        .cut_for_search(run, true)
+        .into_iter()
+        .filter(|t| t.word.chars().nth(1).is_some() && t.word.chars().all(is_cjk))
+        .map(|t| t.word.to_string())
+        .collect()
 }
 
 /// The content words of the Han runs of normalised `text`, as jieba cuts

@@ -42,7 +42,8 @@ use std::collections::HashMap;
 
 use super::fuzzy::{self, FUZZY_WEIGHT};
 use super::{Context, Pass};
-use crate::analysis::tokenizer::{Term, TermKind, cjk_words, scripts_differ_milli, tokenize};
+use crate::analysis::presence::{Held, Probe};
+use crate::analysis::tokenizer::{Term, TermKind, scripts_differ_milli};
 use crate::error::Result;
 use crate::index::text::{ScriptBand, TextHit};
 use crate::query::{QueryPlan, Translation};
@@ -366,19 +367,14 @@ fn translated_ranking(
     let (dfs, n) = index.text_doc_freqs(&terms, filter)?;
     let max = translated_max(t, &terms, &dfs, n);
     let plan_coverage = TranslatedCoverage::new(&t.plan.terms, &dfs, n);
-    // The coverage re-rank cuts each body it reads once; the filter below
-    // looks at the same cuts.
-    let cut: std::cell::RefCell<HashMap<String, BodyTerms>> = Default::default();
-    let needs_segments = t
-        .plan
-        .terms
-        .iter()
-        .any(|w| w.term.kind == TermKind::Segment)
-        || t.translations.iter().any(|t| t.kind == TermKind::Segment);
+    // The coverage re-rank looks at each body it reads once; the filter
+    // below asks the same scans.
+    let probe = Probe::new(t.plan.terms.iter().map(|w| &w.term).chain(&t.translations));
+    let scanned: std::cell::RefCell<HashMap<String, Held>> = Default::default();
     let coverage = |text: &str| {
-        let terms = BodyTerms::of(text, needs_segments);
-        let c = plan_coverage.of(text, &terms);
-        cut.borrow_mut().insert(text.to_string(), terms);
+        let held = probe.scan(text);
+        let c = plan_coverage.of(text, &held);
+        scanned.borrow_mut().insert(text.to_string(), held);
         c
     };
     let searched = Searched {
@@ -395,13 +391,19 @@ fn translated_ranking(
     if !missing.is_empty() {
         bodies.extend(index.meta.bodies_of(&missing, filter)?);
     }
-    let cut = cut.into_inner();
+    let scanned = scanned.into_inner();
+    // Only memories holding a translation count (not merely a name kept as it was).
+    let holds_translation = |held: &Held| {
+        t.translations
+            .iter()
+            .any(|t| t.kind != TermKind::Single && held.holds(t))
+    };
     Ok(hits
         .into_iter()
         .filter(|(h, _, _)| {
-            bodies.get(&h.id).is_some_and(|b| match cut.get(b) {
-                Some(terms) => terms.holds_any(&t.translations),
-                None => BodyTerms::of(b, needs_segments).holds_any(&t.translations),
+            bodies.get(&h.id).is_some_and(|b| match scanned.get(b) {
+                Some(held) => holds_translation(held),
+                None => holds_translation(&probe.scan(b)),
             })
         })
         .map(|(h, e, _)| (h, e.min(1.0)))
@@ -434,37 +436,6 @@ fn translated_max(t: &Translation, terms: &[Term], dfs: &[u64], n: u64) -> f32 {
         .sum()
 }
 
-/// The terms of a body as the tokenizer cuts it (words and bigrams), and
-/// its jieba words when asked for.
-struct BodyTerms {
-    words: std::collections::HashSet<String>,
-    segments: std::collections::HashSet<String>,
-}
-
-impl BodyTerms {
-    fn of(text: &str, segments: bool) -> BodyTerms {
-        BodyTerms {
-            words: tokenize(text).into_iter().map(|t| t.text).collect(),
-            segments: if segments {
-                cjk_words(text).into_iter().collect()
-            } else {
-                Default::default()
-            },
-        }
-    }
-
-    /// Whether the text holds one of `terms`: words and bigrams as the
-    /// tokenizer cuts it, jieba words as the words field does (`segments`
-    /// must have been cut if `terms` holds one).
-    fn holds_any(&self, terms: &[Term]) -> bool {
-        terms.iter().any(|t| match t.kind {
-            TermKind::Word | TermKind::Bigram => self.words.contains(&t.text),
-            TermKind::Segment => self.segments.contains(&t.text),
-            TermKind::Single => false,
-        })
-    }
-}
-
 /// The share of a translated plan's weight × IDF a text holds (the
 /// conversational re-rank of the translated pass).
 struct TranslatedCoverage<'a> {
@@ -488,16 +459,15 @@ impl<'a> TranslatedCoverage<'a> {
         }
     }
 
-    /// The share of `text` (cut as `cut`, with its jieba words if the plan
-    /// holds any).
-    fn of(&self, text: &str, cut: &BodyTerms) -> f32 {
+    /// The share of `text` (`held`: what a probe of the plan's terms found
+    /// in it).
+    fn of(&self, text: &str, held: &Held) -> f32 {
         self.terms
             .iter()
             .zip(&self.signal)
             .filter(|(w, _)| match w.term.kind {
-                TermKind::Segment => cut.segments.contains(&w.term.text),
                 TermKind::Single => text.contains(w.term.text.as_str()),
-                TermKind::Word | TermKind::Bigram => cut.words.contains(&w.term.text),
+                _ => held.holds(&w.term),
             })
             .map(|(_, s)| *s)
             .sum::<f32>()
