@@ -114,6 +114,7 @@
 //! | `ids` | `base`, `model` |
 //! | `layout` | `base`, `error` |
 //! | `analysis` | — |
+//! | `contradiction` | `analysis` |
 //! | `disk` | — |
 //! | `client` | `error` |
 //! | `content` | `error`, `model` |
@@ -170,6 +171,9 @@
 //! - [`config`]: the typed `config.json`: composes the sub-configs of the
 //!   modules it configures (each defined by its owner below it) and validates the file.
 //! - [`model`], [`ids`]: plain domain types and id schemes; no IO.
+//! - [`contradiction`]: whether two memories likely contradict each other
+//!   (negation, antonym preference, a changed number or date, another value
+//!   of a one-valued relation) and why; pure, over the [`analysis`] words.
 //! - [`when`]: dates in memories and queries (ISO, English and Chinese free
 //!   text; relative expressions such as last week / 上周 / 去年五月), and
 //!   relative dates in a statement resolved against when it was said
@@ -448,6 +452,7 @@ pub mod config;
 pub mod console;
 pub mod consolidate;
 pub mod content;
+pub mod contradiction;
 pub mod disk;
 pub mod doctor;
 pub mod embed;

@@ -12,6 +12,7 @@ mod console;
 mod console_api;
 mod consolidate;
 mod context;
+mod contradiction;
 mod crash;
 mod credentials;
 mod crosslingual;
