@@ -365,6 +365,9 @@ pub struct GetReply {
     /// (`POST /v1/restore` with this id undoes the forget).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub newest_forgotten: Option<String>,
+    /// Memories you may read that likely contradict this one, each with which is newer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conflicts_with: Vec<crate::model::ConflictRef>,
 }
 
 /// `POST /v1/archive/search` reply.
@@ -469,6 +472,31 @@ pub struct ForgetReply {
     pub id: String,
     /// Always true.
     pub forgotten: bool,
+}
+
+/// `POST /v1/conflicts/dismiss`: ends (or, with `undo`, restores) the
+/// conflict link between two memories the token may write.
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DismissConflictBody {
+    /// One memory of the pair.
+    pub id: String,
+    /// The other memory of the pair.
+    pub other: String,
+    /// Link them again (undo an earlier dismiss).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub undo: bool,
+}
+
+/// `POST /v1/conflicts/dismiss` reply.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct DismissConflictReply {
+    /// One memory of the pair.
+    pub id: String,
+    /// The other memory of the pair.
+    pub other: String,
+    /// Whether the pair is linked now.
+    pub linked: bool,
 }
 
 /// `POST /v1/restore`.
@@ -1101,6 +1129,12 @@ fn core_writes() -> Vec<Operation> {
             "/v1/restore",
             request::<RestoreVersionBody>(),
             reply::<RestoreVersionReply>(),
+        ),
+        op(
+            "POST",
+            "/v1/conflicts/dismiss",
+            request::<DismissConflictBody>(),
+            reply::<DismissConflictReply>(),
         ),
         op("POST", "/v1/ingest", request::<IngestBody>(), None),
         op(

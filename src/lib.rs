@@ -131,7 +131,7 @@
 //! | `search` | `analysis`, `embed`, `error`, `index`, `lifecycle`, `model`, `query`, `relevance`, `rerank`, `when` |
 //! | `auth` | `base`, `error`, `ids`, `model` |
 //! | `config` | `base`, `content`, `embed`, `error`, `layout`, `lifecycle`, `search`, `store`, `sync`, `timetable` |
-//! | `hub` | `api`, `auth`, `base`, `config`, `content`, `disk`, `embed`, `error`, `ids`, `index`, `layout`, `lifecycle`, `model`, `search`, `store`, `timetable` |
+//! | `hub` | `api`, `auth`, `base`, `config`, `content`, `contradiction`, `disk`, `embed`, `error`, `ids`, `index`, `layout`, `lifecycle`, `model`, `search`, `store`, `timetable` |
 //! | `audit` | `base`, `disk` |
 //! | `watch` | `error`, `hub` |
 //! | `transfer` | `content`, `error`, `hub`, `model`, `store` |

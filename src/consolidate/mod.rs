@@ -209,8 +209,8 @@ impl JournalView {
                     );
                 }
             },
-            // Access records change no content.
-            Record::Touch { .. } => {}
+            // Access records and links change no content.
+            Record::Touch { .. } | Record::Link { .. } | Record::Unlink { .. } => {}
             Record::Forget { ref id, .. } => {
                 let before = self.facts.get_mut(id).map(|h| {
                     h.forgotten = true;

@@ -134,6 +134,12 @@ pub fn detect(older: &str, newer: &str) -> Option<Reason> {
     changed_value(&a, &b, &pairs)
 }
 
+/// Whether `text` is mostly Chinese (CJK characters against Latin words):
+/// the language of a label about it.
+pub fn is_chinese(text: &str) -> bool {
+    crate::analysis::tokenizer::cjk_share(text) >= 0.5
+}
+
 /// The first aligned pair of numbers that differ: a date or a number.
 fn changed_number(a: &[Tok], b: &[Tok], pairs: &[(usize, usize)]) -> Option<Reason> {
     pairs.iter().find_map(|&(i, j)| match (&a[i], &b[j]) {

@@ -349,6 +349,28 @@ pub(crate) fn put_fresh(
     Ok(changed)
 }
 
+/// Applies a `link` (`on`) or `unlink` line: the later `ts` of a pair's
+/// lines decides, an `unlink` winning a tie, so the order they arrive in
+/// changes nothing. Whether either memory is live is decided when the
+/// link is read, so a forget or a supersede ends its effect.
+pub(crate) fn link(t: &Transaction<'_>, link: &crate::model::Link, on: bool) -> Result<()> {
+    t.prepare_cached(
+        "INSERT INTO links (a, b, rel, reason, at, live) VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
+         ON CONFLICT(a, b, rel) DO UPDATE SET reason = coalesce(excluded.reason, reason), \
+         at = excluded.at, live = excluded.live \
+         WHERE excluded.at > at OR (excluded.at = at AND excluded.live = 0)",
+    )?
+    .execute(params![
+        link.a,
+        link.b,
+        link.rel,
+        link.reason,
+        link.ts.timestamp_millis(),
+        on
+    ])?;
+    Ok(())
+}
+
 /// Applies a `forget` by the rules. Returns the ids whose row changed.
 pub(crate) fn forget(t: &Transaction<'_>, id: &str, at: DateTime<Utc>) -> Result<Vec<String>> {
     t.prepare_cached(
