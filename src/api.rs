@@ -499,6 +499,26 @@ pub struct DismissConflictReply {
     pub linked: bool,
 }
 
+/// `POST /v1/conflicts/accept`: the newer memory of a conflict becomes the
+/// new version of the older (a supersede), which then leaves search.
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AcceptConflictBody {
+    /// The older memory, to be superseded.
+    pub older: String,
+    /// The newer memory, kept as its new version.
+    pub newer: String,
+}
+
+/// `POST /v1/conflicts/accept` reply.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct AcceptConflictReply {
+    /// The memory now superseded.
+    pub superseded: String,
+    /// The memory that supersedes it.
+    pub by: String,
+}
+
 /// `POST /v1/restore`.
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -1135,6 +1155,12 @@ fn core_writes() -> Vec<Operation> {
             "/v1/conflicts/dismiss",
             request::<DismissConflictBody>(),
             reply::<DismissConflictReply>(),
+        ),
+        op(
+            "POST",
+            "/v1/conflicts/accept",
+            request::<AcceptConflictBody>(),
+            reply::<AcceptConflictReply>(),
         ),
         op("POST", "/v1/ingest", request::<IngestBody>(), None),
         op(

@@ -32,9 +32,9 @@ mod archive;
 mod audit;
 mod backup;
 mod category;
+mod conflict;
 mod consolidate;
 mod daemon;
-mod dismiss;
 mod doctor;
 mod eval;
 mod export;
@@ -99,8 +99,9 @@ pub(crate) enum Command {
     Forget(forget::Args),
     /// Undo a forget, or make an older version current again (through the running daemon if there is one).
     Restore(restore::Args),
-    /// End the conflict link between two memories; `--undo` links them again (through the running daemon if there is one).
-    Dismiss(dismiss::Args),
+    /// Settle a conflict link: dismiss it, undo a dismiss, or accept the newer memory as the
+    /// new version of the older (through the running daemon if there is one).
+    Conflict(conflict::Args),
     /// Remember one chat message as short-term memory (through the running daemon if there is one).
     Ingest(ingest::Args),
     /// Counts, sizes and unreadable lines; `--expiring`: the memories expiring soon (safe next to a running server).
@@ -194,7 +195,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<()> {
         Command::Get(args) => get::run(cli, target(Mode::ReadPreferWrite)?, args),
         Command::Forget(args) => forget::run(cli, target(Mode::Write)?, args),
         Command::Restore(args) => restore::run(cli, target(Mode::Write)?, args),
-        Command::Dismiss(args) => dismiss::run(cli, target(Mode::Write)?, args),
+        Command::Conflict(args) => conflict::run(cli, target(Mode::Write)?, args),
         Command::Ingest(args) => ingest::run(cli, target(Mode::Write)?, args),
         Command::Stats(args) => stats::run(cli, layout, config, args),
         Command::List(args) => list::run(cli, target(Mode::ReadPreferWrite)?, args),

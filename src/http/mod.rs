@@ -281,6 +281,10 @@ fn routes() -> Vec<(Route, MethodRouter<AppState>)> {
             r("POST", "/v1/conflicts/dismiss", true),
             post(write::dismiss_conflict),
         ),
+        (
+            r("POST", "/v1/conflicts/accept", true),
+            post(write::accept_conflict),
+        ),
         (r("POST", "/v1/ingest", true), post(write::ingest)),
         (r("POST", "/v1/members", true), post(write::members)),
         (r("POST", "/v1/tags", true), post(lifecycle::tags)),

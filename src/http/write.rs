@@ -9,7 +9,8 @@ use super::error::ApiError;
 use super::extract::{ApiJson, Authenticated};
 use super::{AppState, note, reply};
 use crate::api::{
-    DismissConflictBody, ForgetBody, IngestBody, MembersBody, RestoreVersionBody, WriteBody,
+    AcceptConflictBody, DismissConflictBody, ForgetBody, IngestBody, MembersBody,
+    RestoreVersionBody, WriteBody,
 };
 
 /// `POST /v1/write`.
@@ -41,7 +42,25 @@ pub(crate) async fn dismiss_conflict(
     let out = st
         .call(&caller, |hub, c| hub.dismiss_conflict(c, body))
         .await?;
-    Ok(reply(&out, note(&caller, [out.id.clone(), out.other.clone()])))
+    Ok(reply(
+        &out,
+        note(&caller, [out.id.clone(), out.other.clone()]),
+    ))
+}
+
+/// `POST /v1/conflicts/accept`: the newer memory of a conflict supersedes the older.
+pub(crate) async fn accept_conflict(
+    State(st): State<AppState>,
+    Authenticated(caller): Authenticated,
+    ApiJson(body): ApiJson<AcceptConflictBody>,
+) -> Result<Response, ApiError> {
+    let out = st
+        .call(&caller, |hub, c| hub.accept_conflict(c, body))
+        .await?;
+    Ok(reply(
+        &out,
+        note(&caller, [out.by.clone(), out.superseded.clone()]),
+    ))
 }
 
 /// `POST /v1/restore`: undoes a forget, or makes an older version current again.

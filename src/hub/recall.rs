@@ -30,8 +30,8 @@ use serde::Serialize;
 use std::collections::HashSet;
 
 use super::blocks::{labelled_line, memory_line, one_line};
-use super::conflicts::block_label;
 use super::caller::Visibility;
+use super::conflicts::block_label;
 use super::read::narrow;
 use super::search::Limited;
 use super::{Caller, Hub};

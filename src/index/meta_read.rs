@@ -172,6 +172,9 @@ impl MetaDb {
     }
 }
 
+/// A fact of [`MetaDb::long_facts_between`]: `(id, scene, subject, text, ts in ms)`.
+pub(crate) type DayFact = (String, String, String, String, i64);
+
 /// A live `conflicts_with` link between two live, current facts (neither
 /// forgotten nor superseded), before any caller's filter.
 #[derive(Debug, Clone, PartialEq)]
@@ -219,24 +222,47 @@ impl MetaDb {
     }
 
     /// The newest live, current long-term facts of `scene` and `subject`
-    /// other than `id` (at most `limit`), as `(id, text)`: the memories a
-    /// new one is compared with.
+    /// other than `id` (at most `limit`), as `(id, text, ts in ms)`: the
+    /// memories a new one is compared with.
     pub(crate) fn conflict_candidates(
         &self,
-        scene: &crate::model::Scene,
-        subject: crate::model::Subject,
+        scene: &str,
+        subject: &str,
         id: &str,
         limit: usize,
-    ) -> Result<Vec<(String, String)>> {
+    ) -> Result<Vec<(String, String, i64)>> {
         self.with_reader(|c| {
             let mut stmt = c.prepare_cached(
-                "SELECT id, text FROM memories WHERE scene = ?1 AND origin = 'fact' \
+                "SELECT id, text, ts FROM memories WHERE scene = ?1 AND origin = 'fact' \
                  AND stage = 'long' AND subject = ?2 AND id != ?3 AND forgotten_at IS NULL \
                  AND superseded_by IS NULL ORDER BY ts DESC, id DESC LIMIT ?4",
             )?;
+            let rows = stmt
+                .query_map(rusqlite::params![scene, subject, id, limit as i64], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })?;
+            rows.map(|r| r.map_err(Error::from)).collect()
+        })
+    }
+
+    /// The live, current long-term facts written in `[from, to)` (at most
+    /// `limit`, oldest first), as `(id, scene, subject, text, ts in ms)`: the day's
+    /// memories consolidation compares.
+    pub(crate) fn long_facts_between(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<DayFact>> {
+        self.with_reader(|c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT id, scene, subject, text, ts FROM memories WHERE origin = 'fact' \
+                 AND stage = 'long' AND ts >= ?1 AND ts < ?2 AND forgotten_at IS NULL \
+                 AND superseded_by IS NULL ORDER BY ts, id LIMIT ?3",
+            )?;
             let rows = stmt.query_map(
-                rusqlite::params![scene.as_str(), subject.to_string(), id, limit as i64],
-                |r| Ok((r.get(0)?, r.get(1)?)),
+                rusqlite::params![from.timestamp_millis(), to.timestamp_millis(), limit as i64],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
             )?;
             rows.map(|r| r.map_err(Error::from)).collect()
         })

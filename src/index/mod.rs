@@ -532,19 +532,7 @@ impl Index {
                     }
                 }
             }
-            for (file, cursor) in &batch.cursors {
-                tx::set_cursor(t, file, *cursor)?;
-            }
-            for file in &batch.rechecked {
-                tx::clear_issues(t, file)?;
-            }
-            for issue in &batch.issues {
-                tx::add_issue(t, issue)?;
-            }
-            for q in &batch.quarantined {
-                merge::quarantine(t, &q.file, q.line, &q.id, &q.reason)?;
-            }
-            Ok(())
+            bookkeeping(t, batch)
         })?;
         drop(named);
         changed.sort();
@@ -916,6 +904,23 @@ impl Index {
         }
         walk(&self.dir)
     }
+}
+
+/// The journal cursors, issues and quarantined lines of a batch, in its transaction.
+fn bookkeeping(t: &rusqlite::Transaction<'_>, batch: &Batch) -> Result<()> {
+    for (file, cursor) in &batch.cursors {
+        tx::set_cursor(t, file, *cursor)?;
+    }
+    for file in &batch.rechecked {
+        tx::clear_issues(t, file)?;
+    }
+    for issue in &batch.issues {
+        tx::add_issue(t, issue)?;
+    }
+    for q in &batch.quarantined {
+        merge::quarantine(t, &q.file, q.line, &q.id, &q.reason)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ mod backlog;
 mod backup;
 mod cli;
 mod client;
+mod conflicts;
 mod console;
 mod console_api;
 mod consolidate;

@@ -784,9 +784,7 @@ impl<'a> Group<'a> {
                     match &record {
                         Record::Put { fact, .. } => self.written.insert(fact.id.clone()),
                         Record::Forget { id, .. } => self.forgotten.insert(id.clone()),
-                        Record::Touch { .. } | Record::Link { .. } | Record::Unlink { .. } => {
-                            false
-                        }
+                        Record::Touch { .. } | Record::Link { .. } | Record::Unlink { .. } => false,
                     };
                     self.records.push(record);
                 }
