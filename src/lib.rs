@@ -253,7 +253,9 @@
 //! - [`hub`]: the application service every surface calls. Its use cases,
 //!   one file each, take a [`hub::Caller`] and an [`api`] request:
 //!   [`hub::caller`] (scene resolution, read and write filters), write,
-//!   supersede, forget, restore, forgotten (what may be restored), documents
+//!   supersede, forget, restore, forgotten (what may be restored), conflicts
+//!   (links between memories that likely contradict each other: found at
+//!   write and by consolidation, shown newer first, dismissed or accepted), documents
 //!   (the list and whole documents), search, read (get, recent, timeline, bootstrap,
 //!   audience), recall, ingest (and members), disclose, categories, tags
 //!   (and the archive), settings (config edits), admin (health,

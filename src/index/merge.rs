@@ -37,6 +37,11 @@
 //!   ([`crate::hub::Hub`] does this when appending): a line always outranks
 //!   the lines its device had seen, whatever the clock says.
 //!
+//! - **Links: the later line of a pair decides.** A `link` or `unlink` line
+//!   of a pair and relation (table `links`) is applied when its `ts` is
+//!   later than the row's, an `unlink` winning a tie; whether both memories
+//!   are live and current is decided when the link is read.
+//!
 //! - **No line moves a memory or makes it less private.** A `put` of an id
 //!   whose row is in another scene, or at a higher privacy, is not applied:
 //!   it is *quarantined* (table `quarantine`: file, line, id, reason) and
