@@ -114,9 +114,56 @@ impl Statement {
 }
 
 /// Whether `older` and `newer` likely contradict each other, and why.
-/// Symmetric in its verdict; the caller knows which is newer.
+/// The caller knows which is newer.
 pub fn detect(older: &str, newer: &str) -> Option<Reason> {
-    let (a, b) = (lex(older), lex(newer));
+    Prepared::new(newer).against(older)
+}
+
+/// A new memory lexed once, to be compared with many others.
+#[derive(Debug)]
+pub struct Prepared {
+    statement: Statement,
+    /// Its content words as they appear in a normalised text (an English
+    /// stem's first three letters), for a quick look before lexing another text.
+    probes: Vec<String>,
+}
+
+impl Prepared {
+    /// Lexes `text`.
+    pub fn new(text: &str) -> Prepared {
+        let statement = lex(text);
+        let probes = statement
+            .core
+            .iter()
+            .filter_map(|t| match t {
+                Tok::Word(w) if w.is_ascii() => Some(w.chars().take(3).collect()),
+                Tok::Word(w) => Some(w.clone()),
+                Tok::Num { .. } => None,
+            })
+            .collect();
+        Prepared { statement, probes }
+    }
+
+    /// Whether `other` (the older memory) likely contradicts this one, and
+    /// why. A text holding fewer than a third of this one's content words
+    /// (at least two) is passed over without being lexed: no rule can fire
+    /// on it.
+    pub fn against(&self, other: &str) -> Option<Reason> {
+        let norm = normalize(other);
+        let found = self
+            .probes
+            .iter()
+            .filter(|p| norm.contains(p.as_str()))
+            .count();
+        if found < 2 || found * 3 < self.probes.len() {
+            return None;
+        }
+        compare(&lex(other), &self.statement)
+    }
+}
+
+/// The verdict on two statements, `a` the older.
+fn compare(a: &Statement, b: &Statement) -> Option<Reason> {
     if a.core.len() < 2 || b.core.len() < 2 {
         return None;
     }
@@ -131,7 +178,7 @@ pub fn detect(older: &str, newer: &str) -> Option<Reason> {
         }
         return changed_number(&a.core, &b.core, &pairs);
     }
-    changed_value(&a, &b, &pairs)
+    changed_value(a, b, &pairs)
 }
 
 /// Whether `text` is mostly Chinese (CJK characters against Latin words):

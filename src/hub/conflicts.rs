@@ -22,7 +22,7 @@ use super::{Caller, Hub};
 use crate::api::{
     AcceptConflictBody, AcceptConflictReply, DismissConflictBody, DismissConflictReply,
 };
-use crate::contradiction::detect;
+use crate::contradiction::Prepared;
 use crate::error::{Error, Result};
 use crate::index::filter::Filter;
 use crate::model::{CONFLICTS_WITH, ConflictRef, JOURNAL_VERSION, Link, Memory, Record, Stage};
@@ -73,10 +73,11 @@ impl Hub {
             .index
             .meta
             .conflict_candidates(scene, subject, id, CANDIDATES)?;
+        let new = Prepared::new(text);
         Ok(candidates
             .into_iter()
             .filter_map(|(other, other_text, other_ts)| {
-                let reason = detect(&other_text, text)?.as_str();
+                let reason = new.against(&other_text)?.as_str();
                 let this = (id.to_string(), text.to_string());
                 let that = (other, other_text);
                 let older_first = (other_ts, that.0.as_str()) <= (ts, id);

@@ -13,12 +13,14 @@
 //! 1-bit pass, KNN and hybrid latency, disk breakdown; see `vectors.rs`),
 //! `--reindex-only [--root DIR] [--text-only]` (reindex with and without
 //! vectors from a warm cache, on a root kept in `DIR`; see `reindex.rs`),
-//! `--quality-only` (recall@5 on the peers' synthetic notes against FTS5;
+//! `--conflicts-only` (write latency with and without conflict detection,
+//! see `conflicts.rs`), `--quality-only` (recall@5 on the peers' synthetic notes against FTS5;
 //! see `quality.rs`), `--kinds-only [--repeat R]` (full-text latency by kind
 //! of query: short, Chinese questions, ~1,900-character lines; see `kinds.rs`).
 #![allow(clippy::print_stdout)]
 
 mod baseline;
+mod conflicts;
 mod corpus;
 mod filtered;
 mod http;
@@ -427,6 +429,7 @@ fn main() {
     let reindex_only = std::env::args().any(|a| a == "--reindex-only");
     let quality_only = std::env::args().any(|a| a == "--quality-only");
     let kinds_only = std::env::args().any(|a| a == "--kinds-only");
+    let conflicts_only = std::env::args().any(|a| a == "--conflicts-only");
     let repeat: usize = arg("--repeat").map_or(1, |s| s.parse().expect("--repeat takes a number"));
     let with_vectors = !std::env::args().any(|a| a == "--no-vectors");
     let writes: usize =
@@ -453,6 +456,8 @@ fn main() {
             Some(reindex::run(n, arg("--root").map(std::path::PathBuf::from)))
         } else if kinds_only {
             Some(kinds::run(n, nq, repeat.max(1), arg("--kind").as_deref()))
+        } else if conflicts_only {
+            Some(conflicts::run(n, writes))
         } else if quality_only {
             let real = match model_arg.as_str() {
                 "real" => true,
