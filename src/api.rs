@@ -388,6 +388,9 @@ pub struct GetReply {
     /// The instant the answer is for, when the request gave `as_of`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub as_of: Option<DateTime<Utc>>,
+    /// Memories you may read that likely contradict this one, each with which is newer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conflicts_with: Vec<crate::model::ConflictRef>,
 }
 
 /// `POST /v1/archive/search` reply.
@@ -495,6 +498,51 @@ pub struct ForgetReply {
     pub id: String,
     /// Always true.
     pub forgotten: bool,
+}
+
+/// `POST /v1/conflicts/dismiss`: ends (or, with `undo`, restores) the
+/// conflict link between two memories the token may write.
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DismissConflictBody {
+    /// One memory of the pair.
+    pub id: String,
+    /// The other memory of the pair.
+    pub other: String,
+    /// Link them again (undo an earlier dismiss).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub undo: bool,
+}
+
+/// `POST /v1/conflicts/dismiss` reply.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct DismissConflictReply {
+    /// One memory of the pair.
+    pub id: String,
+    /// The other memory of the pair.
+    pub other: String,
+    /// Whether the pair is linked now.
+    pub linked: bool,
+}
+
+/// `POST /v1/conflicts/accept`: the newer memory of a conflict becomes the
+/// new version of the older (a supersede), which then leaves search.
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AcceptConflictBody {
+    /// The older memory, to be superseded.
+    pub older: String,
+    /// The newer memory, kept as its new version.
+    pub newer: String,
+}
+
+/// `POST /v1/conflicts/accept` reply.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct AcceptConflictReply {
+    /// The memory now superseded.
+    pub superseded: String,
+    /// The memory that supersedes it.
+    pub by: String,
 }
 
 /// `POST /v1/restore`.
@@ -1127,6 +1175,18 @@ fn core_writes() -> Vec<Operation> {
             "/v1/restore",
             request::<RestoreVersionBody>(),
             reply::<RestoreVersionReply>(),
+        ),
+        op(
+            "POST",
+            "/v1/conflicts/dismiss",
+            request::<DismissConflictBody>(),
+            reply::<DismissConflictReply>(),
+        ),
+        op(
+            "POST",
+            "/v1/conflicts/accept",
+            request::<AcceptConflictBody>(),
+            reply::<AcceptConflictReply>(),
         ),
         op("POST", "/v1/ingest", request::<IngestBody>(), None),
         op(

@@ -114,6 +114,7 @@
 //! | `ids` | `base`, `model` |
 //! | `layout` | `base`, `error` |
 //! | `analysis` | — |
+//! | `contradiction` | `analysis` |
 //! | `disk` | — |
 //! | `client` | `error` |
 //! | `content` | `error`, `model` |
@@ -130,7 +131,7 @@
 //! | `search` | `analysis`, `embed`, `error`, `index`, `lifecycle`, `model`, `query`, `relevance`, `rerank`, `when` |
 //! | `auth` | `base`, `error`, `ids`, `model` |
 //! | `config` | `base`, `content`, `embed`, `error`, `layout`, `lifecycle`, `search`, `store`, `sync`, `timetable` |
-//! | `hub` | `api`, `auth`, `base`, `config`, `content`, `disk`, `embed`, `error`, `ids`, `index`, `layout`, `lifecycle`, `model`, `search`, `store`, `timetable` |
+//! | `hub` | `api`, `auth`, `base`, `config`, `content`, `contradiction`, `disk`, `embed`, `error`, `ids`, `index`, `layout`, `lifecycle`, `model`, `search`, `store`, `timetable` |
 //! | `audit` | `base`, `disk` |
 //! | `watch` | `error`, `hub` |
 //! | `transfer` | `content`, `error`, `hub`, `model`, `store` |
@@ -172,6 +173,9 @@
 //! - [`config`]: the typed `config.json`: composes the sub-configs of the
 //!   modules it configures (each defined by its owner below it) and validates the file.
 //! - [`model`], [`ids`]: plain domain types and id schemes; no IO.
+//! - [`contradiction`]: whether two memories likely contradict each other
+//!   (negation, antonym preference, a changed number or date, another value
+//!   of a one-valued relation) and why; pure, over the [`analysis`] words.
 //! - [`when`]: dates in memories and queries (ISO, English and Chinese free
 //!   text; relative expressions such as last week / 上周 / 去年五月), and
 //!   relative dates in a statement resolved against when it was said
@@ -253,7 +257,9 @@
 //! - [`hub`]: the application service every surface calls. Its use cases,
 //!   one file each, take a [`hub::Caller`] and an [`api`] request:
 //!   [`hub::caller`] (scene resolution, read and write filters), write,
-//!   supersede, forget, restore, forgotten (what may be restored), documents
+//!   supersede, forget, restore, forgotten (what may be restored), conflicts
+//!   (links between memories that likely contradict each other: found at
+//!   write and by consolidation, shown newer first, dismissed or accepted), documents
 //!   (the list and whole documents), search, read (get, recent, timeline, bootstrap,
 //!   audience), recall, `as_of` reads (`asof.rs`: search, recall, get, recent and
 //!   timeline at an earlier instant, from a temporary index of the journal cut), ingest (and members), disclose, categories, tags
@@ -453,6 +459,7 @@ pub mod config;
 pub mod console;
 pub mod consolidate;
 pub mod content;
+pub mod contradiction;
 pub mod disk;
 pub mod doctor;
 pub mod embed;

@@ -536,6 +536,7 @@ impl Record {
                 }
                 Ok(())
             }
+            Record::Link { link, .. } | Record::Unlink { link, .. } => link.validate(),
         }
     }
 }
@@ -590,6 +591,83 @@ pub enum Record {
         /// When (the end of the batching window).
         ts: DateTime<Utc>,
     },
+    /// Two memories are related (`conflicts_with`: they likely contradict
+    /// each other). Builds before links report the line and skip it.
+    Link {
+        /// Format version.
+        v: u32,
+        /// The pair.
+        #[serde(flatten)]
+        link: Link,
+    },
+    /// A link was dismissed: the later of a pair's `link` and `unlink`
+    /// lines (by `ts`) decides; a later `link` brings it back.
+    Unlink {
+        /// Format version.
+        v: u32,
+        /// The pair.
+        #[serde(flatten)]
+        link: Link,
+    },
+}
+
+/// The relation of a [`Record::Link`]: the two memories likely contradict
+/// each other (see [`crate::contradiction`]).
+pub const CONFLICTS_WITH: &str = "conflicts_with";
+
+/// A pair of memories in a `link` or `unlink` line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Link {
+    /// The relation (`conflicts_with`).
+    pub rel: String,
+    /// The older memory.
+    pub a: String,
+    /// The newer memory.
+    pub b: String,
+    /// When the line was written.
+    pub ts: DateTime<Utc>,
+    /// Why they are linked (`negation`, `date`, …), if given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Who wrote the line (`write`, `sleep`, a token's name).
+    #[serde(default)]
+    pub source: String,
+}
+
+/// Another memory the caller may read that likely contradicts this one
+/// (a live `conflicts_with` link; see `docs/memories.md`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ConflictRef {
+    /// The other memory.
+    pub id: String,
+    /// Whether the other memory is the newer of the two.
+    pub newer: bool,
+    /// Why they were linked (`negation`, `preference`, `date`, `number`, `value`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl Link {
+    /// Usable ids (two different ones), a known relation and bounded fields.
+    fn validate(&self) -> Result<()> {
+        let bad_id = |id: &str| id.trim().is_empty() || id.len() > MAX_ID_BYTES;
+        if bad_id(&self.a) || bad_id(&self.b) || self.a == self.b {
+            return Err(Error::invalid("a link needs two different fact ids"));
+        }
+        if self.rel != CONFLICTS_WITH {
+            return Err(Error::invalid(format!(
+                "unknown link relation {:?}",
+                short(&self.rel)
+            )));
+        }
+        let long = |f: Option<&String>| f.is_some_and(|v| v.len() > MAX_FIELD_BYTES);
+        if long(self.reason.as_ref()) || long(Some(&self.source)) {
+            return Err(Error::invalid(format!(
+                "a link's reason and source are at most {MAX_FIELD_BYTES} bytes"
+            )));
+        }
+        Ok(())
+    }
 }
 
 impl Record {
@@ -599,6 +677,7 @@ impl Record {
             Record::Put { fact, .. } => &fact.id,
             Record::Forget { id, .. } => id,
             Record::Touch { ids, .. } => ids.first().map_or("", String::as_str),
+            Record::Link { link, .. } | Record::Unlink { link, .. } => &link.a,
         }
     }
 
@@ -607,13 +686,18 @@ impl Record {
         match self {
             Record::Put { fact, .. } => fact.ts,
             Record::Forget { ts, .. } | Record::Touch { ts, .. } => *ts,
+            Record::Link { link, .. } | Record::Unlink { link, .. } => link.ts,
         }
     }
 
     /// The format version of the line.
     pub(crate) fn version(&self) -> u32 {
         match self {
-            Record::Put { v, .. } | Record::Forget { v, .. } | Record::Touch { v, .. } => *v,
+            Record::Put { v, .. }
+            | Record::Forget { v, .. }
+            | Record::Touch { v, .. }
+            | Record::Link { v, .. }
+            | Record::Unlink { v, .. } => *v,
         }
     }
 }

@@ -450,7 +450,8 @@ pub fn live_facts(hub: &Hub, scenes: &[Scene]) -> Result<Vec<Fact>> {
                 Ok(Record::Forget { id, .. }) => {
                     facts.remove(&id);
                 }
-                Ok(Record::Touch { .. }) | Err(_) => {}
+                Ok(Record::Touch { .. } | Record::Link { .. } | Record::Unlink { .. }) | Err(_) => {
+                }
             }
             Ok(())
         })?;

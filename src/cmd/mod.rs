@@ -32,6 +32,7 @@ mod archive;
 mod audit;
 mod backup;
 mod category;
+mod conflict;
 mod consolidate;
 mod daemon;
 mod doctor;
@@ -98,6 +99,9 @@ pub(crate) enum Command {
     Forget(forget::Args),
     /// Undo a forget, or make an older version current again (through the running daemon if there is one).
     Restore(restore::Args),
+    /// Settle a conflict link: dismiss it, undo a dismiss, or accept the newer memory as the
+    /// new version of the older (through the running daemon if there is one).
+    Conflict(conflict::Args),
     /// Remember one chat message as short-term memory (through the running daemon if there is one).
     Ingest(ingest::Args),
     /// Counts, sizes and unreadable lines; `--expiring`: the memories expiring soon (safe next to a running server).
@@ -191,6 +195,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<()> {
         Command::Get(args) => get::run(cli, target(Mode::ReadPreferWrite)?, args),
         Command::Forget(args) => forget::run(cli, target(Mode::Write)?, args),
         Command::Restore(args) => restore::run(cli, target(Mode::Write)?, args),
+        Command::Conflict(args) => conflict::run(cli, target(Mode::Write)?, args),
         Command::Ingest(args) => ingest::run(cli, target(Mode::Write)?, args),
         Command::Stats(args) => stats::run(cli, layout, config, args),
         Command::List(args) => list::run(cli, target(Mode::ReadPreferWrite)?, args),

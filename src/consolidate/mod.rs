@@ -209,8 +209,8 @@ impl JournalView {
                     );
                 }
             },
-            // Access records change no content.
-            Record::Touch { .. } => {}
+            // Access records and links change no content.
+            Record::Touch { .. } | Record::Link { .. } | Record::Unlink { .. } => {}
             Record::Forget { ref id, .. } => {
                 let before = self.facts.get_mut(id).map(|h| {
                     h.forgotten = true;
@@ -298,6 +298,7 @@ pub fn run(hub: &Hub, cfg: &SleepConfig, opts: &RunOptions) -> Result<RunReport>
     if let Err(e) = &model {
         report.model_error = Some(e.to_string());
     }
+    propose_conflicts(hub, opts, &mut report)?;
     report.finished = hub.now();
     if !opts.dry_run {
         report::save(hub.layout(), &report)?;
@@ -305,6 +306,30 @@ pub fn run(hub: &Hub, cfg: &SleepConfig, opts: &RunOptions) -> Result<RunReport>
     // A failed model pass fails the run so the scheduler retries; the retry's
     // deterministic pass finds its promotions already done (idempotency keys).
     model.map(|()| report)
+}
+
+/// Likely contradictions between the long-term memories written in the
+/// window (or by this run) and the live memories of their scene and
+/// subject: linked unless a dry run, and proposed in the report as a
+/// supersede of the older by the newer for the owner to accept.
+fn propose_conflicts(hub: &Hub, opts: &RunOptions, report: &mut RunReport) -> Result<()> {
+    let to = hub.now().max(opts.window.to) + Duration::milliseconds(1);
+    let found = hub.find_conflicts(opts.window.from, to)?;
+    if !opts.dry_run {
+        hub.link_conflicts(&found)?;
+    }
+    report.conflicts = found
+        .into_iter()
+        .map(|c| report::ConflictProposal {
+            accept: serde_json::json!({ "older": c.older, "newer": c.newer }),
+            older: c.older,
+            newer: c.newer,
+            older_text: c.older_text,
+            newer_text: c.newer_text,
+            reason: c.reason.to_string(),
+        })
+        .collect();
+    Ok(())
 }
 
 /// Makes the reported folds true: every folded short-term line gets a

@@ -88,6 +88,27 @@ pub struct Superseded {
     pub(crate) new: String,
 }
 
+/// Two live memories that likely contradict each other, found among the
+/// window's long-term memories: linked (`conflicts_with`) and proposed to
+/// the owner, never merged or hidden by the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConflictProposal {
+    /// The older memory.
+    pub older: String,
+    /// The newer memory.
+    pub newer: String,
+    /// The older memory's text.
+    pub(crate) older_text: String,
+    /// The newer memory's text.
+    pub(crate) newer_text: String,
+    /// Why they likely contradict each other.
+    pub reason: String,
+    /// The proposal: supersede the older by the newer. Accepting it is
+    /// `POST /v1/conflicts/accept` with this body (`memd conflict accept
+    /// <older> <newer>`); `memd conflict dismiss` ends the link instead.
+    pub accept: serde_json::Value,
+}
+
 /// Everything one run did.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunReport {
@@ -133,6 +154,9 @@ pub struct RunReport {
     /// Set once the run was rolled back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rolled_back: Option<DateTime<Utc>>,
+    /// Likely contradictions among the window's memories, proposed to the owner.
+    #[serde(default)]
+    pub conflicts: Vec<ConflictProposal>,
 }
 
 /// One line of the run list.
@@ -181,6 +205,7 @@ impl RunReport {
             accepted: Vec::new(),
             model_error: None,
             rolled_back: None,
+            conflicts: Vec::new(),
         }
     }
 

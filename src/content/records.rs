@@ -165,6 +165,16 @@ pub fn in_record(record: &Record) -> Option<CredentialHit> {
             .chain(reason.as_deref().map(|r| ("reason", FieldKind::Prose, r))),
         ),
         Record::Touch { ids, .. } => scan(ids.iter().map(|id| ("ids", FieldKind::Id, id.as_str()))),
+        Record::Link { link, .. } | Record::Unlink { link, .. } => scan(
+            [
+                ("a", FieldKind::Id, link.a.as_str()),
+                ("b", FieldKind::Id, link.b.as_str()),
+                ("rel", FieldKind::Id, link.rel.as_str()),
+                ("source", FieldKind::Id, link.source.as_str()),
+            ]
+            .into_iter()
+            .chain(link.reason.as_deref().map(|r| ("reason", FieldKind::Id, r))),
+        ),
     }
 }
 
@@ -193,7 +203,7 @@ impl CredentialHit {
     /// The id to record with a quarantined line: `id` itself unless it is
     /// where the credential is (then a placeholder: a report never shows it).
     pub(crate) fn shown_id(self, id: &str) -> String {
-        if matches!(self.field, "id" | "ids") {
+        if matches!(self.field, "id" | "ids" | "a" | "b") {
             "(id withheld: it holds the credential)".into()
         } else {
             id.to_string()

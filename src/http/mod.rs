@@ -277,6 +277,14 @@ fn routes() -> Vec<(Route, MethodRouter<AppState>)> {
         (r("POST", "/v1/write", true), post(write::write)),
         (r("POST", "/v1/forget", true), post(write::forget)),
         (r("POST", "/v1/restore", true), post(write::restore)),
+        (
+            r("POST", "/v1/conflicts/dismiss", true),
+            post(write::dismiss_conflict),
+        ),
+        (
+            r("POST", "/v1/conflicts/accept", true),
+            post(write::accept_conflict),
+        ),
         (r("POST", "/v1/ingest", true), post(write::ingest)),
         (r("POST", "/v1/members", true), post(write::members)),
         (r("POST", "/v1/tags", true), post(lifecycle::tags)),

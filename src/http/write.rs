@@ -1,4 +1,4 @@
-//! Write routes: write, forget, restore, ingest, members. Each parses its body and
+//! Write routes: write, forget, restore, ingest, members, conflict dismissal. Each parses its body and
 //! calls the hub's use case of the same name (the rules are there); the
 //! reply comes after the journal line is fsync'd and indexed.
 
@@ -8,7 +8,10 @@ use axum::response::Response;
 use super::error::ApiError;
 use super::extract::{ApiJson, Authenticated};
 use super::{AppState, note, reply};
-use crate::api::{ForgetBody, IngestBody, MembersBody, RestoreVersionBody, WriteBody};
+use crate::api::{
+    AcceptConflictBody, DismissConflictBody, ForgetBody, IngestBody, MembersBody,
+    RestoreVersionBody, WriteBody,
+};
 
 /// `POST /v1/write`.
 pub(crate) async fn write(
@@ -28,6 +31,36 @@ pub(crate) async fn forget(
 ) -> Result<Response, ApiError> {
     let out = st.call(&caller, |hub, c| hub.forget(c, body)).await?;
     Ok(reply(&out, note(&caller, [out.id.clone()])))
+}
+
+/// `POST /v1/conflicts/dismiss`: ends (or restores) a conflict link.
+pub(crate) async fn dismiss_conflict(
+    State(st): State<AppState>,
+    Authenticated(caller): Authenticated,
+    ApiJson(body): ApiJson<DismissConflictBody>,
+) -> Result<Response, ApiError> {
+    let out = st
+        .call(&caller, |hub, c| hub.dismiss_conflict(c, body))
+        .await?;
+    Ok(reply(
+        &out,
+        note(&caller, [out.id.clone(), out.other.clone()]),
+    ))
+}
+
+/// `POST /v1/conflicts/accept`: the newer memory of a conflict supersedes the older.
+pub(crate) async fn accept_conflict(
+    State(st): State<AppState>,
+    Authenticated(caller): Authenticated,
+    ApiJson(body): ApiJson<AcceptConflictBody>,
+) -> Result<Response, ApiError> {
+    let out = st
+        .call(&caller, |hub, c| hub.accept_conflict(c, body))
+        .await?;
+    Ok(reply(
+        &out,
+        note(&caller, [out.by.clone(), out.superseded.clone()]),
+    ))
 }
 
 /// `POST /v1/restore`: undoes a forget, or makes an older version current again.

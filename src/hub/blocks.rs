@@ -24,12 +24,19 @@ pub(crate) fn one_line(text: &str, max: usize) -> String {
 /// One memory as a block line: its date, the "they brought it up" mark, its
 /// title and its text on one line.
 pub(crate) fn memory_line(m: &Memory, self_mentioned: bool) -> String {
+    labelled_line(m, self_mentioned, "")
+}
+
+/// [`memory_line`] with `label` before the text: which of two conflicting
+/// memories is newer (`（较新）`, `(older) `, see [`super::conflicts`]).
+pub(crate) fn labelled_line(m: &Memory, self_mentioned: bool, label: &str) -> String {
     let date = m.ts.with_timezone(&Local).format("%Y-%m-%d");
-    let mark = if self_mentioned {
+    let mention = if self_mentioned {
         "（对方自己提起过的）"
     } else {
         ""
     };
+    let mark = format!("{label}{mention}");
     let text = one_line(&m.text, BLOCK_MEMORY_CHARS);
     match m.title.as_deref().filter(|t| !text.starts_with(*t)) {
         Some(title) => format!("{date} {mark}{}：{text}", one_line(title, 40)),

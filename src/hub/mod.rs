@@ -44,6 +44,7 @@ pub mod audit;
 mod blocks;
 pub mod caller;
 pub mod categories;
+pub mod conflicts;
 pub mod consolidation;
 pub mod disclose;
 pub mod documents;

@@ -235,7 +235,12 @@ impl Hub {
             .superseded_by(std::slice::from_ref(&memory.id), &filter)?;
         let superseded_by = links.remove(&memory.id).unwrap_or_default();
         let line = line_of(self, caller, &memory.id, &filter)?;
+        let conflicts_with =
+            super::conflicts::conflicts_of(self, std::slice::from_ref(&memory.id), &filter)?
+                .remove(&memory.id)
+                .unwrap_or_default();
         Ok(GetReply {
+            conflicts_with,
             memory,
             superseded_by,
             superseded: line.superseded,

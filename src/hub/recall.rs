@@ -27,9 +27,12 @@
 use chrono::{DateTime, Local, Utc};
 use serde::Serialize;
 
+use std::collections::HashSet;
+
 use super::asof;
-use super::blocks::{memory_line, one_line};
+use super::blocks::{labelled_line, memory_line, one_line};
 use super::caller::Visibility;
+use super::conflicts::block_label;
 use super::read::narrow;
 use super::search::Limited;
 use super::{Caller, Hub};
@@ -163,10 +166,12 @@ pub(crate) fn render_recall_block(
             out.push('\n');
         }
         out.push_str("【长期记忆】（只是背景，不要原样复述）\n");
+        let shown: HashSet<&str> = memories.iter().map(|h| h.hit.memory.id.as_str()).collect();
         for h in memories {
+            let label = block_label(&h.hit.memory, &h.hit.conflicts_with, &shown);
             out.push_str(&format!(
                 "- {}\n",
-                memory_line(&h.hit.memory, h.self_mentioned)
+                labelled_line(&h.hit.memory, h.self_mentioned, label)
             ));
         }
     }
@@ -297,6 +302,8 @@ fn recall_for(hub: &Hub, caller: &Caller, req: &RecallRequest) -> Result<RecallO
         },
     )?;
     let dropped_below_floor = results.dropped_below_floor;
+    let mut results = results;
+    super::conflicts::annotate(hub, &mut results.hits, &req.filter)?;
     let hits: Vec<RecallHit> = results
         .hits
         .into_iter()

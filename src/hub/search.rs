@@ -81,6 +81,7 @@ impl Hub {
         };
         let depth = req.limit.filter(|_| page.is_some()).unwrap_or(0);
         let mut results = self.search_deep_as(caller, &req, depth)?;
+        super::conflicts::annotate(self, &mut results.hits, &req.filter)?;
         results.index_behind = self.index_behind(Some(&req.filter))?;
         let mut next_offset = None;
         if let Some((offset, n)) = page {

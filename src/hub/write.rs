@@ -38,7 +38,21 @@ impl Hub {
     pub fn write(&self, caller: &Caller, body: WriteBody) -> Result<WriteOutcome> {
         match body.supersedes.clone() {
             Some(old) => self.supersede(caller, body, &old),
-            None => self.append(write_request(self, caller, body)?),
+            None => {
+                let out = self.append(write_request(self, caller, body)?)?;
+                if out.action == super::WriteAction::Add {
+                    self.note_conflicts(&out.id);
+                }
+                Ok(out)
+            }
+        }
+    }
+
+    /// Links a new memory to the ones it likely contradicts
+    /// ([`super::conflicts`]); a failure costs only the link, never the write.
+    pub(crate) fn note_conflicts(&self, id: &str) {
+        if let Err(e) = self.link_conflicts_of(id) {
+            tracing::warn!(fact.id = %id, error.code = e.code().as_str(), error.message = %e, "cannot link conflicting memories");
         }
     }
 }

@@ -37,6 +37,11 @@
 //!   ([`crate::hub::Hub`] does this when appending): a line always outranks
 //!   the lines its device had seen, whatever the clock says.
 //!
+//! - **Links: the later line of a pair decides.** A `link` or `unlink` line
+//!   of a pair and relation (table `links`) is applied when its `ts` is
+//!   later than the row's, an `unlink` winning a tie; whether both memories
+//!   are live and current is decided when the link is read.
+//!
 //! - **No line moves a memory or makes it less private.** A `put` of an id
 //!   whose row is in another scene, or at a higher privacy, is not applied:
 //!   it is *quarantined* (table `quarantine`: file, line, id, reason) and
@@ -347,6 +352,28 @@ pub(crate) fn put_fresh(
         changed.push(old.clone());
     }
     Ok(changed)
+}
+
+/// Applies a `link` (`on`) or `unlink` line: the later `ts` of a pair's
+/// lines decides, an `unlink` winning a tie, so the order they arrive in
+/// changes nothing. Whether either memory is live is decided when the
+/// link is read, so a forget or a supersede ends its effect.
+pub(crate) fn link(t: &Transaction<'_>, link: &crate::model::Link, on: bool) -> Result<()> {
+    t.prepare_cached(
+        "INSERT INTO links (a, b, rel, reason, at, live) VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
+         ON CONFLICT(a, b, rel) DO UPDATE SET reason = coalesce(excluded.reason, reason), \
+         at = excluded.at, live = excluded.live \
+         WHERE excluded.at > at OR (excluded.at = at AND excluded.live = 0)",
+    )?
+    .execute(params![
+        link.a,
+        link.b,
+        link.rel,
+        link.reason,
+        link.ts.timestamp_millis(),
+        on
+    ])?;
+    Ok(())
 }
 
 /// Applies a `forget` by the rules. Returns the ids whose row changed.

@@ -138,6 +138,20 @@ CREATE TABLE quarantine (
     PRIMARY KEY (file, line)
 );
 "#,
+    // Links between facts (`link` and `unlink` lines, see `index::merge`):
+    // one row per pair and relation, the later line deciding `live`.
+    r#"
+CREATE TABLE links (
+    a TEXT NOT NULL,
+    b TEXT NOT NULL,
+    rel TEXT NOT NULL,
+    reason TEXT,
+    at INTEGER NOT NULL,
+    live INTEGER NOT NULL,
+    PRIMARY KEY (a, b, rel)
+);
+CREATE INDEX links_b ON links(b, rel);
+"#,
 ];
 
 pub(crate) const MEMORY_COLUMNS: &str = "id, origin, doc_id, path, ts, scene, kind, stage, privacy, subject, tier, \

@@ -172,6 +172,117 @@ impl MetaDb {
     }
 }
 
+/// A fact of [`MetaDb::long_facts_between`]: `(id, scene, subject, text, ts in ms)`.
+pub(crate) type DayFact = (String, String, String, String, i64);
+
+/// A live `conflicts_with` link between two live, current facts (neither
+/// forgotten nor superseded), before any caller's filter.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ConflictRow {
+    /// The older fact (by `(ts, id)`).
+    pub(crate) older: String,
+    /// The newer fact.
+    pub(crate) newer: String,
+    /// Why they were linked.
+    pub(crate) reason: Option<String>,
+}
+
+impl MetaDb {
+    /// The live conflict links with either side among `ids`, both sides
+    /// live and current (a forget or a supersede ends a link's effect). No
+    /// filter: the caller checks the other side against its own.
+    pub(crate) fn conflict_links(&self, ids: &[String]) -> Result<Vec<ConflictRow>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let marks = vec!["?"; ids.len()].join(",");
+        let sql = format!(
+            "SELECT l.a, l.b, l.reason, x.ts, y.ts FROM links l \
+             JOIN memories x ON x.id = l.a JOIN memories y ON y.id = l.b \
+             WHERE l.rel = 'conflicts_with' AND l.live = 1 \
+             AND (l.a IN ({marks}) OR l.b IN ({marks})) \
+             AND x.forgotten_at IS NULL AND y.forgotten_at IS NULL \
+             AND x.superseded_by IS NULL AND y.superseded_by IS NULL ORDER BY l.a, l.b"
+        );
+        let all: Vec<&String> = ids.iter().chain(ids.iter()).collect();
+        self.with_reader(|c| {
+            let mut stmt = c.prepare_cached(&sql)?;
+            let rows = stmt.query_map(params_from_iter(all.iter()), |r| {
+                let (a, b): (String, String) = (r.get(0)?, r.get(1)?);
+                let (ta, tb): (i64, i64) = (r.get(3)?, r.get(4)?);
+                let (older, newer) = if (ta, &a) <= (tb, &b) { (a, b) } else { (b, a) };
+                Ok(ConflictRow {
+                    older,
+                    newer,
+                    reason: r.get(2)?,
+                })
+            })?;
+            rows.map(|r| r.map_err(Error::from)).collect()
+        })
+    }
+
+    /// The newest live, current long-term facts of `scene` and `subject`
+    /// other than `id` (at most `limit`), as `(id, text, ts in ms)`: the
+    /// memories a new one is compared with.
+    pub(crate) fn conflict_candidates(
+        &self,
+        scene: &str,
+        subject: &str,
+        id: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, String, i64)>> {
+        self.with_reader(|c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT id, text, ts FROM memories WHERE scene = ?1 AND origin = 'fact' \
+                 AND stage = 'long' AND subject = ?2 AND id != ?3 AND forgotten_at IS NULL \
+                 AND superseded_by IS NULL ORDER BY ts DESC, id DESC LIMIT ?4",
+            )?;
+            let rows = stmt
+                .query_map(rusqlite::params![scene, subject, id, limit as i64], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })?;
+            rows.map(|r| r.map_err(Error::from)).collect()
+        })
+    }
+
+    /// The live, current long-term facts written in `[from, to)` (at most
+    /// `limit`, oldest first), as `(id, scene, subject, text, ts in ms)`: the day's
+    /// memories consolidation compares.
+    pub(crate) fn long_facts_between(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<DayFact>> {
+        self.with_reader(|c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT id, scene, subject, text, ts FROM memories WHERE origin = 'fact' \
+                 AND stage = 'long' AND ts >= ?1 AND ts < ?2 AND forgotten_at IS NULL \
+                 AND superseded_by IS NULL ORDER BY ts, id LIMIT ?3",
+            )?;
+            let rows = stmt.query_map(
+                rusqlite::params![from.timestamp_millis(), to.timestamp_millis(), limit as i64],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+            )?;
+            rows.map(|r| r.map_err(Error::from)).collect()
+        })
+    }
+
+    /// The pair and relation of the link between `x` and `y` (either
+    /// order), if one was ever written, and whether it is live.
+    pub(crate) fn link_between(&self, x: &str, y: &str) -> Result<Option<(String, String, bool)>> {
+        use rusqlite::OptionalExtension;
+        self.with_reader(|c| {
+            Ok(c.prepare_cached(
+                "SELECT a, b, live FROM links WHERE rel = 'conflicts_with' \
+                 AND ((a = ?1 AND b = ?2) OR (a = ?2 AND b = ?1))",
+            )?
+            .query_row([x, y], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .optional()?)
+        })
+    }
+}
+
 /// One fact's place in its line of versions (see [`crate::index::lifecycle`]).
 #[derive(Debug, Clone)]
 pub(crate) struct VersionRow {

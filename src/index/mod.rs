@@ -84,6 +84,13 @@ pub(crate) enum Change {
         /// The journal file and line of the `touch`, which identify it.
         line: Option<(String, u64)>,
     },
+    /// A link between two facts was written (`on`) or dismissed.
+    Link {
+        /// The pair, its relation and time.
+        link: crate::model::Link,
+        /// Written (`link`) or dismissed (`unlink`).
+        on: bool,
+    },
     /// A fact was forgotten.
     Forget {
         /// The fact id.
@@ -449,7 +456,10 @@ impl Index {
                     documents = true;
                     self.text.remove_doc(doc_id)?;
                 }
-                Change::PutFact { .. } | Change::Touch { .. } | Change::Forget { .. } => {}
+                Change::PutFact { .. }
+                | Change::Touch { .. }
+                | Change::Forget { .. }
+                | Change::Link { .. } => {}
             }
         }
         if documents {
@@ -510,6 +520,7 @@ impl Index {
                         name(id, &mut fresh);
                         changed.extend(merge::forget(t, id, *at)?);
                     }
+                    Change::Link { link, on } => merge::link(t, link, *on)?,
                     Change::PutDocument { row, chunks } => tx::replace_document(t, row, chunks)?,
                     Change::RemoveDocument {
                         doc_id,
@@ -521,19 +532,7 @@ impl Index {
                     }
                 }
             }
-            for (file, cursor) in &batch.cursors {
-                tx::set_cursor(t, file, *cursor)?;
-            }
-            for file in &batch.rechecked {
-                tx::clear_issues(t, file)?;
-            }
-            for issue in &batch.issues {
-                tx::add_issue(t, issue)?;
-            }
-            for q in &batch.quarantined {
-                merge::quarantine(t, &q.file, q.line, &q.id, &q.reason)?;
-            }
-            Ok(())
+            bookkeeping(t, batch)
         })?;
         drop(named);
         changed.sort();
@@ -905,6 +904,23 @@ impl Index {
         }
         walk(&self.dir)
     }
+}
+
+/// The journal cursors, issues and quarantined lines of a batch, in its transaction.
+fn bookkeeping(t: &rusqlite::Transaction<'_>, batch: &Batch) -> Result<()> {
+    for (file, cursor) in &batch.cursors {
+        tx::set_cursor(t, file, *cursor)?;
+    }
+    for file in &batch.rechecked {
+        tx::clear_issues(t, file)?;
+    }
+    for issue in &batch.issues {
+        tx::add_issue(t, issue)?;
+    }
+    for q in &batch.quarantined {
+        merge::quarantine(t, &q.file, q.line, &q.id, &q.reason)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

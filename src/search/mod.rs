@@ -154,6 +154,9 @@ pub struct SearchHit {
     /// Whether it expires within `lifecycle.expiringSoonDays` (set by the hub).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub expiring_soon: bool,
+    /// Memories the caller may read that likely contradict this one (set by the hub).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conflicts_with: Vec<crate::model::ConflictRef>,
 }
 
 /// A response.
@@ -610,6 +613,7 @@ impl Judged<'_> {
                     score: s.score,
                     pass: s.pass,
                     expiring_soon: false,
+                    conflicts_with: Vec::new(),
                 })
             })
             .collect();

@@ -13,7 +13,8 @@
 //! 1-bit pass, KNN and hybrid latency, disk breakdown; see `vectors.rs`),
 //! `--reindex-only [--root DIR] [--text-only]` (reindex with and without
 //! vectors from a warm cache, on a root kept in `DIR`; see `reindex.rs`),
-//! `--quality-only` (recall@5 on the peers' synthetic notes against FTS5;
+//! `--conflicts-only` (write latency with and without conflict detection,
+//! see `conflicts.rs`), `--quality-only` (recall@5 on the peers' synthetic notes against FTS5;
 //! see `quality.rs`), `--kinds-only [--repeat R]` (full-text latency by kind
 //! of query: short, Chinese questions, ~1,900-character lines; see `kinds.rs`),
 //! `--asof-only` (what an `as_of` search costs: nothing later, the first at an
@@ -22,6 +23,7 @@
 
 mod asof;
 mod baseline;
+mod conflicts;
 mod corpus;
 mod filtered;
 mod http;
@@ -431,6 +433,7 @@ fn main() {
     let quality_only = std::env::args().any(|a| a == "--quality-only");
     let kinds_only = std::env::args().any(|a| a == "--kinds-only");
     let asof_only = std::env::args().any(|a| a == "--asof-only");
+    let conflicts_only = std::env::args().any(|a| a == "--conflicts-only");
     let repeat: usize = arg("--repeat").map_or(1, |s| s.parse().expect("--repeat takes a number"));
     let with_vectors = !std::env::args().any(|a| a == "--no-vectors");
     let writes: usize =
@@ -459,6 +462,8 @@ fn main() {
             Some(kinds::run(n, nq, repeat.max(1), arg("--kind").as_deref()))
         } else if asof_only {
             Some(asof::run(n, nq))
+        } else if conflicts_only {
+            Some(conflicts::run(n, writes))
         } else if quality_only {
             let real = match model_arg.as_str() {
                 "real" => true,

@@ -116,6 +116,7 @@ export async function memory(ctx) {
   if (m.superseded) parts.push(versionNote(ctx, m));
   else if (!mayChange(ctx.caps, m)) parts.push(h('p', { class: 'note', id: 'read-only-note' }, whyReadOnly(ctx.caps, m)));
   parts.push(h('div', { class: 'card' }, say('div', { class: 'text full', id: 'm-text' }, m.text)));
+  if ((m.conflicts_with || []).length) parts.push(conflictNote(ctx, m, canChange));
   const tagsBox = h('div');
   parts.push(tagsBox, details(m));
   let forms = null;
@@ -129,6 +130,23 @@ export async function memory(ctx) {
   parts.push(history);
   put(ctx.el, parts);
   await versions(m, history);
+}
+
+/** The memories this one likely contradicts: which is newer, and dismissing the link. */
+function conflictNote(ctx, m, may) {
+  const note = h('div', { class: 'card conflict-note', id: 'conflict-note', role: 'note' });
+  for (const c of m.conflicts_with) {
+    const dismiss = may ? h('button', { type: 'button', class: 'secondary dismiss-conflict', 'data-id': c.id, onclick: async () => {
+      try {
+        await api.post('/v1/conflicts/dismiss', { id: m.id, other: c.id });
+        ctx.flash('Conflict dismissed.', 'ok');
+        ctx.go('#/memory/' + encodeURIComponent(m.id));
+      } catch (err) { ctx.flash(`${err.code}: ${err.message}`, 'error'); }
+    } }, 'Not a conflict') : null;
+    add(note, [h('p', { class: 'conflict' }, h('strong', null, 'Conflicts with '), memoryLink(c.id, c.newer ? 'a newer memory' : 'an older memory'),
+      ` (${c.newer ? 'this one is older' : 'this one is newer'}${c.reason ? ', ' + c.reason : ''}). `, dismiss)]);
+  }
+  return note;
 }
 
 /** The note on an older version's page: what replaced it, and restoring on purpose. */

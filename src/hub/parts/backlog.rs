@@ -221,7 +221,8 @@ pub(crate) fn lines_for(core: &Core, filter: Option<&Filter>) -> Result<u64> {
                         n += 1;
                     }
                 }
-                Ok(Record::Touch { .. }) | Err(_) => {}
+                Ok(Record::Touch { .. } | Record::Link { .. } | Record::Unlink { .. }) | Err(_) => {
+                }
             }
             Ok(())
         })?;

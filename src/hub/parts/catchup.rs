@@ -586,5 +586,7 @@ fn record_change(record: Record, file: &str, line: u64, tier_expiry: bool) -> Ch
             at: ts,
             line: Some((file.to_string(), line)),
         },
+        Record::Link { link, .. } => Change::Link { link, on: true },
+        Record::Unlink { link, .. } => Change::Link { link, on: false },
     }
 }

@@ -230,7 +230,7 @@ impl Lifecycle {
 
     /// The fact with this id as a full record (active, expired or not),
     /// recorded as this device's line.
-    fn current_fact(&self, core: &Core, id: &str, filter: &Filter) -> Result<Fact> {
+    pub(crate) fn current_fact(&self, core: &Core, id: &str, filter: &Filter) -> Result<Fact> {
         let m = core
             .index
             .meta

@@ -211,6 +211,8 @@ pub(crate) enum Op {
     Import(Record),
     /// A version brought back.
     Restore(Box<RestoreOp>),
+    /// A `link` or `unlink` line, appended as it is once it meets the rules.
+    Link(Record),
 }
 
 /// What an operation did.
@@ -337,6 +339,15 @@ impl Writer {
                 _ => Err(Error::Internal("restore answered as another op".into())),
             })
             .collect())
+    }
+
+    /// Appends `link` and `unlink` lines (each checked on its own) in one group.
+    pub(crate) fn link(&self, cx: Ctx<'_>, records: Vec<Record>) -> Result<()> {
+        let ops = records.into_iter().map(Op::Link).collect();
+        for outcome in self.submit_many(cx, ops)? {
+            outcome?;
+        }
+        Ok(())
     }
 
     /// Appends records taken from another root's journal, keeping their ids
@@ -592,7 +603,10 @@ fn stamp(core: &Core, records: &[Record]) -> Result<Vec<Record>> {
     let mut out = Vec::with_capacity(records.len());
     for r in records {
         let mut r = r.clone();
-        if matches!(r, Record::Touch { .. }) {
+        if matches!(
+            r,
+            Record::Touch { .. } | Record::Link { .. } | Record::Unlink { .. }
+        ) {
             out.push(r);
             continue;
         }
@@ -623,7 +637,7 @@ fn stamp(core: &Core, records: &[Record]) -> Result<Vec<Record>> {
                 }
                 floors.insert(id.clone(), ts.timestamp_millis());
             }
-            Record::Touch { .. } => {}
+            Record::Touch { .. } | Record::Link { .. } | Record::Unlink { .. } => {}
         }
         out.push(r);
     }
@@ -722,7 +736,7 @@ impl<'a> Group<'a> {
                 Record::Forget { id, .. } => {
                     self.forgotten.remove(&id);
                 }
-                Record::Touch { .. } => {}
+                Record::Touch { .. } | Record::Link { .. } | Record::Unlink { .. } => {}
             }
         }
     }
@@ -759,13 +773,18 @@ impl<'a> Group<'a> {
                 Ok(OpOutcome::Forgotten)
             }
             Op::Restore(op) => self.restore(*op).map(OpOutcome::Restored),
+            Op::Link(record) => {
+                record.validate(&pins(&self.config))?;
+                self.records.push(record);
+                Ok(OpOutcome::Imported(true))
+            }
             Op::Import(record) => {
                 let append = self.check_import(&record)?;
                 if append {
                     match &record {
                         Record::Put { fact, .. } => self.written.insert(fact.id.clone()),
                         Record::Forget { id, .. } => self.forgotten.insert(id.clone()),
-                        Record::Touch { .. } => false,
+                        Record::Touch { .. } | Record::Link { .. } | Record::Unlink { .. } => false,
                     };
                     self.records.push(record);
                 }
@@ -1178,8 +1197,9 @@ impl<'a> Group<'a> {
                 && !self.forgotten.contains(id)
                 && (self.written.contains(id)
                     || self.core.index.meta.fact_state(id)? == Some(true))),
-            // Access counts belong to the root they were counted in.
-            Record::Touch { .. } => Ok(false),
+            // Access counts belong to the root they were counted in, and
+            // links to the memories they were found among.
+            Record::Touch { .. } | Record::Link { .. } | Record::Unlink { .. } => Ok(false),
         }
     }
 }

@@ -1,0 +1,369 @@
+//! Use cases and read rules of conflict links: two live memories of one
+//! scene and subject that likely contradict each other
+//! ([`crate::contradiction`]), linked by a `link` journal line
+//! (`conflicts_with`, the older as `a`), never merged or hidden.
+//!
+//! - At write, a new long-term fact is compared with the newest
+//!   [`CANDIDATES`] live, current long-term facts of its scene and subject;
+//!   each likely contradiction is linked (source `write`). Consolidation
+//!   compares the day's memories too and proposes a supersede.
+//! - Reads: a search hit and `get` carry `conflicts_with`, the other
+//!   memories the caller may read (a link to a memory it cannot read is
+//!   invisible: no id, no count); a ranked list puts the newer of a pair
+//!   directly before the older when both are in it; recall's block labels
+//!   them (`较新`/`较早`, `newer`/`older`).
+//! - A forget or a supersede of either side ends the link's effect (read
+//!   time); `POST /v1/conflicts/dismiss` appends an `unlink` line (or, with
+//!   `undo`, the `link` again).
+
+use std::collections::{HashMap, HashSet};
+
+use super::{Caller, Hub};
+use crate::api::{
+    AcceptConflictBody, AcceptConflictReply, DismissConflictBody, DismissConflictReply,
+};
+use crate::contradiction::Prepared;
+use crate::error::{Error, Result};
+use crate::index::filter::Filter;
+use crate::model::{CONFLICTS_WITH, ConflictRef, JOURNAL_VERSION, Link, Memory, Record, Stage};
+use crate::search::SearchHit;
+
+/// Live facts of the scene and subject a new memory is compared with (the newest).
+pub const CANDIDATES: usize = 300;
+
+impl Hub {
+    /// Links the new fact `id` to the live facts it likely contradicts (see
+    /// the module docs); returns how many links were written. The fact is
+    /// stored whatever happens here.
+    pub(crate) fn link_conflicts_of(&self, id: &str) -> Result<usize> {
+        let found = self
+            .core
+            .index
+            .meta
+            .get_many(&[id.to_string()], &Filter::all())?;
+        let Some(m) = found.get(id).filter(|m| m.stage == Stage::Long) else {
+            return Ok(0);
+        };
+        let (scene, subject) = (m.scene.to_string(), m.subject.to_string());
+        let now = self.now();
+        let records: Vec<Record> = self
+            .conflicts_with_text(&scene, &subject, id, &m.text, m.ts.timestamp_millis())?
+            .into_iter()
+            .map(|c| link_record(&c.older, &c.newer, Some(c.reason), "write", now, true))
+            .collect();
+        let n = records.len();
+        if n > 0 {
+            self.writer.link(self.cx(), records)?;
+        }
+        Ok(n)
+    }
+
+    /// The live facts of `scene` and `subject` (the newest [`CANDIDATES`])
+    /// that the fact `id` (its text, its time in ms) likely contradicts.
+    fn conflicts_with_text(
+        &self,
+        scene: &str,
+        subject: &str,
+        id: &str,
+        text: &str,
+        ts: i64,
+    ) -> Result<Vec<FoundConflict>> {
+        let candidates = self
+            .core
+            .index
+            .meta
+            .conflict_candidates(scene, subject, id, CANDIDATES)?;
+        let new = Prepared::new(text);
+        Ok(candidates
+            .into_iter()
+            .filter_map(|(other, other_text, other_ts)| {
+                let reason = new.against(&other_text)?.as_str();
+                let this = (id.to_string(), text.to_string());
+                let that = (other, other_text);
+                let older_first = (other_ts, that.0.as_str()) <= (ts, id);
+                let (old, new) = if older_first {
+                    (that, this)
+                } else {
+                    (this, that)
+                };
+                Some(FoundConflict {
+                    older: old.0,
+                    newer: new.0,
+                    older_text: old.1,
+                    newer_text: new.1,
+                    reason,
+                    linked: false,
+                })
+            })
+            .collect())
+    }
+
+    /// Likely contradictions between the long-term facts written in
+    /// `[from, to)` and the live facts of their scene and subject, each pair
+    /// once; a pair whose link was dismissed is left out, and one linked
+    /// already says so. Links nothing (see [`Hub::link_conflicts`]).
+    pub fn find_conflicts(
+        &self,
+        from: chrono::DateTime<chrono::Utc>,
+        to: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Vec<FoundConflict>> {
+        let meta = &self.core.index.meta;
+        let mut seen = HashSet::new();
+        let mut out = Vec::new();
+        for (id, scene, subject, text, ts) in meta.long_facts_between(from, to, DAY_FACTS)? {
+            for mut c in self.conflicts_with_text(&scene, &subject, &id, &text, ts)? {
+                if !seen.insert((c.older.clone(), c.newer.clone())) {
+                    continue;
+                }
+                match meta.link_between(&c.older, &c.newer)? {
+                    Some((_, _, false)) => continue,
+                    Some((_, _, true)) => c.linked = true,
+                    None => {}
+                }
+                out.push(c);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Links the pairs of `found` not linked yet (source `sleep`).
+    pub fn link_conflicts(&self, found: &[FoundConflict]) -> Result<()> {
+        let now = self.now();
+        let records: Vec<Record> = found
+            .iter()
+            .filter(|c| !c.linked)
+            .map(|c| link_record(&c.older, &c.newer, Some(c.reason), "sleep", now, true))
+            .collect();
+        if records.is_empty() {
+            return Ok(());
+        }
+        self.writer.link(self.cx(), records)
+    }
+
+    /// Dismisses the conflict link between two memories the caller may
+    /// write (or, with `undo`, links them again); a pair without a link, or
+    /// a memory outside the caller's write rights, is `NOT_FOUND`.
+    pub fn dismiss_conflict(
+        &self,
+        caller: &Caller,
+        body: DismissConflictBody,
+    ) -> Result<DismissConflictReply> {
+        let filter = caller.writable()?;
+        let (a, b, live) = self.writable_link(&body.id, &body.other, &filter)?;
+        let on = body.undo;
+        if live != on {
+            let record = link_record(&a, &b, None, caller.name(), self.now(), on);
+            self.writer.link(self.cx(), vec![record])?;
+        }
+        Ok(DismissConflictReply {
+            id: body.id,
+            other: body.other,
+            linked: on,
+        })
+    }
+
+    /// The link between `x` and `y` as `(a, b, live)` when both are visible
+    /// under `filter`; else `NOT_FOUND` (whether or not they exist).
+    fn writable_link(&self, x: &str, y: &str, filter: &Filter) -> Result<(String, String, bool)> {
+        let ids = [x.to_string(), y.to_string()];
+        let visible = self.core.index.meta.get_many(&ids, filter)?;
+        let link = self.core.index.meta.link_between(x, y)?;
+        match link {
+            Some(link) if visible.len() == 2 => Ok(link),
+            _ => Err(Error::not_found("conflict link", format!("{x} {y}"))),
+        }
+    }
+
+    /// Accepts a conflict: the newer memory becomes the new version of the
+    /// older (its `put` again, naming the older in `supersedes`), so the
+    /// older leaves search, lists and blocks and the timeline links both.
+    /// Needs the right to write both and a live link between them; a newer
+    /// memory that is already a version of another is `CONFLICT`.
+    pub fn accept_conflict(
+        &self,
+        caller: &Caller,
+        body: AcceptConflictBody,
+    ) -> Result<AcceptConflictReply> {
+        let filter = caller.writable()?;
+        let (older, newer) = (&body.older, &body.newer);
+        let (_, _, live) = self.writable_link(older, newer, &filter)?;
+        let live_pair = self
+            .core
+            .index
+            .meta
+            .conflict_links(std::slice::from_ref(older))?;
+        let current = live_pair
+            .iter()
+            .any(|r| r.older == *older && r.newer == *newer);
+        if !live || !current {
+            return Err(Error::not_found(
+                "conflict link",
+                format!("{older} {newer}"),
+            ));
+        }
+        let mut fact = self.lifecycle.current_fact(&self.core, newer, &filter)?;
+        if fact.supersedes.is_some() {
+            return Err(Error::Conflict(format!(
+                "{newer} is already a version of another memory; write its text as a new version of {older} instead"
+            )));
+        }
+        fact.supersedes = Some(older.clone());
+        self.writer.rewrite(self.cx(), fact, &filter)?;
+        Ok(AcceptConflictReply {
+            superseded: body.older,
+            by: body.newer,
+        })
+    }
+}
+
+/// Facts written in one consolidation window that are compared (the oldest first).
+const DAY_FACTS: usize = 2000;
+
+/// A likely contradiction found by [`Hub::find_conflicts`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct FoundConflict {
+    /// The older memory.
+    pub older: String,
+    /// The newer memory.
+    pub newer: String,
+    /// The older memory's text.
+    pub older_text: String,
+    /// The newer memory's text.
+    pub newer_text: String,
+    /// Why (`negation`, `preference`, `date`, `number`, `value`).
+    pub reason: &'static str,
+    /// Linked already (by the write that stored the newer, or an earlier run).
+    pub linked: bool,
+}
+
+/// A `link` (`on`) or `unlink` line for the pair.
+fn link_record(
+    a: &str,
+    b: &str,
+    reason: Option<&str>,
+    source: &str,
+    ts: chrono::DateTime<chrono::Utc>,
+    on: bool,
+) -> Record {
+    let link = Link {
+        rel: CONFLICTS_WITH.to_string(),
+        a: a.to_string(),
+        b: b.to_string(),
+        ts,
+        reason: reason.map(str::to_string),
+        source: source.to_string(),
+    };
+    if on {
+        Record::Link {
+            v: JOURNAL_VERSION,
+            link,
+        }
+    } else {
+        Record::Unlink {
+            v: JOURNAL_VERSION,
+            link,
+        }
+    }
+}
+
+/// The live conflict links of each of `ids` whose other side `filter`
+/// admits (a memory the caller cannot read leaves no trace).
+pub(crate) fn conflicts_of(
+    hub: &Hub,
+    ids: &[String],
+    filter: &Filter,
+) -> Result<HashMap<String, Vec<ConflictRef>>> {
+    let rows = hub.core.index.meta.conflict_links(ids)?;
+    if rows.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let asked: HashSet<&String> = ids.iter().collect();
+    let others: Vec<String> = rows
+        .iter()
+        .flat_map(|r| [r.older.clone(), r.newer.clone()])
+        .filter(|id| !asked.contains(id))
+        .collect();
+    let readable = hub.core.index.meta.get_many(&others, filter)?;
+    let can_read = |id: &String| asked.contains(id) || readable.contains_key(id);
+    let mut out: HashMap<String, Vec<ConflictRef>> = HashMap::new();
+    for r in rows
+        .iter()
+        .filter(|r| can_read(&r.older) && can_read(&r.newer))
+    {
+        for (this, other, newer) in [(&r.older, &r.newer, true), (&r.newer, &r.older, false)] {
+            if asked.contains(this) {
+                out.entry(this.clone()).or_default().push(ConflictRef {
+                    id: other.clone(),
+                    newer,
+                    reason: r.reason.clone(),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Fills `conflicts_with` of each hit and puts the newer of a linked pair
+/// directly before the older when both are among the hits.
+pub(crate) fn annotate(hub: &Hub, hits: &mut Vec<SearchHit>, filter: &Filter) -> Result<()> {
+    let ids: Vec<String> = hits.iter().map(|h| h.memory.id.clone()).collect();
+    let mut found = conflicts_of(hub, &ids, filter)?;
+    if found.is_empty() {
+        return Ok(());
+    }
+    for h in hits.iter_mut() {
+        h.conflicts_with = found.remove(&h.memory.id).unwrap_or_default();
+    }
+    newer_first(hits);
+    Ok(())
+}
+
+/// Reorders `hits` so that the newer side of each linked pair present
+/// comes directly before the older, at the older's rank when that is the
+/// better one; every other hit keeps its order.
+pub(crate) fn newer_first(hits: &mut Vec<SearchHit>) {
+    let at: HashMap<String, usize> = hits
+        .iter()
+        .enumerate()
+        .map(|(i, h)| (h.memory.id.clone(), i))
+        .collect();
+    let mut taken = vec![false; hits.len()];
+    let mut order = Vec::with_capacity(hits.len());
+    for i in 0..hits.len() {
+        if taken[i] {
+            continue;
+        }
+        let newer = hits[i]
+            .conflicts_with
+            .iter()
+            .filter(|c| c.newer)
+            .filter_map(|c| at.get(&c.id).copied())
+            .find(|&j| !taken[j]);
+        if let Some(j) = newer {
+            taken[j] = true;
+            order.push(j);
+        }
+        taken[i] = true;
+        order.push(i);
+    }
+    let mut slots: Vec<Option<SearchHit>> = std::mem::take(hits).into_iter().map(Some).collect();
+    hits.extend(order.into_iter().filter_map(|i| slots[i].take()));
+}
+
+/// The label of a memory in a block where the other side of one of its
+/// conflict links is shown too: which is newer, in the memory's language.
+pub(crate) fn block_label(
+    m: &Memory,
+    conflicts: &[ConflictRef],
+    shown: &HashSet<&str>,
+) -> &'static str {
+    let Some(c) = conflicts.iter().find(|c| shown.contains(c.id.as_str())) else {
+        return "";
+    };
+    match (crate::contradiction::is_chinese(&m.text), c.newer) {
+        (true, true) => "（较早）",
+        (true, false) => "（较新）",
+        (false, true) => "(older) ",
+        (false, false) => "(newer) ",
+    }
+}
