@@ -44,9 +44,25 @@ LEXICAL = ["coverage", "bm25", "phrase", "translated", "terms", "dialogue", "cov
            "known", "docs", "length", "best_lexical", "lexical_gap", "content", "content_known"]
 SEMANTIC = LEXICAL + ["cosine", "cjk", "mixed", "cosine_cjk", "cosine_mixed", "cosine_lexical",
                       "known_cosine", "length_cosine", "best_cosine", "cosine_gap"]
+# The second stage's evidence (relevance::STAGE_FEATURES), for hybrid hits it ranked.
+RERANKED = SEMANTIC + ["stage", "stage_best", "stage_gap", "stage_lift", "stage_spread",
+                       "stage_text_rrf", "stage_sem_rrf", "stage_fused"]
+# Each variant: its features and the rows it judges. `semantic` keeps every
+# hit with a cosine (hybrid without the second stage, and conversations, are
+# judged by it); `reranked` the hybrid hits of a question (one turn) that the
+# second stage ranked.
+VARIANTS = (
+    ("lexical", LEXICAL, lambda r: not r["hasCosine"]),
+    ("semantic", SEMANTIC, lambda r: r["hasCosine"]),
+    ("reranked", RERANKED, lambda r: r["hasCosine"] and r.get("hasStage", False)
+     and r["features"]["dialogue"] == 0),
+)
+# Held-out off-topic searches never fitted on, only reported.
+HELD_OUT_KINDS = ("other-set",)
 # Evidence that a hit is about its query: more of it never lowers the probability.
 MONOTONE = {"coverage", "bm25", "phrase", "translated", "lexical", "coverage_terms", "known",
-            "cosine", "cosine_lexical", "known_cosine", "content", "content_known"}
+            "cosine", "cosine_lexical", "known_cosine", "content", "content_known",
+            "stage", "stage_text_rrf", "stage_sem_rrf", "stage_fused"}
 
 
 def load(path):
@@ -164,7 +180,7 @@ def metrics(rows, scores, threshold):
         r0 = hits[0][0]
         kind = r0["kind"]
         kept = [(r, s) for r, s in hits if s >= threshold]
-        if kind in ("off-topic", "other-user", "other-conversation"):
+        if kind in ("off-topic", "other-user", "other-conversation") + HELD_OUT_KINDS:
             name = kind if kind != "off-topic" else "off-topic-" + r0["split"]
             asked[name] += 1
             answered[name] += 1 if any(r["rank"] <= 5 for r, _ in kept) else 0
@@ -200,6 +216,47 @@ def dev_recall_drop(m):
     return max(drops) if drops else 0.0
 
 
+class Joint:
+    """The `reranked` variant beside `semantic`: a hit is kept when either
+    keeps it (relevance.rs: the judgement further above its threshold
+    counts), so the second stage's evidence only ever adds hits."""
+
+    def __init__(self, semantic, train, all_rows):
+        model = (np.array(semantic["mean"]), np.array(semantic["scale"]),
+                 np.array(semantic["weights"]), semantic["bias"])
+        self.t = semantic["threshold"]
+        self.train = predict(model, matrix(train, semantic["features"]))
+        self.all = predict(model, matrix(all_rows, semantic["features"]))
+        self.answered = set()
+        for r, s in zip(train, self.train):
+            if r["kind"] == "off-topic" and r["rank"] <= 5 and s >= self.t:
+                self.answered.add(query_key(r))
+
+    def operating_point(self, best, rate):
+        """The lowest threshold at which at most `rate` of the off-topic
+        tune questions keep a hit, counting those `semantic` answers."""
+        allowed = max(0, int(rate * len(best)) - len(self.answered & set(best)))
+        rest = sorted((s for q, s in best.items() if q not in self.answered), reverse=True)
+        if allowed >= len(rest):
+            return 0.01
+        return float(min(0.99, rest[allowed] + 1e-4))
+
+    def scores(self, scores, t):
+        """Scores that clear `t` exactly when either variant keeps the hit."""
+        return np.maximum(scores - t, self.all - self.t) + t
+
+
+def parity_rows(variant, model, vrows):
+    """What the final model (as written, rounded) predicts for a sample of its rows."""
+    rounded = (np.array(model["mean"]), np.array(model["scale"]),
+               np.array(model["weights"]), model["bias"])
+    step = max(1, len(vrows) // 50)
+    sample = vrows[::step][:50]
+    ps = predict(rounded, matrix(sample, model["features"]))
+    return [{"variant": variant, "features": r["features"], "hasCosine": r["hasCosine"],
+             "probability": round(float(p), 6)} for r, p in zip(sample, ps)]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("rows")
@@ -209,6 +266,10 @@ def main():
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--l2", type=float, default=1e-2)
     ap.add_argument("--near-miss", type=float, default=0.3)
+    ap.add_argument("--reranked-near-miss", type=float, default=0.0,
+                    help="near-miss weight of the reranked variant: the second stage already "
+                         "orders the hits of a question, so its decision is only whether the "
+                         "question is about the root")
     ap.add_argument("--other", type=float, default=0.3,
                     help="weight of hits of queries searched under another user's or conversation's scene")
     ap.add_argument("--max-drop", type=float, default=0.05,
@@ -218,6 +279,8 @@ def main():
     ap.add_argument("--dialogue-off-topic", action="store_true",
                     help="also fit on off-topic questions asked as three-turn conversations")
     ap.add_argument("--dump", help="write every row's out-of-fold probability here (JSONL)")
+    ap.add_argument("--only", help="refit only these variants (comma-separated); the others, "
+                                   "their figures included, are kept from the --out file")
     args = ap.parse_args()
     rows = load(args.rows)
     if not args.dialogue_off_topic:
@@ -225,13 +288,23 @@ def main():
     out = {}
     report = {}
     parity = []
-    for variant, names in (("lexical", LEXICAL), ("semantic", SEMANTIC)):
-        vrows = [r for r in rows if r["hasCosine"] == (variant == "semantic")]
-        train = [r for r in vrows if not (r["kind"] == "off-topic" and r["split"] == "test")]
+    kept = {}
+    if args.only:
+        with open(args.out) as f:
+            kept = json.load(f)
+    for variant, names, judges in VARIANTS:
+        vrows = [r for r in rows if judges(r)]
+        if args.only and variant not in args.only.split(","):
+            out[variant] = kept[variant]
+            parity.extend(parity_rows(variant, out[variant], vrows))
+            continue
+        train = [r for r in vrows if not (r["kind"] == "off-topic" and r["split"] == "test")
+                 and r["kind"] not in HELD_OUT_KINDS]
         x = matrix(train, names)
         mono = [n in MONOTONE for n in names]
         y = np.array([label(r) for r in train])
-        w = np.array([weight(r, args.near_miss, args.other) for r in train])
+        near_miss = args.reranked_near_miss if variant == "reranked" else args.near_miss
+        w = np.array([weight(r, near_miss, args.other) for r in train])
         # Every query weighs the same in total, whatever its number of hits.
         per_query = collections.Counter(query_key(r) for r in train)
         w = w / np.array([per_query[query_key(r)] for r in train])
@@ -244,7 +317,8 @@ def main():
             oof[test] = predict(model, x[test])
         # Off-topic test questions: scored by the model fitted on all training rows.
         final = fit(x, y, w, args.l2, mono)
-        held = [r for r in vrows if r["kind"] == "off-topic" and r["split"] == "test"]
+        held = [r for r in vrows if (r["kind"] == "off-topic" and r["split"] == "test")
+                or r["kind"] in HELD_OUT_KINDS]
         held_scores = predict(final, matrix(held, names)) if held else np.array([])
         all_rows = train + held
         all_scores = np.concatenate([oof, held_scores])
@@ -257,23 +331,33 @@ def main():
         for r, s in zip(train, oof):
             if r["kind"] == "off-topic" and r["rank"] <= 5:
                 best[query_key(r)] = max(best[query_key(r)], float(s))
-        tops = np.array(sorted(best.values())) if best else np.zeros(1)
-        point = float(np.quantile(tops, 1.0 - args.off_topic_rate)) if args.off_topic_rate > 0 \
-            else float(tops.max())
-        threshold = float(min(0.99, point + 1e-4))
-        m = metrics(all_rows, all_scores, threshold)
+        joint = None
+        if variant == "reranked":
+            joint = Joint(out["semantic"], train, all_rows)
+            threshold = joint.operating_point(best, args.off_topic_rate)
+        else:
+            tops = np.array(sorted(best.values())) if best else np.zeros(1)
+            point = float(np.quantile(tops, 1.0 - args.off_topic_rate)) \
+                if args.off_topic_rate > 0 else float(tops.max())
+            threshold = float(min(0.99, point + 1e-4))
+
+        def judged(t):
+            return all_scores if joint is None else joint.scores(all_scores, t)
+
+        m = metrics(all_rows, judged(threshold), threshold)
         # Keep dev recall within --max-drop where the off-topic point allows it.
         if dev_recall_drop(m) > args.max_drop:
             print(f"{variant}: at the off-topic point {threshold:.4f} dev recall drops "
                   f"{dev_recall_drop(m):.3f} > {args.max_drop}", file=sys.stderr)
         curve = []
         for t in np.linspace(0.02, 0.98, 49):
-            mt = metrics(all_rows, all_scores, t)
+            mt = metrics(all_rows, judged(t), t)
             curve.append({
                 "threshold": round(float(t), 3),
                 "offTopicTuneAnswered": round(mt["answered"].get("off-topic-tune", 0.0), 4),
                 "offTopicTestAnswered": round(mt["answered"].get("off-topic-test", 0.0), 4),
                 "otherSceneAnswered": round(mt["answered"].get("other-user", 0.0), 4),
+                "otherSetAnswered": round(mt["answered"].get("other-set", 0.0), 4),
                 "devRecallDrop": round(dev_recall_drop(mt), 4),
             })
         mean, scale, coef, bias = final
@@ -287,25 +371,21 @@ def main():
         }
         report[variant] = {"threshold": threshold, "cv": m, "curve": curve,
                            "rows": len(vrows), "positives": int(sum(label(r) for r in vrows))}
-        # Parity rows: what this script's final model predicts for some rows.
-        rounded = (np.array(out[variant]["mean"]), np.array(out[variant]["scale"]),
-                   np.array(out[variant]["weights"]), out[variant]["bias"])
-        step = max(1, len(vrows) // 50)
-        sample = vrows[::step][:50]
-        ps = predict(rounded, matrix(sample, names))
-        for r, p in zip(sample, ps):
-            parity.append({"variant": variant, "features": r["features"],
-                           "hasCosine": r["hasCosine"], "probability": round(float(p), 6)})
+        parity.extend(parity_rows(variant, out[variant], vrows))
         print(f"{variant}: threshold {threshold:.4f}; {json.dumps(m, indent=None)[:2000]}", file=sys.stderr)
     out["trained_by"] = "scripts/train-relevance.sh"
     out["operating_point"] = {"off_topic_rate": args.off_topic_rate,
-                              "near_miss": args.near_miss, "other": args.other, "l2": args.l2,
+                              "near_miss": args.near_miss,
+                              "reranked_near_miss": args.reranked_near_miss, "other": args.other, "l2": args.l2,
                               "folds": args.folds}
     out["cv"] = {v: {"threshold": report[v]["threshold"],
                      "offTopicAnswered": report[v]["cv"]["answered"],
                      "spansKept": report[v]["cv"]["spans_kept"],
                      "chatterKept": report[v]["cv"]["chatter_kept"],
                      "recallAt5": report[v]["cv"]["recall"]} for v in report}
+    for v in out:
+        if v in kept.get("cv", {}) and v not in report:
+            out["cv"][v] = kept["cv"][v]
     with open(args.out, "w") as f:
         json.dump(out, f, indent=1, ensure_ascii=False)
         f.write("\n")

@@ -29,13 +29,20 @@
 //!   ([`CALIBRATED_MODEL`]), read with the scripts of the two texts
 //!   ([`Pairing`]): cross-script pairs run lower than same-script ones.
 //!
+//! - **stage**: in hybrid search, what the second stage ([`crate::rerank`])
+//!   said of the hit ([`Stage`]): its score beside the best and mean of the
+//!   query's candidates, and the full-text and semantic ranks it read.
+//!
 //! A logistic model over these ([`RelevanceModel`]) gives P(relevant); a
 //! hit below the threshold (the operating point: the probability above
-//! which a thousandth of the off-topic training searches keep a hit, out of
-//! fold) is dropped. Evidence only ever raises the probability (the trainer
-//! keeps the weights of the evidence features at or above zero). Two variants
-//! are trained: `semantic` for hits with a cosine of the calibrated model,
-//! `lexical` for the rest (full-text searches, other models). The
+//! which one in two thousand off-topic training searches keeps a hit, out
+//! of fold) is dropped. Evidence only ever raises the probability (the
+//! trainer keeps the weights of the evidence features at or above zero).
+//! Three variants are trained: `reranked` for the hybrid hits of a
+//! question (one turn) that the second stage ranked, `semantic` for other
+//! hits with a cosine of the calibrated model (semantic search,
+//! conversations, hybrid without the second stage), `lexical` for the rest
+//! (full-text searches, other models). The
 //! coefficients, thresholds and cross-validated figures are data:
 //! `relevance_weights.json`, written by `scripts/train-relevance.sh`; a test
 //! checks this evaluator against the trainer's own predictions.
@@ -139,6 +146,28 @@ pub struct Evidence {
     pub best_lexical: f32,
     /// The highest cosine among those hits, when there are cosines.
     pub best_cosine: Option<f32>,
+    /// What the second stage of hybrid search said of the hit, when it
+    /// ranked it ([`crate::rerank`]).
+    pub stage: Option<Stage>,
+}
+
+/// The second stage's evidence for one hybrid hit: its score and the ranks
+/// it read, beside those of the other candidates of the query.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Stage {
+    /// The model's score mapped into (0, 1) (unblended).
+    pub score: f32,
+    /// The highest score among the query's candidates.
+    pub best: f32,
+    /// The mean score of the query's candidates.
+    pub mean: f32,
+    /// Rank in the full-text list (100 when absent).
+    pub text_rank: f32,
+    /// Rank in the semantic list (100 when absent).
+    pub sem_rank: f32,
+    /// The fused score over the best candidate's.
+    pub fused: f32,
 }
 
 /// How many of a response's first hits its list evidence looks at (the default limit).
@@ -191,10 +220,41 @@ impl Evidence {
             "best_cosine" => self.best_cosine.unwrap_or(0.0),
             "lexical_gap" => self.best_lexical - self.coverage.max(self.translated),
             "cosine_gap" => self.best_cosine.unwrap_or(0.0) - cos,
+            _ => return self.stage_feature(name),
+        })
+    }
+
+    /// The value of a feature of the second stage ([`STAGE_FEATURES`]), 0
+    /// without one; `None` for an unknown name.
+    fn stage_feature(&self, name: &str) -> Option<f32> {
+        let s = self.stage.unwrap_or_default();
+        let rrf = |rank: f32| if rank > 0.0 { 1.0 / rank } else { 0.0 };
+        Some(match name {
+            "stage" => s.score,
+            "stage_best" => s.best,
+            "stage_gap" => s.best - s.score,
+            "stage_lift" => s.score - s.mean,
+            "stage_spread" => s.best - s.mean,
+            "stage_text_rrf" => rrf(s.text_rank),
+            "stage_sem_rrf" => rrf(s.sem_rank),
+            "stage_fused" => s.fused,
             _ => return None,
         })
     }
 }
+
+/// The features of the second stage's evidence ([`Evidence::stage`]), read
+/// by the `reranked` variant only.
+pub const STAGE_FEATURES: [&str; 8] = [
+    "stage",
+    "stage_best",
+    "stage_gap",
+    "stage_lift",
+    "stage_spread",
+    "stage_text_rrf",
+    "stage_sem_rrf",
+    "stage_fused",
+];
 
 /// Every feature name [`Evidence::feature`] knows (what the training data holds).
 pub const FEATURES: [&str; 25] = [
@@ -598,6 +658,7 @@ impl QueryEvidence {
             length: (1.0 + tokens.len() as f32).ln(),
             best_lexical: 0.0,
             best_cosine: None,
+            stage: None,
         }
     }
 }
@@ -639,7 +700,10 @@ impl Logistic {
             && self.scale.len() == n
             && self.weights.len() == n
             && self.scale.iter().all(|s| *s > 0.0)
-            && self.features.iter().all(|f| FEATURES.contains(&f.as_str()))
+            && self
+                .features
+                .iter()
+                .all(|f| FEATURES.contains(&f.as_str()) || STAGE_FEATURES.contains(&f.as_str()))
             && (0.0..1.0).contains(&self.threshold)
     }
 
@@ -669,6 +733,11 @@ pub struct RelevanceModel {
     pub(crate) lexical: Logistic,
     /// For hits with one.
     pub(crate) semantic: Logistic,
+    /// For hybrid hits with one that the second stage ranked
+    /// ([`Evidence::stage`]) for a question (one turn); `semantic` judges
+    /// them when absent, and a conversation's hits always.
+    #[serde(default)]
+    pub(crate) reranked: Option<Logistic>,
 }
 
 /// The checked-in model (written by `scripts/train-relevance.py`).
@@ -680,7 +749,9 @@ pub fn model() -> &'static RelevanceModel {
         let m: RelevanceModel = serde_json::from_str(WEIGHTS_JSON)
             .expect("relevance_weights.json is checked in and parsed by a test");
         assert!(
-            m.lexical.valid() && m.semantic.valid(),
+            m.lexical.valid()
+                && m.semantic.valid()
+                && m.reranked.as_ref().is_none_or(Logistic::valid),
             "relevance_weights.json names known features with one value each"
         );
         m
@@ -689,22 +760,37 @@ pub fn model() -> &'static RelevanceModel {
 }
 
 impl RelevanceModel {
-    fn variant(&self, e: &Evidence) -> &Logistic {
-        if e.cosine.is_some() {
-            &self.semantic
-        } else {
-            &self.lexical
+    /// The variant that judges a hit with this evidence, and its
+    /// probability. A question's hybrid hit that the second stage ranked is
+    /// judged by `reranked` and by `semantic`, and the judgement further
+    /// above its threshold counts: the second stage's evidence only ever
+    /// keeps more.
+    fn judge(&self, e: &Evidence) -> (&Logistic, f32) {
+        fn one<'m>(v: &'m Logistic, e: &Evidence) -> (&'m Logistic, f32) {
+            (v, v.probability(e))
+        }
+        match (e.cosine, e.stage, &self.reranked) {
+            (Some(_), Some(_), Some(reranked)) if !e.dialogue => {
+                let (a, b) = (one(&self.semantic, e), one(reranked, e));
+                if b.1 - b.0.threshold > a.1 - a.0.threshold {
+                    b
+                } else {
+                    a
+                }
+            }
+            (Some(_), _, _) => one(&self.semantic, e),
+            (None, _, _) => one(&self.lexical, e),
         }
     }
 
     /// P(relevant) of a hit with this evidence, in (0, 1).
     pub fn probability(&self, e: &Evidence) -> f32 {
-        self.variant(e).probability(e)
+        self.judge(e).1
     }
 
     /// The probability below which a hit with this evidence is dropped by default.
     pub fn threshold(&self, e: &Evidence) -> f32 {
-        self.variant(e).threshold
+        self.judge(e).0.threshold
     }
 
     /// Whether a hit with probability `p` (and this evidence) is kept under
@@ -734,6 +820,7 @@ mod tests {
             length: 10f32.ln(),
             best_lexical: coverage,
             best_cosine: cosine,
+            stage: None,
         }
     }
 
@@ -760,19 +847,12 @@ mod tests {
         let mut n = 0;
         for line in rows.lines() {
             let row: serde_json::Value = serde_json::from_str(line).unwrap();
-            let variant = if row["hasCosine"].as_bool().unwrap() {
-                &m.semantic
-            } else {
-                &m.lexical
+            let variant = match row["variant"].as_str().unwrap() {
+                "reranked" => m.reranked.as_ref().expect("the reranked variant"),
+                "semantic" => &m.semantic,
+                _ => &m.lexical,
             };
-            assert_eq!(
-                row["variant"],
-                if row["hasCosine"] == true {
-                    "semantic"
-                } else {
-                    "lexical"
-                }
-            );
+            assert_eq!(row["hasCosine"], row["variant"] != "lexical");
             let got =
                 variant.probability_with(|name| row["features"][name].as_f64().unwrap() as f32);
             let want = row["probability"].as_f64().unwrap() as f32;
@@ -785,12 +865,49 @@ mod tests {
     #[test]
     fn every_feature_name_is_known() {
         let e = evidence(0.5, Some(0.8), Pairing::Mixed);
-        for name in FEATURES {
+        for name in FEATURES.iter().chain(&STAGE_FEATURES) {
             assert!(e.feature(name).is_some(), "{name}");
         }
         assert_eq!(e.feature("cosine_mixed"), Some(0.8));
         assert_eq!(e.feature("cosine_cjk"), Some(0.0));
         assert_eq!(e.feature("no such feature"), None);
+    }
+
+    #[test]
+    fn the_second_stage_adds_its_judgement_for_a_questions_hybrid_hits_only() {
+        let m = model();
+        let reranked = m
+            .reranked
+            .as_ref()
+            .expect("the reranked variant is checked in");
+        let stage = Stage {
+            score: 0.75,
+            best: 0.75,
+            mean: 0.25,
+            text_rank: 1.0,
+            sem_rank: 2.0,
+            fused: 1.0,
+        };
+        let mut e = Evidence {
+            stage: Some(stage),
+            ..evidence(0.2, Some(0.84), Pairing::Latin)
+        };
+        let (variant, p) = m.judge(&e);
+        let margin = |v: &Logistic| v.probability(&e) - v.threshold;
+        assert!(p - variant.threshold >= margin(reranked).max(margin(&m.semantic)));
+        assert_eq!(e.feature("stage_spread"), Some(0.5));
+        assert_eq!(e.feature("stage_text_rrf"), Some(1.0));
+        e.dialogue = true;
+        assert!(std::ptr::eq(m.judge(&e).0, &m.semantic), "a conversation");
+        e.dialogue = false;
+        e.cosine = None;
+        assert!(std::ptr::eq(m.judge(&e).0, &m.lexical), "no cosine");
+        // A higher score of the second stage never lowers the probability.
+        let e = |score| Evidence {
+            stage: Some(Stage { score, ..stage }),
+            ..evidence(0.2, Some(0.84), Pairing::Latin)
+        };
+        assert!(m.probability(&e(0.2)) <= m.probability(&e(0.8)));
     }
 
     #[test]

@@ -6,9 +6,10 @@
 //! `search::HYBRID_DEPTH`) then gets [`FEATURES`], computed from what the
 //! search already has (ranks, fused score, cosine, full-text evidence,
 //! coverage, the candidate's session among the others, speaker, recency),
-//! and this model's score orders them. It reorders and never decides:
-//! which hits are kept is still [`crate::relevance`]'s decision, made on
-//! the same evidence as without the model.
+//! and this model's score orders them. It reorders and does not decide
+//! alone: which hits are kept is [`crate::relevance`]'s decision, which for
+//! a question's hits also reads this model's score
+//! ([`crate::relevance::Stage`]) and only ever keeps more with it.
 //!
 //! The model is data, `rerank_model.json`, written by
 //! `scripts/train-rerank.sh` (LightGBM, lambdarank objective, trained on

@@ -10,6 +10,10 @@
 //! - **other-user** / **other-conversation**: the same queries under another
 //!   scene (the other MADial user, the next LoCoMo conversation): nothing
 //!   there is about them.
+//! - **other-set**: the queries of another dev set (MADial's dialogues on
+//!   the LoCoMo root, LoCoMo's questions on each MADial root), asked of the
+//!   whole root in hybrid mode: held-out off-topic searches the trainer
+//!   never fits on (it reports how many keep a hit).
 //! - **off-topic**: questions no root is about (`split` says whether the
 //!   trainer may fit on them).
 //! - **span**: distinctive spans copied from memories of the mixed root
@@ -103,7 +107,7 @@ pub struct Row {
     pub qid: String,
     /// Cross-validation group (conversation, dialogue, user or question).
     pub group: String,
-    /// `labelled`, `other-user`, `other-conversation`, `off-topic` or `span`.
+    /// `labelled`, `other-user`, `other-conversation`, `other-set`, `off-topic` or `span`.
     pub kind: String,
     /// `tune` or `test` for off-topic questions, else `dev`.
     pub split: String,
@@ -117,10 +121,13 @@ pub struct Row {
     pub relevant_total: usize,
     /// Whether the hit is one of them.
     pub relevant: bool,
-    /// Every feature of [`crate::relevance::FEATURES`] by name.
+    /// Every feature of [`crate::relevance::FEATURES`] and
+    /// [`crate::relevance::STAGE_FEATURES`] by name.
     pub features: serde_json::Map<String, serde_json::Value>,
     /// Whether the hit had a cosine of the calibrated model.
     pub has_cosine: bool,
+    /// Whether the second stage of hybrid search ranked the hit.
+    pub has_stage: bool,
     /// What the checked-in model says.
     pub relevance: f32,
     /// The hit is group-chat filler ([`CHATTER`]).
@@ -248,6 +255,7 @@ impl Writer<'_> {
                     let cid = corpus_id_of.get(&h.memory.id).cloned().unwrap_or_default();
                     let features = crate::relevance::FEATURES
                         .iter()
+                        .chain(&crate::relevance::STAGE_FEATURES)
                         .map(|f| {
                             (
                                 f.to_string(),
@@ -270,6 +278,7 @@ impl Writer<'_> {
                         relevant: p.relevant.contains(&cid),
                         features,
                         has_cosine: h.evidence.cosine.is_some(),
+                        has_stage: h.evidence.stage.is_some(),
                         relevance: h.relevance,
                         chatter: cid.starts_with("chatter-"),
                     };
@@ -493,6 +502,40 @@ fn off_topic_probes(questions: &[OffTopic]) -> Vec<Probe> {
     probes
 }
 
+/// How many queries of other sets are asked of a dev root (see the module docs: other-set).
+pub const OTHER_SET_QUERIES: usize = 200;
+
+/// The other-set probes of the root of `set` (see the module docs): at most
+/// [`OTHER_SET_QUERIES`] queries of the sets about other people, asked of
+/// every memory, relevant to none.
+fn other_set_probes(eval_dir: &Path, set: &str) -> Result<Vec<Probe>> {
+    let strangers: &[&str] = if set == "locomo-dev" {
+        &["madial-zh-dev", "madial-en-dev"]
+    } else {
+        &["locomo-dev"]
+    };
+    let mut probes = Vec::new();
+    for &other in strangers {
+        let queries: Vec<QueryLine> = read_jsonl(&eval_dir.join(other).join("queries.jsonl"))?;
+        let step = queries
+            .len()
+            .div_ceil(OTHER_SET_QUERIES / strangers.len())
+            .max(1);
+        probes.extend(queries.iter().step_by(step).map(|q| Probe {
+            dataset: other.to_string(),
+            qid: format!("other-set-{}", q.qid),
+            group: format!("other-set-{other}-{}", q.qid),
+            kind: "other-set",
+            split: "test".into(),
+            lang: lang_of(other).into(),
+            query: q.query.clone(),
+            filter: Filter::all(),
+            relevant: Vec::new(),
+        }));
+    }
+    Ok(probes)
+}
+
 /// [`CHATTER`] as corpus lines of `scene`.
 fn chatter(scene: Option<&str>) -> Vec<CorpusLine> {
     CHATTER
@@ -623,7 +666,7 @@ impl Exporter<'_> {
 
     /// The dev set as its own root: its queries under their own scene and
     /// another's, its translations, the off-topic questions.
-    fn dev_root(&mut self, set: &DevSet<'_>) -> Result<()> {
+    fn dev_root(&mut self, eval_dir: &Path, set: &DevSet<'_>) -> Result<()> {
         let root = self.open()?;
         let ids = load_corpus(&root.hub, set.name, &set.corpus, None)?;
         let name = format!("dev:{}", set.name);
@@ -647,6 +690,15 @@ impl Exporter<'_> {
         let text_modes = [SearchMode::Fulltext, SearchMode::Hybrid];
         self.w
             .run(&root.hub, &name, size, &ids, &others, &text_modes)?;
+        let strangers = other_set_probes(eval_dir, set.name)?;
+        self.w.run(
+            &root.hub,
+            &name,
+            size,
+            &ids,
+            &strangers,
+            &[SearchMode::Hybrid],
+        )?;
         self.w
             .run(&root.hub, &name, size, &ids, &self.off_topic, &ALL_MODES)?;
         root.close()
@@ -892,7 +944,7 @@ pub fn export(
     };
     for name in SETS {
         let set = DevSet::read(eval_dir, name)?;
-        ex.dev_root(&set)?;
+        ex.dev_root(eval_dir, &set)?;
         if name == "madial-zh-dev" || name == "madial-en-dev" || name == "locomo-dev" {
             ex.small_random(&set)?;
         }

@@ -220,7 +220,10 @@ impl<'a> Corrector<'a> {
                     self.cx.filter,
                 )?),
             };
-            h.evidence = evidence.of(&h.memory, h.evidence.cosine);
+            h.evidence = crate::relevance::Evidence {
+                stage: h.evidence.stage,
+                ..evidence.of(&h.memory, h.evidence.cosine)
+            };
         }
         Ok(())
     }

@@ -439,26 +439,51 @@ fn list_features(out: &mut [Candidate], dialogue: bool, query_cjk: f32) {
 }
 
 /// The hybrid ranking reordered by the second stage ([`crate::rerank`],
-/// when enabled), `limit` long, and the query's vector. Each hit's cosine is the semantic
-/// list's, as in [`fuse`], so the relevance decision sees the same evidence.
+/// when enabled), `limit` long, the query's vector and the second stage's
+/// evidence of each hit (for the relevance decision). Each hit's cosine is
+/// the semantic list's, as in [`fuse`], so the relevance decision sees the
+/// same evidence.
 pub(crate) fn reranked(
     cx: &super::Context<'_>,
     embedder: &dyn Embedder,
     req: &SearchRequest,
     limit: usize,
-) -> Result<(Vec<Scored>, Vec<f32>)> {
+) -> Result<(Vec<Scored>, Vec<f32>, Stages)> {
     let model = crate::rerank::enabled()
         .ok_or_else(|| Error::Internal("the second stage is not enabled".into()))?;
     let (qvec, candidates) = candidates_and_vector(cx, embedder, req, limit)?;
+    let sigmoid = |raw: f64| (1.0 / (1.0 + (-raw).exp())) as f32;
+    let raw: Vec<f32> = candidates
+        .iter()
+        .map(|c| sigmoid(model.raw(&c.rerank)))
+        .collect();
+    let best = raw.iter().copied().fold(0.0, f32::max);
+    let mean = raw.iter().sum::<f32>() / raw.len().max(1) as f32;
+    let mut stages = Stages::new();
     let mut scored: Vec<Scored> = candidates
         .into_iter()
-        .map(|c| Scored {
-            // Quantised like BM25 scores, so that a few ulps never reorder hits.
-            score: crate::index::text::quantise(model.score(&c.rerank)),
-            own: c.own_evidence,
-            pass: c.pass,
-            cosine: c.semantic_rank.map(|_| c.rerank[4]),
-            id: c.id,
+        .zip(raw)
+        .map(|(c, score)| {
+            stages.insert(
+                c.id.clone(),
+                crate::relevance::Stage {
+                    // Quantised: a few ulps never change a decision.
+                    score: crate::index::text::quantise(score),
+                    best: crate::index::text::quantise(best),
+                    mean: crate::index::text::quantise(mean),
+                    text_rank: c.rerank[2],
+                    sem_rank: c.rerank[3],
+                    fused: crate::index::text::quantise(c.rerank[0]),
+                },
+            );
+            Scored {
+                // Quantised like BM25 scores, so that a few ulps never reorder hits.
+                score: crate::index::text::quantise(model.score(&c.rerank)),
+                own: c.own_evidence,
+                pass: c.pass,
+                cosine: c.semantic_rank.map(|_| c.rerank[4]),
+                id: c.id,
+            }
         })
         .collect();
     scored.sort_by(|a, b| {
@@ -467,8 +492,12 @@ pub(crate) fn reranked(
             .then_with(|| b.own.total_cmp(&a.own))
     });
     scored.truncate(limit);
-    Ok((scored, qvec))
+    stages.retain(|id, _| scored.iter().any(|s| &s.id == id));
+    Ok((scored, qvec, stages))
 }
+
+/// The second stage's evidence of each hit it ranked, by memory id.
+pub(crate) type Stages = std::collections::HashMap<String, crate::relevance::Stage>;
 
 /// The cosine similarity of two vectors (0 when either is zero).
 pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {

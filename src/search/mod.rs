@@ -51,6 +51,7 @@ use crate::index::tokenizer::{Term, is_stop_word, tokenize};
 use crate::model::Memory;
 use crate::query::QueryPlan;
 use crate::relevance::{Evidence, QueryEvidence};
+use hybrid::Stages;
 
 pub use hybrid::Candidate;
 
@@ -348,6 +349,8 @@ struct Ranked {
     /// The query's vector, when a semantic ranking ran (for the cosines of
     /// the relevance decision).
     query_vector: Option<Vec<f32>>,
+    /// The second stage's evidence of the hits it ranked.
+    stages: hybrid::Stages,
 }
 
 /// Ranks `limit` candidates in `mode` (see the module docs); hybrid falls
@@ -372,18 +375,18 @@ fn rank(
             })
             .collect())
     };
-    let ranked = |scored, query_vector| Ranked {
+    let ranked = |scored, query_vector, stages| Ranked {
         scored,
         mode,
         fallback: None,
         query_vector,
+        stages,
     };
     let fell_back = |err: Error| -> Result<Ranked> {
         Ok(Ranked {
-            scored: fulltext_only(limit)?,
             mode: SearchMode::Fulltext,
             fallback: Some(err.to_string()),
-            query_vector: None,
+            ..ranked(fulltext_only(limit)?, None, Stages::new())
         })
     };
     let unavailable = |err: &Error| err.code() == crate::error::ErrorCode::EmbeddingUnavailable;
@@ -400,11 +403,11 @@ fn rank(
                     cosine: Some(cosine),
                 })
                 .collect();
-            Ok(ranked(scored, Some(v)))
+            Ok(ranked(scored, Some(v), Stages::new()))
         }
         (SearchMode::Hybrid, Some(e)) if crate::rerank::enabled().is_some() => {
             match hybrid::reranked(cx, e, req, limit) {
-                Ok((scored, v)) => Ok(ranked(scored, Some(v))),
+                Ok((scored, v, stages)) => Ok(ranked(scored, Some(v), stages)),
                 Err(err) if unavailable(&err) => fell_back(err),
                 Err(err) => Err(err),
             }
@@ -428,7 +431,7 @@ fn rank(
                         .collect();
                     scored.sort_by(|a, b| b.score.total_cmp(&a.score));
                     scored.truncate(limit);
-                    Ok(ranked(scored, None))
+                    Ok(ranked(scored, None, Stages::new()))
                 }
                 Err(err) if unavailable(&err) => fell_back(err),
                 Err(err) => Err(err),
@@ -442,14 +445,14 @@ fn rank(
                     let votes = hybrid::votes(cx, &text)?;
                     let mut fused = hybrid::fuse(&text, &votes, &semantic, cfg);
                     fused.truncate(limit);
-                    Ok(ranked(fused, Some(v)))
+                    Ok(ranked(fused, Some(v), Stages::new()))
                 }
                 // E.g. the index holds vectors of another model: full text still answers.
                 Err(err) if unavailable(&err) => fell_back(err),
                 Err(err) => Err(err),
             }
         }
-        _ => Ok(ranked(fulltext_only(limit)?, None)),
+        _ => Ok(ranked(fulltext_only(limit)?, None, Stages::new())),
     }
 }
 
@@ -499,6 +502,7 @@ pub(crate) fn search(
         mode,
         fallback,
         query_vector,
+        stages,
     } = rank(&cx, embedder, req, mode, limit)?;
     // Exact phrases first, in every mode: found by the index (a memory
     // holding the phrase may be in neither ranking), and never more than asked for.
@@ -539,6 +543,7 @@ pub(crate) fn search(
         last_turn: q.last_turn.as_ref(),
         calibrated: embedder.zip(query_vector.as_deref()),
         phrases: &phrase_ids,
+        stages: &stages,
         corrector: fuzzy::Corrector::new(&cx, &req.query),
     };
     let (hits, dropped_below_floor) = judged.decide(scored, rows, mode, cfg, req.min_score)?;
@@ -565,6 +570,8 @@ struct Judged<'a> {
     /// ran with both: cosines count as evidence only then.
     calibrated: Option<(&'a dyn Embedder, &'a [f32])>,
     phrases: &'a std::collections::HashSet<String>,
+    /// The second stage's evidence of the hits it ranked (hybrid only).
+    stages: &'a hybrid::Stages,
     /// Judges hits of the fuzzy pass alone, when it ran.
     corrector: Option<fuzzy::Corrector<'a>>,
 }
@@ -608,7 +615,10 @@ impl Judged<'_> {
                 Some(SearchHit {
                     relevance: 0.0,
                     phrase: self.phrases.contains(&s.id),
-                    evidence: self.evidence.of(&memory, cosine),
+                    evidence: crate::relevance::Evidence {
+                        stage: cosine.and(self.stages.get(&s.id).copied()),
+                        ..self.evidence.of(&memory, cosine)
+                    },
                     memory,
                     score: s.score,
                     pass: s.pass,
