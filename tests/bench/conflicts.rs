@@ -49,8 +49,10 @@ pub fn run(n: usize, writes: usize) -> Vec<Row> {
     corpus::write_all(&hub, &seed);
     let texts = texts();
     let op = hub.operator();
-    let time = |f: &dyn Fn(String)| -> Vec<Duration> {
-        let mut out: Vec<Duration> = (0..writes)
+    // Each write is a new memory (numbered apart from every other, so that
+    // exact dedup never answers NOOP).
+    let time = |from: usize, f: &dyn Fn(String)| -> Vec<Duration> {
+        let mut out: Vec<Duration> = (from..from + writes)
             .map(|i| {
                 let text = format!("{} ({i})", texts[i % texts.len()]);
                 let t = Instant::now();
@@ -61,7 +63,7 @@ pub fn run(n: usize, writes: usize) -> Vec<Row> {
         out.sort();
         out
     };
-    let plain = time(&|text| {
+    let plain = time(0, &|text| {
         hub.append(WriteRequest::new(
             Scene::parse("main").unwrap(),
             text,
@@ -69,12 +71,13 @@ pub fn run(n: usize, writes: usize) -> Vec<Row> {
         ))
         .unwrap();
     });
-    let detected = time(&|text| {
+    let detected = time(writes, &|text| {
         let body = WriteBody {
             text,
             ..Default::default()
         };
-        hub.write(&op, body).unwrap();
+        let out = hub.write(&op, body).unwrap();
+        assert_eq!(out.action, memory_hub::hub::WriteAction::Add);
     });
     let mut rows = Vec::new();
     for (p, name) in [(0.5, "p50"), (0.99, "p99")] {
