@@ -269,3 +269,55 @@ fn consolidation_links_the_days_contradictions_and_proposes_a_supersede() {
     let settled = consolidate::run(&hub, &SleepConfig::default(), &opts(false)).unwrap();
     assert!(settled.conflicts.is_empty());
 }
+
+#[tokio::test]
+async fn dismiss_and_undo_within_one_millisecond_and_a_link_after_an_as_of_instant() {
+    let api = Api::new();
+    let owner = api.custom_token("owner", &["*", "read", "write"], &["main"]);
+    let t0 = Utc::now() - Duration::days(5);
+    api.set_now(Some(t0));
+    let a = write(&api, &owner, json!({"text": "My dentist is on Friday"})).await;
+    api.set_now(Some(t0 + Duration::days(2)));
+    let b = write(&api, &owner, json!({"text": "My dentist is on Monday"})).await;
+    let linked = |found: &[(String, Vec<(String, bool)>)]| found.iter().any(|(_, l)| !l.is_empty());
+    assert!(linked(&hits(&api, &owner, "dentist").await));
+    // Before the newer was written (and linked), the older shows no link.
+    let at = (t0 + Duration::days(1)).to_rfc3339();
+    let past = api
+        .ok(
+            "/v1/search",
+            &owner,
+            json!({"query": "dentist", "mode": "fulltext", "as_of": at}),
+        )
+        .await;
+    assert_eq!(past["hits"].as_array().unwrap().len(), 1, "{past}");
+    assert!(past["hits"][0].get("conflicts_with").is_none(), "{past}");
+
+    // The clock does not move: each answer still holds.
+    api.set_now(Some(t0 + Duration::days(3)));
+    let dismiss = json!({"id": a, "other": b});
+    let undo = json!({"id": a, "other": b, "undo": true});
+    assert_eq!(
+        api.ok("/v1/conflicts/dismiss", &owner, dismiss.clone())
+            .await["linked"],
+        false
+    );
+    assert!(!linked(&hits(&api, &owner, "dentist").await));
+    assert_eq!(
+        api.ok("/v1/conflicts/dismiss", &owner, undo.clone()).await["linked"],
+        true
+    );
+    assert!(
+        linked(&hits(&api, &owner, "dentist").await),
+        "undo was lost"
+    );
+    assert_eq!(
+        api.ok("/v1/conflicts/dismiss", &owner, dismiss).await["linked"],
+        false
+    );
+    assert!(!linked(&hits(&api, &owner, "dentist").await));
+    // Idempotent: the same undo twice is one link.
+    api.ok("/v1/conflicts/dismiss", &owner, undo.clone()).await;
+    api.ok("/v1/conflicts/dismiss", &owner, undo).await;
+    assert!(linked(&hits(&api, &owner, "dentist").await));
+}
