@@ -321,3 +321,54 @@ async fn dismiss_and_undo_within_one_millisecond_and_a_link_after_an_as_of_insta
     api.ok("/v1/conflicts/dismiss", &owner, undo).await;
     assert!(linked(&hits(&api, &owner, "dentist").await));
 }
+
+#[tokio::test]
+async fn a_hidden_side_answers_as_a_missing_one_now_and_as_of() {
+    let api = Api::new();
+    let owner = api.custom_token(
+        "owner",
+        &["*", "read", "write", "sensitive:read"],
+        &["main"],
+    );
+    let reader = api.custom_token("reader", &["read", "write"], &["main"]);
+    let t0 = Utc::now() - Duration::days(2);
+    api.set_now(Some(t0));
+    let plain = write(&api, &owner, json!({"text": "I like green tea"})).await;
+    let hidden = write(
+        &api,
+        &owner,
+        json!({"text": "I don't like green tea anymore", "privacy": "sensitive"}),
+    )
+    .await;
+    api.set_now(None);
+    let missing = "fact-main-zzzzzzzz-zzzz";
+    for route in ["/v1/conflicts/dismiss", "/v1/conflicts/accept"] {
+        let body = |other: &str| match route {
+            "/v1/conflicts/dismiss" => json!({"id": plain, "other": other}),
+            _ => json!({"older": plain, "newer": other}),
+        };
+        let (s1, v1) = api.post(route, &reader, body(&hidden)).await;
+        let (s2, v2) = api.post(route, &reader, body(missing)).await;
+        let v1 = v1.to_string().replace(&hidden, "X");
+        let v2 = v2.to_string().replace(missing, "X");
+        assert_eq!((s1, v1), (s2, v2), "{route}");
+    }
+    let at = (t0 + Duration::hours(1)).to_rfc3339();
+    let q = json!({"query": "green tea", "mode": "fulltext", "as_of": at});
+    let seen = api.ok("/v1/search", &reader, q).await;
+    assert_eq!(seen["hits"].as_array().unwrap().len(), 1, "{seen}");
+    assert!(seen["hits"][0].get("conflicts_with").is_none(), "{seen}");
+    let got = api
+        .ok("/v1/get", &reader, json!({"id": plain, "as_of": at}))
+        .await;
+    assert!(got.get("conflicts_with").is_none(), "{got}");
+    let (s1, v1) = api
+        .post("/v1/get", &reader, json!({"id": hidden, "as_of": at}))
+        .await;
+    let (s2, v2) = api
+        .post("/v1/get", &reader, json!({"id": missing, "as_of": at}))
+        .await;
+    let v1 = v1.to_string().replace(&hidden, "X");
+    let v2 = v2.to_string().replace(missing, "X");
+    assert_eq!((s1, v1), (s2, v2));
+}
