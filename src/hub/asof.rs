@@ -14,7 +14,11 @@
 //! known texts are not embedded again); the ordinary use case runs against
 //! it with the clock at the instant. The last [`KEPT`] cuts are kept, keyed
 //! by what they hold, and deleted when they leave (one a crashed process left,
-//! when the next one is built).
+//! when the next one is built). A build is the caller's work at the search
+//! gate (its own queue, as a heavy search: a full queue is `RATE_LIMITED`),
+//! one at a time, and is refused with `STORAGE_FULL` when its index would
+//! take `data/` into the reserve memd keeps free ([`crate::disk`]); the
+//! searches in a cut's index pass the same gate.
 //! When nothing on disk is later than the instant and the index is caught
 //! up, the live index is that cut already and answers directly, at the instant.
 //! Deciding that, and the cut's key, costs stats and binary searches: the
@@ -22,16 +26,18 @@
 //! files that changed are read again (an appended one from where it stopped).
 
 use std::collections::VecDeque;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use chrono::{DateTime, NaiveDate, NaiveTime, TimeDelta, Utc};
 
 use super::parts::Core;
 use super::parts::catchup::CatchUp;
+use super::parts::gate;
 use super::{Caller, Hub};
 use crate::config::Layout;
+use crate::disk::Room;
 use crate::embed::EmbedderStatus;
 use crate::embed::cache::VectorCache;
 use crate::error::{Error, IoContext, Result};
@@ -45,6 +51,9 @@ pub(crate) const KEPT: usize = 2;
 #[derive(Default)]
 pub(crate) struct Cuts {
     kept: Mutex<VecDeque<Arc<CutHub>>>,
+    /// Held while a cut is built (one at a time, so `data/tmp/` holds at
+    /// most the kept ones, one being built and ones still being read).
+    building: Mutex<()>,
     journal: cut::Summaries,
 }
 
@@ -121,37 +130,79 @@ pub(crate) fn answer<R>(
     ask: impl FnOnce(&Hub, &Caller) -> Result<R>,
 ) -> Result<(R, DateTime<Utc>)> {
     let at = parse_as_of(as_of, caller.now())?;
-    let past = past(hub, at)?;
+    let past = past(hub, caller, at)?;
     let reply = ask(past.hub(), &caller.at(at))?;
     Ok((reply, at))
 }
 
-/// The index that answers for `at`.
-fn past(hub: &Hub, at: DateTime<Utc>) -> Result<Past<'_>> {
+/// The index that answers for `at`. Building one is `caller`'s work at
+/// the search gate (in its queue, as a heavy search), one build at a time.
+fn past<'a>(hub: &'a Hub, caller: &Caller, at: DateTime<Utc>) -> Result<Past<'a>> {
     let memories = hub.core.layout.memories();
     let plan = cut::plan(&memories, at, &hub.cuts.journal)?;
     if plan.later == 0 && hub.index_behind(None)?.is_none() {
         return Ok(Past::Live(hub));
     }
-    let mut kept = hub.cuts.kept.lock().expect("as_of cuts poisoned");
-    if let Some(i) = kept.iter().position(|c| c.key == plan.key) {
-        let found = kept.remove(i).expect("found above");
-        kept.push_front(Arc::clone(&found));
+    if let Some(found) = hub.cuts.find(plan.key) {
+        return Ok(Past::Cut(found));
+    }
+    let cost = gate::HEAVY_COST + 1 + plan.lines / 8;
+    let _permit = hub.admit_as(caller, cost)?;
+    let _building = hub.cuts.building.lock().expect("as_of builds poisoned");
+    if let Some(found) = hub.cuts.find(plan.key) {
         return Ok(Past::Cut(found));
     }
     let built = Arc::new(build(hub, &plan, at)?);
+    let mut kept = hub.cuts.kept.lock().expect("as_of cuts poisoned");
     kept.push_front(Arc::clone(&built));
     kept.truncate(KEPT);
     Ok(Past::Cut(built))
+}
+
+impl Cuts {
+    /// The kept cut of `key`, now the newest.
+    fn find(&self, key: u64) -> Option<Arc<CutHub>> {
+        let mut kept = self.kept.lock().expect("as_of cuts poisoned");
+        let i = kept.iter().position(|c| c.key == key)?;
+        let found = kept.remove(i).expect("found above");
+        kept.push_front(Arc::clone(&found));
+        Some(found)
+    }
+}
+
+/// Bytes an index of `plan` needs, about: the files' bytes several times
+/// over (the copy, SQLite, tantivy), a vector per line and a fixed part.
+fn room_for(plan: &cut::Cut) -> u64 {
+    const FIXED: u64 = 1024 * 1024;
+    const PER_LINE: u64 = 2 * 1024;
+    FIXED + plan.bytes.saturating_mul(4) + plan.lines.saturating_mul(PER_LINE)
+}
+
+/// Refuses a build that would take the file system of `tmp` into the
+/// reserve memd keeps free there (see [`crate::disk`]).
+fn check_room(tmp: &Path, plan: &cut::Cut, at: DateTime<Utc>) -> Result<()> {
+    let need = room_for(plan);
+    match Room::of(tmp) {
+        Some(room) if !room.takes(need) => Err(Error::StorageFull(format!(
+            "cannot build the index of memory as of {}: it needs about {need} bytes and the \
+             file system of data/ has {} bytes free, with {} kept free",
+            at.to_rfc3339(),
+            room.free,
+            room.reserve()
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// A hub over a new temporary index of `plan` (see the module docs).
 fn build(live: &Hub, plan: &cut::Cut, at: DateTime<Utc>) -> Result<CutHub> {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let tmp = live.core.layout.data().join("tmp");
+    std::fs::create_dir_all(&tmp).ctx("cannot create an as_of index", &tmp)?;
     remove_stale(&tmp);
+    check_room(&tmp, plan, at)?;
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let dir = TempDir(tmp.join(format!("asof-{}-{n}", std::process::id())));
+    let dir = TempDir(tmp.join(format!("{}{n}", own_prefix())));
     std::fs::create_dir_all(&dir.0).ctx("cannot create an as_of index", &dir.0)?;
     let started = std::time::Instant::now();
     let layout = Layout::new(&dir.0);
@@ -184,15 +235,29 @@ fn build(live: &Hub, plan: &cut::Cut, at: DateTime<Utc>) -> Result<CutHub> {
     })
 }
 
+/// The start of the names of this process's `as_of` directories: its id
+/// and a random part, so that one a crashed process with the same id left
+/// (a restarted container's daemon often has the same) is not taken for one.
+fn own_prefix() -> &'static str {
+    static PREFIX: OnceLock<String> = OnceLock::new();
+    PREFIX.get_or_init(|| {
+        use std::hash::{BuildHasher, Hasher};
+        let random = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
+        format!("asof-{}-{random:016x}-", std::process::id())
+    })
+}
+
 /// Removes the `as_of` indexes another process left behind (a crash).
-fn remove_stale(tmp: &std::path::Path) {
-    let mine = format!("asof-{}-", std::process::id());
+fn remove_stale(tmp: &Path) {
+    let mine = own_prefix();
     let Ok(entries) = std::fs::read_dir(tmp) else {
         return;
     };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with("asof-") && !name.starts_with(&mine) {
+        if name.starts_with("asof-") && !name.starts_with(mine) {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }

@@ -25,6 +25,7 @@ use crate::api::{
 use crate::contradiction::Prepared;
 use crate::error::{Error, Result};
 use crate::index::filter::Filter;
+use crate::index::meta_read::LinkState;
 use crate::model::{CONFLICTS_WITH, ConflictRef, JOURNAL_VERSION, Link, Memory, Record, Stage};
 use crate::search::SearchHit;
 
@@ -116,8 +117,8 @@ impl Hub {
                     continue;
                 }
                 match meta.link_between(&c.older, &c.newer)? {
-                    Some((_, _, false)) => continue,
-                    Some((_, _, true)) => c.linked = true,
+                    Some(link) if !link.live => continue,
+                    Some(_) => c.linked = true,
                     None => {}
                 }
                 out.push(c);
@@ -149,10 +150,15 @@ impl Hub {
         body: DismissConflictBody,
     ) -> Result<DismissConflictReply> {
         let filter = caller.writable()?;
-        let (a, b, live) = self.writable_link(&body.id, &body.other, &filter)?;
+        let link = self.writable_link(&body.id, &body.other, &filter)?;
         let on = body.undo;
-        if live != on {
-            let record = link_record(&a, &b, None, caller.name(), self.now(), on);
+        if link.live != on {
+            // The later line of a pair decides (an `unlink` wins a tie): one
+            // written in the same millisecond as the last, or after the
+            // clock stepped back, is dated just after it.
+            let after = chrono::DateTime::from_timestamp_millis(link.at.saturating_add(1));
+            let ts = after.map_or(self.now(), |t| t.max(self.now()));
+            let record = link_record(&link.a, &link.b, None, caller.name(), ts, on);
             self.writer.link(self.cx(), vec![record])?;
         }
         Ok(DismissConflictReply {
@@ -162,9 +168,9 @@ impl Hub {
         })
     }
 
-    /// The link between `x` and `y` as `(a, b, live)` when both are visible
-    /// under `filter`; else `NOT_FOUND` (whether or not they exist).
-    fn writable_link(&self, x: &str, y: &str, filter: &Filter) -> Result<(String, String, bool)> {
+    /// The link between `x` and `y` when both are visible under `filter`;
+    /// else `NOT_FOUND` (whether or not they exist).
+    fn writable_link(&self, x: &str, y: &str, filter: &Filter) -> Result<LinkState> {
         let ids = [x.to_string(), y.to_string()];
         let visible = self.core.index.meta.get_many(&ids, filter)?;
         let link = self.core.index.meta.link_between(x, y)?;
@@ -186,7 +192,7 @@ impl Hub {
     ) -> Result<AcceptConflictReply> {
         let filter = caller.writable()?;
         let (older, newer) = (&body.older, &body.newer);
-        let (_, _, live) = self.writable_link(older, newer, &filter)?;
+        let live = self.writable_link(older, newer, &filter)?.live;
         let live_pair = self
             .core
             .index

@@ -669,13 +669,14 @@ impl Hub {
         req: &SearchRequest,
         depth: usize,
     ) -> Result<SearchResults> {
-        let queue = if caller.is_operator() {
-            parts::gate::OPERATOR
-        } else {
-            caller.name()
-        };
         self.searcher
-            .search_deep(self.cx(), queue, req, depth, caller.now())
+            .search_deep(self.cx(), gate_queue(caller), req, depth, caller.now())
+    }
+
+    /// Holds the search gate in `caller`'s queue for work of `cost`
+    /// (estimated milliseconds) that is not a search (an `as_of` build).
+    pub(crate) fn admit_as(&self, caller: &Caller, cost: u64) -> Result<parts::gate::Permit<'_>> {
+        self.searcher.admit(&self.core, gate_queue(caller), cost)
     }
 
     /// Searches holding the search gate's permits, and searches waiting for
@@ -799,5 +800,14 @@ impl Drop for Hub {
         if let Err(e) = self.flush() {
             tracing::warn!(error = %e, "could not commit the text index on close; the next open catches up");
         }
+    }
+}
+
+/// The queue of `caller` at the search gate: a token's own, the local operator's.
+fn gate_queue(caller: &Caller) -> &str {
+    if caller.is_operator() {
+        parts::gate::OPERATOR
+    } else {
+        caller.name()
     }
 }

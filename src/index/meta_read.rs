@@ -268,19 +268,36 @@ impl MetaDb {
         })
     }
 
-    /// The pair and relation of the link between `x` and `y` (either
-    /// order), if one was ever written, and whether it is live.
-    pub(crate) fn link_between(&self, x: &str, y: &str) -> Result<Option<(String, String, bool)>> {
+    /// The conflict link between `x` and `y` (either order), if one was
+    /// ever written.
+    pub(crate) fn link_between(&self, x: &str, y: &str) -> Result<Option<LinkState>> {
         use rusqlite::OptionalExtension;
         self.with_reader(|c| {
             Ok(c.prepare_cached(
-                "SELECT a, b, live FROM links WHERE rel = 'conflicts_with' \
+                "SELECT a, b, live, at FROM links WHERE rel = 'conflicts_with' \
                  AND ((a = ?1 AND b = ?2) OR (a = ?2 AND b = ?1))",
             )?
-            .query_row([x, y], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .query_row([x, y], |r| {
+                Ok(LinkState {
+                    a: r.get(0)?,
+                    b: r.get(1)?,
+                    live: r.get(2)?,
+                    at: r.get(3)?,
+                })
+            })
             .optional()?)
         })
     }
+}
+
+/// A conflict link as the index holds it: the pair as written, whether it
+/// is live, and the time (ms) of the line that decided.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct LinkState {
+    pub(crate) a: String,
+    pub(crate) b: String,
+    pub(crate) live: bool,
+    pub(crate) at: i64,
 }
 
 /// One fact's place in its line of versions (see [`crate::index::lifecycle`]).

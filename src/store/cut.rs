@@ -51,6 +51,9 @@ pub(crate) struct Cut {
     pub(crate) later: u64,
     /// Journal lines kept.
     pub(crate) lines: u64,
+    /// About the bytes of the kept lines and documents (a file's share of
+    /// its bytes, archived ones as stored).
+    pub(crate) bytes: u64,
     /// Equal for two cuts that hold the same lines and documents.
     pub(crate) key: u64,
 }
@@ -174,6 +177,17 @@ impl Summary {
         (n, n.checked_sub(1).map(|i| self.sorted[i]))
     }
 
+    /// About the bytes of `n` of the file's lines: their share of its bytes.
+    fn bytes_upto(&self, n: usize) -> u64 {
+        let stored = [self.seen.plain, self.seen.archive]
+            .iter()
+            .flatten()
+            .map(|s| s.len)
+            .sum::<u64>();
+        let all = self.times.len().max(1) as u64;
+        stored.saturating_mul(n as u64) / all
+    }
+
     /// The 1-based numbers of the lines at or before `t`, in order.
     fn kept(&self, t: DateTime<Utc>) -> impl Iterator<Item = u64> + '_ {
         (1u64..)
@@ -237,6 +251,7 @@ pub(crate) fn plan(memories: &Path, t: DateTime<Utc>, summaries: &Summaries) -> 
         documents: Vec::new(),
         later: 0,
         lines: 0,
+        bytes: 0,
         key: 0,
     };
     let mut key = DefaultHasher::new();
@@ -244,6 +259,7 @@ pub(crate) fn plan(memories: &Path, t: DateTime<Utc>, summaries: &Summaries) -> 
         let (n, latest) = summary.upto(t);
         (&file, summary.generation, n, latest).hash(&mut key);
         cut.lines += n as u64;
+        cut.bytes += summary.bytes_upto(n);
         cut.later += (summary.sorted.len() - n) as u64;
         cut.files.push((file, summary));
     }
@@ -260,6 +276,7 @@ fn plan_documents(memories: &Path, cut: &mut Cut, key: &mut DefaultHasher) -> Re
         let modified = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
         if DateTime::<Utc>::from(modified) <= cut.t {
             (&rel, modified, meta.len(), meta.ino()).hash(key);
+            cut.bytes += meta.len();
             cut.documents.push(rel);
         } else {
             cut.later += 1;

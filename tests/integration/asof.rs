@@ -489,3 +489,55 @@ fn as_of_from_the_cli_and_mcp() {
     );
     assert!(replies[&4].contains("INVALID_INPUT"), "{}", replies[&4]);
 }
+
+/// The `as_of` index directories under `data/tmp/`.
+fn cut_dirs(root: &TempRoot) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(root.path().join("data/tmp")) else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = entries
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("asof-"))
+        .collect();
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn as_of_indexes_never_pile_up_under_data_tmp() {
+    use crate::http_support::Api;
+    use serde_json::json;
+
+    let api = Api::new();
+    let owner = api.custom_token("owner", &["*", "read", "write"], &["main"]);
+    let t0 = Utc::now() - Duration::days(10);
+    for day in 0..4 {
+        api.set_now(Some(t0 + Duration::days(day)));
+        let text = format!("harbor log of day {day}");
+        api.ok("/v1/write", &owner, json!({"text": text})).await;
+    }
+    api.set_now(None);
+    // What a crashed process left: one of another process, one of a process
+    // that had this process's id (a restarted container's daemon often has).
+    let tmp = api.root.path().join("data/tmp");
+    let crashed = [
+        "asof-1-0".to_string(),
+        format!("asof-{}-5", std::process::id()),
+    ];
+    for left in &crashed {
+        std::fs::create_dir_all(tmp.join(left).join("memories")).unwrap();
+    }
+    // Three instants with different cuts, each read twice.
+    for day in [0, 1, 2, 0, 1, 2] {
+        let at = (t0 + Duration::days(day) + Duration::hours(1)).to_rfc3339();
+        let body = json!({"query": "harbor", "mode": "fulltext", "as_of": at});
+        let v = api.ok("/v1/search", &owner, body).await;
+        assert_eq!(v["hits"].as_array().unwrap().len() as i64, day + 1, "{v}");
+    }
+    let left = cut_dirs(&api.root);
+    assert!(
+        left.len() <= 2 && !crashed.iter().any(|c| left.contains(c)),
+        "{left:?}"
+    );
+}

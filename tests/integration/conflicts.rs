@@ -269,3 +269,106 @@ fn consolidation_links_the_days_contradictions_and_proposes_a_supersede() {
     let settled = consolidate::run(&hub, &SleepConfig::default(), &opts(false)).unwrap();
     assert!(settled.conflicts.is_empty());
 }
+
+#[tokio::test]
+async fn dismiss_and_undo_within_one_millisecond_and_a_link_after_an_as_of_instant() {
+    let api = Api::new();
+    let owner = api.custom_token("owner", &["*", "read", "write"], &["main"]);
+    let t0 = Utc::now() - Duration::days(5);
+    api.set_now(Some(t0));
+    let a = write(&api, &owner, json!({"text": "My dentist is on Friday"})).await;
+    api.set_now(Some(t0 + Duration::days(2)));
+    let b = write(&api, &owner, json!({"text": "My dentist is on Monday"})).await;
+    let linked = |found: &[(String, Vec<(String, bool)>)]| found.iter().any(|(_, l)| !l.is_empty());
+    assert!(linked(&hits(&api, &owner, "dentist").await));
+    // Before the newer was written (and linked), the older shows no link.
+    let at = (t0 + Duration::days(1)).to_rfc3339();
+    let past = api
+        .ok(
+            "/v1/search",
+            &owner,
+            json!({"query": "dentist", "mode": "fulltext", "as_of": at}),
+        )
+        .await;
+    assert_eq!(past["hits"].as_array().unwrap().len(), 1, "{past}");
+    assert!(past["hits"][0].get("conflicts_with").is_none(), "{past}");
+
+    // The clock does not move: each answer still holds.
+    api.set_now(Some(t0 + Duration::days(3)));
+    let dismiss = json!({"id": a, "other": b});
+    let undo = json!({"id": a, "other": b, "undo": true});
+    assert_eq!(
+        api.ok("/v1/conflicts/dismiss", &owner, dismiss.clone())
+            .await["linked"],
+        false
+    );
+    assert!(!linked(&hits(&api, &owner, "dentist").await));
+    assert_eq!(
+        api.ok("/v1/conflicts/dismiss", &owner, undo.clone()).await["linked"],
+        true
+    );
+    assert!(
+        linked(&hits(&api, &owner, "dentist").await),
+        "undo was lost"
+    );
+    assert_eq!(
+        api.ok("/v1/conflicts/dismiss", &owner, dismiss).await["linked"],
+        false
+    );
+    assert!(!linked(&hits(&api, &owner, "dentist").await));
+    // Idempotent: the same undo twice is one link.
+    api.ok("/v1/conflicts/dismiss", &owner, undo.clone()).await;
+    api.ok("/v1/conflicts/dismiss", &owner, undo).await;
+    assert!(linked(&hits(&api, &owner, "dentist").await));
+}
+
+#[tokio::test]
+async fn a_hidden_side_answers_as_a_missing_one_now_and_as_of() {
+    let api = Api::new();
+    let owner = api.custom_token(
+        "owner",
+        &["*", "read", "write", "sensitive:read"],
+        &["main"],
+    );
+    let reader = api.custom_token("reader", &["read", "write"], &["main"]);
+    let t0 = Utc::now() - Duration::days(2);
+    api.set_now(Some(t0));
+    let plain = write(&api, &owner, json!({"text": "I like green tea"})).await;
+    let hidden = write(
+        &api,
+        &owner,
+        json!({"text": "I don't like green tea anymore", "privacy": "sensitive"}),
+    )
+    .await;
+    api.set_now(None);
+    let missing = "fact-main-zzzzzzzz-zzzz";
+    for route in ["/v1/conflicts/dismiss", "/v1/conflicts/accept"] {
+        let body = |other: &str| match route {
+            "/v1/conflicts/dismiss" => json!({"id": plain, "other": other}),
+            _ => json!({"older": plain, "newer": other}),
+        };
+        let (s1, v1) = api.post(route, &reader, body(&hidden)).await;
+        let (s2, v2) = api.post(route, &reader, body(missing)).await;
+        let v1 = v1.to_string().replace(&hidden, "X");
+        let v2 = v2.to_string().replace(missing, "X");
+        assert_eq!((s1, v1), (s2, v2), "{route}");
+    }
+    let at = (t0 + Duration::hours(1)).to_rfc3339();
+    let q = json!({"query": "green tea", "mode": "fulltext", "as_of": at});
+    let seen = api.ok("/v1/search", &reader, q).await;
+    assert_eq!(seen["hits"].as_array().unwrap().len(), 1, "{seen}");
+    assert!(seen["hits"][0].get("conflicts_with").is_none(), "{seen}");
+    let got = api
+        .ok("/v1/get", &reader, json!({"id": plain, "as_of": at}))
+        .await;
+    assert!(got.get("conflicts_with").is_none(), "{got}");
+    let (s1, v1) = api
+        .post("/v1/get", &reader, json!({"id": hidden, "as_of": at}))
+        .await;
+    let (s2, v2) = api
+        .post("/v1/get", &reader, json!({"id": missing, "as_of": at}))
+        .await;
+    let v1 = v1.to_string().replace(&hidden, "X");
+    let v2 = v2.to_string().replace(missing, "X");
+    assert_eq!((s1, v1), (s2, v2));
+}

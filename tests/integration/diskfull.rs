@@ -734,3 +734,44 @@ fn shrink(filler: &Path, bytes: u64) {
         .unwrap();
     f.set_len(len.saturating_sub(bytes)).unwrap();
 }
+
+#[tokio::test]
+async fn an_as_of_read_that_would_eat_into_the_reserve_is_refused() {
+    let api = Api::new();
+    let owner = api.custom_token("owner", &["*", "read", "write"], &["main"]);
+    let t0 = chrono::Utc::now() - chrono::Duration::days(3);
+    for day in 0..3 {
+        api.set_now(Some(t0 + chrono::Duration::days(day)));
+        let text = text_for(&format!("harbor{day}"), 40);
+        api.ok("/v1/write", &owner, json!({ "text": text })).await;
+    }
+    api.set_now(None);
+    let tmp = api.root.path().join("data/tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let fs = Tmpfs::mount_at("8m", &tmp);
+    // Just above the reserve (1 MiB of 8): not enough for an index.
+    let filler = fill_disk(fs.path());
+    let (free, _) = space(fs.path());
+    shrink(&filler, (1024 * 1024 + 64 * 1024u64).saturating_sub(free));
+    let at = (t0 + chrono::Duration::hours(1)).to_rfc3339();
+    let body = json!({"query": "harbor0", "mode": "fulltext", "as_of": at});
+    let (status, v) = api.post("/v1/search", &owner, body.clone()).await;
+    assert_eq!(
+        (status, &v["error"]["code"]),
+        (507, &json!("STORAGE_FULL")),
+        "{v}"
+    );
+    let left: Vec<_> = std::fs::read_dir(fs.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().starts_with("asof-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    // With room again, the same read is answered.
+    std::fs::remove_file(&filler).unwrap();
+    let v = api.ok("/v1/search", &owner, body).await;
+    assert_eq!(v["hits"].as_array().unwrap().len(), 1, "{v}");
+    drop(api);
+    drop(fs);
+}

@@ -305,3 +305,74 @@ fn searches_the_gate_refuses_are_counted_as_rate_limited() {
     assert_eq!(conn.post("/v1/search", &hybrid("river")).status, 200);
     assert_eq!(rate_limited_total(&addr, &admin), 2);
 }
+
+/// The `as_of` index directories under `data/tmp/`.
+fn cut_dirs(root: &TempRoot) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(root.path().join("data/tmp")) else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = entries
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("asof-"))
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn an_as_of_build_waits_in_its_callers_queue() {
+    let root = TempRoot::new();
+    let embedder = HeldQueries::closed();
+    let config: Config = serde_json::from_value(serde_json::json!({
+        "searchGate": {"concurrencyPerToken": 1, "queuePerToken": 1}
+    }))
+    .unwrap();
+    let hub = Arc::new(root.hub_configured_with(config, embedder.clone()));
+    fill(&hub);
+    hub.embed_pending(usize::MAX);
+    let busy = issue(&root, "busy", "dsh-desktop");
+    let other = issue(&root, "other", "dsh-desktop");
+    let (_rt, addr) = serve(Arc::clone(&hub));
+    let hybrid = |q: &str| serde_json::json!({"query": q, "mode": "hybrid", "limit": 5});
+    // Before every write: an instant whose index must be built.
+    let past = serde_json::json!({"query": "garden", "mode": "fulltext", "as_of": "2020-01-01"});
+
+    // busy's first search holds its one permit, its second waits.
+    let mut held = Vec::new();
+    for (i, word) in WORDS.iter().take(2).enumerate() {
+        let (addr, busy) = (addr.clone(), busy.clone());
+        let body = hybrid(word);
+        held.push(std::thread::spawn(move || {
+            Conn::open(&addr, &busy).post("/v1/search", &body).status
+        }));
+        while hub.search_gate_load() != (1, i) {
+            std::thread::yield_now();
+        }
+    }
+    // Building the index of a past instant is busy's work too: with its
+    // queue full it is refused at once, and nothing is built.
+    let mut conn = Conn::open(&addr, &busy);
+    let refused = conn.post("/v1/search", &past);
+    let built = cut_dirs(&root);
+
+    // Another token's read of that instant is served.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let (a, o, body) = (addr.clone(), other.clone(), past.clone());
+    let others = std::thread::spawn(move || Conn::open(&a, &o).post("/v1/search", &body).status);
+    if cores >= 2 {
+        assert_eq!(others.join().unwrap(), 200);
+        embedder.release();
+    } else {
+        embedder.release();
+        assert_eq!(others.join().unwrap(), 200);
+    }
+    for h in held {
+        assert_eq!(h.join().unwrap(), 200);
+    }
+    assert_eq!(refused.status, 429, "{}", refused.body);
+    assert_eq!(refused.body["error"]["code"], "RATE_LIMITED");
+    assert!(built.is_empty(), "{built:?}");
+    assert_eq!(conn.post("/v1/search", &past).status, 200);
+    assert_eq!(cut_dirs(&root).len(), 1, "{:?}", cut_dirs(&root));
+}

@@ -33,8 +33,9 @@ use crate::search::{self, SearchMode, SearchRequest, SearchResults};
 
 /// The searcher part (see the module docs).
 pub(crate) struct Searcher {
-    /// Admits about one search per core, fairly between callers.
-    gate: Gate,
+    /// Admits about one search per core, fairly between callers (shared
+    /// with the searchers of `as_of` indexes).
+    gate: Arc<Gate>,
     /// Shared with the thread that loads the model in the background.
     embedder: Arc<EmbedderSlot>,
     cache: Option<VectorCache>,
@@ -43,20 +44,32 @@ pub(crate) struct Searcher {
 impl Searcher {
     pub(crate) fn new(embedder: EmbedderSlot, cache: Option<VectorCache>) -> Searcher {
         Searcher {
-            gate: Gate::per_core(),
+            gate: Arc::new(Gate::per_core()),
             embedder: Arc::new(embedder),
             cache,
         }
     }
 
     /// A searcher over another index with this one's embedder (loaded once
-    /// for both) and a gate of its own: the temporary index of an `as_of` read.
+    /// for both) and its gate (a search there is one of the caller's
+    /// searches): the temporary index of an `as_of` read.
     pub(crate) fn sharing(&self, cache: Option<VectorCache>) -> Searcher {
         Searcher {
-            gate: Gate::per_core(),
+            gate: Arc::clone(&self.gate),
             embedder: Arc::clone(&self.embedder),
             cache,
         }
+    }
+
+    /// Holds the gate for `caller`'s work of `cost` (estimated milliseconds)
+    /// that is not a search but costs like one (building an `as_of` index):
+    /// it waits its turn in the caller's queue, and a full queue is
+    /// `RATE_LIMITED`.
+    pub(crate) fn admit(&self, core: &Core, caller: &str, cost: u64) -> Result<gate::Permit<'_>> {
+        let limits = gate::Limits::of(&core.config().search_gate);
+        self.gate
+            .enter(caller, cost, limits)
+            .map_err(|r| refused(caller, &r))
     }
 
     /// Searches holding the gate, and searches waiting.
