@@ -405,6 +405,12 @@ fn lex_ascii(rest: &str, before: &str, st: &mut Statement) -> usize {
         let value = word[..digits].parse().unwrap_or(u64::MAX);
         let tail = &word[digits..];
         let after = rest[end..].chars().next();
+        if words::names_a_thing(before) {
+            // `note number 3` and `note number 5` are two notes, not a
+            // changed number: the number is part of a name.
+            st.core.push(Tok::Word(format!("#{}", &word[..digits])));
+            return end;
+        }
         let date = before.ends_with(':')
             || after == Some(':')
             || matches!(tail, "am" | "pm")
@@ -521,5 +527,22 @@ mod tests {
             None
         );
         assert_eq!(detect("I may come on Friday", "I may come"), None);
+        assert_eq!(
+            detect("Note number 3: buy milk", "Note number 5: buy milk"),
+            None
+        );
+        assert_eq!(
+            detect("Fixed issue #12 today", "Fixed issue #13 today"),
+            None
+        );
+        assert_eq!(
+            detect("See page 4 of the manual", "See page 9 of the manual"),
+            None
+        );
+        assert_eq!(
+            detect("I have two kids", "I have 3 kids"),
+            Some(Reason::Number),
+            "a count is still a number"
+        );
     }
 }

@@ -257,3 +257,24 @@ pub(crate) fn zh_unit(c: char) -> Option<bool> {
 pub(crate) fn zh_weekday_prefix(prev: &str) -> bool {
     prev.ends_with('周') || prev.ends_with("星期") || prev.ends_with("礼拜")
 }
+
+/// Whether a number right after `before` (the normalised text before it)
+/// names a thing instead of counting or dating it: after `#` or a label
+/// word (`number`, `no`, `issue`, `page`, `step`, …). Two memories naming
+/// different things are not a changed number.
+pub(crate) fn names_a_thing(before: &str) -> bool {
+    const LABELS: &[&str] = &[
+        "number", "no", "issue", "ticket", "pr", "bug", "task", "note", "item", "order", "case",
+        "step", "chapter", "page", "section", "line", "table", "figure", "episode", "lesson",
+    ];
+    let before = before.trim_end();
+    if before.ends_with('#') {
+        return true;
+    }
+    let word = before
+        .trim_end_matches('.')
+        .rsplit(|c: char| !c.is_ascii_alphanumeric())
+        .next()
+        .unwrap_or("");
+    LABELS.contains(&word)
+}

@@ -184,7 +184,8 @@ impl Hub {
     /// older (its `put` again, naming the older in `supersedes`), so the
     /// older leaves search, lists and blocks and the timeline links both.
     /// Needs the right to write both and a live link between them; a newer
-    /// memory that is already a version of another is `CONFLICT`.
+    /// memory that is already a version of another is `CONFLICT`. A retry of
+    /// an accepted pair answers the same and writes nothing.
     pub fn accept_conflict(
         &self,
         caller: &Caller,
@@ -193,6 +194,14 @@ impl Hub {
         let filter = caller.writable()?;
         let (older, newer) = (&body.older, &body.newer);
         let live = self.writable_link(older, newer, &filter)?.live;
+        let mut fact = self.lifecycle.current_fact(&self.core, newer, &filter)?;
+        if fact.supersedes.as_deref() == Some(older.as_str()) {
+            // Accepted already (a retry): the same answer, nothing written.
+            return Ok(AcceptConflictReply {
+                superseded: body.older,
+                by: body.newer,
+            });
+        }
         let live_pair = self
             .core
             .index
@@ -207,7 +216,6 @@ impl Hub {
                 format!("{older} {newer}"),
             ));
         }
-        let mut fact = self.lifecycle.current_fact(&self.core, newer, &filter)?;
         if fact.supersedes.is_some() {
             return Err(Error::Conflict(format!(
                 "{newer} is already a version of another memory; write its text as a new version of {older} instead"

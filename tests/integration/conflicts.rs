@@ -237,6 +237,19 @@ fn consolidation_links_the_days_contradictions_and_proposes_a_supersede() {
         newer: newer.clone(),
     };
     hub.accept_conflict(&op, body).unwrap();
+    let lines = root.journal_lines().len();
+    let body = AcceptConflictBody {
+        older: older.clone(),
+        newer: newer.clone(),
+    };
+    let retry = hub
+        .accept_conflict(&op, body)
+        .expect("a retried accept succeeds");
+    assert_eq!(
+        (retry.superseded.as_str(), retry.by.as_str()),
+        (older.as_str(), newer.as_str())
+    );
+    assert_eq!(root.journal_lines().len(), lines, "a retry writes nothing");
     let get = |id: &str| {
         let body = GetBody {
             id: id.into(),
