@@ -212,3 +212,26 @@ pub fn long_queries(items: &[Item], n: usize) -> Vec<String> {
         })
         .collect()
 }
+
+/// Dialogue queries as a chat bridge sends them to recall: seven turns, one a
+/// line (`<Sam>: "…"` and `<Assistant>: "…"` alternating), each turn two
+/// memories of the corpus (about 550 characters in all, the median of the
+/// MADial dialogue queries); the `k`-th starts at memory `14 k`, so the `n`
+/// queries differ (no query vector is reused from the cache).
+pub fn dialogues(items: &[Item], n: usize) -> Vec<String> {
+    assert!(!items.is_empty(), "dialogues are made of corpus text");
+    (0..n)
+        .map(|k| {
+            let mut texts = items.iter().cycle().skip(k * 14 % items.len());
+            (0..7)
+                .map(|turn| {
+                    let who = if turn % 2 == 0 { "Sam" } else { "Assistant" };
+                    let a = &texts.next().unwrap().text;
+                    let b = &texts.next().unwrap().text;
+                    format!("<{who}>: \"{a}. {b}\"")
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .collect()
+}
