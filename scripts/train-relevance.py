@@ -7,9 +7,13 @@ the hit is about its query, its cross-validation group and its kind). Run
 through `scripts/train-relevance.sh`, which exports the rows and runs this in
 a venv under $HOME/.cache.
 
-Model: two L2-regularised logistic regressions on standardised features, one
+Model: L2-regularised logistic regressions on standardised features, one
 for hits with a cosine of the calibrated model (`semantic`), one for the rest
-(`lexical`). Evidence never counts against a hit: the weights of the evidence
+(`lexical`), and for the hybrid hits the second stage ranked, one reading its
+evidence too for a question's (`reranked`, beside `semantic`) and one for a
+conversation's (`dialogue`, instead of `semantic`, fitted on conversations
+only: its off-topic searches are the off-topic questions asked three at a
+time as a conversation). Evidence never counts against a hit: the weights of the evidence
 features (MONOTONE) are kept at or above zero. Positives are the labelled relevant hits of the dev queries and
 the memory each copied span comes from; negatives are every hit of an
 off-topic question (the `tune` split only: `test` questions are never fitted
@@ -30,6 +34,11 @@ largest probability among its first five hits decides); then reported on
 the `test` questions, the other-scene queries, the spans and recall@5 per
 dataset with the decision on and off. Zero (no question answered at all)
 lets the single worst of tens of thousands of searches set the threshold.
+`reranked`'s point counts the off-topic questions `semantic` answers beside
+it. `dialogue`'s is the highest threshold at which no dev set's recall@5
+drops more than --dialogue-max-drop below the decision off (out of fold),
+never one at which more off-topic `tune` conversations keep a hit than under
+the judgement it replaces (`semantic`, with the last turn's beside it).
 """
 
 import argparse
@@ -47,16 +56,28 @@ SEMANTIC = LEXICAL + ["cosine", "cjk", "mixed", "cosine_cjk", "cosine_mixed", "c
 # The second stage's evidence (relevance::STAGE_FEATURES), for hybrid hits it ranked.
 RERANKED = SEMANTIC + ["stage", "stage_best", "stage_gap", "stage_lift", "stage_spread",
                        "stage_text_rrf", "stage_sem_rrf", "stage_fused"]
+# The `dialogue` variant reads the same evidence for a conversation's hybrid hits.
+DIALOGUE = RERANKED
+
+
+def staged(r, dialogue):
+    """A hybrid hit the second stage ranked, of a conversation or of a question."""
+    return r["hasCosine"] and r.get("hasStage", False) and r["features"]["dialogue"] == dialogue
+
+
 # Each variant: its features and the rows it judges. `semantic` keeps every
-# hit with a cosine (hybrid without the second stage, and conversations, are
-# judged by it); `reranked` the hybrid hits of a question (one turn) that the
-# second stage ranked.
+# hit with a cosine (hybrid without the second stage among them); `reranked`
+# the hybrid hits of a question (one turn) that the second stage ranked,
+# `dialogue` those of a conversation.
 VARIANTS = (
     ("lexical", LEXICAL, lambda r: not r["hasCosine"]),
     ("semantic", SEMANTIC, lambda r: r["hasCosine"]),
-    ("reranked", RERANKED, lambda r: r["hasCosine"] and r.get("hasStage", False)
-     and r["features"]["dialogue"] == 0),
+    ("reranked", RERANKED, lambda r: staged(r, 0)),
+    ("dialogue", DIALOGUE, lambda r: staged(r, 1)),
 )
+# The variants that read the second stage's evidence (their own near-miss
+# weight; their figures say what the decision was without them).
+SECOND = ("reranked", "dialogue")
 # Held-out off-topic searches never fitted on, only reported.
 HELD_OUT_KINDS = ("other-set",)
 # Evidence that a hit is about its query: more of it never lowers the probability.
@@ -216,25 +237,53 @@ def dev_recall_drop(m):
     return max(drops) if drops else 0.0
 
 
-class Joint:
-    """The `reranked` variant beside `semantic`: a hit is kept when either
-    keeps it (relevance.rs: the judgement further above its threshold
-    counts), so the second stage's evidence only ever adds hits."""
+def margins(model, rows, key="features"):
+    """Each row's probability under a variant as written, less its threshold."""
+    m = (np.array(model["mean"]), np.array(model["scale"]), np.array(model["weights"]),
+         model["bias"])
+    x = np.array([[r[key][n] for n in model["features"]] for r in rows], dtype=np.float64)
+    return predict(m, x) - model["threshold"] if rows else np.zeros(0)
 
-    def __init__(self, semantic, train, all_rows):
-        model = (np.array(semantic["mean"]), np.array(semantic["scale"]),
-                 np.array(semantic["weights"]), semantic["bias"])
-        self.t = semantic["threshold"]
-        self.train = predict(model, matrix(train, semantic["features"]))
-        self.all = predict(model, matrix(all_rows, semantic["features"]))
+
+class Joint:
+    """A variant judged beside others, the judgement further above its
+    threshold counting (search): `reranked` beside `semantic`, so the second
+    stage's evidence only ever adds hits; `dialogue` instead of `semantic`
+    (beside_semantic False). In a conversation whose last turn a person
+    spoke, the hit is judged by `lexical` on that turn alone too."""
+
+    def __init__(self, out, train, all_rows, beside_semantic=True):
+        semantic = margins(out["semantic"], all_rows)
+        turn = np.full(len(all_rows), -np.inf)
+        last = [i for i, r in enumerate(all_rows) if r.get("lastTurn")]
+        if last:
+            turn[last] = margins(out["lexical"], [all_rows[i] for i in last], "lastTurn")
+        # The judgements as they were without this variant, and those kept beside it.
+        self.current = np.maximum(semantic, turn)
+        self.fixed = self.current if beside_semantic else turn
         self.answered = set()
-        for r, s in zip(train, self.train):
-            if r["kind"] == "off-topic" and r["rank"] <= 5 and s >= self.t:
+        for r, m in zip(train, self.fixed):
+            if r["kind"] == "off-topic" and r["rank"] <= 5 and m >= 0:
                 self.answered.add(query_key(r))
+
+    def recall_point(self, rows, scores, max_drop):
+        """The highest threshold at which no dev set's recall@5 drops more
+        than `max_drop` below the decision off, but never one at which more
+        off-topic `tune` searches keep a hit than without this variant."""
+        guard = metrics(rows, self.before(), 0.5)["answered"].get("off-topic-tune", 0.0)
+        grid = np.round(np.arange(0.01, 0.99, 0.01), 2)
+        valid = [t for t in grid
+                 if metrics(rows, self.scores(scores, t), t)["answered"].get("off-topic-tune", 0.0)
+                 <= guard]
+        if not valid:
+            return 0.99
+        near = [t for t in valid if dev_recall_drop(metrics(rows, self.scores(scores, t), t))
+                <= max_drop]
+        return float(max(near) if near else min(valid))
 
     def operating_point(self, best, rate):
         """The lowest threshold at which at most `rate` of the off-topic
-        tune questions keep a hit, counting those `semantic` answers."""
+        tune questions keep a hit, counting those the kept judgements answer."""
         allowed = max(0, int(rate * len(best)) - len(self.answered & set(best)))
         rest = sorted((s for q, s in best.items() if q not in self.answered), reverse=True)
         if allowed >= len(rest):
@@ -242,8 +291,12 @@ class Joint:
         return float(min(0.99, rest[allowed] + 1e-4))
 
     def scores(self, scores, t):
-        """Scores that clear `t` exactly when either variant keeps the hit."""
-        return np.maximum(scores - t, self.all - self.t) + t
+        """Scores that clear `t` exactly when some judgement keeps the hit."""
+        return np.maximum(scores - t, self.fixed) + t
+
+    def before(self):
+        """Scores that clear 0.5 exactly when the judgements without this variant keep the hit."""
+        return self.current + 0.5
 
 
 def parity_rows(variant, model, vrows):
@@ -270,6 +323,11 @@ def main():
                     help="near-miss weight of the reranked variant: the second stage already "
                          "orders the hits of a question, so its decision is only whether the "
                          "question is about the root")
+    ap.add_argument("--dialogue-near-miss", type=float, default=0.0,
+                    help="near-miss weight of the dialogue variant")
+    ap.add_argument("--dialogue-max-drop", type=float, default=0.01,
+                    help="the dialogue variant's operating point: the highest threshold at which "
+                         "no dev set's recall@5 drops more than this below the decision off")
     ap.add_argument("--other", type=float, default=0.3,
                     help="weight of hits of queries searched under another user's or conversation's scene")
     ap.add_argument("--max-drop", type=float, default=0.05,
@@ -283,8 +341,11 @@ def main():
                                    "their figures included, are kept from the --out file")
     args = ap.parse_args()
     rows = load(args.rows)
-    if not args.dialogue_off_topic:
-        rows = [r for r in rows if not r["qid"].startswith("off-topic-dialogue-")]
+
+    def fitted(r, variant):
+        # Off-topic conversations are the dialogue variant's off-topic searches.
+        return (variant == "dialogue" or args.dialogue_off_topic
+                or not r["qid"].startswith("off-topic-dialogue-"))
     out = {}
     report = {}
     parity = []
@@ -293,7 +354,7 @@ def main():
         with open(args.out) as f:
             kept = json.load(f)
     for variant, names, judges in VARIANTS:
-        vrows = [r for r in rows if judges(r)]
+        vrows = [r for r in rows if judges(r) and fitted(r, variant)]
         if args.only and variant not in args.only.split(","):
             out[variant] = kept[variant]
             parity.extend(parity_rows(variant, out[variant], vrows))
@@ -303,7 +364,8 @@ def main():
         x = matrix(train, names)
         mono = [n in MONOTONE for n in names]
         y = np.array([label(r) for r in train])
-        near_miss = args.reranked_near_miss if variant == "reranked" else args.near_miss
+        near_miss = {"reranked": args.reranked_near_miss,
+                     "dialogue": args.dialogue_near_miss}.get(variant, args.near_miss)
         w = np.array([weight(r, near_miss, args.other) for r in train])
         # Every query weighs the same in total, whatever its number of hits.
         per_query = collections.Counter(query_key(r) for r in train)
@@ -332,8 +394,11 @@ def main():
             if r["kind"] == "off-topic" and r["rank"] <= 5:
                 best[query_key(r)] = max(best[query_key(r)], float(s))
         joint = None
-        if variant == "reranked":
-            joint = Joint(out["semantic"], train, all_rows)
+        if variant == "dialogue":
+            joint = Joint(out, train, all_rows, beside_semantic=False)
+            threshold = joint.recall_point(all_rows, all_scores, args.dialogue_max_drop)
+        elif variant in SECOND:
+            joint = Joint(out, train, all_rows)
             threshold = joint.operating_point(best, args.off_topic_rate)
         else:
             tops = np.array(sorted(best.values())) if best else np.zeros(1)
@@ -371,18 +436,29 @@ def main():
         }
         report[variant] = {"threshold": threshold, "cv": m, "curve": curve,
                            "rows": len(vrows), "positives": int(sum(label(r) for r in vrows))}
+        if joint is not None:
+            # The same rows judged without this variant (what it adds).
+            report[variant]["before"] = metrics(all_rows, joint.before(), 0.5)
+            print(f"{variant} without it: {json.dumps(report[variant]['before'])[:2000]}",
+                  file=sys.stderr)
         parity.extend(parity_rows(variant, out[variant], vrows))
         print(f"{variant}: threshold {threshold:.4f}; {json.dumps(m, indent=None)[:2000]}", file=sys.stderr)
     out["trained_by"] = "scripts/train-relevance.sh"
     out["operating_point"] = {"off_topic_rate": args.off_topic_rate,
                               "near_miss": args.near_miss,
-                              "reranked_near_miss": args.reranked_near_miss, "other": args.other, "l2": args.l2,
+                              "reranked_near_miss": args.reranked_near_miss,
+                              "dialogue_near_miss": args.dialogue_near_miss,
+                              "dialogue_max_drop": args.dialogue_max_drop,
+                              "other": args.other, "l2": args.l2,
                               "folds": args.folds}
     out["cv"] = {v: {"threshold": report[v]["threshold"],
                      "offTopicAnswered": report[v]["cv"]["answered"],
                      "spansKept": report[v]["cv"]["spans_kept"],
                      "chatterKept": report[v]["cv"]["chatter_kept"],
-                     "recallAt5": report[v]["cv"]["recall"]} for v in report}
+                     "recallAt5": report[v]["cv"]["recall"],
+                     **({"without": {"offTopicAnswered": report[v]["before"]["answered"],
+                                     "recallAt5": report[v]["before"]["recall"]}}
+                        if "before" in report[v] else {})} for v in report}
     for v in out:
         if v in kept.get("cv", {}) and v not in report:
             out["cv"][v] = kept["cv"][v]

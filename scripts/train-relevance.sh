@@ -4,12 +4,13 @@
 # (tests/calibration/relevance_features.rs: the dev sets as roots of 5
 # memories to 100k, their queries under their own and another scene,
 # off-topic questions, spans copied from memories, other sets' queries held
-# out), then fits three logistic models with grouped cross-validation
-# (scripts/train-relevance.py): `lexical`, `semantic`, and `reranked`, which
-# also reads the second stage's evidence for a question's hybrid hits.
+# out), then fits four logistic models with grouped cross-validation
+# (scripts/train-relevance.py): `lexical`, `semantic`, and `reranked` and
+# `dialogue`, which also read the second stage's evidence for a question's
+# and a conversation's hybrid hits.
 #
 #   scripts/train-relevance.sh [EVAL_DIR] [TRAINER OPTIONS]   # default ../shared/eval
-#   scripts/train-relevance.sh ../shared/eval --only reranked   # how the checked-in one was made
+#   scripts/train-relevance.sh ../shared/eval --only dialogue   # how the checked-in dialogue model was made
 #
 # `--only VARIANTS` refits only those and keeps the others (and their
 # figures) from src/relevance_weights.json.

@@ -36,13 +36,17 @@
 //! A logistic model over these ([`RelevanceModel`]) gives P(relevant); a
 //! hit below the threshold (the operating point: the probability above
 //! which one in two thousand off-topic training searches keeps a hit, out
-//! of fold) is dropped. Evidence only ever raises the probability (the
+//! of fold; for `dialogue` below, the highest at which a dev set's recall
+//! keeps within 0.01 of the decision off) is dropped. Evidence only ever raises the probability (the
 //! trainer keeps the weights of the evidence features at or above zero).
-//! Three variants are trained: `reranked` for the hybrid hits of a
-//! question (one turn) that the second stage ranked, `semantic` for other
-//! hits with a cosine of the calibrated model (semantic search,
-//! conversations, hybrid without the second stage), `lexical` for the rest
-//! (full-text searches, other models). The
+//! Four variants are trained: `semantic` for hits with a cosine of the
+//! calibrated model, `lexical` for the rest (full-text searches, other
+//! models), and, for the hybrid hits the second stage ranked, `reranked`
+//! (a question's, one turn) and `dialogue` (a conversation's, fitted on
+//! conversations only: their off-topic searches are conversations of
+//! off-topic questions), each judged beside `semantic` (the judgement
+//! further above its threshold counts, so the second stage's evidence only
+//! ever keeps more). The
 //! coefficients, thresholds and cross-validated figures are data:
 //! `relevance_weights.json`, written by `scripts/train-relevance.sh`; a test
 //! checks this evaluator against the trainer's own predictions.
@@ -726,7 +730,7 @@ impl Logistic {
     }
 }
 
-/// The two variants of the relevance model (see the module docs).
+/// The variants of the relevance model (see the module docs).
 #[derive(Debug, Clone, Deserialize)]
 pub struct RelevanceModel {
     /// For hits without a cosine of the calibrated model.
@@ -734,10 +738,13 @@ pub struct RelevanceModel {
     /// For hits with one.
     pub(crate) semantic: Logistic,
     /// For hybrid hits with one that the second stage ranked
-    /// ([`Evidence::stage`]) for a question (one turn); `semantic` judges
-    /// them when absent, and a conversation's hits always.
+    /// ([`Evidence::stage`]) for a question (one turn), beside `semantic`.
     #[serde(default)]
     pub(crate) reranked: Option<Logistic>,
+    /// For a conversation's hybrid hits that the second stage ranked,
+    /// instead of `semantic` (fitted on conversations only).
+    #[serde(default)]
+    pub(crate) dialogue: Option<Logistic>,
 }
 
 /// The checked-in model (written by `scripts/train-relevance.py`).
@@ -751,7 +758,8 @@ pub fn model() -> &'static RelevanceModel {
         assert!(
             m.lexical.valid()
                 && m.semantic.valid()
-                && m.reranked.as_ref().is_none_or(Logistic::valid),
+                && m.reranked.as_ref().is_none_or(Logistic::valid)
+                && m.dialogue.as_ref().is_none_or(Logistic::valid),
             "relevance_weights.json names known features with one value each"
         );
         m
@@ -764,13 +772,19 @@ impl RelevanceModel {
     /// probability. A question's hybrid hit that the second stage ranked is
     /// judged by `reranked` and by `semantic`, and the judgement further
     /// above its threshold counts: the second stage's evidence only ever
-    /// keeps more.
+    /// keeps more. A conversation's is judged by `dialogue` alone.
     fn judge(&self, e: &Evidence) -> (&Logistic, f32) {
         fn one<'m>(v: &'m Logistic, e: &Evidence) -> (&'m Logistic, f32) {
             (v, v.probability(e))
         }
-        match (e.cosine, e.stage, &self.reranked) {
-            (Some(_), Some(_), Some(reranked)) if !e.dialogue => {
+        let second = if e.dialogue {
+            &self.dialogue
+        } else {
+            &self.reranked
+        };
+        match (e.cosine, e.stage, second) {
+            (Some(_), Some(_), Some(dialogue)) if e.dialogue => one(dialogue, e),
+            (Some(_), Some(_), Some(reranked)) => {
                 let (a, b) = (one(&self.semantic, e), one(reranked, e));
                 if b.1 - b.0.threshold > a.1 - a.0.threshold {
                     b
@@ -849,6 +863,7 @@ mod tests {
             let row: serde_json::Value = serde_json::from_str(line).unwrap();
             let variant = match row["variant"].as_str().unwrap() {
                 "reranked" => m.reranked.as_ref().expect("the reranked variant"),
+                "dialogue" => m.dialogue.as_ref().expect("the dialogue variant"),
                 "semantic" => &m.semantic,
                 _ => &m.lexical,
             };
@@ -874,7 +889,7 @@ mod tests {
     }
 
     #[test]
-    fn the_second_stage_adds_its_judgement_for_a_questions_hybrid_hits_only() {
+    fn the_second_stage_adds_its_judgement_to_a_questions_hybrid_hits_and_judges_a_conversations() {
         let m = model();
         let reranked = m
             .reranked
@@ -898,7 +913,18 @@ mod tests {
         assert_eq!(e.feature("stage_spread"), Some(0.5));
         assert_eq!(e.feature("stage_text_rrf"), Some(1.0));
         e.dialogue = true;
-        assert!(std::ptr::eq(m.judge(&e).0, &m.semantic), "a conversation");
+        let dialogue = m
+            .dialogue
+            .as_ref()
+            .expect("the dialogue variant is checked in");
+        assert!(std::ptr::eq(m.judge(&e).0, dialogue), "a conversation");
+        assert_eq!(m.probability(&e), dialogue.probability(&e));
+        e.stage = None;
+        assert!(
+            std::ptr::eq(m.judge(&e).0, &m.semantic),
+            "a conversation's hit the second stage did not rank"
+        );
+        e.stage = Some(stage);
         e.dialogue = false;
         e.cosine = None;
         assert!(std::ptr::eq(m.judge(&e).0, &m.lexical), "no cosine");

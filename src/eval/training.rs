@@ -122,8 +122,12 @@ pub struct Row {
     /// Whether the hit is one of them.
     pub relevant: bool,
     /// Every feature of [`crate::relevance::FEATURES`] and
-    /// [`crate::relevance::STAGE_FEATURES`] by name.
+    /// [`crate::relevance::STAGE_FEATURES`] by name, of the whole query.
     pub features: serde_json::Map<String, serde_json::Value>,
+    /// In a conversation whose last turn a person spoke, the features of
+    /// the last turn alone, which the hit is judged on too.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_turn: Option<serde_json::Map<String, serde_json::Value>>,
     /// Whether the hit had a cosine of the calibrated model.
     pub has_cosine: bool,
     /// Whether the second stage of hybrid search ranked the hit.
@@ -253,16 +257,11 @@ impl Writer<'_> {
                 })?;
                 for (i, h) in results.hits.iter().enumerate() {
                     let cid = corpus_id_of.get(&h.memory.id).cloned().unwrap_or_default();
-                    let features = crate::relevance::FEATURES
-                        .iter()
-                        .chain(&crate::relevance::STAGE_FEATURES)
-                        .map(|f| {
-                            (
-                                f.to_string(),
-                                serde_json::json!(h.evidence.feature(f).unwrap_or(0.0)),
-                            )
-                        })
-                        .collect();
+                    // The whole query's evidence, and the last turn's when it was judged too.
+                    let (whole, last) = match h.judged_twice.as_deref() {
+                        Some([whole, last]) => (whole, Some(last)),
+                        None => (&h.evidence, None),
+                    };
                     let row = Row {
                         root: root.to_string(),
                         root_size,
@@ -276,9 +275,10 @@ impl Writer<'_> {
                         rank: i + 1,
                         relevant_total: p.relevant.len(),
                         relevant: p.relevant.contains(&cid),
-                        features,
-                        has_cosine: h.evidence.cosine.is_some(),
-                        has_stage: h.evidence.stage.is_some(),
+                        features: features_of(whole),
+                        last_turn: last.map(features_of),
+                        has_cosine: whole.cosine.is_some(),
+                        has_stage: whole.stage.is_some(),
                         relevance: h.relevance,
                         chatter: cid.starts_with("chatter-"),
                     };
@@ -291,6 +291,20 @@ impl Writer<'_> {
         }
         Ok(())
     }
+}
+
+/// Every feature of `e` by name ([`Row::features`]).
+fn features_of(e: &crate::relevance::Evidence) -> serde_json::Map<String, serde_json::Value> {
+    crate::relevance::FEATURES
+        .iter()
+        .chain(&crate::relevance::STAGE_FEATURES)
+        .map(|f| {
+            (
+                f.to_string(),
+                serde_json::json!(e.feature(f).unwrap_or(0.0)),
+            )
+        })
+        .collect()
 }
 
 fn scene_filter(scene: &str) -> Result<Filter> {

@@ -152,6 +152,12 @@ pub struct SearchHit {
     /// What the relevance was judged on (not sent on the wire).
     #[serde(skip, default)]
     pub evidence: Evidence,
+    /// In a conversation whose last turn a person spoke, both judgements'
+    /// evidence: the whole conversation's and the last turn's (`evidence`
+    /// is whichever counted; not sent on the wire, read by the training
+    /// export).
+    #[serde(skip, default)]
+    pub judged_twice: Option<Box<[Evidence; 2]>>,
     /// Whether it expires within `lifecycle.expiringSoonDays` (set by the hub).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub expiring_soon: bool,
@@ -619,6 +625,7 @@ impl Judged<'_> {
                         stage: cosine.and(self.stages.get(&s.id).copied()),
                         ..self.evidence.of(&memory, cosine)
                     },
+                    judged_twice: None,
                     memory,
                     score: s.score,
                     pass: s.pass,
@@ -659,6 +666,7 @@ impl Judged<'_> {
         crate::relevance::set_list_evidence(&mut evidence.iter_mut().collect::<Vec<_>>());
         for (h, e) in hits.iter_mut().zip(evidence) {
             let p = model.probability(&e);
+            h.judged_twice = Some(Box::new([h.evidence, e]));
             if p - model.threshold(&e) > h.relevance - model.threshold(&h.evidence) {
                 h.relevance = p;
                 h.evidence = e;

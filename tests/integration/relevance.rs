@@ -95,6 +95,14 @@ async fn an_unrelated_topic_recalls_nothing_and_a_related_one_still_hits() {
             .await;
         assert_eq!(block["block"], "", "{unrelated}");
     }
+    // A conversation of unrelated turns (judged by the `dialogue` model) recalls nothing either.
+    let turns = [
+        "量子色动力学的渐近自由",
+        "register allocation by graph coloring",
+        "增值税进项税额抵扣的会计分录",
+    ];
+    let hits = recall(&api, &t, json!({ "messages": turns })).await;
+    assert!(hits.is_empty(), "{turns:?}: {:?}", texts(&api, &hits));
     for (related, expected) in [
         ("小王对什么过敏？", "花生过敏"),
         ("团子怕什么", "吸尘器"),
