@@ -42,11 +42,11 @@
 //! Four variants are trained: `semantic` for hits with a cosine of the
 //! calibrated model, `lexical` for the rest (full-text searches, other
 //! models), and, for the hybrid hits the second stage ranked, `reranked`
-//! (a question's, one turn) and `dialogue` (a conversation's, fitted on
-//! conversations only: their off-topic searches are conversations of
-//! off-topic questions), each judged beside `semantic` (the judgement
-//! further above its threshold counts, so the second stage's evidence only
-//! ever keeps more). The
+//! (a question's, one turn, judged beside `semantic`: the judgement further
+//! above its threshold counts, so the second stage's evidence only ever
+//! keeps more) and `dialogue` (a conversation's, judged by it alone: fitted
+//! on conversations only, whose off-topic searches are conversations of
+//! off-topic questions; `semantic` let a quarter of those keep a hit). The
 //! coefficients, thresholds and cross-validated figures are data:
 //! `relevance_weights.json`, written by `scripts/train-relevance.sh`; a test
 //! checks this evaluator against the trainer's own predictions.
