@@ -11,8 +11,9 @@
 //!
 //! A directory changed within [`RACY`] of a listing is not trusted: a
 //! second change in the same tick of the file system's clock would leave
-//! its times as they were (the "racy" entries of git's index). Anything
-//! unusual (a linked directory, one that cannot be `stat`ed) lists every time.
+//! its times as they were (the "racy" entries of git's index); the journal
+//! is then listed plainly until [`RACY`] has passed. Anything unusual (a
+//! linked directory, one that cannot be `stat`ed) is listed plainly too.
 
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
@@ -103,10 +104,21 @@ impl Names {
     }
 }
 
+/// What [`Listing`] holds between calls.
+#[derive(Debug, Default)]
+enum Kept {
+    #[default]
+    Nothing,
+    Names(Names),
+    /// A directory was too recent to keep the last listing: list plainly
+    /// until then, without the `stat`s that keeping one takes.
+    Until(SystemTime),
+}
+
 /// The journal's files and lengths, kept between calls (see the module docs).
 #[derive(Debug, Default)]
 pub(crate) struct Listing {
-    names: Mutex<Option<Names>>,
+    names: Mutex<Kept>,
     /// Archive path → its [`Seen`] and decompressed length.
     archives: Mutex<HashMap<PathBuf, (Seen, u64)>>,
 }
@@ -126,25 +138,27 @@ impl Listing {
 
     /// [`journal::list_all`], listed again only when a directory changed.
     fn files(&self, facts: &Path) -> Result<Vec<String>> {
-        let mut names = self.names.lock().expect("journal listing poisoned");
-        if let Some(n) = names.as_ref().filter(|n| n.current(facts)) {
-            return Ok(n.files.clone());
-        }
+        let mut kept = self.names.lock().expect("journal listing poisoned");
         let at = SystemTime::now();
+        match &*kept {
+            Kept::Names(n) if n.current(facts) => return Ok(n.files.clone()),
+            Kept::Until(t) if at < *t => return journal::list_all(facts),
+            _ => {}
+        }
         let before = dirs_of(facts);
         let files = journal::list_all(facts)?;
         let after = dirs_of(facts);
-        *names = match (before, after) {
+        *kept = match (before, after) {
             (Ok(before), Ok(after))
                 if before == after && !before.iter().any(|(_, s)| s.racy(at)) =>
             {
-                Some(Names {
+                Kept::Names(Names {
                     facts: facts.to_path_buf(),
                     dirs: before,
                     files: files.clone(),
                 })
             }
-            _ => None,
+            _ => Kept::Until(at + RACY),
         };
         Ok(files)
     }
@@ -228,7 +242,7 @@ mod tests {
         let listing = Listing::default();
         assert_eq!(listing.lengths(&facts).unwrap().len(), 1);
         assert!(
-            listing.names.lock().unwrap().is_some(),
+            matches!(*listing.names.lock().unwrap(), Kept::Names(_)),
             "the listing is kept"
         );
         std::fs::write(dev.join("2026-12.jsonl"), "{}\n{}\n").unwrap();
