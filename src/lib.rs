@@ -191,7 +191,9 @@
 //!   months), [`store::renames`] (the ledger that keeps a moved document's
 //!   id, read at every rebuild), `store/cut.rs` (the files as they stood at an
 //!   instant, copied for an `as_of` read; the journal's line times kept
-//!   between reads), [`store::links`] (files opened with `O_NOFOLLOW`, links
+//!   between reads), `store/listing.rs` (the journal's file names and
+//!   archive lengths kept while its directories are unchanged, for the lag
+//!   every reply reports), [`store::links`] (files opened with `O_NOFOLLOW`, links
 //!   listed for doctor, health and backups); [`store::StoreError`] for the
 //!   failures callers tell apart.
 //! - [`index`]: the only writer of `data/index/`: [`index::text`] (tantivy),

@@ -150,7 +150,11 @@ pub(crate) fn list_all(facts: &Path) -> Result<Vec<String>> {
 
 /// Bytes of a journal file's logical stream: its archive (decompressed) plus its plain file.
 pub(crate) fn content_len(facts: &Path, file: &str) -> Result<u64> {
-    let archived = crate::store::archive::len(facts, file)?;
+    Ok(crate::store::archive::len(facts, file)? + plain_len(facts, file)?)
+}
+
+/// Bytes of a journal file's plain part (0 when it has none).
+pub(crate) fn plain_len(facts: &Path, file: &str) -> Result<u64> {
     let path = facts.join(file);
     let plain = match std::fs::symlink_metadata(&path) {
         Ok(m) if m.is_file() => m.len(),
@@ -158,7 +162,7 @@ pub(crate) fn content_len(facts: &Path, file: &str) -> Result<u64> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
         Err(e) => return Err(e).ctx("cannot stat journal", &path),
     };
-    Ok(archived + plain)
+    Ok(plain)
 }
 
 /// How far a file has been read: the byte offset after the last complete line

@@ -20,6 +20,7 @@ pub mod error;
 pub mod files;
 pub mod journal;
 pub mod links;
+pub(crate) mod listing;
 pub mod lock;
 pub mod markdown;
 pub mod members;

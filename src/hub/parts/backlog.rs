@@ -7,7 +7,8 @@
 //! writer:
 //!
 //! - how far behind the index is ([`lag`]: journal bytes past the index's
-//!   cursors, one `stat` per file), and how many of those lines a caller
+//!   cursors, one `stat` per file; the file names are listed again only when
+//!   a journal directory changed, see [`crate::store::listing`]), and how many of those lines a caller
 //!   could read ([`lines_for`]; only lines the caller's filter admits are
 //!   counted, so the number says nothing about memories it may not read);
 //! - a memory that is in the journal but not in the index yet ([`find`]),
@@ -145,8 +146,7 @@ fn tails(core: &Core) -> Result<Vec<(String, Cursor)>> {
     let facts = core.layout.facts();
     let cursors = core.index.resume_cursors()?;
     let mut out = Vec::new();
-    for file in journal::list_all(&facts)? {
-        let len = journal::content_len(&facts, &file)?;
+    for (file, len) in core.journal.lengths(&facts)? {
         let mut from = cursors.get(&file).copied().unwrap_or_default();
         if from.offset > len {
             // Shorter than the index remembers: the catch-up reads it again.
@@ -164,8 +164,7 @@ pub(crate) fn lag(core: &Core) -> Result<Lag> {
     let facts = core.layout.facts();
     let cursors = core.index.resume_cursors()?;
     let mut lag = Lag::default();
-    for file in journal::list_all(&facts)? {
-        let len = journal::content_len(&facts, &file)?;
+    for (file, len) in core.journal.lengths(&facts)? {
         let applied = cursors.get(&file).map_or(0, |c| c.offset);
         let behind = if applied > len { len } else { len - applied };
         if behind > 0 {

@@ -67,6 +67,8 @@ pub(crate) struct Core {
     clock: RwLock<Clock>,
     /// Whether this process holds the root's writer lock.
     pub(crate) writable: bool,
+    /// The journal's files and lengths, kept for the lag every request asks.
+    pub(crate) journal: crate::store::listing::Listing,
 }
 
 impl Core {
@@ -84,6 +86,7 @@ impl Core {
             device,
             clock: RwLock::new(system_clock()),
             writable,
+            journal: Default::default(),
         }
     }
 
