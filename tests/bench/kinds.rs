@@ -1,8 +1,8 @@
 //! Full-text latency by kind of query (`--kinds-only`): the library call
 //! (`Hub::search_filtered`, full text, top 10, every scene) on `--facts N`
 //! memories of the seeded corpus, for short queries in either language,
-//! Chinese natural-language questions (the cross-lingual pass's input) and
-//! long one-line queries of about 1,900 characters; each beside SQLite FTS5
+//! Chinese natural-language questions (the cross-lingual pass's input),
+//! seven-turn dialogues (a chat bridge's recall) and long one-line queries of about 1,900 characters; each beside SQLite FTS5
 //! over the same bigram terms, in the same run; then the same queries in
 //! hybrid mode with the hash embedder (no model cost: the full-text side of
 //! hybrid search, which always runs the cross-lingual pass, and the fusion).
@@ -85,6 +85,11 @@ fn measure(n: usize, nq: usize, repeat: usize, only: Option<&str>) -> Vec<Measur
             corpus::zh_questions(nq.min(300)),
         ),
         (
+            "seven-turn dialogues",
+            "dialogues",
+            corpus::dialogues(&items, nq.min(100)),
+        ),
+        (
             "~1,900-character queries",
             "long",
             corpus::long_queries(&items, 12),
@@ -156,6 +161,7 @@ pub fn table(n: usize, nq: usize) -> Vec<Goal> {
                 key: match m.key {
                     "short" => "kinds_fulltext_short_p50_ms",
                     "zh_questions" => "kinds_fulltext_zh_questions_p50_ms",
+                    "dialogues" => "kinds_fulltext_dialogues_p50_ms",
                     _ => "kinds_fulltext_long_p50_ms",
                 },
                 figure: format!(
