@@ -882,10 +882,8 @@ impl Index {
         ids: &[String],
         model: &str,
     ) -> Result<std::collections::HashMap<String, Vec<f32>>> {
-        self.meta.with_reader(|c| match vector::stored_model(c)? {
-            Some((m, _)) if m == model => vector::vectors_of(c, ids),
-            _ => Ok(std::collections::HashMap::new()),
-        })
+        self.meta
+            .with_reader(|c| vector_scan::vectors_of(c, &self.coarse, model, ids))
     }
 
     /// Bytes used by the index on disk.

@@ -430,6 +430,19 @@ impl CoarseVectors {
         Some(buf)
     }
 
+    /// The float copy of `id`'s vector (`None`: not held, no side file, or
+    /// the read failed).
+    fn float_of(&self, id: &str) -> Option<Vec<f32>> {
+        let row = *self.rows.get(id)?;
+        let bytes = self.side_read(row, self.dim())?;
+        Some(
+            bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
+        )
+    }
+
     fn remove(&mut self, id: &str) {
         let Some(row) = self.rows.remove(id) else {
             return;
@@ -773,6 +786,44 @@ pub(crate) fn knn(
     }
 }
 
+/// The stored vectors of `ids` (those that have one of `model`; an empty
+/// map when the index holds another model's), read from the copy's side
+/// file while the copy is current in this snapshot (a few µs a row), the
+/// rest from sqlite-vec (a point read walks a chunk's overflow pages,
+/// ~180 µs a row). The copy is not caught up here: a search's KNN has just
+/// done that, and a stale copy only sends the reads to SQLite.
+pub(crate) fn vectors_of(
+    conn: &Connection,
+    coarse: &RwLock<CoarseVectors>,
+    model: &str,
+    ids: &[String],
+) -> Result<HashMap<String, Vec<f32>>> {
+    conn.execute_batch("BEGIN")?;
+    let _tx = ReadTx(conn);
+    let stored = match vector::stored_model(conn)? {
+        Some(s) if s.0 == model => s,
+        _ => return Ok(HashMap::new()),
+    };
+    let mut out = HashMap::new();
+    let mut missing = Vec::new();
+    if let Some(bounds) = vector::log_bounds(conn)? {
+        let held = coarse.read().expect("coarse vectors poisoned");
+        let current = held.model.as_ref() == Some(&stored) && held.seq == bounds.1;
+        for id in ids {
+            match current.then(|| held.float_of(id)).flatten() {
+                Some(v) => {
+                    out.insert(id.clone(), v);
+                }
+                None => missing.push(id.clone()),
+            }
+        }
+    } else {
+        missing = ids.to_vec();
+    }
+    out.extend(vector::vectors_of(conn, &missing)?);
+    Ok(out)
+}
+
 /// The cosine distance between `query` and a float copy (little-endian f32
 /// bytes), computed as sqlite-vec's `vec_distance_cosine` computes it: f32
 /// sums in component order, the square roots and the quotient in double.
@@ -993,6 +1044,34 @@ mod tests {
         ] {
             assert!(h.knn(&q, &nothing, 10).is_empty());
         }
+    }
+
+    #[test]
+    fn vectors_come_from_the_copy_as_sqlite_vec_stores_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let h = Handle::open(&dir.path().join("m.db"), true);
+        let mut ids = fill(&h);
+        ids.push("no-such-memory".into());
+        let of = |model: &str| {
+            h.db.with_reader(|c| vectors_of(c, &h.coarse, model, &ids))
+                .unwrap()
+        };
+        let stored = || h.db.with_reader(|c| vector::vectors_of(c, &ids)).unwrap();
+        // Before any search the copy is empty: every read goes to SQLite.
+        assert_eq!(of("m"), stored());
+        assert_eq!(of("m").len(), 40);
+        h.knn(&unit(3, DIM), &Filter::all(), 5);
+        assert_eq!(h.held().0, 40);
+        assert_eq!(of("m"), stored(), "read from the side file");
+        // A new vector the copy has not caught up with yet: from SQLite.
+        put(
+            &h.db,
+            &memory("fact-03", "main", Privacy::Normal, None),
+            &unit(777, DIM),
+        );
+        assert_eq!(of("m")["fact-03"], unit(777, DIM));
+        assert_eq!(of("m"), stored());
+        assert!(of("another model").is_empty());
     }
 
     #[test]
