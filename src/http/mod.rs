@@ -232,6 +232,12 @@ pub(crate) struct AuditNote {
     pub(crate) extra: Option<serde_json::Value>,
 }
 
+/// Marks a reply whose use case found the index caught up with the whole
+/// journal while it answered (search, recall): no reader is behind, so the
+/// middleware leaves [`INDEX_BEHIND`] out without checking the lag again.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CaughtUp;
+
 /// The audit note of `caller`'s request: the scene its use case acted in
 /// and the ids it returned or changed.
 pub(crate) fn note(caller: &Caller, hits: impl IntoIterator<Item = String>) -> AuditNote {
@@ -430,8 +436,10 @@ async fn authenticate(State(state): State<AppState>, req: Request, next: Next) -
             run_as(&state, caller, req, next).await
         }
     };
+    // A search or recall checked the lag already; caught up, the header is absent.
     if let Some(caller) = acted.clone()
         && res.status().is_success()
+        && res.extensions().get::<CaughtUp>().is_none()
         && let Ok(Some(n)) = state.run(move |hub| hub.index_behind_for(&caller)).await
     {
         res.headers_mut().insert(INDEX_BEHIND, n.into());

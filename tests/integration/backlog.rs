@@ -122,6 +122,9 @@ async fn replies_say_when_the_index_is_behind_and_get_reads_the_journal() {
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["text"], "kayak trip to the fjord");
     assert_eq!(behind.as_deref(), Some("2"));
+    // A route whose use case does not look at the lag says it too.
+    let (status, behind, v) = post(&api, "/v1/recent", &pet, json!({})).await;
+    assert_eq!((status, behind.as_deref()), (200, Some("2")), "{v}");
     // The group token counts only what it may read, and cannot get the
     // owner's memory from the journal either.
     assert_eq!(search_behind(&api, &group, "outing").await.0, Some(1));
@@ -150,6 +153,16 @@ async fn replies_say_when_the_index_is_behind_and_get_reads_the_journal() {
         ["fact-main-laptop-0001"]
     );
     assert_eq!(behind, None, "{v}");
+    // Recall and other routes are silent again too.
+    let (status, behind, v) =
+        post(&api, "/v1/recall", &pet, json!({ "query": "fjord trip" })).await;
+    assert_eq!(
+        (status, behind, v.get("index_behind")),
+        (200, None, None),
+        "{v}"
+    );
+    let (status, behind, _) = post(&api, "/v1/recent", &pet, json!({})).await;
+    assert_eq!((status, behind), (200, None));
 }
 
 #[test]
