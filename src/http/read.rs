@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
 use super::extract::{ApiJson, Authenticated};
-use super::{AppState, AuditNote, CaughtUp, note, reply};
+use super::{AppState, AuditNote, KnownBehind, note, reply};
 use crate::api::{
     AudienceBody, BootstrapBody, DiscloseBody, ForgottenBody, GetBody, RecallBody, RecentBody,
     SearchBody, TimelineBody,
@@ -49,11 +49,12 @@ pub(crate) async fn search(
     Ok(caught_up(limited(&paged, note), out.body.caught_up))
 }
 
-/// `res`, marked [`CaughtUp`] when its use case found the index caught up
-/// with the whole journal, so that the middleware does not check again.
+/// `res`, marked [`KnownBehind`] (nothing) when its use case found the
+/// index caught up with the whole journal, so that the middleware does not
+/// check again.
 fn caught_up(mut res: Response, caught_up: bool) -> Response {
     if caught_up {
-        res.extensions_mut().insert(CaughtUp);
+        res.extensions_mut().insert(KnownBehind(None));
     }
     res
 }

@@ -145,6 +145,13 @@ async fn replies_say_when_the_index_is_behind_and_get_reads_the_journal() {
     .await;
     assert_eq!((status, &v["text"]), (200, &json!("group kayak outing")));
 
+    // A write's reply counts what its writer may read after the write,
+    // as the next reply does.
+    let (status, after_write, v) = post(&api, "/v1/write", &pet, json!({ "text": "bone" })).await;
+    assert_eq!(status, 200, "{v}");
+    let (_, next, _) = post(&api, "/v1/recent", &pet, json!({})).await;
+    assert_eq!(after_write, next);
+
     // Caught up: found, and nothing said.
     api.hub.catch_up_journal().unwrap();
     let (behind, v) = search_behind(&api, &owner, "fjord").await;
