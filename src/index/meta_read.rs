@@ -202,6 +202,9 @@ impl MetaDb {
         // of `ids` is found from both ends, and the rows come in that order.
         let mut found: BTreeMap<(String, String), ConflictRow> = BTreeMap::new();
         self.with_reader(|c| {
+            // One read transaction for every probe: each statement would
+            // otherwise take and release the log's read lock by itself.
+            let tx = c.unchecked_transaction()?;
             for end in ["a", "b"] {
                 let mut stmt = c.prepare_cached(&format!(
                     "SELECT l.a, l.b, l.reason, x.ts, y.ts FROM links l \
@@ -227,6 +230,7 @@ impl MetaDb {
                     }
                 }
             }
+            tx.commit()?;
             Ok(())
         })?;
         Ok(found.into_values().collect())
