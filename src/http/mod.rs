@@ -208,6 +208,21 @@ impl AppState {
         self.run(move |hub| hub.on_behalf_of(&c, || f(hub, &c)))
             .await
     }
+
+    /// [`AppState::call`], and then, on the same blocking thread, the
+    /// journal lines `caller` could read that the index has not applied
+    /// (the reply's [`INDEX_BEHIND`]), so that no second hop reads them.
+    async fn call_behind<T, F>(&self, caller: &Caller, f: F) -> Result<(T, KnownBehind), ApiError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Hub, &Caller) -> crate::Result<T> + Send + 'static,
+    {
+        self.call(caller, move |hub, c| {
+            let out = f(hub, c)?;
+            Ok((out, KnownBehind(hub.index_behind_for(c).ok().flatten())))
+        })
+        .await
+    }
 }
 
 /// One entry of the route table.
@@ -231,6 +246,14 @@ pub(crate) struct AuditNote {
     /// Route-specific facts.
     pub(crate) extra: Option<serde_json::Value>,
 }
+
+/// A reply's [`INDEX_BEHIND`] for its caller, known by its handler: a
+/// search or recall that found the index caught up with the whole journal
+/// (`None`: no reader is behind), or a write whose lag was read on the
+/// thread that wrote ([`AppState::call_behind`]). The middleware then does
+/// not check the lag again on another thread.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct KnownBehind(pub(crate) Option<u64>);
 
 /// The audit note of `caller`'s request: the scene its use case acted in
 /// and the ids it returned or changed.
@@ -430,11 +453,8 @@ async fn authenticate(State(state): State<AppState>, req: Request, next: Next) -
             run_as(&state, caller, req, next).await
         }
     };
-    if let Some(caller) = acted.clone()
-        && res.status().is_success()
-        && let Ok(Some(n)) = state.run(move |hub| hub.index_behind_for(&caller)).await
-    {
-        res.headers_mut().insert(INDEX_BEHIND, n.into());
+    if let Some(caller) = acted.clone() {
+        index_behind_header(&state, caller, &mut res).await;
     }
     let mut note = res
         .extensions()
@@ -472,6 +492,25 @@ async fn authenticate(State(state): State<AppState>, req: Request, next: Next) -
         extra: note.extra,
     });
     res
+}
+
+/// Sets [`INDEX_BEHIND`] on a successful reply to `caller`: what its
+/// handler knew ([`KnownBehind`]), else read on the blocking pool.
+async fn index_behind_header(state: &AppState, caller: Caller, res: &mut Response) {
+    if !res.status().is_success() {
+        return;
+    }
+    let behind = match res.extensions().get::<KnownBehind>() {
+        Some(known) => known.0,
+        None => state
+            .run(move |hub| hub.index_behind_for(&caller))
+            .await
+            .ok()
+            .flatten(),
+    };
+    if let Some(n) = behind {
+        res.headers_mut().insert(INDEX_BEHIND, n.into());
+    }
 }
 
 /// Runs the handler for `caller`. A `429` it answers counts as rate

@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
 use super::extract::{ApiJson, Authenticated};
-use super::{AppState, AuditNote, note, reply};
+use super::{AppState, AuditNote, KnownBehind, note, reply};
 use crate::api::{
     AudienceBody, BootstrapBody, DiscloseBody, ForgottenBody, GetBody, RecallBody, RecentBody,
     SearchBody, TimelineBody,
@@ -46,7 +46,17 @@ pub(crate) async fn search(
         clamped: out.clamped.clone(),
         next_offset: out.next_offset,
     };
-    Ok(limited(&paged, note))
+    Ok(caught_up(limited(&paged, note), out.body.caught_up))
+}
+
+/// `res`, marked [`KnownBehind`] (nothing) when its use case found the
+/// index caught up with the whole journal, so that the middleware does not
+/// check again.
+fn caught_up(mut res: Response, caught_up: bool) -> Response {
+    if caught_up {
+        res.extensions_mut().insert(KnownBehind(None));
+    }
+    res
 }
 
 /// A search reply with the offset of its next page (a paged search only).
@@ -87,7 +97,10 @@ pub(crate) async fn recall(
 ) -> Result<Response, ApiError> {
     let out = st.call(&caller, |hub, c| hub.recall(c, body)).await?;
     let ids = out.body.ids();
-    Ok(limited(&out, note(&caller, ids)))
+    Ok(caught_up(
+        limited(&out, note(&caller, ids)),
+        out.body.caught_up,
+    ))
 }
 
 /// `POST /v1/timeline`.

@@ -19,8 +19,11 @@ pub(crate) async fn write(
     Authenticated(caller): Authenticated,
     ApiJson(body): ApiJson<WriteBody>,
 ) -> Result<Response, ApiError> {
-    let out = st.call(&caller, |hub, c| hub.write(c, body)).await?;
-    Ok(reply(&out, note(&caller, [out.id.clone()])))
+    let (out, behind) = st.call_behind(&caller, |hub, c| hub.write(c, body)).await?;
+    Ok(with_behind(
+        reply(&out, note(&caller, [out.id.clone()])),
+        behind,
+    ))
 }
 
 /// `POST /v1/forget`: appends a tombstone for a memory the token may write.
@@ -29,8 +32,13 @@ pub(crate) async fn forget(
     Authenticated(caller): Authenticated,
     ApiJson(body): ApiJson<ForgetBody>,
 ) -> Result<Response, ApiError> {
-    let out = st.call(&caller, |hub, c| hub.forget(c, body)).await?;
-    Ok(reply(&out, note(&caller, [out.id.clone()])))
+    let (out, behind) = st
+        .call_behind(&caller, |hub, c| hub.forget(c, body))
+        .await?;
+    Ok(with_behind(
+        reply(&out, note(&caller, [out.id.clone()])),
+        behind,
+    ))
 }
 
 /// `POST /v1/conflicts/dismiss`: ends (or restores) a conflict link.
@@ -94,4 +102,10 @@ pub(crate) async fn members(
 ) -> Result<Response, ApiError> {
     let out = st.call(&caller, |hub, c| hub.members(c, body)).await?;
     Ok(reply(&out, note(&caller, [])))
+}
+
+/// `res` with the lag its handler read ([`super::KnownBehind`]).
+fn with_behind(mut res: Response, behind: super::KnownBehind) -> Response {
+    res.extensions_mut().insert(behind);
+    res
 }

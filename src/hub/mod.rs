@@ -162,6 +162,16 @@ pub struct Hub {
     opened: Instant,
 }
 
+/// What a reply says of the index's lag ([`Hub::index_lag`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct IndexLag {
+    /// Journal lines the reader could read that the index has not applied.
+    pub(crate) behind: Option<u64>,
+    /// Whether any journal line was unapplied (for any reader); `false`
+    /// means the index was caught up with the whole journal.
+    pub(crate) lagging: bool,
+}
+
 impl Hub {
     /// Opens `layout` with `config`.
     pub fn open(layout: Layout, config: Config, mode: Mode) -> Result<Hub> {
@@ -622,10 +632,20 @@ impl Hub {
     /// `filter` could read (`None`: every line); `None` when the index is
     /// caught up. See [`parts::backlog::lines_for`].
     pub(crate) fn index_behind(&self, filter: Option<&Filter>) -> Result<Option<u64>> {
+        Ok(self.index_lag(filter)?.behind)
+    }
+
+    /// [`Hub::index_behind`], and whether the index had applied the whole
+    /// journal then (so that nothing is behind for any reader either).
+    pub(crate) fn index_lag(&self, filter: Option<&Filter>) -> Result<IndexLag> {
         if parts::backlog::lag(&self.core)?.bytes == 0 {
-            return Ok(None);
+            return Ok(IndexLag::default());
         }
-        Ok(Some(parts::backlog::lines_for(&self.core, filter)?).filter(|n| *n > 0))
+        let behind = Some(parts::backlog::lines_for(&self.core, filter)?).filter(|n| *n > 0);
+        Ok(IndexLag {
+            behind,
+            lagging: true,
+        })
     }
 
     /// [`Hub::index_behind`] for everything `caller` may read (`None` too

@@ -82,6 +82,10 @@ pub struct RecallOutcome {
     /// yet (it is catching up): the hits may miss them. Absent when none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub index_behind: Option<u64>,
+    /// Whether the index had applied the whole journal when recall checked
+    /// (see [`crate::search::SearchResults`]'s field of the same name).
+    #[serde(skip)]
+    pub(crate) caught_up: bool,
     /// The instant the answer is for, when the request gave `as_of`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub as_of: Option<DateTime<Utc>>,
@@ -210,6 +214,8 @@ impl Hub {
             body.touch = Some(false);
             let (mut reply, at) = asof::answer(self, caller, &as_of, |hub, c| hub.recall(c, body))?;
             reply.body.as_of = Some(at);
+            // Answered by the cut's index: whether the live one is caught up is not known.
+            reply.body.caught_up = false;
             return Ok(reply);
         }
         let (_, filter) = caller.read(Visibility {
@@ -335,13 +341,15 @@ fn recall_for(hub: &Hub, caller: &Caller, req: &RecallRequest) -> Result<RecallO
     let block = req
         .block
         .then(|| render_recall_block(&live, minutes, &hits));
+    let lag = hub.index_lag(Some(&req.filter))?;
     Ok(RecallOutcome {
         query,
         hits,
         dropped_below_floor,
         live,
         block,
-        index_behind: hub.index_behind(Some(&req.filter))?,
+        index_behind: lag.behind,
+        caught_up: !lag.lagging,
         as_of: None,
     })
 }

@@ -49,6 +49,8 @@ impl Hub {
             body.touch = false;
             let (mut reply, at) = asof::answer(self, caller, &as_of, |hub, c| hub.search(c, body))?;
             reply.body.as_of = Some(at);
+            // Answered by the cut's index: whether the live one is caught up is not known.
+            reply.body.caught_up = false;
             return Ok(reply);
         }
         let (_, filter) = caller.read(Visibility {
@@ -82,7 +84,9 @@ impl Hub {
         let depth = req.limit.filter(|_| page.is_some()).unwrap_or(0);
         let mut results = self.search_deep_as(caller, &req, depth)?;
         super::conflicts::annotate(self, &mut results.hits, &req.filter)?;
-        results.index_behind = self.index_behind(Some(&req.filter))?;
+        let lag = self.index_lag(Some(&req.filter))?;
+        results.index_behind = lag.behind;
+        results.caught_up = !lag.lagging;
         let mut next_offset = None;
         if let Some((offset, n)) = page {
             next_offset = (results.hits.len() > offset + n).then_some(offset + n);

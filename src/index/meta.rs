@@ -886,7 +886,8 @@ impl MetaDb {
     /// How far each journal file has been applied.
     pub(crate) fn cursors(&self) -> Result<HashMap<String, Cursor>> {
         self.with_reader(|c| {
-            let mut stmt = c.prepare("SELECT file, offset, lines FROM journal_cursors")?;
+            // Cached: every search and every write reply reads the cursors.
+            let mut stmt = c.prepare_cached("SELECT file, offset, lines FROM journal_cursors")?;
             let rows = stmt.query_map([], |r| {
                 Ok((
                     r.get::<_, String>(0)?,

@@ -8,7 +8,7 @@
 //! the read asks for history ([`Latest::history`], the timeline only): one
 //! rule for every list, block and disclosure built on [`MetaDb::latest`].
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Utc};
 use rusqlite::params_from_iter;
@@ -195,30 +195,45 @@ impl MetaDb {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let marks = vec!["?"; ids.len()].join(",");
-        let sql = format!(
-            "SELECT l.a, l.b, l.reason, x.ts, y.ts FROM links l \
-             JOIN memories x ON x.id = l.a JOIN memories y ON y.id = l.b \
-             WHERE l.rel = 'conflicts_with' AND l.live = 1 \
-             AND (l.a IN ({marks}) OR l.b IN ({marks})) \
-             AND x.forgotten_at IS NULL AND y.forgotten_at IS NULL \
-             AND x.superseded_by IS NULL AND y.superseded_by IS NULL ORDER BY l.a, l.b"
-        );
-        let all: Vec<&String> = ids.iter().chain(ids.iter()).collect();
+        // One cached statement per end, probed once per id: an `IN` list
+        // over either end (`OR`) made SQLite build temporary tables for
+        // the lists, the union and the order on every search, to find
+        // nothing most of the time. Keyed by (a, b): a link between two
+        // of `ids` is found from both ends, and the rows come in that order.
+        let mut found: BTreeMap<(String, String), ConflictRow> = BTreeMap::new();
         self.with_reader(|c| {
-            let mut stmt = c.prepare_cached(&sql)?;
-            let rows = stmt.query_map(params_from_iter(all.iter()), |r| {
-                let (a, b): (String, String) = (r.get(0)?, r.get(1)?);
-                let (ta, tb): (i64, i64) = (r.get(3)?, r.get(4)?);
-                let (older, newer) = if (ta, &a) <= (tb, &b) { (a, b) } else { (b, a) };
-                Ok(ConflictRow {
-                    older,
-                    newer,
-                    reason: r.get(2)?,
-                })
-            })?;
-            rows.map(|r| r.map_err(Error::from)).collect()
-        })
+            // One read transaction for every probe: each statement would
+            // otherwise take and release the log's read lock by itself.
+            let tx = c.unchecked_transaction()?;
+            for end in ["a", "b"] {
+                let mut stmt = c.prepare_cached(&format!(
+                    "SELECT l.a, l.b, l.reason, x.ts, y.ts FROM links l \
+                     JOIN memories x ON x.id = l.a JOIN memories y ON y.id = l.b \
+                     WHERE l.{end} = ? AND l.rel = 'conflicts_with' AND l.live = 1 \
+                     AND x.forgotten_at IS NULL AND y.forgotten_at IS NULL \
+                     AND x.superseded_by IS NULL AND y.superseded_by IS NULL"
+                ))?;
+                for id in ids {
+                    let mut rows = stmt.query([id])?;
+                    while let Some(r) = rows.next()? {
+                        let (a, b): (String, String) = (r.get(0)?, r.get(1)?);
+                        let (ta, tb): (i64, i64) = (r.get(3)?, r.get(4)?);
+                        let reason: Option<String> = r.get(2)?;
+                        found.entry((a.clone(), b.clone())).or_insert_with(|| {
+                            let (older, newer) = if (ta, &a) <= (tb, &b) { (a, b) } else { (b, a) };
+                            ConflictRow {
+                                older,
+                                newer,
+                                reason,
+                            }
+                        });
+                    }
+                }
+            }
+            tx.commit()?;
+            Ok(())
+        })?;
+        Ok(found.into_values().collect())
     }
 
     /// The newest live, current long-term facts of `scene` and `subject`

@@ -185,6 +185,11 @@ pub struct SearchResults {
     /// yet (it is catching up): the hits may miss them. Absent when none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub index_behind: Option<u64>,
+    /// Whether the index had applied the whole journal when the hub checked
+    /// (set by the hub): the HTTP layer then knows the reply's
+    /// `x-memd-index-behind` is absent without checking again.
+    #[serde(skip)]
+    pub(crate) caught_up: bool,
     /// The instant the answer is for, when the request gave `as_of` (set by the hub).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub as_of: Option<chrono::DateTime<chrono::Utc>>,
@@ -501,7 +506,6 @@ pub(crate) fn search(
     } else {
         limit
     };
-    let term_texts = q.plan.terms.iter().map(|w| w.term.text.clone()).collect();
     let cx = q.context(index, req, cfg);
     let Ranked {
         mut scored,
@@ -556,12 +560,13 @@ pub(crate) fn search(
     Ok(SearchResults {
         dropped_below_floor,
         hits,
-        terms: term_texts,
+        terms: q.plan.terms.iter().map(|w| w.term.text.clone()).collect(),
         mode,
         fallback: fallback.or_else(|| {
             (mode != requested).then(|| format!("{requested} search needs an embedder; ran {mode}"))
         }),
         index_behind: None,
+        caught_up: false,
         as_of: None,
     })
 }

@@ -122,6 +122,9 @@ async fn replies_say_when_the_index_is_behind_and_get_reads_the_journal() {
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["text"], "kayak trip to the fjord");
     assert_eq!(behind.as_deref(), Some("2"));
+    // A route whose use case does not look at the lag says it too.
+    let (status, behind, v) = post(&api, "/v1/recent", &pet, json!({})).await;
+    assert_eq!((status, behind.as_deref()), (200, Some("2")), "{v}");
     // The group token counts only what it may read, and cannot get the
     // owner's memory from the journal either.
     assert_eq!(search_behind(&api, &group, "outing").await.0, Some(1));
@@ -142,6 +145,13 @@ async fn replies_say_when_the_index_is_behind_and_get_reads_the_journal() {
     .await;
     assert_eq!((status, &v["text"]), (200, &json!("group kayak outing")));
 
+    // A write's reply counts what its writer may read after the write,
+    // as the next reply does.
+    let (status, after_write, v) = post(&api, "/v1/write", &pet, json!({ "text": "bone" })).await;
+    assert_eq!(status, 200, "{v}");
+    let (_, next, _) = post(&api, "/v1/recent", &pet, json!({})).await;
+    assert_eq!(after_write, next);
+
     // Caught up: found, and nothing said.
     api.hub.catch_up_journal().unwrap();
     let (behind, v) = search_behind(&api, &owner, "fjord").await;
@@ -150,6 +160,16 @@ async fn replies_say_when_the_index_is_behind_and_get_reads_the_journal() {
         ["fact-main-laptop-0001"]
     );
     assert_eq!(behind, None, "{v}");
+    // Recall and other routes are silent again too.
+    let (status, behind, v) =
+        post(&api, "/v1/recall", &pet, json!({ "query": "fjord trip" })).await;
+    assert_eq!(
+        (status, behind, v.get("index_behind")),
+        (200, None, None),
+        "{v}"
+    );
+    let (status, behind, _) = post(&api, "/v1/recent", &pet, json!({})).await;
+    assert_eq!((status, behind), (200, None));
 }
 
 #[test]
