@@ -10,7 +10,7 @@
 # and a conversation's hybrid hits.
 #
 #   scripts/train-relevance.sh [EVAL_DIR] [TRAINER OPTIONS]   # default ../shared/eval
-#   scripts/train-relevance.sh ../shared/eval --only dialogue   # how the checked-in dialogue model was made
+#   scripts/train-relevance.sh ../shared/eval --only dialogue   # refit one model, keep the others
 #
 # `--only VARIANTS` refits only those and keeps the others (and their
 # figures) from src/relevance_weights.json.

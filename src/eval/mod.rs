@@ -569,6 +569,12 @@ fn load_corpus(
     scene: Option<&Scene>,
 ) -> Result<HashMap<String, String>> {
     let mut corpus_id_of: HashMap<String, String> = HashMap::new();
+    // One millisecond apart, in corpus order, ending now: equal scores are
+    // ordered by write time then id, so two runs rank ties alike (with
+    // the clock's own times a whole batch shares a millisecond and the
+    // ids' random part decides).
+    let first = hub.now() - chrono::Duration::milliseconds(corpus.len() as i64);
+    let mut written = 0i64;
     for chunk in corpus.chunks(LOAD_BATCH) {
         let mut reqs = Vec::with_capacity(chunk.len());
         for line in chunk {
@@ -586,6 +592,8 @@ fn load_corpus(
                 session.as_deref(),
                 line.speaker.as_deref(),
             );
+            req.ts = Some(first + chrono::Duration::milliseconds(written));
+            written += 1;
             reqs.push(req);
         }
         for (line, outcome) in chunk.iter().zip(hub.append_batch(reqs)?) {
