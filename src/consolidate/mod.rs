@@ -173,17 +173,40 @@ impl JournalView {
     /// that a rollback finds a run's lines after they were archived (bad
     /// lines are skipped; the index reports them).
     pub(crate) fn read(facts_dir: &Path) -> Result<JournalView> {
+        JournalView::replay(facts_dir, false)
+    }
+
+    /// [`JournalView::read`] keeping only what is live at the end: a
+    /// forgotten id's history is dropped when its tombstone is read, and no
+    /// tombstone is kept (a line put again after a forget starts a new
+    /// history). What a run plans from ([`JournalView::live`]) is the same;
+    /// its memory follows the live set instead of everything ever written.
+    pub(crate) fn read_live(facts_dir: &Path) -> Result<JournalView> {
+        JournalView::replay(facts_dir, true)
+    }
+
+    fn replay(facts_dir: &Path, live_only: bool) -> Result<JournalView> {
         let mut view = JournalView::default();
         if !facts_dir.exists() {
             return Ok(view);
         }
         for file in journal::list_all(facts_dir)? {
             journal::scan_file(facts_dir, &file, Cursor::default(), |item| {
-                if let Ok(record) = item.entry {
-                    view.apply(record);
+                match item.entry {
+                    Ok(Record::Forget { id, .. }) if live_only => {
+                        view.facts.remove(&id);
+                    }
+                    Ok(record) => view.apply(record),
+                    Err(_) => {}
                 }
                 Ok(())
             })?;
+        }
+        if live_only {
+            let facts = &view.facts;
+            let mut seen = std::collections::HashSet::new();
+            view.order
+                .retain(|id| facts.contains_key(id) && seen.insert(id.clone()));
         }
         Ok(view)
     }
@@ -241,7 +264,7 @@ pub(crate) fn new_run_id(now: DateTime<Utc>) -> String {
 pub fn run(hub: &Hub, cfg: &SleepConfig, opts: &RunOptions) -> Result<RunReport> {
     cfg.validate()?;
     let run_id = new_run_id(opts.now);
-    let view = JournalView::read(&hub.layout().facts())?;
+    let view = JournalView::read_live(&hub.layout().facts())?;
     let mut report = RunReport::new(&run_id, opts);
     // Offline salience stands in for the model: with a model configured, the
     // model decides what else to keep (no second, differently worded copy).

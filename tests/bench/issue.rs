@@ -94,9 +94,15 @@ impl Drop for Server {
 }
 
 impl Server {
-    /// Starts `memd serve` on `root` and waits for its `listening on` line.
+    /// Starts `memd serve` on `root` and waits for its `listening on` line
+    /// (earlier lines are skipped). `MEMD_BENCH_BIN`, when set, is run
+    /// instead of this build's `memd`: for example a script that runs a
+    /// build under a heap profiler (the resident set sampled is then the
+    /// script's unless it `exec`s).
     pub fn start(root: &Path, env: &[(&str, &str)]) -> Server {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_memd"));
+        let bin =
+            std::env::var_os("MEMD_BENCH_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_memd").into());
+        let mut cmd = Command::new(bin);
         cmd.args(["serve", "--listen", "127.0.0.1:0"])
             .env("MEMD_ROOT", root)
             .env("RUST_LOG", "warn")
@@ -109,7 +115,9 @@ impl Server {
         let mut child = cmd.spawn().expect("cannot start memd serve");
         let mut out = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
-        out.read_line(&mut line).unwrap();
+        while out.read_line(&mut line).unwrap() > 0 && !line.starts_with("listening on ") {
+            line.clear();
+        }
         let addr = line
             .trim()
             .strip_prefix("listening on http://")

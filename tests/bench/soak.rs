@@ -5,13 +5,20 @@
 //! 10% of the first sample after it.
 //!
 //! The load, each on its own client thread at its own pace: writes (2/s),
-//! forgets of earlier writes (1/s), chat ingest (2/s), full-text, semantic
-//! and hybrid searches (one client each, back to back with 50 ms pauses),
-//! recall from a conversation (1/s), and a consolidation run every 5 minutes.
-//! The server starts on `--facts N` memories (default 2000) written through
-//! it. Samples go to stdout as they are taken and, with the summary, to
+//! chat ingest (2/s), forgets of what the load added (up to 5/s, paced to
+//! the adds: everything but the newest [`KEPT_ADDED`] writes, ingested
+//! messages and consolidation promotions is forgotten, oldest first, so the
+//! live set stays the same size and the soak measures a steady workload,
+//! not a growing one), full-text, semantic and hybrid searches (one client
+//! each, back to back with 50 ms pauses), recall from a conversation (1/s),
+//! and a consolidation run every 5 minutes (forgets wait while it runs: it
+//! folds some of the same lines). The server starts on `--facts N` memories
+//! (default 2000) written through it. Samples (with the slower operations
+//! in flight at that moment) go to stdout as they are taken and, with the
+//! summary, to
 //! `--json PATH` (default `target/bench/soak.json`).
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -29,6 +36,8 @@ use crate::procfs::status_mib;
 struct Counts {
     ok: AtomicU64,
     failed: AtomicU64,
+    /// A request of this operation is in flight.
+    busy: AtomicBool,
 }
 
 /// Makes the body of a loop's `n`th request (`None`: skip this turn).
@@ -62,6 +71,7 @@ fn spawn_loop(
                     // The server closes a keep-alive connection left idle (the
                     // forget client waits for writes to forget): one new
                     // connection and one retry before counting a failure.
+                    counts.busy.store(true, Ordering::Relaxed);
                     let answer = client.try_post(path, &b).or_else(|_| {
                         client = Client::connect(addr, &token);
                         client.try_post(path, &b)
@@ -75,9 +85,13 @@ fn spawn_loop(
                     };
                     if status == 200 {
                         counts.ok.fetch_add(1, Ordering::Relaxed);
+                        // Still busy while the answer is read: the forget
+                        // client waits for what a consolidation folded.
                         seen(&answer);
+                        counts.busy.store(false, Ordering::Relaxed);
                     } else {
                         counts.failed.fetch_add(1, Ordering::Relaxed);
+                        counts.busy.store(false, Ordering::Relaxed);
                         if reported < 3 {
                             reported += 1;
                             eprintln!(
@@ -132,132 +146,15 @@ pub fn run(
     });
 
     let stop = Arc::new(AtomicBool::new(false));
-    let mut names: Vec<&'static str> = Vec::new();
-    let mut counts: Vec<Arc<Counts>> = Vec::new();
-    let mut threads = Vec::new();
-    let written: Arc<Mutex<Vec<String>>> = Arc::default();
-    let fresh = Arc::new(corpus::generate(100_000, 1234));
-    let queries = Arc::new(corpus::queries(1000, 99));
-    let mut add =
-        |name: &'static str, path: &'static str, pace_ms: u64, body: BodyFn, seen: SeenFn| {
-            let c = Arc::new(Counts::default());
-            names.push(name);
-            counts.push(Arc::clone(&c));
-            threads.push(spawn_loop(
-                name,
-                addr,
-                token.clone(),
-                path,
-                Duration::from_millis(pace_ms),
-                Arc::clone(&stop),
-                c,
-                body,
-                seen,
-            ));
-        };
-    {
-        let (fresh, written) = (Arc::clone(&fresh), Arc::clone(&written));
-        add(
-            "write",
-            "/v1/write",
-            500,
-            Box::new(move |i| {
-                let it = &fresh[i as usize % fresh.len()];
-                Some(json!({"text": format!("{} #{i}", it.text), "scene": it.scene}).to_string())
-            }),
-            Box::new(move |answer| {
-                if let Some(id) = serde_json::from_slice::<Value>(answer)
-                    .ok()
-                    .and_then(|v| v["id"].as_str().map(str::to_string))
-                {
-                    written.lock().unwrap().push(id);
-                }
-            }),
-        );
-    }
-    {
-        let written = Arc::clone(&written);
-        add(
-            "forget",
-            "/v1/forget",
-            1000,
-            Box::new(move |_| {
-                let id = {
-                    let mut w = written.lock().unwrap();
-                    // The oldest write still remembered goes first.
-                    (w.len() > 20).then(|| w.remove(0))
-                };
-                id.map(|id| json!({"id": id}).to_string())
-            }),
-            Box::new(|_| {}),
-        );
-    }
-    {
-        let fresh = Arc::clone(&fresh);
-        add(
-            "ingest",
-            "/v1/ingest",
-            500,
-            Box::new(move |i| {
-                let it = &fresh[(i as usize * 7 + 13) % fresh.len()];
-                Some(
-                    json!({
-                        "message_id": format!("m{i}"),
-                        "text": it.text,
-                        "scene": "qq:group:1",
-                        "sender": {"id": format!("u{}", i % 17), "name": "someone"},
-                    })
-                    .to_string(),
-                )
-            }),
-            Box::new(|_| {}),
-        );
-    }
-    for mode in ["fulltext", "semantic", "hybrid"] {
-        let queries = Arc::clone(&queries);
-        let name: &'static str = match mode {
-            "fulltext" => "search fulltext",
-            "semantic" => "search semantic",
-            _ => "search hybrid",
-        };
-        add(
-            name,
-            "/v1/search",
-            50,
-            Box::new(move |i| {
-                let q = &queries[i as usize % queries.len()];
-                Some(json!({"query": q, "limit": 10, "mode": mode}).to_string())
-            }),
-            Box::new(|_| {}),
-        );
-    }
-    {
-        let fresh = Arc::clone(&fresh);
-        add(
-            "recall",
-            "/v1/recall",
-            1000,
-            Box::new(move |i| {
-                let turns: Vec<&str> = (0..4)
-                    .map(|k| fresh[(i as usize * 5 + k) % fresh.len()].text.as_str())
-                    .collect();
-                Some(json!({"messages": turns, "limit": 8, "format": "block"}).to_string())
-            }),
-            Box::new(|_| {}),
-        );
-    }
-    add(
-        "consolidate",
-        "/v1/consolidation/run",
-        300_000,
-        Box::new(|i| (i > 0).then(|| "{}".to_string())),
-        Box::new(|_| {}),
-    );
+    let (names, counts, threads) = start_load(addr, &token, &stop);
 
     let started = Instant::now();
     let mut samples: Vec<(f64, f64, f64, f64)> = Vec::new();
-    println!("| s | RSS MiB | anonymous | file-backed | ops so far |");
-    println!("|---|---|---|---|---|");
+    let mut in_flight: Vec<Vec<&'static str>> = Vec::new();
+    println!(
+        "| s | RSS MiB | anonymous | file-backed | ops so far | in flight (slow operations) |"
+    );
+    println!("|---|---|---|---|---|---|");
     while started.elapsed() < Duration::from_secs(seconds) {
         std::thread::sleep(Duration::from_secs(sample).min(
             Duration::from_secs(seconds).saturating_sub(started.elapsed())
@@ -271,11 +168,22 @@ pub fn run(
             status_mib(pid, "RssFile:"),
         );
         let ops: u64 = counts.iter().map(|c| c.ok.load(Ordering::Relaxed)).sum();
+        let busy: Vec<&'static str> = names
+            .iter()
+            .zip(&counts)
+            .filter(|(n, c)| !n.starts_with("search") && c.busy.load(Ordering::Relaxed))
+            .map(|(n, _)| *n)
+            .collect();
         println!(
-            "| {:.0} | {:.1} | {:.1} | {:.1} | {ops} |",
-            s.0, s.1, s.2, s.3
+            "| {:.0} | {:.1} | {:.1} | {:.1} | {ops} | {} |",
+            s.0,
+            s.1,
+            s.2,
+            s.3,
+            busy.join(", ")
         );
         samples.push(s);
+        in_flight.push(busy);
     }
     stop.store(true, Ordering::Relaxed);
     for t in threads {
@@ -336,8 +244,8 @@ pub fn run(
             "done": c.ok.load(Ordering::Relaxed),
             "failed": c.failed.load(Ordering::Relaxed),
         })).collect::<Vec<_>>(),
-        "samples": samples.iter().map(|s| json!({
-            "t": s.0, "rss_mib": s.1, "anon_mib": s.2, "file_mib": s.3,
+        "samples": samples.iter().zip(&in_flight).map(|(s, busy)| json!({
+            "t": s.0, "rss_mib": s.1, "anon_mib": s.2, "file_mib": s.3, "in_flight": busy,
         })).collect::<Vec<_>>(),
     });
     if let Some(dir) = json_path.parent() {
@@ -346,4 +254,182 @@ pub fn run(
     std::fs::write(json_path, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
     println!("soak: wrote {}", json_path.display());
     flat && failed == 0
+}
+
+/// Memories the load added (writes, ingested messages, consolidation's
+/// promotions), oldest first: what the forget client takes from.
+type Added = Arc<Mutex<VecDeque<String>>>;
+
+/// How many of the newest added memories the forget client leaves alone:
+/// about two and a half minutes of adds, so searches, recall and
+/// consolidation see fresh memories while the live set stays the same size.
+const KEPT_ADDED: usize = 600;
+
+/// The memory id in a write or ingest answer.
+fn answer_id(answer: &[u8]) -> Option<String> {
+    serde_json::from_slice::<Value>(answer)
+        .ok()
+        .and_then(|v| v["id"].as_str().map(str::to_string))
+}
+
+/// Starts every client loop of the load; returns their names, counts and
+/// threads (they run until `stop`).
+fn start_load(
+    addr: std::net::SocketAddr,
+    token: &str,
+    stop: &Arc<AtomicBool>,
+) -> (
+    Vec<&'static str>,
+    Vec<Arc<Counts>>,
+    Vec<std::thread::JoinHandle<()>>,
+) {
+    let mut names: Vec<&'static str> = Vec::new();
+    let mut counts: Vec<Arc<Counts>> = Vec::new();
+    let mut threads = Vec::new();
+    let added: Added = Arc::default();
+    let fresh = Arc::new(corpus::generate(100_000, 1234));
+    let queries = Arc::new(corpus::queries(1000, 99));
+    let consolidating = Arc::new(Counts::default());
+    let mut add = |name: &'static str,
+                   path: &'static str,
+                   pace_ms: u64,
+                   c: Arc<Counts>,
+                   body: BodyFn,
+                   seen: SeenFn| {
+        names.push(name);
+        counts.push(Arc::clone(&c));
+        threads.push(spawn_loop(
+            name,
+            addr,
+            token.to_string(),
+            path,
+            Duration::from_millis(pace_ms),
+            Arc::clone(stop),
+            c,
+            body,
+            seen,
+        ));
+    };
+    {
+        let (fresh, added) = (Arc::clone(&fresh), Arc::clone(&added));
+        add(
+            "write",
+            "/v1/write",
+            500,
+            Arc::default(),
+            Box::new(move |i| {
+                let it = &fresh[i as usize % fresh.len()];
+                Some(json!({"text": format!("{} #{i}", it.text), "scene": it.scene}).to_string())
+            }),
+            Box::new(move |answer| added.lock().unwrap().extend(answer_id(answer))),
+        );
+    }
+    {
+        let (added, consolidating) = (Arc::clone(&added), Arc::clone(&consolidating));
+        add(
+            "forget",
+            "/v1/forget",
+            200,
+            Arc::default(),
+            Box::new(move |_| {
+                // Not while a consolidation runs: it may fold (forget) the
+                // same lines; its answer takes them off the list first.
+                if consolidating.busy.load(Ordering::Relaxed) {
+                    return None;
+                }
+                let mut a = added.lock().unwrap();
+                // The oldest added memory still remembered goes first.
+                let id = (a.len() > KEPT_ADDED).then(|| a.pop_front()).flatten();
+                id.map(|id| json!({"id": id}).to_string())
+            }),
+            Box::new(|_| {}),
+        );
+    }
+    {
+        let (fresh, added) = (Arc::clone(&fresh), Arc::clone(&added));
+        add(
+            "ingest",
+            "/v1/ingest",
+            500,
+            Arc::default(),
+            Box::new(move |i| {
+                let it = &fresh[(i as usize * 7 + 13) % fresh.len()];
+                Some(
+                    json!({
+                        "message_id": format!("m{i}"),
+                        "text": it.text,
+                        "scene": "qq:group:1",
+                        "sender": {"id": format!("u{}", i % 17), "name": "someone"},
+                    })
+                    .to_string(),
+                )
+            }),
+            Box::new(move |answer| added.lock().unwrap().extend(answer_id(answer))),
+        );
+    }
+    for mode in ["fulltext", "semantic", "hybrid"] {
+        let queries = Arc::clone(&queries);
+        let name: &'static str = match mode {
+            "fulltext" => "search fulltext",
+            "semantic" => "search semantic",
+            _ => "search hybrid",
+        };
+        add(
+            name,
+            "/v1/search",
+            50,
+            Arc::default(),
+            Box::new(move |i| {
+                let q = &queries[i as usize % queries.len()];
+                Some(json!({"query": q, "limit": 10, "mode": mode}).to_string())
+            }),
+            Box::new(|_| {}),
+        );
+    }
+    {
+        let fresh = Arc::clone(&fresh);
+        add(
+            "recall",
+            "/v1/recall",
+            1000,
+            Arc::default(),
+            Box::new(move |i| {
+                let turns: Vec<&str> = (0..4)
+                    .map(|k| fresh[(i as usize * 5 + k) % fresh.len()].text.as_str())
+                    .collect();
+                Some(json!({"messages": turns, "limit": 8, "format": "block"}).to_string())
+            }),
+            Box::new(|_| {}),
+        );
+    }
+    add(
+        "consolidate",
+        "/v1/consolidation/run",
+        300_000,
+        consolidating,
+        Box::new(|i| (i > 0).then(|| "{}".to_string())),
+        Box::new(move |answer| consolidated(&added, answer)),
+    );
+    (names, counts, threads)
+}
+
+/// A consolidation's answer: what it wrote joins the added memories (the
+/// forget client takes it in turn), what it folded leaves them.
+fn consolidated(added: &Added, answer: &[u8]) {
+    let Ok(report) = serde_json::from_slice::<Value>(answer) else {
+        return;
+    };
+    let ids = |key: &str, field: Option<&str>| -> Vec<String> {
+        report[key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| field.map_or(v, |f| &v[f]).as_str().map(str::to_string))
+            .collect()
+    };
+    let folded: std::collections::HashSet<String> =
+        ids("forgotten", Some("id")).into_iter().collect();
+    let mut a = added.lock().unwrap();
+    a.retain(|id| !folded.contains(id));
+    a.extend(ids("written", None));
 }

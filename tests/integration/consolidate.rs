@@ -192,6 +192,47 @@ fn stale_long_term_memories_are_reported_only() {
 }
 
 #[test]
+fn a_forgotten_chat_line_is_neither_promoted_nor_folded() {
+    let root = TempRoot::new();
+    let hub = root.hub();
+    let gone = chat(
+        &hub,
+        "main",
+        "remember that the dentist moved to Friday",
+        0.9,
+    );
+    let kept = chat(
+        &hub,
+        "main",
+        "remember that the car insurance renews in March",
+        0.9,
+    );
+    let twin = chat(
+        &hub,
+        "main",
+        "remember that the dentist moved to Friday!",
+        0.9,
+    );
+    hub.tombstone(
+        &gone,
+        None,
+        "main",
+        &memory_hub::index::filter::Filter::all(),
+    )
+    .unwrap();
+    let r = consolidate::run(&hub, &SleepConfig::default(), &options(true)).unwrap();
+    let from: Vec<&str> = r.promoted.iter().map(|p| p.from.as_str()).collect();
+    assert!(from.contains(&kept.as_str()), "{from:?}");
+    assert!(from.contains(&twin.as_str()), "{from:?}");
+    assert!(!from.contains(&gone.as_str()), "{from:?}");
+    assert!(
+        r.folded.iter().all(|f| !f.ids.contains(&gone)),
+        "{:?}",
+        r.folded
+    );
+}
+
+#[test]
 fn dry_run_changes_nothing() {
     let root = TempRoot::new();
     {
