@@ -145,20 +145,57 @@ impl Prepared {
     }
 
     /// Whether `other` (the older memory) likely contradicts this one, and
-    /// why. A text holding fewer than a third of this one's content words
-    /// (at least two) is passed over without being lexed: no rule can fire
-    /// on it.
+    /// why. See [`Prepared::against_seen`].
     pub fn against(&self, other: &str) -> Option<Reason> {
-        let norm = normalize(other);
+        self.against_seen(&Seen::new(other))
+    }
+
+    /// Whether `other` (the older memory, normalised once, perhaps already
+    /// compared with earlier new ones) likely contradicts this one, and why.
+    /// A text holding fewer than a third of this one's content words (at
+    /// least two) is passed over without being lexed: no rule can fire on it.
+    pub fn against_seen(&self, other: &Seen) -> Option<Reason> {
         let found = self
             .probes
             .iter()
-            .filter(|p| norm.contains(p.as_str()))
+            .filter(|p| other.norm.contains(p.as_str()))
             .count();
         if found < 2 || found * 3 < self.probes.len() {
             return None;
         }
-        compare(&lex(other), &self.statement)
+        compare(other.statement(), &self.statement)
+    }
+}
+
+/// An older memory as new ones are compared with it: normalised when made,
+/// lexed the first time a new memory shares enough of its words, so that a
+/// caller keeping it ([`crate::hub`] keeps the newest facts' texts) does
+/// that work once per text, not once per write.
+#[derive(Debug)]
+pub struct Seen {
+    text: String,
+    norm: String,
+    statement: std::sync::OnceLock<Statement>,
+}
+
+impl Seen {
+    /// Normalises `text`.
+    pub fn new(text: &str) -> Seen {
+        Seen {
+            text: text.to_string(),
+            norm: normalize(text),
+            statement: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The text it was made from.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    fn statement(&self) -> &Statement {
+        self.statement
+            .get_or_init(|| lex_normalized(self.norm.clone()))
     }
 }
 
@@ -304,7 +341,11 @@ const MAX_CHARS: usize = 200;
 
 /// Cuts `text` into a [`Statement`].
 fn lex(text: &str) -> Statement {
-    let mut norm = normalize(text);
+    lex_normalized(normalize(text))
+}
+
+/// [`lex`] of a text already [`normalize`]d.
+fn lex_normalized(mut norm: String) -> Statement {
     for (from, to) in words::EN_REWRITES {
         norm = norm.replace(from, to);
     }

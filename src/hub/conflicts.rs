@@ -15,14 +15,18 @@
 //! - A forget or a supersede of either side ends the link's effect (read
 //!   time); `POST /v1/conflicts/dismiss` appends an `unlink` line (or, with
 //!   `undo`, the `link` again).
+//! - The candidates' texts are kept as the detector saw them (`SeenTexts`):
+//!   consecutive writes of a scene compare with nearly the same newest facts,
+//!   so each is normalised and lexed once while it stays among them.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use super::{Caller, Hub};
 use crate::api::{
     AcceptConflictBody, AcceptConflictReply, DismissConflictBody, DismissConflictReply,
 };
-use crate::contradiction::Prepared;
+use crate::contradiction::{Prepared, Seen};
 use crate::error::{Error, Result};
 use crate::index::filter::Filter;
 use crate::index::meta_read::LinkState;
@@ -31,6 +35,50 @@ use crate::search::SearchHit;
 
 /// Live facts of the scene and subject a new memory is compared with (the newest).
 pub const CANDIDATES: usize = 300;
+
+/// Texts [`SeenTexts`] keeps per generation: ample for the newest facts of
+/// the scenes and subjects being written to at once (each compares with
+/// [`CANDIDATES`]), a few MiB at most over both generations.
+const SEEN_KEPT: usize = 4096;
+
+/// The texts of the facts new ones were last compared with, by id, as the
+/// detector saw them ([`Seen`]: normalised, lexed once needed). Two
+/// generations: when the newer fills up it becomes the older and the old
+/// older is dropped, so what stays among the candidates stays kept and the
+/// whole holds at most `2 ×` [`SEEN_KEPT`]. An entry counts only for the
+/// same text (a rewritten fact keeps its id).
+#[derive(Default)]
+pub(crate) struct SeenTexts {
+    generations: Mutex<[HashMap<String, Arc<Seen>>; 2]>,
+}
+
+impl SeenTexts {
+    /// The kept form of each `(id, text)` of `candidates`, made for those not kept.
+    fn of(&self, candidates: &[(String, String, i64)]) -> Vec<Arc<Seen>> {
+        let mut generations = self
+            .generations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let [newer, older] = &mut *generations;
+        candidates
+            .iter()
+            .map(|(id, text, _)| {
+                if let Some(seen) = newer.get(id).filter(|s| s.text() == text) {
+                    return Arc::clone(seen);
+                }
+                let seen = older
+                    .remove(id)
+                    .filter(|s| s.text() == text)
+                    .unwrap_or_else(|| Arc::new(Seen::new(text)));
+                if newer.len() >= SEEN_KEPT {
+                    *older = std::mem::take(newer);
+                }
+                newer.insert(id.clone(), Arc::clone(&seen));
+                seen
+            })
+            .collect()
+    }
+}
 
 impl Hub {
     /// Links the new fact `id` to the live facts it likely contradicts (see
@@ -75,10 +123,12 @@ impl Hub {
             .meta
             .conflict_candidates(scene, subject, id, CANDIDATES)?;
         let new = Prepared::new(text);
+        let seen = self.seen.of(&candidates);
         Ok(candidates
             .into_iter()
-            .filter_map(|(other, other_text, other_ts)| {
-                let reason = new.against(&other_text)?.as_str();
+            .zip(seen)
+            .filter_map(|((other, other_text, other_ts), seen)| {
+                let reason = new.against_seen(&seen)?.as_str();
                 let this = (id.to_string(), text.to_string());
                 let that = (other, other_text);
                 let older_first = (other_ts, that.0.as_str()) <= (ts, id);
@@ -379,5 +429,47 @@ pub(crate) fn block_label(
         (true, false) => "（较新）",
         (false, true) => "(older) ",
         (false, false) => "(newer) ",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn candidate(id: &str, text: &str) -> (String, String, i64) {
+        (id.to_string(), text.to_string(), 0)
+    }
+
+    #[test]
+    fn a_kept_text_is_reused_and_an_edited_one_made_again() {
+        let seen = SeenTexts::default();
+        let first = seen.of(&[candidate("a", "我住在北京"), candidate("b", "I like tea")]);
+        let again = seen.of(&[candidate("a", "我住在北京"), candidate("b", "I like tea")]);
+        assert!(Arc::ptr_eq(&first[0], &again[0]));
+        assert!(Arc::ptr_eq(&first[1], &again[1]));
+        // The fact's text was edited in its file: the same id, another text.
+        let edited = seen.of(&[candidate("a", "我住在上海")]);
+        assert!(!Arc::ptr_eq(&first[0], &edited[0]));
+        assert_eq!(edited[0].text(), "我住在上海");
+        let new = Prepared::new("我住在广州");
+        assert!(new.against_seen(&edited[0]).is_some());
+    }
+
+    #[test]
+    fn the_kept_texts_are_bounded_and_the_newest_stay() {
+        let seen = SeenTexts::default();
+        for i in 0..3 * SEEN_KEPT {
+            seen.of(&[candidate(&format!("m{i}"), &format!("text {i}"))]);
+        }
+        let kept: usize = seen
+            .generations
+            .lock()
+            .unwrap()
+            .iter()
+            .map(HashMap::len)
+            .sum();
+        assert!(kept <= 2 * SEEN_KEPT, "{kept} kept");
+        let last = format!("m{}", 3 * SEEN_KEPT - 1);
+        assert!(seen.generations.lock().unwrap()[0].contains_key(&last));
     }
 }

@@ -159,6 +159,8 @@ pub struct Hub {
     history: history::History,
     /// The temporary indexes of the last `as_of` reads.
     cuts: asof::Cuts,
+    /// The texts new facts were last compared with for conflicts.
+    seen: conflicts::SeenTexts,
     opened: Instant,
 }
 
@@ -316,6 +318,7 @@ impl Hub {
             consolidation: OnceLock::new(),
             history: history::History::default(),
             cuts: asof::Cuts::default(),
+            seen: conflicts::SeenTexts::default(),
             opened: Instant::now(),
         }
     }
