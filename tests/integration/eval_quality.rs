@@ -229,7 +229,8 @@ fn candidates_of(hub: &memory_hub::hub::Hub, query: &str) -> Vec<memory_hub::sea
 /// when enabled, else the checked-in learned fusion's when enabled, else
 /// reciprocal rank and evidence.
 fn fused_score(c: &memory_hub::search::Candidate) -> f32 {
-    if let Some(second) = memory_hub::rerank::enabled() {
+    // The query's kind is the candidate's `dialogue` feature.
+    if let Some(second) = memory_hub::rerank::enabled_for(c.rerank[13] > 0.0) {
         return second.score(&c.rerank);
     }
     let model = memory_hub::index::fusion::learned().expect("the checked-in weights parse");
