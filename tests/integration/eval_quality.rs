@@ -433,23 +433,28 @@ fn hybrid_search_orders_its_candidates_as_the_checked_in_models_score_them() {
     ] {
         write(&hub, "main", text);
     }
-    let query = "garden budget thursday";
-    let candidates = candidates_of(&hub, query);
-    assert!(candidates.len() >= 5);
-    let got: Vec<String> = hub
-        .search_filtered(&memory_hub::search::SearchRequest {
-            query: query.into(),
-            filter: memory_hub::index::filter::Filter::all(),
-            limit: Some(5),
-            mode: Some(SearchMode::Hybrid),
-            min_score: Some(0.0),
-        })
-        .unwrap()
-        .hits
-        .into_iter()
-        .map(|h| h.memory.id)
-        .collect();
-    assert_fused_order(&got, &candidates);
+    // A question (the question model) and a dialogue (the dialogue model).
+    for query in [
+        "garden budget thursday",
+        "<Ann>:\"the garden budget\"\n<Assistant>:\"Sure.\"\n<Ann>:\"review on thursday\"",
+    ] {
+        let candidates = candidates_of(&hub, query);
+        assert!(candidates.len() >= 5);
+        let got: Vec<String> = hub
+            .search_filtered(&memory_hub::search::SearchRequest {
+                query: query.into(),
+                filter: memory_hub::index::filter::Filter::all(),
+                limit: Some(5),
+                mode: Some(SearchMode::Hybrid),
+                min_score: Some(0.0),
+            })
+            .unwrap()
+            .hits
+            .into_iter()
+            .map(|h| h.memory.id)
+            .collect();
+        assert_fused_order(&got, &candidates);
+    }
 }
 
 /// Queries that carry a category (LoCoMo's 1–4) are scored per category
