@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Trains the second stage of hybrid search (src/rerank_model.json) with grouped k-fold CV.
+"""Trains the second stage of hybrid search (src/rerank_model.json, the question
+model, and src/rerank_dialogue_model.json, the dialogue model) with grouped k-fold CV.
 
 Input: the JSONL files `memd eval DIR --features FILE` writes, one line per
 (query, candidate); the second stage's features are those named `rr_*` (in the
@@ -7,7 +8,11 @@ order of `rerank::FEATURES`). Run through `scripts/train-rerank.sh`, which
 exports the dev sets and runs this in its own venv.
 
 Model: LightGBM, lambdarank objective (labels: relevant or not), fixed
-hyperparameters (PARAMS). Every candidate of both lists is scored.
+hyperparameters (PARAMS). Every candidate of both lists is scored. The question
+model reads the first QUESTION_FEATURES features and is fitted on every query
+(one-line questions and dialogues); the dialogue model reads them all (the rest
+describe a dialogue's last turn) and is fitted on the dialogues alone (the
+queries whose `dialogue` feature is 1), with the same PARAMS.
 
 Cross-validation: FOLDS folds by conversation or dialogue. A LoCoMo query's
 group is its conversation (its scene); a MADial query's is its dialogue (its
@@ -17,9 +22,14 @@ round-robin in sorted order. Every query is scored by the model fitted without
 its group; recall@5 is computed over its candidates, against the fused order
 (`rr_fused_rank`, hybrid fusion as it stands) on the same candidates.
 
-`enabled` is true only when the cross-validated recall@5 is at least the fused
-order's on every dataset and higher on their mean. The model checked in is
-fitted on all of dev; the parity file holds its raw scores of a sample of
+The question model's `enabled` is true only when the cross-validated recall@5
+is at least the fused order's on every dataset and higher on their mean. The
+dialogue model is cross-validated the same way over the dialogues alone (a
+dialogue held out of its four MADial sets at once); its `enabled` is true only
+when that is at least the fused order's on every dialogue set and its mean is
+higher than the question model's cross-validated mean on those sets. The
+models checked in are fitted on all of dev (the dialogue model on its
+dialogues); each parity file holds its model's raw scores of a sample of
 candidates, which the Rust evaluator must reproduce.
 """
 
@@ -36,7 +46,11 @@ FEATURES = [
     "text_score", "own", "translated", "coverage", "content_coverage", "and_pass",
     "other_script", "dialogue", "query_cjk", "session_best", "session_mean",
     "session_count", "speaker_named", "age",
+    "last_bm25", "last_coverage", "last_content", "last_translated", "last_bm25_rank",
+    "user_bm25", "user_content", "user_translated",
 ]
+# The question model's features: the first ones of FEATURES.
+QUESTION_FEATURES = 20
 FOLDS = 5
 # The share of the fused score (`fused_norm`) in the order: sigmoid(raw) ×
 # (1 − BLEND) + fused_norm × BLEND. The first stage's evidence stays a prior,
@@ -78,8 +92,8 @@ def load(paths):
     return list(queries.values())
 
 
-def fit(qs):
-    x = np.concatenate([q["x"] for q in qs])
+def fit(qs, nf):
+    x = np.concatenate([q["x"][:, :nf] for q in qs])
     y = np.concatenate([q["y"] for q in qs])
     data = lgb.Dataset(x, y, group=[len(q["y"]) for q in qs])
     return lgb.train(PARAMS, data, num_boost_round=ROUNDS)
@@ -107,16 +121,20 @@ def folds_of(qs):
     return [fold[q["group"]] for q in qs]
 
 
-def cross_validate(qs):
+def cross_validate(qs, nf):
     folds = folds_of(qs)
     cv = [None] * len(qs)
     for k in range(FOLDS):
         train = [q for q, f in zip(qs, folds) if f != k]
-        model = fit(train)
+        model = fit(train, nf)
         for i, (q, f) in enumerate(zip(qs, folds)):
             if f == k:
-                cv[i] = recall5(by_model(model.predict(q["x"]), q), q)
+                cv[i] = recall5(by_model(model.predict(q["x"][:, :nf]), q), q)
     return cv
+
+
+def is_dialogue(q):
+    return q["x"][0, FEATURES.index("dialogue")] > 0
 
 
 def table(qs, values):
@@ -149,46 +167,75 @@ def tree_of(info):
     return t
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("files", nargs="+")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--parity", required=True)
-    ap.add_argument("--report", required=True)
-    args = ap.parse_args()
-    qs = load(args.files)
-    fused = table(qs, [recall5(by_fused(q), q) for q in qs])
-    cv = table(qs, cross_validate(qs))
-    model = fit(qs)
-    full = table(qs, [recall5(by_model(model.predict(q["x"]), q), q) for q in qs])
-    gains = all(cv[d] >= fused[d] for d in fused) and np.mean(list(cv.values())) > np.mean(
-        list(fused.values()))
-    booster = model
-    dump = booster.dump_model()
-    assert dump["feature_names"] == [f"Column_{i}" for i in range(len(FEATURES))]
-    out = {
-        "enabled": bool(gains),
-        "features": FEATURES,
+def model_json(model, nf, enabled, cv):
+    dump = model.dump_model()
+    assert dump["feature_names"] == [f"Column_{i}" for i in range(nf)]
+    return {
+        "enabled": bool(enabled),
+        "features": FEATURES[:nf],
         "blend": BLEND,
         "params": dict({k: v for k, v in PARAMS.items() if k not in ("num_threads", "verbose")},
                        rounds=ROUNDS),
         "folds": FOLDS,
-        "cv": {"recall_at_5_fused": fused, "recall_at_5_cv": cv, "recall_at_5_full_dev": full},
+        "cv": cv,
         "trees": [tree_of(t) for t in dump["tree_info"]],
     }
-    with open(args.out, "w") as f:
+
+
+def write(path, out, parity, model, qs, nf):
+    """Writes the model file and its parity file (raw scores of a sample of candidates)."""
+    with open(path, "w") as f:
         json.dump(out, f, indent=1)
         f.write("\n")
     rng = random.Random(7)
     rows = [(q, i) for q in qs for i in range(len(q["y"]))]
     sample = rng.sample(rows, min(400, len(rows)))
-    with open(args.parity, "w") as f:
+    with open(parity, "w") as f:
         for q, i in sample:
-            x = q["x"][i]
-            raw = float(booster.predict(x.reshape(1, -1), raw_score=True)[0])
+            x = q["x"][i, :nf]
+            raw = float(model.predict(x.reshape(1, -1), raw_score=True)[0])
             f.write(json.dumps({"x": [float(v) for v in x], "raw": raw}) + "\n")
+    return len(rows)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("files", nargs="+")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--parity", required=True)
+    ap.add_argument("--dialogue-out", required=True)
+    ap.add_argument("--dialogue-parity", required=True)
+    ap.add_argument("--report", required=True)
+    args = ap.parse_args()
+    qs = load(args.files)
+    nq = QUESTION_FEATURES
+    fused = table(qs, [recall5(by_fused(q), q) for q in qs])
+    cv = table(qs, cross_validate(qs, nq))
+    model = fit(qs, nq)
+    full = table(qs, [recall5(by_model(model.predict(q["x"][:, :nq]), q), q) for q in qs])
+    gains = all(cv[d] >= fused[d] for d in fused) and np.mean(list(cv.values())) > np.mean(
+        list(fused.values()))
+    out = model_json(model, nq, gains, {
+        "recall_at_5_fused": fused, "recall_at_5_cv": cv, "recall_at_5_full_dev": full})
+    candidates = write(args.out, out, args.parity, model, qs, nq)
+    # The dialogue model: the dialogues alone, every feature.
+    ds = [q for q in qs if is_dialogue(q)]
+    nd = len(FEATURES)
+    d_fused = table(ds, [recall5(by_fused(q), q) for q in ds])
+    d_cv = table(ds, cross_validate(ds, nd))
+    d_model = fit(ds, nd)
+    d_full = table(ds, [recall5(by_model(d_model.predict(q["x"]), q), q) for q in ds])
+    d_gains = all(d_cv[d] >= d_fused[d] for d in d_fused) and np.mean(
+        list(d_cv.values())) > np.mean([cv[d] for d in d_cv])
+    d_out = model_json(d_model, nd, d_gains, {
+        "recall_at_5_fused": d_fused, "recall_at_5_cv": d_cv, "recall_at_5_full_dev": d_full,
+        "recall_at_5_cv_question_model": {d: cv[d] for d in d_cv}})
+    write(args.dialogue_out, d_out, args.dialogue_parity, d_model, ds, nd)
+    # What search gets: a dialogue's order from the dialogue model when enabled.
+    search = {d: (d_cv[d] if d_gains and d in d_cv else cv[d]) for d in cv}
     report = {"fused": fused, "cv": cv, "full_dev": full, "enabled": out["enabled"],
-              "queries": len(qs), "candidates": len(rows)}
+              "dialogue": {"cv": d_cv, "full_dev": d_full, "enabled": d_out["enabled"]},
+              "cv_search": search, "queries": len(qs), "candidates": candidates}
     with open(args.report, "w") as f:
         json.dump(report, f, indent=1)
     print(json.dumps(report, indent=1))

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Trains the second stage of hybrid search (src/rerank_model.json): exports
+# Trains the second stage of hybrid search (src/rerank_model.json for
+# questions, src/rerank_dialogue_model.json for dialogues): exports
 # every hybrid candidate of the dev sets with its features (`memd eval
 # --features`), then fits LightGBM lambdarank trees with k-fold
 # cross-validation grouped by conversation and dialogue
@@ -7,12 +8,13 @@
 #
 #   scripts/train-rerank.sh [EVAL_DIR]   # default ../shared/eval (beside the clone)
 #
-# Writes src/rerank_model.json (trees, `enabled`, the cross-validated
-# figures) and tests/fixtures/rerank-parity.jsonl (the trainer's raw scores
-# of a sample of candidates, which a unit test compares with the Rust
-# evaluator); the report goes to target/rerank-features/report.json. Needs
+# Writes each model (trees, `enabled`, the cross-validated figures) and its
+# parity file, tests/fixtures/rerank-parity.jsonl and
+# tests/fixtures/rerank-dialogue-parity.jsonl (the trainer's raw scores of a
+# sample of candidates, which a unit test compares with the Rust evaluator);
+# the report goes to target/rerank-features/report.json. Needs
 # the model and the lexicon (scripts/setup.sh) and a debug build (cargo
-# build). The features do not depend on the checked-in model.
+# build). The features do not depend on the checked-in models.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 EVAL_DIR=${1:-../shared/eval}
@@ -32,4 +34,6 @@ for d in locomo-dev madial-zh-dev madial-en-dev madial-zh2en-dev madial-en2zh-de
 done
 "$VENV/bin/python" scripts/train-rerank.py "${files[@]}" \
   --out src/rerank_model.json --parity tests/fixtures/rerank-parity.jsonl \
+  --dialogue-out src/rerank_dialogue_model.json \
+  --dialogue-parity tests/fixtures/rerank-dialogue-parity.jsonl \
   --report "$OUT/report.json"

@@ -33,7 +33,8 @@
 //!                           pass, query.rs translate, CC-CEDICT; fuzzy.rs typos
 //!                           and prefixes when weak) | semantic |
 //!                           hybrid (rank + evidence fusion); exact phrases first;
-//!                           rerank.rs: trees reorder the hybrid candidates;
+//!                           rerank.rs: trees (a question model, a dialogue model)
+//!                           reorder the hybrid candidates;
 //!                           relevance.rs: P(relevant) per hit, below the floor dropped
 //! ```
 //!

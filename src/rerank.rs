@@ -5,23 +5,30 @@
 //! ([`crate::search`]); every candidate of either list (at most twice
 //! `search::HYBRID_DEPTH`) then gets [`FEATURES`], computed from what the
 //! search already has (ranks, fused score, cosine, full-text evidence,
-//! coverage, the candidate's session among the others, speaker, recency),
-//! and this model's score orders them. It reorders and does not decide
+//! coverage, the candidate's session among the others, speaker, recency,
+//! and for a dialogue its last turn's own full-text evidence), and a
+//! model's score orders them: the question model for a one-turn query, the
+//! dialogue model for a query of several turns (a conversation is another
+//! kind of query: most of its words are not asked about). It reorders and does not decide
 //! alone: which hits are kept is [`crate::relevance`]'s decision, which for
 //! a question's hits also reads this model's score
 //! ([`crate::relevance::Stage`]) and only ever keeps more with it.
 //!
-//! The model is data, `rerank_model.json`, written by
-//! `scripts/train-rerank.sh` (LightGBM, lambdarank objective, trained on
-//! `memd eval --features` exports of the dev sets with k-fold
-//! cross-validation grouped by conversation and dialogue). Search uses it
-//! only when the file says `enabled`, which the trainer sets only when the
-//! cross-validated recall@5 beats the fused order. The evaluator here is
+//! The models are data, `rerank_model.json` and `rerank_dialogue_model.json`,
+//! written by `scripts/train-rerank.sh` (LightGBM, lambdarank objective,
+//! trained on `memd eval --features` exports of the dev sets with k-fold
+//! cross-validation grouped by conversation and dialogue; the question model
+//! on every query and the first [`QUESTION_FEATURES`] features, the dialogue
+//! model on the dialogues alone and all of them). Search uses a model only
+//! when its file says `enabled`, which the trainer sets only when the
+//! cross-validated recall@5 beats the fused order (and, for the dialogue
+//! model, the question model on the dialogues). The evaluator here is
 //! LightGBM's: a numerical split sends `x` left when `x <= threshold`
 //! (compared in `f64`, as LightGBM does), and the score is the sum of the
 //! leaves reached; search orders by that sum mapped into (0, 1) and blended
-//! with the fused score (`blend`, fixed by the trainer). A unit test compares it with the trainer's predictions
-//! (`tests/fixtures/rerank-parity.jsonl`).
+//! with the fused score (`blend`, fixed by the trainer). A unit test compares
+//! it with the trainer's predictions of each model
+//! (`tests/fixtures/rerank-parity.jsonl`, `rerank-dialogue-parity.jsonl`).
 
 /// The features the model reads, in this order (see [`Features`]).
 pub const FEATURES: [&str; N_FEATURES] = [
@@ -65,10 +72,33 @@ pub const FEATURES: [&str; N_FEATURES] = [
     "speaker_named",
     // Its age relative to the newest candidate, over the oldest's (0 newest, 1 oldest).
     "age",
+    // The dialogue model's own, from the last turn alone when a person spoke
+    // it (0 for a question, or a dialogue whose last turn the assistant spoke):
+    // BM25 over that turn's terms over its maximum.
+    "last_bm25",
+    // The share of that turn's weight × IDF the memory holds.
+    "last_coverage",
+    // The share of that turn's content terms (IDF-weighted) it holds.
+    "last_content",
+    // The share of that turn's words it holds a translation of.
+    "last_translated",
+    // Rank (from 1) by `last_bm25` among the candidates.
+    "last_bm25_rank",
+    // From the person's turns of a dialogue alone, the assistant's left out
+    // (0 for a question): BM25 over their terms over its maximum.
+    "user_bm25",
+    // The share of their content terms (IDF-weighted) it holds.
+    "user_content",
+    // The share of their words it holds a translation of.
+    "user_translated",
 ];
 
 /// Number of features.
-pub const N_FEATURES: usize = 20;
+pub const N_FEATURES: usize = 28;
+
+/// The features the question model reads: the first ones of [`FEATURES`]
+/// (the rest describe a dialogue's last turn).
+pub const QUESTION_FEATURES: usize = 20;
 
 /// One candidate's feature values, in the order of [`FEATURES`].
 pub type Features = [f32; N_FEATURES];
@@ -112,8 +142,9 @@ impl Tree {
         0.0
     }
 
-    /// Every index in range and the tree acyclic in form (children after parents).
-    fn well_formed(&self) -> bool {
+    /// Every index in range (features among the model's first `features`)
+    /// and the tree acyclic in form (children after parents).
+    fn well_formed(&self, features: usize) -> bool {
         let n = self.feature.len();
         let child_ok = |c: i32, parent: usize| {
             if c < 0 {
@@ -126,7 +157,7 @@ impl Tree {
             && self.left.len() == n
             && self.right.len() == n
             && !self.leaf.is_empty()
-            && self.feature.iter().all(|&f| f < N_FEATURES)
+            && self.feature.iter().all(|&f| f < features.min(N_FEATURES))
             && (0..n).all(|i| child_ok(self.left[i], i) && child_ok(self.right[i], i))
     }
 }
@@ -136,7 +167,7 @@ impl Tree {
 pub struct Reranker {
     /// Whether hybrid search uses it (else the fused order stands).
     pub enabled: bool,
-    /// Feature names, in the order of [`FEATURES`].
+    /// Feature names: the first ones of [`FEATURES`], in its order.
     pub(crate) features: Vec<String>,
     /// The trees, summed.
     pub(crate) trees: Vec<Tree>,
@@ -164,26 +195,55 @@ impl Reranker {
     }
 }
 
-/// The checked-in model (written by `scripts/train-rerank.sh`).
+/// The checked-in question model (written by `scripts/train-rerank.sh`).
 const MODEL_JSON: &str = include_str!("rerank_model.json");
 
-/// The checked-in model, parsed once; `None` when the file does not match
+/// The checked-in dialogue model (written by `scripts/train-rerank.sh`).
+const DIALOGUE_JSON: &str = include_str!("rerank_dialogue_model.json");
+
+/// A model file parsed; `None` when its features are not the first ones of
 /// [`FEATURES`] or a tree is malformed (a test keeps them in step).
+fn parse(json: &str) -> Option<Reranker> {
+    let m: Reranker = serde_json::from_str(json).ok()?;
+    let named =
+        m.features.len() <= N_FEATURES && m.features.iter().zip(FEATURES).all(|(a, b)| a == b);
+    (named && m.trees.iter().all(|t| t.well_formed(m.features.len()))).then_some(m)
+}
+
+/// The checked-in question model (one-turn queries), parsed once.
 pub fn model() -> Option<&'static Reranker> {
-    static MODEL: std::sync::LazyLock<Option<Reranker>> = std::sync::LazyLock::new(|| {
-        let m: Reranker = serde_json::from_str(MODEL_JSON).ok()?;
-        (m.features == FEATURES && m.trees.iter().all(Tree::well_formed)).then_some(m)
-    });
+    static MODEL: std::sync::LazyLock<Option<Reranker>> =
+        std::sync::LazyLock::new(|| parse(MODEL_JSON));
     MODEL.as_ref()
 }
 
-/// The model, when search should use it: `enabled` in the file and not
-/// turned off by `MEMD_RERANK=off` in the environment (read once), which
-/// measures search without it.
-pub fn enabled() -> Option<&'static Reranker> {
+/// The checked-in dialogue model (queries of several turns), parsed once.
+pub fn dialogue_model() -> Option<&'static Reranker> {
+    static MODEL: std::sync::LazyLock<Option<Reranker>> =
+        std::sync::LazyLock::new(|| parse(DIALOGUE_JSON));
+    MODEL.as_ref()
+}
+
+/// Whether `MEMD_RERANK=off` is in the environment (read once), which
+/// measures search without the second stage.
+fn off() -> bool {
     static OFF: std::sync::LazyLock<bool> =
         std::sync::LazyLock::new(|| std::env::var("MEMD_RERANK").is_ok_and(|v| v == "off"));
-    model().filter(|m| m.enabled && !*OFF)
+    *OFF
+}
+
+/// The question model, when search should use it: `enabled` in the file
+/// and not turned off by `MEMD_RERANK=off`.
+pub fn enabled() -> Option<&'static Reranker> {
+    model().filter(|m| m.enabled && !off())
+}
+
+/// The model that orders a query's candidates: for a dialogue the dialogue
+/// model when its file says `enabled`, else (and for a question) the
+/// question model when enabled; none under `MEMD_RERANK=off`.
+pub fn enabled_for(dialogue: bool) -> Option<&'static Reranker> {
+    let own = dialogue_model().filter(|m| dialogue && m.enabled && !off());
+    own.or_else(enabled)
 }
 
 #[cfg(test)]
@@ -191,9 +251,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_checked_in_model_parses_and_names_the_features() {
+    fn the_checked_in_models_parse_and_name_the_features() {
         let m = model().expect("src/rerank_model.json matches FEATURES");
         assert!(!m.trees.is_empty());
+        assert_eq!(m.features.len(), QUESTION_FEATURES);
+        let d = dialogue_model().expect("src/rerank_dialogue_model.json matches FEATURES");
+        assert!(!d.trees.is_empty());
+        assert_eq!(d.features.len(), N_FEATURES);
     }
 
     #[test]
@@ -210,18 +274,26 @@ mod tests {
         assert_eq!(t.value(&x), -1.0);
         x[4] = 0.500_001;
         assert_eq!(t.value(&x), 2.0);
-        assert!(t.well_formed());
+        assert!(t.well_formed(N_FEATURES));
+        assert!(!t.well_formed(4), "a feature the model does not read");
         let bad = Tree { left: vec![0], ..t };
-        assert!(!bad.well_formed(), "a node that is its own child");
+        assert!(!bad.well_formed(N_FEATURES), "a node that is its own child");
     }
 
     /// The trainer's own predictions (`scripts/train-rerank.py` writes a
-    /// sample of out-of-training candidates with the full model's raw
-    /// score) equal the Rust evaluator's.
+    /// sample of candidates with the full model's raw score) equal the Rust
+    /// evaluator's, for the question model and the dialogue model.
     #[test]
     fn scores_match_the_trainers_predictions() {
-        let m = model().expect("model");
-        let text = include_str!("../tests/fixtures/rerank-parity.jsonl");
+        let question = include_str!("../tests/fixtures/rerank-parity.jsonl");
+        same_as_trainer(model().expect("model"), question);
+        let dialogue = include_str!("../tests/fixtures/rerank-dialogue-parity.jsonl");
+        same_as_trainer(dialogue_model().expect("dialogue model"), dialogue);
+    }
+
+    /// Every line of a parity file (`x`: the model's features, `raw`: the
+    /// trainer's score) scores the same here.
+    fn same_as_trainer(m: &Reranker, text: &str) {
         let mut n = 0;
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
             let v: serde_json::Value = serde_json::from_str(line).expect("json");
@@ -231,7 +303,9 @@ mod tests {
                 .iter()
                 .map(|f| f.as_f64().expect("number") as f32)
                 .collect();
-            let x: Features = xs.try_into().expect("N_FEATURES values");
+            assert_eq!(xs.len(), m.features.len(), "line {n}");
+            let mut x = [0.0; N_FEATURES];
+            x[..xs.len()].copy_from_slice(&xs);
             let want = v["raw"].as_f64().expect("raw");
             let got = m.raw(&x);
             assert!(

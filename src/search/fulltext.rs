@@ -580,6 +580,8 @@ mod tests {
             plan: &plan,
             translation: translation.as_ref(),
             evidence: &evidence,
+            last_turn: None,
+            user_turns: None,
             filter: &filter,
             cfg: &cfg,
             fuzzy: Default::default(),

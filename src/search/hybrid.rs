@@ -275,15 +275,17 @@ pub(crate) fn candidates(
     req: &SearchRequest,
     limit: usize,
 ) -> Result<Vec<Candidate>> {
-    Ok(candidates_and_vector(cx, embedder, req, limit)?.1)
+    Ok(candidates_and_vector(cx, embedder, req, limit, true)?.1)
 }
 
-/// [`candidates`] and the query's vector, with the second stage's features.
+/// [`candidates`] and the query's vector, with the second stage's features
+/// (the dialogue model's own only when `dialogue`).
 fn candidates_and_vector(
     cx: &super::Context<'_>,
     embedder: &dyn Embedder,
     req: &SearchRequest,
     limit: usize,
+    dialogue: bool,
 ) -> Result<(Vec<f32>, Vec<Candidate>)> {
     let (index, plan, evidence, cfg) = (cx.index, cx.plan, cx.evidence, cx.cfg);
     let depth = HYBRID_DEPTH.max(limit);
@@ -372,6 +374,9 @@ fn candidates_and_vector(
         })
         .collect();
     list_features(&mut out, plan.dialogue, query_share);
+    if dialogue {
+        dialogue_features(&mut out, cx, &rows);
+    }
     Ok((qvec, out))
 }
 
@@ -438,6 +443,38 @@ fn list_features(out: &mut [Candidate], dialogue: bool, query_cjk: f32) {
     }
 }
 
+/// Sets the dialogue model's features (see [`crate::rerank::FEATURES`]):
+/// of a conversation whose last turn a person spoke, that turn's own
+/// full-text evidence in each candidate (BM25, coverage, content coverage,
+/// translated) and the candidate's rank by its BM25; of a conversation, the
+/// evidence of its person's turns alone (BM25, content coverage,
+/// translated).
+fn dialogue_features(
+    out: &mut [Candidate],
+    cx: &super::Context<'_>,
+    rows: &std::collections::HashMap<String, crate::model::Memory>,
+) {
+    const AT: usize = crate::rerank::QUESTION_FEATURES;
+    for c in out.iter_mut() {
+        let Some(m) = rows.get(&c.id) else { continue };
+        if let Some(last) = cx.last_turn {
+            let e = last.of(m, None);
+            c.rerank[AT..AT + 4].copy_from_slice(&[e.bm25, e.coverage, e.content, e.translated]);
+        }
+        if let Some(user) = cx.user_turns {
+            let e = user.of(m, None);
+            c.rerank[AT + 5..AT + 8].copy_from_slice(&[e.bm25, e.content, e.translated]);
+        }
+    }
+    if cx.last_turn.is_some() {
+        let mut order: Vec<usize> = (0..out.len()).collect();
+        order.sort_by(|&a, &b| out[b].rerank[AT].total_cmp(&out[a].rerank[AT]));
+        for (rank, &i) in order.iter().enumerate() {
+            out[i].rerank[AT + 4] = (rank + 1) as f32;
+        }
+    }
+}
+
 /// The hybrid ranking reordered by the second stage ([`crate::rerank`],
 /// when enabled), `limit` long, the query's vector and the second stage's
 /// evidence of each hit (for the relevance decision). Each hit's cosine is
@@ -449,9 +486,11 @@ pub(crate) fn reranked(
     req: &SearchRequest,
     limit: usize,
 ) -> Result<(Vec<Scored>, Vec<f32>, Stages)> {
-    let model = crate::rerank::enabled()
+    let model = crate::rerank::enabled_for(cx.plan.dialogue)
         .ok_or_else(|| Error::Internal("the second stage is not enabled".into()))?;
-    let (qvec, candidates) = candidates_and_vector(cx, embedder, req, limit)?;
+    // The dialogue model's own features only when it reads them.
+    let dialogue = model.features.len() > crate::rerank::QUESTION_FEATURES;
+    let (qvec, candidates) = candidates_and_vector(cx, embedder, req, limit, dialogue)?;
     let sigmoid = |raw: f64| (1.0 / (1.0 + (-raw).exp())) as f32;
     let raw: Vec<f32> = candidates
         .iter()

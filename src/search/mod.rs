@@ -245,6 +245,9 @@ struct Planned {
     /// turn a person spoke: a hit about what was just said is about the
     /// conversation, however little it shares with the turns before.
     last_turn: Option<QueryEvidence>,
+    /// The evidence of a conversation's turns a person spoke, without the
+    /// assistant's (the dialogue model's features: [`crate::rerank`]).
+    user_turns: Option<QueryEvidence>,
 }
 
 /// What a full-text search works with (the full-text, fuzzy and hybrid
@@ -258,6 +261,10 @@ pub(crate) struct Context<'a> {
     pub(crate) translation: Option<&'a crate::query::Translation>,
     /// Its side of the evidence.
     pub(crate) evidence: &'a QueryEvidence,
+    /// The evidence of its last turn alone ([`Planned::last_turn`]).
+    pub(crate) last_turn: Option<&'a QueryEvidence>,
+    /// The evidence of its person's turns ([`Planned::user_turns`]).
+    pub(crate) user_turns: Option<&'a QueryEvidence>,
     /// The caller's filter.
     pub(crate) filter: &'a crate::index::filter::Filter,
     /// Search settings.
@@ -278,6 +285,8 @@ impl Planned {
             plan: &self.plan,
             translation: self.translation.as_ref(),
             evidence: &self.evidence,
+            last_turn: self.last_turn.as_ref(),
+            user_turns: self.user_turns.as_ref(),
             filter: &req.filter,
             cfg,
             fuzzy: Default::default(),
@@ -290,28 +299,43 @@ impl Planned {
         let evidence =
             QueryEvidence::new(index, &req.query, &plan, translation.as_ref(), &req.filter)?;
         let turns = crate::query::turns(&req.query);
+        let text_evidence = |text: &str| -> Result<QueryEvidence> {
+            let translation = translate(index, text)?;
+            let plan = crate::query::plan(text);
+            QueryEvidence::new(index, text, &plan, translation.as_ref(), &req.filter)
+        };
         let last_turn = match turns.last() {
             Some(last) if turns.len() > 1 && !last.is_assistant() => {
-                let text = &last.text;
-                let translation = translate(index, text)?;
-                let plan = crate::query::plan(text);
-                Some(QueryEvidence::new(
-                    index,
-                    text,
-                    &plan,
-                    translation.as_ref(),
-                    &req.filter,
-                )?)
+                Some(text_evidence(&last.text)?)
             }
             _ => None,
         };
+        let user_turns = user_turns(&turns)
+            .map(|text| text_evidence(&text))
+            .transpose()?;
         Ok(Planned {
             plan,
             translation,
             evidence,
             last_turn,
+            user_turns,
         })
     }
+}
+
+/// A conversation's turns a person spoke, one a line with their tags
+/// (`<Bart>:"…"`), without the assistant's; `None` for a one-turn query or
+/// a conversation only the assistant spoke in.
+fn user_turns(turns: &[crate::query::Turn]) -> Option<String> {
+    let lines: Vec<String> = turns
+        .iter()
+        .filter(|t| !t.is_assistant())
+        .map(|t| match &t.speaker {
+            Some(s) => format!("<{s}>:\"{}\"", t.text),
+            None => t.text.clone(),
+        })
+        .collect();
+    (turns.len() > 1 && !lines.is_empty()).then(|| lines.join("\n"))
 }
 
 /// The dictionary translation of `query`, when it can cross into the other
@@ -416,7 +440,7 @@ fn rank(
                 .collect();
             Ok(ranked(scored, Some(v), Stages::new()))
         }
-        (SearchMode::Hybrid, Some(e)) if crate::rerank::enabled().is_some() => {
+        (SearchMode::Hybrid, Some(e)) if crate::rerank::enabled_for(plan.dialogue).is_some() => {
             match hybrid::reranked(cx, e, req, limit) {
                 Ok((scored, v, stages)) => Ok(ranked(scored, Some(v), stages)),
                 Err(err) if unavailable(&err) => fell_back(err),
@@ -821,6 +845,21 @@ impl Default for SearchConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_persons_turns_leave_the_assistants_out() {
+        let turns = crate::query::turns(
+            "<Bart>:\"I lost my keys\"\n<Assistant>:\"Oh no!\"\n<Bart>:\"At the beach\"",
+        );
+        assert_eq!(
+            user_turns(&turns).as_deref(),
+            Some("<Bart>:\"I lost my keys\"\n<Bart>:\"At the beach\"")
+        );
+        let question = crate::query::turns("where are my keys?");
+        assert_eq!(user_turns(&question), None, "a one-turn query");
+        let assistant = crate::query::turns("<Assistant>:\"Hi\"\n<Assistant>:\"Hello?\"");
+        assert_eq!(user_turns(&assistant), None, "only the assistant spoke");
+    }
 
     #[test]
     fn query_terms_drop_stop_words_and_duplicates() {

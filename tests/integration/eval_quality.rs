@@ -229,7 +229,8 @@ fn candidates_of(hub: &memory_hub::hub::Hub, query: &str) -> Vec<memory_hub::sea
 /// when enabled, else the checked-in learned fusion's when enabled, else
 /// reciprocal rank and evidence.
 fn fused_score(c: &memory_hub::search::Candidate) -> f32 {
-    if let Some(second) = memory_hub::rerank::enabled() {
+    // The query's kind is the candidate's `dialogue` feature.
+    if let Some(second) = memory_hub::rerank::enabled_for(c.rerank[13] > 0.0) {
         return second.score(&c.rerank);
     }
     let model = memory_hub::index::fusion::learned().expect("the checked-in weights parse");
@@ -432,23 +433,28 @@ fn hybrid_search_orders_its_candidates_as_the_checked_in_models_score_them() {
     ] {
         write(&hub, "main", text);
     }
-    let query = "garden budget thursday";
-    let candidates = candidates_of(&hub, query);
-    assert!(candidates.len() >= 5);
-    let got: Vec<String> = hub
-        .search_filtered(&memory_hub::search::SearchRequest {
-            query: query.into(),
-            filter: memory_hub::index::filter::Filter::all(),
-            limit: Some(5),
-            mode: Some(SearchMode::Hybrid),
-            min_score: Some(0.0),
-        })
-        .unwrap()
-        .hits
-        .into_iter()
-        .map(|h| h.memory.id)
-        .collect();
-    assert_fused_order(&got, &candidates);
+    // A question (the question model) and a dialogue (the dialogue model).
+    for query in [
+        "garden budget thursday",
+        "<Ann>:\"the garden budget\"\n<Assistant>:\"Sure.\"\n<Ann>:\"review on thursday\"",
+    ] {
+        let candidates = candidates_of(&hub, query);
+        assert!(candidates.len() >= 5);
+        let got: Vec<String> = hub
+            .search_filtered(&memory_hub::search::SearchRequest {
+                query: query.into(),
+                filter: memory_hub::index::filter::Filter::all(),
+                limit: Some(5),
+                mode: Some(SearchMode::Hybrid),
+                min_score: Some(0.0),
+            })
+            .unwrap()
+            .hits
+            .into_iter()
+            .map(|h| h.memory.id)
+            .collect();
+        assert_fused_order(&got, &candidates);
+    }
 }
 
 /// Queries that carry a category (LoCoMo's 1–4) are scored per category
