@@ -36,10 +36,12 @@ use crate::search::SearchHit;
 /// Live facts of the scene and subject a new memory is compared with (the newest).
 pub const CANDIDATES: usize = 300;
 
-/// Texts [`SeenTexts`] keeps per generation: ample for the newest facts of
-/// the scenes and subjects being written to at once (each compares with
-/// [`CANDIDATES`]), a few MiB at most over both generations.
-const SEEN_KEPT: usize = 4096;
+/// Texts [`SeenTexts`] keeps per generation: the newest facts of three
+/// scenes and subjects being written to at once (each write compares with
+/// [`CANDIDATES`]). A text lexed for comparison holds about 0.9 KiB
+/// (heaptrack, LoCoMo lines), so both generations stay under 2 MiB; with
+/// 4,096 a server writing steadily grew by 7 MiB before the cache filled.
+const SEEN_KEPT: usize = 1024;
 
 /// The texts of the facts new ones were last compared with, by id, as the
 /// detector saw them ([`Seen`]: normalised, lexed once needed). Two
