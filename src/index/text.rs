@@ -27,6 +27,7 @@ use std::sync::Mutex;
 
 use std::ops::Bound;
 
+use tantivy::directory::MmapDirectory;
 use tantivy::query::{
     Bm25StatisticsProvider, BooleanQuery, BoostQuery, EnableScoring, FuzzyTermQuery, Occur,
     PhraseQuery, Query, RangeQuery, TermQuery, TermSetQuery, Weight,
@@ -35,7 +36,6 @@ use tantivy::schema::{
     FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TantivyDocument,
     TextFieldIndexing, TextOptions, Value,
 };
-use tantivy::directory::MmapDirectory;
 use tantivy::{
     DocAddress, DocId, Index, IndexReader, IndexWriter, ReloadPolicy, Score, SegmentOrdinal,
     Term as TTerm,
@@ -661,13 +661,10 @@ impl TextIndex {
     fn searcher(&self) -> tantivy::Searcher {
         let searcher = self.reader.searcher();
         if self.writer.is_none()
-            && self
-                .forgotten_at
-                .swap(
-                    searcher.generation().generation_id(),
-                    std::sync::atomic::Ordering::Relaxed,
-                )
-                != searcher.generation().generation_id()
+            && self.forgotten_at.swap(
+                searcher.generation().generation_id(),
+                std::sync::atomic::Ordering::Relaxed,
+            ) != searcher.generation().generation_id()
         {
             let _ = self.files.get_cache_info();
         }
