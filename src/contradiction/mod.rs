@@ -125,8 +125,9 @@ pub struct Prepared {
     statement: Statement,
     /// Its content words as they appear in a normalised text (an English
     /// stem's first three letters), for a quick look before lexing another
-    /// text: each searched for by a finder built once.
-    probes: Vec<memchr::memmem::Finder<'static>>,
+    /// text: each searched for by a finder built once, after a look at the
+    /// other text's [`Trigrams`] when it is three bytes or longer.
+    probes: Vec<(memchr::memmem::Finder<'static>, Option<u16>)>,
 }
 
 impl Prepared {
@@ -141,7 +142,10 @@ impl Prepared {
                 Tok::Word(w) => Some(w.as_str()),
                 Tok::Num { .. } => None,
             })
-            .map(|p| memchr::memmem::Finder::new(p).into_owned())
+            .map(|p| {
+                let finder = memchr::memmem::Finder::new(p).into_owned();
+                (finder, Trigrams::bit(p.as_bytes()))
+            })
             .collect();
         Prepared { statement, probes }
     }
@@ -157,15 +161,17 @@ impl Prepared {
     /// A text holding fewer than a third of this one's content words (at
     /// least two) is passed over without being lexed: no rule can fire on it.
     pub fn against_seen(&self, other: &Seen) -> Option<Reason> {
-        if !self.shares_enough(&other.norm) {
+        if !self.shares_enough(other) {
             return None;
         }
         compare(other.statement(), &self.statement)
     }
 
-    /// Whether `norm` holds at least two of the probes and a third of them
-    /// (stops once the rest could not make up for the missing ones).
-    fn shares_enough(&self, norm: &str) -> bool {
+    /// Whether `other`'s normalised text holds at least two of the probes
+    /// and a third of them (stops once the rest could not make up for the
+    /// missing ones).
+    fn shares_enough(&self, other: &Seen) -> bool {
+        let norm = other.norm.as_bytes();
         let needed = self.probes.len().div_ceil(3).max(2);
         let mut left = self.probes.len();
         let mut found = 0;
@@ -174,7 +180,9 @@ impl Prepared {
                 return false;
             }
             left -= 1;
-            if p.find(norm.as_bytes()).is_some() {
+            let (finder, bit) = p;
+            let maybe = bit.is_none_or(|b| other.trigrams.has(b));
+            if maybe && finder.find(norm).is_some() {
                 found += 1;
                 if found >= needed {
                     return true;
@@ -193,15 +201,18 @@ impl Prepared {
 pub struct Seen {
     text: String,
     norm: String,
+    trigrams: Trigrams,
     statement: std::sync::OnceLock<Statement>,
 }
 
 impl Seen {
     /// Normalises `text`.
     pub fn new(text: &str) -> Seen {
+        let norm = normalize(text);
         Seen {
             text: text.to_string(),
-            norm: normalize(text),
+            trigrams: Trigrams::of(norm.as_bytes()),
+            norm,
             statement: std::sync::OnceLock::new(),
         }
     }
@@ -214,6 +225,36 @@ impl Seen {
     fn statement(&self) -> &Statement {
         self.statement
             .get_or_init(|| lex_normalized(self.norm.clone()))
+    }
+}
+
+/// The three-byte runs of a text, hashed into 512 bits: a probe whose
+/// first three bytes have no bit set is not in the text, without a search.
+#[derive(Debug)]
+struct Trigrams([u64; 8]);
+
+impl Trigrams {
+    fn of(text: &[u8]) -> Trigrams {
+        let mut bits = [0u64; 8];
+        for w in text.windows(3) {
+            let b = Self::hash(w);
+            bits[usize::from(b >> 6)] |= 1 << (b & 63);
+        }
+        Trigrams(bits)
+    }
+
+    /// The bit of `probe`'s first three bytes (none for a shorter probe).
+    fn bit(probe: &[u8]) -> Option<u16> {
+        probe.get(..3).map(Self::hash)
+    }
+
+    fn hash(w: &[u8]) -> u16 {
+        let x = u32::from(w[0]) << 16 | u32::from(w[1]) << 8 | u32::from(w[2]);
+        (x.wrapping_mul(0x9E37_79B1) >> 23) as u16
+    }
+
+    fn has(&self, bit: u16) -> bool {
+        self.0[usize::from(bit >> 6)] & (1 << (bit & 63)) != 0
     }
 }
 
@@ -584,7 +625,7 @@ mod tests {
         let found = new
             .probes
             .iter()
-            .map(|p| std::str::from_utf8(p.needle()).unwrap())
+            .map(|(p, _)| std::str::from_utf8(p.needle()).unwrap())
             .filter(|p| norm.contains(p))
             .count();
         found >= 2 && found * 3 >= new.probes.len()
@@ -608,7 +649,7 @@ mod tests {
         for (i, text) in lines.iter().enumerate().step_by(5) {
             let new = Prepared::new(text);
             for other in seen.iter().cycle().skip(i + 1).take(300) {
-                let quick = new.shares_enough(&other.norm);
+                let quick = new.shares_enough(other);
                 assert_eq!(
                     quick,
                     shares_enough_by_contains(&new, &other.norm),
@@ -619,7 +660,7 @@ mod tests {
                 passed += usize::from(quick);
             }
             // Its own text shares enough.
-            assert!(new.shares_enough(&normalize(text)) || new.probes.len() < 2);
+            assert!(new.shares_enough(&Seen::new(text)) || new.probes.len() < 2);
         }
         assert!(
             compared > 50_000 && passed > 1000,
