@@ -39,8 +39,9 @@ pub const CANDIDATES: usize = 300;
 /// Texts [`SeenTexts`] keeps per generation: the newest facts of three
 /// scenes and subjects being written to at once (each write compares with
 /// [`CANDIDATES`]). A text lexed for comparison holds about 0.9 KiB
-/// (heaptrack, LoCoMo lines), so both generations stay under 2 MiB; with
-/// 4,096 a server writing steadily grew by 7 MiB before the cache filled.
+/// (heaptrack, LoCoMo lines), and its content hash and set of three-byte
+/// runs 0.15 KiB more, so both generations stay near 2 MiB; with 4,096 a
+/// server writing steadily grew by 7 MiB before the cache filled.
 const SEEN_KEPT: usize = 1024;
 
 /// The texts of the facts new ones were last compared with, by id, as the
