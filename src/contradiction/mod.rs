@@ -124,8 +124,10 @@ pub fn detect(older: &str, newer: &str) -> Option<Reason> {
 pub struct Prepared {
     statement: Statement,
     /// Its content words as they appear in a normalised text (an English
-    /// stem's first three letters), for a quick look before lexing another text.
-    probes: Vec<String>,
+    /// stem's first three letters), for a quick look before lexing another
+    /// text: each searched for by a finder built once, after a look at the
+    /// other text's [`Trigrams`] when it is three bytes or longer.
+    probes: Vec<(memchr::memmem::Finder<'static>, Option<u16>)>,
 }
 
 impl Prepared {
@@ -136,9 +138,13 @@ impl Prepared {
             .core
             .iter()
             .filter_map(|t| match t {
-                Tok::Word(w) if w.is_ascii() => Some(w.chars().take(3).collect()),
-                Tok::Word(w) => Some(w.clone()),
+                Tok::Word(w) if w.is_ascii() => Some(&w[..w.len().min(3)]),
+                Tok::Word(w) => Some(w.as_str()),
                 Tok::Num { .. } => None,
+            })
+            .map(|p| {
+                let finder = memchr::memmem::Finder::new(p).into_owned();
+                (finder, Trigrams::bit(p.as_bytes()))
             })
             .collect();
         Prepared { statement, probes }
@@ -155,15 +161,35 @@ impl Prepared {
     /// A text holding fewer than a third of this one's content words (at
     /// least two) is passed over without being lexed: no rule can fire on it.
     pub fn against_seen(&self, other: &Seen) -> Option<Reason> {
-        let found = self
-            .probes
-            .iter()
-            .filter(|p| other.norm.contains(p.as_str()))
-            .count();
-        if found < 2 || found * 3 < self.probes.len() {
+        if !self.shares_enough(other) {
             return None;
         }
         compare(other.statement(), &self.statement)
+    }
+
+    /// Whether `other`'s normalised text holds at least two of the probes
+    /// and a third of them (stops once the rest could not make up for the
+    /// missing ones).
+    fn shares_enough(&self, other: &Seen) -> bool {
+        let norm = other.norm.as_bytes();
+        let needed = self.probes.len().div_ceil(3).max(2);
+        let mut left = self.probes.len();
+        let mut found = 0;
+        for p in &self.probes {
+            if found + left < needed {
+                return false;
+            }
+            left -= 1;
+            let (finder, bit) = p;
+            let maybe = bit.is_none_or(|b| other.trigrams.has(b));
+            if maybe && finder.find(norm).is_some() {
+                found += 1;
+                if found >= needed {
+                    return true;
+                }
+            }
+        }
+        found >= needed
     }
 }
 
@@ -175,15 +201,18 @@ impl Prepared {
 pub struct Seen {
     text: String,
     norm: String,
+    trigrams: Trigrams,
     statement: std::sync::OnceLock<Statement>,
 }
 
 impl Seen {
     /// Normalises `text`.
     pub fn new(text: &str) -> Seen {
+        let norm = normalize(text);
         Seen {
             text: text.to_string(),
-            norm: normalize(text),
+            trigrams: Trigrams::of(norm.as_bytes()),
+            norm,
             statement: std::sync::OnceLock::new(),
         }
     }
@@ -196,6 +225,36 @@ impl Seen {
     fn statement(&self) -> &Statement {
         self.statement
             .get_or_init(|| lex_normalized(self.norm.clone()))
+    }
+}
+
+/// The three-byte runs of a text, hashed into 512 bits: a probe whose
+/// first three bytes have no bit set is not in the text, without a search.
+#[derive(Debug)]
+struct Trigrams([u64; 8]);
+
+impl Trigrams {
+    fn of(text: &[u8]) -> Trigrams {
+        let mut bits = [0u64; 8];
+        for w in text.windows(3) {
+            let b = Self::hash(w);
+            bits[usize::from(b >> 6)] |= 1 << (b & 63);
+        }
+        Trigrams(bits)
+    }
+
+    /// The bit of `probe`'s first three bytes (none for a shorter probe).
+    fn bit(probe: &[u8]) -> Option<u16> {
+        probe.get(..3).map(Self::hash)
+    }
+
+    fn hash(w: &[u8]) -> u16 {
+        let x = u32::from(w[0]) << 16 | u32::from(w[1]) << 8 | u32::from(w[2]);
+        (x.wrapping_mul(0x9E37_79B1) >> 23) as u16
+    }
+
+    fn has(&self, bit: u16) -> bool {
+        self.0[usize::from(bit >> 6)] & (1 << (bit & 63)) != 0
     }
 }
 
@@ -310,23 +369,25 @@ fn changed_value(a: &Statement, b: &Statement, pairs: &[(usize, usize)]) -> Opti
 /// numbers), as index pairs in order.
 fn lcs(a: &[Tok], b: &[Tok]) -> Vec<(usize, usize)> {
     let (n, m) = (a.len(), b.len());
-    let mut t = vec![vec![0u16; m + 1]; n + 1];
+    // One table, row `i` at `i * w`: the lengths of the suffixes' LCS.
+    let w = m + 1;
+    let mut t = vec![0u16; (n + 1) * w];
     for i in (0..n).rev() {
         for j in (0..m).rev() {
-            t[i][j] = if a[i].aligns(&b[j]) {
-                t[i + 1][j + 1] + 1
+            t[i * w + j] = if a[i].aligns(&b[j]) {
+                t[(i + 1) * w + j + 1] + 1
             } else {
-                t[i + 1][j].max(t[i][j + 1])
+                t[(i + 1) * w + j].max(t[i * w + j + 1])
             };
         }
     }
     let (mut i, mut j, mut out) = (0, 0, Vec::new());
     while i < n && j < m {
-        if a[i].aligns(&b[j]) && t[i][j] == t[i + 1][j + 1] + 1 {
+        if a[i].aligns(&b[j]) && t[i * w + j] == t[(i + 1) * w + j + 1] + 1 {
             out.push((i, j));
             i += 1;
             j += 1;
-        } else if t[i + 1][j] >= t[i][j + 1] {
+        } else if t[(i + 1) * w + j] >= t[i * w + j + 1] {
             i += 1;
         } else {
             j += 1;
@@ -555,6 +616,55 @@ mod tests {
         assert_eq!(
             detect("I live in Seattle", "I live in Boston"),
             Some(Reason::Value)
+        );
+    }
+
+    /// The quick look as it was: every probe searched with `str::contains`,
+    /// all of them counted.
+    fn shares_enough_by_contains(new: &Prepared, norm: &str) -> bool {
+        let found = new
+            .probes
+            .iter()
+            .map(|(p, _)| std::str::from_utf8(p.needle()).unwrap())
+            .filter(|p| norm.contains(p))
+            .count();
+        found >= 2 && found * 3 >= new.probes.len()
+    }
+
+    #[cfg_attr(not(feature = "full-tests"), ignore = "needs the dev sets")]
+    #[test]
+    fn the_quick_look_answers_as_a_search_of_every_probe_on_dialogue_lines() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/eval");
+        let mut lines = Vec::new();
+        for set in ["locomo-dev", "madial-zh-dev", "madial-en-dev"] {
+            let corpus = std::fs::read_to_string(dir.join(set).join("corpus.jsonl"))
+                .expect("the dev sets, a copy of shared/eval beside the clone");
+            for line in corpus.lines().take(1200) {
+                let v: serde_json::Value = serde_json::from_str(line).unwrap();
+                lines.push(v["text"].as_str().unwrap().to_string());
+            }
+        }
+        let seen: Vec<Seen> = lines.iter().map(|t| Seen::new(t)).collect();
+        let (mut compared, mut passed) = (0, 0);
+        for (i, text) in lines.iter().enumerate().step_by(5) {
+            let new = Prepared::new(text);
+            for other in seen.iter().cycle().skip(i + 1).take(300) {
+                let quick = new.shares_enough(other);
+                assert_eq!(
+                    quick,
+                    shares_enough_by_contains(&new, &other.norm),
+                    "{text:?} against {:?}",
+                    other.text
+                );
+                compared += 1;
+                passed += usize::from(quick);
+            }
+            // Its own text shares enough.
+            assert!(new.shares_enough(&Seen::new(text)) || new.probes.len() < 2);
+        }
+        assert!(
+            compared > 50_000 && passed > 1000,
+            "{passed} of {compared} passed"
         );
     }
 

@@ -26,10 +26,10 @@ use super::{Caller, Hub};
 use crate::api::{
     AcceptConflictBody, AcceptConflictReply, DismissConflictBody, DismissConflictReply,
 };
-use crate::contradiction::{Prepared, Seen};
+use crate::contradiction::{Prepared, Reason, Seen};
 use crate::error::{Error, Result};
 use crate::index::filter::Filter;
-use crate::index::meta_read::LinkState;
+use crate::index::meta_read::{Candidate, LinkState};
 use crate::model::{CONFLICTS_WITH, ConflictRef, JOURNAL_VERSION, Link, Memory, Record, Stage};
 use crate::search::SearchHit;
 
@@ -39,8 +39,9 @@ pub const CANDIDATES: usize = 300;
 /// Texts [`SeenTexts`] keeps per generation: the newest facts of three
 /// scenes and subjects being written to at once (each write compares with
 /// [`CANDIDATES`]). A text lexed for comparison holds about 0.9 KiB
-/// (heaptrack, LoCoMo lines), so both generations stay under 2 MiB; with
-/// 4,096 a server writing steadily grew by 7 MiB before the cache filled.
+/// (heaptrack, LoCoMo lines), and its content hash and set of three-byte
+/// runs 0.15 KiB more, so both generations stay near 2 MiB; with 4,096 a
+/// server writing steadily grew by 7 MiB before the cache filled.
 const SEEN_KEPT: usize = 1024;
 
 /// The texts of the facts new ones were last compared with, by id, as the
@@ -48,37 +49,91 @@ const SEEN_KEPT: usize = 1024;
 /// generations: when the newer fills up it becomes the older and the old
 /// older is dropped, so what stays among the candidates stays kept and the
 /// whole holds at most `2 ×` [`SEEN_KEPT`]. An entry counts only for the
-/// same text (a rewritten fact keeps its id).
+/// same content hash ([`crate::lifecycle::content_hash`]: the same text up
+/// to compatibility forms, which the detector normalises away), or, for a
+/// fact without one, the same text: a rewritten fact keeps its id.
 #[derive(Default)]
 pub(crate) struct SeenTexts {
-    generations: Mutex<[HashMap<String, Arc<Seen>>; 2]>,
+    generations: Mutex<[HashMap<String, Kept>; 2]>,
+}
+
+/// One kept text and the content hash it was read with.
+struct Kept {
+    hash: Option<String>,
+    seen: Arc<Seen>,
+}
+
+impl Kept {
+    /// Whether it stands for `c` (read with its text when not kept).
+    fn stands_for(&self, c: &Candidate) -> bool {
+        match &c.text {
+            Some(text) => self.seen.text() == text,
+            None => c.hash.is_some() && self.hash == c.hash,
+        }
+    }
 }
 
 impl SeenTexts {
-    /// The kept form of each `(id, text)` of `candidates`, made for those not kept.
-    fn of(&self, candidates: &[(String, String, i64)]) -> Vec<Arc<Seen>> {
+    /// The candidates `read` returns (told which ids and hashes are kept,
+    /// so that it reads only the others' texts), each with its kept form,
+    /// made for those not kept. The kept texts stay locked meanwhile.
+    fn of(
+        &self,
+        read: impl FnOnce(&dyn Fn(&str, Option<&str>) -> bool) -> Result<Vec<Candidate>>,
+    ) -> Result<Vec<(Candidate, Arc<Seen>)>> {
         let mut generations = self
             .generations
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
+        let candidates = {
+            let kept = |id: &str, hash: Option<&str>| {
+                hash.is_some()
+                    && generations
+                        .iter()
+                        .any(|g| g.get(id).is_some_and(|k| k.hash.as_deref() == hash))
+            };
+            read(&kept)?
+        };
         let [newer, older] = &mut *generations;
-        candidates
+        // Found before anything moves: a full newer generation pushes out
+        // the older one, which may hold a later candidate's form.
+        let found: Vec<(Option<Arc<Seen>>, bool)> = candidates
             .iter()
-            .map(|(id, text, _)| {
-                if let Some(seen) = newer.get(id).filter(|s| s.text() == text) {
-                    return Arc::clone(seen);
+            .map(|c| match newer.get(&c.id).filter(|k| k.stands_for(c)) {
+                Some(k) => (Some(Arc::clone(&k.seen)), true),
+                None => (
+                    older
+                        .get(&c.id)
+                        .filter(|k| k.stands_for(c))
+                        .map(|k| Arc::clone(&k.seen)),
+                    false,
+                ),
+            })
+            .collect();
+        Ok(candidates
+            .into_iter()
+            .zip(found)
+            .filter_map(|(c, (seen, in_newer))| {
+                if in_newer {
+                    return Some((c, seen?));
                 }
-                let seen = older
-                    .remove(id)
-                    .filter(|s| s.text() == text)
-                    .unwrap_or_else(|| Arc::new(Seen::new(text)));
+                // Not kept, so read with its text.
+                let seen = match seen {
+                    Some(seen) => seen,
+                    None => Arc::new(Seen::new(c.text.as_deref()?)),
+                };
+                older.remove(&c.id);
                 if newer.len() >= SEEN_KEPT {
                     *older = std::mem::take(newer);
                 }
-                newer.insert(id.clone(), Arc::clone(&seen));
-                seen
+                let kept = Kept {
+                    hash: c.hash.clone(),
+                    seen: Arc::clone(&seen),
+                };
+                newer.insert(c.id.clone(), kept);
+                Some((c, seen))
             })
-            .collect()
+            .collect())
     }
 }
 
@@ -119,34 +174,47 @@ impl Hub {
         text: &str,
         ts: i64,
     ) -> Result<Vec<FoundConflict>> {
+        let meta = &self.core.index.meta;
         let candidates = self
-            .core
-            .index
-            .meta
-            .conflict_candidates(scene, subject, id, CANDIDATES)?;
+            .seen
+            .of(|kept| meta.conflict_candidates(scene, subject, id, CANDIDATES, kept))?;
         let new = Prepared::new(text);
-        let seen = self.seen.of(&candidates);
-        Ok(candidates
+        let found: Vec<(Candidate, Arc<Seen>, Reason)> = candidates
             .into_iter()
-            .zip(seen)
-            .filter_map(|((other, other_text, other_ts), seen)| {
-                let reason = new.against_seen(&seen)?.as_str();
+            .filter_map(|(c, seen)| {
+                let reason = new.against_seen(&seen)?;
+                Some((c, seen, reason))
+            })
+            .collect();
+        if found.is_empty() {
+            return Ok(Vec::new());
+        }
+        // A kept text is the same as the fact's now up to compatibility
+        // forms: the pair is shown with the stored one.
+        let ids: Vec<String> = found.iter().map(|(c, _, _)| c.id.clone()).collect();
+        let stored = meta.get_many(&ids, &Filter::all())?;
+        Ok(found
+            .into_iter()
+            .map(|(c, seen, reason)| {
+                let other_text = stored
+                    .get(&c.id)
+                    .map_or_else(|| seen.text().to_string(), |m| m.text.clone());
                 let this = (id.to_string(), text.to_string());
-                let that = (other, other_text);
-                let older_first = (other_ts, that.0.as_str()) <= (ts, id);
+                let that = (c.id, other_text);
+                let older_first = (c.ts, that.0.as_str()) <= (ts, id);
                 let (old, new) = if older_first {
                     (that, this)
                 } else {
                     (this, that)
                 };
-                Some(FoundConflict {
+                FoundConflict {
                     older: old.0,
                     newer: new.0,
                     older_text: old.1,
                     newer_text: new.1,
-                    reason,
+                    reason: reason.as_str(),
                     linked: false,
-                })
+                }
             })
             .collect())
     }
@@ -438,30 +506,66 @@ pub(crate) fn block_label(
 mod tests {
     use super::*;
 
-    fn candidate(id: &str, text: &str) -> (String, String, i64) {
-        (id.to_string(), text.to_string(), 0)
+    /// The kept forms of `facts` (`(id, content hash, text)`), the texts
+    /// read as the index reads them (only for those not kept), and how many
+    /// were read.
+    fn of(seen: &SeenTexts, facts: &[(&str, Option<&str>, &str)]) -> (Vec<Arc<Seen>>, usize) {
+        let mut read = 0;
+        let got = seen
+            .of(|kept| {
+                Ok(facts
+                    .iter()
+                    .map(|(id, hash, text)| {
+                        let text = (!kept(id, *hash)).then(|| {
+                            read += 1;
+                            text.to_string()
+                        });
+                        Candidate {
+                            id: id.to_string(),
+                            ts: 0,
+                            hash: hash.map(str::to_string),
+                            text,
+                        }
+                    })
+                    .collect())
+            })
+            .unwrap();
+        assert_eq!(got.len(), facts.len());
+        (got.into_iter().map(|(_, s)| s).collect(), read)
     }
 
     #[test]
     fn a_kept_text_is_reused_and_an_edited_one_made_again() {
         let seen = SeenTexts::default();
-        let first = seen.of(&[candidate("a", "我住在北京"), candidate("b", "I like tea")]);
-        let again = seen.of(&[candidate("a", "我住在北京"), candidate("b", "I like tea")]);
+        let facts = [("a", Some("h1"), "我住在北京"), ("b", None, "I like tea")];
+        let (first, read) = of(&seen, &facts);
+        assert_eq!(read, 2);
+        let (again, read) = of(&seen, &facts);
+        assert_eq!(
+            read, 1,
+            "a fact without a hash is read again, and compared by text"
+        );
         assert!(Arc::ptr_eq(&first[0], &again[0]));
         assert!(Arc::ptr_eq(&first[1], &again[1]));
         // The fact's text was edited in its file: the same id, another text.
-        let edited = seen.of(&[candidate("a", "我住在上海")]);
+        let (edited, read) = of(&seen, &[("a", Some("h2"), "我住在上海")]);
+        assert_eq!(read, 1);
         assert!(!Arc::ptr_eq(&first[0], &edited[0]));
         assert_eq!(edited[0].text(), "我住在上海");
         let new = Prepared::new("我住在广州");
         assert!(new.against_seen(&edited[0]).is_some());
+        let (edited, _) = of(&seen, &[("b", None, "I like coffee")]);
+        assert_eq!(edited[0].text(), "I like coffee");
     }
 
     #[test]
     fn the_kept_texts_are_bounded_and_the_newest_stay() {
         let seen = SeenTexts::default();
         for i in 0..3 * SEEN_KEPT {
-            seen.of(&[candidate(&format!("m{i}"), &format!("text {i}"))]);
+            of(
+                &seen,
+                &[(&format!("m{i}"), Some("h"), &format!("text {i}"))],
+            );
         }
         let kept: usize = seen
             .generations
@@ -473,5 +577,26 @@ mod tests {
         assert!(kept <= 2 * SEEN_KEPT, "{kept} kept");
         let last = format!("m{}", 3 * SEEN_KEPT - 1);
         assert!(seen.generations.lock().unwrap()[0].contains_key(&last));
+    }
+
+    #[test]
+    fn a_text_kept_in_the_older_generation_survives_a_turn_in_the_same_call() {
+        let seen = SeenTexts::default();
+        let ids: Vec<String> = (0..2 * SEEN_KEPT).map(|i| format!("m{i}")).collect();
+        let facts: Vec<(&str, Option<&str>, &str)> = ids
+            .iter()
+            .map(|id| (id.as_str(), Some("h"), "text"))
+            .collect();
+        of(&seen, &facts);
+        // The first half is in the older generation now; new facts first
+        // fill the newer one, which turns before the old ones are reached.
+        let fresh: Vec<String> = (0..SEEN_KEPT).map(|i| format!("n{i}")).collect();
+        let mut again: Vec<(&str, Option<&str>, &str)> = fresh
+            .iter()
+            .map(|id| (id.as_str(), Some("h"), "text"))
+            .collect();
+        again.extend(&facts[..SEEN_KEPT]);
+        let (_, read) = of(&seen, &again);
+        assert_eq!(read, SEEN_KEPT, "only the new facts' texts were read");
     }
 }

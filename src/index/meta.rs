@@ -152,6 +152,12 @@ CREATE TABLE links (
 );
 CREATE INDEX links_b ON links(b, rel);
 "#,
+    // The facts a new one is compared with for conflicts (see
+    // `hub::conflicts`), newest first, read from the index alone (which
+    // holds the columns of its condition: the query names them too).
+    r#"
+CREATE INDEX memories_conflict_candidates ON memories(scene, subject, ts, id, content_hash, origin, stage, forgotten_at, superseded_by) WHERE origin = 'fact' AND stage = 'long' AND forgotten_at IS NULL AND superseded_by IS NULL;
+"#,
 ];
 
 pub(crate) const MEMORY_COLUMNS: &str = "id, origin, doc_id, path, ts, scene, kind, stage, privacy, subject, tier, \
@@ -411,7 +417,7 @@ const WRITER_CACHE_KIB: i64 = -8192;
 /// Secondary indexes no step of a bulk load reads (searches and writes do):
 /// a bulk load drops them after the migrations and creates them again,
 /// each in one sort, when it ends. The statements are the migrations' own.
-const DEFERRED_INDEXES: [(&str, &str); 2] = [
+const DEFERRED_INDEXES: [(&str, &str); 3] = [
     (
         "memories_scene_ts",
         "CREATE INDEX memories_scene_ts ON memories(scene, ts)",
@@ -419,6 +425,10 @@ const DEFERRED_INDEXES: [(&str, &str); 2] = [
     (
         "memories_content_hash",
         "CREATE INDEX memories_content_hash ON memories(content_hash) WHERE content_hash IS NOT NULL",
+    ),
+    (
+        "memories_conflict_candidates",
+        "CREATE INDEX memories_conflict_candidates ON memories(scene, subject, ts, id, content_hash, origin, stage, forgotten_at, superseded_by) WHERE origin = 'fact' AND stage = 'long' AND forgotten_at IS NULL AND superseded_by IS NULL",
     ),
 ];
 
@@ -1434,6 +1444,57 @@ mod tests {
         assert_eq!(db.fact_state("a").unwrap(), Some(false));
         assert_eq!(db.fact_state("b").unwrap(), Some(true));
         assert_eq!(db.fact_state("zz").unwrap(), None);
+    }
+
+    #[test]
+    fn an_old_database_gets_the_conflict_candidates_index_and_reads_from_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.db");
+        {
+            // The schema before the index, with a fact in it.
+            let mut conn = Connection::open(&path).unwrap();
+            let tx = conn.transaction().unwrap();
+            for sql in &MIGRATIONS[..MIGRATIONS.len() - 1] {
+                tx.execute_batch(sql).unwrap();
+            }
+            tx.pragma_update(None, "user_version", (MIGRATIONS.len() - 1) as i64)
+                .unwrap();
+            let extras = FactExtras {
+                content_hash: Some("h".into()),
+                ..FactExtras::default()
+            };
+            tx::upsert_memory(&tx, &memory("a", "main", Privacy::Normal), None, &extras).unwrap();
+            tx.commit().unwrap();
+        }
+        let db = MetaDb::open(&path, true).unwrap();
+        let plan: Vec<String> = db
+            .with_reader(|c| {
+                let mut stmt = c.prepare(
+                    "EXPLAIN QUERY PLAN SELECT id, ts, content_hash FROM memories WHERE scene = ?1 \
+                     AND origin = 'fact' AND stage = 'long' AND subject = ?2 AND id != ?3 \
+                     AND forgotten_at IS NULL AND superseded_by IS NULL \
+                     ORDER BY ts DESC, id DESC LIMIT ?4",
+                )?;
+                let rows = stmt.query_map(["main", "owner", "b", "300"], |r| r.get(3))?;
+                Ok(rows.collect::<rusqlite::Result<_>>()?)
+            })
+            .unwrap();
+        assert!(
+            plan.iter()
+                .any(|p| p.contains("COVERING INDEX memories_conflict_candidates")),
+            "{plan:?}"
+        );
+        assert!(!plan.iter().any(|p| p.contains("TEMP B-TREE")), "{plan:?}");
+        let read = |hash: Option<&str>| {
+            let kept = |_: &str, h: Option<&str>| h == hash;
+            db.conflict_candidates("main", "owner", "b", 300, &kept)
+                .unwrap()
+        };
+        let found = read(None);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].hash.as_deref(), Some("h"));
+        assert_eq!(found[0].text.as_deref(), Some("t"));
+        assert_eq!(read(Some("h"))[0].text, None, "a kept text is not read");
     }
 
     #[test]

@@ -175,6 +175,20 @@ impl MetaDb {
 /// A fact of [`MetaDb::long_facts_between`]: `(id, scene, subject, text, ts in ms)`.
 pub(crate) type DayFact = (String, String, String, String, i64);
 
+/// A fact a new one is compared with ([`MetaDb::conflict_candidates`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Candidate {
+    /// Its id.
+    pub(crate) id: String,
+    /// Its time, in ms.
+    pub(crate) ts: i64,
+    /// Its content hash ([`crate::lifecycle::content_hash`]; none in a row
+    /// indexed before there was one).
+    pub(crate) hash: Option<String>,
+    /// Its text, when read.
+    pub(crate) text: Option<String>,
+}
+
 /// A live `conflicts_with` link between two live, current facts (neither
 /// forgotten nor superseded), before any caller's filter.
 #[derive(Debug, Clone, PartialEq)]
@@ -237,26 +251,43 @@ impl MetaDb {
     }
 
     /// The newest live, current long-term facts of `scene` and `subject`
-    /// other than `id` (at most `limit`), as `(id, text, ts in ms)`: the
-    /// memories a new one is compared with.
+    /// other than `id` (at most `limit`): the memories a new one is compared
+    /// with, read from their index (`memories_conflict_candidates`) alone;
+    /// the text of one is read only when `kept` (given its id and content
+    /// hash) says the caller does not hold it already. One read
+    /// transaction: a text is the one its hash was read with.
     pub(crate) fn conflict_candidates(
         &self,
         scene: &str,
         subject: &str,
         id: &str,
         limit: usize,
-    ) -> Result<Vec<(String, String, i64)>> {
+        kept: &dyn Fn(&str, Option<&str>) -> bool,
+    ) -> Result<Vec<Candidate>> {
         self.with_reader(|c| {
+            let tx = c.unchecked_transaction()?;
             let mut stmt = c.prepare_cached(
-                "SELECT id, text, ts FROM memories WHERE scene = ?1 AND origin = 'fact' \
+                "SELECT id, ts, content_hash FROM memories WHERE scene = ?1 AND origin = 'fact' \
                  AND stage = 'long' AND subject = ?2 AND id != ?3 AND forgotten_at IS NULL \
                  AND superseded_by IS NULL ORDER BY ts DESC, id DESC LIMIT ?4",
             )?;
-            let rows = stmt
-                .query_map(rusqlite::params![scene, subject, id, limit as i64], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            let rows =
+                stmt.query_map(rusqlite::params![scene, subject, id, limit as i64], |r| {
+                    Ok(Candidate {
+                        id: r.get(0)?,
+                        ts: r.get(1)?,
+                        hash: r.get(2)?,
+                        text: None,
+                    })
                 })?;
-            rows.map(|r| r.map_err(Error::from)).collect()
+            let mut out = rows.collect::<rusqlite::Result<Vec<Candidate>>>()?;
+            let mut text = c.prepare_cached("SELECT text FROM memories WHERE id = ?")?;
+            for cand in out.iter_mut().filter(|x| !kept(&x.id, x.hash.as_deref())) {
+                cand.text = Some(text.query_row([&cand.id], |r| r.get(0))?);
+            }
+            drop((stmt, text));
+            tx.commit()?;
+            Ok(out)
         })
     }
 
