@@ -11,6 +11,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+for tool in cc make; do
+  command -v "$tool" >/dev/null 2>&1 \
+    || { echo "quickstart: $tool is needed to build memd (SQLite and jemalloc are C): install it (Debian: apt-get install build-essential)" >&2; exit 1; }
+done
 cargo build --release
 memd="${CARGO_TARGET_DIR:-target}/release/memd"
 "$memd" setup

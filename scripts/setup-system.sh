@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # scripts/setup-system.sh - install the Debian packages the full test suite needs, once per machine:
-#   chromium, chromium-driver, fonts-noto-cjk (the console's browser test) and syncthing (the
-#   two-device sync test). Run as root (CI runs it before the tests); idempotent and quick when
+#   make (building jemalloc, memd's allocator), chromium, chromium-driver, fonts-noto-cjk (the
+#   console's browser test) and syncthing (the two-device sync test). Run as root (CI runs it before the tests); idempotent and quick when
 #   everything is installed. Not root and a package missing: it says what to install and fails.
 set -euo pipefail
 
-PACKAGES=(chromium chromium-driver fonts-noto-cjk syncthing)
+PACKAGES=(make chromium chromium-driver fonts-noto-cjk syncthing)
 die() { echo "setup-system: error: $*" >&2; exit 1; }
 
 missing=()

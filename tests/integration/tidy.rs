@@ -14,8 +14,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 /// Issue 19: `unsafe` (blocks, functions, `allow(unsafe_code)`) appears in
-/// two places only: registering the sqlite-vec extension with SQLite, and
-/// `memd`'s one allocator option in `main.rs`.
+/// one place only: registering the sqlite-vec extension with SQLite.
 #[test]
 fn unsafe_code_lives_only_in_the_sqlite_vec_registration() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -35,17 +34,9 @@ fn unsafe_code_lives_only_in_the_sqlite_vec_registration() {
             }
         }
     }
-    // The other exception: `memd`'s allocator setting in main.rs (one
-    // mimalloc option, a number, no pointers).
     assert!(
-        found
-            .iter()
-            .all(|at| at.starts_with("index/vector.rs:") || at.starts_with("main.rs:")),
-        "unsafe outside the sqlite-vec registration and the allocator setting: {found:?}"
-    );
-    assert!(
-        found.iter().filter(|at| at.starts_with("main.rs:")).count() <= 2,
-        "main.rs holds one allow and one unsafe block: {found:?}"
+        found.iter().all(|at| at.starts_with("index/vector.rs:")),
+        "unsafe outside the sqlite-vec registration: {found:?}"
     );
     assert!(!found.is_empty(), "the registration itself is found");
 }
