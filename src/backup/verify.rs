@@ -432,6 +432,14 @@ mod tests {
         let out = tempfile::tempdir().unwrap();
         let (path, _) = create(&layout, out.path()).unwrap();
         let original = std::fs::read(&path).unwrap();
+        let inflate = |bytes: &[u8]| {
+            let mut out = Vec::new();
+            GzDecoder::new(bytes)
+                .read_to_end(&mut out)
+                .map(|_| out)
+                .ok()
+        };
+        let contents = inflate(&original).unwrap();
         // Flip one byte anywhere: gzip header, deflate data, trailer.
         let positions: Vec<usize> = (0..original.len())
             .step_by(7)
@@ -441,9 +449,20 @@ mod tests {
             let mut bytes = original.clone();
             bytes[pos] ^= 0x01;
             std::fs::write(&path, &bytes).unwrap();
-            let err = verify(&layout, &path).unwrap_err();
-            assert_eq!(err.code().as_str(), "INVALID_INPUT", "pos {pos}: {err}");
-            assert!(err.to_string().contains("damaged"), "{err}");
+            match verify(&layout, &path) {
+                Err(err) => {
+                    assert_eq!(err.code().as_str(), "INVALID_INPUT", "pos {pos}: {err}");
+                    assert!(err.to_string().contains("damaged"), "{err}");
+                }
+                // A few deflate bits change nothing that is decoded (the code length
+                // of a symbol the block never uses): accepted only when every byte
+                // restored is the byte backed up.
+                Ok(_) => assert_eq!(
+                    inflate(&bytes).as_ref(),
+                    Some(&contents),
+                    "pos {pos}: a change to the contents was accepted"
+                ),
+            }
         }
     }
 }
