@@ -167,7 +167,9 @@
 //!   rename, directory `fsync`, in one function every whole-file replacement
 //!   uses; create-if-absent; moves into place) and byte helpers
 //!   ([`base::bytes`]: hex, constant-time comparison) and repeated log lines
-//!   ([`base::repeat`]: once a minute, counted); knows nothing about
+//!   ([`base::repeat`]: once a minute, counted) and [`base::patterns`] (a
+//!   regular expression set with a bounded number of search caches, so a
+//!   server whose threads come and go does not grow one per thread); knows nothing about
 //!   memories. [`error`]: the domain error, its stable code table and the
 //!   [`error::Coded`] trait the typed errors of the store and the index
 //!   implement.

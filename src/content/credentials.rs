@@ -36,7 +36,9 @@
 
 use std::sync::LazyLock;
 
-use regex::{Regex, RegexSet};
+use regex::Regex;
+
+use crate::base::patterns::Patterns;
 
 /// Characters that render like ASCII ones but are not: Cyrillic and Greek
 /// look-alikes, dashes and colons of other scripts, mapped to the lower-case
@@ -308,7 +310,7 @@ const VENDORS: &[Vendor] = &[
 
 /// Vendor patterns compiled, with a set that finds which of them match in one pass.
 struct Compiled {
-    set: RegexSet,
+    set: Patterns,
     each: Vec<Regex>,
 }
 
@@ -319,8 +321,13 @@ fn ascii_boundaries(re: &str) -> String {
 }
 
 static COMPILED: LazyLock<Compiled> = LazyLock::new(|| Compiled {
-    set: RegexSet::new(VENDORS.iter().map(|v| ascii_boundaries(v.re)))
-        .expect("vendor patterns compile"),
+    set: Patterns::new(
+        &VENDORS
+            .iter()
+            .map(|v| ascii_boundaries(v.re))
+            .collect::<Vec<_>>(),
+    )
+    .expect("vendor patterns compile"),
     each: VENDORS
         .iter()
         .map(|v| Regex::new(&ascii_boundaries(v.re)).expect("vendor pattern compiles"))
@@ -424,7 +431,7 @@ fn confirmed(confirm: Confirm, caps: &regex::Captures<'_>, cased: &str) -> bool 
 /// The first vendor format found in `view`.
 fn vendor(view: &View) -> Option<&'static str> {
     let compiled = &*COMPILED;
-    for i in compiled.set.matches(&view.lower).iter() {
+    for i in compiled.set.matches(&view.lower) {
         let spec = &VENDORS[i];
         if compiled.each[i]
             .captures_iter(&view.lower)
