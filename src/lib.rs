@@ -95,7 +95,7 @@
 //!  store    lifecycle   content  timetable       source of truth and pure rules
 //!  model ids layout analysis disk client when    foundation: types, paths, text analysis,
 //!  base   error                                  dates, the outbound HTTP client, durable
-//!                                                writes, the domain error
+//!                                                writes, pattern sets, the domain error
 //! ```
 //!
 //! A sub-config lives with the module it configures when that module sits
@@ -118,7 +118,7 @@
 //! | `contradiction` | `analysis` |
 //! | `disk` | — |
 //! | `client` | `error` |
-//! | `content` | `error`, `model` |
+//! | `content` | `base`, `error`, `model` |
 //! | `api` | `model`, `search` |
 //! | `lifecycle` | `error`, `ids`, `model` |
 //! | `timetable` | `base`, `error`, `layout` |
