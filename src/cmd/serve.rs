@@ -18,6 +18,14 @@ use std::sync::Arc;
 
 use anyhow::Context;
 
+/// How long an idle thread of the blocking pool (where every request's
+/// work runs) waits for more before it exits. tokio's ten seconds made a
+/// new thread for most bursts and every consolidation; each new thread's id
+/// picks another slot of the regular expressions' cache pools, so caches of
+/// every pattern crept into all eight slots over the first hour. Threads
+/// that stay reuse the slots they have.
+const BLOCKING_KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
 use crate::config::{Config, Layout};
 use crate::http::{self, AppState};
 use crate::hub::{Hub, Mode};
@@ -132,6 +140,7 @@ pub(super) fn run(layout: Layout, config: Config, args: &Args) -> anyhow::Result
     .ok();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .thread_keep_alive(BLOCKING_KEEP_ALIVE)
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
