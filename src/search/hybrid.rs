@@ -62,12 +62,60 @@ pub(crate) fn semantic_ranking(
     k: usize,
 ) -> Result<(Vec<f32>, Neighbours)> {
     let query = query_vector(embedder, &plan.semantic, &req.filter)?;
+    neighbours(index, embedder, query, req, k)
+}
+
+/// The [`Neighbours`] of the query's vector `query`, `k` deep, with it.
+fn neighbours(
+    index: &Index,
+    embedder: &dyn Embedder,
+    query: Vec<f32>,
+    req: &SearchRequest,
+    k: usize,
+) -> Result<(Vec<f32>, Neighbours)> {
     let hits = index
         .vector_search(&query, embedder.model_id(), &req.filter, k)?
         .into_iter()
         .map(|(id, distance)| (id, 1.0 - distance))
         .collect();
     Ok((query, hits))
+}
+
+/// From this many characters of semantic text (a dialogue, a long
+/// question) the query is embedded on a thread of its own while full text
+/// ranks: embedding 550 characters takes tens of milliseconds, full text of
+/// a dialogue several, and the search then waits for the longer of the two
+/// instead of both. A short query embeds in a few milliseconds, less than a
+/// thread is worth.
+pub(crate) const EMBED_BESIDE_CHARS: usize = 200;
+
+/// The full-text ranking `depth` deep and the query's vector, computed side
+/// by side for a query of [`EMBED_BESIDE_CHARS`] or more (one after the
+/// other if no thread can be started, and for a shorter query).
+fn text_beside_vector(
+    cx: &Context<'_>,
+    embedder: &dyn Embedder,
+    req: &SearchRequest,
+    depth: usize,
+) -> (Result<Vec<TextScored>>, Result<Vec<f32>>) {
+    let semantic = &cx.plan.semantic;
+    let embed = || query_vector(embedder, semantic, &req.filter);
+    if semantic.chars().count() < EMBED_BESIDE_CHARS {
+        return (super::fulltext::ranking(cx, depth, true), embed());
+    }
+    std::thread::scope(|s| {
+        let beside = std::thread::Builder::new()
+            .name("memd-query-embed".into())
+            .spawn_scoped(s, embed);
+        let text = super::fulltext::ranking(cx, depth, true);
+        let query = match beside {
+            Ok(handle) => handle
+                .join()
+                .unwrap_or_else(|_| Err(Error::Internal("embedding the query panicked".into()))),
+            Err(_) => embed(),
+        };
+        (text, query)
+    })
 }
 
 /// Query vectors kept ([`query_vector`]).
@@ -289,9 +337,10 @@ fn candidates_and_vector(
 ) -> Result<(Vec<f32>, Vec<Candidate>)> {
     let (index, plan, evidence, cfg) = (cx.index, cx.plan, cx.evidence, cx.cfg);
     let depth = HYBRID_DEPTH.max(limit);
-    let text = super::fulltext::ranking(cx, depth, true)?;
+    let (text, query) = text_beside_vector(cx, embedder, req, depth);
+    let text = text?;
     let votes = votes(cx, &text)?;
-    let (qvec, semantic) = semantic_ranking(index, embedder, plan, req, depth)?;
+    let (qvec, semantic) = neighbours(index, embedder, query?, req, depth)?;
     let fused: std::collections::HashMap<String, f32> = fuse(&text, &votes, &semantic, cfg)
         .into_iter()
         .map(|s| (s.id, s.score))

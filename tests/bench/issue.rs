@@ -8,15 +8,17 @@
 //! In order, on `--facts N` memories (default 10000):
 //! 1. Lexicon load: the installed CC-CEDICT parsed from its text (first
 //!    start) and read back from its compact form (every later start).
-//! 2. A fresh server: 300 single durable writes over HTTP, timed one by one
+//! 2. A fresh server, its model loaded by a first write embedded before the
+//!    clock starts: 300 single durable writes over HTTP, timed one by one
 //!    (baselines: an FTS5 insert per row, and a raw append + `fdatasync`),
 //!    then the rest of the corpus from 8 clients. Background embedding is
-//!    timed from the first write until nothing is pending.
+//!    timed from the first timed write until nothing is pending.
 //! 3. Writes under 8 hybrid readers, then the server's peak resident set
 //!    ("after writing N"), then a clean stop: what the write-ahead log left
 //!    behind, and the disk against an FTS5 database of the same texts.
 //! 4. The server restarted on that root: 8 hybrid readers and a writer
-//!    (peak resident set "restarted"), full-text and hybrid latency (short
+//!    (peak resident set "restarted"), once their writes are embedded
+//!    full-text and hybrid latency (short
 //!    queries, then seven-turn dialogue queries as a chat bridge's recall
 //!    sends them, each embedded once), the fair-gate scenario (one token's 6 concurrent 2,000-character hybrid
 //!    searches against the owner's short search), and Chinese
@@ -155,6 +157,18 @@ impl Server {
         assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
         let v: Value = serde_json::from_slice(&body).unwrap();
         v["pending_vectors"].as_u64().unwrap_or(0)
+    }
+
+    /// Waits until no memory waits for a vector (at most 10 minutes).
+    pub fn wait_embedded(&self, token: &str) {
+        let deadline = Instant::now() + Duration::from_secs(600);
+        while self.pending_vectors(token) > 0 {
+            assert!(
+                Instant::now() < deadline,
+                "memories still wait for a vector after 10 minutes"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// SIGTERM, then waits for a clean exit.
@@ -349,13 +363,19 @@ pub fn run(n: usize, nq: usize) -> Vec<Goal> {
     let owner = issue_token(&layout, "owner");
     let heavy = issue_token(&layout, "heavy");
     let server = Server::start(&root, &[]);
-    let single = 300.min(n);
+    // A running server: the first write makes the scheduler load the model
+    // (seconds of CPU that a start pays once), so it is written and
+    // embedded before the clock starts.
+    let mut client = Client::connect(server.addr, &owner);
+    let (status, body) = client.post("/v1/write", &write_body(&items[0]));
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    server.wait_embedded(&owner);
+    let single = 300.min(n - 1);
     let t_writes = Instant::now();
     let cpu_before = crate::procfs::cpu_seconds(server.pid());
-    let bodies: Vec<String> = items[..single].iter().map(write_body).collect();
-    let mut client = Client::connect(server.addr, &owner);
+    let bodies: Vec<String> = items[1..=single].iter().map(write_body).collect();
     let writes_alone = timed_posts(&mut client, "/v1/write", &bodies);
-    let rest = &items[single..];
+    let rest = &items[single + 1..];
     std::thread::scope(|s| {
         for c in 0..8 {
             let (addr, owner) = (server.addr, &owner);
@@ -369,17 +389,17 @@ pub fn run(n: usize, nq: usize) -> Vec<Goal> {
         }
     });
     let last_write = t_writes.elapsed();
-    while server.pending_vectors(&owner) > 0 {
-        std::thread::sleep(Duration::from_millis(250));
-    }
+    server.wait_embedded(&owner);
     let embedded = t_writes.elapsed();
     let cpu = crate::procfs::cpu_seconds(server.pid()) - cpu_before;
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
-    let rate = n as f64 / embedded.as_secs_f64();
+    // The first memory was written and embedded before the clock started.
+    let timed = (n - 1) as f64;
+    let rate = timed / embedded.as_secs_f64();
     // On a shared machine the wall rate depends on what else runs; the
     // server's own CPU time per memory (writes, HTTP and embedding together)
     // gives the rate its cores would sustain if it had them to itself.
-    let capacity = cores as f64 * n as f64 / cpu.max(1e-9);
+    let capacity = cores as f64 * timed / cpu.max(1e-9);
     push(
         &mut rows,
         Goal {
@@ -389,7 +409,7 @@ pub fn run(n: usize, nq: usize) -> Vec<Goal> {
             ),
             value: format!(
                 "{capacity:.0} memories/s on {cores} cores by CPU time ({:.1} ms CPU per memory; {rate:.0}/s wall here)",
-                cpu * 1000.0 / n as f64
+                cpu * 1000.0 / timed
             ),
             number: capacity,
             unit: "/s",
@@ -543,6 +563,9 @@ pub fn run(n: usize, nq: usize) -> Vec<Goal> {
     std::fs::create_dir_all(&raw_dir).unwrap();
     let raw_t = baseline::RawTantivy::build(&raw_dir, &texts);
     let ft_bodies: Vec<String> = search_bodies(&queries, "fulltext");
+    // The writes beside the readers are embedded first: full text is timed
+    // on a server with nothing else to do, as its baselines are.
+    server.wait_embedded(&owner);
     let http_ft = timed_posts(&mut client, "/v1/search", &ft_bodies);
     let lat = |f: &dyn Fn(&str)| {
         let mut v: Vec<Duration> = queries

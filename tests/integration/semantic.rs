@@ -606,3 +606,76 @@ fn expired_short_term_memories_never_come_back_through_the_knn() {
     }
     assert_ne!(expired, live);
 }
+
+/// The hash embedder, noting the thread each query is embedded on.
+struct NotingThreads(HashEmbedder, std::sync::Mutex<Vec<Option<String>>>);
+
+impl Embedder for NotingThreads {
+    fn model_id(&self) -> &str {
+        // A model of this test alone: query vectors are cached per model.
+        "test-noting-threads"
+    }
+    fn dim(&self) -> usize {
+        self.0.dim()
+    }
+    fn embed_queries(
+        &self,
+        texts: &[&str],
+    ) -> Result<Vec<Vec<f32>>, memory_hub::embed::EmbedError> {
+        let name = std::thread::current().name().map(str::to_string);
+        self.1.lock().unwrap().push(name);
+        self.0.embed_queries(texts)
+    }
+    fn embed_passages(
+        &self,
+        texts: &[&str],
+    ) -> Result<Vec<Vec<f32>>, memory_hub::embed::EmbedError> {
+        self.0.embed_passages(texts)
+    }
+}
+
+#[test]
+fn a_dialogue_is_embedded_beside_its_full_text_and_a_short_query_in_line() {
+    let root = TempRoot::new();
+    let noting = Arc::new(NotingThreads(
+        HashEmbedder::new(384),
+        std::sync::Mutex::new(Vec::new()),
+    ));
+    let hub = root.hub_with(noting.clone());
+    let picnic = write(
+        &hub,
+        "main",
+        "Anna planned a picnic by the lake for Saturday",
+    );
+    for i in 0..20 {
+        write(
+            &hub,
+            "main",
+            &format!("note {i} about the quarterly budget review"),
+        );
+    }
+    let last_thread = || noting.1.lock().unwrap().last().cloned().flatten();
+    let dialogue = [
+        "<Anna>: \"I can't wait for the weekend, the weather should be lovely.\"",
+        "<Assistant>: \"That sounds wonderful! Do you have anything planned?\"",
+        "<Anna>: \"Yes, a picnic by the lake with sandwiches and lemonade.\"",
+        "<Assistant>: \"Lovely. Who is coming along with you on Saturday?\"",
+        "<Anna>: \"Just a few friends from work. What should I bring for the picnic?\"",
+    ]
+    .join("\n");
+    assert!(dialogue.chars().count() >= 200, "a dialogue long enough");
+    let hits = ranked_ids_in(&hub, &dialogue, 5, SearchMode::Hybrid);
+    assert_eq!(hits.first(), Some(&picnic), "{hits:?}");
+    assert_eq!(
+        last_thread().as_deref(),
+        Some("memd-query-embed"),
+        "the dialogue is embedded on a thread of its own while full text ranks"
+    );
+    let hits = ranked_ids_in(&hub, "picnic by the lake", 5, SearchMode::Hybrid);
+    assert_eq!(hits.first(), Some(&picnic), "{hits:?}");
+    assert_ne!(
+        last_thread().as_deref(),
+        Some("memd-query-embed"),
+        "a short query is embedded on the search's own thread"
+    );
+}
