@@ -585,6 +585,7 @@ mod tests {
             filter: &filter,
             cfg: &cfg,
             fuzzy: Default::default(),
+            spare_core: false,
         };
         for limit in [1, 2, 3, 5, 10] {
             let skipping = ranking(&cx, limit, false).unwrap();

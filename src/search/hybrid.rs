@@ -90,8 +90,9 @@ fn neighbours(
 pub(crate) const EMBED_BESIDE_CHARS: usize = 200;
 
 /// The full-text ranking `depth` deep and the query's vector, computed side
-/// by side for a query of [`EMBED_BESIDE_CHARS`] or more (one after the
-/// other if no thread can be started, and for a shorter query).
+/// by side for a query of [`EMBED_BESIDE_CHARS`] or more while no other
+/// search runs ([`Context::spare_core`]); one after the other otherwise, and
+/// if no thread can be started.
 fn text_beside_vector(
     cx: &Context<'_>,
     embedder: &dyn Embedder,
@@ -100,7 +101,7 @@ fn text_beside_vector(
 ) -> (Result<Vec<TextScored>>, Result<Vec<f32>>) {
     let semantic = &cx.plan.semantic;
     let embed = || query_vector(embedder, semantic, &req.filter);
-    if semantic.chars().count() < EMBED_BESIDE_CHARS {
+    if !cx.spare_core || semantic.chars().count() < EMBED_BESIDE_CHARS {
         return (super::fulltext::ranking(cx, depth, true), embed());
     }
     std::thread::scope(|s| {

@@ -271,6 +271,10 @@ pub(crate) struct Context<'a> {
     pub(crate) cfg: &'a SearchConfig,
     /// The expansions of the fuzzy pass, once it ran ([`fuzzy`]).
     pub(crate) fuzzy: std::cell::OnceCell<Vec<fuzzy::Expansion>>,
+    /// Whether a second thread may work for this search (no other search
+    /// holds or waits for the gate): a long query is then embedded beside
+    /// its full text ([`hybrid`]).
+    pub(crate) spare_core: bool,
 }
 
 impl Planned {
@@ -290,6 +294,7 @@ impl Planned {
             filter: &req.filter,
             cfg,
             fuzzy: Default::default(),
+            spare_core: false,
         }
     }
 
@@ -493,13 +498,16 @@ fn rank(
 
 /// Runs a search. `embedder` is `None` when none is available: hybrid then
 /// runs as fulltext and semantic fails with `EMBEDDING_UNAVAILABLE`. `now`
-/// (the hub's clock) anchors the times a query names ("last week").
+/// (the hub's clock) anchors the times a query names ("last week");
+/// `spare_core` lets a long query be embedded beside its full text
+/// ([`Context::spare_core`]).
 pub(crate) fn search(
     index: &Index,
     embedder: Option<&dyn Embedder>,
     req: &SearchRequest,
     cfg: &SearchConfig,
     now: chrono::DateTime<chrono::Utc>,
+    spare_core: bool,
 ) -> Result<SearchResults> {
     let limit = check_request(req, cfg)?;
     // Changes applied but not yet committed to the text index become visible now.
@@ -530,7 +538,10 @@ pub(crate) fn search(
     } else {
         limit
     };
-    let cx = q.context(index, req, cfg);
+    let cx = Context {
+        spare_core,
+        ..q.context(index, req, cfg)
+    };
     let Ranked {
         mut scored,
         mode,
@@ -538,26 +549,7 @@ pub(crate) fn search(
         query_vector,
         stages,
     } = rank(&cx, embedder, req, mode, limit)?;
-    // Exact phrases first, in every mode: found by the index (a memory
-    // holding the phrase may be in neither ranking), and never more than asked for.
-    let phrases = match crate::query::phrase_tokens(&req.query) {
-        Some(tokens) => index.text_phrase_search(&tokens, &req.filter, limit)?,
-        None => Vec::new(),
-    };
-    let phrase_ids: std::collections::HashSet<String> =
-        phrases.iter().map(|h| h.id.clone()).collect();
-    let top = scored.first().map_or(1.0, |s| s.score);
-    for h in &phrases {
-        if !scored.iter().any(|s| s.id == h.id) {
-            scored.push(Scored {
-                id: h.id.clone(),
-                score: top,
-                own: 0.0,
-                pass: Pass::And,
-                cosine: None,
-            });
-        }
-    }
+    let phrase_ids = with_phrases(index, req, limit, &mut scored)?;
     let ids: Vec<String> = scored.iter().map(|s| s.id.clone()).collect();
     let rows = index.meta.get_many(&ids, &req.filter)?;
     if let Some(range) = range {
@@ -593,6 +585,35 @@ pub(crate) fn search(
         caught_up: false,
         as_of: None,
     })
+}
+
+/// Exact phrases first, in every mode: the memories holding the query as
+/// written, found by the index (such a memory may be in neither ranking),
+/// never more than `limit`, added to `scored` at its top score if missing;
+/// returns their ids.
+fn with_phrases(
+    index: &Index,
+    req: &SearchRequest,
+    limit: usize,
+    scored: &mut Vec<Scored>,
+) -> Result<std::collections::HashSet<String>> {
+    let phrases = match crate::query::phrase_tokens(&req.query) {
+        Some(tokens) => index.text_phrase_search(&tokens, &req.filter, limit)?,
+        None => Vec::new(),
+    };
+    let top = scored.first().map_or(1.0, |s| s.score);
+    for h in &phrases {
+        if !scored.iter().any(|s| s.id == h.id) {
+            scored.push(Scored {
+                id: h.id.clone(),
+                score: top,
+                own: 0.0,
+                pass: Pass::And,
+                cosine: None,
+            });
+        }
+    }
+    Ok(phrases.into_iter().map(|h| h.id).collect())
 }
 
 /// What the relevance decision of one search works with.

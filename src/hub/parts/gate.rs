@@ -254,6 +254,14 @@ impl Gate {
     }
 
     /// Permits held, and searches waiting (for tests and metrics).
+    /// Whether the one search holding the gate (the caller's) is the only
+    /// one: none other holds it or waits for it, so a core is likely free
+    /// for a second thread of that search.
+    pub(crate) fn alone(&self) -> bool {
+        let (held, waiting) = self.load();
+        held <= 1 && waiting == 0
+    }
+
     pub(crate) fn load(&self) -> (usize, usize) {
         let state = self.lock();
         let waiting = state.callers.values().map(|q| q.waiting.len()).sum();

@@ -288,7 +288,11 @@ impl Searcher {
             .gate
             .enter(caller, cost, limits)
             .map_err(|r| refused(caller, &r))?;
-        let searched = search::search(&core.index, embedder.as_deref(), req, cfg, now);
+        // A second thread (a dialogue embedded beside its full text) only
+        // while no other search runs or waits: under load it would take a
+        // core another caller's search was admitted to.
+        let spare_core = self.gate.alone();
+        let searched = search::search(&core.index, embedder.as_deref(), req, cfg, now, spare_core);
         drop(permit);
         let mut results = searched.inspect_err(|e| cx.catchup.note_index_error(e))?;
         if results.fallback.is_some() && unavailable.is_some() {
