@@ -31,7 +31,10 @@
 //!   [`Embedder::embed_passages`] (calibrations, evaluation) run each text
 //!   alone, so their vectors are a pure function of the text.
 //! - Activations are allocated per run and freed after it (no arena, no
-//!   memory pattern), so one long batch does not stay resident.
+//!   memory pattern), so one long batch does not stay resident; the runs of
+//!   one indexing call in flight on the pool hold at most [`BATCH_TOKENS`]
+//!   padded tokens between them (two full batches at once doubled the
+//!   activations resident while a consolidation's memories were embedded).
 
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -325,6 +328,20 @@ impl OnnxEmbedder {
             let batch: Vec<&[i64]> = group.iter().map(|&i| inputs[i].as_slice()).collect();
             self.run(&batch)
         };
+        // Runs in flight at once hold at most `batch_tokens` padded tokens
+        // between them (a longer run goes alone): two sessions each running
+        // a full batch doubled the activations resident at a consolidation's
+        // catch-up. Short memories' runs still go side by side.
+        let budget = TokenBudget::new(if batch_tokens > 1 {
+            batch_tokens
+        } else {
+            usize::MAX
+        });
+        let run_group = |group: &[usize]| -> Result<Vec<Vec<f32>>, EmbedError> {
+            let longest = group.iter().map(|&i| lengths[i]).max().unwrap_or(0);
+            let _held = budget.hold(group.len() * longest.max(1));
+            run_group(group)
+        };
         let mut out: Vec<Option<Vec<f32>>> = vec![None; inputs.len()];
         let workers = self.sessions.min(groups.len());
         if workers <= 1 {
@@ -366,6 +383,60 @@ impl OnnxEmbedder {
         out.into_iter()
             .map(|v| v.ok_or_else(|| EmbedError::Inference("embedder lost a vector".into())))
             .collect()
+    }
+}
+
+/// Padded tokens that the runs of one [`OnnxEmbedder::embed`] call may hold
+/// at once: a run waits while others hold tokens and its own would pass the
+/// cap; a run of more than the cap waits to run alone.
+struct TokenBudget {
+    cap: usize,
+    held: Mutex<(usize, usize)>,
+    freed: Condvar,
+}
+
+/// Tokens held by one run, given back when dropped.
+struct Held<'a> {
+    budget: &'a TokenBudget,
+    tokens: usize,
+}
+
+impl TokenBudget {
+    fn new(cap: usize) -> TokenBudget {
+        TokenBudget {
+            cap,
+            held: Mutex::new((0, 0)),
+            freed: Condvar::new(),
+        }
+    }
+
+    /// Waits until `tokens` (at most the cap) fit beside the runs in flight.
+    fn hold(&self, tokens: usize) -> Held<'_> {
+        let tokens = tokens.min(self.cap);
+        let mut held = self.held.lock().expect("token budget poisoned");
+        while held.0 > 0 && held.0 + tokens > self.cap {
+            held = self.freed.wait(held).expect("token budget poisoned");
+        }
+        held.0 += tokens;
+        held.1 = held.1.max(held.0);
+        Held {
+            budget: self,
+            tokens,
+        }
+    }
+
+    /// The most tokens held at once so far.
+    #[cfg(test)]
+    fn peak(&self) -> usize {
+        self.held.lock().expect("token budget poisoned").1
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        let mut held = self.budget.held.lock().expect("token budget poisoned");
+        held.0 -= self.tokens;
+        self.budget.freed.notify_all();
     }
 }
 
@@ -426,6 +497,43 @@ impl Embedder for OnnxEmbedder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runs_in_flight_share_one_budget_of_padded_tokens() {
+        // Two workers, eight runs each: full batches go one at a time, runs
+        // of half the budget side by side, and one over the cap runs alone.
+        for (tokens, peak) in [(2048, 2048), (1024, 2048), (5000, 2048), (300, 600)] {
+            let budget = TokenBudget::new(2048);
+            let running = AtomicUsize::new(0);
+            let most = AtomicUsize::new(0);
+            std::thread::scope(|scope| {
+                for _ in 0..2 {
+                    scope.spawn(|| {
+                        for _ in 0..8 {
+                            let _held = budget.hold(tokens);
+                            let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                            most.fetch_max(now, Ordering::SeqCst);
+                            std::thread::sleep(std::time::Duration::from_millis(2));
+                            running.fetch_sub(1, Ordering::SeqCst);
+                        }
+                    });
+                }
+            });
+            assert!(budget.peak() <= peak, "{tokens}: held {}", budget.peak());
+            if tokens >= 2048 {
+                assert_eq!(
+                    most.load(Ordering::SeqCst),
+                    1,
+                    "{tokens} ran beside another"
+                );
+            }
+            assert_eq!(
+                budget.held.lock().unwrap().0,
+                0,
+                "every run gave its tokens back"
+            );
+        }
+    }
 
     #[test]
     fn batches_are_sorted_by_length_and_bounded_in_padded_tokens() {
