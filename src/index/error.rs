@@ -21,11 +21,23 @@ use crate::error::{Coded, Error, ErrorCode, FULL_MESSAGES, chain_is_full};
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
     /// The SQLite metadata store (with its sqlite-vec tables) failed.
-    #[error("metadata store: {0}")]
+    #[error("metadata store: {0}{code}", code = extended_code(.0))]
     Sqlite(#[source] rusqlite::Error),
     /// The tantivy full-text index failed.
     #[error("full-text index: {0}")]
     Text(#[source] tantivy::TantivyError),
+}
+
+/// SQLite's extended result code of a failure, where it says more than the
+/// message (`database is locked` is one message for several causes: a
+/// busy snapshot, a recovery, a checkpoint in progress).
+fn extended_code(e: &rusqlite::Error) -> String {
+    match e {
+        rusqlite::Error::SqliteFailure(f, _) if f.extended_code & !0xff != 0 => {
+            format!(" (SQLite code {})", f.extended_code)
+        }
+        _ => String::new(),
+    }
 }
 
 impl IndexError {
@@ -105,6 +117,23 @@ mod tests {
             rusqlite::ffi::Error::new(code),
             None,
         ))
+    }
+
+    #[test]
+    fn a_busy_failure_names_its_extended_code() {
+        // SQLITE_BUSY_SNAPSHOT (517) and SQLITE_BUSY (5) share one message.
+        let busy = |code| {
+            IndexError::Sqlite(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(code),
+                Some("database is locked".into()),
+            ))
+            .to_string()
+        };
+        assert_eq!(
+            busy(517),
+            "metadata store: database is locked (SQLite code 517)"
+        );
+        assert_eq!(busy(5), "metadata store: database is locked");
     }
 
     fn io(kind: std::io::ErrorKind) -> IndexError {

@@ -646,14 +646,17 @@ impl MetaDb {
         self.readers.lock().expect("reader pool poisoned").len()
     }
 
-    /// Runs `f` in one write transaction.
+    /// Runs `f` in one write transaction, begun `IMMEDIATE`: the write lock
+    /// is taken (waiting up to the busy timeout) before the first read, so
+    /// a transaction that reads first is never refused its upgrade to a
+    /// write (`SQLITE_BUSY_SNAPSHOT`, which no busy timeout waits out).
     pub fn write<T>(&self, f: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
         let writer = self
             .writer
             .get()
             .ok_or_else(|| Error::Internal("metadata store opened read-only".into()))?;
         let mut conn = writer.lock().expect("writer connection poisoned");
-        let tx = conn.transaction()?;
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let out = f(&tx)?;
         tx.commit()?;
         drop(conn);
