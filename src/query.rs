@@ -15,7 +15,8 @@
 //!   semantic text is the query's last lines within [`SEMANTIC_CHARS`]
 //!   characters.
 //! - **conversational** — long queries (more than [`LONG_QUERY_TERMS`] content
-//!   terms) can never pass the AND pass; they go to the OR pass directly and
+//!   words, a Chinese run counted in jieba's words, not its bigrams) can
+//!   never pass the AND pass; they go to the OR pass directly and
 //!   are re-ranked by how much of the query a memory covers
 //!   ([`crate::search`]).
 
@@ -193,6 +194,40 @@ fn semantic_text(query: &str) -> String {
     picked.join("\n")
 }
 
+/// How long a query is, in content words: its Latin words (stop words
+/// dropped), and in Chinese the content words jieba finds
+/// ([`cjk_content_words`]), not the bigrams, which count a six-character
+/// noun phrase (`新的笔记本电脑`) as six terms. jieba runs only when the
+/// bigrams would make the query long (a content word has at least one
+/// bigram or single character of its own), and stops counting at one past
+/// [`LONG_QUERY_TERMS`].
+fn length(terms: &[WeightedTerm], turns: &[Turn]) -> usize {
+    let words = terms
+        .iter()
+        .filter(|w| w.term.kind == TermKind::Word)
+        .count();
+    let cjk = terms
+        .iter()
+        .filter(|w| matches!(w.term.kind, TermKind::Bigram | TermKind::Single))
+        .count();
+    if words > LONG_QUERY_TERMS || words + cjk <= LONG_QUERY_TERMS {
+        return words + cjk;
+    }
+    let mut seen: HashSet<String> = HashSet::new();
+    for turn in turns {
+        for text in [turn.speaker.as_deref(), Some(turn.text.as_str())]
+            .into_iter()
+            .flatten()
+        {
+            seen.extend(cjk_content_words(text));
+            if words + seen.len() > LONG_QUERY_TERMS {
+                return words + seen.len();
+            }
+        }
+    }
+    words + seen.len()
+}
+
 /// Builds the plan of a query (free text or a dialogue, one turn a line).
 pub fn plan(query: &str) -> QueryPlan {
     let turns = turns(query);
@@ -230,13 +265,8 @@ pub fn plan(query: &str) -> QueryPlan {
         .cloned()
         .collect();
     let terms = if content.is_empty() { all } else { content };
-    // jieba words restate the bigrams: they do not make a query longer.
-    let counted = terms
-        .iter()
-        .filter(|w| w.term.kind != TermKind::Segment)
-        .count();
     QueryPlan {
-        conversational: counted > LONG_QUERY_TERMS,
+        conversational: length(&terms, &turns) > LONG_QUERY_TERMS,
         dialogue: n > 1,
         semantic: semantic_text(query),
         terms,
@@ -625,6 +655,22 @@ mod tests {
     fn long_queries_are_conversational() {
         assert!(plan("one two three four five six seven eight").conversational);
         assert!(!plan("one two three").conversational);
+        // Chinese counts in words, not bigrams: a noun phrase of six
+        // bigrams, or a question of two content words, is short.
+        for short in [
+            "新的笔记本电脑",
+            "项目截止日期",
+            "我要去公园吗",
+            "我的银行卡密码是多少",
+        ] {
+            assert!(!plan(short).conversational, "{short}");
+        }
+        for long in [
+            "上周我和同事在公司附近的火锅餐厅讨论了季度报告和项目截止日期",
+            "新的笔记本电脑 cheap fast light",
+        ] {
+            assert!(plan(long).conversational, "{long}");
+        }
         assert_eq!(plan("the").terms.len(), 1);
     }
 }

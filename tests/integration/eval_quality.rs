@@ -280,7 +280,8 @@ fn hybrid_gives_no_vote_to_full_text_hits_in_another_script() {
     ] {
         write(&hub, "main", text);
     }
-    let query = "<Bart>:\"魔术表演\"";
+    // Four content words: a conversational query (OR pass, coverage re-rank).
+    let query = "<Bart>:\"魔术表演真好看\"";
     let ids_in = |q: &str, mode: SearchMode| {
         hub.search_filtered(&memory_hub::search::SearchRequest {
             query: q.into(),
