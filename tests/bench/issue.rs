@@ -251,6 +251,42 @@ fn writes_beside_readers(
 }
 
 /// Times one request per element of `items` from one client; sorted.
+/// `n` GETs of `path` timed one by one, sorted.
+fn timed_gets(client: &mut Client, path: &str, n: usize) -> Vec<Duration> {
+    let mut out: Vec<Duration> = (0..n)
+        .map(|_| {
+            let t = Instant::now();
+            let (status, body) = client.get(path);
+            assert_eq!(status, 200, "{path}: {}", String::from_utf8_lossy(&body));
+            t.elapsed()
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Eight clients at once, each running `run` over its eighth of `bodies`;
+/// every latency, sorted.
+fn eight_clients(
+    server: &Server,
+    owner: &str,
+    bodies: &[String],
+    run: impl Fn(&mut Client, &[String]) -> Vec<Duration> + Sync,
+) -> Vec<Duration> {
+    let mut all: Vec<Duration> = std::thread::scope(|s| {
+        let hs: Vec<_> = bodies
+            .chunks(bodies.len().div_ceil(8))
+            .map(|chunk| {
+                let run = &run;
+                s.spawn(move || run(&mut Client::connect(server.addr, owner), chunk))
+            })
+            .collect();
+        hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
+    });
+    all.sort();
+    all
+}
+
 fn timed_posts(client: &mut Client, path: &str, bodies: &[String]) -> Vec<Duration> {
     let mut out: Vec<Duration> = bodies
         .iter()
@@ -611,27 +647,14 @@ pub fn run(n: usize, nq: usize) -> Vec<Goal> {
             met: Some(p50 <= 0.5 && p95 <= 5.0 && p50 <= 3.0 * f50),
         },
     );
-    let c8: Vec<Duration> = {
-        let chunks: Vec<Vec<String>> = ft_bodies
-            .chunks(ft_bodies.len().div_ceil(8))
-            .map(<[String]>::to_vec)
-            .collect();
-        let mut all: Vec<Duration> = std::thread::scope(|s| {
-            let hs: Vec<_> = chunks
-                .into_iter()
-                .map(|chunk| {
-                    let (addr, owner) = (server.addr, &owner);
-                    s.spawn(move || {
-                        let mut c = Client::connect(addr, owner);
-                        timed_posts(&mut c, "/v1/search", &chunk)
-                    })
-                })
-                .collect();
-            hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
-        });
-        all.sort();
-        all
-    };
+    let c8 = eight_clients(&server, &owner, &ft_bodies, |c, chunk| {
+        timed_posts(c, "/v1/search", chunk)
+    });
+    // The same eight clients asking for the capabilities document (no
+    // search, no index): what HTTP and two shared cores alone cost at c=8.
+    let c8_floor = eight_clients(&server, &owner, &ft_bodies, |c, chunk| {
+        timed_gets(c, "/v1/capabilities", chunk.len())
+    });
     let c8p99 = ms(percentile(&c8, 0.99));
     push(
         &mut rows,
@@ -641,9 +664,14 @@ pub fn run(n: usize, nq: usize) -> Vec<Goal> {
             value: format!("{c8p99:.2} ms"),
             number: c8p99,
             unit: "ms",
-            baseline: format!("{:.2} ms p50", ms(percentile(&c8, 0.5))),
+            baseline: format!(
+                "{:.2} ms p50; GET /v1/capabilities at c=8 p50 / p99 {:.2} / {:.2} ms",
+                ms(percentile(&c8, 0.5)),
+                ms(percentile(&c8_floor, 0.5)),
+                ms(percentile(&c8_floor, 0.99))
+            ),
             goal: "≤ 5 ms (at 100k)".into(),
-            met: None,
+            met: (n >= 100_000).then_some(c8p99 <= 5.0),
         },
     );
     let hy_bodies: Vec<String> = search_bodies(queries.iter().take(200), "hybrid");
