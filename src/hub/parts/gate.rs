@@ -24,7 +24,12 @@
 //! - **Per-caller concurrency.** A caller holds at most `concurrencyPerToken`
 //!   permits (default: all but one core, at least one), so a permit stays
 //!   free of it for the others: searches cannot be preempted, and a free
-//!   permit is what lets another caller's search start at once.
+//!   permit is what lets another caller's search start at once. Cheap
+//!   searches (a short full-text query, [`CHEAP_COST`]) are the exception:
+//!   a permit that no search within its caller's limit waits for goes to
+//!   one, so eight clients of one token searching full text use both cores
+//!   of a 2-core machine, and another caller waits at most for one such
+//!   search (about a millisecond) before its own starts.
 //! - **A lane for cheap searches.** Heavy searches (estimated at more than
 //!   [`HEAVY_COST`], e.g. embedding a long query) hold at most all permits
 //!   but one together, whoever sends them: a full-text search or a short
@@ -47,6 +52,11 @@ use crate::search::SearchMode;
 /// Searches estimated above this cost (in milliseconds of one core) are
 /// heavy: together they may hold all permits but one.
 pub(crate) const HEAVY_COST: u64 = 100;
+
+/// Searches estimated at no more than this cost (a full-text query of up to
+/// 39 characters; never one that embeds) may take a permit past their
+/// caller's limit when no search within its limit waits for it.
+pub(crate) const CHEAP_COST: u64 = 5;
 
 /// The estimated cost, in milliseconds of one core, of a search of
 /// `chars` characters in `mode` (measured on e5-small with 2,000 memories:
@@ -236,6 +246,20 @@ impl Gate {
                 })
                 .min()
                 .map(|(_, _, name)| name.clone());
+            // A permit no caller may take under its limit goes to a cheap
+            // search past its caller's limit (work-conserving): another
+            // caller arriving meanwhile waits at most for one cheap search.
+            let next = next.or_else(|| {
+                state
+                    .callers
+                    .iter()
+                    .filter_map(|(name, q)| {
+                        let head = q.waiting.front()?;
+                        (head.cost <= CHEAP_COST).then_some((q.served, head.arrival, name))
+                    })
+                    .min()
+                    .map(|(_, _, name)| name.clone())
+            });
             let Some(name) = next else { break };
             let queue = state.callers.get_mut(&name).expect("chosen above");
             let head = queue.waiting.pop_front().expect("chosen for its head");
@@ -368,10 +392,11 @@ mod tests {
     #[test]
     fn a_caller_holds_at_most_all_permits_but_one() {
         let gate = Arc::new(Gate::new(3));
-        let a1 = gate.enter("a", 1, LIMITS).unwrap();
-        let _a2 = gate.enter("a", 1, LIMITS).unwrap();
+        let cost = CHEAP_COST + 1;
+        let a1 = gate.enter("a", cost, LIMITS).unwrap();
+        let _a2 = gate.enter("a", cost, LIMITS).unwrap();
         let g = gate.clone();
-        let a3 = std::thread::spawn(move || drop(g.enter("a", 1, LIMITS).unwrap()));
+        let a3 = std::thread::spawn(move || drop(g.enter("a", cost, LIMITS).unwrap()));
         until_waiting(&gate, 1);
         // A permit is free, but not for a: b takes it at once.
         let b = gate.enter("b", 1, LIMITS).unwrap();
@@ -388,6 +413,46 @@ mod tests {
         let _a3 = gate.enter("a", 1, explicit).unwrap();
         let _a4 = gate.enter("a", 1, explicit).unwrap();
         assert_eq!(gate.load(), (3, 0));
+    }
+
+    #[test]
+    fn cheap_searches_use_a_permit_past_their_limit_that_nobody_else_wants() {
+        let gate = Arc::new(Gate::new(2));
+        let a1 = gate.enter("a", CHEAP_COST, LIMITS).unwrap();
+        // Nobody else waits: a's second cheap search takes the last permit.
+        let a2 = gate.enter("a", CHEAP_COST, LIMITS).unwrap();
+        assert_eq!(gate.load(), (2, 0));
+        // b arrives: it waits for one of a's, and goes before a's third.
+        let g = gate.clone();
+        let a3 = std::thread::spawn(move || drop(g.enter("a", CHEAP_COST, LIMITS).unwrap()));
+        until_waiting(&gate, 1);
+        let g = gate.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let b = std::thread::spawn(move || {
+            let p = g.enter("b", CHEAP_COST, LIMITS).unwrap();
+            tx.send(()).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            drop(p);
+        });
+        until_waiting(&gate, 2);
+        drop(a1);
+        rx.recv().unwrap();
+        assert_eq!(
+            gate.load(),
+            (2, 1),
+            "b holds the freed permit, a's third waits"
+        );
+        drop(a2);
+        a3.join().unwrap();
+        b.join().unwrap();
+        // A costlier search stays within its caller's limit.
+        let _a = gate.enter("a", CHEAP_COST + 1, LIMITS).unwrap();
+        let g = gate.clone();
+        let again = std::thread::spawn(move || drop(g.enter("a", CHEAP_COST + 1, LIMITS).unwrap()));
+        until_waiting(&gate, 1);
+        assert_eq!(gate.load(), (1, 1), "a permit is free, but not for a");
+        drop(_a);
+        again.join().unwrap();
     }
 
     #[test]
@@ -463,7 +528,11 @@ mod tests {
                 std::thread::spawn(move || {
                     let caller = t % 3;
                     for k in 0..200 {
-                        let cost = if k % 7 == 0 { HEAVY_COST * 3 } else { 1 };
+                        let cost = if k % 7 == 0 {
+                            HEAVY_COST * 3
+                        } else {
+                            CHEAP_COST + 1
+                        };
                         let _p = gate.enter(&format!("c{caller}"), cost, LIMITS).unwrap();
                         let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
                         most.fetch_max(now, Ordering::SeqCst);
