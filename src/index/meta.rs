@@ -239,6 +239,12 @@ pub struct MetaDb {
     unflushed: std::sync::atomic::AtomicU64,
     /// When the last write transaction committed.
     last_write: Mutex<Option<std::time::Instant>>,
+    /// Whether the `links` table may hold a row: a database this process
+    /// writes starts with whether it did at open, and [`MetaDb::note_link`]
+    /// sets it before a link is applied; one opened read-only (another
+    /// process may write it) always says yes. While it says no, a search
+    /// skips probing for its hits' conflict links.
+    maybe_links: std::sync::atomic::AtomicBool,
 }
 
 /// Idle read connections kept for reuse; a burst of concurrent readers opens
@@ -464,8 +470,15 @@ impl MetaDb {
             pinned: Mutex::new(None),
             unflushed: std::sync::atomic::AtomicU64::new(0),
             last_write: Mutex::new(None),
+            maybe_links: std::sync::atomic::AtomicBool::new(true),
         };
-        db.with_reader(|_| Ok(()))?;
+        let links = db.with_reader(|c| {
+            Ok(c.query_row("SELECT EXISTS (SELECT 1 FROM links)", [], |r| {
+                r.get::<_, bool>(0)
+            })?)
+        })?;
+        db.maybe_links
+            .store(links || !writable, std::sync::atomic::Ordering::SeqCst);
         Ok(db)
     }
 
@@ -532,6 +545,7 @@ impl MetaDb {
             pinned: Mutex::new(Some(Self::pinned_connection(path)?)),
             unflushed: std::sync::atomic::AtomicU64::new(0),
             last_write: Mutex::new(None),
+            maybe_links: std::sync::atomic::AtomicBool::new(true),
         };
         db.with_reader(|c| {
             c.query_row("SELECT COUNT(*) FROM journal_cursors", [], |r| {
@@ -552,6 +566,18 @@ impl MetaDb {
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         stable_plans(&conn)?;
         Ok(conn)
+    }
+
+    /// Says that a link is about to be applied (before its transaction
+    /// commits, so that no reader of the committed link misses it).
+    pub(crate) fn note_link(&self) {
+        self.maybe_links
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether the `links` table may hold a row (see `maybe_links`).
+    pub(crate) fn may_hold_links(&self) -> bool {
+        self.maybe_links.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Whether the write connection is open.

@@ -206,7 +206,7 @@ impl MetaDb {
     /// live and current (a forget or a supersede ends a link's effect). No
     /// filter: the caller checks the other side against its own.
     pub(crate) fn conflict_links(&self, ids: &[String]) -> Result<Vec<ConflictRow>> {
-        if ids.is_empty() {
+        if ids.is_empty() || !self.may_hold_links() {
             return Ok(Vec::new());
         }
         // One cached statement per end, probed once per id: an `IN` list

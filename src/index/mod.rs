@@ -486,6 +486,13 @@ impl Index {
         // named by no later line of this batch: their row is the put itself,
         // so tantivy takes it as it is, without reading it back.
         let mut fresh: std::collections::HashMap<&str, &Memory> = Default::default();
+        if batch
+            .changes
+            .iter()
+            .any(|c| matches!(c, Change::Link { .. }))
+        {
+            self.meta.note_link();
+        }
         let mut named = self.named.lock().expect("bulk-load ids poisoned");
         let mut name = |id: &str, fresh: &mut std::collections::HashMap<&str, &Memory>| {
             fresh.remove(id);
@@ -746,6 +753,11 @@ impl Index {
         limit: usize,
     ) -> Result<Vec<TextHit>> {
         self.text.phrase_search(tokens, filter, limit)
+    }
+
+    /// Whether the phrase search finds `m` for `tokens`; see [`text::holds_phrase`].
+    pub(crate) fn holds_phrase(m: &Memory, tokens: &[Term]) -> bool {
+        text::holds_phrase(m, tokens)
     }
 
     /// The average visible body length in tokens; see [`TextIndex::average_body_tokens`].

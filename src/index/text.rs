@@ -45,7 +45,7 @@ use crate::error::Result;
 use crate::index::filter::Filter;
 use crate::index::scoped_stats::{ScopedStats, StatsCache};
 use crate::index::tokenizer::{
-    CHARS_TOKENIZER, MemdTokenizer, TEXT_TOKENIZER, Term, TermKind, WORDS_TOKENIZER,
+    CHARS_TOKENIZER, MemdTokenizer, TEXT_TOKENIZER, Term, TermKind, WORDS_TOKENIZER, tokenize,
 };
 use crate::model::Memory;
 use crate::store::journal::Cursor;
@@ -469,11 +469,7 @@ impl TextIndex {
         if let Some(t) = &m.title {
             doc.add_text(f.title, t);
         }
-        let mut body = m.text.clone();
-        for tag in &m.tags {
-            body.push('\n');
-            body.push_str(tag);
-        }
+        let body = indexed_body(m);
         let titled = format!("{}\n{body}", m.title.as_deref().unwrap_or(""));
         doc.add_text(f.words, &titled);
         doc.add_text(f.chars, &titled);
@@ -1004,6 +1000,30 @@ impl TextIndex {
         }
         Ok(stats.total_num_tokens(self.f.body)? as f32 / docs as f32)
     }
+}
+
+/// What the body field indexes of `m`: its text, then each tag on a line of its own.
+fn indexed_body(m: &Memory) -> String {
+    let mut body = m.text.clone();
+    for tag in &m.tags {
+        body.push('\n');
+        body.push_str(tag);
+    }
+    body
+}
+
+/// Whether [`TextIndex::phrase_search`] finds `m` for `tokens`: its title
+/// or its body (as indexed) holds them adjacent and in order. Computed
+/// from the memory, without the index.
+pub(crate) fn holds_phrase(m: &Memory, tokens: &[Term]) -> bool {
+    let holds = |text: &str| {
+        let terms = tokenize(text);
+        !tokens.is_empty()
+            && terms
+                .windows(tokens.len())
+                .any(|w| w.iter().zip(tokens).all(|(a, b)| a.text == b.text))
+    };
+    m.title.as_deref().is_some_and(holds) || holds(&indexed_body(m))
 }
 
 /// The hash [`TextIndex`] keeps of an id during a bulk load.
@@ -1788,6 +1808,76 @@ mod tests {
             ["a"],
             "under the filter"
         );
+    }
+
+    #[test]
+    fn a_memory_holds_a_phrase_exactly_when_the_phrase_search_finds_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let idx = TextIndex::open(dir.path(), true).unwrap();
+        let mut all_memories = vec![
+            memory(
+                "a",
+                "main",
+                "Look, I made it in pottery class yesterday!",
+                None,
+            ),
+            memory("b", "main", "yesterday in class I made it, pottery", None),
+            memory("c", "main", "Bart在学校的绘画比赛中拿了第一名", None),
+            memory(
+                "e",
+                "main",
+                "Ｃｏｆｆｅｅ Shops near the park; 咖啡店很安静",
+                None,
+            ),
+        ];
+        let mut titled = memory("d", "main", "body text", None);
+        titled.title = Some("pottery class schedule".into());
+        all_memories.push(titled);
+        let mut tagged = memory("f", "main", "we bought a new laptop", None);
+        tagged.tags = vec!["work gear".into(), "咖啡店".into()];
+        all_memories.push(tagged);
+        for m in &all_memories {
+            idx.upsert(m, "").unwrap();
+        }
+        idx.commit().unwrap();
+        let phrases = [
+            "made it in pottery class",
+            "MADE IT, in pottery",
+            "绘画比赛中拿",
+            "pottery class",
+            "class pottery",
+            "coffee shop",
+            "咖啡店",
+            "laptop work gear",
+            "gear 咖啡",
+            "text pottery",
+            "schedule body",
+            "the park 咖啡",
+        ];
+        let mut answered = Vec::new();
+        for text in phrases {
+            let tokens = crate::index::tokenizer::tokenize(text);
+            let mut found = phrase(&idx, text, &Filter::all());
+            found.sort();
+            if !found.is_empty() {
+                answered.push(text);
+            }
+            let held: Vec<String> = all_memories
+                .iter()
+                .filter(|m| holds_phrase(m, &tokens))
+                .map(|m| m.id.clone())
+                .collect();
+            assert_eq!(found, held, "{text}");
+        }
+        // Reversed words and a title running into the body are no phrase.
+        assert_eq!(
+            answered.len(),
+            phrases.len() - 3,
+            "{answered:?}: all but class pottery, text pottery, schedule body"
+        );
+        // Across a line between the text and a tag, as the index reads the body.
+        assert_eq!(phrase(&idx, "laptop work gear", &Filter::all()), ["f"]);
+        assert!(!holds_phrase(&all_memories[0], &[]), "no tokens, no phrase");
     }
 
     #[test]

@@ -549,9 +549,9 @@ pub(crate) fn search(
         query_vector,
         stages,
     } = rank(&cx, embedder, req, mode, limit)?;
-    let phrase_ids = with_phrases(index, req, limit, &mut scored)?;
     let ids: Vec<String> = scored.iter().map(|s| s.id.clone()).collect();
-    let rows = index.meta.get_many(&ids, &req.filter)?;
+    let mut rows = index.meta.get_many(&ids, &req.filter)?;
+    let phrase_ids = with_phrases(index, req, limit, &mut scored, &mut rows)?;
     if let Some(range) = range {
         time_boost(&mut scored, &rows, range);
     }
@@ -589,19 +589,36 @@ pub(crate) fn search(
 
 /// Exact phrases first, in every mode: the memories holding the query as
 /// written, found by the index (such a memory may be in neither ranking),
-/// never more than `limit`, added to `scored` at its top score if missing;
-/// returns their ids.
+/// never more than `limit`, added to `scored` at its top score if missing
+/// (their rows to `rows`); returns their ids.
+///
+/// When the ranking's first `limit` hits all hold the phrase (read from
+/// their rows), they are the answer already: every hit shown holds it, and
+/// the index is not asked. A common phrase ("coffee shop" in a corpus of
+/// cafés) costs the index every position of every memory holding its
+/// words; a distinctive one, which a few memories hold, is looked up.
 fn with_phrases(
     index: &Index,
     req: &SearchRequest,
     limit: usize,
     scored: &mut Vec<Scored>,
+    rows: &mut HashMap<String, Memory>,
 ) -> Result<std::collections::HashSet<String>> {
-    let phrases = match crate::query::phrase_tokens(&req.query) {
-        Some(tokens) => index.text_phrase_search(&tokens, &req.filter, limit)?,
-        None => Vec::new(),
+    let Some(tokens) = crate::query::phrase_tokens(&req.query) else {
+        return Ok(Default::default());
     };
+    let head = &scored[..limit.min(scored.len())];
+    if head.len() == limit
+        && head.iter().all(|s| {
+            rows.get(&s.id)
+                .is_some_and(|m| Index::holds_phrase(m, &tokens))
+        })
+    {
+        return Ok(head.iter().map(|s| s.id.clone()).collect());
+    }
+    let phrases = index.text_phrase_search(&tokens, &req.filter, limit)?;
     let top = scored.first().map_or(1.0, |s| s.score);
+    let mut added = Vec::new();
     for h in &phrases {
         if !scored.iter().any(|s| s.id == h.id) {
             scored.push(Scored {
@@ -611,8 +628,10 @@ fn with_phrases(
                 pass: Pass::And,
                 cosine: None,
             });
+            added.push(h.id.clone());
         }
     }
+    rows.extend(index.meta.get_many(&added, &req.filter)?);
     Ok(phrases.into_iter().map(|h| h.id).collect())
 }
 

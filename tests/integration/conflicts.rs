@@ -157,8 +157,22 @@ fn a_rebuilt_index_has_the_same_links() {
     };
     let a = hub.write(&op, text("I have two kids")).unwrap().id;
     let b = hub.write(&op, text("I have three kids")).unwrap().id;
+    // A search shows the link on the hub that applied it, and on one
+    // opened later over the same index.
+    let linked_hits = |hub: &memory_hub::hub::Hub| {
+        let body = memory_hub::api::SearchBody {
+            query: "kids".into(),
+            mode: Some(memory_hub::search::SearchMode::Fulltext),
+            ..Default::default()
+        };
+        let hits = hub.search(&hub.operator(), body).unwrap().body.hits;
+        hits.iter().filter(|h| !h.conflicts_with.is_empty()).count()
+    };
+    assert_eq!(linked_hits(&hub), 2);
     drop(hub);
+    assert_eq!(linked_hits(&root.hub()), 2);
     let (hub, _) = root.reindex(memory_hub::config::Config::default());
+    assert_eq!(linked_hits(&hub), 2);
     let get = GetBody {
         id: a,
         ..Default::default()

@@ -127,6 +127,49 @@ fn misspelt_and_shortened_technical_words_are_found() {
     assert!(recall >= 0.9, "recall@5 {recall:.3}; missed {missed:?}");
 }
 
+/// A phrase many memories hold fills the page with them, whether the
+/// ranking's first hits already hold it (the index is then not asked) or
+/// the phrase search has to find them below memories that hold its words
+/// apart and more often; a phrase one memory holds puts that memory first.
+#[test]
+fn a_common_phrase_fills_the_page_with_its_holders_and_a_rare_one_comes_first() {
+    let root = TempRoot::new();
+    let hub = root.hub();
+    let mut holders = Vec::new();
+    for i in 0..12 {
+        holders.push(write(
+            &hub,
+            "main",
+            &format!("met friend number {i} at the coffee shop on the corner"),
+        ));
+    }
+    for i in 0..8 {
+        write(
+            &hub,
+            "main",
+            &format!("shop {i}: coffee beans, a shop with coffee and a shop for tea"),
+        );
+    }
+    let rare = write(
+        &hub,
+        "main",
+        "a quiet shop with bad coffee, then the coffee shop closed early",
+    );
+    for limit in [5, 10] {
+        let ranked = ranked_ids(&hub, "coffee shop", limit);
+        assert_eq!(ranked.len(), limit);
+        assert!(
+            ranked.iter().all(|id| holders.contains(id) || *id == rare),
+            "{ranked:?}"
+        );
+    }
+    let ranked = ranked_ids(&hub, "the coffee shop on the corner", 10);
+    assert_eq!(ranked.len(), 10);
+    assert!(ranked.iter().all(|id| holders.contains(id)), "{ranked:?}");
+    let ranked = ranked_ids(&hub, "then the coffee shop closed", 5);
+    assert_eq!(ranked[0], rare, "{ranked:?}");
+}
+
 #[test]
 fn exact_hits_and_the_exact_phrase_come_before_fuzzy_ones() {
     let root = TempRoot::new();
