@@ -52,6 +52,11 @@ pub(crate) async fn metrics(
         ),
         ("memd_vectors", "Stored vectors.", stats.vectors),
         (
+            "memd_sqlite_heap_bytes",
+            "Bytes SQLite holds: page caches, statements, schemas.",
+            st.hub.sqlite_heap_bytes(),
+        ),
+        (
             "memd_vectors_pending",
             "Memories waiting for their vector.",
             stats.pending_vectors,

@@ -708,6 +708,12 @@ impl Hub {
         self.searcher.gate_load()
     }
 
+    /// Bytes SQLite holds in this process (its page caches, statements and
+    /// schemas), for `/metrics`.
+    pub fn sqlite_heap_bytes(&self) -> u64 {
+        crate::index::Index::sqlite_heap_bytes()
+    }
+
     /// The candidates of a hybrid search with the learned-fusion features of
     /// each ([`crate::search::hybrid_candidates`]), for `memd eval --features`.
     pub fn hybrid_candidates(&self, req: &SearchRequest) -> Result<Vec<crate::search::Candidate>> {

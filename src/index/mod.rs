@@ -755,6 +755,11 @@ impl Index {
         self.text.phrase_search(tokens, filter, limit)
     }
 
+    /// Bytes SQLite holds in this process; see [`vector::sqlite_heap_bytes`].
+    pub(crate) fn sqlite_heap_bytes() -> u64 {
+        vector::sqlite_heap_bytes()
+    }
+
     /// Whether the phrase search finds `m` for `tokens`; see [`text::holds_phrase`].
     pub(crate) fn holds_phrase(m: &Memory, tokens: &[Term]) -> bool {
         text::holds_phrase(m, tokens)

@@ -135,6 +135,17 @@ pub(crate) fn register_extension() {
     });
 }
 
+/// Bytes SQLite's allocator holds for the whole process: every
+/// connection's page cache, prepared statements and schema. Here beside
+/// the registration, the one other call into SQLite's C interface.
+#[allow(unsafe_code)]
+pub(crate) fn sqlite_heap_bytes() -> u64 {
+    // SAFETY: reads SQLite's global memory counter; it takes no arguments
+    // and may be called from any thread at any time.
+    let used = unsafe { rusqlite::ffi::sqlite3_memory_used() };
+    u64::try_from(used).unwrap_or(0)
+}
+
 /// The model and dimension of the stored vectors, if the table exists.
 pub(crate) fn stored_model(conn: &Connection) -> Result<Option<(String, usize)>> {
     Ok(conn

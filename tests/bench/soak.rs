@@ -14,8 +14,8 @@
 //! and a consolidation run every 5 minutes (forgets wait while it runs: it
 //! folds some of the same lines). The server starts on `--facts N` memories
 //! (default 2000) written through it. Samples (with the slower operations
-//! in flight at that moment) go to stdout as they are taken and, with the
-//! summary, to
+//! in flight at that moment, and what SQLite's allocator holds, from
+//! `/metrics`) go to stdout as they are taken and, with the summary, to
 //! `--json PATH` (default `target/bench/soak.json`).
 
 use std::collections::VecDeque;
@@ -150,11 +150,13 @@ pub fn run(
 
     let started = Instant::now();
     let mut samples: Vec<(f64, f64, f64, f64)> = Vec::new();
+    let mut sqlite: Vec<f64> = Vec::new();
     let mut in_flight: Vec<Vec<&'static str>> = Vec::new();
+    let mut metrics = Client::connect(addr, &token);
     println!(
-        "| s | RSS MiB | anonymous | file-backed | ops so far | in flight (slow operations) |"
+        "| s | RSS MiB | anonymous | file-backed | SQLite heap | ops so far | in flight (slow operations) |"
     );
-    println!("|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|");
     while started.elapsed() < Duration::from_secs(seconds) {
         std::thread::sleep(Duration::from_secs(sample).min(
             Duration::from_secs(seconds).saturating_sub(started.elapsed())
@@ -167,6 +169,7 @@ pub fn run(
             status_mib(pid, "RssAnon:"),
             status_mib(pid, "RssFile:"),
         );
+        let held = sqlite_heap_mib(&mut metrics);
         let ops: u64 = counts.iter().map(|c| c.ok.load(Ordering::Relaxed)).sum();
         let busy: Vec<&'static str> = names
             .iter()
@@ -175,7 +178,7 @@ pub fn run(
             .map(|(n, _)| *n)
             .collect();
         println!(
-            "| {:.0} | {:.1} | {:.1} | {:.1} | {ops} | {} |",
+            "| {:.0} | {:.1} | {:.1} | {:.1} | {held:.1} | {ops} | {} |",
             s.0,
             s.1,
             s.2,
@@ -183,6 +186,7 @@ pub fn run(
             busy.join(", ")
         );
         samples.push(s);
+        sqlite.push(held);
         in_flight.push(busy);
     }
     stop.store(true, Ordering::Relaxed);
@@ -244,8 +248,9 @@ pub fn run(
             "done": c.ok.load(Ordering::Relaxed),
             "failed": c.failed.load(Ordering::Relaxed),
         })).collect::<Vec<_>>(),
-        "samples": samples.iter().zip(&in_flight).map(|(s, busy)| json!({
-            "t": s.0, "rss_mib": s.1, "anon_mib": s.2, "file_mib": s.3, "in_flight": busy,
+        "samples": samples.iter().zip(&in_flight).zip(&sqlite).map(|((s, busy), held)| json!({
+            "t": s.0, "rss_mib": s.1, "anon_mib": s.2, "file_mib": s.3,
+            "sqlite_heap_mib": held, "in_flight": busy,
         })).collect::<Vec<_>>(),
     });
     if let Some(dir) = json_path.parent() {
@@ -432,4 +437,18 @@ fn consolidated(added: &Added, answer: &[u8]) {
     let mut a = added.lock().unwrap();
     a.retain(|id| !folded.contains(id));
     a.extend(ids("written", None));
+}
+
+/// What SQLite holds in the server (`memd_sqlite_heap_bytes` of
+/// `/metrics`), in MiB; 0 when the scrape fails.
+fn sqlite_heap_mib(client: &mut Client) -> f64 {
+    let (status, body) = client.get("/metrics");
+    if status != 200 {
+        return 0.0;
+    }
+    String::from_utf8_lossy(&body)
+        .lines()
+        .find_map(|l| l.strip_prefix("memd_sqlite_heap_bytes "))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map_or(0.0, |b| b / (1024.0 * 1024.0))
 }

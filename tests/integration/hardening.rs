@@ -74,6 +74,14 @@ async fn health_shows_counts_and_scenes_to_admin_tokens_only() {
     let (status, text) = api.raw_text("GET", "/metrics", Some(&root)).await;
     assert_eq!(status, 200);
     assert!(text.contains("memd_memories 2"), "{text}");
+    // What SQLite holds: its page caches and statements, never nothing
+    // once the index has been read.
+    let held: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("memd_sqlite_heap_bytes "))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no SQLite gauge in {text}"));
+    assert!(held > 0, "{text}");
 }
 
 /// Issue 3: a `*` + `read` token without `sensitive:read`/`secret:read` gets
