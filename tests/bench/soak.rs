@@ -102,8 +102,13 @@ fn spawn_loop(
                     }
                 }
                 i += 1;
-                if let Some(rest) = pace.checked_sub(started.elapsed()) {
-                    std::thread::sleep(rest);
+                // Paced in steps of at most a second: a soak that ends
+                // between two consolidations (5 minutes apart) stops now.
+                while let Some(rest) = pace.checked_sub(started.elapsed()) {
+                    if stop.load(Ordering::Relaxed) || rest.is_zero() {
+                        break;
+                    }
+                    std::thread::sleep(rest.min(Duration::from_secs(1)));
                 }
             }
         })
